@@ -1,0 +1,71 @@
+"""PEP 523 frame hook with a per-code-object cache of guarded substitute code.
+
+The hook is the bottom stage of Ember. For each Python function frame that starts on a
+thread where the hook is on, it looks in the frame's code object for a cached
+``GuardedCode`` whose ``guard(f_locals)`` passes and runs that entry's code instead of
+the frame's own. On a miss it calls the thread's callback, ``callback(frame, cache)``,
+which returns a ``GuardedCode`` to cache and run, or ``None`` to run the original code.
+
+This package needs nothing but CPython 3.11 or 3.12; it knows nothing of torch.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ember_frame_hook._C import (
+    CacheView,
+    Frame,
+    GuardedCode,
+    GuardError,
+    cache_entries,
+    get_cache_limit,
+    get_eval_frame,
+    is_skipped,
+    reset,
+    reset_stats,
+    set_cache_limit,
+    set_eval_frame,
+    skip_code,
+    stats,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    Callback = Callable[[Frame, CacheView], GuardedCode | None]
+
+__all__ = [
+    "CacheView",
+    "Frame",
+    "GuardError",
+    "GuardedCode",
+    "cache_entries",
+    "eval_frame",
+    "get_cache_limit",
+    "get_eval_frame",
+    "is_skipped",
+    "reset",
+    "reset_stats",
+    "set_cache_limit",
+    "set_eval_frame",
+    "skip_code",
+    "stats",
+]
+
+__version__ = "0.1.0"
+
+
+@contextmanager
+def eval_frame(setting: Callback | None | bool) -> Iterator[None]:
+    """Run a block with this thread's hook set to ``setting``, then restore the previous one.
+
+    ``setting`` is a callback (trace), ``False`` (run-only: cached code runs, the callback
+    is never called) or ``None`` (off).
+    """
+    previous = set_eval_frame(setting)
+    try:
+        yield
+    finally:
+        set_eval_frame(previous)
