@@ -22,6 +22,12 @@
 #define EMBER_UNDEF_BUILD_CORE
 #endif
 #include <internal/pycore_frame.h>
+#if PY_VERSION_HEX >= 0x030C0000
+/* Python.h (included without Py_BUILD_CORE) defines this as a macro that the
+ * internal GC header then tries to declare as a function. */
+#undef _PyGC_FINALIZED
+#include <internal/pycore_interp.h> /* interp->monitors, for sys.monitoring tools */
+#endif
 #ifdef EMBER_UNDEF_BUILD_CORE
 #undef Py_BUILD_CORE
 #undef EMBER_UNDEF_BUILD_CORE
@@ -80,10 +86,22 @@ static inline int ember_code_set_extra(PyObject *code, Py_ssize_t index, void *e
 }
 
 /* A frame is traced or profiled when sys.settrace / sys.setprofile (or a
- * debugger built on them) is active on this thread. On 3.12 both are
- * implemented over sys.monitoring but still set these fields. */
+ * debugger built on them) is active on this thread, or, on 3.12, when any
+ * sys.monitoring tool (PEP 669 debuggers, profilers, coverage) listens to any
+ * event globally. Substituting code under them would hide the user's lines. */
 static inline int ember_tracing_active(PyThreadState *tstate) {
-    return tstate->c_tracefunc != NULL || tstate->c_profilefunc != NULL;
+    if (tstate->c_tracefunc != NULL || tstate->c_profilefunc != NULL) {
+        return 1;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    const uint8_t *tools = tstate->interp->monitors.tools;
+    for (int event = 0; event < _PY_MONITORING_UNGROUPED_EVENTS; event++) {
+        if (tools[event]) {
+            return 1;
+        }
+    }
+#endif
+    return 0;
 }
 
 /* Number of argument slots at the start of localsplus: positional (including

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import pytest
+
 import ember_frame_hook as fh
 from conftest import Recorder, substitute_for
 
@@ -118,3 +120,21 @@ def test_callback_may_switch_the_hook_off_for_itself():
     fh.set_eval_frame(callback)
     assert plain(1) == ("orig", 1)
     assert fh.get_eval_frame() is None
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+def test_frames_under_a_sys_monitoring_tool_are_left_alone():
+    mon = sys.monitoring
+    rec = Recorder({plain.__code__: substitute_for(plain, plain_sub)})
+    with fh.eval_frame(rec):
+        assert plain(1) == ("sub", 1)
+        mon.use_tool_id(mon.DEBUGGER_ID, "test-debugger")
+        try:
+            mon.register_callback(mon.DEBUGGER_ID, mon.events.PY_START, lambda code, offset: None)
+            mon.set_events(mon.DEBUGGER_ID, mon.events.PY_START)
+            assert plain(1) == ("orig", 1)
+        finally:
+            mon.set_events(mon.DEBUGGER_ID, 0)
+            mon.register_callback(mon.DEBUGGER_ID, mon.events.PY_START, None)
+            mon.free_tool_id(mon.DEBUGGER_ID)
+        assert plain(1) == ("sub", 1)
