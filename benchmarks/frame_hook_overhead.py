@@ -79,9 +79,11 @@ def measure(calls: int, rounds: int) -> dict[str, float]:
     fh.reset()
 
     def with_entry(entry):
+        def callback(frame, cache):
+            return entry if frame.f_code is trivial.__code__ else None
+
         def run():
             fh.reset()
-            callback = (lambda frame, cache: entry if frame.f_code is trivial.__code__ else None)
             with fh.eval_frame(callback):
                 trivial(1)  # miss: caches the entry
                 return call_loop(trivial, calls)
@@ -104,7 +106,7 @@ def measure(calls: int, rounds: int) -> dict[str, float]:
         "empty loop": lambda: empty_loop(calls),
     }
     samples: dict[str, list[float]] = {name: [] for name in configs}
-    for name, run in configs.items():  # warm-up
+    for run in configs.values():  # warm-up
         run()
     for _ in range(rounds):
         for name, run in configs.items():
@@ -139,8 +141,12 @@ def report(m: dict[str, float]) -> dict[str, float]:
     print(f"| C guard's own cost | {c_guard:.1f} |")
     print(f"| Py guard's own cost | {py_guard_cost:.1f} |")
     print(f"| hook overhead on a skipped frame | {results['passthrough_overhead_ns']:.1f} |")
-    print(f"| hook overhead on a hit, beyond the C guard | {results['hook_overhead_c_guard_ns']:.1f} |")
-    print(f"| hook overhead on a hit, beyond the Py guard | {results['hook_overhead_py_guard_ns']:.1f} |")
+    print(
+        f"| hook overhead on a hit, beyond the C guard | {results['hook_overhead_c_guard_ns']:.1f} |"
+    )
+    print(
+        f"| hook overhead on a hit, beyond the Py guard | {results['hook_overhead_py_guard_ns']:.1f} |"
+    )
     return results
 
 

@@ -72,7 +72,9 @@ def main() -> None:
             t_hook = min(t_hook, t)
             assert got == expected, (p, got, expected)
         note = "" if p in CLOSED_FORMS else "  (not specialized: original code ran)"
-        print(f"{p:>3} {t_orig * 1e3:12.2f} {t_hook * 1e3:10.3f} {t_orig / t_hook:8.0f}x  True{note}")
+        print(
+            f"{p:>3} {t_orig * 1e3:12.2f} {t_hook * 1e3:10.3f} {t_orig / t_hook:8.0f}x  True{note}"
+        )
 
     entries = fh.cache_entries(power_sum.__code__)
     print(f"\ncallback compiled for p in {compiled_for}; the second p=2 row hit the cache")

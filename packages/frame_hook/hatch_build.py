@@ -46,8 +46,13 @@ class CExtensionBuildHook(BuildHookInterface):
             EXTENSION,
             sources=sources,
             include_dirs=[str(root / "csrc")],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-parameter",
-                                "-Wno-missing-field-initializers"],
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-Wall",
+                "-Wno-unused-parameter",
+                "-Wno-missing-field-initializers",
+            ],
         )
         dist = Distribution({"name": "ember-frame-hook", "ext_modules": [extension]})
         dist.script_name = "hatch_build.py"

@@ -18,7 +18,7 @@ def target(x):
 
 
 def raising(x):
-    y = x + 1
+    x = x + 1
     raise BOOM  # the substitute's own line
 
 

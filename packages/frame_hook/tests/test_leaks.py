@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import tracemalloc
@@ -60,10 +61,8 @@ def raising_guard(f_locals):
 def run_calls(setting, n):
     with fh.eval_frame(setting):
         for i in range(n):
-            try:
+            with contextlib.suppress(LookupError, fh.GuardError):
                 target(i, 1, 2, k=3, extra=4)
-            except (LookupError, fh.GuardError):
-                pass
 
 
 def live_frames():
@@ -77,6 +76,7 @@ def watched():
 
 def prepare_guard_error_cache():
     fh.set_eval_frame(None)
+
     def callback(frame, cache):
         return fh.GuardedCode(SUB, raising_guard) if frame.f_code is target.__code__ else None
 
@@ -133,18 +133,19 @@ def test_dropping_code_frees_its_cache_and_entries():
             guard_calls.append(1)
             return True
 
-    guard = Guard()
-    guard_ref = weakref.ref(guard)
-    entry_code = f.__code__.replace(co_name="f_sub")
-    code = f.__code__
+    made = {"guard": Guard(), "code": f.__code__, "entry_code": f.__code__.replace(co_name="g")}
+    guard_ref = weakref.ref(made["guard"])
 
     def callback(frame, cache):
-        return fh.GuardedCode(entry_code, guard) if frame.f_code is code else None
+        if frame.f_code is made["code"]:
+            return fh.GuardedCode(made["entry_code"], made["guard"])
+        return None
 
     with fh.eval_frame(callback):
         f(1)
         f(2)
     assert guard_calls == [1]
-    del f, guard, entry_code, code, callback
+    del f
+    made.clear()
     gc.collect()
     assert guard_ref() is None, "the code object's death must free its cache"

@@ -63,10 +63,9 @@ def test_thread_ending_with_hook_on_releases_its_callback():
         def __call__(self, frame, cache):
             return None
 
-    cb = Callback()
-    ref = weakref.ref(cb)
-    in_thread(lambda: fh.set_eval_frame(cb))
-    del cb
+    holder = [Callback()]
+    ref = weakref.ref(holder[0])
+    in_thread(lambda: fh.set_eval_frame(holder.pop()))
     gc.collect()
     assert ref() is None, "the ended thread's setting must be released"
     assert work(1) == ("orig", 1)

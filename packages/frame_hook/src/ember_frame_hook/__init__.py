@@ -58,7 +58,7 @@ __version__ = "0.1.0"
 
 
 @contextmanager
-def eval_frame(setting: Callback | None | bool) -> Iterator[None]:
+def eval_frame(setting: Callback | bool | None) -> Iterator[None]:
     """Run a block with this thread's hook set to ``setting``, then restore the previous one.
 
     ``setting`` is a callback (trace), ``False`` (run-only: cached code runs, the callback

@@ -1,0 +1,113 @@
+"""Nox sessions for the Ember repository.
+
+Plain `nox` runs lint, the per-package test sessions and the integration tests.
+`demo`, `bench` and `build` run only when named (`nox -s bench`). See README.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from repo_packages import CONSTRAINTS, Package, discover, needs_torch, sibling_closure  # noqa: E402
+
+MAIN_PYTHON = "3.11"
+ALL_PYTHONS = ["3.11", "3.12"]  # torch-free packages only: the CPU torch wheel is cp311
+ZOO = ROOT / "benchmarks" / "zoo"
+FRAME_HOOK = "./packages/frame_hook"
+
+PACKAGES = discover(ROOT)
+
+# A missing interpreter is a skip, not a failure (nox turns this on when CI is set), and
+# never a download of a standalone Python.
+nox.options.error_on_missing_interpreters = False
+nox.options.download_python = "never"
+nox.options.reuse_venv = "yes"
+
+
+def local(path: Path) -> str:
+    """A path pip reads as a local project, relative to the repo root for readable logs."""
+    return f"./{path.relative_to(ROOT)}"
+
+
+def install(session: nox.Session, *args: str) -> None:
+    """pip install with every requirement and build requirement pinned by constraints.txt."""
+    session.install("-c", str(CONSTRAINTS), "--build-constraint", str(CONSTRAINTS), *args)
+
+
+def zoo_paths() -> list[str]:
+    return [local(ZOO)] if (ZOO / "pyproject.toml").exists() else []
+
+
+def register_tests(package: Package) -> None:
+    """Session tests-<folder>: the package plus only what it declares, then its tests."""
+    pythons = [MAIN_PYTHON] if needs_torch(package, PACKAGES) else ALL_PYTHONS
+
+    def tests(session: nox.Session) -> None:
+        closure = sibling_closure(package, PACKAGES)
+        install(session, *(local(p.path) for p in closure), "pytest")
+        session.run("pytest", local(package.path / "tests"), *session.posargs)
+
+    tests.__doc__ = f"Unit tests of {package.name}, installed with only its declared deps."
+    nox.session(name=f"tests-{package.folder}", python=pythons)(tests)
+
+
+for _package in PACKAGES:
+    register_tests(_package)
+
+# plain `nox`: everything that checks correctness; demo, bench and build only when named
+nox.options.sessions = ["lint", *(f"tests-{p.folder}" for p in PACKAGES), "integration"]
+
+
+@nox.session(python=MAIN_PYTHON)
+def integration(session: nox.Session) -> None:
+    """Cross-package tests: every package, the zoo, torch and transformers installed."""
+    packages = [local(p.path) for p in PACKAGES]
+    install(session, *packages, *zoo_paths(), "torch", "transformers", "pytest")
+    zoo_tests = [local(ZOO / "tests")] if (ZOO / "tests").is_dir() else []
+    session.run("pytest", "integration_tests", *zoo_tests, *session.posargs)
+
+
+@nox.session(python=MAIN_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check, and the forbidden-import checker."""
+    install(session, "ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/check_forbidden_imports.py")
+
+
+@nox.session(python=MAIN_PYTHON)
+def demo(session: nox.Session) -> None:
+    """Install ember-frame-hook and run examples/frame_hook_demo.py."""
+    install(session, FRAME_HOOK)
+    session.run("python", "examples/frame_hook_demo.py", *session.posargs)
+
+
+@nox.session(python=MAIN_PYTHON)
+def bench(session: nox.Session) -> None:
+    """Frame-hook overhead, then eager vs torch.compile on the zoo (posargs go to the zoo)."""
+    install(session, FRAME_HOOK, *zoo_paths(), "torch", "transformers")
+    session.run("python", "benchmarks/frame_hook_overhead.py")
+    session.run("python", "benchmarks/zoo_baseline.py", "--size", "real", *session.posargs)
+
+
+@nox.session(python=MAIN_PYTHON)
+def build(session: nox.Session) -> None:
+    """Wheel and sdist of every package into dist/, then check the sibling pins."""
+    install(session, "build")
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    # build installs the build requirements in its isolated env with a plain pip install,
+    # which honours PIP_CONSTRAINT.
+    env = {"PIP_CONSTRAINT": str(CONSTRAINTS)}
+    for package in PACKAGES:
+        session.run("python", "-m", "build", "--outdir", "dist", local(package.path), env=env)
+    wheels = sorted(str(w.relative_to(ROOT)) for w in dist.glob("*.whl"))
+    session.run("python", "tools/check_wheel_pins.py", *wheels)
