@@ -13,6 +13,12 @@ static int cache_limit = DEFAULT_CACHE_LIMIT;
 static CodeCache registry = {.prev = &registry, .next = &registry};
 
 static void code_cache_free(void *ptr) {
+    /* CPython calls every registered free function for every extra slot of a dying
+     * code object, set or not: a code object that only another extension (such as
+     * TorchDynamo) annotated reaches us with NULL. */
+    if (ptr == NULL) {
+        return;
+    }
     CodeCache *cache = (CodeCache *)ptr;
     cache->prev->next = cache->next;
     cache->next->prev = cache->prev;
