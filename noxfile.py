@@ -62,7 +62,26 @@ for _package in PACKAGES:
     register_tests(_package)
 
 # plain `nox`: everything that checks correctness; demo, bench and build only when named
-nox.options.sessions = ["lint", *(f"tests-{p.folder}" for p in PACKAGES), "integration"]
+nox.options.sessions = [
+    "lint",
+    *(f"tests-{p.folder}" for p in PACKAGES),
+    "bytecode_layer",
+    "integration",
+]
+
+
+@nox.session(python=ALL_PYTHONS)
+def bytecode_layer(session: nox.Session) -> None:
+    """The tracer's torch-free bytecode layer on 3.11 and 3.12 (its package needs torch,
+    which has no 3.12 CPU build here, so these tests run from source)."""
+    install(session, "pytest")
+    src = str(ROOT / "packages" / "bytecode_tracer" / "src")
+    session.run(
+        "pytest",
+        "packages/bytecode_tracer/tests/bytecode",
+        *session.posargs,
+        env={"PYTHONPATH": src},
+    )
 
 
 @nox.session(python=MAIN_PYTHON)
@@ -85,9 +104,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def demo(session: nox.Session) -> None:
-    """Install ember-frame-hook and run examples/frame_hook_demo.py."""
-    install(session, FRAME_HOOK)
-    session.run("python", "examples/frame_hook_demo.py", *session.posargs)
+    """The frame-hook demo, then real models compiled through the hook and the tracer."""
+    install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
+    session.run("python", "examples/frame_hook_demo.py")
+    session.run("python", "examples/tracer_demo.py", *session.posargs)
 
 
 @nox.session(python=MAIN_PYTHON)

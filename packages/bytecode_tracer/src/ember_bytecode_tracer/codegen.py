@@ -1,0 +1,285 @@
+"""Generating the code objects that replace a traced frame.
+
+The rewritten frame calls a *runner*: a Python closure that loads the graph's inputs
+through their sources, calls the compiled graph, rebuilds the values the rest of the frame
+needs, and replays side effects. Without a graph break the rewritten code returns what the
+runner returns. At a graph break at instruction `inst` it pushes the rebuilt stack, stores
+the rebuilt locals, runs `inst` itself as ordinary bytecode, and returns the result of
+calling `__resume_at_<offset>`, a copy of the original code that restores the stack and
+jumps to where `inst` left off; the frame hook traces that function when it runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import types
+from dataclasses import dataclass
+
+from ember_bytecode_tracer.bytecode import (
+    Instruction,
+    assemble,
+    create_call,
+    create_instruction,
+    decode,
+    prefix_instructions,
+)
+from ember_bytecode_tracer.exc import Unsupported
+
+PREFIX_OPS = {"RESUME", "COPY_FREE_VARS", "MAKE_CELL"}
+OUT = "___ember_out"
+STACK_ARG = "___ember_stack"
+_resume_ids = itertools.count()
+PY311 = sys.version_info[:2] == (3, 11)
+
+
+def _load_local(name: str, code: types.CodeType) -> Instruction:
+    op = "LOAD_DEREF" if name in code.co_freevars else "LOAD_FAST"
+    return create_instruction(op, argval=name)
+
+
+def _call_global(global_name: str, args: list[Instruction], nargs: int) -> list[Instruction]:
+    return [
+        create_instruction("LOAD_GLOBAL", argval=global_name, push_null=True),
+        *args,
+        *create_call(nargs),
+    ]
+
+
+def _item(index: int) -> list[Instruction]:
+    return [
+        create_instruction("LOAD_FAST", argval=OUT),
+        create_instruction("LOAD_CONST", argval=index),
+        create_instruction("BINARY_SUBSCR"),
+    ]
+
+
+@dataclass
+class StackSlot:
+    is_null: bool
+
+
+def whole_frame_code(
+    code: types.CodeType, runner_name: str, input_names: list[str]
+) -> types.CodeType:
+    """`return runner(*inputs)`: the frame ran to its return inside the trace."""
+    body = _call_global(runner_name, [_load_local(n, code) for n in input_names], len(input_names))
+    body.append(create_instruction("RETURN_VALUE"))
+    instructions = prefix_instructions((), code.co_freevars) + body
+    return assemble(instructions, template=code, co_cellvars=())
+
+
+def break_code(
+    code: types.CodeType,
+    runner_name: str,
+    input_names: list[str],
+    inst: Instruction,
+    kw_names: tuple[str, ...] | None,
+    stack_before: list[StackSlot],
+    live_locals: list[str],
+    resumes: dict[str, types.CodeType],
+    f_globals: dict,
+) -> types.CodeType:
+    """Rebuild state, run `inst` eagerly, continue in resume function(s)."""
+    body = _call_global(runner_name, [_load_local(n, code) for n in input_names], len(input_names))
+    body.append(create_instruction("STORE_FAST", argval=OUT))
+    index = 0
+    for slot in stack_before:
+        if slot.is_null:
+            body.append(create_instruction("PUSH_NULL"))
+        else:
+            body += _item(index)
+            index += 1
+    for name in live_locals:
+        body += _item(index)
+        body.append(create_instruction("STORE_FAST", argval=name))
+        index += 1
+
+    successors = _successors(inst, stack_before)
+    if len(successors) == 1:
+        body += _replay(inst, kw_names)
+        ((resume_index, stack_after),) = successors
+        body += _call_resume(code, resume_index, stack_after, live_locals, resumes, f_globals, inst)
+    else:
+        # A branch: each way it goes continues in its own resume function.
+        (taken_index, taken_stack), (next_index, next_stack) = successors
+        taken_block = _call_resume(
+            code, taken_index, taken_stack, live_locals, resumes, f_globals, inst
+        )
+        branch = create_instruction(
+            _neutral(inst.opname), target=taken_block[0], positions=inst.positions
+        )
+        body.append(branch)
+        body += _call_resume(code, next_index, next_stack, live_locals, resumes, f_globals, inst)
+        body += taken_block
+    instructions = prefix_instructions((), code.co_freevars) + body
+    return assemble(instructions, template=code, co_cellvars=())
+
+
+def _neutral(opname: str) -> str:
+    return opname.replace("FORWARD_", "").replace("BACKWARD_", "")
+
+
+# Instructions a graph break may stop at, with (values popped, values pushed).
+def _stack_effect(inst: Instruction) -> tuple[int, int]:
+    op = inst.opname
+    if op == "CALL":
+        return inst.arg + 2, 1
+    if op == "CALL_FUNCTION_EX":
+        return 3 + (inst.arg & 1), 1
+    simple = {
+        "BINARY_OP": (2, 1), "BINARY_SUBSCR": (2, 1), "COMPARE_OP": (2, 1),
+        "CONTAINS_OP": (2, 1), "IS_OP": (2, 1), "UNARY_NEGATIVE": (1, 1), "UNARY_NOT": (1, 1),
+        "UNARY_INVERT": (1, 1), "STORE_SUBSCR": (3, 0), "STORE_ATTR": (2, 0),
+        "GET_ITER": (1, 1), "BINARY_SLICE": (3, 1),
+    }  # fmt: skip
+    if op in simple:
+        return simple[op]
+    if op == "LOAD_ATTR" and not (sys.version_info >= (3, 12) and inst.push_null):
+        return 1, 1
+    raise Unsupported(f"cannot break the graph at {op}")
+
+
+def _successors(
+    inst: Instruction, stack_before: list[StackSlot]
+) -> list[tuple[Instruction, list[StackSlot]]]:
+    op = inst.opname
+    if "POP_JUMP" in op:
+        after = stack_before[:-1]
+        return [(inst.target, after), (_NEXT, after)]
+    if op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+        return [(inst.target, list(stack_before)), (_NEXT, stack_before[:-1])]
+    pops, pushes = _stack_effect(inst)
+    after = stack_before[: len(stack_before) - pops] + [StackSlot(False)] * pushes
+    return [(_NEXT, after)]
+
+
+_NEXT = object()  # marker: the instruction after the break point
+
+
+def _replay(inst: Instruction, kw_names: tuple[str, ...] | None) -> list[Instruction]:
+    out = []
+    if inst.opname == "CALL" and kw_names:
+        out.append(create_instruction("KW_NAMES", argval=kw_names))
+    if inst.opname == "CALL" and PY311:
+        out.append(create_instruction("PRECALL", arg=inst.arg))
+    out.append(
+        create_instruction(
+            inst.opname,
+            arg=inst.arg if inst.argval is None or isinstance(inst.argval, int) else None,
+            argval=inst.argval,
+            push_null=inst.push_null,
+            positions=inst.positions,
+        )
+    )
+    return out
+
+
+def _call_resume(
+    code, target, stack_after, live_locals, resumes, f_globals, inst
+) -> list[Instruction]:
+    """Store the stack into temporaries, then `return resume(stack_tuple, *locals)`."""
+    key = f"{'next' if target is _NEXT else 'target'}@{inst.offset}"
+    resume_code = resume_function_code(code, inst, target is _NEXT, stack_after, live_locals)
+    resumes[key] = resume_code
+    out: list[Instruction] = []
+    temps = [f"___ember_s{i}" for i in range(len(stack_after))]
+    for temp in reversed(temps):
+        out.append(create_instruction("STORE_FAST", argval=temp))
+    if code.co_freevars:
+        out.append(create_instruction("PUSH_NULL"))
+        for name in code.co_freevars:
+            out.append(create_instruction("LOAD_CLOSURE", argval=name))
+        out.append(create_instruction("BUILD_TUPLE", arg=len(code.co_freevars)))
+        out.append(create_instruction("LOAD_CONST", argval=resume_code))
+        out.append(create_instruction("MAKE_FUNCTION", arg=0x08))
+    else:
+        name = f"{resume_code.co_name}"
+        f_globals[name] = types.FunctionType(resume_code, f_globals, name)
+        out.append(create_instruction("LOAD_GLOBAL", argval=name, push_null=True))
+    values = [t for t, slot in zip(temps, stack_after, strict=True) if not slot.is_null]
+    for name in resume_argument_names(code, live_locals):
+        if name == STACK_ARG:
+            for temp in values:
+                out.append(create_instruction("LOAD_FAST", argval=temp))
+            out.append(create_instruction("BUILD_TUPLE", arg=len(values)))
+        else:
+            out.append(create_instruction("LOAD_FAST", argval=name))
+    out += create_call(1 + len(live_locals))
+    out.append(create_instruction("RETURN_VALUE"))
+    return out
+
+
+def resume_function_code(
+    code: types.CodeType,
+    inst: Instruction,
+    after_inst: bool,
+    stack: list[StackSlot],
+    live_locals: list[str],
+) -> types.CodeType:
+    """A copy of `code` that starts with `stack` and `live_locals` where `inst` left off."""
+    original = decode(code)
+    index = next(i for i, other in enumerate(original) if other.offset == inst.offset)
+    target = original[index + 1] if after_inst else original[index].target
+    if not after_inst and target is None:
+        raise Unsupported("branch without a target")
+    body = [
+        i
+        for i in original
+        if not (
+            i.opname in PREFIX_OPS and i.offset is not None and i.offset <= _prefix_end(original)
+        )
+    ]
+    restore: list[Instruction] = []
+    position = 0
+    for slot in stack:
+        if slot.is_null:
+            restore.append(create_instruction("PUSH_NULL"))
+        else:
+            restore += [
+                create_instruction("LOAD_FAST", argval=STACK_ARG),
+                create_instruction("LOAD_CONST", argval=position),
+                create_instruction("BINARY_SUBSCR"),
+            ]
+            position += 1
+    restore.append(create_instruction("JUMP", target=target))
+    instructions = prefix_instructions((), code.co_freevars) + restore + body
+    offset = inst.offset if after_inst else target.offset
+    name = f"__resume_at_{offset}_{next(_resume_ids)}"
+    arg_names = resume_argument_names(code, live_locals)
+    others = tuple(n for n in code.co_varnames if n not in arg_names)
+    flags = code.co_flags & ~(0x04 | 0x08)  # no *args / **kwargs
+    return assemble(
+        instructions,
+        template=code,
+        co_name=name,
+        co_qualname=name,
+        co_argcount=len(arg_names),
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_varnames=arg_names + others,
+        co_cellvars=(),
+        co_flags=flags,
+    )
+
+
+def resume_argument_names(code: types.CodeType, live_locals: list[str]) -> tuple[str, ...]:
+    """The original's leading arguments keep their slots (zero-argument super() reads the
+    first one), then the saved stack, then the other live locals."""
+    leading = []
+    for name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+        if name not in live_locals:
+            break
+        leading.append(name)
+    rest = [n for n in live_locals if n not in leading]
+    return (*leading, STACK_ARG, *rest)
+
+
+def _prefix_end(instructions: list[Instruction]) -> int:
+    end = -1
+    for inst in instructions:
+        if inst.opname in PREFIX_OPS:
+            end = inst.offset
+        else:
+            break
+    return end

@@ -1,0 +1,388 @@
+"""The frame hook's callback: trace a starting frame and return guarded rewritten code.
+
+`FrameCompiler(backend)` is what `ember_frame_hook.set_eval_frame` receives. For each frame
+it decides (skip rules, cache limit), traces it with the symbolic interpreter, compiles
+the graph with the backend, builds the runner and the rewritten code, compiles the guards,
+and returns a `CompiledFrame` (a GuardedCode carrying everything `explain` reports).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import sysconfig
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import ember_frame_hook as fh
+from ember_bytecode_tracer import codegen
+from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
+from ember_bytecode_tracer.exc import BackendCompilerFailed, SkipFrame, Unsupported
+from ember_bytecode_tracer.guards import (
+    Guard,
+    GuardKind,
+    LocalSource,
+    TorchStateSource,
+    compile_guards,
+)
+from ember_bytecode_tracer.output_graph import OutputGraph
+from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
+from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
+from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
+from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.lazy import LazyLocal
+from ember_bytecode_tracer.variables.objects import NullVariable
+
+log = logging.getLogger("ember.tracer")
+_runner_ids = iter(range(10**9))
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    location: str  # user file:line
+
+
+@dataclass
+class FrameRecord:
+    """What happened to one traced frame: for explain(), logs and tests."""
+
+    code: types.CodeType
+    graphs: list[torch.fx.GraphModule] = field(default_factory=list)
+    breaks: list[GraphBreak] = field(default_factory=list)
+    guards: Any = None
+    new_code: types.CodeType | None = None
+
+
+class CompiledFrame(fh.GuardedCode):
+    """A cache entry, with the record of how it was made."""
+
+    record: FrameRecord
+
+
+def _skipped_roots() -> tuple[str, ...]:
+    roots = {sysconfig.get_paths()["stdlib"], os.path.dirname(fh.__file__),
+             os.path.dirname(__file__)}  # fmt: skip
+    torch_root = os.path.dirname(torch.__file__)
+    return (*sorted(roots), torch_root)
+
+
+_SKIP_ROOTS = _skipped_roots()
+_TORCH_ALLOWED = (os.path.join(os.path.dirname(torch.__file__), "nn", "modules"),)
+
+
+def is_skipped(code: types.CodeType) -> bool:
+    """Our own code, the standard library and torch internals run as they are; of torch's
+    nn modules only `forward` methods are traced (constructors and helpers are not)."""
+    filename = code.co_filename
+    if code.co_name.startswith("__resume_at_"):
+        return False
+    if filename.startswith(_TORCH_ALLOWED):
+        return code.co_name != "forward"
+    return filename.startswith(_SKIP_ROOTS) or filename.startswith("<")
+
+
+def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, torch.Tensor | torch.nn.Module):
+        return True
+    if depth < 2 and type(value) in (list, tuple):
+        return any(_holds_tensor_state(v, depth + 1) for v in value)
+    if depth < 2 and type(value) is dict:
+        return any(_holds_tensor_state(v, depth + 1) for v in value.values())
+    return False
+
+
+def has_tensor_work(frame: Any) -> bool:
+    """Whether a frame can produce a graph: it sees tensors or modules, or names torch."""
+    if frame.f_code.co_name.startswith("__resume_at_"):
+        return True
+    if any(_holds_tensor_state(v) for v in frame.f_locals.values()):
+        return True
+    return any(
+        isinstance(frame.f_globals.get(n), types.ModuleType)
+        and frame.f_globals[n].__name__.startswith("torch")
+        for n in frame.f_code.co_names
+    )
+
+
+class FrameCompiler:
+    """callback(frame, cache) for ember_frame_hook."""
+
+    def __init__(
+        self,
+        backend: Callable,
+        *,
+        fullgraph: bool = False,
+        on_record: Callable[[FrameRecord], None] | None = None,
+        suppress_errors: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.on_record = on_record
+        self.suppress_errors = suppress_errors
+        self.records: list[FrameRecord] = []
+        self.skipped: list[tuple[types.CodeType, str]] = []  # frames left to run as they are
+
+    def __call__(self, frame: fh.Frame, cache: fh.CacheView) -> fh.GuardedCode | None:
+        code = frame.f_code
+        if is_skipped(code):
+            fh.skip_code(code)
+            return None
+        if cache.full:
+            self._give_up(frame, cache)
+            return None
+        if not has_tensor_work(frame):
+            fh.skip_code(code)
+            return None
+        try:
+            record, new_code, guard = trace_frame(frame, self.backend, fullgraph=self.fullgraph)
+        except SkipFrame as exc:
+            log.debug("ember: not compiling %s: %s", code.co_name, exc)
+            self.skipped.append((code, str(exc)))
+            fh.skip_code(code)
+            return None
+        except BackendCompilerFailed:
+            if self.suppress_errors:
+                log.warning(
+                    "ember: backend failed for %s; running it eagerly", code.co_name, exc_info=True
+                )
+                fh.skip_code(code)
+                return None
+            raise
+        entry = CompiledFrame(new_code, guard.check)  # the raw check: no wrapper per call
+        entry.record = record
+        self.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
+        return entry
+
+    def _give_up(self, frame: fh.Frame, cache: fh.CacheView) -> None:
+        reason = None
+        if cache.entries and hasattr(cache.entries[0], "record"):
+            reason = cache.entries[0].record.guards.failure_reason(frame.f_locals)
+        code = frame.f_code
+        log.warning(
+            "ember: %s (%s:%d) was recompiled %d times (cache limit); running it eagerly from now "
+            "on. The guard that kept failing: %s",
+            code.co_name, code.co_filename, code.co_firstlineno, cache.limit, reason or "unknown",
+        )  # fmt: skip
+        fh.skip_code(code)
+
+
+def trace_frame(frame: Any, backend: Callable, *, fullgraph: bool = False):
+    """Traces `frame`; returns (record, new code, guard). Raises SkipFrame to run it as is."""
+    code = frame.f_code
+    break_at: int | None = None
+    reason: GraphBreak | None = None
+    for _attempt in range(2):
+        tx = _make_translator(frame)
+        try:
+            if break_at is None:
+                value = tx.run()
+                return _finish_return(tx, frame, value, backend)
+            _run_until(tx, break_at)
+            return _finish_break(tx, frame, backend, reason)
+        except Unsupported as exc:
+            location = exc.location or tx.location()
+            if fullgraph:
+                raise Unsupported(
+                    f"graph break under fullgraph=True: {exc.reason}", location=location
+                ) from None
+            if break_at is not None or tx.current is None:
+                raise SkipFrame(str(exc)) from exc
+            # Trace again from the start and stop just before the instruction that failed,
+            # so that nothing it did half-way leaks into the graph or the side effects.
+            break_at = tx.index_of[id(tx.current)]
+            reason = GraphBreak(exc.reason, location)
+    raise SkipFrame(f"could not trace {code.co_name}")
+
+
+def _make_translator(frame: Any) -> InstructionTranslator:
+    code = frame.f_code
+    # Inlined functions of other modules reach their globals through sys.modules.
+    frame.f_globals.setdefault("__ember_sys__", sys)
+    output = OutputGraph(f_globals=frame.f_globals, code_name=code.co_name)
+    symbolic_locals = {
+        name: LazyLocal(value, LocalSource(name)) for name, value in frame.f_locals.items()
+    }
+    return InstructionTranslator(
+        code=code,
+        instructions=decode(code),
+        symbolic_locals=symbolic_locals,
+        f_globals=frame.f_globals,
+        f_builtins=_builtins_of(frame.f_globals),
+        output=output,
+    )
+
+
+def _run_until(tx: InstructionTranslator, index: int) -> None:
+    while tx.ip != index:
+        tx.step()
+    tx.current = tx.instructions[index]
+
+
+def _input_names(frame: Any) -> list[str]:
+    return list(frame.f_locals.keys())
+
+
+def _runner(
+    output: OutputGraph,
+    compiled: Callable | None,
+    input_names: list[str],
+    recipes: list,
+    side_effects: list,
+    *,
+    single: bool,
+) -> Callable:
+    loaders = [source_loader(i.source) for i in output.inputs] if compiled is not None else []
+    f_globals = output.f_globals
+
+    def runner(*args):
+        L = dict(zip(input_names, args, strict=True))
+        outs = compiled(*[load(L, f_globals) for load in loaders]) if compiled is not None else ()
+        values = [recipe(outs, L, f_globals) for recipe in recipes]
+        for effect in side_effects:
+            effect(outs, L, f_globals)
+        return values[0] if single else tuple(values)
+
+    return runner
+
+
+def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
+    effects = []
+    se = output.side_effects
+    for _source, tracker in se.containers.items():
+        recipe = builder.recipe(tracker)  # same-object recipes write the new contents
+        effects.append(recipe)
+    for (source, name), tracker in se.attributes.items():
+        recipe = builder.recipe(tracker)
+        load = source_loader(source)
+
+        def set_attribute(outs, L, G, load=load, name=name, recipe=recipe):
+            setattr(load(L, G), name, recipe(outs, L, G))
+
+        effects.append(set_attribute)
+    for name, tracker in se.global_writes.items():
+        recipe = builder.recipe(tracker)
+
+        def set_global(outs, L, G, name=name, recipe=recipe):
+            G[name] = recipe(outs, L, G)
+
+        effects.append(set_global)
+    return effects
+
+
+def _compile_graph(
+    tx: InstructionTranslator, builder: RecipeBuilder, backend: Callable, record: FrameRecord
+):
+    output = tx.output
+    if not builder.outputs and output.count_calls() == 0:
+        return None
+    sub = output.compile_subgraph(list(builder.outputs), backend, location=tx.location())
+    record.graphs.append(sub.graph_module)
+    return sub.compiled
+
+
+def _install_runner(frame: Any, runner: Callable) -> str:
+    name = f"__ember_runner_{next(_runner_ids)}"
+    frame.f_globals[name] = runner
+    return name
+
+
+def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
+    output = tx.output
+    if output.count_calls() == 0 and not output.side_effects:
+        raise SkipFrame("no tensor operations")
+    record = FrameRecord(frame.f_code)
+    builder = RecipeBuilder({id(t) for t in output.side_effects.containers.values()})
+    recipes = [builder.recipe(value)]
+    effects = _side_effect_appliers(output, builder)
+    compiled = _compile_graph(tx, builder, backend, record)
+    names = _input_names(frame)
+    runner = _runner(output, compiled, names, recipes, effects, single=True)
+    runner_name = _install_runner(frame, runner)
+    new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
+    return _finalize(record, new_code, output, frame)
+
+
+def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphBreak):
+    output = tx.output
+    code = frame.f_code
+    inst: Instruction = tx.current
+    if code.co_cellvars:
+        raise SkipFrame("graph break in a function whose variables are captured by closures")
+    if inst.exn_tab_entry is not None:
+        raise SkipFrame("graph break inside a try/with block")
+    stack_slots = []
+    stack_values = []
+    for value in tx.stack:
+        if isinstance(value, NullVariable):
+            stack_slots.append(codegen.StackSlot(True))
+        else:
+            _check_rebuildable(value)
+            stack_slots.append(codegen.StackSlot(False))
+            stack_values.append(value)
+    # The saved-stack argument of a resume function is dead once its prologue ran.
+    live = [n for n in tx.symbolic_locals if n not in code.co_freevars and n != codegen.STACK_ARG]
+    for name in live:
+        if not isinstance(tx.symbolic_locals[name], LazyLocal):
+            _check_rebuildable(tx.symbolic_locals[name])
+    record = FrameRecord(code)
+    record.breaks.append(reason)
+    builder = RecipeBuilder({id(t) for t in output.side_effects.containers.values()})
+    recipes = [builder.recipe(v) for v in stack_values]
+    for name in live:
+        value = tx.symbolic_locals[name]
+        if isinstance(value, LazyLocal):
+            load = source_loader(value.source)
+            recipes.append(lambda outs, L, G, load=load: load(L, G))
+        else:
+            recipes.append(builder.recipe(value))
+    effects = _side_effect_appliers(output, builder)
+    compiled = _compile_graph(tx, builder, backend, record)
+    names = _input_names(frame)
+    runner = _runner(output, compiled, names, recipes, effects, single=False)
+    runner_name = _install_runner(frame, runner)
+    resumes: dict[str, types.CodeType] = {}
+    new_code = codegen.break_code(
+        code, runner_name, names, inst, tx.kw_names, stack_slots, live, resumes, frame.f_globals
+    )
+    return _finalize(record, new_code, output, frame)
+
+
+def _check_rebuildable(value) -> None:
+    if isinstance(value, ListIteratorVariable | NestedUserFunctionVariable | CellReference):
+        raise SkipFrame(f"graph break with a {type(value).__name__} live")
+
+
+def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph, frame: Any):
+    guards = list(output.guards)
+    # The graph was traced with grad mode as it is now, and with distinct tensor inputs
+    # distinct: a later call that aliases two of them (and may mutate one) must retrace.
+    guards.append(
+        Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, torch.is_grad_enabled())
+    )
+    tensor_sources = [i.source for i in output.inputs]
+    if len(tensor_sources) > 1:
+        guards.append(
+            Guard(tensor_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(tensor_sources[1:]))
+        )
+    guard = compile_guards(guards, frame.f_globals, f_locals=frame.f_locals)
+    record.guards = guard
+    record.new_code = new_code
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "rewritten bytecode of %s:\n%s",
+            frame.f_code.co_name,
+            format_instructions(decode(new_code)),
+        )
+    return record, new_code, guard
+
+
+__all__ = ["CompiledFrame", "FrameCompiler", "FrameRecord", "GraphBreak", "sys", "trace_frame"]

@@ -1,0 +1,39 @@
+"""Errors of the tracer. `Unsupported` is a graph break; under fullgraph it reaches the user."""
+
+from __future__ import annotations
+
+
+class TracerError(Exception):
+    """Base of the tracer's own errors."""
+
+
+class Unsupported(TracerError):
+    """A construct the tracer cannot put in a graph: the frame breaks the graph here.
+
+    `location` is the user's "file:line" where it happened, filled in by the translator.
+    """
+
+    def __init__(self, reason: str, *, location: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.location = location
+
+    def __str__(self) -> str:
+        if self.location:
+            return f"{self.reason}\n  at {self.location}"
+        return self.reason
+
+
+class BackendCompilerFailed(TracerError):
+    """The backend raised while compiling a graph."""
+
+    def __init__(self, backend_name: str, inner: BaseException, location: str | None) -> None:
+        where = f" (graph from {location})" if location else ""
+        super().__init__(f"backend {backend_name!r} failed{where}: {type(inner).__name__}: {inner}")
+        self.backend_name = backend_name
+        self.inner = inner
+        self.location = location
+
+
+class SkipFrame(TracerError):
+    """Nothing worth compiling in this frame (no tensor ops): run it as is, don't ask again."""

@@ -1,0 +1,41 @@
+"""Guards: what a trace depended on, stated over sources, compiled into one fast check.
+
+The tracer records a `Guard(source, kind, expected)` for every value it read from the
+frame (tensors, constants, types, identities, lengths, dict keys, module flags);
+`compile_guards` turns a frame's guards into a `CompiledGuard` whose `check(f_locals)`
+is what `ember_frame_hook.GuardedCode` calls on every call of the compiled function.
+"""
+
+from __future__ import annotations
+
+from ember_bytecode_tracer.guards.compile import CompiledGuard, compile_guards
+from ember_bytecode_tracer.guards.guard import Guard, GuardKind
+from ember_bytecode_tracer.guards.sources import (
+    TORCH_STATE,
+    AttrSource,
+    BuiltinSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+    TorchStateSource,
+    TypeSource,
+)
+from ember_bytecode_tracer.guards.tensor_spec import TensorSpec
+
+__all__ = [
+    "TORCH_STATE",
+    "AttrSource",
+    "BuiltinSource",
+    "CompiledGuard",
+    "GlobalSource",
+    "Guard",
+    "GuardKind",
+    "ItemSource",
+    "LocalSource",
+    "Source",
+    "TensorSpec",
+    "TorchStateSource",
+    "TypeSource",
+    "compile_guards",
+]

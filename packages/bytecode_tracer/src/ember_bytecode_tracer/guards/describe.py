@@ -1,0 +1,137 @@
+"""Human text for guards, and for why one failed (the slow path behind recompile messages)."""
+
+from __future__ import annotations
+
+import reprlib
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ember_bytecode_tracer.guards.constants import strict_equal
+from ember_bytecode_tracer.guards.guard import Guard, GuardKind
+from ember_bytecode_tracer.guards.sources import Scope, Source
+from ember_bytecode_tracer.guards.tensor_spec import describe_tensor, type_name
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+
+
+def summarize(value: Any) -> str:
+    """A short description of a live value: its class and a clipped repr (never raises)."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor {describe_tensor(value)}"
+    if isinstance(value, torch.nn.Module):  # its repr prints the whole model
+        return f"a {type_name(type(value))} module (id {id(value):#x})"
+    try:
+        text = _repr.repr(value)
+    except Exception:  # a user __repr__ that raises must not break a guard's message
+        text = f"<{type_name(type(value))} object at {id(value):#x}>"
+    return f"{text} ({type_name(type(value))})"
+
+
+_NAMED = (
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+)
+
+
+def _describe_object(obj: Any) -> str:
+    if isinstance(obj, _NAMED):  # their names are plain attributes: safe to read
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
+        return f"<{type(obj).__name__} {name} at {id(obj):#x}>"
+    return f"{summarize(obj)} at {id(obj):#x}"
+
+
+_DESCRIBE: dict[GuardKind, Callable[[Guard], str]] = {
+    GuardKind.TYPE_MATCH: lambda g: f"{g.source} is of type {type_name(g.expected)}",
+    GuardKind.ID_MATCH: lambda g: f"{g.source} is the object {_describe_object(g.expected)}",
+    GuardKind.EQUALS_MATCH: lambda g: (
+        f"{g.source} == {g.expected!r} ({type_name(type(g.expected))})"
+    ),
+    GuardKind.NONE_MATCH: lambda g: f"{g.source} is None",
+    GuardKind.NOT_NONE: lambda g: f"{g.source} is not None",
+    GuardKind.TENSOR_MATCH: lambda g: f"{g.source} is a tensor {g.expected.describe()}",
+    GuardKind.LEN_MATCH: lambda g: (
+        f"{g.source} is a {type_name(g.expected[0])} of length {g.expected[1]}"
+    ),
+    GuardKind.DICT_KEYS: lambda g: (
+        f"{g.source} is a {type_name(g.expected[0])} with keys {list(g.expected[1])!r}"
+    ),
+    GuardKind.MODULE_TRAINING: lambda g: f"{g.source}.training is {g.expected}",
+    GuardKind.TENSOR_ALIASING: lambda g: f"{g.source} is {g.expected}",
+    GuardKind.NO_TENSOR_ALIASING: lambda g: (
+        f"{', '.join(map(str, g.sources()))} are distinct objects"
+    ),
+    GuardKind.ABSENT: lambda g: f"{g.source} does not exist",
+}
+
+
+def describe_guard(guard: Guard) -> str:
+    return _DESCRIBE[guard.kind](guard)
+
+
+class _Unreadable(Exception):
+    def __init__(self, source: Source, error: Exception) -> None:
+        super().__init__(f"{source} cannot be read ({type(error).__name__}: {error})")
+
+
+def _read(source: Source, scope: Scope) -> Any:
+    """The source's value; on failure, names the first step that could not be taken."""
+    chain = [source]
+    while chain[-1].base is not None:
+        chain.append(chain[-1].base)  # type: ignore[arg-type]
+    value = None
+    for step in reversed(chain):
+        try:
+            value = step.step(value, scope)
+        except Exception as e:
+            raise _Unreadable(step, e) from e
+    return value
+
+
+def _actual(guard: Guard, scope: Scope) -> str:
+    """What the live value looks like, phrased against what the guard expected."""
+    kind = guard.kind
+    if kind is GuardKind.ABSENT:
+        return f"it exists: {summarize(_read(guard.source, scope))}"
+    value = _read(guard.source, scope)
+    if kind is GuardKind.TENSOR_MATCH:
+        return guard.expected.mismatch(value) or "it matches now"
+    if kind is GuardKind.MODULE_TRAINING:
+        return f"training is {getattr(value, 'training', '<missing>')!r}"
+    if kind is GuardKind.LEN_MATCH and type(value) is guard.expected[0]:
+        return f"length {len(value)}"
+    if kind is GuardKind.DICT_KEYS and type(value) is guard.expected[0]:
+        return f"keys {_repr.repr(list(value))}"
+    if kind is GuardKind.TENSOR_ALIASING:
+        return f"{guard.expected} is {summarize(_read(guard.expected, scope))}, a different object"
+    if kind is GuardKind.NO_TENSOR_ALIASING:
+        values = [(s, _read(s, scope)) for s in guard.sources()]
+        same = [
+            f"{a} is {b}"
+            for i, (a, va) in enumerate(values)
+            for b, vb in values[i + 1 :]
+            if va is vb
+        ]
+        return ", ".join(same) or "they are distinct now"
+    if kind is GuardKind.ID_MATCH:
+        return f"the object {_describe_object(value)}"
+    if kind is GuardKind.EQUALS_MATCH and strict_equal(value, guard.expected):
+        return "it matches now"
+    return summarize(value)
+
+
+def explain_failure(guard: Guard, scope: Scope) -> str:
+    """One line: the failed fact, what was found instead, and where the trace read it."""
+    try:
+        actual = _actual(guard, scope)
+    except _Unreadable as e:
+        actual = str(e)
+    where = f" (read at {guard.user_location})" if guard.user_location else ""
+    return f"{guard.describe()}{where}; got {actual}"

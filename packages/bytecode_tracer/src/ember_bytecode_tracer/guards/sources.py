@@ -1,0 +1,246 @@
+"""Sources: how to reach a value from a frame's locals `L`, globals `G` or builtins `B`.
+
+A source is a frozen, hashable chain of steps ("L['self'].layers[0].weight"). The tracer
+attaches one to every value it read from outside the trace, and guards are stated over
+sources. Each step knows two things: the Python expression that performs it on a base
+expression (`access`, used both for display and for generated guard code) and how to
+perform it on a live base value (`step`, used by the slow paths).
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# The keys an ItemSource may hold: their repr() is a literal that evaluates back to them.
+_LITERAL_KEY_TYPES = (int, str, bytes, bool, type(None))
+
+
+class Source:
+    """Base of all sources. Subclasses are frozen dataclasses (hashable, comparable)."""
+
+    # The source this one steps from; None for a root (L, G, B, torch state). Declared,
+    # not assigned: the step classes hold it as their first dataclass field.
+    base: Source | None
+
+    def access(self, base_expr: str) -> str:
+        """The expression for this step applied to `base_expr` (ignored by roots)."""
+        raise NotImplementedError
+
+    def absent(self, base_expr: str) -> str:
+        """An expression that is true when this step's key/attribute is missing."""
+        raise TypeError(f"{type(self).__name__} has no notion of a missing value")
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        """Perform this step on a live base value (roots read `scope` instead)."""
+        raise NotImplementedError
+
+    def expr(self) -> str:
+        """The Python expression reaching the value, given `L`, `G` and `B`."""
+        base = self.base
+        return self.access(base.expr() if base is not None else "")
+
+    def root(self) -> Source:
+        source = self
+        while source.base is not None:
+            source = source.base
+        return source
+
+    def is_local(self) -> bool:
+        """Rooted in the frame's locals (arguments and closure variables)."""
+        return isinstance(self.root(), LocalSource)
+
+    def depth(self) -> int:
+        base = self.base
+        return 0 if base is None else base.depth() + 1
+
+    def get(
+        self,
+        f_locals: dict[str, Any],
+        f_globals: dict[str, Any],
+        f_builtins: dict[str, Any] | None = None,
+    ) -> Any:
+        """The value this source reaches in a frame (raises like the expression would)."""
+        scope = Scope(
+            f_locals, f_globals, builtins_of(f_globals) if f_builtins is None else f_builtins
+        )
+        return self._get(scope)
+
+    def _get(self, scope: Scope) -> Any:
+        base = self.base
+        return self.step(None if base is None else base._get(scope), scope)
+
+    def __str__(self) -> str:
+        return self.expr()
+
+
+class RootSource(Source):
+    """A source read straight from the frame's namespaces (no base)."""
+
+    @property
+    def base(self) -> None:  # type: ignore[override]
+        return None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The three namespaces a frame's sources are rooted in."""
+
+    L: dict[str, Any]
+    G: dict[str, Any]
+    B: dict[str, Any]
+
+
+def builtins_of(f_globals: dict[str, Any]) -> dict[str, Any]:
+    """The builtins a function defined over `f_globals` sees (CPython's own rule)."""
+    found = f_globals.get("__builtins__", builtins)
+    return found.__dict__ if isinstance(found, type(builtins)) else found
+
+
+@dataclass(frozen=True)
+class LocalSource(RootSource):
+    """`L['name']`: an argument or closure variable of the frame."""
+
+    name: str
+
+    def access(self, base_expr: str) -> str:
+        return f"L[{self.name!r}]"
+
+    def absent(self, base_expr: str) -> str:
+        return f"{self.name!r} not in L"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return scope.L[self.name]
+
+
+@dataclass(frozen=True)
+class GlobalSource(RootSource):
+    """`G['name']`: a global of the frame's module."""
+
+    name: str
+
+    def access(self, base_expr: str) -> str:
+        return f"G[{self.name!r}]"
+
+    def absent(self, base_expr: str) -> str:
+        return f"{self.name!r} not in G"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return scope.G[self.name]
+
+
+@dataclass(frozen=True)
+class BuiltinSource(RootSource):
+    """`B['name']`: a builtin as the frame sees it (pair with ABSENT on GlobalSource(name))."""
+
+    name: str
+
+    def access(self, base_expr: str) -> str:
+        return f"B[{self.name!r}]"
+
+    def absent(self, base_expr: str) -> str:
+        return f"{self.name!r} not in B"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return scope.B[self.name]
+
+
+# Thread-global torch state a trace can depend on, read through public functions.
+TORCH_STATE: dict[str, str] = {
+    "grad_enabled": "is_grad_enabled",
+    "inference_mode": "is_inference_mode_enabled",
+    "default_dtype": "get_default_dtype",
+    "deterministic_algorithms": "are_deterministic_algorithms_enabled",
+}
+
+
+@dataclass(frozen=True)
+class TorchStateSource(RootSource):
+    """`torch.is_grad_enabled()` and friends: global state a graph was traced under."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in TORCH_STATE:
+            raise ValueError(
+                f"unknown torch state {self.name!r}; known: {', '.join(sorted(TORCH_STATE))}"
+            )
+
+    def access(self, base_expr: str) -> str:
+        return f"torch.{TORCH_STATE[self.name]}()"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return getattr(torch, TORCH_STATE[self.name])()
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    """`base.attr` (through getattr() when `attr` is not a plain identifier)."""
+
+    base: Source
+    attr: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attr, str):
+            raise TypeError(f"AttrSource attr must be a str, got {type(self.attr).__name__}")
+
+    def access(self, base_expr: str) -> str:
+        if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
+            return f"{base_expr}.{self.attr}"
+        return f"getattr({base_expr}, {self.attr!r})"
+
+    def absent(self, base_expr: str) -> str:
+        return f"not hasattr({base_expr}, {self.attr!r})"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return getattr(base_value, self.attr)
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """`base[key]` for a constant key: list/tuple index or dict key."""
+
+    base: Source
+    key: Any
+
+    def __post_init__(self) -> None:
+        if not _is_literal_key(self.key):
+            raise TypeError(
+                f"ItemSource key must be an int, str, bytes, bool, None, finite float or a "
+                f"tuple of those, got {self.key!r}; reach other keys through another source"
+            )
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}[{self.key!r}]"
+
+    def absent(self, base_expr: str) -> str:
+        return f"{self.key!r} not in {base_expr}"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return base_value[self.key]
+
+
+@dataclass(frozen=True)
+class TypeSource(Source):
+    """`type(base)`."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"type({base_expr})"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return type(base_value)
+
+
+def _is_literal_key(key: Any) -> bool:
+    if type(key) is float:
+        return math.isfinite(key)
+    if type(key) is tuple:
+        return all(_is_literal_key(k) for k in key)
+    return type(key) in _LITERAL_KEY_TYPES

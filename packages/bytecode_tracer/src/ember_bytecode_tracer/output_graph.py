@@ -1,0 +1,230 @@
+"""OutputGraph: the FX graph a trace builds, its inputs (by source), guards and side effects.
+
+Each tensor the trace reads from the frame becomes a placeholder whose `source` says how to
+load it again at run time; each tensor operation becomes a node whose
+`meta["example_value"]` is a fake tensor computed by running the op under FakeTensorMode.
+When the trace ends (return or graph break) `compile_subgraph` hands the graph to the
+backend (`backend(gm, example_inputs) -> callable`, the Dynamo convention).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_map
+
+from ember_bytecode_tracer.exc import Unsupported
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ember_bytecode_tracer.guards import Guard, Source
+
+_graph_ids = itertools.count()
+
+
+@dataclass
+class GraphInput:
+    source: Source
+    value: torch.Tensor  # the real tensor of this call (example input for the backend)
+    node: torch.fx.Node
+
+
+@dataclass
+class SideEffects:
+    """Mutations of pre-existing Python objects, replayed after the graph runs."""
+
+    # source of a list/dict that existed before the frame -> its final tracker
+    containers: dict[Source, Any] = field(default_factory=dict)
+    # (source of object, attribute name) -> tracker of the new value
+    attributes: dict[tuple[Source, str], Any] = field(default_factory=dict)
+    # global name -> tracker of the new value
+    global_writes: dict[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.containers or self.attributes or self.global_writes)
+
+
+class OutputGraph:
+    def __init__(self, *, f_globals: dict[str, Any], code_name: str) -> None:
+        self.graph = torch.fx.Graph()
+        self.f_globals = f_globals
+        self.code_name = code_name
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.inputs: list[GraphInput] = []
+        self._input_by_source: dict[Source, GraphInput] = {}
+        self._input_by_id: dict[int, GraphInput] = {}
+        self.guards: list[Guard] = []
+        self.side_effects = SideEffects()
+        self.op_count = 0  # call nodes in the current graph
+        self.compiled_graphs: list[CompiledSubgraph] = []
+        self._fake_cache: dict[int, torch.Tensor] = {}
+        self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
+
+    # ---- guards ------------------------------------------------------------------
+    def add_guard(self, guard: Guard) -> None:
+        self.guards.append(guard)
+
+    # ---- inputs ------------------------------------------------------------------
+    def tensor_input(
+        self, source: Source, value: torch.Tensor
+    ) -> tuple[torch.fx.Node, torch.Tensor]:
+        """The placeholder for the real tensor `value` found at `source` (deduplicated)."""
+        from ember_bytecode_tracer.guards import Guard, GuardKind
+
+        known = self._input_by_source.get(source)
+        if known is not None:
+            return known.node, known.node.meta["example_value"]
+        alias = self._input_by_id.get(id(value))
+        if alias is not None and alias.value is value:
+            # The same tensor reached two ways: one placeholder, and a guard that it stays so.
+            self.add_guard(Guard(source, GuardKind.TENSOR_ALIASING, alias.source))
+            self._input_by_source[source] = alias
+            return alias.node, alias.node.meta["example_value"]
+        name = _placeholder_name(source, len(self.inputs))
+        first_op = self._first_non_placeholder()
+        if first_op is None:
+            node = self.graph.placeholder(name)  # appended: keeps inputs in order
+        else:
+            with self.graph.inserting_before(first_op):
+                node = self.graph.placeholder(name)
+        fake = self.to_fake(value)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source
+        graph_input = GraphInput(source, value, node)
+        self.inputs.append(graph_input)
+        self._input_by_source[source] = graph_input
+        self._input_by_id[id(value)] = graph_input
+        return node, fake
+
+    def _first_non_placeholder(self) -> torch.fx.Node | None:
+        for node in self.graph.nodes:
+            if node.op != "placeholder":
+                return node
+        return None
+
+    def to_fake(self, value: torch.Tensor) -> torch.Tensor:
+        fake = self._fake_cache.get(id(value))
+        if fake is None:
+            fake = self.fake_mode.from_tensor(value)
+            self._fake_cache[id(value)] = fake
+        return fake
+
+    # ---- nodes -------------------------------------------------------------------
+    def create_node(
+        self, op: str, target: Any, args: tuple, kwargs: dict
+    ) -> tuple[torch.fx.Node, Any]:
+        """Adds a node and computes its example value on fake tensors."""
+        fake_args = tree_map(_example_of, args)
+        fake_kwargs = tree_map(_example_of, kwargs)
+        try:
+            with self.fake_mode:
+                if op == "call_method":
+                    example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    example = target(*fake_args, **fake_kwargs)
+        except Unsupported:
+            raise
+        except Exception as exc:  # data-dependent ops, unsupported fake kernels, user errors
+            raise Unsupported(
+                f"running {_target_name(target)} on example values failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        node = self.graph.create_node(op, target, args, kwargs)
+        node.meta["example_value"] = example
+        self.op_count += 1
+        return node, example
+
+    # ---- compiling -----------------------------------------------------------------
+    def compile_subgraph(
+        self, outputs: list[torch.fx.Node], backend: Callable, *, location: str
+    ) -> CompiledSubgraph:
+        """Finishes the graph with `outputs`, calls the backend, installs the result."""
+        from ember_bytecode_tracer.exc import BackendCompilerFailed
+
+        self.graph.output(tuple(outputs))
+        remove_unused_pure_nodes(self.graph)
+        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        gm.graph.lint()
+        example_inputs = [graph_input.value for graph_input in self.inputs]
+        try:
+            compiled = backend(gm, example_inputs)
+        except Exception as exc:
+            name = getattr(backend, "__name__", type(backend).__name__)
+            raise BackendCompilerFailed(name, exc, location) from exc
+        if not callable(compiled):
+            raise BackendCompilerFailed(
+                getattr(backend, "__name__", repr(backend)),
+                TypeError(f"backend returned {type(compiled).__name__}, not a callable"),
+                location,
+            )
+        graph_id = next(_graph_ids)
+        global_name = f"__compiled_fn_{graph_id}"
+        self.f_globals[global_name] = compiled
+        sub = CompiledSubgraph(global_name, gm, compiled, [i.source for i in self.inputs])
+        self.compiled_graphs.append(sub)
+        return sub
+
+    def count_calls(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op.startswith("call"))
+
+
+@dataclass
+class CompiledSubgraph:
+    global_name: str  # where the compiled callable lives in the frame's globals
+    graph_module: torch.fx.GraphModule
+    compiled: Callable
+    input_sources: list[Source]
+
+    @property
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph_module.graph.nodes if n.op.startswith("call"))
+
+
+_MUTATING_FUNCTIONS = {
+    operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
+    operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+}  # fmt: skip
+
+
+def is_mutating(node: torch.fx.Node) -> bool:
+    """In-place tensor ops must stay in the graph even when nothing reads their result."""
+    if node.op == "call_method":
+        return node.target.endswith("_") and not node.target.endswith("__")
+    if node.op == "call_function":
+        if node.target in _MUTATING_FUNCTIONS or "out" in node.kwargs:
+            return True
+        name = getattr(node.target, "__name__", "")
+        return name.endswith("_") and not name.endswith("__")
+    return False
+
+
+def remove_unused_pure_nodes(graph: torch.fx.Graph) -> None:
+    for node in reversed(list(graph.nodes)):
+        if node.op in ("call_function", "call_method") and not node.users and not is_mutating(node):
+            graph.erase_node(node)
+
+
+def _example_of(value: Any) -> Any:
+    if isinstance(value, torch.fx.Node):
+        return value.meta["example_value"]
+    return value
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return f"Tensor.{target}"
+    return getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+
+
+def _placeholder_name(source: Source, index: int) -> str:
+    text = "".join(c if c.isalnum() else "_" for c in source.expr())
+    text = "_".join(part for part in text.split("_") if part)
+    return f"{text[:48]}_{index}" if text else f"input_{index}"

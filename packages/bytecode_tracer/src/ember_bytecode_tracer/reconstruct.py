@@ -1,0 +1,104 @@
+"""Recipes that rebuild the real value of a tracker after the graph has run.
+
+A recipe is a function `(outputs, L, G) -> value`: `outputs` are the compiled graph's
+results, `L` the frame's locals at entry and `G` its globals. Tensors come from graph
+outputs, constants are baked in, values with a source are loaded again through it, and
+containers are rebuilt from their items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch.fx
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.variables.base import VariableTracker
+
+Recipe = Callable[[tuple, dict, dict], Any]
+
+
+def source_loader(source: Source) -> Callable[[dict, dict], Any]:
+    """A compiled `lambda L, G: <source expression>`."""
+    return eval(compile(f"lambda L, G: {source.expr()}", f"<ember source {source.expr()}>", "eval"))
+
+
+class RecipeBuilder:
+    """Collects the graph outputs the recipes need while building them."""
+
+    def __init__(self, mutated: set[int] | None = None) -> None:
+        self.outputs: list[torch.fx.Node] = []
+        self._index: dict[torch.fx.Node, int] = {}
+        # ids of containers that existed before the frame and were mutated by the trace:
+        # only those are rewritten in place; the others are loaded back as they are.
+        self.mutated = mutated or set()
+
+    def output_index(self, node: torch.fx.Node) -> int:
+        if node not in self._index:
+            self._index[node] = len(self.outputs)
+            self.outputs.append(node)
+        return self._index[node]
+
+    def recipe(self, value: VariableTracker) -> Recipe:
+        if isinstance(value, TensorVariable):
+            if value.node.op == "placeholder" and value.source is not None:
+                load = source_loader(value.source)
+                return lambda outs, L, G: load(L, G)
+            index = self.output_index(value.node)
+            return lambda outs, L, G: outs[index]
+        if isinstance(value, SizeVariable):
+            size = torch.Size(value.as_python_constant())
+            return lambda outs, L, G: size
+        if isinstance(value, BaseListVariable):
+            parts = [self.recipe(item) for item in value.items]
+            kind = value.python_type()
+            if value.source is not None and id(value) not in self.mutated:
+                load = source_loader(value.source)
+                return lambda outs, L, G: load(L, G)
+            if value.source is not None and kind is list:
+                # The same list object the frame had, with its new contents.
+                load = source_loader(value.source)
+
+                def same_list(outs, L, G):
+                    target = load(L, G)
+                    target[:] = [p(outs, L, G) for p in parts]
+                    return target
+
+                return same_list
+            return lambda outs, L, G: kind(p(outs, L, G) for p in parts)
+        if isinstance(value, ConstDictVariable):
+            if value.source is not None and id(value) not in self.mutated:
+                load = source_loader(value.source)
+                return lambda outs, L, G: load(L, G)
+            parts = {k: self.recipe(v) for k, v in value.items.items()}
+            kind = value.dict_type
+            if value.source is not None:
+                load = source_loader(value.source)
+
+                def same_dict(outs, L, G):
+                    target = load(L, G)
+                    new = {k: p(outs, L, G) for k, p in parts.items()}
+                    target.clear()
+                    target.update(new)
+                    return target
+
+                return same_dict
+            return lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items())
+        if isinstance(value, ConstantVariable):
+            constant = value.value
+            return lambda outs, L, G: constant
+        if value.source is not None:
+            load = source_loader(value.source)
+            return lambda outs, L, G: load(L, G)
+        if value.is_python_constant():
+            constant = value.as_python_constant()
+            return lambda outs, L, G: constant
+        raise Unsupported(f"cannot rebuild {value} after the graph")

@@ -1,0 +1,297 @@
+"""The symbolic interpreter: runs a frame's instructions over VariableTrackers.
+
+`InstructionTranslator` walks one code object with a symbolic value stack and symbolic
+locals, dispatching each instruction to its handler (translator/handlers/*). Tensor
+operations land in the OutputGraph as FX nodes; Python-level work is done at trace time.
+`InliningTranslator` runs a called user function inside the caller's trace.
+
+When a handler raises `Unsupported`, the root translator ends the trace at the current
+instruction: the graph so far is compiled and the rest of the frame continues in plain
+Python (see graph_break.py). An inlined call that cannot be traced makes the whole call
+the break point of its caller.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.translator.registry import lookup
+
+if TYPE_CHECKING:
+    from types import CodeType
+
+    from ember_bytecode_tracer.bytecode import Instruction
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.output_graph import OutputGraph
+    from ember_bytecode_tracer.variables.base import VariableTracker
+
+MAX_INLINE_DEPTH = 32
+
+
+class ReturnValue(Exception):
+    """Raised by RETURN_VALUE handlers to end a translator's run."""
+
+    def __init__(self, value: VariableTracker) -> None:
+        self.value = value
+
+
+class InstructionTranslator:
+    """Traces one code object. The root translator's frame is the one being compiled."""
+
+    def __init__(
+        self,
+        *,
+        code: CodeType,
+        instructions: list[Instruction],
+        symbolic_locals: dict[str, VariableTracker],
+        f_globals: dict[str, Any],
+        f_builtins: dict[str, Any],
+        output: OutputGraph,
+        globals_source: Source | None = None,
+        closure_cells: dict[str, Any] | None = None,
+        parent: InstructionTranslator | None = None,
+    ) -> None:
+        self.code = code
+        self.instructions = instructions
+        self.index_of = {id(inst): i for i, inst in enumerate(instructions)}
+        self.symbolic_locals = symbolic_locals
+        self.f_globals = f_globals
+        self.f_builtins = f_builtins
+        self.output = output
+        self.globals_source = globals_source  # None: the root frame's globals, G[...]
+        self.closure_cells = closure_cells or {}
+        self.parent = parent
+        self.stack: list[VariableTracker] = []
+        self.ip = 0
+        self.current: Instruction | None = None
+        self.kw_names: tuple[str, ...] | None = None  # 3.11 KW_NAMES, consumed by CALL
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.version = sys.version_info[:2]
+        self.closure_vars: dict[str, Any] = {}
+        self.fn_source: Source | None = None
+        self.yielded: list[VariableTracker] | None = None  # set while running a generator
+
+    # ---- stack -------------------------------------------------------------------
+    def push(self, value: VariableTracker) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def peek(self, depth: int = 1) -> VariableTracker:
+        return self.stack[-depth]
+
+    # ---- control flow ------------------------------------------------------------
+    def jump(self, target: Instruction) -> None:
+        self.ip = self.index_of[id(target)]
+
+    def run(self) -> VariableTracker:
+        """Runs to a return; returns the returned value (raises Unsupported on a break)."""
+        try:
+            while True:
+                self.step()
+        except ReturnValue as ret:
+            return ret.value
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        self.current = inst
+        self.ip += 1
+        fn = lookup(inst.opname)
+        if fn is None:
+            raise Unsupported(f"opcode {inst.opname} is not supported by the tracer")
+        try:
+            fn(self, inst)
+        except Unsupported as exc:
+            if exc.location is None:
+                exc.location = self.location()
+            raise
+
+    # ---- where we are ------------------------------------------------------------
+    def lineno(self) -> int:
+        inst = self.current
+        if inst is not None and inst.positions is not None and inst.positions.lineno:
+            return inst.positions.lineno
+        return self.code.co_firstlineno
+
+    def location(self) -> str:
+        return f"{self.code.co_filename}:{self.lineno()}"
+
+    def user_stack(self) -> list[str]:
+        """file:line of this frame and every inlining caller, innermost last."""
+        frames = []
+        tx: InstructionTranslator | None = self
+        while tx is not None:
+            frames.append(f"{tx.code.co_filename}:{tx.lineno()} in {tx.code.co_name}")
+            tx = tx.parent
+        return frames[::-1]
+
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    def root(self) -> InstructionTranslator:
+        tx = self
+        while tx.parent is not None:
+            tx = tx.parent
+        return tx
+
+    def load_closure_cell(self, name: str) -> VariableTracker:
+        """The contents of a real closure cell of the function being inlined."""
+        from ember_bytecode_tracer.guards import AttrSource, ItemSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        cell = self.closure_cells[name]
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            raise Unsupported(f"free variable {name!r} referenced before assignment") from None
+        if self.fn_source is None:
+            from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+
+            if is_constant_value(value):
+                return ConstantVariable(value)
+            raise Unsupported(f"closure variable {name!r} of a function without a source")
+        index = self.code.co_freevars.index(name)
+        source = AttrSource(
+            ItemSource(AttrSource(self.fn_source, "__closure__"), index), "cell_contents"
+        )
+        return wrap_value(self, value, source)
+
+    # ---- helpers used by handlers ------------------------------------------------
+    def load_global(self, name: str) -> VariableTracker:
+        from ember_bytecode_tracer.guards import GlobalSource, ItemSource
+        from ember_bytecode_tracer.variables.builder import wrap_builtin, wrap_value
+
+        if name in self.f_globals:
+            if self.globals_source is None:
+                source = GlobalSource(name)
+            else:
+                source = ItemSource(self.globals_source, name)
+            return wrap_value(self, self.f_globals[name], source)
+        if name in self.f_builtins:
+            return wrap_builtin(self, self.f_builtins[name], name)
+        raise Unsupported(f"name {name!r} is not defined")
+
+    def inline_call(
+        self,
+        fn: Any,
+        fn_source: Source | None,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+        *,
+        closure_vars: dict[str, VariableTracker] | None = None,
+    ) -> VariableTracker:
+        """Traces a call of the user function `fn` inside this trace."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
+        return InliningTranslator.inline(self, fn, fn_source, args, kwargs, closure_vars)
+
+
+class InliningTranslator(InstructionTranslator):
+    """Traces a user function called from a traced frame, sharing the caller's graph."""
+
+    @classmethod
+    def inline(
+        cls,
+        parent: InstructionTranslator,
+        fn: Any,
+        fn_source: Source | None,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker] | None,
+    ) -> VariableTracker:
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.functions import bind_arguments
+
+        bound = bind_arguments(parent, fn, fn_source, args, kwargs)
+        globals_source = parent.globals_source
+        if fn.__globals__ is not parent.f_globals:
+            if fn_source is None and fn.__globals__ is not parent.root().f_globals:
+                globals_source = _module_globals_source(fn)
+            elif fn_source is not None:
+                globals_source = AttrSource(fn_source, "__globals__")
+            else:
+                globals_source = None
+        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False))
+        tx = cls._make(parent, fn.__code__, fn.__globals__, bound, globals_source)
+        tx.closure_cells = cells
+        tx.fn_source = fn_source
+        tx.closure_vars = closure_vars or {}
+        return tx.run()
+
+    @classmethod
+    def inline_code(
+        cls,
+        parent: InstructionTranslator,
+        code: CodeType,
+        f_globals: dict[str, Any],
+        bound: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        """Inlines a function made during the trace (its closure cells are trackers)."""
+        if parent.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached")
+        tx = cls._make(parent, code, f_globals, bound, parent.globals_source)
+        tx.closure_vars = closure_vars
+        tx.fn_source = None
+        if code.co_flags & inspect_flags.CO_GENERATOR:
+            from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+
+            # A generator made during the trace (e.g. a generator expression) is run to
+            # completion here: its items are what iterating it would produce.
+            tx.yielded = []
+            tx.run()
+            return ListIteratorVariable(tx.yielded)
+        return tx.run()
+
+    @classmethod
+    def _make(cls, parent, code, f_globals, bound, globals_source) -> InliningTranslator:
+        from ember_bytecode_tracer.bytecode import decode
+
+        if code.co_flags & inspect_flags.CO_COROUTINE:
+            raise Unsupported(f"inlining coroutine {code.co_qualname}")
+        return cls(
+            code=code,
+            instructions=decode(code),
+            symbolic_locals=bound,
+            f_globals=f_globals,
+            f_builtins=_builtins_of(f_globals),
+            output=parent.output,
+            globals_source=globals_source,
+            parent=parent,
+        )
+
+
+def _module_globals_source(fn: Any) -> Source:
+    """G of another module, reached through sys.modules (guarded by identity)."""
+    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
+
+    module_name = fn.__globals__.get("__name__")
+    if module_name not in sys.modules or sys.modules[module_name].__dict__ is not fn.__globals__:
+        raise Unsupported(f"globals of {fn.__qualname__} are not a module's")
+    return AttrSource(
+        ItemSource(AttrSource(GlobalSource("__ember_sys__"), "modules"), module_name), "__dict__"
+    )
+
+
+class inspect_flags:
+    CO_GENERATOR = 0x20
+    CO_COROUTINE = 0x80 | 0x100 | 0x200  # coroutine, iterable coroutine, async generator
+
+
+def _builtins_of(f_globals: dict[str, Any]) -> dict[str, Any]:
+    builtins = f_globals.get("__builtins__", sys.modules["builtins"])
+    return builtins if isinstance(builtins, dict) else builtins.__dict__
+
+
+BINARY_OPS = [name for name, _symbol in dis._nb_ops]  # index = BINARY_OP's oparg

@@ -1,0 +1,10 @@
+"""Opcode handlers, one module per family; importing this package registers them all."""
+
+from ember_bytecode_tracer.translator.handlers import (  # noqa: F401
+    calls,
+    containers,
+    control_flow,
+    loads_stores,
+    operators,
+    stack,
+)

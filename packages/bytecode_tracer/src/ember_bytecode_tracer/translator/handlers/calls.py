@@ -1,0 +1,83 @@
+"""Calls (3.11: PRECALL/CALL with KW_NAMES; 3.12: CALL), CALL_FUNCTION_EX, MAKE_FUNCTION."""
+
+from __future__ import annotations
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.objects import NullVariable
+
+
+@handler("KW_NAMES")
+def kw_names(tx, inst):
+    tx.kw_names = tuple(inst.argval)
+
+
+@handler("CALL")
+def call(tx, inst):
+    args = tx.popn(inst.arg)
+    first, second = tx.popn(2)
+    if isinstance(first, NullVariable):
+        fn = second
+    else:
+        fn, args = first, [second, *args]
+    names = tx.kw_names or ()
+    tx.kw_names = None
+    if names:
+        kwargs = dict(zip(names, args[-len(names) :], strict=True))
+        args = args[: -len(names)]
+    else:
+        kwargs = {}
+    tx.push(fn.call_function(tx, args, kwargs))
+
+
+@handler("CALL_FUNCTION_EX")
+def call_function_ex(tx, inst):
+    kwargs = tx.pop() if inst.arg & 1 else ConstDictVariable({})
+    args = tx.pop()
+    fn = tx.pop()
+    null = tx.pop()
+    if not isinstance(null, NullVariable):
+        raise Unsupported("CALL_FUNCTION_EX without NULL")
+    if not isinstance(kwargs, ConstDictVariable):
+        raise Unsupported("** of a non-dict")
+    keywords = {str(k): v for k, v in kwargs.items.items()}
+    tx.push(fn.call_function(tx, args.unpack(tx), keywords))
+
+
+@handler("MAKE_FUNCTION")
+def make_function(tx, inst):
+    code = tx.pop().as_python_constant()
+    flags = inst.arg
+    closure = tx.pop().unpack(tx) if flags & 0x08 else []
+    if flags & 0x04:
+        tx.pop()  # annotations: not needed to run the function
+    kwdefaults = tx.pop() if flags & 0x02 else ConstDictVariable({})
+    defaults = tx.pop().unpack(tx) if flags & 0x01 else []
+    tx.push(
+        NestedUserFunctionVariable(
+            code,
+            code.co_qualname,
+            tx.f_globals,
+            defaults,
+            {str(k): v for k, v in kwdefaults.items.items()},
+            closure,
+        )
+    )
+
+
+@handler("RETURN_GENERATOR")
+def return_generator(tx, inst):
+    if tx.yielded is None:
+        raise Unsupported("generator function traced as a frame")
+    tx.push(ConstantVariable(None))  # resumed with None; the next POP_TOP drops it
+
+
+@handler("YIELD_VALUE")
+def yield_value(tx, inst):
+    if tx.yielded is None:
+        raise Unsupported("yield outside a generator made during the trace")
+    tx.yielded.append(tx.pop())
+    tx.push(ConstantVariable(None))  # the value sent back in

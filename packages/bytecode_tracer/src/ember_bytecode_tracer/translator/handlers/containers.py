@@ -1,0 +1,131 @@
+"""Building and unpacking tuples, lists, dicts and strings."""
+
+from __future__ import annotations
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+
+INTRINSIC_LIST_TO_TUPLE = 6
+INTRINSIC_UNARY_POSITIVE = 5
+
+
+@handler("BUILD_TUPLE")
+def build_tuple(tx, inst):
+    tx.push(TupleVariable(tx.popn(inst.arg)))
+
+
+@handler("BUILD_LIST")
+def build_list(tx, inst):
+    tx.push(ListVariable(tx.popn(inst.arg)))
+
+
+@handler("LIST_APPEND")
+def list_append(tx, inst):
+    value = tx.pop()
+    target = tx.peek(inst.arg)
+    target.call_method(tx, "append", [value], {})
+
+
+@handler("LIST_EXTEND")
+def list_extend(tx, inst):
+    value = tx.pop()
+    target = tx.peek(inst.arg)
+    target.call_method(tx, "extend", [value], {})
+
+
+@handler("LIST_TO_TUPLE", versions=((3, 11),))
+def list_to_tuple(tx, inst):
+    tx.push(TupleVariable(tx.pop().unpack(tx)))
+
+
+@handler("CALL_INTRINSIC_1", versions=((3, 12),))
+def call_intrinsic_1(tx, inst):
+    if inst.arg == INTRINSIC_LIST_TO_TUPLE:
+        tx.push(TupleVariable(tx.pop().unpack(tx)))
+    elif inst.arg == INTRINSIC_UNARY_POSITIVE:
+        import operator
+
+        from ember_bytecode_tracer.translator.handlers.operators import apply_operator
+
+        tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+    else:
+        raise Unsupported(
+            f"CALL_INTRINSIC_1 {inst.argrepr if hasattr(inst, 'argrepr') else inst.arg}"
+        )
+
+
+@handler("BUILD_MAP")
+def build_map(tx, inst):
+    flat = tx.popn(2 * inst.arg)
+    items = {flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}
+    tx.push(ConstDictVariable(items))
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def build_const_key_map(tx, inst):
+    keys = tx.pop().as_python_constant()
+    values = tx.popn(inst.arg)
+    tx.push(ConstDictVariable(dict(zip(keys, values, strict=True))))
+
+
+@handler("MAP_ADD")
+def map_add(tx, inst):
+    value = tx.pop()
+    key = tx.pop()
+    tx.peek(inst.arg).call_method(tx, "__setitem__", [key, value], {})
+
+
+@handler("DICT_UPDATE", "DICT_MERGE")
+def dict_update(tx, inst):
+    other = tx.pop()
+    target = tx.peek(inst.arg)
+    if not isinstance(other, ConstDictVariable):
+        raise Unsupported("** of a non-dict")
+    if inst.opname == "DICT_MERGE" and set(other.items) & set(target.items):
+        raise Unsupported("duplicate keyword argument")
+    target.items.update(other.items)
+
+
+@handler("UNPACK_SEQUENCE")
+def unpack_sequence(tx, inst):
+    items = tx.pop().unpack(tx)
+    if len(items) != inst.arg:
+        raise Unsupported(f"unpacking {len(items)} values into {inst.arg}")
+    for item in reversed(items):
+        tx.push(item)
+
+
+@handler("UNPACK_EX")
+def unpack_ex(tx, inst):
+    items = tx.pop().unpack(tx)
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    if len(items) < before + after:
+        raise Unsupported("not enough values to unpack")
+    middle = ListVariable(items[before : len(items) - after])
+    result = [*items[:before], middle, *items[len(items) - after :]]
+    for item in reversed(result):
+        tx.push(item)
+
+
+@handler("BUILD_STRING")
+def build_string(tx, inst):
+    parts = tx.popn(inst.arg)
+    tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+
+
+@handler("FORMAT_VALUE")
+def format_value(tx, inst):
+    flags = inst.arg
+    spec = tx.pop().as_python_constant() if flags & 0x04 else ""
+    value = tx.pop().as_python_constant()
+    conversion = flags & 0x03
+    if conversion == 1:
+        value = str(value)
+    elif conversion == 2:
+        value = repr(value)
+    elif conversion == 3:
+        value = ascii(value)
+    tx.push(ConstantVariable(format(value, spec)))

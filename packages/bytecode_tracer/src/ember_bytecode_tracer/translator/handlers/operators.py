@@ -1,0 +1,219 @@
+"""Arithmetic, comparisons, subscripts: constant-folded, or graph nodes for tensors."""
+
+from __future__ import annotations
+
+import operator
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.translator.core import BINARY_OPS
+from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.lists import (
+    BaseListVariable,
+    SizeVariable,
+    SliceVariable,
+    TupleVariable,
+)
+from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
+
+NB_OPERATORS = {
+    "ADD": operator.add, "SUBTRACT": operator.sub, "MULTIPLY": operator.mul,
+    "TRUE_DIVIDE": operator.truediv, "FLOOR_DIVIDE": operator.floordiv,
+    "REMAINDER": operator.mod, "POWER": operator.pow, "MATRIX_MULTIPLY": operator.matmul,
+    "LSHIFT": operator.lshift, "RSHIFT": operator.rshift, "AND": operator.and_,
+    "OR": operator.or_, "XOR": operator.xor,
+}  # fmt: skip
+INPLACE_OPERATORS = {
+    "ADD": operator.iadd, "SUBTRACT": operator.isub, "MULTIPLY": operator.imul,
+    "TRUE_DIVIDE": operator.itruediv, "FLOOR_DIVIDE": operator.ifloordiv,
+    "REMAINDER": operator.imod, "POWER": operator.ipow, "MATRIX_MULTIPLY": operator.imatmul,
+    "LSHIFT": operator.ilshift, "RSHIFT": operator.irshift, "AND": operator.iand,
+    "OR": operator.ior, "XOR": operator.ixor,
+}  # fmt: skip
+COMPARISONS = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+    ">": operator.gt, ">=": operator.ge,
+}  # fmt: skip
+
+
+INPLACE_TO_PLAIN = {v: NB_OPERATORS[k] for k, v in INPLACE_OPERATORS.items()}
+
+
+def apply_operator(tx, fn, args):
+    """Runs `fn` on trackers: a graph node when a tensor is involved, else at trace time."""
+    if fn in INPLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
+        fn = INPLACE_TO_PLAIN[fn]  # `n += t` for a non-tensor n rebinds n: not in place
+    if any(isinstance(a, TensorVariable) for a in args):
+        node_args = tuple(as_node_arg(tx, a) for a in args)
+        return wrap_graph_value(tx, *tx.output.create_node("call_function", fn, node_args, {}))
+    if all(isinstance(a, BaseListVariable) or a.is_python_constant() for a in args):
+        if fn in (operator.add, operator.iadd, operator.mul) and any(
+            isinstance(a, BaseListVariable) for a in args
+        ):
+            return _sequence_operator(tx, fn, args)
+        try:
+            return ConstantVariable(fn(*(a.as_python_constant() for a in args)))
+        except Exception as exc:
+            raise Unsupported(f"{fn.__name__} raised {type(exc).__name__} at trace time") from exc
+    raise Unsupported(f"operator {fn.__name__} on {args}")
+
+
+def _sequence_operator(tx, fn, args):
+    left, right = args
+    if fn is operator.mul:
+        seq, count = (left, right) if isinstance(left, BaseListVariable) else (right, left)
+        return type(seq)(seq.items * count.as_python_constant())
+    tuple_like = (TupleVariable, SizeVariable)
+    if isinstance(left, tuple_like) and isinstance(right, tuple_like):
+        # torch.Size + tuple is a Size (and tuple + Size a tuple), as in Python.
+        if isinstance(left, SizeVariable):
+            return SizeVariable(tuple(v.as_python_constant() for v in left.items + right.items))
+        return TupleVariable(left.items + right.items)
+    if type(left) is not type(right):
+        raise Unsupported("concatenating sequences of different types")
+    if fn is operator.iadd and left.source is not None:
+        left.call_method(tx, "extend", [right], {})
+        return left
+    return type(left)(left.items + right.items)
+
+
+@handler("BINARY_OP")
+def binary_op(tx, inst):
+    right = tx.pop()
+    left = tx.pop()
+    name = BINARY_OPS[inst.arg].removeprefix("NB_")
+    if name.startswith("INPLACE_"):
+        fn = INPLACE_OPERATORS[name.removeprefix("INPLACE_")]
+    else:
+        fn = NB_OPERATORS[name]
+    tx.push(apply_operator(tx, fn, [left, right]))
+
+
+@handler("UNARY_NEGATIVE")
+def unary_negative(tx, inst):
+    tx.push(apply_operator(tx, operator.neg, [tx.pop()]))
+
+
+@handler("UNARY_INVERT")
+def unary_invert(tx, inst):
+    tx.push(apply_operator(tx, operator.invert, [tx.pop()]))
+
+
+@handler("UNARY_NOT")
+def unary_not(tx, inst):
+    tx.push(ConstantVariable(not tx.pop().truthiness(tx)))
+
+
+@handler("COMPARE_OP")
+def compare_op(tx, inst):
+    right = tx.pop()
+    left = tx.pop()
+    symbol = inst.argval if isinstance(inst.argval, str) else None
+    if symbol is None or symbol not in COMPARISONS:
+        raise Unsupported(f"comparison {inst.argval!r}")
+    tx.push(apply_operator(tx, COMPARISONS[symbol], [left, right]))
+
+
+@handler("IS_OP")
+def is_op(tx, inst):
+    right = tx.pop()
+    left = tx.pop()
+    if left.is_python_constant() and right.is_python_constant():
+        same = left.as_python_constant() is right.as_python_constant()
+    elif left is right:
+        same = True
+    elif isinstance(left, TensorVariable) != isinstance(right, TensorVariable):
+        same = False
+    elif isinstance(left, ConstantVariable) or isinstance(right, ConstantVariable):
+        same = False  # a constant is never the same object as a non-constant tracker
+    else:
+        raise Unsupported("identity comparison of values not known at trace time")
+    tx.push(ConstantVariable(same != bool(inst.arg)))
+
+
+@handler("CONTAINS_OP")
+def contains_op(tx, inst):
+    container = tx.pop()
+    item = tx.pop()
+    if isinstance(container, ConstDictVariable):
+        found = item.as_python_constant() in container.items
+    elif isinstance(container, BaseListVariable):
+        found = item.as_python_constant() in [v.as_python_constant() for v in container.items]
+    else:
+        found = item.as_python_constant() in container.as_python_constant()
+    tx.push(ConstantVariable(found != bool(inst.arg)))
+
+
+def subscript(tx, container, key):
+    if isinstance(container, TensorVariable):
+        return apply_operator(tx, operator.getitem, [container, key])
+    if isinstance(container, BaseListVariable | ConstDictVariable):
+        return container.getitem(tx, key)
+    if isinstance(container, NNModuleVariable):
+        return container.getitem(tx, key)
+    if isinstance(container, ConstantVariable):
+        return ConstantVariable(container.value[key.as_python_constant()])
+    return container.call_method(tx, "__getitem__", [key], {})
+
+
+@handler("BINARY_SUBSCR")
+def binary_subscr(tx, inst):
+    key = tx.pop()
+    container = tx.pop()
+    tx.push(subscript(tx, container, key))
+
+
+@handler("BINARY_SLICE", versions=((3, 12),))
+def binary_slice(tx, inst):
+    stop = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    tx.push(subscript(tx, container, SliceVariable(start, stop, ConstantVariable(None))))
+
+
+@handler("BUILD_SLICE")
+def build_slice(tx, inst):
+    parts = tx.popn(inst.arg)
+    if len(parts) == 2:
+        parts.append(ConstantVariable(None))
+    tx.push(SliceVariable(*parts))
+
+
+def store_subscript(tx, container, key, value):
+    if isinstance(container, TensorVariable):
+        node_args = (container.node, as_node_arg(tx, key), as_node_arg(tx, value))
+        tx.output.create_node("call_function", operator.setitem, node_args, {})
+        return
+    if isinstance(container, BaseListVariable | ConstDictVariable):
+        container.call_method(tx, "__setitem__", [key, value], {})
+        return
+    raise Unsupported(f"item assignment on {container}")
+
+
+@handler("STORE_SUBSCR")
+def store_subscr(tx, inst):
+    key = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    store_subscript(tx, container, key, value)
+
+
+@handler("STORE_SLICE", versions=((3, 12),))
+def store_slice(tx, inst):
+    stop = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    store_subscript(tx, container, SliceVariable(start, stop, ConstantVariable(None)), value)
+
+
+@handler("DELETE_SUBSCR")
+def delete_subscr(tx, inst):
+    key = tx.pop()
+    container = tx.pop()
+    if isinstance(container, BaseListVariable | ConstDictVariable):
+        container.call_method(tx, "__delitem__", [key], {})
+    else:
+        raise Unsupported(f"del on {container}")

@@ -1,0 +1,35 @@
+"""Attribute reads and writes, seeing writes made earlier in the same trace."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import VariableTracker
+
+
+def load_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -> VariableTracker:
+    if obj.source is not None:
+        written = tx.output.side_effects.attributes.get((obj.source, name))
+        if written is not None:
+            return written
+    return obj.var_getattr(tx, name)
+
+
+def store_attribute(
+    tx: InstructionTranslator, obj: VariableTracker, name: str, value: VariableTracker
+) -> None:
+    if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:
+        raise Unsupported(f"setting attribute {name!r} on {obj}")
+    if isinstance(obj, NNModuleVariable) and name in ("training",):
+        raise Unsupported("changing a module's training flag inside a traced region")
+    if isinstance(obj, NNModuleVariable):
+        module = obj.module
+        if name in module._parameters or name in module._buffers or name in module._modules:
+            raise Unsupported(f"reassigning parameter, buffer or submodule {name!r}")
+    tx.output.side_effects.attributes[(obj.source, name)] = value

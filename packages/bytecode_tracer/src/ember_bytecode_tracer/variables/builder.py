@@ -1,0 +1,194 @@
+"""Wrapping real Python values reached from the frame into trackers, with their guards.
+
+Every value the trace reads through a source passes through `wrap_value`, which records
+the guard that makes the trace valid for it: a tensor's metadata, a constant's value, an
+object's identity or type, a container's length or keys.
+"""
+
+from __future__ import annotations
+
+import builtins as py_builtins
+import enum
+import functools
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    LocalSource,
+    TensorSpec,
+)
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builtins import BuiltinVariable
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.functions import (
+    PartialVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+)
+from ember_bytecode_tracer.variables.lists import ListVariable, SizeVariable, TupleVariable
+from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.objects import (
+    PythonModuleVariable,
+    TypeVariable,
+    UserDefinedObjectVariable,
+)
+from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable, is_torch_callable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+
+def guard(tx: InstructionTranslator, source: Source, kind: GuardKind, expected: Any = None) -> None:
+    tx.output.add_guard(Guard(source, kind, expected, user_location=tx.location()))
+
+
+def wrap_value(tx: InstructionTranslator, value: Any, source: Source | None) -> VariableTracker:
+    """The tracker for `value`, found at `source` (None: made during the trace, no guard)."""
+    cached = tx.output.wrapped.get(source) if source is not None else None
+    if cached is not None:
+        return cached
+    tracker = _wrap(tx, value, source)
+    if source is not None:
+        tx.output.wrapped[source] = tracker
+    return tracker
+
+
+def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> VariableTracker:
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            raise Unsupported("a tensor created outside the trace without a source")
+        if type(value) not in (
+            torch.Tensor,
+            nn.Parameter,
+            nn.Buffer if hasattr(nn, "Buffer") else torch.Tensor,
+        ):
+            raise Unsupported(f"tensor subclass {type(value).__name__}")
+        guard(tx, source, GuardKind.TENSOR_MATCH, TensorSpec.of(value))
+        node, fake = tx.output.tensor_input(source, value)
+        tracker = TensorVariable(node, fake, source=source)
+        tracker.tensor_type = type(value)
+        return tracker
+    if isinstance(value, torch.Size):
+        if source is not None:
+            guard(tx, source, GuardKind.EQUALS_MATCH, value)
+        return SizeVariable(tuple(value), source=source)
+    if is_constant_value(value):
+        if source is not None:
+            guard(tx, source, GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source=source)
+    if isinstance(value, types.CodeType):
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return ConstantVariable(value, source=source)
+    if isinstance(value, enum.Enum):
+        # Enum members are singletons: identity is the right guard, the value is constant.
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return ConstantVariable(value, source=source)
+    if isinstance(value, nn.Module):
+        if isinstance(source, LocalSource):
+            # A module passed in (e.g. `self` of a forward frame): any instance of the same
+            # class can reuse the trace, since every attribute it reads is guarded.
+            guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+        elif source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return NNModuleVariable(value, source=source)
+    if type(value) in (list, tuple):
+        if source is not None:
+            guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
+        items = [
+            wrap_value(tx, item, ItemSource(source, i) if source is not None else None)
+            for i, item in enumerate(value)
+        ]
+        cls = ListVariable if type(value) is list else TupleVariable
+        return cls(items, source=source)
+    if type(value) is dict:
+        if not all(is_constant_value(k) for k in value):
+            raise Unsupported("dict with non-constant keys")
+        if source is not None:
+            guard(tx, source, GuardKind.DICT_KEYS, (type(value), tuple(value.keys())))
+        items = {
+            k: wrap_value(tx, v, ItemSource(source, k) if source is not None else None)
+            for k, v in value.items()
+        }
+        return ConstDictVariable(items, source=source)
+    if isinstance(value, types.ModuleType):
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return PythonModuleVariable(value, source=source)
+    if is_torch_callable(value):
+        if source is not None and not _is_torch_namespace_source(source):
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return TorchFunctionVariable(value)
+    if inspect.isfunction(value):
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return UserFunctionVariable(value, source=source)
+    if inspect.ismethod(value):
+        owner_source = AttrSource(source, "__self__") if source is not None else None
+        owner = wrap_value(tx, value.__self__, owner_source)
+        fn_source = AttrSource(source, "__func__") if source is not None else None
+        if source is not None:
+            guard(tx, fn_source, GuardKind.ID_MATCH, value.__func__)
+        return UserMethodVariable(value.__func__, owner, fn_source=fn_source)
+    if isinstance(value, functools.partial):
+        if source is None:
+            raise Unsupported("functools.partial without a source")
+        func = wrap_value(tx, value.func, AttrSource(source, "func"))
+        args = [
+            wrap_value(tx, a, ItemSource(AttrSource(source, "args"), i))
+            for i, a in enumerate(value.args)
+        ]
+        guard(tx, AttrSource(source, "args"), GuardKind.LEN_MATCH, (tuple, len(value.args)))
+        guard(
+            tx, AttrSource(source, "keywords"), GuardKind.DICT_KEYS, (dict, tuple(value.keywords))
+        )
+        kwargs = {
+            k: wrap_value(tx, v, ItemSource(AttrSource(source, "keywords"), k))
+            for k, v in value.keywords.items()
+        }
+        return PartialVariable(func, args, kwargs)
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
+        "builtins",
+        "math",
+        "_operator",
+        "operator",
+    ):
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value)
+    if isinstance(value, type):
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return TypeVariable(value, source=source)
+    if source is None:
+        raise Unsupported(f"a {type(value).__name__} without a source")
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    return UserDefinedObjectVariable(value, source=source)
+
+
+def _is_torch_namespace_source(source: Source) -> bool:
+    # torch.relu reached as G['torch'].relu: the module itself is ID-guarded; its functions
+    # are taken to be constant, as PyTorch's namespace does not change at run time.
+    return "torch" in source.expr().split(".")[0]
+
+
+def wrap_builtin(tx: InstructionTranslator, value: Any, name: str) -> VariableTracker:
+    """A name found in builtins (not shadowed by the globals at trace time)."""
+    if isinstance(value, type):
+        return TypeVariable(value)
+    if value is getattr(py_builtins, name, None):
+        return BuiltinVariable(value)
+    raise Unsupported(f"builtins.{name} has been replaced")

@@ -1,0 +1,339 @@
+"""Python builtins, each call handled by a small rule keyed by the builtin."""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, SliceVariable, TupleVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+Rule = Callable[
+    ["InstructionTranslator", list[VariableTracker], dict[str, VariableTracker]], VariableTracker
+]
+RULES: dict[Any, Rule] = {}
+
+# Builtins that print, read input or touch the outside world: always a graph break.
+IMPURE = {builtins.print, builtins.input, builtins.open, builtins.id, builtins.breakpoint,
+          builtins.exec, builtins.eval, builtins.compile, builtins.globals, builtins.locals,
+          builtins.vars, builtins.hash}  # fmt: skip
+# Pure builtins that run at trace time when all their arguments are constants.
+PURE_ON_CONSTANTS = {abs, all, any, bool, chr, divmod, float, format, int, len, max, min, ord,
+                     pow, repr, round, sorted, str, sum, tuple, list, set, frozenset, reversed,
+                     math.sqrt, math.ceil, math.floor, math.log, math.exp, math.pi.__class__,
+                     math.prod, math.isfinite, math.isnan, math.isinf, math.gcd, math.cos,
+                     math.sin, math.tan, math.log2, math.log10, math.erf, math.tanh,
+                     operator.index, isinstance, issubclass, callable}  # fmt: skip
+
+
+def rule(*fns: Any):
+    def register(fn: Rule) -> Rule:
+        for f in fns:
+            RULES[f] = fn
+        return fn
+
+    return register
+
+
+class BuiltinVariable(VariableTracker):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in IMPURE:
+            raise Unsupported(f"call to builtin {fn.__name__}() (it has effects outside the graph)")
+        handler = RULES.get(fn)
+        if handler is not None:
+            return handler(tx, args, kwargs)
+        if fn in PURE_ON_CONSTANTS:
+            return constant_fold(fn, args, kwargs)
+        raise Unsupported(f"call to builtin {getattr(fn, '__name__', fn)}()")
+
+    def __repr__(self) -> str:
+        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def constant_fold(
+    fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+) -> VariableTracker:
+    try:
+        a = [x.as_python_constant() for x in args]
+        k = {n: x.as_python_constant() for n, x in kwargs.items()}
+    except Unsupported:
+        raise Unsupported(
+            f"{getattr(fn, '__name__', fn)}() on values unknown at trace time"
+        ) from None
+    try:
+        result = fn(*a, **k)
+    except Exception as exc:
+        raise Unsupported(
+            f"{getattr(fn, '__name__', fn)}() raised {type(exc).__name__} at trace time"
+        ) from exc
+    return wrap_python_result(result)
+
+
+def wrap_python_result(result: Any) -> VariableTracker:
+    if isinstance(result, list):
+        return ListVariable([wrap_python_result(r) for r in result])
+    if isinstance(result, tuple) and type(result) is tuple:
+        return TupleVariable([wrap_python_result(r) for r in result])
+    if isinstance(result, dict):
+        return ConstDictVariable({k: wrap_python_result(v) for k, v in result.items()})
+    if is_constant_value(result):
+        return ConstantVariable(result)
+    if type(result).__name__ in ("list_reverseiterator", "reversed"):
+        return ListIteratorVariable([wrap_python_result(r) for r in result])
+    raise Unsupported(f"builtin returned a {type(result).__name__}")
+
+
+@rule(len)
+def _len(tx, args, kwargs):
+    (value,) = args
+    if isinstance(value, TensorVariable):
+        if value.example.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return ConstantVariable(value.example.shape[0])
+    if isinstance(value, ConstDictVariable):
+        return ConstantVariable(len(value.items))
+    if isinstance(value, ConstantVariable):
+        return ConstantVariable(len(value.value))
+    return ConstantVariable(len(value.unpack(tx)))
+
+
+@rule(isinstance)
+def _isinstance(tx, args, kwargs):
+    value, classes = args
+    cls = classes.as_python_constant()
+    return ConstantVariable(issubclass(value.python_type(), cls))
+
+
+@rule(range)
+def _range(tx, args, kwargs):
+    return ConstantVariable(range(*(a.as_python_constant() for a in args)))
+
+
+@rule(slice)
+def _slice(tx, args, kwargs):
+    parts = [*args] + [ConstantVariable(None)] * (3 - len(args))
+    if len(args) == 1:
+        parts = [ConstantVariable(None), args[0], ConstantVariable(None)]
+    return SliceVariable(*parts)
+
+
+@rule(enumerate)
+def _enumerate(tx, args, kwargs):
+    start = (
+        args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    ).as_python_constant()
+    items = args[0].unpack(tx)
+    return ListIteratorVariable(
+        [TupleVariable([ConstantVariable(start + i), v]) for i, v in enumerate(items)]
+    )
+
+
+@rule(zip)
+def _zip(tx, args, kwargs):
+    columns = [a.unpack(tx) for a in args]
+    return ListIteratorVariable([TupleVariable(list(row)) for row in zip(*columns, strict=False)])
+
+
+@rule(iter)
+def _iter(tx, args, kwargs):
+    (value,) = args
+    if isinstance(value, ListIteratorVariable):
+        return value
+    return ListIteratorVariable(value.unpack(tx))
+
+
+@rule(next)
+def _next(tx, args, kwargs):
+    iterator = args[0]
+    if not isinstance(iterator, ListIteratorVariable):
+        raise Unsupported(f"next() on {iterator}")
+    item = iterator.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("StopIteration at trace time")
+    return item
+
+
+def _make_sequence(kind):
+    def build(tx, args, kwargs):
+        items = args[0].unpack(tx) if args else []
+        return ListVariable(items) if kind is list else TupleVariable(items)
+
+    return build
+
+
+RULES[list] = _make_sequence(list)
+RULES[tuple] = _make_sequence(tuple)
+
+
+@rule(dict)
+def _dict(tx, args, kwargs):
+    items: dict[Any, VariableTracker] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, ConstDictVariable):
+            items.update(source.items)
+        else:
+            for pair in source.unpack(tx):
+                key, value = pair.unpack(tx)
+                items[key.as_python_constant()] = value
+    items.update(kwargs)
+    return ConstDictVariable(items)
+
+
+@rule(getattr)
+def _getattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_python_constant()
+    if len(args) > 2:
+        try:
+            return obj.var_getattr(tx, name)
+        except Unsupported:
+            if has_attribute(tx, obj, name) is False:
+                return args[2]
+            raise
+    return obj.var_getattr(tx, name)
+
+
+@rule(hasattr)
+def _hasattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_python_constant()
+    answer = has_attribute(tx, obj, name)
+    if answer is None:
+        raise Unsupported(f"hasattr({obj}, {name!r}) is not known at trace time")
+    return ConstantVariable(answer)
+
+
+@rule(super)
+def _super(tx, args, kwargs):
+    from ember_bytecode_tracer.variables.super_variable import SuperVariable, zero_argument_super
+
+    if not args:
+        return zero_argument_super(tx)
+    if len(args) == 2:
+        return SuperVariable(args[0].as_python_constant(), args[1])
+    raise Unsupported("super() with one argument")
+
+
+def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
+    if isinstance(obj, ConstantVariable):
+        return hasattr(obj.value, name)
+    value = getattr(obj, "value", None)
+    if value is None:
+        value = getattr(obj, "module", None)
+    if value is not None:
+        return hasattr(value, name)
+    if isinstance(obj, TensorVariable):
+        return hasattr(obj.example, name)
+    return None
+
+
+@rule(type)
+def _type(tx, args, kwargs):
+    from ember_bytecode_tracer.variables.objects import TypeVariable
+
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments")
+    return TypeVariable(args[0].python_type())
+
+
+def _make_extreme(fn):
+    def run(tx, args, kwargs):
+        if any(isinstance(a, TensorVariable) for a in args):
+            raise Unsupported(f"{fn.__name__}() over tensors compares tensor values")
+        values = args[0].unpack(tx) if len(args) == 1 else args
+        return constant_fold(fn, [TupleVariable(values)], kwargs)
+
+    return run
+
+
+RULES[min] = _make_extreme(min)
+RULES[max] = _make_extreme(max)
+
+
+@rule(abs)
+def _abs(tx, args, kwargs):
+    (value,) = args
+    if isinstance(value, TensorVariable):
+        from ember_bytecode_tracer.variables.tensor import wrap_graph_value
+
+        return wrap_graph_value(
+            tx, *tx.output.create_node("call_function", operator.abs, (value.node,), {})
+        )
+    return constant_fold(abs, args, kwargs)
+
+
+def _operator_rule(fn):
+    def run(tx, args, kwargs):
+        from ember_bytecode_tracer.translator.handlers.operators import apply_operator, subscript
+
+        if kwargs:
+            raise Unsupported(f"operator.{fn.__name__} with keyword arguments")
+        if fn is operator.getitem:
+            return subscript(tx, *args)
+        return apply_operator(tx, fn, list(args))
+
+    return run
+
+
+for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+            operator.mod, operator.pow, operator.matmul, operator.lt, operator.le, operator.eq,
+            operator.ne, operator.gt, operator.ge, operator.neg, operator.pos, operator.invert,
+            operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift,
+            operator.getitem, operator.iadd, operator.imul, operator.isub):  # fmt: skip
+    RULES[_fn] = _operator_rule(_fn)
+
+
+@rule(operator.not_, operator.truth)
+def _truth(tx, args, kwargs):
+    (value,) = args
+    return ConstantVariable(value.truthiness(tx))
+
+
+@rule(sum)
+def _sum(tx, args, kwargs):
+    from ember_bytecode_tracer.translator.handlers.operators import apply_operator
+
+    items = args[0].unpack(tx)
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    for item in items:
+        total = apply_operator(tx, operator.add, [total, item])
+    return total
+
+
+@rule(sorted)
+def _sorted(tx, args, kwargs):
+    items = args[0].unpack(tx)  # for a dict: its keys
+    if not all(i.is_python_constant() for i in items):
+        raise Unsupported("sorted() of values unknown at trace time")
+    options = {k: v.as_python_constant() for k, v in kwargs.items()}
+    return ListVariable(
+        [ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), **options)]
+    )
+
+
+@rule(reversed)
+def _reversed(tx, args, kwargs):
+    return ListIteratorVariable(list(reversed(args[0].unpack(tx))))

@@ -1,0 +1,95 @@
+"""Python constants known at trace time: numbers, strings, None, dtypes, devices..."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+CONSTANT_TYPES = (
+    int, float, complex, bool, str, bytes, type(None), type(Ellipsis), slice, range,
+    torch.dtype, torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo,
+)  # fmt: skip
+
+# Methods of constants that are pure and safe to run at trace time.
+PURE_METHODS = {
+    str: {"format", "join", "split", "strip", "lower", "upper", "startswith", "endswith",
+          "replace", "isdigit", "isidentifier", "count", "find", "rstrip", "lstrip"},
+    int: {"bit_length", "to_bytes", "__index__", "conjugate"},
+    float: {"is_integer", "conjugate", "hex"},
+}  # fmt: skip
+
+
+def is_constant_value(value: Any) -> bool:
+    """Immutable values compared by equality (exact types: an IntEnum is not an int here)."""
+    if type(value) in (tuple, frozenset):
+        return all(is_constant_value(v) for v in value)
+    return type(value) in CONSTANT_TYPES
+
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value: Any, *, source: Source | None = None) -> None:
+        super().__init__(source=source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        try:
+            attribute = getattr(self.value, name)
+        except AttributeError:
+            raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r}") from None
+        if callable(attribute):
+            return ConstantMethodVariable(self.value, name)
+        if is_constant_value(attribute) or isinstance(attribute, torch.dtype | torch.device):
+            return ConstantVariable(attribute)
+        raise Unsupported(f"attribute {name!r} of a {type(self.value).__name__}")
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if isinstance(self.value, str | bytes | range | tuple):
+            return [ConstantVariable(v) for v in self.value]
+        raise Unsupported(f"iterating over {type(self.value).__name__}")
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+class ConstantMethodVariable(VariableTracker):
+    """A bound method of a constant, e.g. "{}x".format."""
+
+    def __init__(self, owner: Any, name: str) -> None:
+        super().__init__()
+        self.owner = owner
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        allowed = PURE_METHODS.get(type(self.owner), set())
+        if self.name not in allowed and not self.name.startswith("__"):
+            raise Unsupported(f"method {type(self.owner).__name__}.{self.name}")
+        try:
+            a = [x.as_python_constant() for x in args]
+            k = {n: x.as_python_constant() for n, x in kwargs.items()}
+        except Unsupported:
+            raise Unsupported(f"{type(self.owner).__name__}.{self.name} on non-constants") from None
+        return ConstantVariable(getattr(self.owner, self.name)(*a, **k))
+
+
+BINARY_CONSTANT_OPS = {
+    "NB_ADD": operator.add, "NB_SUBTRACT": operator.sub, "NB_MULTIPLY": operator.mul,
+    "NB_TRUE_DIVIDE": operator.truediv, "NB_FLOOR_DIVIDE": operator.floordiv,
+    "NB_REMAINDER": operator.mod, "NB_POWER": operator.pow, "NB_MATRIX_MULTIPLY": operator.matmul,
+    "NB_LSHIFT": operator.lshift, "NB_RSHIFT": operator.rshift, "NB_AND": operator.and_,
+    "NB_OR": operator.or_, "NB_XOR": operator.xor,
+}  # fmt: skip

@@ -1,0 +1,97 @@
+"""Dicts whose keys are constants known at trace time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+
+
+class ConstDictVariable(VariableTracker):
+    def __init__(
+        self, items: dict[Any, VariableTracker], *, source: Source | None = None, dict_type=dict
+    ) -> None:
+        super().__init__(source=source)
+        self.items = dict(items)
+        self.dict_type = dict_type
+
+    def python_type(self) -> type:
+        return self.dict_type
+
+    def as_python_constant(self) -> Any:
+        return self.dict_type({k: v.as_python_constant() for k, v in self.items.items()})
+
+    def truthiness(self, tx) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in self.items]
+
+    def var_getattr(self, tx, name):
+        return BoundMethodOfTracker(self, name)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        k = key.as_python_constant()
+        if k not in self.items:
+            raise Unsupported(f"KeyError {k!r} at trace time")
+        return self.items[k]
+
+    def call_method(self, tx, name, args, kwargs):
+        items = self.items
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "get":
+            k = args[0].as_python_constant()
+            return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "keys":
+            return ListVariable([ConstantVariable(k) for k in items])
+        if name == "values":
+            return ListVariable(list(items.values()))
+        if name == "items":
+            return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
+        if name in ("__contains__",):
+            return ConstantVariable(args[0].as_python_constant() in items)
+        if name == "__len__":
+            return ConstantVariable(len(items))
+        if name in ("__setitem__", "update", "pop", "setdefault", "__delitem__", "clear"):
+            result = self._mutate(tx, name, args, kwargs)
+            if self.source is not None:
+                tx.output.side_effects.containers[self.source] = self
+            return result
+        raise Unsupported(f"dict.{name}")
+
+    def _mutate(self, tx, name, args, kwargs):
+        items = self.items
+        if name == "__setitem__":
+            items[args[0].as_python_constant()] = args[1]
+        elif name == "update":
+            if args:
+                other = args[0]
+                if not isinstance(other, ConstDictVariable):
+                    raise Unsupported("dict.update with a non-dict")
+                items.update(other.items)
+            items.update(kwargs)
+        elif name == "pop":
+            k = args[0].as_python_constant()
+            if k in items:
+                return items.pop(k)
+            if len(args) > 1:
+                return args[1]
+            raise Unsupported(f"KeyError {k!r} at trace time")
+        elif name == "setdefault":
+            k = args[0].as_python_constant()
+            return items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        elif name == "__delitem__":
+            del items[args[0].as_python_constant()]
+        elif name == "clear":
+            items.clear()
+        return ConstantVariable(None)
+
+    def __repr__(self) -> str:
+        return f"ConstDictVariable({self.items!r})"

@@ -1,0 +1,213 @@
+"""User functions (inlined into the trace), bound methods, closures made during the trace."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.lists import TupleVariable
+
+if TYPE_CHECKING:
+    from types import CodeType
+
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+CO_VARARGS = 0x04
+CO_VARKEYWORDS = 0x08
+
+
+def bind_code_arguments(
+    code: CodeType,
+    defaults: list[VariableTracker],
+    kwdefaults: dict[str, VariableTracker],
+    args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
+) -> dict[str, VariableTracker]:
+    """Binds call arguments to a code object's parameters the way CPython does."""
+    names = code.co_varnames
+    npos, nkwonly, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    bound: dict[str, VariableTracker] = {}
+    for name, value in zip(names[:npos], args, strict=False):
+        bound[name] = value
+    extra = args[npos:]
+    index = npos + nkwonly
+    if code.co_flags & CO_VARARGS:
+        bound[names[index]] = TupleVariable(list(extra))
+        index += 1
+    elif extra:
+        raise Unsupported(
+            f"{code.co_name}() takes {npos} positional arguments but {len(args)} were given"
+        )
+    varkw: dict[str, VariableTracker] = {}
+    for key, value in kwargs.items():
+        if key in names[nposonly : npos + nkwonly] and key not in names[: len(args)]:
+            bound[key] = value
+        elif key in bound:
+            raise Unsupported(f"{code.co_name}() got multiple values for argument {key!r}")
+        elif code.co_flags & CO_VARKEYWORDS:
+            varkw[key] = value
+        else:
+            raise Unsupported(f"{code.co_name}() got an unexpected keyword argument {key!r}")
+    if code.co_flags & CO_VARKEYWORDS:
+        bound[names[index]] = ConstDictVariable(varkw)
+    first_default = npos - len(defaults)
+    for i, name in enumerate(names[:npos]):
+        if name not in bound:
+            if i >= first_default:
+                bound[name] = defaults[i - first_default]
+            else:
+                raise Unsupported(f"{code.co_name}() missing required argument {name!r}")
+    for name in names[npos : npos + nkwonly]:
+        if name not in bound:
+            if name not in kwdefaults:
+                raise Unsupported(f"{code.co_name}() missing keyword-only argument {name!r}")
+            bound[name] = kwdefaults[name]
+    return bound
+
+
+def bind_arguments(
+    tx: InstructionTranslator,
+    fn: Any,
+    fn_source: Source | None,
+    args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
+) -> dict[str, VariableTracker]:
+    from ember_bytecode_tracer.guards import AttrSource, ItemSource
+    from ember_bytecode_tracer.variables.builder import wrap_value
+
+    defaults = []
+    for i, value in enumerate(fn.__defaults__ or ()):
+        source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
+        defaults.append(wrap_value(tx, value, source) if source else _wrap_unsourced(value))
+    kwdefaults = {}
+    for name, value in (fn.__kwdefaults__ or {}).items():
+        source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
+        kwdefaults[name] = wrap_value(tx, value, source) if source else _wrap_unsourced(value)
+    return bind_code_arguments(fn.__code__, defaults, kwdefaults, args, kwargs)
+
+
+def _wrap_unsourced(value: Any) -> VariableTracker:
+    from ember_bytecode_tracer.variables.constant import is_constant_value
+
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    raise Unsupported(f"default value {type(value).__name__} of a function without a source")
+
+
+class UserFunctionVariable(VariableTracker):
+    """A Python function defined in user code (or torch.nn code that we inline)."""
+
+    def __init__(self, fn: Any, *, source: Source | None = None) -> None:
+        super().__init__(source=source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_call(self.fn, self.source, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.fn, name))
+        if self.source is not None and hasattr(self.fn, name):
+            from ember_bytecode_tracer.guards import AttrSource
+            from ember_bytecode_tracer.variables.builder import wrap_value
+
+            return wrap_value(tx, getattr(self.fn, name), AttrSource(self.source, name))
+        raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
+
+    def __repr__(self) -> str:
+        return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+class UserMethodVariable(VariableTracker):
+    """`obj.method` for a Python-level method: calls inline `method(obj, ...)`."""
+
+    def __init__(self, fn: Any, owner: VariableTracker, *, fn_source: Source | None = None):
+        super().__init__()
+        self.fn = fn
+        self.owner = owner
+        self.fn_source = fn_source
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_call(self.fn, self.fn_source, [self.owner, *args], kwargs)
+
+
+class CellReference(VariableTracker):
+    """LOAD_CLOSURE during a trace: the cell `name` of the translator `tx`."""
+
+    def __init__(self, tx: InstructionTranslator, name: str) -> None:
+        super().__init__()
+        self.tx = tx
+        self.name = name
+
+    def get(self) -> VariableTracker:
+        from ember_bytecode_tracer.variables.lazy import resolve_local
+
+        if self.name not in self.tx.symbolic_locals:
+            raise Unsupported(f"free variable {self.name!r} referenced before assignment")
+        return resolve_local(self.tx, self.name)
+
+    def set(self, value: VariableTracker) -> None:
+        self.tx.symbolic_locals[self.name] = value
+
+
+class NestedUserFunctionVariable(VariableTracker):
+    """A function made by MAKE_FUNCTION while tracing (lambdas, inner defs, comprehensions)."""
+
+    def __init__(
+        self,
+        code: CodeType,
+        qualname: str,
+        f_globals: dict[str, Any],
+        defaults: list[VariableTracker],
+        kwdefaults: dict[str, VariableTracker],
+        closure: list[CellReference],
+    ) -> None:
+        super().__init__()
+        self.code = code
+        self.qualname = qualname
+        self.f_globals = f_globals
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.closure = closure
+
+    def call_function(self, tx, args, kwargs):
+        from ember_bytecode_tracer.translator.core import InliningTranslator
+
+        bound = bind_code_arguments(self.code, self.defaults, self.kwdefaults, args, kwargs)
+        closure_vars = dict(zip(self.code.co_freevars, self.closure, strict=True))
+        return InliningTranslator.inline_code(tx, self.code, self.f_globals, bound, closure_vars)
+
+    def __repr__(self) -> str:
+        return f"NestedUserFunctionVariable({self.qualname})"
+
+
+class PartialVariable(VariableTracker):
+    def __init__(
+        self, func: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+    ):
+        super().__init__()
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return self.func.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+
+def is_user_function(value: Any) -> bool:
+    return inspect.isfunction(value)

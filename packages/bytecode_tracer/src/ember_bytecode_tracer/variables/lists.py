@@ -1,0 +1,161 @@
+"""Tuples, lists and torch.Size whose length is known at trace time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+
+class BaseListVariable(VariableTracker):
+    container_type: type = tuple
+
+    def __init__(self, items: list[VariableTracker], *, source: Source | None = None) -> None:
+        super().__init__(source=source)
+        self.items = list(items)
+
+    def python_type(self) -> type:
+        return self.container_type
+
+    def as_python_constant(self) -> Any:
+        return self.container_type([v.as_python_constant() for v in self.items])
+
+    def truthiness(self, tx: InstructionTranslator) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        return list(self.items)
+
+    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+        key = index.as_python_constant()
+        if isinstance(key, slice):
+            return (
+                type(self)(self.items[key])
+                if not isinstance(self, SizeVariable)
+                else SizeVariable(tuple(v.as_python_constant() for v in self.items[key]))
+            )
+        try:
+            return self.items[key]
+        except (IndexError, TypeError) as exc:
+            raise Unsupported(
+                f"{type(exc).__name__} indexing {self.container_type.__name__}: {exc}"
+            ) from exc
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "index" and not kwargs:
+            target = args[0].as_python_constant()
+            return ConstantVariable([v.as_python_constant() for v in self.items].index(target))
+        if name == "count" and not kwargs:
+            target = args[0].as_python_constant()
+            return ConstantVariable([v.as_python_constant() for v in self.items].count(target))
+        if name == "__contains__":
+            target = args[0].as_python_constant()
+            return ConstantVariable(target in [v.as_python_constant() for v in self.items])
+        raise Unsupported(f"{self.container_type.__name__}.{name}")
+
+    def var_getattr(self, tx, name):
+        return BoundMethodOfTracker(self, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.items!r})"
+
+
+class TupleVariable(BaseListVariable):
+    container_type = tuple
+
+
+class SizeVariable(BaseListVariable):
+    """torch.Size under static shapes: a tuple of int constants."""
+
+    container_type = torch.Size
+
+    def __init__(self, sizes: tuple[int, ...], *, source: Source | None = None) -> None:
+        super().__init__([ConstantVariable(int(s)) for s in sizes], source=source)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel":
+            return ConstantVariable(self.as_python_constant().numel())
+        return super().call_method(tx, name, args, kwargs)
+
+
+class ListVariable(BaseListVariable):
+    """A list. Mutations of a list that existed before the frame are replayed afterwards."""
+
+    container_type = list
+
+    def call_method(self, tx, name, args, kwargs):
+        mutating = {"append", "extend", "insert", "pop", "clear", "__setitem__", "reverse",
+                    "remove", "__delitem__", "sort"}  # fmt: skip
+        if name not in mutating:
+            return super().call_method(tx, name, args, kwargs)
+        items = self.items
+        if name == "append":
+            items.append(args[0])
+        elif name == "extend":
+            items.extend(args[0].unpack(tx))
+        elif name == "insert":
+            items.insert(args[0].as_python_constant(), args[1])
+        elif name == "pop":
+            index = args[0].as_python_constant() if args else -1
+            result = items.pop(index)
+            self._record(tx)
+            return result
+        elif name == "clear":
+            items.clear()
+        elif name == "reverse":
+            items.reverse()
+        elif name == "remove":
+            target = args[0].as_python_constant()
+            items.pop([v.as_python_constant() for v in items].index(target))
+        elif name == "__setitem__":
+            key = args[0].as_python_constant()
+            if isinstance(key, slice):
+                items[key] = args[1].unpack(tx)
+            else:
+                items[key] = args[1]
+        elif name == "__delitem__":
+            del items[args[0].as_python_constant()]
+        else:
+            raise Unsupported(f"list.{name}")
+        self._record(tx)
+        return ConstantVariable(None)
+
+    def _record(self, tx: InstructionTranslator) -> None:
+        if self.source is not None:
+            tx.output.side_effects.containers[self.source] = self
+
+
+class BoundMethodOfTracker(VariableTracker):
+    """`obj.name` for a container tracker, before it is called."""
+
+    def __init__(self, owner: VariableTracker, name: str) -> None:
+        super().__init__()
+        self.owner = owner
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        return self.owner.call_method(tx, self.name, args, kwargs)
+
+
+class SliceVariable(VariableTracker):
+    def __init__(self, start: VariableTracker, stop: VariableTracker, step: VariableTracker):
+        super().__init__()
+        self.parts = (start, stop, step)
+
+    def python_type(self) -> type:
+        return slice
+
+    def as_python_constant(self) -> Any:
+        return slice(*(p.as_python_constant() for p in self.parts))

@@ -1,0 +1,183 @@
+"""nn.Module instances: attribute reads are guarded, calls inline `forward`."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.functions import UserMethodVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    global_hooks = (
+        nn.modules.module._global_forward_hooks,
+        nn.modules.module._global_forward_pre_hooks,
+        nn.modules.module._global_backward_hooks,
+    )
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or getattr(module, "_backward_pre_hooks", None)
+        or any(global_hooks)
+    )
+
+
+class NNModuleVariable(VariableTracker):
+    def __init__(self, module: nn.Module, *, source: Source) -> None:
+        super().__init__(source=source)
+        self.module = module
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def as_python_constant(self) -> Any:
+        return self.module
+
+    def _child(self, tx, name: str, value: Any) -> VariableTracker:
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        return wrap_value(tx, value, AttrSource(self.source, name))
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        module = self.module
+        d = module.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(table, {}):
+                value = d[table][name]
+                if value is None:
+                    return ConstantVariable(None)
+                return self._child(tx, name, value)
+        if name in d:
+            return self._child(tx, name, d[name])
+        try:
+            attribute = inspect.getattr_static(module, name)
+        except AttributeError:
+            raise Unsupported(f"{type(module).__name__} has no attribute {name!r}") from None
+        if isinstance(attribute, property):
+            return tx.inline_call(attribute.fget, None, [self], {})
+        if isinstance(attribute, staticmethod):
+            return self._child(tx, name, getattr(module, name))
+        if isinstance(attribute, classmethod):
+            raise Unsupported(f"classmethod {type(module).__name__}.{name}")
+        if inspect.isfunction(attribute):
+            return UserMethodVariable(
+                attribute, self, fn_source=_class_attr_source(self.source, name)
+            )
+        return self._child(tx, name, getattr(module, name))
+
+    def call_function(self, tx, args, kwargs):
+        module = self.module
+        if _has_hooks(module):
+            raise Unsupported(f"{type(module).__name__} has forward/backward hooks")
+        forward = inspect.getattr_static(module, "forward")
+        if "forward" in module.__dict__ or not inspect.isfunction(forward):
+            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
+        self._guard_no_hooks(tx)
+        source = _class_attr_source(self.source, "forward")
+        return tx.inline_call(forward, source, [self, *args], kwargs)
+
+    def _guard_no_hooks(self, tx) -> None:
+        """Hooks registered later must not be skipped by code traced without them."""
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import guard
+
+        for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
+            hooks = getattr(self.module, table)
+            guard(tx, AttrSource(self.source, table), GuardKind.LEN_MATCH, (type(hooks), 0))
+
+    def call_method(self, tx, name, args, kwargs):
+        module = self.module
+        if name in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+                    "named_children", "modules", "named_modules"):  # fmt: skip
+            return self._listing(tx, name, args, kwargs)
+        if name == "__len__" and isinstance(module, nn.ModuleList | nn.Sequential | nn.ModuleDict):
+            return ConstantVariable(len(module))
+        if name == "__getitem__" and isinstance(
+            module, nn.ModuleList | nn.Sequential | nn.ModuleDict
+        ):
+            return self.getitem(tx, args[0])
+        if name in ("keys", "values", "items") and isinstance(module, nn.ModuleDict):
+            keys = list(module.keys())
+            children = [self.getitem(tx, ConstantVariable(k)) for k in keys]
+            if name == "keys":
+                return ListVariable([ConstantVariable(k) for k in keys])
+            if name == "values":
+                return ListVariable(children)
+            return ListVariable(
+                [
+                    TupleVariable([ConstantVariable(k), c])
+                    for k, c in zip(keys, children, strict=True)
+                ]
+            )
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        from ember_bytecode_tracer.guards import ItemSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        key = index.as_python_constant()
+        if isinstance(key, slice):
+            raise Unsupported("slicing a ModuleList/Sequential")
+        return wrap_value(tx, self.module[key], ItemSource(self.source, key))
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        module = self.module
+        if isinstance(module, nn.ModuleDict):
+            return [ConstantVariable(k) for k in module]
+        if isinstance(module, nn.ModuleList | nn.Sequential):
+            return [self.getitem(tx, ConstantVariable(i)) for i in range(len(module))]
+        raise Unsupported(f"iterating over {type(module).__name__}")
+
+    def _listing(self, tx, name, args, kwargs) -> VariableTracker:
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        if args or kwargs:
+            raise Unsupported(f"Module.{name} with arguments")
+        named = name.startswith("named_")
+        plain = name.removeprefix("named_")
+        items = []
+        for path, value in getattr(self.module, f"named_{plain}")():
+            source = self.source
+            for part in path.split("."):
+                if part:
+                    source = AttrSource(source, part)
+            tracker = wrap_value(tx, value, source)
+            items.append(TupleVariable([ConstantVariable(path), tracker]) if named else tracker)
+        return ListIteratorVariable(items)
+
+    def __repr__(self) -> str:
+        return f"NNModuleVariable({type(self.module).__name__})"
+
+
+def _class_attr_source(source: Source, name: str) -> Source:
+    """type(obj).name: how generated guards reach a method (and its __globals__)."""
+    from ember_bytecode_tracer.guards import AttrSource, TypeSource
+
+    return AttrSource(TypeSource(source), name)
+
+
+def is_module(value: Any) -> bool:
+    return isinstance(value, nn.Module)
+
+
+def is_parameter_or_buffer(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+__all__ = ["ConstDictVariable", "NNModuleVariable", "is_module"]

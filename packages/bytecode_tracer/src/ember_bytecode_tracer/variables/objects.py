@@ -1,0 +1,150 @@
+"""Python modules, classes and other user objects reached from the frame."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.functions import UserMethodVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+
+
+class PythonModuleVariable(VariableTracker):
+    """A module object such as `torch`, `math` or a user's helper module."""
+
+    def __init__(self, module: Any, *, source: Source | None) -> None:
+        super().__init__(source=source)
+        self.module = module
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def as_python_constant(self) -> Any:
+        return self.module
+
+    def var_getattr(self, tx, name):
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        if not hasattr(self.module, name):
+            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r}")
+        value = getattr(self.module, name)
+        if self.source is None:
+            return wrap_value(tx, value, None)
+        return wrap_value(tx, value, AttrSource(self.source, name))
+
+    def __repr__(self) -> str:
+        return f"PythonModuleVariable({self.module.__name__})"
+
+
+class TypeVariable(VariableTracker):
+    """A class. Calling it constructs an object only for a few known value types."""
+
+    def __init__(self, cls: type, *, source: Source | None = None) -> None:
+        super().__init__(source=source)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return type(self.cls)
+
+    def as_python_constant(self) -> Any:
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        attribute = inspect.getattr_static(self.cls, name, None)
+        if isinstance(attribute, staticmethod):
+            attribute = attribute.__func__
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return wrap_value(tx, getattr(self.cls, name), source)
+
+    def call_function(self, tx, args, kwargs):
+        from ember_bytecode_tracer.variables.builtins import RULES, BuiltinVariable
+
+        if self.cls in RULES:
+            return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
+        if self.cls in (int, float, bool, str, complex):
+            return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
+        if self.cls in (torch.finfo, torch.iinfo, torch.device, torch.Size):
+            from ember_bytecode_tracer.variables.builtins import constant_fold
+
+            return constant_fold(self.cls, args, kwargs)
+        raise Unsupported(f"constructing a {self.cls.__qualname__} inside a traced region")
+
+    def __repr__(self) -> str:
+        return f"TypeVariable({self.cls.__qualname__})"
+
+
+class UserDefinedObjectVariable(VariableTracker):
+    """Any other object: attribute reads are guarded on the way; methods inline."""
+
+    def __init__(self, value: Any, *, source: Source | None) -> None:
+        super().__init__(source=source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def var_getattr(self, tx, name):
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+
+        if self.source is None:
+            raise Unsupported(f"attribute {name} of an object without a source")
+        value = self.value
+        instance_dict = getattr(value, "__dict__", {})
+        if name in instance_dict:
+            return wrap_value(tx, instance_dict[name], AttrSource(self.source, name))
+        try:
+            attribute = inspect.getattr_static(value, name)
+        except AttributeError:
+            raise Unsupported(f"{type(value).__name__} has no attribute {name!r}") from None
+        if isinstance(attribute, property):
+            return tx.inline_call(attribute.fget, None, [self], {})
+        if inspect.isfunction(attribute):
+            from ember_bytecode_tracer.guards import TypeSource
+
+            fn_source = AttrSource(TypeSource(self.source), name)
+            return UserMethodVariable(attribute, self, fn_source=fn_source)
+        if type(type(value).__getattribute__) is not type(object.__getattribute__) or hasattr(
+            type(value), "__getattr__"
+        ):
+            raise Unsupported(f"{type(value).__name__} customizes attribute access")
+        return wrap_value(tx, getattr(value, name), AttrSource(self.source, name))
+
+    def call_method(self, tx, name, args, kwargs):
+        # Dunder methods (obj[k], len(obj)...) dispatch on the type: inline Python ones.
+        attribute = inspect.getattr_static(type(self.value), name, None)
+        if inspect.isfunction(attribute) and self.source is not None:
+            from ember_bytecode_tracer.guards import AttrSource, TypeSource
+
+            fn_source = AttrSource(TypeSource(self.source), name)
+            return tx.inline_call(attribute, fn_source, [self, *args], kwargs)
+        if name.startswith("__") and name.endswith("__"):
+            raise Unsupported(f"{type(self.value).__name__}.{name} is not a Python method")
+        return super().call_method(tx, name, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        return self.call_method(tx, "__call__", args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class NullVariable(VariableTracker):
+    """The NULL that 3.11+ pushes under a callable."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+__all__ = ["ConstantVariable", "NullVariable", "PythonModuleVariable", "TypeVariable"]

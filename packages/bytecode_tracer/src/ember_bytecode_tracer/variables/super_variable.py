@@ -1,0 +1,71 @@
+"""`super()` inside traced code: attribute lookup along the MRO after the class."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.functions import UserMethodVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+
+class SuperVariable(VariableTracker):
+    def __init__(self, cls: type, obj: VariableTracker) -> None:
+        super().__init__()
+        self.cls = cls
+        self.obj = obj
+
+    def _owner_type(self) -> type:
+        value = getattr(self.obj, "module", None) or getattr(self.obj, "value", None)
+        if value is None:
+            raise Unsupported("super() of a value without a known type")
+        return type(value)
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        mro = self._owner_type().__mro__
+        if self.cls not in mro:
+            raise Unsupported("super(): the object is not an instance of the class")
+        for klass in mro[mro.index(self.cls) + 1 :]:
+            if name in klass.__dict__:
+                attribute = klass.__dict__[name]
+                break
+        else:
+            raise Unsupported(f"super() has no attribute {name!r}")
+        if inspect.isfunction(attribute):
+            return UserMethodVariable(attribute, self.obj)
+        if klass is object and name == "__init__":
+            return _NoOpCall()
+        raise Unsupported(f"super().{name} is a {type(attribute).__name__}")
+
+
+class _NoOpCall(VariableTracker):
+    def call_function(self, tx, args, kwargs):
+        from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+        return ConstantVariable(None)
+
+
+def zero_argument_super(tx: InstructionTranslator) -> SuperVariable:
+    """super() with no arguments: the enclosing class and the frame's first argument."""
+    code = tx.code
+    if "__class__" not in code.co_freevars or code.co_argcount == 0:
+        raise Unsupported("super() outside a method")
+    cls = _class_cell(tx)
+    first = code.co_varnames[0]
+    from ember_bytecode_tracer.variables.lazy import resolve_local
+
+    return SuperVariable(cls, resolve_local(tx, first))
+
+
+def _class_cell(tx: InstructionTranslator) -> Any:
+    if "__class__" in tx.closure_cells:
+        return tx.closure_cells["__class__"].cell_contents
+    if "__class__" in tx.symbolic_locals:
+        from ember_bytecode_tracer.variables.lazy import resolve_local
+
+        return resolve_local(tx, "__class__").as_python_constant()
+    raise Unsupported("super(): no __class__ cell")

@@ -1,0 +1,167 @@
+"""Tensors in the graph: each TensorVariable is an FX node with a fake example value."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+# Tensor attributes that are plain metadata under static shapes: known at trace time.
+STATIC_ATTRIBUTES = {
+    "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_leaf",
+    "is_quantized", "is_meta", "layout", "is_nested", "is_mps",
+}  # fmt: skip
+# Methods that read data out of the tensor into Python: a graph break.
+DATA_DEPENDENT_METHODS = {
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero_static",
+    "data_ptr", "cpu_numpy",
+}  # fmt: skip
+STATIC_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
+                  "is_contiguous", "is_floating_point", "is_complex", "get_device",
+                  "storage_offset"}  # fmt: skip
+
+
+class TensorVariable(VariableTracker):
+    def __init__(self, node: torch.fx.Node, example: torch.Tensor, *, source: Source | None = None):
+        super().__init__(source=source)
+        self.node = node
+        self.example = example
+
+    def python_type(self) -> type:
+        return type(self.example) if not _is_fake(self.example) else torch.Tensor
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported("a tensor's value is not known at trace time")
+
+    def truthiness(self, tx: InstructionTranslator) -> bool:
+        raise Unsupported("branching on a tensor's value (data-dependent control flow)")
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        from ember_bytecode_tracer.variables.lists import SizeVariable
+
+        if name in ("shape",):
+            return SizeVariable(tuple(self.example.shape))
+        if name in STATIC_ATTRIBUTES:
+            return ConstantVariable(getattr(self.example, name))
+        if name in ("T", "mT", "H", "mH", "real", "imag", "data", "grad"):
+            if name in ("data", "grad"):
+                raise Unsupported(f"Tensor.{name} inside a traced region")
+            return wrap_graph_value(
+                tx, *tx.output.create_node("call_function", getattr, (self.node, name), {})
+            )
+        return TensorMethodVariable(self, name)
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if self.example.dim() == 0:
+            raise Unsupported("iterating over a 0-d tensor")
+        return [
+            wrap_graph_value(
+                tx, *tx.output.create_node("call_function", operator.getitem, (self.node, i), {})
+            )
+            for i in range(self.example.shape[0])
+        ]
+
+    def __repr__(self) -> str:
+        return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
+
+
+class TensorMethodVariable(VariableTracker):
+    """`tensor.name` before it is called."""
+
+    def __init__(self, tensor: TensorVariable, name: str) -> None:
+        super().__init__()
+        self.tensor = tensor
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        name = self.name
+        example = self.tensor.example
+        if name in DATA_DEPENDENT_METHODS:
+            raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        if name in STATIC_METHODS:
+            a = [x.as_python_constant() for x in args]
+            k = {n: x.as_python_constant() for n, x in kwargs.items()}
+            result = getattr(example, name)(*a, **k)
+            return wrap_constant_result(result)
+        node_args = (self.tensor.node, *(as_node_arg(tx, a) for a in args))
+        node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
+        node, value = tx.output.create_node("call_method", name, node_args, node_kwargs)
+        return wrap_graph_value(tx, node, value)
+
+
+class TensorMethodDescriptorVariable(VariableTracker):
+    """`torch.Tensor.<name>`, called with the tensor first: the method-call stack form."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def as_python_constant(self) -> Any:
+        return getattr(torch.Tensor, self.name)
+
+    def call_function(self, tx, args, kwargs):
+        if not args or not isinstance(args[0], TensorVariable):
+            raise Unsupported(f"Tensor.{self.name} called on a non-tensor")
+        return TensorMethodVariable(args[0], self.name).call_function(tx, args[1:], kwargs)
+
+
+def _is_fake(value: Any) -> bool:
+    return type(value).__name__ == "FakeTensor"
+
+
+def wrap_constant_result(result: Any) -> VariableTracker:
+    from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
+
+    if isinstance(result, torch.Size):
+        return SizeVariable(tuple(result))
+    if isinstance(result, tuple):
+        return TupleVariable([wrap_constant_result(r) for r in result])
+    return ConstantVariable(result)
+
+
+def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
+    """The FX argument for a tracker: a node for tensors, a constant (or nested) otherwise."""
+    from ember_bytecode_tracer.variables.lists import BaseListVariable
+
+    if isinstance(value, TensorVariable):
+        return value.node
+    if isinstance(value, BaseListVariable):
+        items = [as_node_arg(tx, v) for v in value.items]
+        return list(items) if value.python_type() is list else tuple(items)
+    if value.is_python_constant():
+        return value.as_python_constant()
+    raise Unsupported(f"{value} cannot be passed to a tensor operation")
+
+
+def wrap_graph_value(tx: InstructionTranslator, node: torch.fx.Node, value: Any) -> VariableTracker:
+    """Tracker for the result of a graph node: tensors, tuples of tensors, sizes, scalars."""
+    from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
+
+    if isinstance(value, torch.Tensor):
+        return TensorVariable(node, value)
+    if isinstance(value, torch.Size):
+        return SizeVariable(tuple(value))
+    if isinstance(value, tuple | list):
+        items = []
+        for i, item in enumerate(value):
+            if isinstance(item, torch.Tensor):
+                item_node = tx.output.graph.call_function(operator.getitem, (node, i))
+                item_node.meta["example_value"] = item
+                items.append(TensorVariable(item_node, item))
+            else:
+                items.append(wrap_constant_result(item))
+        return TupleVariable(items)
+    if value is None or isinstance(value, bool | int | float | torch.dtype | torch.device):
+        # A Python value computed from tensors (e.g. torch.is_floating_point): not a tensor.
+        return ConstantVariable(value)
+    raise Unsupported(f"graph operation returned a {type(value).__name__}")

@@ -1,0 +1,79 @@
+"""torch.* and torch.nn.functional.* callables: each call becomes a graph node."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
+
+# Functions answered from trace-time state rather than put in the graph.
+CONSTANT_FOLDED = {
+    torch.is_tensor: lambda *a: isinstance(a[0], torch.Tensor),
+    torch.is_grad_enabled: lambda: torch.is_grad_enabled(),
+    torch.get_default_dtype: lambda: torch.get_default_dtype(),
+    torch.is_floating_point: lambda t: t.is_floating_point(),
+    torch.is_complex: lambda t: t.is_complex(),
+    torch.numel: lambda t: t.numel(),
+    # What a trace answers about the tracing situation: not scripting, not jit-tracing,
+    # not capturing a CUDA graph (those would make the model take other paths).
+    torch.jit.is_scripting: lambda: False,
+    torch.jit.is_tracing: lambda: False,
+    torch.cuda.is_current_stream_capturing: lambda: False,
+    torch.cuda.is_available: lambda: torch.cuda.is_available(),
+}
+# Functions with effects outside the graph, or that read data into Python.
+UNSUPPORTED = {
+    torch.manual_seed, torch.set_grad_enabled, torch.save, torch.load, torch.set_default_dtype,
+    torch.use_deterministic_algorithms, torch.set_printoptions,
+}  # fmt: skip
+
+
+def is_torch_callable(value: Any) -> bool:
+    """A function from the torch namespace that should go into graphs as a call."""
+    if isinstance(value, type):
+        return False
+    if isinstance(value, types.BuiltinFunctionType | types.BuiltinMethodType):
+        module = getattr(value, "__module__", None) or ""
+        self_module = getattr(getattr(value, "__self__", None), "__name__", "") or ""
+        return module.startswith("torch") or self_module.startswith("torch")
+    if isinstance(value, types.FunctionType):
+        return value.__module__ in ("torch.nn.functional", "torch.functional") or (
+            value.__module__ or ""
+        ).startswith("torch._tensor")
+    return type(value).__name__ in ("OpOverloadPacket", "OpOverload", "_VariableFunctionsClass")
+
+
+class TorchFunctionVariable(VariableTracker):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in UNSUPPORTED:
+            raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() changes global state")
+        if fn in CONSTANT_FOLDED:
+            values = [
+                getattr(a, "example", None) if hasattr(a, "example") else a.as_python_constant()
+                for a in args
+            ]
+            return ConstantVariable(CONSTANT_FOLDED[fn](*values))
+        node_args = tuple(as_node_arg(tx, a) for a in args)
+        node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
+        node, value = tx.output.create_node("call_function", fn, node_args, node_kwargs)
+        return wrap_graph_value(tx, node, value)
+
+    def __repr__(self) -> str:
+        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"

@@ -1,0 +1,123 @@
+"""nn.Module calls inline forward with parameters as graph inputs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from conftest import Compiled, same
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.head = nn.Sequential(nn.ReLU(), nn.Linear(8, 2))
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(self.drop(x))
+
+
+def test_module_forward_is_one_graph_with_parameters_as_inputs():
+    model = MLP().eval()
+    x = torch.randn(4, 8)
+    compiled = Compiled(model)
+    assert same(compiled(x), model(x))
+    assert compiled.backend.graph_count == 1
+    ops = compiled.backend.ops(0)
+    assert ops.count("linear") == 4 and ops.count("relu") == 4
+    placeholders = [n for n in compiled.backend.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 1 + 8  # input + 4 weights + 4 biases
+
+
+def test_train_eval_switch_recompiles():
+    model = MLP()
+    x = torch.randn(4, 8)
+    compiled = Compiled(model)
+    model.eval()
+    first = compiled(x)
+    assert same(first, model(x))
+    model.train()
+    torch.manual_seed(0)
+    got = compiled(x)
+    torch.manual_seed(0)
+    assert same(got, model(x))
+    assert compiled.backend.graph_count == 2
+
+
+def test_other_instance_of_same_class_reuses_the_trace():
+    # A module passed in is guarded by type, its parameters by metadata: a second Linear
+    # of the same shapes runs the same trace with its own weights.
+    x = torch.randn(4, 8)
+    a, b = nn.Linear(8, 3), nn.Linear(8, 3)
+    compiled_a, compiled_b = Compiled(a), Compiled(b)
+    compiled_b.compiler = compiled_a.compiler  # same callback, same cache
+    compiled_b.backend = compiled_a.backend
+    assert same(compiled_a(x), a(x))
+    assert same(compiled_b(x), b(x))
+    assert compiled_a.backend.graph_count == 1
+
+
+def test_parameter_update_is_seen_without_recompiling():
+    model = nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+    compiled = Compiled(model)
+    compiled(x)
+    with torch.no_grad():
+        model.weight.mul_(2)
+    assert same(compiled(x), model(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_replacing_a_submodule_recompiles():
+    model = MLP().eval()
+    x = torch.randn(4, 8)
+    compiled = Compiled(model)
+    compiled(x)
+    model.head = nn.Sequential(nn.Tanh(), nn.Linear(8, 2))
+    assert same(compiled(x), model(x))
+    assert compiled.backend.graph_count == 2
+
+
+def test_forward_hook_added_later_is_honoured():
+    model = nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+    compiled = Compiled(model)
+    compiled(x)
+    calls = []
+    model.register_forward_hook(lambda mod, inp, out: calls.append(1))
+    compiled(x)
+    assert calls == [1]
+
+
+def test_module_dict_and_parameters_listing():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.Linear(4, 4)})
+
+        def forward(self, x):
+            for _name, block in self.blocks.items():
+                x = block(x)
+            return x + sum(p.sum() for p in self.parameters()) * 0
+
+    net = Net()
+    x = torch.randn(2, 4)
+    compiled = Compiled(net)
+    assert same(compiled(x), net(x))
+
+
+def test_training_step_gradients_match():
+    torch.manual_seed(0)
+    model = MLP().eval()
+    reference = MLP().eval()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(4, 8)
+    compiled = Compiled(lambda m, t: m(t).pow(2).mean())
+    compiled(model, x).backward()
+    reference(x).pow(2).mean().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6)

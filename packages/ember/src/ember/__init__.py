@@ -1,0 +1,29 @@
+"""Ember: a Python-level JIT compiler for PyTorch.
+
+model = ember.compile(model)            # or @ember.compile, or backend="..."
+ember.explain(fn)(*args)                # graphs, breaks and guards of one run
+"""
+
+from __future__ import annotations
+
+from ember import exc
+from ember.backends import list_backends, lookup_backend, register_backend
+from ember.compile_api import OptimizedModule, compile, disable, reset, run
+from ember.config import config
+from ember.explain import ExplainOutput, explain
+
+__version__ = "0.1.0"
+__all__ = [
+    "ExplainOutput",
+    "OptimizedModule",
+    "compile",
+    "config",
+    "disable",
+    "exc",
+    "explain",
+    "list_backends",
+    "lookup_backend",
+    "register_backend",
+    "reset",
+    "run",
+]

@@ -1,0 +1,142 @@
+"""`ember.compile`, `ember.disable` and run-only mode."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+import ember_frame_hook as fh
+from ember.backends import lookup_backend
+from ember.config import config
+from ember.exc import EmberError
+from ember.logs import configure_from_env, log_record
+from ember_bytecode_tracer.convert_frame import FrameCompiler
+
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(
+    model: Callable | None = None,
+    *,
+    backend: str | Callable = "eager",
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile a function or nn.Module; usable as `@ember.compile` or `@ember.compile(...)`."""
+    if model is None:
+        return functools.partial(
+            compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+            options=options, disable=disable,
+        )  # fmt: skip
+    _check_arguments(model, fullgraph, dynamic, mode, options)
+    if disable:
+        return model
+    backend_fn = lookup_backend(backend)
+    configure_from_env()
+    fh.set_cache_limit(config.cache_size_limit)
+    compiler = FrameCompiler(
+        backend_fn,
+        fullgraph=fullgraph,
+        suppress_errors=config.suppress_errors,
+        on_record=log_record,
+    )
+    if isinstance(model, torch.nn.Module):
+        return OptimizedModule(model, compiler)
+    return _wrap_function(model, compiler)
+
+
+def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
+    if not callable(model):
+        raise EmberError(
+            f"ember.compile expects a function or nn.Module, got {type(model).__name__}"
+        )
+    if inspect.isgeneratorfunction(model) or inspect.iscoroutinefunction(model):
+        raise EmberError(
+            f"ember.compile cannot compile generator or async function {model.__qualname__}"
+        )
+    if not isinstance(fullgraph, bool):
+        raise EmberError(f"fullgraph must be True or False, got {fullgraph!r}")
+    if dynamic not in (None, False, True):
+        raise EmberError(f"dynamic must be None, True or False, got {dynamic!r}")
+    if dynamic:
+        raise EmberError("dynamic=True (symbolic shapes) is not supported yet: use None or False")
+    if mode not in _MODES:
+        raise EmberError(f"mode must be one of {_MODES}, got {mode!r}")
+    if options is not None and not isinstance(options, dict):
+        raise EmberError(f"options must be a dict, got {type(options).__name__}")
+
+
+def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        previous = fh.set_eval_frame(compiler)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            fh.set_eval_frame(previous)
+
+    compiled._ember_compiler = compiler  # for explain() and tests
+    compiled._ember_original = fn
+    return compiled
+
+
+class OptimizedModule(torch.nn.Module):
+    """The compiled module: forwards everything else to the original (`_orig_mod`)."""
+
+    def __init__(self, module: torch.nn.Module, compiler: FrameCompiler) -> None:
+        super().__init__()
+        self._orig_mod = module
+        self._ember_compiler = compiler
+
+    def forward(self, *args, **kwargs):
+        previous = fh.set_eval_frame(self._ember_compiler)
+        try:
+            return self._orig_mod(*args, **kwargs)
+        finally:
+            fh.set_eval_frame(previous)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+
+def disable(fn: Callable | None = None) -> Any:
+    """Runs `fn` (or, as a context manager, a block) with Ember off."""
+    if fn is None:
+        return _hook_set_to(None)
+
+    @functools.wraps(fn)
+    def plain(*args, **kwargs):
+        with _hook_set_to(None):
+            return fn(*args, **kwargs)
+
+    return plain
+
+
+def run() -> contextlib.AbstractContextManager:
+    """Run-only mode: code compiled earlier runs, nothing new is compiled."""
+    return _hook_set_to(False)
+
+
+@contextlib.contextmanager
+def _hook_set_to(setting) -> Iterator[None]:
+    previous = fh.set_eval_frame(setting)
+    try:
+        yield
+    finally:
+        fh.set_eval_frame(previous)
+
+
+def reset() -> None:
+    """Forget everything compiled: every cache entry and skip mark."""
+    fh.reset()

@@ -1,0 +1,22 @@
+"""Ember's settings. One explicit object, read where a compile starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Config:
+    cache_size_limit: int = 8  # compiled variants kept per code object before running eagerly
+    suppress_errors: bool = False  # a failing backend falls back to eager with a warning
+    verbose: bool = False  # full tracebacks for graph breaks in logs
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in type(self).__dataclass_fields__:
+            raise AttributeError(
+                f"ember.config has no setting {name!r}; settings: {', '.join(type(self).__dataclass_fields__)}"
+            )
+        super().__setattr__(name, value)
+
+
+config = Config()

@@ -1,0 +1,21 @@
+"""Errors raised by Ember's public API."""
+
+from __future__ import annotations
+
+from ember_bytecode_tracer.exc import BackendCompilerFailed, TracerError, Unsupported
+
+__all__ = [
+    "BackendCompilerFailed",
+    "EmberError",
+    "InvalidBackendError",
+    "TracerError",
+    "Unsupported",
+]
+
+
+class EmberError(Exception):
+    """Base of errors about how Ember's API was called."""
+
+
+class InvalidBackendError(EmberError, ValueError):
+    """`backend=` names no registered backend, or is not callable."""

@@ -1,0 +1,75 @@
+"""`ember.explain(fn)(*args)`: what compiling `fn` produced, without keeping it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import ember_frame_hook as fh
+from ember_bytecode_tracer.convert_frame import FrameCompiler, FrameRecord, GraphBreak
+
+
+@dataclass
+class ExplainOutput:
+    graphs: list[torch.fx.GraphModule] = field(default_factory=list)
+    breaks: list[GraphBreak] = field(default_factory=list)
+    guards: list[Any] = field(default_factory=list)
+    records: list[FrameRecord] = field(default_factory=list)
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.breaks)
+
+    @property
+    def ops_per_graph(self) -> list[list[str]]:
+        return [
+            [
+                getattr(n.target, "__name__", str(n.target))
+                for n in gm.graph.nodes
+                if n.op.startswith("call")
+            ]
+            for gm in self.graphs
+        ]
+
+    def __str__(self) -> str:
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}"]
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"Graph {i}: {len(ops)} ops: {', '.join(ops)}")
+        for brk in self.breaks:
+            lines.append(f"Break: {brk.reason} at {brk.location}")
+        for i, guard in enumerate(self.guards):
+            lines.append(f"Guards of frame {i}:")
+            lines.extend(f"  {g.describe()}" for g in guard.guards)
+        return "\n".join(lines)
+
+
+def explain(fn: Callable, backend: Callable | None = None) -> Callable[..., ExplainOutput]:
+    """Returns a function that runs `fn` once under a fresh trace and reports the result."""
+
+    def backend_fn(gm, example_inputs):
+        return gm.forward
+
+    def run(*args, **kwargs) -> ExplainOutput:
+        compiler = FrameCompiler(backend or backend_fn)
+        fh.reset()
+        previous = fh.set_eval_frame(compiler)
+        try:
+            fn(*args, **kwargs)
+        finally:
+            fh.set_eval_frame(previous)
+            fh.reset()
+        out = ExplainOutput(records=compiler.records)
+        for record in compiler.records:
+            out.graphs.extend(record.graphs)
+            out.breaks.extend(record.breaks)
+            out.guards.append(record.guards)
+        return out
+
+    return run

@@ -1,0 +1,66 @@
+"""EMBER_LOGS=graph,guards,bytecode,graph_breaks,recompiles: what compiles show, on `logging`."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ember_bytecode_tracer.bytecode import decode, format_instructions
+
+ARTIFACTS = ("graph", "guards", "bytecode", "graph_breaks", "recompiles")
+log = logging.getLogger("ember")
+_enabled: set[str] = set()
+
+
+def configure_from_env() -> None:
+    """Reads EMBER_LOGS; unknown names raise so typos don't go unnoticed."""
+    value = os.environ.get("EMBER_LOGS", "")
+    names = {n.strip() for n in value.split(",") if n.strip()}
+    unknown = names - set(ARTIFACTS) - {"all"}
+    if unknown:
+        raise ValueError(
+            f"EMBER_LOGS: unknown {sorted(unknown)}; choose from {', '.join(ARTIFACTS)} or all"
+        )
+    _enabled.clear()
+    _enabled.update(ARTIFACTS if "all" in names else names)
+    if _enabled and not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[ember %(name)s] %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def log_record(record) -> None:
+    """Called by the frame compiler for each compiled frame."""
+    code = record.code
+    where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    if "bytecode" in _enabled:
+        log.getChild("bytecode").info(
+            "ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s", where,
+            format_instructions(decode(code)), where, format_instructions(decode(record.new_code)),
+        )  # fmt: skip
+    if "guards" in _enabled and record.guards is not None:
+        log.getChild("guards").info("GUARDS %s\n%s", where, record.guards.source_code)
+    if "graph" in _enabled:
+        for gm in record.graphs:
+            log.getChild("graph").info("GRAPH %s\n%s", where, graph_table(gm))
+    if "graph_breaks" in _enabled:
+        for brk in record.breaks:
+            log.getChild("graph_breaks").info(
+                "GRAPH BREAK in %s: %s at %s", where, brk.reason, brk.location
+            )
+
+
+def graph_table(gm) -> str:
+    """The graph as a table: opcode, name, target, args, kwargs."""
+    rows = [("opcode", "name", "target", "args", "kwargs")]
+    for node in gm.graph.nodes:
+        target = getattr(node.target, "__name__", str(node.target))
+        rows.append((node.op, node.name, target, str(node.args), str(node.kwargs)))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

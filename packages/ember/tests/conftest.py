@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import pytest
+
+import ember
+import ember_frame_hook as fh
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    ember.reset()
+    yield
+    fh.set_eval_frame(None)
+    ember.reset()
+
+
+class RecordingBackend:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward

@@ -1,0 +1,53 @@
+"""ember.explain and EMBER_LOGS."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import ember
+
+
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def test_explain_reports_graphs_breaks_and_guards():
+    a, b = torch.randn(10), -torch.rand(10) - 0.1
+    out = ember.explain(toy_example)(a, b)
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    assert out.ops_per_graph == [["abs", "add", "truediv", "sum", "lt"], ["mul", "mul"]]
+    line = toy_example.__code__.co_firstlineno + 2
+    assert out.breaks[0].location == f"{__file__}:{line}"
+    text = str(out)
+    assert "Graph count: 2" in text and "data-dependent" in text and "L['a'] is a tensor" in text
+
+
+def test_explain_leaves_no_compiled_code_behind():
+    a = torch.randn(3)
+    ember.explain(toy_example)(a, a)
+    backend_graphs = []
+    ember.compile(toy_example, backend=lambda gm, ex: backend_graphs.append(gm) or gm.forward)(a, a)
+    assert backend_graphs, "explain's entries must not satisfy later compiles"
+
+
+def test_ember_logs_print_graph_guards_bytecode_and_breaks(monkeypatch, caplog):
+    monkeypatch.setenv("EMBER_LOGS", "graph,guards,bytecode,graph_breaks")
+    a, b = torch.randn(10), torch.randn(10)
+    with caplog.at_level(logging.INFO, logger="ember"):
+        ember.compile(toy_example)(a, b)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "ORIGINAL BYTECODE" in text and "MODIFIED BYTECODE" in text
+    assert "opcode" in text and "call_function" in text  # the graph table
+    assert "GUARDS" in text and "GRAPH BREAK" in text
+
+
+def test_unknown_log_name_is_an_error(monkeypatch):
+    monkeypatch.setenv("EMBER_LOGS", "graphs")
+    with pytest.raises(ValueError, match="EMBER_LOGS"):
+        ember.compile(toy_example)
