@@ -62,7 +62,9 @@ def build_other_user(tmp_path):
     source.write_text(OTHER_USER)
     target = tmp_path / f"other_extra_user{sysconfig.get_config_var('EXT_SUFFIX')}"
     include = sysconfig.get_paths()["include"]
-    subprocess.run(["cc", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(target)], check=True)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(target)], check=True
+    )
     return tmp_path
 
 
@@ -78,10 +80,10 @@ def test_code_objects_annotated_only_by_another_extension_die_cleanly(tmp_path):
 def test_cache_survives_alongside_other_slots():
     ns = {}
     exec("def f(x):\n    return x\n", ns)
-    f = ns["f"]
-    entry = fh.GuardedCode(f.__code__.replace(co_name="f"), lambda loc: True)
-    with fh.eval_frame(lambda frame, cache: entry if frame.f_code is f.__code__ else None):
-        assert f(3) == 3
-    assert fh.cache_entries(f.__code__) == [entry]
-    del f, ns
+    code = ns["f"].__code__
+    entry = fh.GuardedCode(code.replace(co_name="f"), lambda loc: True)
+    with fh.eval_frame(lambda frame, cache: entry if frame.f_code is code else None):
+        assert ns["f"](3) == 3
+    assert fh.cache_entries(code) == [entry]
+    ns.clear()
     gc.collect()
