@@ -74,6 +74,7 @@ def _skipped_roots() -> tuple[str, ...]:
 
 
 _SKIP_ROOTS = _skipped_roots()
+_GENERATED = ("<frozen", "<eval_with_key", "<ember")
 _TORCH_ALLOWED = (os.path.join(os.path.dirname(torch.__file__), "nn", "modules"),)
 
 
@@ -85,7 +86,9 @@ def is_skipped(code: types.CodeType) -> bool:
         return False
     if filename.startswith(_TORCH_ALLOWED):
         return code.co_name != "forward"
-    return filename.startswith(_SKIP_ROOTS) or filename.startswith("<")
+    # "<stdin>", "<string>" and notebook cells are user code; frozen modules, FX's
+    # generated forward() and our own generated functions are not.
+    return filename.startswith(_SKIP_ROOTS) or filename.startswith(_GENERATED)
 
 
 def _holds_tensor_state(value: Any, depth: int = 0) -> bool:

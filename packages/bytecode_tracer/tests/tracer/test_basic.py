@@ -136,3 +136,9 @@ def test_grad_flows_through_the_graph():
     compiled = Compiled(lambda a, w: (a * w).sum())
     compiled(x, w).backward()
     assert torch.allclose(w.grad, x.sum(0))
+
+
+def test_code_from_exec_and_stdin_is_compiled():
+    namespace = {"torch": torch}
+    exec(compile("def f(a):\n    return a.sin() + 1\n", "<stdin>", "exec"), namespace)
+    check(namespace["f"], x, ops=["sin", "add"])

@@ -125,7 +125,11 @@ def _lower(instructions: list[Instruction], tables: CodeTables) -> list[_Unit]:
     for i, (inst, (opname, lowered)) in enumerate(zip(instructions, plan, strict=True)):
         op = version.OPMAP[opname]
         if inst.opname not in version.JUMP_FAMILY_OF:
-            units.append(_Unit(inst, op, encode_arg(inst, tables)))
+            try:
+                arg = encode_arg(inst, tables)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"instruction #{i}: {e}") from None
+            units.append(_Unit(inst, op, arg))
             continue
         assert inst.target is not None
         target = first_unit[index[id(inst.target)]]
