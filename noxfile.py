@@ -112,9 +112,11 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Frame-hook overhead, then eager vs torch.compile on the zoo (posargs go to the zoo)."""
-    install(session, FRAME_HOOK, *zoo_paths(), "torch", "transformers")
+    """Frame-hook overhead, tracer overhead and first-call time vs torch.compile, then
+    eager vs torch.compile on the zoo (posargs go to the zoo benchmark)."""
+    install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
     session.run("python", "benchmarks/frame_hook_overhead.py")
+    session.run("python", "benchmarks/tracer_overhead.py")
     session.run("python", "benchmarks/zoo_baseline.py", "--size", "real", *session.posargs)
 
 

@@ -51,3 +51,13 @@ def test_unknown_log_name_is_an_error(monkeypatch):
     monkeypatch.setenv("EMBER_LOGS", "graphs")
     with pytest.raises(ValueError, match="EMBER_LOGS"):
         ember.compile(toy_example)
+
+
+def test_recompiles_log_names_the_failing_guard(monkeypatch, caplog):
+    monkeypatch.setenv("EMBER_LOGS", "recompiles")
+    compiled = ember.compile(lambda a: a * 2)
+    with caplog.at_level(logging.INFO, logger="ember"):
+        compiled(torch.randn(3))
+        compiled(torch.randn(4))
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "RECOMPILING" in text and "expected (3,), got (4,)" in text

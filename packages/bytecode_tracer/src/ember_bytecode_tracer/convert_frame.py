@@ -58,6 +58,9 @@ class FrameRecord:
     breaks: list[GraphBreak] = field(default_factory=list)
     guards: Any = None
     new_code: types.CodeType | None = None
+    runner: Callable | None = None  # the closure the new code calls
+    input_names: list[str] = field(default_factory=list)  # its arguments, frame locals by name
+    recompile_reason: str | None = None  # why the cached entries did not fit this call
 
 
 class CompiledFrame(fh.GuardedCode):
@@ -143,6 +146,9 @@ class FrameCompiler:
         if not has_tensor_work(frame):
             fh.skip_code(code)
             return None
+        reason = None
+        if cache.entries and hasattr(cache.entries[0], "record"):
+            reason = cache.entries[0].record.guards.failure_reason(frame.f_locals)
         try:
             record, new_code, guard = trace_frame(frame, self.backend, fullgraph=self.fullgraph)
         except SkipFrame as exc:
@@ -159,6 +165,7 @@ class FrameCompiler:
                 return None
             raise
         entry = CompiledFrame(new_code, guard.check)  # the raw check: no wrapper per call
+        record.recompile_reason = reason
         entry.record = record
         self.records.append(record)
         if self.on_record is not None:
@@ -311,6 +318,7 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     runner = _runner(output, compiled, names, recipes, effects, single=True)
     runner_name = _install_runner(frame, runner)
     new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
+    record.runner, record.input_names = runner, names
     return _finalize(record, new_code, output, frame)
 
 

@@ -11,16 +11,20 @@ from ember.backends import list_backends, lookup_backend, register_backend
 from ember.compile_api import OptimizedModule, compile, disable, reset, run
 from ember.config import config
 from ember.explain import ExplainOutput, explain
+from ember.export import Exported, ExportGuardError, export
 
 __version__ = "0.1.0"
 __all__ = [
     "ExplainOutput",
+    "ExportGuardError",
+    "Exported",
     "OptimizedModule",
     "compile",
     "config",
     "disable",
     "exc",
     "explain",
+    "export",
     "list_backends",
     "lookup_backend",
     "register_backend",

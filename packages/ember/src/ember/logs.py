@@ -44,6 +44,8 @@ def log_record(record) -> None:
     if "graph" in _enabled:
         for gm in record.graphs:
             log.getChild("graph").info("GRAPH %s\n%s", where, graph_table(gm))
+    if "recompiles" in _enabled and record.recompile_reason:
+        log.getChild("recompiles").info("RECOMPILING %s because %s", where, record.recompile_reason)
     if "graph_breaks" in _enabled:
         for brk in record.breaks:
             log.getChild("graph_breaks").info(
