@@ -136,3 +136,18 @@ def test_no_leak_of_compiled_globals_across_reset():
     fh.reset()
     compiled(torch.randn(2))
     assert compiled.backend.graph_count == 2
+
+
+def test_shadowing_a_builtin_later_recompiles():
+    def fn(a):
+        return a * len([1, 2])
+
+    compiled = Compiled(fn)
+    x = torch.randn(2)
+    assert same(compiled(x), x * 2)
+    globals()["len"] = lambda seq: 10
+    try:
+        assert same(compiled(x), x * 10)
+    finally:
+        del globals()["len"]
+    assert compiled.backend.graph_count == 2

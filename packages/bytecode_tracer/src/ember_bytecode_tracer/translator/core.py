@@ -179,6 +179,13 @@ class InstructionTranslator:
                 source = ItemSource(self.globals_source, name)
             return wrap_value(self, self.f_globals[name], source)
         if name in self.f_builtins:
+            from ember_bytecode_tracer.guards import Guard, GuardKind
+
+            # Defining a global of that name later would shadow the builtin: guard it.
+            if self.globals_source is None:
+                self.output.add_guard(
+                    Guard(GlobalSource(name), GuardKind.ABSENT, user_location=self.location())
+                )
             return wrap_builtin(self, self.f_builtins[name], name)
         raise Unsupported(f"name {name!r} is not defined")
 
