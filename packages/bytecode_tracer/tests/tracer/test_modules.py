@@ -121,3 +121,46 @@ def test_training_step_gradients_match():
     reference(x).pow(2).mean().backward()
     for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         assert torch.allclose(p.grad, q.grad, atol=1e-6)
+
+
+def test_layers_of_the_same_class_share_one_compiled_frame():
+    """Each block runs as its own frame (a break in the container's loop); blocks of one
+    class reuse a single trace instead of recompiling per instance."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block() for _ in range(12)])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+                print(end="")  # a graph break inside the loop: blocks run as frames
+            return x
+
+    model = Stack()
+    x = torch.randn(2, 4)
+    compiled = Compiled(model)
+    assert same(compiled(x), model(x))
+    block_graphs = [g for g in compiled.backend.graphs if "relu" in g.code]
+    # Block 0 sees the input (requires_grad=False), blocks 1-11 see outputs that require
+    # grad: two variants, not twelve.
+    assert len(block_graphs) == 2
+
+
+def test_growing_a_module_list_recompiles():
+    model = MLP().eval()
+    x = torch.randn(4, 8)
+    compiled = Compiled(model)
+    compiled(x)
+    model.layers.append(nn.Linear(8, 8))
+    assert same(compiled(x), model(x))
+    assert compiled.backend.graph_count == 2

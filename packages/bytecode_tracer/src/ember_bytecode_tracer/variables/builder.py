@@ -18,14 +18,7 @@ import torch
 from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import (
-    AttrSource,
-    Guard,
-    GuardKind,
-    ItemSource,
-    LocalSource,
-    TensorSpec,
-)
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TensorSpec
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
@@ -98,12 +91,11 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
             guard(tx, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source=source)
     if isinstance(value, nn.Module):
-        if isinstance(source, LocalSource):
-            # A module passed in (e.g. `self` of a forward frame): any instance of the same
-            # class can reuse the trace, since every attribute it reads is guarded.
+        # Modules are guarded by class, not identity: every attribute a trace reads from
+        # them is guarded on its own (parameters by tensor metadata, flags by value,
+        # submodules by class), so the twelve layers of a BERT encoder share one trace.
+        if source is not None:
             guard(tx, source, GuardKind.TYPE_MATCH, type(value))
-        elif source is not None:
-            guard(tx, source, GuardKind.ID_MATCH, value)
         return NNModuleVariable(value, source=source)
     if type(value) in (list, tuple):
         if source is not None:

@@ -106,12 +106,14 @@ class NNModuleVariable(VariableTracker):
                     "named_children", "modules", "named_modules"):  # fmt: skip
             return self._listing(tx, name, args, kwargs)
         if name == "__len__" and isinstance(module, nn.ModuleList | nn.Sequential | nn.ModuleDict):
+            self._guard_children(tx)
             return ConstantVariable(len(module))
         if name == "__getitem__" and isinstance(
             module, nn.ModuleList | nn.Sequential | nn.ModuleDict
         ):
             return self.getitem(tx, args[0])
         if name in ("keys", "values", "items") and isinstance(module, nn.ModuleDict):
+            self._guard_children(tx)
             keys = list(module.keys())
             children = [self.getitem(tx, ConstantVariable(k)) for k in keys]
             if name == "keys":
@@ -135,11 +137,26 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported("slicing a ModuleList/Sequential")
         return wrap_value(tx, self.module[key], ItemSource(self.source, key))
 
+    def _guard_children(self, tx) -> None:
+        """The trace depends on which children a container module has."""
+        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.variables.builder import guard
+
+        children = self.module._modules
+        guard(
+            tx,
+            AttrSource(self.source, "_modules"),
+            GuardKind.DICT_KEYS,
+            (type(children), tuple(children)),
+        )
+
     def unpack(self, tx) -> list[VariableTracker]:
         module = self.module
         if isinstance(module, nn.ModuleDict):
+            self._guard_children(tx)
             return [ConstantVariable(k) for k in module]
         if isinstance(module, nn.ModuleList | nn.Sequential):
+            self._guard_children(tx)
             return [self.getitem(tx, ConstantVariable(i)) for i in range(len(module))]
         raise Unsupported(f"iterating over {type(module).__name__}")
 
