@@ -187,10 +187,20 @@ class FrameCompiler:
 
 def trace_frame(frame: Any, backend: Callable, *, fullgraph: bool = False):
     """Traces `frame`; returns (record, new code, guard). Raises SkipFrame to run it as is."""
+    grad_mode = torch.is_grad_enabled()
+    try:
+        return _trace_frame(frame, backend, fullgraph)
+    finally:
+        torch._C._set_grad_enabled(grad_mode)  # a trace may switch it (with no_grad(): ...)
+
+
+def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
     code = frame.f_code
     break_at: int | None = None
     reason: GraphBreak | None = None
+    grad_mode = torch.is_grad_enabled()
     for _attempt in range(2):
+        torch._C._set_grad_enabled(grad_mode)
         tx = _make_translator(frame)
         try:
             if break_at is None:

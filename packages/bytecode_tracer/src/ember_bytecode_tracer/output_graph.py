@@ -191,6 +191,7 @@ _MUTATING_FUNCTIONS = {
     operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
     operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
     operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+    torch._C._set_grad_enabled,
 }  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import torch.fx
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
@@ -92,6 +93,14 @@ class RecipeBuilder:
 
                 return same_dict
             return lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items())
+        if isinstance(value, ConstructedObjectVariable):
+            cls = value.cls
+            positional = [self.recipe(a) for a in value.args]
+            keywords = {k: self.recipe(v) for k, v in value.kwargs.items()}
+            return lambda outs, L, G: cls(
+                *(p(outs, L, G) for p in positional),
+                **{k: p(outs, L, G) for k, p in keywords.items()},
+            )
         if isinstance(value, ConstantVariable):
             constant = value.value
             return lambda outs, L, G: constant

@@ -74,6 +74,17 @@ class TypeVariable(VariableTracker):
             return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
         if self.cls in (int, float, bool, str, complex):
             return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
+        from ember_bytecode_tracer.variables.constructed import (
+            ConstructedObjectVariable,
+            is_constructible,
+        )
+        from ember_bytecode_tracer.variables.contexts import make_context
+
+        context = make_context(tx, self.cls, args, kwargs)
+        if context is not None:
+            return context
+        if is_constructible(self.cls):
+            return ConstructedObjectVariable(self.cls, args, kwargs)
         if self.cls in (torch.finfo, torch.iinfo, torch.device, torch.Size):
             from ember_bytecode_tracer.variables.builtins import constant_fold
 

@@ -29,7 +29,7 @@ CONSTANT_FOLDED = {
 }
 # Functions with effects outside the graph, or that read data into Python.
 UNSUPPORTED = {
-    torch.manual_seed, torch.set_grad_enabled, torch.save, torch.load, torch.set_default_dtype,
+    torch.manual_seed, torch.save, torch.load, torch.set_default_dtype,
     torch.use_deterministic_algorithms, torch.set_printoptions,
 }  # fmt: skip
 

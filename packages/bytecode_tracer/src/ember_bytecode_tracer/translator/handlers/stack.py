@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.core import ReturnValue
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -49,3 +50,12 @@ def return_value(tx, inst):
 @handler("RETURN_CONST", versions=((3, 12),))
 def return_const(tx, inst):
     raise ReturnValue(ConstantVariable(inst.argval))
+
+
+@handler("BEFORE_WITH")
+def before_with(tx, inst):
+    context = tx.pop()
+    if not hasattr(context, "enter"):
+        raise Unsupported(f"with-block over {context}")
+    tx.push(context.exit_handler())
+    tx.push(context.enter(tx))
