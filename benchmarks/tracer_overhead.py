@@ -3,8 +3,9 @@
 (a) Per-call overhead on a guard hit: a 3-tensor function, eager PyTorch vs
     torch.compile(backend="eager") vs ember.compile(backend="eager"), interleaved batches,
     median ns per call, and the overhead of each over eager.
-(b) First-call time (trace + guards + code generation) of a BERT-base-sized model from the
-    zoo, cold (caches reset), alternating the two compilers, median of --trace-repeats.
+(b) First-call time of a BERT-base-sized model from the zoo, cold (caches reset),
+    alternating the two compilers, median of --trace-repeats; and the trace time, which is
+    the first call minus a warm eager call (the first call also runs the model once).
 
     python benchmarks/tracer_overhead.py [--calls N] [--rounds R] [--trace-repeats K]
                                          [--model bert] [--size real] [--json PATH]
