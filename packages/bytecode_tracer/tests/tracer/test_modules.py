@@ -164,3 +164,52 @@ def test_growing_a_module_list_recompiles():
     model.layers.append(nn.Linear(8, 8))
     assert same(compiled(x), model(x))
     assert compiled.backend.graph_count == 2
+
+
+def test_slicing_a_module_list():
+    model = MLP().eval()
+
+    def fn(m, x):
+        for layer in m.layers[1:]:
+            x = layer(x)
+        return x
+
+    x = torch.randn(2, 8)
+    compiled = Compiled(fn)
+    assert same(compiled(model, x), fn(model, x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_building_a_parameter_free_torch_module_in_forward():
+    def fn(logits, target):
+        loss_fn = nn.CrossEntropyLoss(reduction="sum")
+        return loss_fn(logits, target) + nn.ReLU()(logits).sum()
+
+    logits, target = torch.randn(4, 3), torch.tensor([0, 2, 1, 0])
+    compiled = Compiled(fn)
+    assert same(compiled(logits, target), fn(logits, target))
+    assert compiled.backend.graph_count == 1
+
+
+def test_method_from_a_module_registered_under_another_name():
+    # collections.abc.Mapping.get lives in _collections_abc, which calls itself collections.abc.
+    import collections.abc
+
+    class Table(collections.abc.Mapping):
+        def __init__(self, scale):
+            self.data = {"scale": scale}
+
+        def __getitem__(self, key):
+            return self.data[key]
+
+        def __iter__(self):
+            return iter(self.data)
+
+        def __len__(self):
+            return 1
+
+    table = Table(3.0)
+    x = torch.randn(2)
+    compiled = Compiled(lambda t, x: x * t.get("scale", 1.0))
+    assert same(compiled(table, x), x * 3.0)
+    assert compiled.backend.graph_count == 1

@@ -284,8 +284,20 @@ def _module_globals_source(fn: Any) -> Source:
     from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 
     module_name = fn.__globals__.get("__name__")
-    if module_name not in sys.modules or sys.modules[module_name].__dict__ is not fn.__globals__:
-        raise Unsupported(f"globals of {fn.__qualname__} are not a module's")
+    module = sys.modules.get(module_name)
+    if module is None or module.__dict__ is not fn.__globals__:
+        # Some modules are registered under another name (e.g. _collections_abc calls
+        # itself collections.abc): look the globals up by identity.
+        module_name = next(
+            (
+                name
+                for name, mod in list(sys.modules.items())
+                if getattr(mod, "__dict__", None) is fn.__globals__
+            ),
+            None,
+        )
+        if module_name is None:
+            raise Unsupported(f"globals of {fn.__qualname__} are not a module's")
     return AttrSource(
         ItemSource(AttrSource(GlobalSource("__ember_sys__"), "modules"), module_name), "__dict__"
     )

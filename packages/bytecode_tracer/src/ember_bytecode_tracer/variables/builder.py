@@ -120,7 +120,7 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         if source is not None:
             guard(tx, source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source=source)
-    if is_torch_callable(value):
+    if is_torch_callable(value) or _is_folded_predicate(value):
         if source is not None and not _is_torch_namespace_source(source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value)
@@ -169,6 +169,15 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         raise Unsupported(f"a {type(value).__name__} without a source")
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
     return UserDefinedObjectVariable(value, source=source)
+
+
+def _is_folded_predicate(value: Any) -> bool:
+    from ember_bytecode_tracer.variables.torch_functions import CONSTANT_FOLDED
+
+    try:
+        return value in CONSTANT_FOLDED
+    except TypeError:  # unhashable
+        return False
 
 
 def _is_torch_namespace_source(source: Source) -> bool:

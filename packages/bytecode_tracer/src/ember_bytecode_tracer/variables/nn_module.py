@@ -37,7 +37,7 @@ def _has_hooks(module: nn.Module) -> bool:
 
 
 class NNModuleVariable(VariableTracker):
-    def __init__(self, module: nn.Module, *, source: Source) -> None:
+    def __init__(self, module: nn.Module, *, source: Source | None) -> None:
         super().__init__(source=source)
         self.module = module
 
@@ -51,6 +51,9 @@ class NNModuleVariable(VariableTracker):
         from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
+        if self.source is None:
+            # A module built during the trace from constants: its attributes are too.
+            return wrap_value(tx, value, None)
         return wrap_value(tx, value, AttrSource(self.source, name))
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
@@ -87,8 +90,9 @@ class NNModuleVariable(VariableTracker):
         forward = inspect.getattr_static(module, "forward")
         if "forward" in module.__dict__ or not inspect.isfunction(forward):
             raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
-        self._guard_no_hooks(tx)
-        source = _class_attr_source(self.source, "forward")
+        if self.source is not None:
+            self._guard_no_hooks(tx)
+        source = _class_attr_source(self.source, "forward") if self.source is not None else None
         return tx.inline_call(forward, source, [self, *args], kwargs)
 
     def _guard_no_hooks(self, tx) -> None:
@@ -134,7 +138,12 @@ class NNModuleVariable(VariableTracker):
 
         key = index.as_python_constant()
         if isinstance(key, slice):
-            raise Unsupported("slicing a ModuleList/Sequential")
+            # The children the slice picks, each reachable (and guarded) by its index.
+            self._guard_children(tx)
+            picked = range(len(self.module))[key]
+            return TupleVariable(
+                [wrap_value(tx, self.module[i], ItemSource(self.source, i)) for i in picked]
+            )
         return wrap_value(tx, self.module[key], ItemSource(self.source, key))
 
     def _guard_children(self, tx) -> None:

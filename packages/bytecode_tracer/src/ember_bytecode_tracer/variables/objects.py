@@ -85,6 +85,8 @@ class TypeVariable(VariableTracker):
             return context
         if is_constructible(self.cls):
             return ConstructedObjectVariable(self.cls, args, kwargs)
+        if _is_stateless_torch_module(self.cls):
+            return _build_stateless_module(self.cls, args, kwargs)
         if self.cls in (torch.finfo, torch.iinfo, torch.device, torch.Size):
             from ember_bytecode_tracer.variables.builtins import constant_fold
 
@@ -93,6 +95,33 @@ class TypeVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TypeVariable({self.cls.__qualname__})"
+
+
+def _is_stateless_torch_module(cls: type) -> bool:
+    """torch.nn's own parameter-free modules (losses, activations): safe to build at trace
+    time, as their constructors only store the constant arguments."""
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, torch.nn.Module)
+        and cls.__module__.startswith("torch.nn.modules.")
+        and cls.__module__.rsplit(".", 1)[-1] in ("loss", "activation", "dropout", "flatten")
+    )
+
+
+def _build_stateless_module(cls: type, args, kwargs) -> VariableTracker:
+    from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+
+    try:
+        a = [x.as_python_constant() for x in args]
+        k = {n: x.as_python_constant() for n, x in kwargs.items()}
+    except Unsupported:
+        raise Unsupported(
+            f"constructing {cls.__name__} from values unknown at trace time"
+        ) from None
+    module = cls(*a, **k)
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(f"constructing {cls.__name__}, which has parameters, inside a trace")
+    return NNModuleVariable(module, source=None)
 
 
 class UserDefinedObjectVariable(VariableTracker):
