@@ -415,6 +415,15 @@ def test_stack_depths_and_format() -> None:
     insts = decode(exceptions.__code__)
     depths = stack_depths(insts)
     assert depths[0] == 0
+    assert None not in depths  # handlers are reached through the exception table
+    for inst, depth in zip(insts, depths, strict=True):
+        if inst.opname == "PUSH_EXC_INFO":  # handler entry: unwound stack + exception
+            entry_depths = {
+                i.exn_tab_entry.depth + i.exn_tab_entry.lasti + 1
+                for i in insts
+                if i.exn_tab_entry is not None and i.exn_tab_entry.target is inst
+            }
+            assert entry_depths == {depth}
     assert max(d for d in depths if d is not None) <= stack_depth(insts)
     text = format_instructions(insts)
     assert "->" in text and "exc ->" in text and ">>" in text
@@ -462,3 +471,18 @@ def test_argval_only_instructions_assemble() -> None:
     ]
     f = types.FunctionType(assemble(insts, co_argcount=1, co_varnames=("a",)), {})
     assert f(9) == (9, "_Unset")
+
+
+def test_new_constants_stay_distinct() -> None:
+    """1, 1.0 and True are equal but distinct constants, as are 0.0 and -0.0."""
+    values = [1, 1.0, True, 0.0, -0.0, (1,), (1.0,), (True,), frozenset({1}), b"1", "1"]
+    insts = [create_instruction("RESUME", arg=0)]
+    insts += [create_load_const(value) for value in values]
+    insts += [
+        create_instruction("BUILD_TUPLE", arg=len(values)),
+        create_instruction("RETURN_VALUE"),
+    ]
+    got = types.FunctionType(assemble(insts), {})()
+    assert [type(x) for x in got] == [type(x) for x in values]
+    assert [repr(x) for x in got] == [repr(x) for x in values]
+    assert len(assemble(insts).co_consts) == len(values)

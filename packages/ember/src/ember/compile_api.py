@@ -137,6 +137,18 @@ def _hook_set_to(setting) -> Iterator[None]:
         fh.set_eval_frame(previous)
 
 
+def trace_once(fn: Callable, compiler: FrameCompiler, args: tuple, kwargs: dict) -> None:
+    """Runs `fn` once with `compiler` as the hook, from and back to empty caches, so that
+    nothing it compiles outlives the call (explain and export inspect the records)."""
+    fh.reset()
+    previous = fh.set_eval_frame(compiler)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        fh.set_eval_frame(previous)
+        fh.reset()
+
+
 def reset() -> None:
     """Forget everything compiled: every cache entry and skip mark."""
     fh.reset()

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-import ember_frame_hook as fh
+from ember.compile_api import trace_once
 from ember_bytecode_tracer.convert_frame import FrameCompiler, FrameRecord, GraphBreak
 
 
@@ -58,13 +58,7 @@ def explain(fn: Callable, backend: Callable | None = None) -> Callable[..., Expl
 
     def run(*args, **kwargs) -> ExplainOutput:
         compiler = FrameCompiler(backend or backend_fn)
-        fh.reset()
-        previous = fh.set_eval_frame(compiler)
-        try:
-            fn(*args, **kwargs)
-        finally:
-            fh.set_eval_frame(previous)
-            fh.reset()
+        trace_once(fn, compiler, args, kwargs)
         out = ExplainOutput(records=compiler.records)
         for record in compiler.records:
             out.graphs.extend(record.graphs)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-import ember_frame_hook as fh
+from ember.compile_api import trace_once
 from ember.exc import EmberError
 from ember_bytecode_tracer.convert_frame import FrameCompiler, FrameRecord
 
@@ -62,13 +62,7 @@ def export(fn: Callable) -> Callable[..., Exported]:
             return gm.forward
 
         compiler = FrameCompiler(backend, fullgraph=True)
-        fh.reset()
-        previous = fh.set_eval_frame(compiler)
-        try:
-            fn(*args, **kwargs)
-        finally:
-            fh.set_eval_frame(previous)
-            fh.reset()
+        trace_once(fn, compiler, args, kwargs)
         records = [r for r in compiler.records if r.code is target.__code__]
         if not records or not graphs:
             raise EmberError(

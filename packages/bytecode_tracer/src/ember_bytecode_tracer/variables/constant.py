@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -84,12 +83,3 @@ class ConstantMethodVariable(VariableTracker):
         except Unsupported:
             raise Unsupported(f"{type(self.owner).__name__}.{self.name} on non-constants") from None
         return ConstantVariable(getattr(self.owner, self.name)(*a, **k))
-
-
-BINARY_CONSTANT_OPS = {
-    "NB_ADD": operator.add, "NB_SUBTRACT": operator.sub, "NB_MULTIPLY": operator.mul,
-    "NB_TRUE_DIVIDE": operator.truediv, "NB_FLOOR_DIVIDE": operator.floordiv,
-    "NB_REMAINDER": operator.mod, "NB_POWER": operator.pow, "NB_MATRIX_MULTIPLY": operator.matmul,
-    "NB_LSHIFT": operator.lshift, "NB_RSHIFT": operator.rshift, "NB_AND": operator.and_,
-    "NB_OR": operator.or_, "NB_XOR": operator.xor,
-}  # fmt: skip
