@@ -61,3 +61,22 @@ def test_recompiles_log_names_the_failing_guard(monkeypatch, caplog):
         compiled(torch.randn(4))
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "RECOMPILING" in text and "expected (3,), got (4,)" in text
+
+
+def test_verbose_graph_break_log_shows_the_inlining_chain(monkeypatch, caplog):
+    def inner(a):
+        print("break here")
+        return a
+
+    def outer(a):
+        return inner(a * 2) + 1
+
+    monkeypatch.setenv("EMBER_LOGS", "graph_breaks")
+    ember.config.verbose = True
+    try:
+        with caplog.at_level(logging.INFO, logger="ember"):
+            ember.compile(outer)(torch.randn(2))
+    finally:
+        ember.config.verbose = False
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "user stack" in text and "in outer" in text and "in inner" in text

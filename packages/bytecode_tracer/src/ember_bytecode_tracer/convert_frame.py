@@ -47,6 +47,7 @@ _runner_ids = iter(range(10**9))
 class GraphBreak:
     reason: str
     location: str  # user file:line
+    user_stack: list[str] = field(default_factory=list)  # the inlining chain, outermost first
 
 
 @dataclass
@@ -97,7 +98,7 @@ def is_skipped(code: types.CodeType) -> bool:
 def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
     if isinstance(value, torch.Tensor | torch.nn.Module):
         return True
-    if depth < 2 and type(value) in (list, tuple):
+    if depth < 2 and isinstance(value, list | tuple):
         return any(_holds_tensor_state(v, depth + 1) for v in value)
     if depth < 2 and type(value) is dict:
         return any(_holds_tensor_state(v, depth + 1) for v in value.values())
@@ -219,7 +220,7 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
             # Trace again from the start and stop just before the instruction that failed,
             # so that nothing it did half-way leaks into the graph or the side effects.
             break_at = tx.index_of[id(tx.current)]
-            reason = GraphBreak(exc.reason, location)
+            reason = GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
     raise SkipFrame(f"could not trace {code.co_name}")
 
 

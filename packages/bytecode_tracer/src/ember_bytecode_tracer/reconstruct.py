@@ -103,6 +103,8 @@ class RecipeBuilder:
             )
         if isinstance(value, ConstantVariable):
             constant = value.value
+            if type(constant) is set:  # mutable: a fresh one per call, as eager code makes
+                return lambda outs, L, G: set(constant)
             return lambda outs, L, G: constant
         if value.source is not None:
             load = source_loader(value.source)

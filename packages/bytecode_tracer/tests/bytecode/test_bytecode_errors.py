@@ -65,6 +65,8 @@ def test_unknown_opname() -> None:
         (Instruction("BUILD_TUPLE", arg=1, argval=2), ValueError, "BUILD_TUPLE.*disagree"),
         (Instruction("BUILD_TUPLE", arg=-1), TypeError, "BUILD_TUPLE.*non-negative"),
         (Instruction("BUILD_TUPLE", arg=2**32), ValueError, "BUILD_TUPLE.*32 bits"),
+        (Instruction("LOAD_FAST", arg=2), ValueError, "#1: LOAD_FAST.*out of range"),
+        (Instruction("LOAD_CONST", arg=99), ValueError, "LOAD_CONST.*out of range"),
     ],
 )
 def test_unencodable_argval(inst: Instruction, error: type, pattern: str) -> None:

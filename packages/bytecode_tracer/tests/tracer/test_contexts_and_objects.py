@@ -106,3 +106,27 @@ def test_post_init_dataclass_is_read_only_after_a_break():
 
     x = torch.randn(3)
     assert same(Compiled(fn)(x), fn(x))
+
+
+def test_namedtuple_input_is_indexed_and_unpacked():
+    def fn(p):
+        first, second = p
+        return p[0] * p.second + first - second
+
+    pair = Pair(torch.randn(3), torch.randn(3))
+    compiled = Compiled(fn)
+    assert same(compiled(pair), fn(pair))
+    assert compiled.backend.graph_count == 1
+
+
+def test_sets_of_constants():
+    def fn(a, names):
+        allowed = {"x", "y"}
+        allowed.add("z")
+        wanted = {n for n in names if n in allowed}
+        return a * len(wanted)
+
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    assert same(compiled(x, ["x", "z", "q"]), x * 2)
+    assert compiled.backend.graph_count == 1

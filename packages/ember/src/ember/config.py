@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class Config:
     cache_size_limit: int = 8  # compiled variants kept per code object before running eagerly
     suppress_errors: bool = False  # a failing backend falls back to eager with a warning
-    verbose: bool = False  # full tracebacks for graph breaks in logs
+    verbose: bool = False  # graph-break logs show the whole chain of inlined calls
 
     def __setattr__(self, name: str, value) -> None:
         if name not in type(self).__dataclass_fields__:

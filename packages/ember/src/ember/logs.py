@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
+from ember.config import config
 from ember_bytecode_tracer.bytecode import decode, format_instructions
 
 ARTIFACTS = ("graph", "guards", "bytecode", "graph_breaks", "recompiles")
@@ -48,8 +49,11 @@ def log_record(record) -> None:
         log.getChild("recompiles").info("RECOMPILING %s because %s", where, record.recompile_reason)
     if "graph_breaks" in _enabled:
         for brk in record.breaks:
+            stack = ""
+            if config.verbose and brk.user_stack:
+                stack = "\n  user stack (outermost first):\n    " + "\n    ".join(brk.user_stack)
             log.getChild("graph_breaks").info(
-                "GRAPH BREAK in %s: %s at %s", where, brk.reason, brk.location
+                "GRAPH BREAK in %s: %s at %s%s", where, brk.reason, brk.location, stack
             )
 
 

@@ -104,6 +104,16 @@ class CodeTables:
         assert self._localsplus is not None, "call freeze_locals first"
         return self._localsplus
 
+    def size_for(self, opname: str) -> int:
+        """Length of the table an opcode's raw oparg indexes (compare ops: cmp_op)."""
+        if opname in version.CONST_OPS:
+            return len(self.consts)
+        if opname in version.NAME_OPS:
+            return len(self.names)
+        if opname in version.COMPARE_OPS:
+            return 1 << 32  # any oparg decodes; flag bits are opaque
+        return len(self.localsplus)
+
     def local_index(self, name: str, hint: int | None) -> int | None:
         slots = self.localsplus
         if hint is not None and 0 <= hint < len(slots) and slots[hint] == name:
@@ -136,6 +146,8 @@ def encode_arg(inst: Instruction, tables: CodeTables) -> int:
         # raw oparg against the final tables (e.g. create_instruction("LOAD_FAST", arg=0))
         if hint is None:
             raise ValueError(f"{_describe(inst)}: needs an argval (or a raw arg)")
+        if hint >> version.NAME_SHIFT.get(opname, 0) >= tables.size_for(opname):
+            raise ValueError(f"{_describe(inst)}: raw arg is out of range for the code's tables")
         return _checked(inst, hint)
     if opname in version.CONST_OPS:
         if opname == "KW_NAMES" and not (
@@ -147,7 +159,9 @@ def encode_arg(inst: Instruction, tables: CodeTables) -> int:
         name = check_name(inst)
         shift = version.NAME_SHIFT.get(opname, 0)
         index = tables.name_index(name, None if hint is None else hint >> shift)
-        flags = int(inst.push_null) | (int(inst.super_two_args) << 1 if shift == 2 else 0)
+        flags = 0
+        if shift:
+            flags = int(inst.push_null) | (int(inst.super_two_args) << 1 if shift == 2 else 0)
         return _checked(inst, (index << shift) | flags)
     if opname in version.LOCAL_OPS or opname in version.FREE_OPS:
         name = check_name(inst)

@@ -113,9 +113,7 @@ if IS_PY311:
 # Every opname with a jump target -> its family. Direction-specific spellings and the
 # direction-neutral family names (JUMP, POP_JUMP_IF_TRUE on 3.11, ...) are all accepted:
 # the assembler picks the real opcode from where the target lies.
-JUMP_FAMILY_OF: dict[str, str] = {}
-for _family, _jf in JUMP_FAMILIES.items():
-    JUMP_FAMILY_OF[_family] = _family
+JUMP_FAMILY_OF: dict[str, str] = {family: family for family in JUMP_FAMILIES}
 for _family, _jf in JUMP_FAMILIES.items():
     for _name in (_jf.forward, _jf.backward):
         if _name is not None:

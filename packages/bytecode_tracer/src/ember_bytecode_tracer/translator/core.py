@@ -115,6 +115,7 @@ class InstructionTranslator:
         except Unsupported as exc:
             if exc.location is None:
                 exc.location = self.location()
+                exc.user_stack = self.user_stack()
             raise
 
     # ---- where we are ------------------------------------------------------------

@@ -97,6 +97,14 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         if source is not None:
             guard(tx, source, GuardKind.TYPE_MATCH, type(value))
         return NNModuleVariable(value, source=source)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields") and source is not None:
+        from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+
+        guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+        items = [wrap_value(tx, item, ItemSource(source, i)) for i, item in enumerate(value)]
+        tracker = ConstructedObjectVariable(type(value), items, {})
+        tracker.source = source
+        return tracker
     if type(value) in (list, tuple):
         if source is not None:
             guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))

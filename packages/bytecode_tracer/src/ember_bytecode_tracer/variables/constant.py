@@ -24,6 +24,9 @@ PURE_METHODS = {
           "replace", "isdigit", "isidentifier", "count", "find", "rstrip", "lstrip"},
     int: {"bit_length", "to_bytes", "__index__", "conjugate"},
     float: {"is_integer", "conjugate", "hex"},
+    # sets built by the trace (BUILD_SET): mutating them changes nothing outside it
+    set: {"add", "update", "discard", "remove", "clear", "union", "intersection",
+          "difference", "issubset", "issuperset", "isdisjoint", "copy"},
 }  # fmt: skip
 
 
@@ -57,7 +60,7 @@ class ConstantVariable(VariableTracker):
         raise Unsupported(f"attribute {name!r} of a {type(self.value).__name__}")
 
     def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
-        if isinstance(self.value, str | bytes | range | tuple):
+        if isinstance(self.value, str | bytes | range | tuple | frozenset | set):
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iterating over {type(self.value).__name__}")
 

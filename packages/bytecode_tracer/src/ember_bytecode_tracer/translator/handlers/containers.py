@@ -129,3 +129,36 @@ def format_value(tx, inst):
     elif conversion == 3:
         value = ascii(value)
     tx.push(ConstantVariable(format(value, spec)))
+
+
+@handler("BUILD_SET")
+def build_set(tx, inst):
+    items = tx.popn(inst.arg)
+    tx.push(ConstantVariable(set(_constants(items, "set"))))
+
+
+@handler("SET_ADD")
+def set_add(tx, inst):
+    value = tx.pop()
+    target = tx.peek(inst.arg)
+    _mutable_set(target).add(_constants([value], "set")[0])
+
+
+@handler("SET_UPDATE")
+def set_update(tx, inst):
+    value = tx.pop()
+    target = tx.peek(inst.arg)
+    _mutable_set(target).update(_constants(value.unpack(tx), "set"))
+
+
+def _constants(items, what: str) -> list:
+    if not all(i.is_python_constant() for i in items):
+        raise Unsupported(f"a {what} of values unknown at trace time")
+    return [i.as_python_constant() for i in items]
+
+
+def _mutable_set(target) -> set:
+    value = target.as_python_constant() if target.is_python_constant() else None
+    if type(value) is not set or target.source is not None:
+        raise Unsupported("adding to a set that existed before the frame")
+    return value
