@@ -1,0 +1,100 @@
+"""The break sources the issue lists, and breaks where the frame must fall back to eager."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from conftest import Compiled, same
+
+x = torch.randn(4)
+log = logging.getLogger("ember.test.user")
+
+
+def test_logging_call_runs_and_results_match(caplog):
+    def fn(a):
+        b = a.cos()
+        log.warning("value %s", 3)
+        return b + 1
+
+    compiled = Compiled(fn)
+    with caplog.at_level(logging.WARNING, logger="ember.test.user"):
+        assert same(compiled(x), fn(x))
+    assert sum("value 3" in r.getMessage() for r in caplog.records) == 2  # eager + compiled
+
+
+def test_numpy_call_breaks():
+    def fn(a):
+        b = a * 2
+        total = np.sum(b.detach().numpy())
+        return b + float(total)
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert compiled.breaks
+
+
+def test_tolist_breaks():
+    def fn(a):
+        values = a.tolist()
+        return a * len(values)
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert any("tolist" in b.reason for b in compiled.breaks)
+
+
+@pytest.mark.parametrize("where", ["loop", "try", "with"])
+def test_break_inside_loop_try_or_with_falls_back_correctly(where, capsys):
+    def in_loop(a):
+        for i in range(3):
+            a = a + i
+            print("step", i)
+        return a
+
+    def in_try(a):
+        try:
+            a = a * 2
+            print("in try")
+        except ValueError:
+            a = a - 100
+        return a + 1
+
+    def in_with(a):
+        with torch.no_grad():
+            b = a * 2
+            print("in with")
+        return b + 1
+
+    fn = {"loop": in_loop, "try": in_try, "with": in_with}[where]
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    out = capsys.readouterr().out
+    assert out.count("step 2" if where == "loop" else f"in {where}") == 2
+    assert any("try/with" in r or "live" in r for _, r in compiled.compiler.skipped)
+
+
+def test_attribute_write_on_a_module_is_replayed():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.calls = 0
+            self.last = None
+
+        def forward(self, a):
+            self.calls = self.calls + 1
+            out = self.lin(a)
+            self.last = out.detach()
+            return out
+
+    model = Counter()
+    compiled = Compiled(model)
+    out = compiled(x)
+    assert model.calls == 1 and same(model.last, out.detach())
+    compiled(x)
+    assert model.calls == 2
