@@ -11,6 +11,7 @@ jumps to where `inst` left off; the frame hook traces that function when it runs
 
 from __future__ import annotations
 
+import dis
 import itertools
 import sys
 import types
@@ -31,6 +32,16 @@ OUT = "___ember_out"
 STACK_ARG = "___ember_stack"
 _resume_ids = itertools.count()
 PY311 = sys.version_info[:2] == (3, 11)
+
+
+def _located(instructions: list[Instruction], lineno: int, positions=None) -> list[Instruction]:
+    """Gives generated instructions a source position, so that tracebacks through the
+    rewritten frame name a line of the user's function (the line being executed)."""
+    fallback = positions or dis.Positions(lineno, lineno, None, None)
+    for inst in instructions:
+        if inst.positions is None or inst.positions.lineno is None:
+            inst.positions = fallback
+    return instructions
 
 
 def _load_local(name: str, code: types.CodeType) -> Instruction:
@@ -65,7 +76,7 @@ def whole_frame_code(
     """`return runner(*inputs)`: the frame ran to its return inside the trace."""
     body = _call_global(runner_name, [_load_local(n, code) for n in input_names], len(input_names))
     body.append(create_instruction("RETURN_VALUE"))
-    instructions = prefix_instructions((), code.co_freevars) + body
+    instructions = prefix_instructions((), code.co_freevars) + _located(body, code.co_firstlineno)
     return assemble(instructions, template=code, co_cellvars=())
 
 
@@ -112,7 +123,9 @@ def break_code(
         body.append(branch)
         body += _call_resume(code, next_index, next_stack, live_locals, resumes, f_globals, inst)
         body += taken_block
-    instructions = prefix_instructions((), code.co_freevars) + body
+    instructions = prefix_instructions((), code.co_freevars) + _located(
+        body, code.co_firstlineno, inst.positions
+    )
     return assemble(instructions, template=code, co_cellvars=())
 
 
@@ -243,6 +256,7 @@ def resume_function_code(
             ]
             position += 1
     restore.append(create_instruction("JUMP", target=target))
+    _located(restore, code.co_firstlineno, target.positions)
     instructions = prefix_instructions((), code.co_freevars) + restore + body
     offset = inst.offset if after_inst else target.offset
     name = f"__resume_at_{offset}_{next(_resume_ids)}"

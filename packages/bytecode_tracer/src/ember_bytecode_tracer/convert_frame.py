@@ -266,7 +266,16 @@ def _runner(
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
-        outs = compiled(*[load(L, f_globals) for load in loaders]) if compiled is not None else ()
+        if compiled is not None:
+            grad_mode = torch.is_grad_enabled()
+            try:
+                outs = compiled(*[load(L, f_globals) for load in loaders])
+            except BaseException:
+                # A with-block's __exit__ (no_grad...) did not run: restore what it would.
+                torch._C._set_grad_enabled(grad_mode)
+                raise
+        else:
+            outs = ()
         values = [recipe(outs, L, f_globals) for recipe in recipes]
         for effect in side_effects:
             effect(outs, L, f_globals)

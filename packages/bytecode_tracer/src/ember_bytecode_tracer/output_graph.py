@@ -66,6 +66,7 @@ class OutputGraph:
         self.compiled_graphs: list[CompiledSubgraph] = []
         self._fake_cache: dict[int, torch.Tensor] = {}
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
+        self.in_user_try = False  # set by the translator for the current instruction
 
     # ---- guards ------------------------------------------------------------------
     def add_guard(self, guard: Guard) -> None:
@@ -121,6 +122,8 @@ class OutputGraph:
         self, op: str, target: Any, args: tuple, kwargs: dict
     ) -> tuple[torch.fx.Node, Any]:
         """Adds a node and computes its example value on fake tensors."""
+        if self.in_user_try:
+            raise Unsupported("tensor operation inside try/except or try/finally")
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
         try:

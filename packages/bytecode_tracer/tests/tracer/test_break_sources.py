@@ -98,3 +98,29 @@ def test_attribute_write_on_a_module_is_replayed():
     assert model.calls == 1 and same(model.last, out.detach())
     compiled(x)
     assert model.calls == 2
+
+
+def test_runtime_error_inside_try_runs_the_handler():
+    def fn(ids, table):
+        try:
+            return table[ids] * 2  # out-of-range ids only fail at run time
+        except IndexError:
+            return torch.zeros(1)
+
+    table = torch.randn(5)
+    compiled = Compiled(fn)
+    assert same(compiled(torch.tensor([1, 2]), table), fn(torch.tensor([1, 2]), table))
+    assert same(compiled(torch.tensor([7]), table), torch.zeros(1))
+
+
+def test_runtime_error_inside_no_grad_restores_grad_mode():
+    def fn(ids, table):
+        with torch.no_grad():
+            return table[ids] * 2
+
+    table = torch.randn(5)
+    compiled = Compiled(fn)
+    compiled(torch.tensor([1]), table)
+    with pytest.raises(IndexError):
+        compiled(torch.tensor([9]), table)
+    assert torch.is_grad_enabled()

@@ -107,6 +107,9 @@ class InstructionTranslator:
         inst = self.instructions[self.ip]
         self.current = inst
         self.ip += 1
+        # Tensor ops under a user's try/except or try/finally must not go into a graph: an
+        # error raised by the compiled graph at run time would skip the handler.
+        self.output.in_user_try = self._in_user_try(inst)
         fn = lookup(inst.opname)
         if fn is None:
             raise Unsupported(f"opcode {inst.opname} is not supported by the tracer")
@@ -117,6 +120,22 @@ class InstructionTranslator:
                 exc.location = self.location()
                 exc.user_stack = self.user_stack()
             raise
+
+    def _in_user_try(self, inst: Instruction) -> bool:
+        if (
+            self.parent is not None
+            and self.parent.current is not None
+            and self.parent._in_user_try(self.parent.current)
+        ):
+            return True
+        entry = inst.exn_tab_entry
+        if entry is None:
+            return False
+        handler = self.index_of.get(id(entry.target))
+        if handler is None or self.instructions[handler].opname != "PUSH_EXC_INFO":
+            return False  # a compiler-made cleanup (comprehensions, except-clause bodies)
+        following = self.instructions[handler + 1] if handler + 1 < len(self.instructions) else None
+        return following is None or following.opname != "WITH_EXCEPT_START"  # with: allowed
 
     # ---- where we are ------------------------------------------------------------
     def lineno(self) -> int:
