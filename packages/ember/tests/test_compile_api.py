@@ -171,3 +171,13 @@ def test_reset_forgets_compiled_code():
     ember.reset()
     compiled(x)
     assert len(backend.graphs) == 2
+
+
+def test_same_function_compiled_for_two_backends_uses_each():
+    first, second = RecordingBackend(), RecordingBackend()
+    a = ember.compile(fn, backend=first)
+    b = ember.compile(fn, backend=second)
+    a(x)
+    b(x)
+    a(x)
+    assert len(first.graphs) == 1 and len(second.graphs) == 1

@@ -82,6 +82,22 @@ _GENERATED = ("<frozen", "<eval_with_key", "<ember")
 _TORCH_ALLOWED = (os.path.join(os.path.dirname(torch.__file__), "nn", "modules"),)
 
 
+def _owned_by(compiler: FrameCompiler, check: Callable[[dict], bool]) -> Callable[[dict], bool]:
+    """The entry's guard, plus: the hook's active callback is the compiler that made it.
+
+    Cache entries live on the code object, shared by every ember.compile of a function;
+    without this, compiling the same function for another backend would reuse the first
+    backend's code. Run-only mode (setting False) runs whatever is cached.
+    """
+    current = fh.get_eval_frame
+
+    def guard(f_locals: dict) -> bool:
+        setting = current()
+        return (setting is compiler or setting is False) and check(f_locals)
+
+    return guard
+
+
 def is_skipped(code: types.CodeType) -> bool:
     """Our own code, the standard library and torch internals run as they are; of torch's
     nn modules only `forward` methods are traced (constructors and helpers are not)."""
@@ -150,6 +166,7 @@ class FrameCompiler:
         reason = None
         if cache.entries and hasattr(cache.entries[0], "record"):
             reason = cache.entries[0].record.guards.failure_reason(frame.f_locals)
+            reason = reason or "the cached code was compiled by another ember.compile call"
         try:
             record, new_code, guard = trace_frame(frame, self.backend, fullgraph=self.fullgraph)
         except SkipFrame as exc:
@@ -165,7 +182,7 @@ class FrameCompiler:
                 fh.skip_code(code)
                 return None
             raise
-        entry = CompiledFrame(new_code, guard.check)  # the raw check: no wrapper per call
+        entry = CompiledFrame(new_code, _owned_by(self, guard.check))
         record.recompile_reason = reason
         entry.record = record
         self.records.append(record)
