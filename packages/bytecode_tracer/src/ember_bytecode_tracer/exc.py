@@ -24,6 +24,17 @@ class Unsupported(TracerError):
         return self.reason
 
 
+class TracedException(Unsupported):
+    """A Python exception the traced code raises at trace time, for a reason the trace
+    has guarded (a missing dict key, an index past a guarded length). A `try` that
+    catches it is followed into its handler; uncaught, it is a graph break."""
+
+    def __init__(self, exc_type: type[BaseException], *args: object) -> None:
+        super().__init__(f"{exc_type.__name__}{args!r} raised at trace time")
+        self.exc_type = exc_type
+        self.args_ = args
+
+
 class BackendCompilerFailed(TracerError):
     """The backend raised while compiling a graph."""
 

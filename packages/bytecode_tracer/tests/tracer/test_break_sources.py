@@ -124,3 +124,47 @@ def test_runtime_error_inside_no_grad_restores_grad_mode():
     with pytest.raises(IndexError):
         compiled(torch.tensor([9]), table)
     assert torch.is_grad_enabled()
+
+
+def test_except_keyerror_from_a_dict_lookup_is_followed():
+    def lookup(table, key, default):
+        try:
+            return table[key]
+        except KeyError:
+            return default
+
+    def fn(a, table):
+        return a * lookup(table, "missing", 3.0) + lookup(table, "scale", 0.0)
+
+    compiled = Compiled(fn)
+    table = {"scale": 2.0}
+    assert same(compiled(x, table), fn(x, table))
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+    table["missing"] = 5.0  # the missing key is guarded: now it is found
+    assert same(compiled(x, table), fn(x, table))
+
+
+def test_uncaught_trace_time_exception_breaks_and_raises_like_eager():
+    def fn(a, table):
+        b = a + 1
+        return b * table["nope"]
+
+    with pytest.raises(KeyError, match="nope"):
+        Compiled(fn)(x, {"yes": 1})
+
+
+def test_index_error_caught_and_other_exceptions_not():
+    def fn(a, items):
+        try:
+            extra = items[5]
+        except IndexError:
+            extra = 0
+        try:
+            other = items[0]
+        except (KeyError, TypeError):
+            other = -1
+        return a + extra + other
+
+    compiled = Compiled(fn)
+    assert same(compiled(x, [1, 2]), fn(x, [1, 2]))
+    assert compiled.backend.graph_count == 1

@@ -17,8 +17,9 @@ import dis
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.translator.registry import lookup
+from ember_bytecode_tracer.variables.constant import ConstantVariable
 
 if TYPE_CHECKING:
     from types import CodeType
@@ -115,11 +116,33 @@ class InstructionTranslator:
             raise Unsupported(f"opcode {inst.opname} is not supported by the tracer")
         try:
             fn(self, inst)
+        except TracedException as exc:
+            if self._enter_handler(inst, exc):
+                return
+            if exc.location is None:
+                exc.location = self.location()
+                exc.user_stack = self.user_stack()
+            raise
         except Unsupported as exc:
             if exc.location is None:
                 exc.location = self.location()
                 exc.user_stack = self.user_stack()
             raise
+
+    def _enter_handler(self, inst: Instruction, exc: TracedException) -> bool:
+        """Follows the exception table as CPython would: unwind the stack to the handler's
+        depth, push the last instruction's offset if asked, push the exception, jump."""
+        entry = inst.exn_tab_entry
+        if entry is None:
+            return False
+        from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+
+        del self.stack[entry.depth :]
+        if entry.lasti:
+            self.push(ConstantVariable(inst.offset or 0))
+        self.push(ExceptionVariable(exc))
+        self.jump(entry.target)
+        return True
 
     def _in_user_try(self, inst: Instruction) -> bool:
         if (

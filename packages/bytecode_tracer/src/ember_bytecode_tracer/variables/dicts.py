@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
@@ -39,7 +39,7 @@ class ConstDictVariable(VariableTracker):
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = key.as_python_constant()
         if k not in self.items:
-            raise Unsupported(f"KeyError {k!r} at trace time")
+            raise TracedException(KeyError, k)  # the keys are guarded (or built here)
         return self.items[k]
 
     def call_method(self, tx, name, args, kwargs):

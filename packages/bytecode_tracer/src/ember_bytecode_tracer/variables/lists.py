@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -44,10 +44,12 @@ class BaseListVariable(VariableTracker):
             )
         try:
             return self.items[key]
-        except (IndexError, TypeError) as exc:
-            raise Unsupported(
-                f"{type(exc).__name__} indexing {self.container_type.__name__}: {exc}"
-            ) from exc
+        except IndexError:
+            raise TracedException(
+                IndexError, f"{self.container_type.__name__} index out of range"
+            ) from None
+        except TypeError as exc:
+            raise Unsupported(f"TypeError indexing {self.container_type.__name__}: {exc}") from exc
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":

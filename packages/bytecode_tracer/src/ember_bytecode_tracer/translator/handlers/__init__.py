@@ -4,6 +4,7 @@ from ember_bytecode_tracer.translator.handlers import (  # noqa: F401
     calls,
     containers,
     control_flow,
+    exceptions,
     loads_stores,
     operators,
     stack,

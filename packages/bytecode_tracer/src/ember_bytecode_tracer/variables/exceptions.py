@@ -1,0 +1,28 @@
+"""An exception raised and caught inside the traced code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+
+class ExceptionVariable(VariableTracker):
+    def __init__(self, raised: TracedException) -> None:
+        super().__init__()
+        self.raised = raised
+
+    def python_type(self) -> type:
+        return self.raised.exc_type
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "args":
+            return ConstantVariable(tuple(self.raised.args_))
+        raise Unsupported(
+            f"attribute {name} of a {self.raised.exc_type.__name__} caught in the trace"
+        )
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported("an exception object is not a constant")
