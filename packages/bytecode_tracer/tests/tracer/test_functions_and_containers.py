@@ -163,3 +163,11 @@ def test_method_of_user_object_inlines():
 
     s = Scaler(4)
     run(lambda a: s.apply(a) + 1, x)
+
+
+def test_shape_arithmetic_with_tuple_literals():
+    def fn(a):
+        shape = (-1,) + a.shape[1:] + (1,)
+        return a.reshape(shape) * len(shape)
+
+    run(fn, x)

@@ -60,8 +60,15 @@ def apply_operator(tx, fn, args):
     raise Unsupported(f"operator {fn.__name__} on {args}")
 
 
+def _as_sequence(value):
+    """A constant tuple (a tuple literal) as a TupleVariable, for sequence arithmetic."""
+    if isinstance(value, ConstantVariable) and type(value.value) is tuple:
+        return TupleVariable([ConstantVariable(v) for v in value.value])
+    return value
+
+
 def _sequence_operator(tx, fn, args):
-    left, right = args
+    left, right = (_as_sequence(a) for a in args)
     if fn is operator.mul:
         seq, count = (left, right) if isinstance(left, BaseListVariable) else (right, left)
         return type(seq)(seq.items * count.as_python_constant())
