@@ -167,7 +167,7 @@ def test_method_of_user_object_inlines():
 
 def test_shape_arithmetic_with_tuple_literals():
     def fn(a):
-        shape = (-1,) + a.shape[1:] + (1,)
+        shape = (-1,) + a.shape[1:] + (1,)  # noqa: RUF005 - the concatenation is under test
         return a.reshape(shape) * len(shape)
 
     run(fn, x)
