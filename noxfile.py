@@ -51,7 +51,9 @@ def register_tests(package: Package) -> None:
 
     def tests(session: nox.Session) -> None:
         closure = sibling_closure(package, PACKAGES)
-        install(session, *(local(p.path) for p in closure), "pytest")
+        # The package under test with its `test` extra (what its tests need beyond pytest).
+        paths = [local(p.path) + ("[test]" if p is package else "") for p in closure]
+        install(session, *paths, "pytest")
         session.run("pytest", local(package.path / "tests"), *session.posargs)
 
     tests.__doc__ = f"Unit tests of {package.name}, installed with only its declared deps."
