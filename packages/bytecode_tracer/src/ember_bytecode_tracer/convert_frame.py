@@ -433,4 +433,4 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     return record, new_code, guard
 
 
-__all__ = ["CompiledFrame", "FrameCompiler", "FrameRecord", "GraphBreak", "sys", "trace_frame"]
+__all__ = ["CompiledFrame", "FrameCompiler", "FrameRecord", "GraphBreak", "trace_frame"]

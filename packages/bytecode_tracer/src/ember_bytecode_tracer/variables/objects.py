@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -174,6 +175,11 @@ class UserDefinedObjectVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
+        if isinstance(self.value, types.BuiltinFunctionType | types.BuiltinMethodType):
+            name = getattr(self.value, "__qualname__", None) or repr(self.value)
+            raise Unsupported(
+                f"call to {name}, a function implemented in C (its effects are not in the graph)"
+            )
         return self.call_method(tx, "__call__", args, kwargs)
 
     def __repr__(self) -> str:
