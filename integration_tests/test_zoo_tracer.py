@@ -57,3 +57,21 @@ def test_zoo_training_step_gradients_match(name):
     ):
         assert q.grad is not None, pname
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=pname)
+
+
+def test_real_size_bert_layers_share_traces_within_the_cache_limit(caplog):
+    """Twelve encoder layers (more than the cache limit of 8) must not recompile per layer:
+    modules are guarded by class, so every layer reuses the same compiled frames."""
+    import logging
+
+    case = build("bert", "real")
+    ember.reset()
+    backend = Counting()
+    compiled = ember.compile(case.model, backend=backend)
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="ember"):
+        got = compiled(*case.example_inputs, **case.example_kwargs)
+        expected = case.model(*case.example_inputs, **case.example_kwargs)
+    for g, e in zip(output_tensors(got), output_tensors(expected), strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    assert not [r for r in caplog.records if "cache limit" in r.getMessage()]
+    assert len(backend.graphs) < 24, f"{len(backend.graphs)} graphs: layers are recompiling"
