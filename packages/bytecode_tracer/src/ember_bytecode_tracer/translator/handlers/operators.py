@@ -25,13 +25,10 @@ NB_OPERATORS = {
     "LSHIFT": operator.lshift, "RSHIFT": operator.rshift, "AND": operator.and_,
     "OR": operator.or_, "XOR": operator.xor,
 }  # fmt: skip
+# `x op= y`: operator's in-place twin of each (add -> iadd, and_ -> iand).
 INPLACE_OPERATORS = {
-    "ADD": operator.iadd, "SUBTRACT": operator.isub, "MULTIPLY": operator.imul,
-    "TRUE_DIVIDE": operator.itruediv, "FLOOR_DIVIDE": operator.ifloordiv,
-    "REMAINDER": operator.imod, "POWER": operator.ipow, "MATRIX_MULTIPLY": operator.imatmul,
-    "LSHIFT": operator.ilshift, "RSHIFT": operator.irshift, "AND": operator.iand,
-    "OR": operator.ior, "XOR": operator.ixor,
-}  # fmt: skip
+    name: getattr(operator, "i" + fn.__name__.rstrip("_")) for name, fn in NB_OPERATORS.items()
+}
 COMPARISONS = {
     "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
     ">": operator.gt, ">=": operator.ge,
