@@ -1,0 +1,21 @@
+"""Typed errors raised by the loop IR stage."""
+
+
+class LoopIRError(Exception):
+    """Base class of every error this package raises."""
+
+
+class LoweringError(LoopIRError):
+    """A prim-level graph could not be turned into loop IR (names the node and what to do)."""
+
+
+class VerificationError(LoopIRError):
+    """The loop IR broke one of its invariants (see verifier.py for the list)."""
+
+
+class SchedulingError(LoopIRError):
+    """The scheduler was given IR it cannot order or place."""
+
+
+class InterpretError(LoopIRError):
+    """The reference interpreter was given inputs that do not match the lowered graph."""

@@ -1,0 +1,68 @@
+"""Extern kernels: ops the loop IR hands to a library (matmul, convolution, linalg, sort...)
+and the counted fallback for prims with no lowering. Both run an op on real tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .layout import Layout
+from .nodes import Buffer
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument: buffer ``name`` itself, or ``view`` (a strided layout over the
+    buffer's storage) when the argument is a permuted/sliced/broadcast view of it."""
+
+    name: str
+    view: Layout | None = None
+
+    def describe(self) -> str:
+        if self.view is None:
+            return self.name
+        size = ", ".join(map(str, self.view.size))
+        stride = ", ".join(map(str, self.view.stride))
+        return f"{self.name}.as_strided([{size}], [{stride}], {self.view.offset})"
+
+
+@dataclass(eq=False)
+class ExternOutput(Buffer):
+    """One output of an extern kernel (``index`` into its flattened results)."""
+
+    index: int = 0
+
+
+@dataclass(eq=False)
+class ExternKernel:
+    """Call ``kernel(*args, **kwargs)`` where TensorArg leaves become tensors.
+
+    ``fallback`` marks a prim that had no lowering (counted and reported by the lowering).
+    """
+
+    name: str
+    kernel: Callable[..., Any]
+    kernel_name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    outputs: list[ExternOutput] = field(default_factory=list)
+    fallback: bool = False
+    origins: list[str] = field(default_factory=list)
+
+    def tensor_args(self) -> list[TensorArg]:
+        from torch.utils._pytree import tree_leaves
+
+        return [a for a in tree_leaves((self.args, self.kwargs)) if isinstance(a, TensorArg)]
+
+    def describe(self) -> str:
+        def fmt(a: Any) -> str:
+            if isinstance(a, TensorArg):
+                return a.describe()
+            if isinstance(a, (list, tuple)):
+                inner = ", ".join(fmt(x) for x in a)
+                return f"[{inner}]"
+            return str(a).removeprefix("torch.") if not isinstance(a, str) else repr(a)
+
+        parts = [fmt(a) for a in self.args] + [f"{k}={fmt(v)}" for k, v in self.kwargs.items()]
+        return f"{self.kernel_name}({', '.join(parts)})"

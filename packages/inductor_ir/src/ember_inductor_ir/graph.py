@@ -1,0 +1,336 @@
+"""GraphLowering: walk a prim-level FX graph and build loop-IR buffers and extern kernels.
+
+``lower(gm, example_inputs)`` is the stage's entry point. Each call_function node goes
+through the lowering registered for its prim; a prim with no lowering becomes a counted
+fallback extern kernel that calls the prim itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from .errors import LoweringError
+from .extern import ExternKernel, ExternOutput, TensorArg
+from .handlers.readwrite import ReadWriteHandler
+from .indexing import index_vars
+from .layout import FixedLayout, FlexibleLayout, Layout, contiguous_layout, layout_of_tensor
+from .lowering import lowering_for, prim_name
+from .nodes import (
+    Buffer,
+    ComputedBuffer,
+    ConstantBuffer,
+    InputBuffer,
+    IRNode,
+    Pointwise,
+    Reduction,
+    TensorBox,
+)
+from .views import View, storage_view, unwrap
+
+log = logging.getLogger("ember.ir")
+
+#: A pointwise value read by several users is computed once into a buffer when its body
+#: runs more than this many ops; cheaper bodies are recomputed inside each reader.
+INLINE_OP_LIMIT = 16
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """How the wrapper produces one graph output: a strided view of a buffer's storage
+    (``layout``), or a non-tensor ``constant``."""
+
+    name: str | None
+    layout: Layout | None
+    constant: Any = None
+
+
+Operation = ComputedBuffer | ExternKernel
+
+
+class GraphLowering:
+    """Buffers and operations lowered from one FX graph, in program order."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.buffers: dict[str, Buffer] = {}
+        self.operations: list[Operation] = []
+        self.graph_inputs: list[str] = []
+        self.graph_outputs: list[OutputSpec] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.fallback_counts: Counter[str] = Counter()
+        self.extern_counts: Counter[str] = Counter()
+        self.current_node: torch.fx.Node | None = None
+        self._names = Counter[str]()
+
+    # -- naming and registration -------------------------------------------------------
+    def new_name(self, prefix: str = "buf") -> str:
+        name = f"{prefix}{self._names[prefix]}"
+        self._names[prefix] += 1
+        return name
+
+    def origins(self) -> list[str]:
+        return [self.current_node.name] if self.current_node is not None else []
+
+    def realize(self, box: IRNode) -> Buffer | IRNode:
+        """Give the computation behind ``box`` a buffer (no-op for buffers and views)."""
+        node = unwrap(box)
+        if isinstance(node, (Pointwise, Reduction)):
+            layout = contiguous_layout(node.device, node.dtype, node.get_size())
+            buffer = ComputedBuffer(self.new_name(), layout, data=node, origins=self.origins())
+            self.buffers[buffer.name] = buffer
+            self.operations.append(buffer)
+            if isinstance(box, TensorBox):
+                box.data = buffer
+            return buffer
+        return node
+
+    def realize_copy(self, value: IRNode, layout: Layout | None = None) -> ComputedBuffer:
+        """A fresh buffer holding ``value`` (e.g. a view that strides cannot express)."""
+        loader = value.make_loader()
+        body = Pointwise(value.get_device(), value.get_dtype(), loader, value.get_size())
+        layout = layout or contiguous_layout(body.device, body.dtype, body.ranges)
+        buffer = ComputedBuffer(self.new_name(), layout, data=body, origins=self.origins())
+        self.buffers[buffer.name] = buffer
+        self.operations.append(buffer)
+        return buffer
+
+    def tensor_arg(self, value: IRNode) -> TensorArg:
+        """An extern-kernel argument for ``value``: its buffer or a strided view of one."""
+        self.realize(value)
+        found = storage_view(value)
+        if found is None:
+            found = (buf := self.realize_copy(value)), buf.layout
+        buffer, layout = found
+        if isinstance(buffer.layout, FlexibleLayout):
+            buffer.layout.freeze()  # the extern kernel sees these exact strides
+        return TensorArg(buffer.name, None if layout is buffer.layout else layout)
+
+    def extern(
+        self,
+        kernel: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any] | None = None,
+        *,
+        fallback: bool = False,
+    ) -> Any:
+        """Create an extern kernel calling ``kernel`` and return its outputs as TensorBoxes
+        shaped like the current node's ``meta['val']``."""
+        assert self.current_node is not None
+
+        def to_arg(x):
+            return self.tensor_arg(x) if isinstance(x, IRNode) else x
+
+        call_args, call_kwargs = tree_map(to_arg, (tuple(args), dict(kwargs or {})))
+        kernel_name = (
+            prim_name(kernel)
+            if isinstance(kernel, torch._ops.OpOverload)
+            else str(getattr(kernel, "__name__", kernel))
+        )
+        extern = ExternKernel(
+            self.new_name("extern"),
+            kernel,
+            kernel_name,
+            call_args,
+            call_kwargs,
+            fallback=fallback,
+            origins=self.origins(),
+        )
+        leaves, spec = tree_flatten(self.current_node.meta.get("val"))
+        outs: list[Any] = []
+        for k, val in enumerate(leaves):
+            if not isinstance(val, torch.Tensor):
+                outs.append(val)
+                continue
+            out = ExternOutput(self.new_name(), layout_of_tensor(val), index=k)
+            self.buffers[out.name] = out
+            extern.outputs.append(out)
+            outs.append(TensorBox(out))
+        self.operations.append(extern)
+        counts = self.fallback_counts if fallback else self.extern_counts
+        counts[kernel_name] += 1
+        return tree_unflatten(outs, spec)
+
+    # -- the walk ----------------------------------------------------------------------
+    def run(self) -> GraphLowering:
+        env: dict[torch.fx.Node, Any] = {}
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(self.example_inputs):
+            raise LoweringError(
+                f"graph has {len(placeholders)} inputs but {len(self.example_inputs)} "
+                "example inputs were given"
+            )
+        position = 0
+        for node in self.gm.graph.nodes:
+            self.current_node = node
+            if node.op == "placeholder":
+                env[node] = self._input(node, self.example_inputs[position], position)
+                position += 1
+            elif node.op == "get_attr":
+                env[node] = self._constant(node)
+            elif node.op == "call_function":
+                args, kwargs = tree_map(
+                    lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
+                    (node.args, node.kwargs),
+                )
+                env[node] = self._call(node, args, kwargs)
+            elif node.op == "output":
+                self._outputs(node.args[0], env)
+            else:
+                raise LoweringError(
+                    f"node {node.name}: op {node.op!r} is not allowed in a prim-level graph "
+                    "(expected placeholder, get_attr, call_function, output)"
+                )
+        self.current_node = None
+        return self
+
+    def _input(self, node: torch.fx.Node, example: Any, position: int) -> Any:
+        if not isinstance(example, torch.Tensor):
+            return example  # ints and other Python values pass through to lowerings
+        buffer = InputBuffer(self.new_name("arg"), layout_of_tensor(example), position=position)
+        self.buffers[buffer.name] = buffer
+        self.graph_inputs.append(buffer.name)
+        return TensorBox(buffer)
+
+    def _constant(self, node: torch.fx.Node) -> Any:
+        value = operator.attrgetter(str(node.target))(self.gm)
+        if not isinstance(value, torch.Tensor):
+            return value
+        buffer = ConstantBuffer(self.new_name("const"), layout_of_tensor(value), value=value)
+        self.buffers[buffer.name] = buffer
+        self.constants[buffer.name] = value
+        return TensorBox(buffer)
+
+    def _call(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        lowering = lowering_for(node.target)
+        if lowering is None:
+            if not isinstance(node.target, torch._ops.OpOverload):
+                raise LoweringError(
+                    f"node {node.name} calls {node.target!r}, which is not an op; lower only "
+                    "functional prim-level graphs (run the decompositions first)"
+                )
+            if _is_library_prim(node.target):
+                return self.extern(node.target, args, kwargs)
+            log.info("no lowering for %s (node %s): fallback kernel", node.target, node.name)
+            return self.extern(node.target, args, kwargs, fallback=True)
+        try:
+            result = lowering(self, *args, **kwargs)
+        except LoweringError:
+            raise
+        except Exception as exc:
+            raise LoweringError(
+                f"lowering {prim_name(node.target)} at node {node.name} failed: {exc}"
+            ) from exc
+        self._check_against_meta(node, result)
+        self._maybe_realize(node, result)
+        return result
+
+    def _check_against_meta(self, node: torch.fx.Node, result: Any) -> None:
+        """Every lowering must agree with the prim's meta function on shape and dtype."""
+        expected = node.meta.get("val")
+        got_leaves, _ = tree_flatten(result)
+        want_leaves, _ = tree_flatten(expected)
+        if expected is None or len(got_leaves) != len(want_leaves):
+            return
+        for got, want in zip(got_leaves, want_leaves, strict=False):
+            if isinstance(got, IRNode) and isinstance(want, torch.Tensor):
+                size = [int(s) for s in got.get_size()]
+                if size != list(want.shape) or got.get_dtype() != want.dtype:
+                    raise LoweringError(
+                        f"lowering of {node.target} at node {node.name} built "
+                        f"{got.get_dtype()}{size}, but the prim's meta says "
+                        f"{want.dtype}{list(want.shape)}"
+                    )
+
+    def _maybe_realize(self, node: torch.fx.Node, result: Any) -> None:
+        for box in tree_flatten(result)[0]:
+            if not isinstance(box, TensorBox):
+                continue
+            data = box.data
+            if isinstance(data, Reduction):
+                self.realize(box)
+            elif isinstance(data, Pointwise) and len(node.users) > 1:
+                counter = ReadWriteHandler()
+                data.inner_fn(counter, index_vars("i", len(data.ranges)))
+                if counter.op_count > INLINE_OP_LIMIT:
+                    self.realize(box)
+
+    def _outputs(self, outputs: Any, env: dict[torch.fx.Node, Any]) -> None:
+        for item in tree_flatten(outputs)[0]:
+            value = env[item] if isinstance(item, torch.fx.Node) else item
+            val = item.meta.get("val") if isinstance(item, torch.fx.Node) else None
+            if not isinstance(value, IRNode):
+                self.graph_outputs.append(OutputSpec(None, None, constant=value))
+                continue
+            self.current_node = item if isinstance(item, torch.fx.Node) else None
+            self.graph_outputs.append(self._output_spec(value, val))
+
+    def _output_spec(self, value: IRNode, val: Any) -> OutputSpec:
+        want = layout_of_tensor(val) if isinstance(val, torch.Tensor) else None
+        node = unwrap(value)
+        if isinstance(node, (Pointwise, Reduction)):
+            self.realize(value)
+            node = unwrap(value)
+        if isinstance(node, ComputedBuffer) and isinstance(node.layout, FlexibleLayout):
+            if want is not None and not node.layout.frozen:
+                node.layout.set_stride(want.stride)
+            node.layout.freeze()
+        found = storage_view(value)
+        if found is not None and (want is None or _same_strides(found[1], want)):
+            return OutputSpec(found[0].name, found[1])
+        # A view strides cannot express, or strides that differ from eager's: copy.
+        layout = FixedLayout(
+            value.get_device(),
+            value.get_dtype(),
+            value.get_size(),
+            want.stride
+            if want is not None
+            else contiguous_layout(value.get_device(), value.get_dtype(), value.get_size()).stride,
+        )
+        buffer = self.realize_copy(value, layout)
+        return OutputSpec(buffer.name, buffer.layout)
+
+
+def _is_library_prim(op: object) -> bool:
+    """Prims of ember_primops' ``extern`` category go to a library by design."""
+    try:
+        from ember_primops import get_prim
+
+        return get_prim(op).category == "extern"
+    except (ImportError, KeyError):
+        return False
+
+
+def _same_strides(got: Layout, want: Layout) -> bool:
+    if [int(s) for s in got.size] != [int(s) for s in want.size]:
+        return False
+    return all(
+        int(n) <= 1 or sympy.Integer(a) == sympy.Integer(b)
+        for a, b, n in zip(got.stride, want.stride, got.size, strict=False)
+    )
+
+
+def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> GraphLowering:
+    """Lower a functional prim-level FX graph (nodes carry ``meta['val']``) to loop IR."""
+    from .dump import log_lowering  # local: dump imports graph for typing only
+    from .verifier import verify
+
+    lowering = GraphLowering(gm, example_inputs).run()
+    verify(lowering)
+    log_lowering(lowering)
+    return lowering
+
+
+__all__ = ["GraphLowering", "OutputSpec", "View", "lower"]

@@ -1,0 +1,59 @@
+"""A handler that records what a loop body reads and writes (and how many ops it runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+import torch
+
+from ..ops import OP_NAMES, WELFORD
+
+
+class ReadWriteHandler:
+    """Values are ``None``. After running a body: ``reads``/``writes`` list (name, index)."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[str, sympy.Expr]] = []
+        self.writes: list[tuple[str, sympy.Expr]] = []
+        self.reduction_types: list[str] = []
+        self.op_count = 0
+        self.uses_random = False
+        self.indirect_count = 0
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if name not in OP_NAMES:
+            raise AttributeError(f"ops has no op named {name!r}")
+
+        def op(*args: object) -> None:
+            self.op_count += 1
+
+        return op
+
+    def load(self, name: str, index: sympy.Expr) -> None:
+        self.op_count += 1
+        self.reads.append((name, index))
+
+    def store(self, name: str, index: sympy.Expr, value: object) -> None:
+        self.writes.append((name, index))
+
+    store_reduction = store
+
+    def indirect_indexing(self, x: object, size: sympy.Expr) -> sympy.Symbol:
+        self.op_count += 1
+        self.indirect_count += 1
+        return sympy.Symbol(f"indirect{self.indirect_count - 1}", integer=True)
+
+    def masked(self, mask: object, body: Callable[[], object], other: object) -> None:
+        self.op_count += 1
+        body()
+
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str, value: Any) -> Any:
+        self.op_count += 1
+        self.reduction_types.append(rtype)
+        return (None, None, None) if rtype == WELFORD else None
+
+    def random_bits(self, seed: object, counter: object, stream: int) -> None:
+        self.op_count += 1
+        self.uses_random = True

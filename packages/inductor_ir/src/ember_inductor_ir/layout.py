@@ -1,0 +1,104 @@
+"""Buffer layouts: device, dtype, sizes, strides and offset as sympy expressions.
+
+A :class:`FixedLayout` is decided (graph inputs, extern-kernel outputs, graph outputs, which
+must match eager's strides). A :class:`FlexibleLayout` belongs to an intermediate buffer;
+it proposes contiguous strides and may be changed until the scheduler freezes it.
+Loaders read a buffer's layout when a body runs, not when the body is built, so a change
+before freezing reaches every reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from .indexing import Expr, as_exprs, contiguous_strides, static_int
+
+
+@dataclass
+class Layout:
+    device: torch.device
+    dtype: torch.dtype
+    size: list[Expr]
+    stride: list[Expr]
+    offset: Expr = field(default_factory=lambda: sympy.Integer(0))
+
+    def __post_init__(self) -> None:
+        self.size = as_exprs(self.size)
+        self.stride = as_exprs(self.stride)
+        if len(self.size) != len(self.stride):
+            raise ValueError(f"layout has {len(self.size)} sizes but {len(self.stride)} strides")
+
+    def index(self, index: Sequence[Expr]) -> Expr:
+        """The flat storage index of a logical index."""
+        if len(index) != len(self.size):
+            raise ValueError(f"index of rank {len(index)} into a layout of rank {len(self.size)}")
+        terms = [i * s for i, s, n in zip(index, self.stride, self.size, strict=True) if n != 1]
+        return self.offset + sympy.Add(*terms)
+
+    def storage_numel(self) -> int:
+        """Elements of storage this layout spans (0 for an empty tensor)."""
+        sizes = [static_int(s, "buffer size") for s in self.size]
+        if any(n == 0 for n in sizes):
+            return 0
+        last = sum(
+            (n - 1) * static_int(st, "stride") for n, st in zip(sizes, self.stride, strict=False)
+        )
+        return static_int(self.offset, "storage offset") + last + 1
+
+    def is_contiguous(self) -> bool:
+        return all(
+            a == b or n == 1
+            for a, b, n in zip(self.stride, contiguous_strides(self.size), self.size, strict=True)
+        )
+
+    def describe(self) -> str:
+        dtype = str(self.dtype).removeprefix("torch.")
+        size = ", ".join(str(s) for s in self.size)
+        stride = ", ".join(str(s) for s in self.stride)
+        offset = f" offset {self.offset}" if self.offset != 0 else ""
+        return f"{dtype}[{size}] stride [{stride}]{offset} {self.device.type}"
+
+
+@dataclass
+class FixedLayout(Layout):
+    """A decided layout."""
+
+
+@dataclass
+class FlexibleLayout(Layout):
+    """An undecided layout: contiguous until someone changes it; frozen by the scheduler."""
+
+    frozen: bool = False
+
+    def set_stride(self, stride: Sequence[object]) -> None:
+        if self.frozen:
+            raise ValueError("the layout is frozen; it can no longer change")
+        self.stride = as_exprs(stride)
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+
+def contiguous_layout(
+    device: torch.device, dtype: torch.dtype, size: Sequence[object], flexible: bool = True
+) -> Layout:
+    sizes = as_exprs(size)
+    cls = FlexibleLayout if flexible else FixedLayout
+    return cls(device, dtype, sizes, contiguous_strides(sizes))
+
+
+def layout_of_tensor(t: torch.Tensor) -> FixedLayout:
+    """The fixed layout of a real or fake tensor (static sizes only)."""
+    for s in (*t.shape, *t.stride(), t.storage_offset()):
+        if not isinstance(s, int):
+            raise NotImplementedError(
+                f"tensor with symbolic size/stride {tuple(t.shape)}: the loop IR supports "
+                "static shapes only for now; compile with dynamic=False"
+            )
+    return FixedLayout(
+        t.device, t.dtype, list(t.shape), list(t.stride()), sympy.Integer(t.storage_offset())
+    )

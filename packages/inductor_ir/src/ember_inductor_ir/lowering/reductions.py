@@ -1,0 +1,152 @@
+"""Lowerings of the reduction prims: the reduced dims move to the reduction loops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from ..indexing import Expr, product
+from ..nodes import Pointwise, Reduction, TensorBox
+from ..ops import WELFORD
+from ._helpers import normalize_dims, pointwise
+from .registry import register_lowering
+
+
+def _split(size: Sequence[Expr], dims: Sequence[int]) -> tuple[list[int], list[int]]:
+    kept = [d for d in range(len(size)) if d not in dims]
+    return kept, list(dims)
+
+
+def make_reduction(
+    value: TensorBox,
+    dims: Sequence[int],
+    reduction_type: str,
+    dtype: torch.dtype,
+    *,
+    convert: Any = None,
+    welford_part: int | None = None,
+) -> TensorBox:
+    """Reduce ``value`` over ``dims`` (removed from the result).
+
+    ``convert(ops, x)`` rewrites each element first (e.g. to bool for any/all).
+    """
+    size = value.get_size()
+    dims = normalize_dims(dims, len(size))
+    kept, reduced = _split(size, dims)
+    loader = value.make_loader()
+
+    def full_index(index: Sequence[Expr], rindex: Sequence[Expr]) -> list[Expr]:
+        out: list[Expr] = [sympy.Integer(0)] * len(size)
+        for d, i in zip(kept, index, strict=True):
+            out[d] = i
+        for d, r in zip(reduced, rindex, strict=True):
+            out[d] = r
+        return out
+
+    def inner_fn(ops: Any, index: Sequence[Expr], rindex: Sequence[Expr]) -> Any:
+        element = loader(ops, full_index(index, rindex))
+        return convert(ops, element) if convert is not None else element
+
+    src_dtype = torch.bool if reduction_type in ("any", "all") else value.get_dtype()
+    if reduction_type == WELFORD:
+        src_dtype = value.get_dtype()
+    return TensorBox(
+        Reduction(
+            value.get_device(),
+            dtype,
+            src_dtype,
+            inner_fn,
+            [size[d] for d in kept],
+            [size[d] for d in reduced],
+            reduction_type,
+            welford_part,
+        )
+    )
+
+
+def _identity_if_empty(ctx: Any, value: TensorBox, dims: Sequence[int]) -> TensorBox | None:
+    """Reducing over no dims is a copy (a reduction with no loops would be a pointwise)."""
+    if normalize_dims(dims, len(value.get_size())):
+        return None
+    return pointwise([value], lambda ops, x: x, value.get_dtype())
+
+
+def _simple(reduction_type: str) -> Any:
+    def lower(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
+        copy = _identity_if_empty(ctx, a, dims)
+        if copy is not None:
+            return copy
+        return make_reduction(a, dims, reduction_type, a.get_dtype())
+
+    return lower
+
+
+register_lowering("sum")(_simple("sum"))
+register_lowering("prod")(_simple("prod"))
+register_lowering("amax")(_simple("max"))
+register_lowering("amin")(_simple("min"))
+register_lowering("xor_sum")(_simple("xor_sum"))
+
+
+def _boolean(reduction_type: str) -> Any:
+    def lower(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
+        def to_bool(ops: Any, x: Any) -> Any:
+            if a.get_dtype() == torch.bool:
+                return x
+            return ops.ne(x, ops.constant(0, a.get_dtype()))
+
+        if not normalize_dims(dims, len(a.get_size())):
+            return pointwise([a], to_bool, torch.bool)
+        return make_reduction(a, dims, reduction_type, torch.bool, convert=to_bool)
+
+    return lower
+
+
+register_lowering("any")(_boolean("any"))
+register_lowering("all")(_boolean("all"))
+
+
+def _arg(reduction_type: str) -> Any:
+    def lower(ctx: Any, a: TensorBox, dim: int) -> TensorBox:
+        return make_reduction(a, [dim], reduction_type, torch.int64)
+
+    return lower
+
+
+register_lowering("argmax")(_arg("argmax"))
+register_lowering("argmin")(_arg("argmin"))
+
+
+def _variance(ctx: Any, a: TensorBox, dims: Sequence[int], correction: float) -> TensorBox:
+    size = a.get_size()
+    dims = normalize_dims(dims, len(size))
+    count = product([size[d] for d in dims])
+    m2 = make_reduction(a, dims, WELFORD, a.get_dtype(), welford_part=1)
+    ctx.realize(m2)
+    dtype = a.get_dtype()
+
+    def finish(ops: Any, x: Any) -> Any:
+        # Like eager: a non-positive denominator gives inf/nan, not an error.
+        return ops.truediv(x, ops.constant(float(count) - float(correction), dtype))
+
+    return pointwise([m2], finish, dtype)
+
+
+@register_lowering("var")
+def lower_var(ctx: Any, a: TensorBox, dims: Sequence[int], correction: float) -> TensorBox:
+    return _variance(ctx, a, dims, correction)
+
+
+@register_lowering("var_mean")
+def lower_var_mean(
+    ctx: Any, a: TensorBox, dims: Sequence[int], correction: float
+) -> tuple[TensorBox, TensorBox]:
+    mean = make_reduction(a, dims, WELFORD, a.get_dtype(), welford_part=0)
+    ctx.realize(mean)
+    return _variance(ctx, a, dims, correction), mean
+
+
+__all__ = ["Pointwise", "make_reduction"]

@@ -1,0 +1,160 @@
+"""Lowerings of the shape prims (fresh tensors): reshape, rev, cat, pad, clone, scatters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from .. import views
+from ..indexing import Expr, FloorDiv, ModularIndexing, as_exprs
+from ..nodes import Pointwise, TensorBox
+from ._helpers import pointwise
+from .registry import register_lowering
+
+
+@register_lowering("reshape")
+def lower_reshape(ctx: Any, a: TensorBox, shape: Sequence[int]) -> TensorBox:
+    # A fresh tensor by contract, but the values are an index map of the input.
+    return TensorBox(views.reshape(a, shape))
+
+
+@register_lowering("view_of")
+def lower_view_of(ctx: Any, a: TensorBox) -> TensorBox:
+    return TensorBox(views.permute(a, list(range(len(a.get_size())))))
+
+
+@register_lowering("rev")
+def lower_rev(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
+    size = a.get_size()
+    flip = {d % max(len(size), 1) for d in dims}
+
+    def reindex(index: Sequence[Expr]) -> list[Expr]:
+        return [size[d] - 1 - i if d in flip else i for d, i in enumerate(index)]
+
+    return TensorBox(views.View(a, list(size), reindex, None, "rev"))
+
+
+@register_lowering("clone", "copy_strided")
+def lower_clone(ctx: Any, a: TensorBox, *args: Any, **kwargs: Any) -> TensorBox:
+    # Values only; strides matter at graph outputs and extern inputs, decided there.
+    return pointwise([a], lambda ops, x: x, a.get_dtype())
+
+
+def _in_range(ops: Any, index: Expr, low: Expr, high: Expr) -> Any:
+    """low <= index < high, as a bool value."""
+    i = ops.index_expr(index, torch.int64)
+    return ops.logical_and(
+        ops.ge(i, ops.constant(int(low), torch.int64)),
+        ops.lt(i, ops.constant(int(high), torch.int64)),
+    )
+
+
+@register_lowering("cat")
+def lower_cat(ctx: Any, tensors: Sequence[TensorBox], dim: int) -> TensorBox:
+    tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
+    size = list(tensors[0].get_size())
+    dim = dim % len(size)
+    starts, total = [], sympy.Integer(0)
+    for t in tensors:
+        starts.append(total)
+        total = total + t.get_size()[dim]
+    size[dim] = total
+    loaders = [t.make_loader() for t in tensors]
+    dtype = tensors[0].get_dtype()
+
+    def inner_fn(ops: Any, index: Sequence[Expr]) -> Any:
+        # The last input needs no mask: earlier ranges take precedence through where().
+        def shifted(k: int) -> list[Expr]:
+            return [i - starts[k] if d == dim else i for d, i in enumerate(index)]
+
+        value = ops.masked(
+            _in_range(ops, index[dim], starts[-1], total), lambda: loaders[-1](ops, shifted(-1)), 0
+        )
+        for k in range(len(tensors) - 2, -1, -1):
+            end = starts[k] + tensors[k].get_size()[dim]
+            mask = _in_range(ops, index[dim], starts[k], end)
+            piece = ops.masked(mask, lambda k=k: loaders[k](ops, shifted(k)), 0)
+            value = ops.where(mask, piece, value)
+        return value
+
+    return TensorBox(Pointwise(tensors[0].get_device(), dtype, inner_fn, size))
+
+
+@register_lowering("pad")
+def lower_pad(
+    ctx: Any,
+    a: TensorBox,
+    value: bool | int | float,
+    low: Sequence[int],
+    high: Sequence[int],
+    interior: Sequence[int],
+) -> TensorBox:
+    size = a.get_size()
+    lows, highs, gaps = as_exprs(low), as_exprs(high), as_exprs(interior)
+    out = [
+        lo + hi + (n + (n - 1) * g if int(n) > 0 else 0)
+        for n, lo, hi, g in zip(size, lows, highs, gaps, strict=False)
+    ]
+    loader = a.make_loader()
+    dtype = a.get_dtype()
+
+    def inner_fn(ops: Any, index: Sequence[Expr]) -> Any:
+        mask = ops.constant(True, torch.bool)
+        source: list[Expr] = []
+        for i, n, lo, g in zip(index, size, lows, gaps, strict=False):
+            pos = i - lo
+            if g == 0:
+                mask = ops.logical_and(mask, _in_range(ops, pos, 0, n))
+                source.append(pos)
+                continue
+            step = g + 1
+            mask = ops.logical_and(mask, _in_range(ops, pos, 0, (n - 1) * step + 1))
+            on_grid = ops.eq(
+                ops.mod(ops.index_expr(pos, torch.int64), ops.constant(int(step), torch.int64)),
+                ops.constant(0, torch.int64),
+            )
+            mask = ops.logical_and(mask, on_grid)
+            source.append(FloorDiv(pos, step) if pos.is_nonnegative else _signed_div(pos, step))
+        return ops.masked(mask, lambda: loader(ops, source), value)
+
+    return TensorBox(Pointwise(a.get_device(), dtype, inner_fn, out))
+
+
+def _signed_div(pos: Expr, step: Expr) -> Expr:
+    # Only evaluated where the mask holds (pos >= 0); elsewhere loads are clamped.
+    return ModularIndexing(pos, step, sympy.Integer(2**62))
+
+
+@register_lowering("slice_scatter")
+def lower_slice_scatter(
+    ctx: Any, a: TensorBox, src: TensorBox, dim: int, start: int, end: int, step: int
+) -> TensorBox:
+    size = a.get_size()
+    dim = dim % len(size)
+    src_len = src.get_size()[dim]
+    load_a, load_src = a.make_loader(), src.make_loader()
+
+    def inner_fn(ops: Any, index: Sequence[Expr]) -> Any:
+        pos = index[dim] - start
+        inside = _in_range(ops, pos, 0, src_len * step)
+        if step != 1:
+            inside = ops.logical_and(
+                inside,
+                ops.eq(
+                    ops.mod(ops.index_expr(pos, torch.int64), ops.constant(step, torch.int64)),
+                    ops.constant(0, torch.int64),
+                ),
+            )
+        src_index = [
+            ModularIndexing(pos, step, sympy.Integer(2**62)) if d == dim else i
+            for d, i in enumerate(index)
+        ]
+        if step == 1:
+            src_index[dim] = pos
+        from_src = ops.masked(inside, lambda: load_src(ops, src_index), 0)
+        return ops.where(inside, from_src, load_a(ops, index))
+
+    return TensorBox(Pointwise(a.get_device(), a.get_dtype(), inner_fn, list(size)))

@@ -1,0 +1,86 @@
+"""Lowerings of the aliasing view prims: each is an index map over its input, never a copy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .. import views
+from ..indexing import product
+from ..nodes import TensorBox
+from ._helpers import pointwise
+from .registry import register_lowering
+
+
+@register_lowering("broadcast_in_dim")
+def lower_broadcast_in_dim(
+    ctx: Any, a: TensorBox, shape: Sequence[int], broadcast_dimensions: Sequence[int]
+) -> TensorBox:
+    return TensorBox(views.broadcast_in_dim(a, shape, broadcast_dimensions))
+
+
+@register_lowering("squeeze")
+def lower_squeeze(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
+    return TensorBox(views.squeeze(a, dims))
+
+
+@register_lowering("expand_dims")
+def lower_expand_dims(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
+    return TensorBox(views.expand_dims(a, dims))
+
+
+@register_lowering("permute")
+def lower_permute(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
+    return TensorBox(views.permute(a, [d % max(len(dims), 1) for d in dims]))
+
+
+@register_lowering("slice")
+def lower_slice(
+    ctx: Any,
+    a: TensorBox,
+    start_indices: Sequence[int],
+    limit_indices: Sequence[int],
+    strides: Sequence[int] | None = None,
+) -> TensorBox:
+    steps = list(strides) if strides is not None else [1] * len(start_indices)
+    return TensorBox(views.slice_view(a, start_indices, limit_indices, steps))
+
+
+@register_lowering("as_strided")
+def lower_as_strided(
+    ctx: Any, a: TensorBox, size: Sequence[int], stride: Sequence[int], storage_offset: int
+) -> TensorBox:
+    ctx.realize(a)
+    if views.storage_view(a) is None:
+        ctx.realize_copy(a)  # pragma: no cover - a view strides cannot express
+    found = views.storage_view(a)
+    if found is not None and hasattr(found[0].layout, "freeze"):
+        found[0].layout.freeze()  # as_strided addresses the storage: strides are now fixed
+    return TensorBox(views.as_strided(a, size, stride, storage_offset))
+
+
+@register_lowering("split_dim")
+def lower_split_dim(ctx: Any, a: TensorBox, dim: int, outer_length: int) -> TensorBox:
+    size = list(a.get_size())
+    dim = dim % len(size)
+    inner = size[dim] // outer_length
+    return TensorBox(views.reshape(a, [*size[:dim], outer_length, inner, *size[dim + 1 :]]))
+
+
+def _collapse(ctx: Any, a: TensorBox, start: int, end: int) -> TensorBox:
+    size = list(a.get_size())
+    return TensorBox(views.reshape(a, [*size[:start], product(size[start:end]), *size[end:]]))
+
+
+register_lowering("collapse_view")(_collapse)
+register_lowering("collapse")(_collapse)
+
+
+@register_lowering("view_element_type")
+def lower_view_element_type(ctx: Any, a: TensorBox, dtype: torch.dtype) -> TensorBox:
+    if a.get_dtype().itemsize != dtype.itemsize:
+        # Changes the shape; only the library call knows how.
+        return ctx.extern(ctx.current_node.target, [a, dtype], fallback=True)
+    return pointwise([a], lambda ops, x: ops.to_dtype_bitcast(x, dtype), dtype)

@@ -1,0 +1,28 @@
+"""Which buffers each operation reads, from its body's index expressions (or extern args)."""
+
+from __future__ import annotations
+
+from ..extern import ExternKernel
+from ..handlers.readwrite import ReadWriteHandler
+from ..indexing import index_vars
+from ..nodes import ComputedBuffer
+
+Operation = ComputedBuffer | ExternKernel
+
+
+def op_name(op: Operation) -> str:
+    return op.name
+
+
+def reads_of(op: Operation) -> set[str]:
+    if isinstance(op, ExternKernel):
+        return {a.name for a in op.tensor_args()}
+    rw = ReadWriteHandler()
+    op.store_body(rw, index_vars("i", len(op.ranges)), index_vars("r", len(op.reduction_ranges)))
+    return {name for name, _ in rw.reads}
+
+
+def writes_of(op: Operation) -> list[str]:
+    if isinstance(op, ExternKernel):
+        return [o.name for o in op.outputs]
+    return [op.name]

@@ -1,0 +1,117 @@
+"""Fusion rules: can these buffers run as one kernel, and how is each placed in it?
+
+``form_group(buffers)`` picks the iteration space (the reductions' space, or the first
+pointwise's), places every buffer in it, and checks every producer -> consumer pair inside:
+the consumer must read the producer's element at exactly the index where, in the group's
+variables, the producer wrote it. It returns the placed nodes, or the reason it refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from ..handlers.readwrite import ReadWriteHandler
+from ..indexing import Expr, flat_to_multi, index_vars, multi_to_flat, product, simplify_index
+from ..nodes import ComputedBuffer
+from .kernel_group import Placement, ScheduledNode
+
+
+class Refused(Exception):
+    """A fusion that is not legal; the message says why (logged on ``ember.fusion``)."""
+
+
+@dataclass
+class Formed:
+    sizes: list[Expr]
+    reduction_sizes: list[Expr]
+    nodes: list[ScheduledNode]
+
+
+def remap(
+    target_vars: Sequence[Expr], target: Sequence[Expr], sizes: Sequence[Expr], ranges: dict
+) -> list[Expr]:
+    """Index into ``sizes`` for the row-major same element as ``target_vars`` in ``target``."""
+    if [sympy.sympify(s) for s in sizes] == [sympy.sympify(t) for t in target]:
+        return list(target_vars)
+    flat = multi_to_flat(list(target_vars), list(target))
+    return [simplify_index(e, ranges) for e in flat_to_multi(flat, list(sizes))]
+
+
+def _place(buf: ComputedBuffer, sizes: list[Expr], rsizes: list[Expr]) -> ScheduledNode:
+    outer, red = index_vars("i", len(sizes)), index_vars("r", len(rsizes))
+    ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
+    numel, rnumel = product(sizes), product(rsizes)
+    if buf.is_reduction():
+        if product(buf.ranges) != numel or product(buf.reduction_ranges) != rnumel:
+            raise Refused(
+                f"{buf.name} reduces [{_fmt(buf.ranges)}] x [{_fmt(buf.reduction_ranges)}], "
+                f"the kernel iterates [{_fmt(sizes)}] x [{_fmt(rsizes)}]"
+            )
+        index = remap(outer, sizes, buf.ranges, ranges)
+        rindex = remap(red, rsizes, buf.reduction_ranges, ranges)
+        return ScheduledNode(buf, "reduction", index, rindex)
+    own = product(buf.ranges)
+    placement: Placement
+    if own == numel:
+        placement, index = "outer", remap(outer, sizes, buf.ranges, ranges)
+    elif own == numel * rnumel and _splits(buf.ranges, numel):
+        placement, index = "full", remap([*outer, *red], [*sizes, *rsizes], buf.ranges, ranges)
+    else:
+        raise Refused(
+            f"{buf.name} iterates [{_fmt(buf.ranges)}], which fits neither [{_fmt(sizes)}] "
+            f"nor [{_fmt(sizes)}] x [{_fmt(rsizes)}]"
+        )
+    return ScheduledNode(buf, placement, index, [])
+
+
+def _splits(ranges: Sequence[Expr], numel: Expr) -> bool:
+    """Whether a prefix of ``ranges`` covers exactly ``numel`` elements (a clean row split)."""
+    running = sympy.Integer(1)
+    for k in range(len(ranges) + 1):
+        if running == numel:
+            return True
+        if k < len(ranges):
+            running = running * ranges[k]
+    return False
+
+
+def _fmt(sizes: Sequence[Expr]) -> str:
+    return ", ".join(map(str, sizes))
+
+
+def _accesses(node: ScheduledNode) -> ReadWriteHandler:
+    rw = ReadWriteHandler()
+    node.run(rw)
+    return rw
+
+
+def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
+    """Place ``buffers`` (in program order) in one kernel or raise Refused."""
+    reductions = [b for b in buffers if b.is_reduction()]
+    if reductions:
+        sizes, rsizes = list(reductions[0].ranges), list(reductions[0].reduction_ranges)
+    else:
+        sizes, rsizes = list(buffers[0].ranges), []
+    devices = {b.get_device() for b in buffers}
+    if len(devices) > 1:
+        raise Refused(f"buffers on different devices {sorted(map(str, devices))}")
+    nodes = [_place(b, sizes, rsizes) for b in buffers]
+    outer, red = index_vars("i", len(sizes)), index_vars("r", len(rsizes))
+    ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
+    written: dict[str, Expr] = {}
+    for node in nodes:
+        rw = _accesses(node)
+        for name, index in rw.reads:
+            if name not in written:
+                continue
+            if sympy.expand(simplify_index(index, ranges) - written[name]) != 0:
+                raise Refused(
+                    f"{node.buffer.name} reads {name} at {index}, but {name} is written at "
+                    f"{written[name]} in this kernel"
+                )
+        for name, index in rw.writes:
+            written[name] = simplify_index(index, ranges)
+    return Formed(sizes, rsizes, nodes)

@@ -1,0 +1,121 @@
+"""Kernel groups: what ``schedule`` hands to code generators.
+
+A loops group has an iteration space: outer ``sizes`` (parallel) and ``reduction_sizes``.
+For each outer point the group runs its nodes in order; a node is placed as
+``reduction`` (loops over the reduction space and combines), ``full`` (a pointwise over
+outer x reduction space, run in its own pass over the reduction loops) or ``outer`` (a
+pointwise over the outer space only, run once per outer point). Group variables are
+``i0, i1, ...`` (outer) and ``r0, r1, ...`` (reduction); each node carries the index
+expressions, in those variables, to call its body with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import sympy
+import torch
+
+from ..extern import ExternKernel
+from ..indexing import Expr, index_vars
+from ..layout import Layout
+from ..nodes import Buffer, ComputedBuffer
+
+Placement = Literal["reduction", "full", "outer"]
+
+
+@dataclass(eq=False)
+class ScheduledNode:
+    buffer: ComputedBuffer
+    placement: Placement
+    index: list[Expr]
+    rindex: list[Expr]
+
+    def run(self, ops: Any) -> None:
+        """Run the node's body (compute and store) with ``ops``, in the group's variables."""
+        self.buffer.store_body(ops, self.index, self.rindex)
+
+
+@dataclass(eq=False)
+class KernelGroup:
+    name: str
+    device: torch.device
+    sizes: list[Expr] = field(default_factory=list)
+    reduction_sizes: list[Expr] = field(default_factory=list)
+    nodes: list[ScheduledNode] = field(default_factory=list)
+    extern: ExternKernel | None = None
+    #: Buffers the group reads that other groups (or the graph's inputs) provide.
+    reads: set[str] = field(default_factory=set)
+    #: Buffers the group writes that later groups or graph outputs read.
+    writes: set[str] = field(default_factory=set)
+    #: Buffers written and read only inside this group (a generator may keep them local).
+    internal: set[str] = field(default_factory=set)
+
+    @property
+    def is_extern(self) -> bool:
+        return self.extern is not None
+
+    def index_vars(self) -> tuple[list[sympy.Symbol], list[sympy.Symbol]]:
+        return index_vars("i", len(self.sizes)), index_vars("r", len(self.reduction_sizes))
+
+    def var_ranges(self) -> dict[sympy.Symbol, Expr]:
+        outer, red = self.index_vars()
+        return dict(zip([*outer, *red], [*self.sizes, *self.reduction_sizes], strict=False))
+
+    def buffer_names(self) -> list[str]:
+        if self.extern is not None:
+            return [o.name for o in self.extern.outputs]
+        return [n.buffer.name for n in self.nodes]
+
+    def describe(self) -> str:
+        if self.extern is not None:
+            return f"{self.name}: extern {self.extern.describe()}"
+        space = f"[{', '.join(map(str, self.sizes))}]"
+        if self.reduction_sizes:
+            space += f" x reduce [{', '.join(map(str, self.reduction_sizes))}]"
+        members = ", ".join(f"{n.buffer.name}({n.placement})" for n in self.nodes)
+        return f"{self.name}: loops {space}: {members}"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Where a buffer's storage comes from: fresh, or the storage of a dead buffer."""
+
+    buffer: str
+    reuses: str | None
+
+
+class Schedule(list):  # list[KernelGroup]
+    """The ordered kernel groups plus what a wrapper needs around them."""
+
+    def __init__(
+        self,
+        groups: list[KernelGroup],
+        *,
+        buffers: dict[str, Buffer],
+        graph_inputs: list[str],
+        graph_outputs: list[Any],
+        constants: dict[str, torch.Tensor],
+        allocations: dict[str, Allocation],
+        frees: dict[str, list[str]],
+        fallback_counts: dict[str, int],
+    ) -> None:
+        super().__init__(groups)
+        self.buffers = buffers
+        self.graph_inputs = graph_inputs
+        self.graph_outputs = graph_outputs
+        self.constants = constants
+        self.allocations = allocations
+        #: group name -> buffers whose storage is dead after that group
+        self.frees = frees
+        self.fallback_counts = fallback_counts
+
+    def layout(self, name: str) -> Layout:
+        return self.buffers[name].layout
+
+    def describe(self) -> str:
+        lines = [g.describe() for g in self]
+        reused = [a for a in self.allocations.values() if a.reuses is not None]
+        lines += [f"reuse: {a.buffer} takes the storage of {a.reuses}" for a in reused]
+        return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""Buffer reuse: a buffer allocated after another's last reader may take its storage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ..nodes import Buffer, ComputedBuffer
+from .kernel_group import Allocation, KernelGroup
+
+log = logging.getLogger("ember.fusion")
+
+
+def _storage_key(buf: Buffer) -> tuple:
+    return (buf.get_device(), buf.get_dtype(), buf.layout.storage_numel())
+
+
+def plan_memory(
+    groups: Sequence[KernelGroup], buffers: dict[str, Buffer], keep: set[str]
+) -> tuple[dict[str, Allocation], dict[str, list[str]]]:
+    """Allocations for every computed buffer and, per group, the storages dead after it.
+
+    ``keep`` are buffers whose storage must survive the graph (graph outputs and the bases
+    of output views). A storage is handed on only between groups: never inside one.
+    """
+    last_use: dict[str, int] = {}
+    for k, group in enumerate(groups):
+        for name in group.reads | set(group.buffer_names()):
+            last_use[name] = k
+    owner: dict[str, str] = {}  # buffer -> the buffer whose storage it lives in
+    allocations: dict[str, Allocation] = {}
+    frees: dict[str, list[str]] = {g.name: [] for g in groups}
+    pool: dict[tuple, list[str]] = {}
+    for k, group in enumerate(groups):
+        for name in group.buffer_names():
+            buf = buffers[name]
+            reused = None
+            if isinstance(buf, ComputedBuffer) and name not in keep:
+                candidates = pool.get(_storage_key(buf), [])
+                if candidates:
+                    reused = candidates.pop(0)
+            allocations[name] = Allocation(name, reused)
+            owner[name] = owner.get(reused, reused) if reused else name
+            if reused is not None:
+                log.info("buffer reuse: %s takes the storage of %s", name, reused)
+        for name, last in last_use.items():
+            buf = buffers.get(name)
+            if last != k or buf is None or not isinstance(buf, ComputedBuffer) or name in keep:
+                continue
+            frees[group.name].append(name)
+            pool.setdefault(_storage_key(buf), []).append(name)
+    return allocations, frees

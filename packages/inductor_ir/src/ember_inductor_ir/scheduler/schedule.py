@@ -1,0 +1,189 @@
+"""``schedule(lowering)``: order the lowered operations into fused kernel groups.
+
+Steps: freeze layouts; dead-code elimination; greedy fusion in program order (each
+operation joins the best existing group that can legally take it: a group that produces
+what it reads first (vertical), else one that reads the same buffers (horizontal));
+a topological order of the groups; the memory plan. Every fusion decision is logged on
+``ember.fusion`` with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..errors import SchedulingError
+from ..extern import ExternKernel
+from ..layout import FlexibleLayout
+from ..nodes import ComputedBuffer
+from .dce import eliminate_dead_code
+from .dependencies import Operation, reads_of, writes_of
+from .fusion import Refused, form_group
+from .kernel_group import KernelGroup, Schedule
+from .reuse import plan_memory
+
+if TYPE_CHECKING:
+    from ..graph import GraphLowering
+
+log = logging.getLogger("ember.fusion")
+
+
+class _Draft:
+    """A group being built: its operations and where their outputs are read."""
+
+    def __init__(self, op: Operation) -> None:
+        self.ops: list[Operation] = [op]
+        self.reads: set[str] = set(reads_of(op))
+        self.writes: set[str] = set(writes_of(op))
+
+    @property
+    def is_extern(self) -> bool:
+        return isinstance(self.ops[0], ExternKernel)
+
+    def label(self) -> str:
+        return "+".join(op.name for op in self.ops)
+
+
+def _reaches(start: _Draft, goal: _Draft, producer_of: dict[str, _Draft]) -> bool:
+    """Whether ``goal`` depends (transitively) on ``start``."""
+    stack, seen = [goal], set()
+    while stack:
+        draft = stack.pop()
+        if id(draft) in seen:
+            continue
+        seen.add(id(draft))
+        for name in draft.reads:
+            producer = producer_of.get(name)
+            if producer is None or producer is draft:
+                continue
+            if producer is start:
+                return True
+            stack.append(producer)
+    return False
+
+
+def _try_join(draft: _Draft, op: ComputedBuffer, producer_of: dict[str, _Draft]) -> str | None:
+    """None when ``op`` may join ``draft``; otherwise the reason it may not."""
+    for name in reads_of(op):
+        other = producer_of.get(name)
+        if other is not None and other is not draft and _reaches(draft, other, producer_of):
+            return f"{op.name} also reads {name}, made by {other.label()} after {draft.label()}"
+    try:
+        form_group([*draft.ops, op])  # type: ignore[list-item]
+    except Refused as exc:
+        return str(exc)
+    return None
+
+
+def _candidates(op: ComputedBuffer, drafts: list[_Draft], producer_of: dict) -> list[tuple]:
+    reads = reads_of(op)
+    out = []
+    for draft in drafts:
+        if draft.is_extern:
+            continue
+        produced = len(reads & draft.writes)
+        shared = len(reads & draft.reads)
+        if produced or shared:
+            kind = "vertical" if produced else "horizontal"
+            out.append(((produced, shared), kind, draft))
+    out.sort(key=lambda c: c[0], reverse=True)
+    return out
+
+
+def _fuse(ops: list[Operation]) -> list[_Draft]:
+    drafts: list[_Draft] = []
+    producer_of: dict[str, _Draft] = {}
+    for op in ops:
+        joined = None
+        if isinstance(op, ComputedBuffer):
+            for _, kind, draft in _candidates(op, drafts, producer_of):
+                reason = _try_join(draft, op, producer_of)
+                if reason is None:
+                    log.info("fuse %s into %s (%s)", op.name, draft.label(), kind)
+                    draft.ops.append(op)
+                    draft.reads |= reads_of(op)
+                    draft.writes |= set(writes_of(op))
+                    joined = draft
+                    break
+                log.info("no fusion of %s into %s (%s): %s", op.name, draft.label(), kind, reason)
+        if joined is None:
+            joined = _Draft(op)
+            drafts.append(joined)
+        for name in writes_of(op):
+            producer_of[name] = joined
+    return drafts
+
+
+def _order(drafts: list[_Draft]) -> list[_Draft]:
+    """Topological order of the groups (stable: program order where free)."""
+    producer_of = {name: d for d in drafts for name in d.writes}
+    done: set[int] = set()
+    ordered: list[_Draft] = []
+    visiting: set[int] = set()
+
+    def visit(draft: _Draft) -> None:
+        if id(draft) in done:
+            return
+        if id(draft) in visiting:
+            raise SchedulingError(f"fusion made a cycle through {draft.label()}")
+        visiting.add(id(draft))
+        for name in sorted(draft.reads):
+            producer = producer_of.get(name)
+            if producer is not None and producer is not draft:
+                visit(producer)
+        visiting.discard(id(draft))
+        done.add(id(draft))
+        ordered.append(draft)
+
+    for draft in drafts:
+        visit(draft)
+    return ordered
+
+
+def schedule(lowering: GraphLowering) -> Schedule:
+    """Fuse and order ``lowering``'s operations into kernel groups with a memory plan."""
+    for buf in lowering.buffers.values():
+        if isinstance(buf.layout, FlexibleLayout):
+            buf.layout.freeze()
+    outputs = {spec.name for spec in lowering.graph_outputs if spec.name is not None}
+    ops = eliminate_dead_code(lowering.operations, outputs)
+    drafts = _order(_fuse(ops))
+    groups: list[KernelGroup] = []
+    for k, draft in enumerate(drafts):
+        first = draft.ops[0]
+        if isinstance(first, ExternKernel):
+            device = first.outputs[0].get_device() if first.outputs else None
+            groups.append(KernelGroup(f"kernel{k}", device, extern=first, reads=set(draft.reads)))
+            continue
+        formed = form_group(draft.ops)  # type: ignore[arg-type]
+        groups.append(
+            KernelGroup(
+                f"kernel{k}",
+                first.get_device(),
+                formed.sizes,
+                formed.reduction_sizes,
+                formed.nodes,
+                reads=draft.reads - draft.writes,
+            )
+        )
+    _mark_boundaries(groups, outputs)
+    allocations, frees = plan_memory(groups, lowering.buffers, outputs)
+    log.info("%d operations -> %d kernels", len(ops), len(groups))
+    return Schedule(
+        groups,
+        buffers=lowering.buffers,
+        graph_inputs=lowering.graph_inputs,
+        graph_outputs=lowering.graph_outputs,
+        constants=lowering.constants,
+        allocations=allocations,
+        frees=frees,
+        fallback_counts=dict(lowering.fallback_counts),
+    )
+
+
+def _mark_boundaries(groups: list[KernelGroup], outputs: set[str]) -> None:
+    read_later: set[str] = set(outputs)
+    for group in reversed(groups):
+        for name in group.buffer_names():
+            (group.writes if name in read_later else group.internal).add(name)
+        read_later |= group.reads

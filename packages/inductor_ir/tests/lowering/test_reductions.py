@@ -1,0 +1,44 @@
+"""Reduction lowerings vs eager."""
+
+import pytest
+import torch
+
+from ember_primops import prims
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("dims", [[1], [0, 2], [0, 1, 2], []])
+def test_simple_reductions(check, name, dims):
+    op = getattr(prims, name)
+    x = torch.randn(3, 4, 5)
+    check(lambda a: (op(a, dims),), x, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions(check, name):
+    x = torch.randn(6, 7)
+    x[2, 3] = x[2, 5]  # ties resolve to the first occurrence, as in eager
+    op = getattr(prims, name)
+    check(lambda a: (op(a, 1), op(a, 0)), x)
+
+
+@pytest.mark.parametrize("name", ["any", "all"])
+def test_boolean_reductions(check, name):
+    x = (torch.rand(4, 6) > 0.3).to(torch.float32)
+    op = getattr(prims, name)
+    check(lambda a: (op(a, [1]), op(prims.gt(a, a), [0, 1])), x)
+
+
+def test_var_and_var_mean(check):
+    x = torch.randn(5, 9)
+
+    def f(a):
+        vm = prims.var_mean(a, [0], 0.0)
+        return (prims.var(a, [1], 1.0), vm[0], vm[1])
+
+    check(f, x, atol=1e-5)
+
+
+def test_xor_sum(check):
+    x = torch.randint(0, 1000, (4, 7))
+    check(lambda a: (prims.xor_sum(a, [1]),), x)

@@ -1,0 +1,85 @@
+"""cat, pad, scatters, creation, random, indexing, extern kernels and fallbacks vs eager."""
+
+import torch
+
+from ember_inductor_ir.extern import ExternKernel
+from ember_primops import prims
+
+
+def test_cat(check):
+    a, b, c = torch.randn(2, 3), torch.randn(4, 3), torch.randn(1, 3)
+    check(lambda x, y, z: (prims.cat([x, y, z], 0), prims.cat([x, x], 1)), a, b, c)
+
+
+def test_pad_with_crop_and_interior(check):
+    x = torch.randn(3, 4)
+    check(lambda a: (prims.pad(a, 1.5, [1, -1], [2, 1], [0, 1]),), x)
+
+
+def test_slice_scatter(check):
+    a, src = torch.randn(6, 4), torch.randn(2, 4)
+    check(lambda x, s: (prims.slice_scatter(x, s, 0, 1, 5, 2),), a, src)
+
+
+def test_creation(check):
+    def f(a):
+        full = prims.full([2, 3], 7.0, dtype=torch.float32, device=torch.device("cpu"))
+        ramp = prims.iota(3, start=2, step=3, dtype=torch.float32, device=torch.device("cpu"))
+        s = prims.scalar_tensor(0.5, dtype=torch.float32, device=torch.device("cpu"))
+        return (prims.add(prims.add(a, full), prims.mul(ramp, s)),)
+
+    check(f, torch.randn(2, 3))
+
+
+def test_random_is_bit_exact(check):
+    seed = torch.tensor(1234, dtype=torch.int64)
+
+    def f(s):
+        cpu = torch.device("cpu")
+        return (
+            prims.uniform([5, 7], s, 3, dtype=torch.float32, device=cpu),
+            prims.uniform([4], s, 0, dtype=torch.float16, device=cpu),
+            prims.normal([3, 3], s, 11, dtype=torch.float32, device=cpu),
+            prims.normal([6], s, 2, dtype=torch.float64, device=cpu),
+        )
+
+    check(f, seed, atol=0, rtol=0)
+
+
+def test_gather_index_select_index(check):
+    a = torch.randn(5, 6)
+    idx = torch.randint(0, 5, (3, 6))
+    sel = torch.tensor([4, 0, 2])
+    rows, cols = torch.tensor([0, 4, 1]), torch.tensor([[3], [0]])
+
+    def f(x, i, s, r, c):
+        return (
+            prims.gather(x, 0, i),
+            prims.index_select(x, 1, s),
+            prims.index(x, [r]),
+            prims.index(x, [None, s]),
+            prims.index(x, [c, r]),
+        )
+
+    check(f, a, idx, sel, rows, cols)
+
+
+def test_mm_is_an_extern_kernel_and_takes_views(check):
+    a, w = torch.randn(4, 5), torch.randn(3, 5)
+
+    def f(x, y):
+        h = prims.mm(x, prims.permute(y, [1, 0]))
+        return (prims.mm(prims.exp(h), y),)
+
+    lowering, _sched = check(f, a, w, atol=1e-4, rtol=1e-4)
+    externs = [op for op in lowering.operations if isinstance(op, ExternKernel)]
+    assert [e.kernel_name for e in externs] == ["mm", "mm"]
+    assert externs[0].args[1].view is not None  # the transposed weight is passed as a view
+    assert lowering.extern_counts["mm"] == 2 and not lowering.fallback_counts
+
+
+def test_prim_without_lowering_is_a_counted_fallback(check):
+    x = torch.rand(3, 4) + 0.5
+    lowering, _ = check(lambda a: (prims.add(prims.digamma(a), a),), x)
+    assert lowering.fallback_counts == {"digamma": 1}
+    assert any(isinstance(op, ExternKernel) and op.fallback for op in lowering.operations)

@@ -1,0 +1,115 @@
+"""Fusion, DCE and buffer reuse, each checked against eager through the interpreter."""
+
+import logging
+
+import torch
+
+from ember_primops import prims
+
+
+def test_chain_of_ten_pointwise_ops_is_one_kernel(check):
+    def f(a, b):
+        x = prims.add(a, b)
+        for op in (
+            prims.sin,
+            prims.exp,
+            prims.neg,
+            prims.abs,
+            prims.sqrt,
+            prims.cos,
+            prims.tanh,
+            prims.sigmoid,
+        ):
+            x = op(x)
+        return (prims.mul(x, b),)
+
+    _lowering, sched = check(f, torch.randn(8, 16), torch.randn(8, 16))
+    assert len(sched) == 1
+
+
+def _softmax(a):
+    m = prims.broadcast_in_dim(prims.amax(a, [1]), [8, 32], [0])
+    e = prims.exp(prims.sub(a, m))
+    s = prims.broadcast_in_dim(prims.sum(e, [1]), [8, 32], [0])
+    return (prims.div(e, s),)
+
+
+def test_softmax_is_one_kernel(check):
+    _, sched = check(_softmax, torch.randn(8, 32))
+    assert len(sched) == 1
+    group = sched[0]
+    assert [n.placement for n in group.nodes] == ["reduction", "reduction", "full"]
+    assert group.internal == {n.buffer.name for n in group.nodes[:2]}
+
+
+def test_reduction_then_pointwise_epilogue(check):
+    def f(a):
+        vm = prims.var_mean(a, [1], 1.0)
+        return (prims.rsqrt(prims.add(vm[0], vm[1])),)
+
+    _, sched = check(f, torch.randn(6, 10))
+    assert len(sched) == 1
+    assert sched[0].nodes[-1].placement == "outer"
+
+
+def test_realized_pointwise_fuses_into_its_reductions(check):
+    def f(a):
+        heavy = a
+        for _ in range(6):
+            heavy = prims.sin(prims.mul(prims.exp(heavy), heavy))  # too big to inline twice
+        return (prims.sum(heavy, [1]), prims.amax(heavy, [1]))
+
+    lowering, sched = check(f, torch.randn(4, 8), atol=1e-4, rtol=1e-4)
+    assert len(lowering.operations) >= 3  # the shared pointwise was realized, then fused
+    assert len(sched) == 1
+
+
+def test_horizontal_fusion_of_independent_kernels_reading_the_same_input(check, caplog):
+    with caplog.at_level(logging.INFO, logger="ember.fusion"):
+        _, sched = check(lambda a: (prims.sin(a), prims.cos(a)), torch.randn(5, 7))
+    assert len(sched) == 1
+    assert any("horizontal" in r.getMessage() for r in caplog.records)
+
+
+def test_refused_fusion_is_logged_with_a_reason(check, caplog):
+    with caplog.at_level(logging.INFO, logger="ember.fusion"):
+        _, sched = check(lambda a: (prims.sum(a, [0]), prims.sum(a, [1])), torch.randn(5, 7))
+    assert len(sched) == 2
+    assert any(
+        "no fusion" in r.getMessage() and "kernel iterates" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_transposed_read_of_a_reduction_input_is_not_fused_across_rows(check):
+    def f(a):
+        e = prims.exp(a)
+        for _ in range(8):
+            e = prims.mul(prims.sin(e), e)
+        t = prims.permute(e, [1, 0])
+        return (prims.sum(t, [1]), prims.sum(e, [1]))
+
+    check(f, torch.randn(6, 6), atol=1e-4, rtol=1e-4)
+
+
+def test_dead_code_is_eliminated(check):
+    def f(a):
+        unused = prims.sum(prims.exp(a), [0])  # noqa: F841 (dead on purpose)
+        return (prims.neg(a),)
+
+    lowering, sched = check(f, torch.randn(3, 3))
+    assert len(lowering.operations) == 2
+    assert len(sched) == 1
+
+
+def test_buffer_reuse_between_kernels(check):
+    a, w = torch.randn(4, 4), torch.randn(4, 4)
+
+    def f(x, m):
+        h1 = prims.mm(prims.exp(x), m)  # exp(x) is dead after the first mm
+        h2 = prims.mm(prims.sin(h1), m)  # sin(h1) can take exp(x)'s storage
+        return (prims.mm(prims.cos(h2), m),)
+
+    _, sched = check(f, a, w, atol=1e-4, rtol=1e-4)
+    reused = [x for x in sched.allocations.values() if x.reuses is not None]
+    assert reused, sched.describe()

@@ -1,0 +1,41 @@
+"""The readable dump is stable (same text every run) and logged on ember.ir."""
+
+import logging
+
+import torch
+
+from conftest import compile_and_run
+from ember_inductor_ir import dump_lowering
+from ember_primops import prims
+
+EXPECTED = """\
+# inputs
+arg0: float32[4, 8] stride [8, 1] cpu (input 0)
+# operations
+buf0: float32[4] stride [1] cpu = Reduction sum over [8], loops [4]  # sum_default
+    tmp0 = load(arg0, 8*i0 + r0)
+    tmp1 = exp(tmp0)
+    tmp2 = reduction(float32, float32, 'sum', tmp1)
+    store_reduction(buf0, i0, tmp2)
+buf1: float32[4, 8] stride [8, 1] cpu = Pointwise, loops [4, 8]  # div_default
+    tmp0 = load(arg0, 8*i0 + i1)
+    tmp1 = exp(tmp0)
+    tmp2 = load(buf0, i0)
+    tmp3 = truediv(tmp1, tmp2)
+    store(buf1, 8*i0 + i1, tmp3)
+# outputs
+buf1 as float32[4, 8] stride [8, 1] cpu"""
+
+
+def _f(a):
+    e = prims.exp(a)
+    return (prims.div(e, prims.broadcast_in_dim(prims.sum(e, [1]), [4, 8], [0])),)
+
+
+def test_dump_is_stable(caplog):
+    with caplog.at_level(logging.INFO, logger="ember.ir"):
+        lowering, _, _ = compile_and_run(_f, torch.randn(4, 8))
+    assert dump_lowering(lowering) == EXPECTED
+    assert any(EXPECTED in r.getMessage() for r in caplog.records)
+    again, _, _ = compile_and_run(_f, torch.randn(4, 8))
+    assert dump_lowering(again) == EXPECTED

@@ -1,0 +1,168 @@
+"""Shared argument checks and layout rules used by the meta functions.
+
+Every check raises ``PrimInputError``/``PrimDtypeError`` with the prim's name in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ._registry import fail
+
+FLOATING = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+COMPLEX = frozenset({torch.complex64, torch.complex128})
+SIGNED_INTEGER = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
+INTEGER = SIGNED_INTEGER | frozenset({torch.uint8, torch.uint16, torch.uint32, torch.uint64})
+BOOL = frozenset({torch.bool})
+
+# Named dtype classes used in the prim tables ("what may this prim take").
+DTYPE_CLASSES: dict[str, frozenset[torch.dtype]] = {
+    "float": FLOATING,
+    "float_complex": FLOATING | COMPLEX,
+    "real": FLOATING | INTEGER,
+    "real_bool": FLOATING | INTEGER | BOOL,
+    "signed_real": FLOATING | SIGNED_INTEGER,
+    "number": FLOATING | COMPLEX | INTEGER,
+    "signed_number": FLOATING | COMPLEX | SIGNED_INTEGER,
+    "any": FLOATING | COMPLEX | INTEGER | BOOL,
+    "integer": INTEGER,
+    "integer_bool": INTEGER | BOOL,
+    "complex": COMPLEX,
+    "float32_64": frozenset({torch.float32, torch.float64}),
+}
+
+
+def check_tensor(prim: str, x: object, what: str = "argument") -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        fail(
+            prim,
+            f"{what} must be a Tensor, got {type(x).__name__} "
+            "(wrap Python numbers with ember_prims.scalar_tensor)",
+            dtype=True,
+        )
+    return x
+
+
+def check_dtype(prim: str, x: torch.Tensor, dtype_class: str, what: str = "input") -> None:
+    allowed = DTYPE_CLASSES[dtype_class]
+    if x.dtype not in allowed:
+        fail(
+            prim,
+            f"{what} has dtype {x.dtype}, but this prim takes {dtype_class} dtypes",
+            dtype=True,
+        )
+
+
+def check_same_dtype(prim: str, tensors: Sequence[torch.Tensor]) -> torch.dtype:
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1:
+        names = ", ".join(str(t.dtype) for t in tensors)
+        fail(
+            prim,
+            f"tensor arguments must all have the same dtype, got {names} "
+            "(type promotion belongs to the decompositions: insert convert_element_type)",
+            dtype=True,
+        )
+    return tensors[0].dtype
+
+
+def broadcast_shapes(prim: str, shapes: Sequence[Sequence[int]]) -> list[int]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, size in enumerate(shape):
+            j = ndim - len(shape) + i
+            if out[j] == 1:
+                out[j] = size
+            elif size != 1 and size != out[j]:
+                fail(prim, f"shapes {[list(s) for s in shapes]} are not broadcastable")
+    return out
+
+
+def common_device(prim: str, tensors: Sequence[torch.Tensor]) -> torch.device:
+    """The device of the result: 0-dim CPU tensors may mix with tensors on another device."""
+    devices = {t.device for t in tensors if not (t.ndim == 0 and t.device.type == "cpu")}
+    if len(devices) > 1:
+        fail(prim, f"tensors are on different devices: {sorted(str(d) for d in devices)}")
+    return devices.pop() if devices else tensors[0].device
+
+
+def canonical_dim(prim: str, dim: int, ndim: int) -> int:
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        fail(prim, f"dim {dim} is out of range for a tensor with {ndim} dims")
+    return dim % bound
+
+
+def canonical_dims(prim: str, dims: Sequence[int], ndim: int) -> list[int]:
+    out = [canonical_dim(prim, d, ndim) for d in dims]
+    if len(set(out)) != len(out):
+        fail(prim, f"dims {list(dims)} repeat a dimension")
+    return out
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides = [1] * len(shape)
+    running = 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i] = running
+        running *= max(shape[i], 1)
+    return strides
+
+
+def is_dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the elements fill a contiguous block in some dim order."""
+    dims = sorted((d for d in range(t.ndim) if t.shape[d] != 1), key=lambda d: t.stride(d))
+    expected = 1
+    for d in dims:
+        if t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
+def dense_strides_like(t: torch.Tensor) -> list[int]:
+    """Contiguous strides in ``t``'s dim order when ``t`` is dense, else row-major strides."""
+    if not is_dense(t) or t.numel() == 0:
+        return contiguous_strides(t.shape)
+    # Outermost first: larger stride first, ties broken by dim index.
+    order = sorted(range(t.ndim), key=lambda d: (-t.stride(d), d))
+    strides = [0] * t.ndim
+    running = 1
+    for d in reversed(order):
+        strides[d] = running
+        running *= t.shape[d]
+    return strides
+
+
+def elementwise_strides(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> list[int]:
+    """Eager's rule, simplified: keep the layout of the full-shape inputs when they agree."""
+    full = [t for t in tensors if list(t.shape) == list(shape) and t.ndim > 0]
+    layouts = {tuple(dense_strides_like(t)) for t in full}
+    if len(layouts) == 1 and all(is_dense(t) for t in full):
+        return list(layouts.pop())
+    return contiguous_strides(shape)
+
+
+def empty_like_layout(
+    t: torch.Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None
+) -> torch.Tensor:
+    return torch.empty_strided(
+        t.shape,
+        dense_strides_like(t),
+        dtype=dtype or t.dtype,
+        device=device or t.device,
+    )
+
+
+def empty_contiguous(
+    shape: Sequence[int], dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    return torch.empty_strided(list(shape), contiguous_strides(shape), dtype=dtype, device=device)
+
+
+def check_int_list(prim: str, values: Sequence[int], what: str) -> None:
+    if any(v < 0 for v in values):
+        fail(prim, f"{what} must be non-negative, got {list(values)}")
