@@ -1,0 +1,1 @@
+"""C++/OpenMP build layer: toolchain, build + cache, loader, runtime header."""
