@@ -8,6 +8,7 @@ and returns a `CompiledFrame` (a GuardedCode carrying everything `explain` repor
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -70,9 +71,26 @@ class CompiledFrame(fh.GuardedCode):
     record: FrameRecord
 
 
+# Ember's own stages: the backends' runtimes (aot wrappers, generated kernels' launchers) are
+# never user code. Found by name without importing them (lower stages don't import higher).
+_EMBER_PACKAGES = ("ember", "ember_aot_autograd", "ember_primops", "ember_inductor_ir",
+                   "ember_codegen")  # fmt: skip
+
+
+def _package_dir(name: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "")
+
+
 def _skipped_roots() -> tuple[str, ...]:
     roots = {sysconfig.get_paths()["stdlib"], os.path.dirname(fh.__file__),
              os.path.dirname(__file__)}  # fmt: skip
+    roots.update(d for d in map(_package_dir, _EMBER_PACKAGES) if d is not None)
     torch_root = os.path.dirname(torch.__file__)
     return (*sorted(roots), torch_root)
 

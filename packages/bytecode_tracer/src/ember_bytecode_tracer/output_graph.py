@@ -19,6 +19,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_map
 
+import ember_frame_hook as fh
 from ember_bytecode_tracer.exc import Unsupported
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ class OutputGraph:
                 TypeError(f"backend returned {type(compiled).__name__}, not a callable"),
                 location,
             )
+        compiled = without_frame_hook(compiled)
         graph_id = next(_graph_ids)
         global_name = f"__compiled_fn_{graph_id}"
         self.f_globals[global_name] = compiled
@@ -176,6 +178,22 @@ class OutputGraph:
 
     def count_calls(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op.startswith("call"))
+
+
+def without_frame_hook(compiled: Callable) -> Callable:
+    """The backend's callable, run with the frame hook off: whatever Python it runs (a runtime
+    wrapper, a user's backend closure) is the backend's business, never traced again."""
+    set_eval_frame = fh.set_eval_frame
+
+    def run_compiled_graph(*args):
+        previous = set_eval_frame(None)
+        try:
+            return compiled(*args)
+        finally:
+            set_eval_frame(previous)
+
+    run_compiled_graph.__wrapped__ = compiled
+    return run_compiled_graph
 
 
 @dataclass

@@ -1,0 +1,55 @@
+"""Ember AOT autograd: torch-level FX graphs -> functional aten/prim-level forward and
+backward graphs (dispatch-level tracing, functionalization, joint trace, partitioning),
+run inside an autograd.Function. See README.md."""
+
+from ember_aot_autograd.api import AotFunction, aot_function, aot_module, partition_report
+from ember_aot_autograd.errors import (
+    AotAutogradError,
+    BadArgumentError,
+    GraphNotFunctionalError,
+    InputMutationError,
+    MissingMetadataError,
+    UndecomposedOpError,
+    UnsupportedOpError,
+)
+from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
+from ember_aot_autograd.joint import JointGraph, trace_joint
+from ember_aot_autograd.partition import (
+    Partition,
+    PartitionReport,
+    default_partition,
+    is_recomputable,
+    min_cut_rematerialization_partition,
+    register_recomputable,
+)
+from ember_aot_autograd.session import TraceInfo
+from ember_aot_autograd.trace import trace_to_aten
+from ember_aot_autograd.tracer import FunctionalTracer, TraceReport
+
+__all__ = [
+    "AotAutogradError",
+    "AotFunction",
+    "BadArgumentError",
+    "FunctionalTracer",
+    "GraphNotFunctionalError",
+    "InputMutationError",
+    "JointGraph",
+    "MissingMetadataError",
+    "Partition",
+    "PartitionReport",
+    "TraceInfo",
+    "TraceReport",
+    "UndecomposedOpError",
+    "UnsupportedOpError",
+    "aot_function",
+    "aot_module",
+    "assert_functional",
+    "assert_has_val",
+    "default_partition",
+    "is_recomputable",
+    "min_cut_rematerialization_partition",
+    "partition_report",
+    "register_recomputable",
+    "trace_joint",
+    "trace_to_aten",
+]

@@ -1,0 +1,177 @@
+"""aot_function / aot_module: trace, partition, compile, and wrap, one variant per call kind."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from ember_aot_autograd.errors import BadArgumentError
+from ember_aot_autograd.joint import JointGraph, trace_joint
+from ember_aot_autograd.module_state import module_state, swapped_state
+from ember_aot_autograd.partition import (
+    Partition,
+    PartitionReport,
+    default_partition,
+    min_cut_rematerialization_partition,
+)
+from ember_aot_autograd.runtime import Compiler, inference_runner, training_runner
+from ember_aot_autograd.trace import META_KEY, trace_to_aten
+from ember_aot_autograd.tracer import DecompositionTable
+
+log = logging.getLogger("ember.aot")
+PartitionFn = Callable[[JointGraph], Partition]
+
+
+def _signature(args: Sequence[Any]) -> tuple:
+    """What a compiled variant depends on: grad mode, and each input's kind."""
+    grad = torch.is_grad_enabled()
+    parts = []
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            parts.append((tuple(value.shape), value.dtype, value.device, value.requires_grad))
+        else:
+            parts.append(("value", type(value), value if _hashable(value) else id(value)))
+    return (grad, tuple(parts))
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+class AotFunction:
+    """The callable aot_function returns: compiles a variant per signature, then runs it."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        fw_compiler: Compiler,
+        bw_compiler: Compiler | None,
+        decompositions: DecompositionTable | None,
+        partition_fn: PartitionFn,
+        strict: bool,
+    ) -> None:
+        if not callable(fn) or not callable(fw_compiler):
+            raise BadArgumentError("aot_function needs a callable fn and a callable fw_compiler")
+        self.fn = fn
+        self.fw_compiler = fw_compiler
+        self.bw_compiler = bw_compiler or fw_compiler
+        self.decompositions = decompositions
+        self.partition_fn = partition_fn
+        self.strict = strict
+        self.variants: dict[tuple, Callable] = {}
+        self.traces = {"inference": 0, "joint": 0}
+
+    def __call__(self, *args: Any) -> Any:
+        key = _signature(args)
+        runner = self.variants.get(key)
+        if runner is None:
+            runner = self.variants[key] = self._compile(args)
+        return runner(args)
+
+    def _compile(self, args: Sequence[Any]) -> Callable:
+        training = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        )
+        if training:
+            self.traces["joint"] += 1
+            joint = trace_joint(self.fn, args, self.decompositions, strict=self.strict)
+            if joint.tangent_outputs and joint.grad_inputs:
+                log.debug("compiling training variant of %s", self.fn)
+                partition = self.partition_fn(joint)
+                return training_runner(joint, partition, args, self.fw_compiler, self.bw_compiler)
+        self.traces["inference"] += 1
+        gm = trace_to_aten(self.fn, args, self.decompositions, strict=self.strict)
+        return inference_runner(gm, gm.meta[META_KEY], args, self.fw_compiler)
+
+
+def aot_function(
+    fn: Callable,
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    decompositions: DecompositionTable | None = None,
+    partition_fn: PartitionFn = default_partition,
+    *,
+    strict: bool = False,
+) -> AotFunction:
+    """Compiles `fn` through functional aten graphs: a forward/backward pair wrapped in an
+    autograd.Function when an input requires grad under grad mode, else one inference graph.
+    Traced lazily, once per (grad mode, input shapes, dtypes, devices, requires_grad)."""
+    return AotFunction(fn, fw_compiler, bw_compiler, decompositions, partition_fn, strict)
+
+
+def aot_module(
+    gm: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    decompositions: DecompositionTable | None = None,
+    partition_fn: PartitionFn = default_partition,
+    *,
+    strict: bool = False,
+) -> Callable:
+    """The Dynamo-backend-shaped entry: `gm(*inputs)` compiled; returns `compiled(*inputs)`.
+
+    The module's own parameters and buffers (if any) become graph inputs, read at each call,
+    so gradients reach them and buffer updates are written back. The variant for
+    `example_inputs` under the current grad mode is compiled now; others on first use.
+    """
+    if not isinstance(gm, torch.nn.Module):
+        raise BadArgumentError(f"aot_module needs an nn.Module/GraphModule, got {type(gm)}")
+    state = module_state(gm)
+    names = [name for name, _ in state]
+
+    def flat(*args: Any) -> Any:
+        with swapped_state(gm, names, args[: len(names)]):
+            return gm(*args[len(names) :])
+
+    compiled = aot_function(
+        flat, fw_compiler, bw_compiler, decompositions, partition_fn, strict=strict
+    )
+
+    def run(*args: Any) -> Any:
+        return compiled(*[tensor for _, tensor in state], *args)
+
+    run.aot_function = compiled  # type: ignore[attr-defined]
+    _warm(compiled, [tensor for _, tensor in state], example_inputs)
+    return run
+
+
+def _warm(compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]):
+    """Compiles the variant the example inputs call for, without running it."""
+    args = [*state, *example_inputs]
+    key = _signature(args)
+    if key not in compiled.variants:
+        compiled.variants[key] = compiled._compile(args)
+
+
+def partition_report(
+    fn: Callable,
+    example_inputs: Sequence[Any],
+    decompositions: DecompositionTable | None = None,
+) -> dict[str, PartitionReport]:
+    """Bytes saved for backward by each partitioner on `fn(*example_inputs)` (a module's
+    parameters count as inputs). Keys: 'default', 'min_cut'."""
+    if isinstance(fn, torch.nn.Module):
+        state = module_state(fn)
+        names = [name for name, _ in state]
+        module = fn
+
+        def flat(*args: Any) -> Any:
+            with swapped_state(module, names, args[: len(names)]):
+                return module(*args[len(names) :])
+
+        example_inputs = [*[t for _, t in state], *example_inputs]
+        fn = flat
+    joint = trace_joint(fn, example_inputs, decompositions)
+    return {
+        "default": default_partition(joint).report,
+        "min_cut": min_cut_rematerialization_partition(joint).report,
+    }

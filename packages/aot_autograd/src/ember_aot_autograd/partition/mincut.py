@@ -1,0 +1,176 @@
+"""The min-cut rematerialization partitioner: saves the cheapest set of forward values from
+which the backward can recompute what it needs, recomputing cheap ops instead of saving them.
+
+Each forward value the backward depends on becomes an edge of capacity "its bytes" in a flow
+network (node in -> node out); data dependencies have infinite capacity; graph inputs are
+free to keep; ops that must not run twice (expensive ones, random ones) are tied to the
+source, so they run in the forward only. A minimum source/sink cut then names the values to
+save: everything on the sink side of the cut is recomputed in the backward.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Callable
+
+import networkx as nx
+import torch
+import torch.fx
+from torch._ops import OpOverload
+
+from ember_aot_autograd.joint import JointGraph
+from ember_aot_autograd.op_kinds import is_random, returns_views
+from ember_aot_autograd.partition.common import (
+    Partition,
+    ancestors,
+    build_partition,
+    descendants,
+    joint_parts,
+    value_bytes,
+)
+from ember_aot_autograd.partition.default import default_partition
+
+log = logging.getLogger("ember.aot")
+
+# cheap ops without the pointwise tag, by "namespace::name"; prims by their contract names
+_RECOMPUTABLE: set[str] = {
+    f"aten::{name}"
+    for name in (
+        "expand",
+        "clone",
+        "_to_copy",
+        "copy",
+        "full",
+        "full_like",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "empty_like",
+        "empty_strided",
+        "scalar_tensor",
+        "where",
+        "masked_fill",
+        "fill",
+        "_unsafe_view",
+        "lift_fresh_copy",
+        "threshold_backward",
+        "slice_scatter",
+        "select_scatter",
+        "as_strided_scatter",
+        "cat",
+        "constant_pad_nd",
+    )
+} | {
+    f"ember_prims::{name}"
+    for name in (
+        "broadcast_in_dim",
+        "squeeze",
+        "expand_dims",
+        "permute",
+        "slice",
+        "as_strided",
+        "split_dim",
+        "collapse_view",
+        "reshape",
+        "collapse",
+        "convert_element_type",
+        "where",
+        "full",
+        "scalar_tensor",
+        "iota",
+        "clone",
+        "cat",
+        "slice_scatter",
+        "pad",
+        "rev",
+        "abs",
+        "neg",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "erf",
+        "tanh",
+        "sigmoid",
+        "maximum",
+        "minimum",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "pow",
+        "reciprocal",
+        "sin",
+        "cos",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "fma",
+    )
+}
+
+
+def register_recomputable(qualified_name: str) -> None:
+    """Declares an op ("namespace::name") cheap enough to recompute in the backward."""
+    _RECOMPUTABLE.add(qualified_name)
+
+
+def is_recomputable(node: torch.fx.Node) -> bool:
+    """Cheap, deterministic ops: pointwise, views, broadcasts, creations. Never random ones,
+    matmuls, convolutions or reductions."""
+    target = node.target
+    if target is operator.getitem:
+        source = node.args[0]
+        return isinstance(source, torch.fx.Node) and is_recomputable(source)
+    if not isinstance(target, OpOverload) or is_random(target):
+        return False
+    if torch.Tag.pointwise in target.tags or returns_views(target):
+        return True
+    return target._schema.name in _RECOMPUTABLE
+
+
+def min_cut_rematerialization_partition(
+    joint: JointGraph, *, recomputable: Callable[[torch.fx.Node], bool] = is_recomputable
+) -> Partition:
+    primals, tangents, _fw_outputs, grad_outputs = joint_parts(joint)
+    from_tangents = descendants(tangents)
+    needed = ancestors(grad_outputs, set())
+    # forward values the backward reads directly
+    boundary = {
+        u for n in needed & from_tangents for u in n.all_input_nodes if u not in from_tangents
+    } | {g for g in grad_outputs if g is not None and g not in from_tangents}
+    region = ancestors(boundary, set())
+    free = set(primals) | {n for n in region if n.op == "get_attr"}
+    network = nx.DiGraph()
+    for node in region:
+        into, out = ("in", node), ("out", node)
+        if node in free:
+            network.add_edge("source", into)
+            network.add_edge(into, out, capacity=0)
+        elif not isinstance(node.meta.get("val"), torch.Tensor):
+            network.add_edge(into, out)  # tuples, scalars: cannot be saved as such
+        else:
+            network.add_edge(into, out, capacity=value_bytes(node))
+        if node not in free and not recomputable(node):
+            network.add_edge("source", into)
+        for user in node.users:
+            if user in region:
+                network.add_edge(out, ("in", user))
+        if node in boundary:
+            network.add_edge(out, "sink")
+    if not boundary:
+        return build_partition(joint, set(), "min_cut")
+    cut_value, (source_side, _) = nx.minimum_cut(network, "source", "sink")
+    if cut_value == float("inf"):
+        log.warning("min-cut partition found no finite cut; using the default partition")
+        return default_partition(joint)
+    saved = {n for n in region if ("in", n) in source_side and ("out", n) not in source_side}
+    return build_partition(joint, saved, "min_cut")

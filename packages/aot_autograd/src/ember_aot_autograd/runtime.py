@@ -1,0 +1,118 @@
+"""Run-time wrappers around compiled graphs: inference, and training as an autograd.Function.
+
+Both copy the new values of written inputs back into the real inputs (`copy_` under
+no_grad, which bumps their version counters as eager's in-place op would) and rebuild the
+function's output (views of inputs regenerated from the real inputs, constants, ...).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.autograd.function import once_differentiable
+
+from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
+from ember_aot_autograd.joint import JointGraph
+from ember_aot_autograd.partition.common import Partition
+from ember_aot_autograd.session import TraceInfo
+
+Compiler = Callable[[torch.fx.GraphModule, list], Callable]
+graph_log = logging.getLogger("ember.aot_graphs")
+
+
+class _Code:
+    """Formats a graph's code only if the log record is emitted."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+
+    def __str__(self) -> str:
+        return self.gm.code
+
+
+def _checked(gm: torch.fx.GraphModule, kind: str = "inference") -> torch.fx.GraphModule:
+    assert_functional(gm)
+    assert_has_val(gm)
+    graph_log.debug("%s graph:%s", kind, _Code(gm))
+    return gm
+
+
+def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
+    return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _finish(info: TraceInfo, args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
+    n_mutated = len(info.mutated_inputs)
+    if n_mutated:
+        with torch.no_grad():
+            for index, value in zip(info.mutated_inputs, fw_outputs[:n_mutated], strict=True):
+                args[index].copy_(value)
+    return info.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
+
+
+def inference_runner(
+    gm: torch.fx.GraphModule, info: TraceInfo, example_inputs: Sequence[Any], compiler: Compiler
+) -> Callable[[Sequence[Any]], Any]:
+    compiled = compiler(_checked(gm), [example_inputs[i] for i in info.tensor_inputs])
+
+    def run(args: Sequence[Any]) -> Any:
+        outputs = compiled(*[args[i] for i in info.tensor_inputs])
+        return _finish(info, args, outputs)
+
+    return run
+
+
+def training_runner(
+    joint: JointGraph,
+    partition: Partition,
+    example_inputs: Sequence[Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler,
+) -> Callable[[Sequence[Any]], Any]:
+    info = joint.info
+    compiled_fw = fw_compiler(
+        _checked(partition.fw_gm, "forward"), [example_inputs[i] for i in info.tensor_inputs]
+    )
+    compiled_bw = bw_compiler(
+        _checked(partition.bw_gm, "backward"), _placeholder_vals(partition.bw_gm)
+    )
+    n_fw = partition.num_fw_outputs
+    tangent_outputs = list(joint.tangent_outputs)
+    non_differentiable = [k for k in range(n_fw) if k not in set(tangent_outputs)]
+    primal_of_input = {index: p for p, index in enumerate(info.tensor_inputs)}
+    grad_slots = [
+        primal_of_input[index]
+        for index, has in zip(joint.grad_inputs, partition.bw_grad_mask, strict=True)
+        if has
+    ]
+    n_primals = len(info.tensor_inputs)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *primals):
+            outputs = compiled_fw(*primals)
+            ctx.save_for_backward(*outputs[n_fw:])
+            fw_outputs = tuple(outputs[:n_fw])
+            ctx.mark_non_differentiable(*[fw_outputs[k] for k in non_differentiable])
+            return fw_outputs
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, *grad_outputs):
+            saved = ctx.saved_tensors  # raises like eager on a second backward
+            tangents = [grad_outputs[k].contiguous() for k in tangent_outputs]
+            grads = compiled_bw(*saved, *tangents)
+            result: list[torch.Tensor | None] = [None] * n_primals
+            for slot, grad in zip(grad_slots, grads, strict=True):
+                result[slot] = grad
+            return tuple(result)
+
+    def run(args: Sequence[Any]) -> Any:
+        outputs = CompiledFunction.apply(*[args[i] for i in info.tensor_inputs])
+        return _finish(info, args, outputs)
+
+    return run

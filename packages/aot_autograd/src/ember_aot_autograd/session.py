@@ -1,0 +1,139 @@
+"""One trace: fake inputs in, a tracer running the function, outputs collected, a module out.
+
+Shared by the inference trace (trace.py) and the joint trace (joint.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._pytree import tree_flatten
+
+from ember_aot_autograd.errors import InputMutationError, UnsupportedOpError
+from ember_aot_autograd.graph_checks import clean
+from ember_aot_autograd.outputs import Constant, FromGraph, OutputSpec, SameAsInput, ViewOfInput
+from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
+
+
+@dataclass
+class TraceInfo:
+    """What the runtime wrapper needs besides the graph: inputs, mutations, outputs."""
+
+    tensor_inputs: list[int]  # positions of the function's inputs that are graph placeholders
+    mutated_inputs: list[int]  # inputs written by the function, in graph-output order
+    output_spec: OutputSpec
+    num_user_outputs: int  # graph outputs after the mutated inputs' new values
+    report: TraceReport
+
+    @property
+    def num_fw_outputs(self) -> int:
+        return len(self.mutated_inputs) + self.num_user_outputs
+
+
+@dataclass
+class Collected:
+    mutated_inputs: list[int]
+    mutation_nodes: list[torch.fx.Node]
+    user_tensors: list[torch.Tensor]
+    user_nodes: list[torch.fx.Node]
+    output_spec: OutputSpec
+
+
+class TraceSession:
+    def __init__(self, decompositions: DecompositionTable | None, strict: bool) -> None:
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.tracer = FunctionalTracer(self.fake_mode, decompositions, strict=strict)
+        self.inputs: list[Any] = []
+        self.tensor_inputs: list[int] = []
+
+    def make_inputs(
+        self, example_inputs: Sequence[Any], requires_grad: Sequence[bool], prefix: str
+    ) -> list[Any]:
+        """Fake leaves (placeholders) for tensor inputs; other values are specialized."""
+        for index, (value, grad) in enumerate(zip(example_inputs, requires_grad, strict=True)):
+            if not isinstance(value, torch.Tensor):
+                self.inputs.append(value)
+                continue
+            fake = self._fake(value)
+            if grad:
+                fake.requires_grad_(True)
+            self.tracer.add_input(fake, f"{prefix}_{len(self.tensor_inputs)}", index)
+            self.tensor_inputs.append(index)
+            self.inputs.append(fake)
+        return self.inputs
+
+    def _fake(self, value: torch.Tensor) -> torch.Tensor:
+        if isinstance(value, FakeTensor) or value.device.type == "meta":
+            with self.fake_mode:
+                return torch.empty_strided(
+                    value.shape, value.stride(), dtype=value.dtype, device=value.device
+                )
+        return self.fake_mode.from_tensor(value.detach())
+
+    def collect(self, output: Any) -> Collected:
+        """Graph values for the mutated inputs and the output leaves (read, not recorded)."""
+        tracer = self.tracer
+        mutated, mutation_nodes = [], []
+        for index in self.tensor_inputs:
+            fake = self.inputs[index]
+            state = tracer.table.get(fake).storage
+            if not state.mutated:
+                continue
+            if state.input_index != index:
+                raise InputMutationError(
+                    index,
+                    f"shares storage with input {state.input_index} and is written; "
+                    "pass non-overlapping tensors",
+                )
+            if fake.requires_grad:
+                raise InputMutationError(
+                    index,
+                    "is written in place and requires grad (or received values that "
+                    "do); clone it before mutating it in the traced code",
+                )
+            mutated.append(index)
+            mutation_nodes.append(tracer.read(fake))
+        leaves, treespec = tree_flatten(output)
+        spec_leaves, user_tensors, user_nodes = [], [], []
+        for leaf in leaves:
+            if isinstance(leaf, torch.SymInt | torch.SymFloat | torch.SymBool):
+                raise UnsupportedOpError("output", "symbolic sizes are not supported")
+            if not isinstance(leaf, torch.Tensor):
+                spec_leaves.append(Constant(leaf))
+                continue
+            entry = tracer.table.get(leaf) or tracer.lift_unknown(leaf)
+            owner = entry.storage.input_index
+            if owner is not None and leaf is self.inputs[owner]:
+                spec_leaves.append(SameAsInput(owner))
+            elif owner is not None:
+                # a view of an input: rebuilt from the real input so that it aliases it
+                spec_leaves.append(ViewOfInput(owner, entry.chain))
+            else:
+                spec_leaves.append(FromGraph(len(user_nodes)))
+                user_tensors.append(leaf)
+                user_nodes.append(tracer.read(leaf))
+        spec = OutputSpec(tuple(spec_leaves), treespec)
+        return Collected(mutated, mutation_nodes, user_tensors, user_nodes, spec)
+
+    def info(self, collected: Collected) -> TraceInfo:
+        return TraceInfo(
+            tensor_inputs=list(self.tensor_inputs),
+            mutated_inputs=collected.mutated_inputs,
+            output_spec=collected.output_spec,
+            num_user_outputs=len(collected.user_nodes),
+            report=self.tracer.report,
+        )
+
+    def build_module(self, outputs: list[torch.fx.Node | None]) -> torch.fx.GraphModule:
+        graph = self.tracer.graph
+        graph.output(tuple(outputs))
+        clean(graph)
+        root = torch.nn.Module()
+        for name, constant in self.tracer.constants.items():
+            root.register_buffer(name, constant)
+        return torch.fx.GraphModule(root, graph)

@@ -1,0 +1,270 @@
+"""The dispatch-level tracer: a TorchDispatchMode that records aten ops as a functional FX graph.
+
+It sits on top of a FakeTensorMode, so every op runs on fake tensors (metadata only) and is
+recorded, after autograd, as one FX node with `node.meta["val"]`. Ops found in the
+decomposition table are replaced by their decomposition (traced recursively); ops that write
+their arguments are replaced by out-of-place ops and the writes tracked per storage (see
+tensor_table), so the graph never mutates anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ember_aot_autograd.errors import UndecomposedOpError, UnsupportedOpError
+from ember_aot_autograd.functional_rules import SPECIAL_RULES, functionalize_mutation
+from ember_aot_autograd.op_kinds import returns_views, written_arguments
+from ember_aot_autograd.tensor_table import Entry, TensorTable, ViewStep
+
+log = logging.getLogger("ember.aot")
+aten = torch.ops.aten
+DecompositionTable = Mapping[OpOverload, Callable]
+
+
+@dataclass
+class TraceReport:
+    """What the tracer did: ops recorded, decomposed, and left undecomposed (by op name)."""
+
+    recorded: Counter = field(default_factory=Counter)
+    decomposed: Counter = field(default_factory=Counter)
+    undecomposed: Counter = field(default_factory=Counter)  # only when a table was given
+    constants: int = 0
+
+
+def _has_tensor(value: Any) -> bool:
+    return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(value)[0])
+
+
+class FunctionalTracer(TorchDispatchMode):
+    """Records each aten op reaching it (over a FakeTensorMode) into `self.graph`."""
+
+    def __init__(
+        self,
+        fake_mode: FakeTensorMode,
+        decompositions: DecompositionTable | None = None,
+        *,
+        strict: bool = False,
+    ) -> None:
+        super().__init__()
+        self.fake_mode = fake_mode
+        self.decompositions = decompositions
+        self.strict = strict
+        self.graph = torch.fx.Graph()
+        self.table = TensorTable()
+        self.constants: dict[str, torch.Tensor] = {}
+        self._constant_fakes: dict[int, torch.Tensor] = {}
+        self.report = TraceReport()
+
+    # -- inputs and values -------------------------------------------------------------
+    def add_input(self, fake: torch.Tensor, name: str, index: int) -> torch.fx.Node:
+        node = self.graph.placeholder(name)
+        node.meta["val"] = fake
+        self.table.add_fresh(fake, node, input_index=index)
+        return node
+
+    def add_placeholder_after(self, fake: torch.Tensor, name: str, anchor: torch.fx.Node):
+        with self.graph.inserting_after(anchor):
+            node = self.graph.placeholder(name)
+        node.meta["val"] = fake
+        self.table.add_fresh(fake, node)
+        return node
+
+    def read(self, tensor: torch.Tensor) -> torch.fx.Node:
+        """The node holding `tensor`'s current value (regenerated if its storage was written)."""
+        entry = self.table.get(tensor) or self.lift_unknown(tensor)
+        state = entry.storage
+        if entry.version == state.version and entry.node is not None:
+            return entry.node
+        if not entry.chain:
+            node = entry.node if state.value is tensor else self.read(state.value)
+        else:
+            current = state.value
+            with self:
+                for step in entry.chain:
+                    current = step.apply(current)
+            node = self.read(current)
+        entry.node, entry.version = node, state.version
+        return node
+
+    def lift_unknown(self, tensor: torch.Tensor) -> Entry:
+        entry = self.table.add_unknown_alias(tensor) if isinstance(tensor, FakeTensor) else None
+        if entry is None:
+            raise UnsupportedOpError(
+                "tensor",
+                f"{tuple(tensor.shape)} {tensor.dtype} reached the trace from outside "
+                "(not an input, not a constant, not made by a traced op)",
+                "pass it to the traced function as an input",
+            )
+        return entry
+
+    def call(self, op: OpOverload, *args: Any, **kwargs: Any) -> Any:
+        """Runs `op` on program tensors through this tracer (decompositions, recording)."""
+        with self:
+            return op(*args, **kwargs)
+
+    def write(self, target: torch.Tensor, new: torch.Tensor) -> None:
+        """`target` (a program tensor) now holds `new`'s values: a functional write."""
+        entry = self.table.get(target) or self.lift_unknown(target)
+        if tuple(new.shape) != tuple(target.shape):
+            new = self.call(aten.expand.default, new, list(target.shape))
+        if new.dtype != target.dtype:
+            new = self.call(aten._to_copy.default, new, dtype=target.dtype)
+        state = entry.storage
+        base = state.base
+        if not entry.chain:
+            if new.stride() != base.stride() and base.numel() > 1:
+                # keep the base's layout: views are regenerated with its strides
+                empty = self.call(
+                    aten.empty_strided.default,
+                    list(base.shape),
+                    list(base.stride()),
+                    dtype=base.dtype,
+                    device=base.device,
+                )
+                new = self.call(aten.copy.default, empty, new)
+        else:
+            if not _dense(base):
+                raise UnsupportedOpError(
+                    "write",
+                    f"through a view of a non-dense tensor {tuple(base.shape)} "
+                    f"strides {base.stride()}",
+                    "make the tensor contiguous before mutating it",
+                )
+            offset = target.storage_offset() - base.storage_offset()
+            new = self.call(
+                aten.as_strided_scatter.default,
+                base,
+                new,
+                list(target.shape),
+                list(target.stride()),
+                offset,
+            )
+        state.value = self._freeze(new)
+        state.version += 1
+
+    def _freeze(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A private program tensor holding `tensor`'s current node: later writes to
+        `tensor`'s storage (it may be a view the program still holds) cannot reach it."""
+        node = self.read(tensor)
+        with _disable_current_modes(), self.fake_mode:
+            frozen = torch.empty_strided(
+                tensor.shape, tensor.stride(), dtype=tensor.dtype, device=tensor.device
+            )
+        self.table.add_fresh(frozen, node)
+        return frozen
+
+    # -- dispatch ----------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        args, kwargs = tree_map(self._lift_constant, (args, kwargs))
+        if self.decompositions is not None and func in self.decompositions:
+            self.report.decomposed[str(func)] += 1
+            with self:
+                return self.decompositions[func](*args, **kwargs)
+        rule = SPECIAL_RULES.get(func)
+        if rule is not None:
+            return rule(self, func, args, kwargs)
+        if func._schema.is_mutable:
+            if not written_arguments(func):
+                raise UnsupportedOpError(func, "mutates arguments its schema does not name")
+            return functionalize_mutation(self, func, args, kwargs)
+        return self.record(func, args, kwargs)
+
+    def record(self, func: OpOverload, args: tuple, kwargs: dict) -> Any:
+        """Runs a functional op on the fake tensors and appends it to the graph."""
+        try:
+            out = func(*args, **kwargs)
+        except DataDependentOutputException as error:
+            raise UnsupportedOpError(
+                func,
+                "reads tensor data into Python (data-dependent control flow, .item())",
+                "keep it out of the traced region (a graph break) or make it tensor code",
+            ) from error
+        except DynamicOutputShapeException as error:
+            raise UnsupportedOpError(
+                func,
+                "has an output shape that depends on tensor data",
+                "keep it out of the traced region",
+            ) from error
+        if not _has_tensor(out):
+            return out  # metadata queries (prim.device, sym_size): nothing to record
+        name = str(func)
+        if self.decompositions is not None and func.namespace == "aten":
+            if self.strict:
+                raise UndecomposedOpError(func)
+            self.report.undecomposed[name] += 1
+        self.report.recorded[name] += 1
+        node_args, node_kwargs = tree_map(self._node_of, (args, kwargs))
+        node = self.graph.call_function(func, tuple(node_args), node_kwargs)
+        node.meta["val"] = tuple(out) if isinstance(out, list) else out
+        source = self._view_source(func, args) if returns_views(func) else None
+        if isinstance(out, torch.Tensor):
+            self._register(out, node, source, func, args, kwargs, None)
+            return out
+        for index, item in enumerate(out):
+            if isinstance(item, torch.Tensor):
+                item_node = self.graph.call_function(operator.getitem, (node, index))
+                item_node.meta["val"] = item
+                self._register(item, item_node, source, func, args, kwargs, index)
+        return out
+
+    def _register(self, out, node, source, func, args, kwargs, index) -> None:
+        if source is None:
+            self.table.add_fresh(out, node)
+            return
+        step = ViewStep(func, tuple(args[1:]), dict(kwargs), index)
+        self.table.add_view(out, source, step, node)
+
+    def _view_source(self, func: OpOverload, args: tuple) -> Entry | None:
+        if not args or not isinstance(args[0], torch.Tensor):
+            return None
+        return self.table.get(args[0])
+
+    def _node_of(self, value: Any) -> Any:
+        return self.read(value) if isinstance(value, torch.Tensor) else value
+
+    def _lift_constant(self, value: Any) -> Any:
+        """Real tensors met inside the trace (torch.tensor(...), attributes) become get_attr."""
+        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
+            return value
+        known = self._constant_fakes.get(id(value))
+        if known is not None:
+            return known
+        if value.requires_grad:
+            raise UnsupportedOpError(
+                "tensor",
+                f"a real tensor {tuple(value.shape)} that requires grad is used as a "
+                "constant inside the trace; its gradient would be lost",
+                "pass it as an input (aot_module lifts the module's parameters)",
+            )
+        name = f"_tensor_constant{len(self.constants)}"
+        self.constants[name] = value
+        fake = self.fake_mode.from_tensor(value)
+        node = self.graph.get_attr(name)
+        node.meta["val"] = fake
+        self.table.add_fresh(fake, node)
+        self._constant_fakes[id(value)] = fake
+        self.report.constants += 1
+        log.debug("lifted constant %s %s", name, tuple(value.shape))
+        return fake
+
+
+def _dense(tensor: torch.Tensor) -> bool:
+    return tensor.is_contiguous() or tensor.is_non_overlapping_and_dense()

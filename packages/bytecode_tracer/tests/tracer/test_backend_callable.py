@@ -1,0 +1,45 @@
+"""What a backend returns runs with the frame hook off: its Python is never traced."""
+
+from __future__ import annotations
+
+import torch
+
+import ember_frame_hook as fh
+from ember_bytecode_tracer.convert_frame import FrameCompiler, is_skipped
+
+
+def test_callable_returned_by_a_backend_is_not_traced():
+    runs = []
+
+    def wrapper_runtime(gm, *args):  # Python with tensor work, like an aot runtime wrapper
+        runs.append(fh.get_eval_frame())
+        doubled = [a * 1 for a in args]
+        return gm(*doubled)
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return lambda *args: wrapper_runtime(gm, *args)
+
+    def fn(x):
+        return torch.sin(x) + 1
+
+    compiler = FrameCompiler(backend)
+    x = torch.randn(4)
+    with fh.eval_frame(compiler):
+        got = fn(x)
+        fn(x)
+    torch.testing.assert_close(got[0] if isinstance(got, tuple) else got, torch.sin(x) + 1)
+    assert len(graphs) == 1, "the runtime wrapper was traced into graphs of its own"
+    assert [r.code.co_name for r in compiler.records] == ["fn"]
+    assert runs == [None, None], "the backend's callable must run with the hook off"
+
+
+def test_ember_stage_packages_are_skipped_by_path():
+    import ember_bytecode_tracer.convert_frame as convert_frame
+
+    assert is_skipped(convert_frame.is_skipped.__code__)
+    assert any(
+        root.rstrip("/").endswith("ember_bytecode_tracer") for root in convert_frame._SKIP_ROOTS
+    )
