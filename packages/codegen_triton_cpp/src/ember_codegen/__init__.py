@@ -4,6 +4,7 @@ This layer (C++ build): C++ source -> cached, verified shared object -> ctypes-l
 """
 
 from ember_codegen._version import __version__
+from ember_codegen.api import compile_graph
 from ember_codegen.cache import KernelCache, default_cache_root
 from ember_codegen.cpp.build import (
     BuildResult,
@@ -55,6 +56,7 @@ __all__ = [
     "Pointer",
     "Toolchain",
     "__version__",
+    "compile_graph",
     "compile_many",
     "compile_source",
     "default_cache_root",

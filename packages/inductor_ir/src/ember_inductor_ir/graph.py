@@ -280,6 +280,11 @@ class GraphLowering:
     def _output_spec(self, value: IRNode, val: Any) -> OutputSpec:
         want = layout_of_tensor(val) if isinstance(val, torch.Tensor) else None
         node = unwrap(value)
+        if isinstance(node, Pointwise):
+            # Earlier readers may hold this box and load it inline: realizing the box itself
+            # would make them load a buffer written after them. A fresh box leaves them as
+            # they are (the pointwise is recomputed there, or fused with this output).
+            value = TensorBox(node)
         if isinstance(node, (Pointwise, Reduction)):
             self.realize(value)
             node = unwrap(value)

@@ -42,3 +42,15 @@ def test_var_and_var_mean(check):
 def test_xor_sum(check):
     x = torch.randint(0, 1000, (4, 7))
     check(lambda a: (prims.xor_sum(a, [1]),), x)
+
+
+def test_output_also_read_inline_by_an_earlier_reduction(check):
+    """A graph output that an earlier node already reads inline (an activation saved for
+    backward that also feeds the loss): the earlier reader must not load a buffer that is
+    written after it."""
+
+    def f(a):
+        y = prims.mul(a, a)
+        return (prims.sum(y, [1]), y)
+
+    check(f, torch.randn(4, 6))

@@ -1,0 +1,7 @@
+"""C++ emission: loop-IR kernel groups -> one C++ source per graph + a Python wrapper."""
+
+from .kernel import KernelSource, build_kernel
+from .source import graph_source
+from .wrapper import WrapperBuilder, WrapperCode
+
+__all__ = ["KernelSource", "WrapperBuilder", "WrapperCode", "build_kernel", "graph_source"]

@@ -1,0 +1,106 @@
+"""Schedule -> C++ source + wrapper -> compiled, loaded, callable graph."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ember_codegen.cache import atomic_write, content_key
+from ember_codegen.cpp.build import CppBuilder, default_builder
+from ember_codegen.cpp.loader import ERROR_MESSAGES, LoadedKernelLibrary
+from ember_codegen.exc import KernelRuntimeError
+from ember_inductor_ir import Schedule
+
+from .kernel import KernelSource, build_kernel
+from .source import graph_source
+from .wrapper import WrapperBuilder, check_cpu, runtime_namespace
+
+output_code_log = logging.getLogger("ember.output_code")
+perf_log = logging.getLogger("ember.perf")
+
+#: error codes of ember_kernels_extra.h on top of the runtime's
+KERNEL_ERRORS = {**ERROR_MESSAGES, 2: "IndexError: index out of range in a gather/index kernel"}
+
+
+class CompiledGraph:
+    """``compiled(inputs: list[Tensor]) -> list[Tensor]``; the generated code stays readable
+    on ``cpp_source`` and ``wrapper_source``."""
+
+    def __init__(
+        self,
+        call: Any,
+        cpp_source: str,
+        wrapper_source: str,
+        kernels: Sequence[KernelSource],
+        library: LoadedKernelLibrary | None,
+        fallback_counts: dict[str, int],
+    ) -> None:
+        self._call = call
+        self.cpp_source = cpp_source
+        self.wrapper_source = wrapper_source
+        self.kernels = list(kernels)
+        self.library = library
+        self.fallback_counts = dict(fallback_counts)
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return self._call(inputs)
+
+
+def _kernel_functions(library: LoadedKernelLibrary, kernels: Sequence[KernelSource]) -> dict:
+    """The raw ctypes functions (pointers are passed as ints computed once per call)."""
+    functions = {}
+    for kernel in kernels:
+        fn = library.cdll[kernel.name]
+        fn.argtypes = [ctypes.c_void_p] * len(kernel.params)
+        fn.restype = None
+        functions[f"_k_{kernel.name}"] = fn
+    return functions
+
+
+def _error_raiser(library: LoadedKernelLibrary | None) -> Any:
+    def raise_kernel_error(kernel_name: str) -> None:
+        code = library.take_error() if library is not None else 0
+        message = KERNEL_ERRORS.get(code, f"unknown error code {code}")
+        raise KernelRuntimeError(f"kernel {kernel_name}: {message}")
+
+    return raise_kernel_error
+
+
+def compile_cpp(sched: Schedule, builder: CppBuilder | None = None) -> CompiledGraph:
+    start = time.perf_counter()
+    check_cpu(sched)
+    kernels = [build_kernel(g, sched) for g in sched if g.extern is None]
+    cpp_source = graph_source(kernels)
+    wrapper = WrapperBuilder(sched, {k.name: k for k in kernels}).build()
+    generated = time.perf_counter()
+    builder = builder if builder is not None else default_builder()
+    namespace = {**runtime_namespace(), **wrapper.namespace}
+    library = None
+    if kernels:
+        library = builder.compile(cpp_source)
+        namespace.update(_kernel_functions(library, kernels))
+        namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
+    namespace["_raise_kernel_error"] = _error_raiser(library)
+    key = content_key(["ember-cpp-wrapper", cpp_source, wrapper.source])
+    path = builder.cache.subdirectory("wrapper") / f"{key}.py"
+    if not path.exists():
+        atomic_write(path, wrapper.source.encode())
+    exec(compile(wrapper.source, str(path), "exec"), namespace)
+    output_code_log.info("C++ kernels (%d):\n%s", len(kernels), cpp_source)
+    output_code_log.info("wrapper %s:\n%s", path, wrapper.source)
+    perf_log.info(
+        "compile_graph(cpp): %d kernels, codegen %.3fs, build+load %.3fs",
+        len(kernels), generated - start, time.perf_counter() - generated,
+    )  # fmt: skip
+    return CompiledGraph(
+        namespace["call"], cpp_source, wrapper.source, kernels, library, sched.fallback_counts
+    )

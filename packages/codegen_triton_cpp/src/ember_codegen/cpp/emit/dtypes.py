@@ -1,0 +1,97 @@
+"""C++ types of torch dtypes: how a dtype is stored, computed with, loaded and stored.
+
+bfloat16 and float16 are stored as their uint16_t bit patterns and computed in float32
+(converted on load and store, and rounded where a body converts to them explicitly).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ember_codegen.exc import CodegenError
+
+
+class UnsupportedDtypeError(CodegenError):
+    """A dtype the C++ target cannot compute with (complex, float8, unsigned > 8 bits...)."""
+
+
+@dataclass(frozen=True)
+class CppType:
+    storage: str  # the element type of a buffer of this dtype
+    compute: str  # the type of values of this dtype inside a kernel
+    load: str = "{}"  # storage expression -> compute expression
+    store: str = "{}"  # compute expression -> storage expression
+
+
+_REDUCED = {
+    torch.bfloat16: CppType(
+        "uint16_t", "float", "ember::bf16_to_float({})", "ember::float_to_bf16({})"
+    ),
+    torch.float16: CppType(
+        "uint16_t", "float", "ember::half_to_float({})", "ember::float_to_half({})"
+    ),
+}
+_PLAIN = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int32_t",
+    torch.int64: "int64_t",
+    torch.uint8: "uint8_t",
+    torch.bool: "bool",
+}
+CPP_TYPES: dict[torch.dtype, CppType] = {
+    **{dtype: CppType(name, name) for dtype, name in _PLAIN.items()},
+    **_REDUCED,
+}
+
+
+def cpp_type(dtype: torch.dtype) -> CppType:
+    try:
+        return CPP_TYPES[dtype]
+    except KeyError:
+        raise UnsupportedDtypeError(
+            f"the C++ target has no kernels for {dtype}; supported: "
+            f"{', '.join(str(d).removeprefix('torch.') for d in CPP_TYPES)}. Keep ops on this "
+            "dtype out of the compiled region (or use the eager/aot_eager backend)"
+        ) from None
+
+
+def compute_type(dtype: torch.dtype) -> str:
+    return cpp_type(dtype).compute
+
+
+def is_reduced_float(dtype: torch.dtype) -> bool:
+    return dtype in _REDUCED
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def is_integer(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+
+
+def cpp_literal(value: bool | int | float, dtype: torch.dtype) -> str:
+    """A C++ expression of ``dtype``'s compute type holding ``value`` as eager would."""
+    ctype = compute_type(dtype)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if is_integer(dtype):
+        number = int(value)
+        if number == -(2**63):
+            return "static_cast<int64_t>(INT64_MIN)"
+        return f"static_cast<{ctype}>({number}LL)"
+    number = float(value)
+    if is_reduced_float(dtype):  # the constant eager would see: rounded to the narrow type
+        number = torch.tensor(number, dtype=dtype).item()
+    if math.isnan(number):
+        return f"static_cast<{ctype}>(NAN)"
+    if math.isinf(number):
+        return f"static_cast<{ctype}>({'-' if number < 0 else ''}INFINITY)"
+    return f"static_cast<{ctype}>({number.hex()})"  # hex literals are exact

@@ -1,0 +1,77 @@
+"""Sympy index expressions -> C++ int64 arithmetic.
+
+Loop variables are ``int64_t``, so every product and sum of them is int64 arithmetic.
+``FloorDiv`` and ``ModularIndexing`` only ever see non-negative operands (the loop IR's
+contract), where C++'s truncating ``/`` and ``%`` equal floor division and modulo.
+"""
+
+from __future__ import annotations
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from ember_codegen.exc import CodegenError
+
+
+class IndexPrinter(StrPrinter):
+    def _print_Integer(self, expr: sympy.Integer) -> str:
+        value = int(expr)
+        if abs(value) >= 2**31:
+            return f"{value}LL"
+        return str(value)
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return expr.name
+
+    def _print_FloorDiv(self, expr: sympy.Expr) -> str:
+        base, divisor = expr.args
+        return f"(({self._print(base)}) / {self._paren(divisor)})"
+
+    def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
+        base, divisor, modulus = expr.args
+        inner = (
+            self._print(base) if divisor == 1 else f"({self._print(base)}) / {self._paren(divisor)}"
+        )
+        return f"(({inner}) % {self._paren(modulus)})"
+
+    def _print_Mod(self, expr: sympy.Expr) -> str:
+        a, b = expr.args
+        return f"ember::remainder<int64_t>({self._print(a)}, {self._print(b)})"
+
+    def _print_Max(self, expr: sympy.Expr) -> str:
+        return self._fold("ember_extra::imax", expr.args)
+
+    def _print_Min(self, expr: sympy.Expr) -> str:
+        return self._fold("ember_extra::imin", expr.args)
+
+    def _print_Pow(self, expr: sympy.Expr, rational: bool = False) -> str:
+        base, exponent = expr.args
+        if exponent.is_Integer and int(exponent) > 0:
+            return "(" + " * ".join([self._paren(base)] * int(exponent)) + ")"
+        raise CodegenError(f"index expression {expr} has a non-integer power")
+
+    def _print_Rational(self, expr: sympy.Expr) -> str:
+        raise CodegenError(f"index expression has a fraction {expr}; indices must be integers")
+
+    def _print_Function(self, expr: sympy.Expr) -> str:
+        raise CodegenError(
+            f"index expression uses {type(expr).__name__}, which the C++ printer does not know"
+        )
+
+    def _fold(self, fn: str, args: tuple) -> str:
+        text = self._print(args[0])
+        for arg in args[1:]:
+            text = f"{fn}({text}, {self._print(arg)})"
+        return text
+
+    def _paren(self, expr: sympy.Expr) -> str:
+        text = self._print(expr)
+        return text if expr.is_Atom else f"({text})"
+
+
+_printer = IndexPrinter()
+
+
+def cpp_index(expr: sympy.Expr) -> str:
+    """C++ text of an integer index expression."""
+    return _printer.doprint(sympy.sympify(expr))

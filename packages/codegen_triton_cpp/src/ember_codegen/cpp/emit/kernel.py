@@ -1,0 +1,315 @@
+"""One C++ function per loops KernelGroup.
+
+For each outer point the group's nodes run in *segments*: an ``outer`` segment runs its
+nodes once, a ``loop`` segment runs its ``reduction``/``full`` nodes inside the reduction
+loops (a new loop segment starts when a node reads a reduction finished in the current one).
+Values written by ``outer`` and ``reduction`` nodes stay in registers for the rest of the
+outer point; buffers that nobody outside the group reads are never stored at all.
+
+Parallelism (decided from the static sizes):
+* ``serial``: less than PARALLEL_MIN_WORK iterations, OpenMP would cost more than it saves;
+* ``outer``: ``#pragma omp parallel for`` over the outer loops (for pointwise kernels the
+  innermost loop stays out of the collapse so that it vectorizes);
+* ``split``: few outer points but long reductions: the reduction loops are shared out with
+  ``omp for schedule(static)``, each thread keeps a partial accumulator, and the partials
+  are merged in thread order (deterministic for a given thread count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ember_codegen.exc import CodegenError
+from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule, ScheduledNode
+from ember_inductor_ir.indexing import multi_to_flat, product
+
+from .dtypes import compute_type, cpp_type
+from .index_printer import cpp_index
+from .op_table import CppValue
+from .ops_handler import CodeWriter, CppOpsHandler
+from .reductions import accumulator
+
+PARALLEL_MIN_WORK = 32768
+#: With fewer outer points than this, a long reduction is split across threads instead.
+SPLIT_MAX_OUTER = 16
+#: Pointwise kernels collapse outer loops until they have this many parallel iterations.
+MIN_PARALLEL_ITERATIONS = 64
+
+
+@dataclass
+class KernelParam:
+    buffer: str
+    dtype: torch.dtype
+    written: bool
+
+
+@dataclass
+class KernelSource:
+    name: str
+    code: str
+    params: list[KernelParam]
+    may_fail: bool
+    #: buffers of the group that live only in registers (the wrapper allocates nothing)
+    register_only: set[str]
+    mode: str
+
+
+@dataclass
+class _Segment:
+    kind: str  # "outer" | "loop"
+    nodes: list[ScheduledNode] = field(default_factory=list)
+    reduced: set[str] = field(default_factory=set)
+
+
+def _reads(node: ScheduledNode) -> set[str]:
+    rw = ReadWriteHandler()
+    node.run(rw)
+    return {name for name, _ in rw.reads}
+
+
+def plan_segments(nodes: list[ScheduledNode]) -> list[_Segment]:
+    segments: list[_Segment] = []
+    for node in nodes:
+        kind = "outer" if node.placement == "outer" else "loop"
+        current = segments[-1] if segments else None
+        if current is None or current.kind != kind or (_reads(node) & current.reduced):
+            current = _Segment(kind)
+            segments.append(current)
+        current.nodes.append(node)
+        if node.placement == "reduction":
+            current.reduced.add(node.buffer.name)
+    return segments
+
+
+def _static(values: list[Any], what: str) -> list[int]:
+    out = []
+    for v in values:
+        if not getattr(v, "is_Integer", False):
+            raise CodegenError(f"{what} {v} is symbolic; the C++ target needs static sizes")
+        out.append(int(v))
+    return out
+
+
+class KernelBuilder:
+    """Emits one group; the ops handler calls back for pointers, locals and reductions."""
+
+    def __init__(self, group: KernelGroup, sched: Schedule) -> None:
+        self.group = group
+        self.sched = sched
+        self.sizes = _static(group.sizes, "kernel size")
+        self.rsizes = _static(group.reduction_sizes, "reduction size")
+        self.outer_vars, self.red_vars = group.index_vars()
+        self.params: dict[str, bool] = {}
+        self.may_fail = False
+        self.register_only = {
+            n.buffer.name
+            for n in group.nodes
+            if n.placement in ("outer", "reduction") and n.buffer.name in group.internal
+        }
+        self._tmp = 0
+        self._acc = 0
+        self._locals: dict[str, CppValue] = {}
+        self._segment_locals: dict[str, CppValue] = {}
+        self._segment: _Segment | None = None
+        self._accs: dict[tuple, tuple[str, Any]] = {}
+        self._prologue = CodeWriter()
+        self._epilogue = CodeWriter()
+        self._preamble: list[str] = []
+        self.mode = self._choose_mode()
+
+    # -- decisions -----------------------------------------------------------------------
+    def _choose_mode(self) -> str:
+        outer = int(product([sympy.Integer(s) for s in self.sizes]))
+        red = int(product([sympy.Integer(s) for s in self.rsizes]))
+        if outer * max(red, 1) < PARALLEL_MIN_WORK:
+            return "serial"
+        if self.rsizes and outer < SPLIT_MAX_OUTER:
+            return "split"
+        return "outer"
+
+    # -- callbacks from the ops handler --------------------------------------------------
+    def new_tmp(self) -> str:
+        self._tmp += 1
+        return f"tmp{self._tmp - 1}"
+
+    def pointer(self, name: str, write: bool) -> str:
+        self.params[name] = self.params.get(name, False) or write
+        return name
+
+    def buffer_dtype(self, name: str) -> torch.dtype:
+        return self.sched.buffers[name].get_dtype()
+
+    def base_offset(self, name: str) -> sympy.Expr:
+        return self.sched.layout(name).offset
+
+    def local_value(self, name: str) -> CppValue | None:
+        return self._segment_locals.get(name) or self._locals.get(name)
+
+    def keep_local(self, name: str, value: CppValue) -> bool:
+        """Remember a stored value for later loads; True when no store is needed."""
+        if self._segment is not None and self._segment.kind == "loop":
+            self._segment_locals[name] = value
+            return False
+        self._locals[name] = value
+        return name in self.register_only
+
+    def store_prefix(self) -> str:
+        """Stores of per-outer-point values are done by one thread in split mode."""
+        in_loop = self._segment is not None and self._segment.kind == "loop"
+        return "if (tid == 0) " if self.mode == "split" and not in_loop else ""
+
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str, value: CppValue
+    ) -> Any:
+        key = (rtype, value.expr, dtype, src_dtype)
+        if key in self._accs:
+            return self._accs[key][1]
+        acc = accumulator(rtype)
+        name = f"acc{self._acc}"
+        self._acc += 1
+        ctype = acc.ctype(dtype, src_dtype)
+        self._prologue.line(f"{ctype} {name} = {acc.init(dtype, src_dtype)};")
+        rindex = cpp_index(multi_to_flat(self.red_vars, self.group.reduction_sizes))
+        self._body.line(f"{name} = {acc.update(name, value.expr, rindex)};")
+        if self.mode == "split":
+            self._preamble.append(f"{ctype} {name}_partials[ember_extra::kMaxThreads];")
+            self._merge.append((name, acc))
+        results = []
+        for expr in acc.finish(name, dtype):
+            tmp = self.new_tmp()
+            self._epilogue.line(f"const {compute_type(dtype)} {tmp} = {expr};")
+            results.append(CppValue(tmp, dtype))
+        result = tuple(results) if rtype == "welford" else results[0]
+        self._accs[key] = (name, result)
+        return result
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: CppValue) -> None:
+        dtype = self.buffer_dtype(name)
+        if value.dtype != dtype:
+            raise CodegenError(f"reduction into {name} produced {value.dtype}, buffer is {dtype}")
+        self._locals[name] = value
+        if name in self.register_only:
+            return
+        relative = sympy.expand(index - self.base_offset(name))
+        stored = cpp_type(dtype).store.format(value.expr)
+        target = f"{self.pointer(name, True)}[{cpp_index(relative)}]"
+        self._epilogue.line(
+            f"{'if (tid == 0) ' if self.mode == 'split' else ''}{target} = {stored};"
+        )
+
+    # -- emission ------------------------------------------------------------------------
+    def build(self) -> KernelSource:
+        out = CodeWriter(1)
+        self.handler = CppOpsHandler(self, out)
+        if self.mode == "split":
+            out.line("#pragma omp parallel num_threads(ember_extra::team_size())")
+            with out.block(""):
+                out.line("const int tid = ember::thread_id();")
+                out.line("const int nth = ember_extra::team_threads();")
+                self._outer_loops(out, parallel=False)
+        else:
+            self._outer_loops(out, parallel=self.mode == "outer")
+        name = self.group.name
+        params = [
+            KernelParam(buffer, self.buffer_dtype(buffer), written)
+            for buffer, written in self.params.items()
+        ]
+        decls = ", ".join(
+            f"{'' if p.written else 'const '}{cpp_type(p.dtype).storage}* EMBER_RESTRICT {p.buffer}"
+            for p in params
+        )
+        lines = [f"// {self.group.describe()}", f"EMBER_KERNEL void {name}({decls}) {{"]
+        lines += ["  " + line for line in self._preamble]
+        lines += out.lines
+        lines.append("}")
+        return KernelSource(
+            name, "\n".join(lines), params, self.may_fail, self.register_only, self.mode
+        )
+
+    def _outer_loops(self, out: CodeWriter, parallel: bool) -> None:
+        depth = len(self.sizes)
+        pragma_at, collapse = self._outer_pragma() if parallel else (None, 0)
+        for k, (var, size) in enumerate(zip(self.outer_vars, self.sizes, strict=True)):
+            if k == pragma_at:
+                clause = f" collapse({collapse})" if collapse > 1 else ""
+                out.line(f"#pragma omp parallel for{clause}")
+            out.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+            out.level += 1
+        if depth == 0:  # a scalar kernel: one outer point
+            out.line("{")
+            out.level += 1
+        self._outer_point(out)
+        for _ in range(max(depth, 1)):
+            out.level -= 1
+            out.line("}")
+
+    def _outer_pragma(self) -> tuple[int, int]:
+        depth = len(self.sizes)
+        if depth == 0:
+            return (None, 0)  # type: ignore[return-value]
+        if self.rsizes or depth == 1:
+            return 0, depth
+        running = 1
+        for k in range(depth - 1):
+            running *= self.sizes[k]
+            if running >= MIN_PARALLEL_ITERATIONS:
+                return 0, k + 1
+        return 0, depth - 1
+
+    def _outer_point(self, out: CodeWriter) -> None:
+        self._locals = {}
+        for segment in plan_segments(self.group.nodes):
+            self._segment = segment
+            if segment.kind == "outer":
+                for node in segment.nodes:
+                    node.run(self.handler)
+            else:
+                self._loop_segment(segment, out)
+            self._segment = None
+
+    def _loop_segment(self, segment: _Segment, out: CodeWriter) -> None:
+        self._prologue = CodeWriter(out.level)
+        self._epilogue = CodeWriter(out.level)
+        self._merge: list[tuple[str, Any]] = []
+        self._segment_locals = {}
+        body = CodeWriter(out.level + len(self.rsizes))
+        self._body = body
+        with self.handler.scope(body):
+            for node in segment.nodes:
+                node.run(self.handler)
+        self._segment_locals = {}
+        out.extend(self._prologue.lines)
+        if self.mode == "split":
+            clause = f" collapse({len(self.rsizes)})" if len(self.rsizes) > 1 else ""
+            nowait = " nowait" if self._merge else ""
+            out.line(f"#pragma omp for schedule(static){clause}{nowait}")
+        for k, (var, size) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
+            out.line("  " * k + f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+        out.extend(body.lines)
+        for k in reversed(range(len(self.rsizes))):
+            out.line("  " * k + "}")
+        if self.mode == "split" and self._merge:
+            for name, _ in self._merge:
+                out.line(f"{name}_partials[tid] = {name};")
+            out.line("#pragma omp barrier")
+            for name, acc in self._merge:
+                out.line(f"{name} = {name}_partials[0];")
+                out.line(
+                    f"for (int t = 1; t < nth; ++t) {name} = {acc.combine(name, f'{name}_partials[t]')};"
+                )
+            out.line("#pragma omp barrier")
+        out.extend(self._epilogue.lines)
+        self._accs = {}
+
+
+def build_kernel(group: KernelGroup, sched: Schedule) -> KernelSource:
+    if group.device is not None and group.device.type != "cpu":
+        raise CodegenError(
+            f"{group.name} runs on {group.device}; the C++ target compiles CPU kernels only "
+            "(use target='triton' for GPU graphs)"
+        )
+    return KernelBuilder(group, sched).build()

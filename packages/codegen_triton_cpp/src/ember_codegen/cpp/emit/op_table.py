@@ -1,0 +1,202 @@
+"""Element-wise ``ops`` -> C++ expressions, one registry entry per op name.
+
+Each entry takes the operand values (C++ expression + torch dtype) and returns the C++
+expression of the result; the result dtype follows the ops protocol (same as the operands,
+or bool for comparisons/classification/logical ops). Values of bfloat16/float16 are float32
+inside a kernel, so their entries are the float ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .dtypes import compute_type, is_float, is_integer
+
+
+@dataclass(frozen=True)
+class CppValue:
+    """A value inside a kernel: a C++ expression (usually a temporary) and its dtype."""
+
+    expr: str
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return self.expr
+
+
+Emitter = Callable[..., str]
+#: op name -> emitter(*operands) -> C++ expression
+CPP_OPS: dict[str, Emitter] = {}
+#: ops whose result is bool whatever their operands
+BOOL_RESULT_OPS: set[str] = set()
+#: ops that may report an error through the runtime's error code (integer division by 0)
+FALLIBLE_OPS = {"floordiv", "truncdiv", "mod", "fmod"}
+
+
+def emits(*names: str, to_bool: bool = False) -> Callable[[Emitter], Emitter]:
+    def register(fn: Emitter) -> Emitter:
+        for name in names:
+            CPP_OPS[name] = fn
+            if to_bool:
+                BOOL_RESULT_OPS.add(name)
+        return fn
+
+    return register
+
+
+def _std(name: str) -> Emitter:
+    return lambda x: f"std::{name}({x})"
+
+
+# --------------------------------------------------------------- unary math (floats)
+for _name in (
+    "sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
+    "lgamma",
+):  # fmt: skip
+    CPP_OPS[_name] = _std(_name)
+
+for _name in ("sigmoid", "erfinv", "reciprocal", "rsqrt"):
+    CPP_OPS[_name] = (lambda n: lambda x: f"ember::{n}({x})")(_name)
+
+
+def _rounding(name: str, float_expr: str) -> Emitter:
+    def emit(x: CppValue) -> str:
+        return float_expr.format(x) if is_float(x.dtype) else x.expr  # exact on integers
+
+    return emit
+
+
+CPP_OPS["floor"] = _rounding("floor", "std::floor({})")
+CPP_OPS["ceil"] = _rounding("ceil", "std::ceil({})")
+CPP_OPS["trunc"] = _rounding("trunc", "std::trunc({})")
+CPP_OPS["round"] = _rounding("round", "ember::round_half_even({})")
+
+
+@emits("abs")
+def _abs(x: CppValue) -> str:
+    if is_float(x.dtype):
+        return f"std::abs({x})"
+    if is_integer(x.dtype):
+        return f"({x} < 0 ? ember::wrapping_neg({x}) : {x})"
+    return x.expr
+
+
+@emits("neg")
+def _neg(x: CppValue) -> str:
+    return f"(-{x})" if is_float(x.dtype) else f"ember::wrapping_neg({x})"
+
+
+@emits("sign")
+def _sign(x: CppValue) -> str:
+    return x.expr if x.dtype == torch.bool else f"ember::sign({x})"
+
+
+# --------------------------------------------------------------- binary arithmetic
+def _infix(op: str) -> Emitter:
+    return lambda a, b: f"({a} {op} {b})"
+
+
+CPP_OPS["add"] = _infix("+")
+CPP_OPS["sub"] = _infix("-")
+CPP_OPS["truediv"] = _infix("/")
+
+
+@emits("mul")
+def _mul(a: CppValue, b: CppValue) -> str:
+    return f"({a} && {b})" if a.dtype == torch.bool else f"({a} * {b})"
+
+
+@emits("floordiv")
+def _floordiv(a: CppValue, b: CppValue) -> str:
+    return f"ember::floordiv<{compute_type(a.dtype)}>({a}, {b})"
+
+
+@emits("mod")
+def _mod(a: CppValue, b: CppValue) -> str:
+    return f"ember::remainder<{compute_type(a.dtype)}>({a}, {b})"
+
+
+@emits("truncdiv")
+def _truncdiv(a: CppValue, b: CppValue) -> str:
+    if is_float(a.dtype):
+        return f"std::trunc({a} / {b})"
+    return f"ember::truncdiv<{compute_type(a.dtype)}>({a}, {b})"
+
+
+@emits("fmod")
+def _fmod(a: CppValue, b: CppValue) -> str:
+    if is_float(a.dtype):
+        return f"std::fmod({a}, {b})"
+    return f"ember::truncmod<{compute_type(a.dtype)}>({a}, {b})"
+
+
+@emits("pow")
+def _pow(a: CppValue, b: CppValue) -> str:
+    if is_float(a.dtype):
+        return f"std::pow({a}, {b})"
+    return f"ember::ipow<{compute_type(a.dtype)}>({a}, {b})"
+
+
+for _name in ("maximum", "minimum"):
+    CPP_OPS[_name] = (lambda n: lambda a, b: f"ember::{n}({a}, {b})")(_name)
+for _name in ("atan2", "hypot", "copysign", "nextafter"):
+    CPP_OPS[_name] = (lambda n: lambda a, b: f"std::{n}({a}, {b})")(_name)
+
+
+# --------------------------------------------------------------- comparisons -> bool
+for _name, _op in (
+    ("eq", "=="),
+    ("ne", "!="),
+    ("lt", "<"),
+    ("le", "<="),
+    ("gt", ">"),
+    ("ge", ">="),
+):
+    emits(_name, to_bool=True)(_infix(_op))
+
+
+def _classify(float_expr: str, int_expr: str) -> Emitter:
+    def emit(x: CppValue) -> str:
+        return (float_expr if is_float(x.dtype) else int_expr).format(x)
+
+    return emit
+
+
+emits("isnan", to_bool=True)(_classify("std::isnan({})", "false"))
+emits("isinf", to_bool=True)(_classify("std::isinf({})", "false"))
+emits("signbit", to_bool=True)(_classify("std::signbit({})", "({} < 0)"))
+
+
+# --------------------------------------------------------------- logical and bitwise
+emits("logical_and", to_bool=True)(
+    lambda a, b: f"(static_cast<bool>({a}) && static_cast<bool>({b}))"
+)
+emits("logical_or", to_bool=True)(
+    lambda a, b: f"(static_cast<bool>({a}) || static_cast<bool>({b}))"
+)
+emits("logical_xor", to_bool=True)(
+    lambda a, b: f"(static_cast<bool>({a}) != static_cast<bool>({b}))"
+)
+emits("logical_not", to_bool=True)(lambda x: f"(!static_cast<bool>({x}))")
+CPP_OPS["bitwise_and"] = _infix("&")
+CPP_OPS["bitwise_or"] = _infix("|")
+CPP_OPS["bitwise_xor"] = _infix("^")
+
+
+@emits("bitwise_not")
+def _bitwise_not(x: CppValue) -> str:
+    return f"(!{x})" if x.dtype == torch.bool else f"(~{x})"
+
+
+@emits("shift_left")
+def _shift_left(a: CppValue, b: CppValue) -> str:
+    return f"ember::shift_left<{compute_type(a.dtype)}>({a}, {b})"
+
+
+@emits("shift_right")
+def _shift_right(a: CppValue, b: CppValue) -> str:
+    return f"ember::shift_right<{compute_type(a.dtype)}>({a}, {b})"

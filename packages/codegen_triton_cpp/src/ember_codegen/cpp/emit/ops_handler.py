@@ -1,0 +1,179 @@
+"""The C++ emitting ``ops`` handler: a loop body run with it writes C++ statements.
+
+Values are :class:`CppValue` (a temporary's name and its dtype). Every op becomes one
+``const T tmpN = expr;`` line, common subexpressions are emitted once per scope (a loop
+body, a masked block), loads of buffers this kernel keeps in registers come back as those
+values, and reductions are handed to the kernel builder, which owns the accumulators.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import sympy
+import torch
+
+from .dtypes import compute_type, cpp_literal, cpp_type, is_reduced_float
+from .index_printer import cpp_index
+from .op_table import BOOL_RESULT_OPS, CPP_OPS, FALLIBLE_OPS, CppValue
+
+if TYPE_CHECKING:
+    from .kernel import KernelBuilder
+
+
+class CodeWriter:
+    """Lines of C++ with the current indentation."""
+
+    def __init__(self, indent: int = 0) -> None:
+        self.lines: list[str] = []
+        self.level = indent
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.level + text)
+
+    def extend(self, lines: list[str]) -> None:
+        self.lines.extend(lines)
+
+    @contextlib.contextmanager
+    def block(self, head: str) -> Iterator[None]:
+        self.line(f"{head} {{" if head else "{")
+        self.level += 1
+        try:
+            yield
+        finally:
+            self.level -= 1
+            self.line("}")
+
+
+class CppOpsHandler:
+    def __init__(self, kernel: KernelBuilder, out: CodeWriter) -> None:
+        self.kernel = kernel
+        self.out = out
+        self._scopes: list[dict[tuple, CppValue]] = [{}]
+
+    # -- emission and common subexpressions ------------------------------------------------
+    def _cse(self, expr: str, dtype: torch.dtype) -> CppValue:
+        key = (expr, dtype)
+        for scope in reversed(self._scopes):
+            if key in scope:
+                return scope[key]
+        name = self.kernel.new_tmp()
+        self.out.line(f"const {compute_type(dtype)} {name} = {expr};")
+        value = CppValue(name, dtype)
+        self._scopes[-1][key] = value
+        return value
+
+    @contextlib.contextmanager
+    def scope(self, out: CodeWriter | None = None) -> Iterator[None]:
+        """A nested C++ block: values made inside are not reused after it."""
+        saved = self.out
+        self._scopes.append({})
+        if out is not None:
+            self.out = out
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+            self.out = saved
+
+    def __getattr__(self, name: str) -> Callable[..., CppValue]:
+        emitter = CPP_OPS.get(name)
+        if emitter is None:
+            raise AttributeError(f"the C++ handler has no op named {name!r}")
+
+        def op(*args: CppValue) -> CppValue:
+            if name in FALLIBLE_OPS and not args[0].dtype.is_floating_point:
+                self.kernel.may_fail = True
+            dtype = torch.bool if name in BOOL_RESULT_OPS else args[0].dtype
+            return self._cse(emitter(*args), dtype)
+
+        return op
+
+    # -- memory --------------------------------------------------------------------------
+    def _address(self, name: str, index: sympy.Expr, write: bool) -> str:
+        pointer = self.kernel.pointer(name, write)
+        relative = sympy.expand(index - self.kernel.base_offset(name))
+        return f"{pointer}[{cpp_index(relative)}]"
+
+    def load(self, name: str, index: sympy.Expr) -> CppValue:
+        local = self.kernel.local_value(name)
+        if local is not None:
+            return local
+        dtype = self.kernel.buffer_dtype(name)
+        return self._cse(cpp_type(dtype).load.format(self._address(name, index, False)), dtype)
+
+    def store(self, name: str, index: sympy.Expr, value: CppValue) -> None:
+        dtype = self.kernel.buffer_dtype(name)
+        value = self._as_dtype(value, dtype)
+        if self.kernel.keep_local(name, value):
+            return
+        stored = cpp_type(dtype).store.format(value.expr)
+        self.out.line(f"{self.kernel.store_prefix()}{self._address(name, index, True)} = {stored};")
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: CppValue) -> None:
+        self.kernel.store_reduction(name, index, value)
+
+    def _as_dtype(self, value: CppValue, dtype: torch.dtype) -> CppValue:
+        return value if value.dtype == dtype else self.to_dtype(value, dtype)
+
+    # -- leaves and conversions ---------------------------------------------------------
+    def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
+        return self._cse(cpp_literal(value, dtype), dtype)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
+        return self._cse(f"static_cast<{compute_type(dtype)}>({cpp_index(expr)})", dtype)
+
+    def to_dtype(self, x: CppValue, dtype: torch.dtype) -> CppValue:
+        if x.dtype == dtype:
+            return x
+        target = compute_type(dtype)
+        if is_reduced_float(x.dtype):  # the value is a bf16/f16: round it before widening
+            kind = cpp_type(x.dtype)
+            x = self._cse(kind.load.format(kind.store.format(x.expr)), x.dtype)
+        if is_reduced_float(dtype):  # round to the narrow type, keep computing in float
+            kind = cpp_type(dtype)
+            narrow = kind.store.format(f"ember::cast<float>({x})")
+            return self._cse(kind.load.format(narrow), dtype)
+        return self._cse(f"ember::cast<{target}>({x})", dtype)
+
+    def to_dtype_bitcast(self, x: CppValue, dtype: torch.dtype) -> CppValue:
+        source, target = cpp_type(x.dtype), cpp_type(dtype)
+        bits = source.store.format(x.expr)  # the stored bit pattern of x
+        raw = f"ember_extra::bitcast<{target.storage}>({bits})"
+        return self._cse(target.load.format(raw), dtype)
+
+    # -- indirect indexing, selection, masking --------------------------------------------
+    def indirect_indexing(self, x: CppValue, size: sympy.Expr) -> sympy.Symbol:
+        self.kernel.may_fail = True
+        value = self._cse(
+            f"ember_extra::wrap_index(static_cast<int64_t>({x}), {cpp_index(size)})", torch.int64
+        )
+        return sympy.Symbol(value.expr, integer=True)
+
+    def where(self, cond: CppValue, a: CppValue, b: CppValue) -> CppValue:
+        return self._cse(f"({cond} ? {a} : {b})", a.dtype)
+
+    def masked(self, mask: CppValue, body: Callable[[], CppValue], other: Any) -> CppValue:
+        inner = CodeWriter(self.out.level + 1)
+        with self.scope(inner):
+            value = body()
+        name = self.kernel.new_tmp()
+        self.out.line(f"{compute_type(value.dtype)} {name} = {cpp_literal(other, value.dtype)};")
+        self.out.line(f"if ({mask}) {{")
+        self.out.extend(inner.lines)
+        self.out.line(f"  {name} = {value};")
+        self.out.line("}")
+        return CppValue(name, value.dtype)
+
+    # -- reductions and random numbers -----------------------------------------------------
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: CppValue
+    ) -> Any:
+        return self.kernel.reduction(dtype, src_dtype, reduction_type, value)
+
+    def random_bits(self, seed: CppValue, counter: CppValue, stream: int) -> CppValue:
+        key = self._cse(f"ember::random_key({seed}, {int(stream)}u)", torch.int32)
+        bits = f"static_cast<int64_t>(ember::random_bits(static_cast<uint32_t>({key}), {counter}))"
+        return self._cse(bits, torch.int64)
