@@ -1,0 +1,35 @@
+"""The aten -> prim decomposition table.
+
+``decomposition_table(ops=None)`` maps aten overloads to Python functions written over
+``ember_primops.prims`` (and other aten ops, which decompose recursively). Family modules
+register their rows with ``@register_decomposition``; importing this package imports them all.
+"""
+
+from __future__ import annotations
+
+from ember_primops.decompositions import (  # noqa: F401  (importing a family registers it)
+    attention,
+    backward,
+    creation,
+    elementwise,
+    indexing,
+    linalg,
+    matmul,
+    nn_activations,
+    nn_losses,
+    nn_norms,
+    nn_pooling,
+    pointwise,
+    random,
+    reductions,
+    scans,
+    shape,
+    views,
+)
+from ember_primops.decompositions._registry import (
+    DuplicateDecomposition,
+    decomposition_table,
+    register_decomposition,
+)
+
+__all__ = ["DuplicateDecomposition", "decomposition_table", "register_decomposition"]
