@@ -96,6 +96,20 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session(python=MAIN_PYTHON)
+def opinfo(session: nox.Session) -> None:
+    """The exhaustive OpInfo sweeps (not in plain `nox`, which runs a representative subset):
+    every op_db entry through ember-primops' decompositions, then through the aot_eager and
+    inductor backends when integration_tests/opinfo exists. Prints coverage tables."""
+    packages = [local(p.path) for p in PACKAGES]
+    primops = next(p for p in PACKAGES if p.folder == "primops")
+    install(session, *packages, local(primops.path) + "[test]", "pytest")
+    env = {"EMBER_OPINFO": "full"}
+    session.run("python", "packages/primops/tests/opinfo/sweep.py", *session.posargs, env=env)
+    if (ROOT / "integration_tests" / "opinfo" / "sweep.py").exists():
+        session.run("python", "integration_tests/opinfo/sweep.py", *session.posargs, env=env)
+
+
+@nox.session(python=MAIN_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, and the forbidden-import checker."""
     install(session, "ruff")
@@ -114,12 +128,17 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Frame-hook overhead, tracer overhead and first-call time vs torch.compile, then
-    eager vs torch.compile on the zoo (posargs go to the zoo benchmark)."""
+    """Frame-hook overhead, tracer overhead and first-call time vs torch.compile, bytes saved
+    for backward per partitioner, then eager vs torch.compile vs Ember (inductor) on the zoo
+    (posargs go to the zoo benchmark)."""
     install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
     session.run("python", "benchmarks/frame_hook_overhead.py")
     session.run("python", "benchmarks/tracer_overhead.py")
-    session.run("python", "benchmarks/zoo_baseline.py", "--size", "real", *session.posargs)
+    session.run("python", "benchmarks/saved_activations.py")
+    session.run(
+        "python", "benchmarks/zoo_baseline.py", "--size", "real",
+        "--compilers", "eager,torch.compile,ember", *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=MAIN_PYTHON)

@@ -1,4 +1,4 @@
-"""Baseline benchmark: eager PyTorch vs ``torch.compile`` (and later Ember) on the model zoo.
+"""Zoo benchmark: eager PyTorch vs ``torch.compile`` vs Ember (``--compilers ...,ember``).
 
 Every compiler runs in this one process on the same model object (same weights), and the
 timed iterations are interleaved (eager, compiled, eager, compiled, ...) so that drift in
@@ -78,6 +78,21 @@ def _reset_dynamo() -> None:
 
 register_compiler(BASELINE, lambda model: model)
 register_compiler("torch.compile", torch.compile, _reset_dynamo)
+
+
+def _ember_inductor(model: torch.nn.Module) -> Callable[..., Any]:
+    import ember  # imported on use: the baseline runs without Ember installed
+
+    return ember.compile(model, backend="inductor")
+
+
+def _reset_ember() -> None:
+    import ember
+
+    ember.reset()
+
+
+register_compiler("ember", _ember_inductor, _reset_ember)
 
 
 def resolve_compiler(spec: str) -> Compiler:
@@ -326,7 +341,27 @@ def render(rows: list[Row], compilers: list[Compiler], env: dict[str, Any]) -> s
             speedup = "-" if m.speedup is None else f"{m.speedup:.2f}x"
             cells += [_cell_ms(m), speedup, _fmt(m.first_call_s, ".1f"), diff]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *geomean_lines(rows, others)]
     return "\n".join(lines)
+
+
+def geomean_lines(rows: list[Row], names: list[str]) -> list[str]:
+    """Geometric mean of each column's speedups per mode, over the models where it ran."""
+    out = []
+    for mode in dict.fromkeys(r.mode for r in rows):
+        parts = []
+        for name in names:
+            speedups = [
+                r.results[name].speedup
+                for r in rows
+                if r.mode == mode and name in r.results and r.results[name].speedup
+            ]
+            if speedups:
+                geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
+                parts.append(f"{name} {geomean:.2f}x ({len(speedups)} models)")
+        if parts:
+            out.append(f"Geomean speedup over {BASELINE}, {mode}: " + ", ".join(parts) + ".")
+    return out
 
 
 def _cell_ms(m: Measurement) -> str:

@@ -12,6 +12,7 @@ from ember.compile_api import OptimizedModule, compile, disable, reset, run
 from ember.config import config
 from ember.explain import ExplainOutput, explain
 from ember.export import Exported, ExportGuardError, export
+from ember.stats import counters
 
 __version__ = "0.1.0"
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "OptimizedModule",
     "compile",
     "config",
+    "counters",
     "disable",
     "exc",
     "explain",

@@ -15,6 +15,7 @@ from ember.backends import lookup_backend
 from ember.config import config
 from ember.exc import EmberError
 from ember.logs import configure_from_env, log_record
+from ember.stats import clear as clear_counters
 from ember_bytecode_tracer.convert_frame import FrameCompiler
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -150,5 +151,6 @@ def trace_once(fn: Callable, compiler: FrameCompiler, args: tuple, kwargs: dict)
 
 
 def reset() -> None:
-    """Forget everything compiled: every cache entry and skip mark."""
+    """Forget everything compiled: every cache entry, skip mark and counter."""
     fh.reset()
+    clear_counters()

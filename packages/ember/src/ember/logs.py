@@ -1,4 +1,4 @@
-"""EMBER_LOGS=graph,guards,bytecode,graph_breaks,recompiles: what compiles show, on `logging`."""
+"""EMBER_LOGS=graph,guards,...,ir,fusion,output_code: what compiles show, on `logging`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import os
 from ember.config import config
 from ember_bytecode_tracer.bytecode import decode, format_instructions
 
-ARTIFACTS = ("graph", "guards", "bytecode", "graph_breaks", "recompiles")
+# Artifacts the umbrella formats itself (from the frame compiler's records) ...
+TRACER_ARTIFACTS = ("graph", "guards", "bytecode", "graph_breaks", "recompiles")
+# ... and artifacts the lower stages log on `ember.<name>` themselves: the umbrella only sets
+# those loggers' levels, so a stage installed alone logs through plain `logging`.
+STAGE_ARTIFACTS = ("aot", "ir", "fusion", "output_code", "perf")
+ARTIFACTS = TRACER_ARTIFACTS + STAGE_ARTIFACTS
 log = logging.getLogger("ember")
 _enabled: set[str] = set()
 
@@ -24,6 +29,9 @@ def configure_from_env() -> None:
         )
     _enabled.clear()
     _enabled.update(ARTIFACTS if "all" in names else names)
+    for name in STAGE_ARTIFACTS:
+        level = logging.INFO if name in _enabled else logging.WARNING
+        log.getChild(name).setLevel(level)
     if _enabled and not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("[ember %(name)s] %(message)s"))

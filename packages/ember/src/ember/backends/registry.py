@@ -1,4 +1,4 @@
-"""The backend registry: names -> `backend(gm, example_inputs) -> callable`.
+"""The registry: backend names -> `backend(gm, example_inputs) -> callable`.
 
 Backends follow TorchDynamo's convention, so any torch.compile backend works here and
 Ember's backends can be handed to torch.compile.
@@ -46,9 +46,3 @@ def lookup_backend(backend: str | Backend) -> Backend:
     raise InvalidBackendError(
         f"backend must be a name or a callable backend(gm, example_inputs), got {type(backend).__name__}"
     )
-
-
-@register_backend("eager")
-def eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
-    """Runs the captured graph as is: checks the tracer alone."""
-    return gm.forward

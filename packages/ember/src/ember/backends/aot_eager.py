@@ -1,0 +1,60 @@
+"""`aot_eager`: the graph traced through autograd by ember-aot-autograd, decomposed to prims by
+ember-primops, and the functional forward and backward graphs run as FX graphs.
+
+It checks the two middle stages on their own: anything it gets wrong is theirs, not codegen's.
+What it compiled and ran is counted in `ember.counters["aot_eager"]`; aten ops the table does
+not decompose stay in the graphs as they are, counted in `ember.counters["aten_fallbacks"]`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+from ember.backends.registry import register_backend
+from ember.stats import counters
+
+log = logging.getLogger("ember.aot")
+
+
+def counting_graph_runner(backend: str, kind: str) -> Callable:
+    """A compiler that runs the graph as is, counting compiles and runs under `backend`."""
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        counters[backend][f"{kind}_graphs"] += 1
+        count_aten_fallbacks(gm)
+        run = gm.forward
+
+        def run_graph(*args):
+            counters[backend][f"{kind}_runs"] += 1
+            return run(*args)
+
+        return run_graph
+
+    return compile_graph
+
+
+def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
+    """Aten ops the decomposition table left in a graph: counted, never silent."""
+    for node in gm.graph.nodes:
+        target = node.target
+        is_op = node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
+        if is_op and target.namespace != "ember_prims":
+            counters["aten_fallbacks"][str(target)] += 1
+            log.info("aten op without decomposition kept in the graph: %s", target)
+
+
+@register_backend("aot_eager")
+def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+    from ember_aot_autograd import aot_module
+    from ember_primops import decomposition_table
+
+    return aot_module(
+        gm,
+        example_inputs,
+        fw_compiler=counting_graph_runner("aot_eager", "forward"),
+        bw_compiler=counting_graph_runner("aot_eager", "backward"),
+        decompositions=decomposition_table(),
+    )
