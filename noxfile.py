@@ -120,10 +120,12 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def demo(session: nox.Session) -> None:
-    """The frame-hook demo, then real models compiled through the hook and the tracer."""
+    """The frame-hook demo, real models through the hook and the tracer, then a real model
+    compiled end to end (inductor backend, C++ kernels) with its speedup over eager."""
     install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
     session.run("python", "examples/frame_hook_demo.py")
     session.run("python", "examples/tracer_demo.py", *session.posargs)
+    session.run("python", "examples/inductor_demo.py")
 
 
 @nox.session(python=MAIN_PYTHON)
