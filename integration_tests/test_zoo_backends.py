@@ -13,9 +13,7 @@ from ember_zoo import build, names, output_tensors, training_loss
 
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 BACKENDS = ["aot_eager", "inductor"]
-KNOWN_FAILURES = {  # (backend, model, "infer" | "train") -> why
-    ("inductor", "rnn", "train"): "inductor_ir: a buffer loaded before it is written",
-}
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}  # (backend, model, infer|train) -> why
 
 
 @pytest.fixture(autouse=True)

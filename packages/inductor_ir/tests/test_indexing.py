@@ -23,3 +23,21 @@ def test_bounded_digits_fold():
     ranges = {i0: sympy.Integer(3), i1: sympy.Integer(5)}
     assert simplify_index(ModularIndexing(i1, 1, 5), ranges) == i1
     assert simplify_index(FloorDiv(5 * i0 + i1, 5), ranges) == i0
+
+
+def test_unflatten_into_an_empty_shape():
+    x = sympy.Symbol("x", integer=True, nonnegative=True)
+    assert flat_to_multi(x, [sympy.Integer(5), sympy.Integer(0), sympy.Integer(3)]) == [0, 0, 0]
+    assert ModularIndexing(x + 4, sympy.Integer(0), sympy.Integer(3)).args[0] == x + 4
+
+
+def test_digits_and_floors_keep_non_negative_operands():
+    # C++ prints these with truncating / and %: a simplification may not make them negative.
+    i0, i1 = index_vars("i", 2)
+    two = sympy.Integer(2)
+    digit = ModularIndexing(2 * i0 + i1 - 3, sympy.Integer(1), two)
+    assert digit == ModularIndexing(i1 + 1, sympy.Integer(1), two)
+    assert FloorDiv(2 * i0 + i1 - 3, two) == i0 - 2 + FloorDiv(i1 + 1, two)
+    # A negative coefficient could still go negative: left as it is.
+    kept = ModularIndexing(4 * i0 + 5 - i1, sympy.Integer(1), two)
+    assert kept.args[0] == 4 * i0 + 5 - i1

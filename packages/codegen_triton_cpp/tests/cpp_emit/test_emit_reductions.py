@@ -114,3 +114,26 @@ def test_reduced_precision_reductions(check, dtype):
         )
 
     check(f, x)
+
+
+@pytest.mark.parametrize(
+    ("x", "dims", "pragma"),
+    [
+        # a pooling window: the reduction unrolls, the innermost outer loop vectorizes
+        (torch.randn(8, 16, 32, 32, 4), [4], "#pragma omp parallel for collapse(2)\n"),
+        # a long reduction per point: only the loops the threads need are collapsed
+        (torch.randn(8, 16, 3, 200), [3], "#pragma omp parallel for collapse(2)\n"),
+    ],
+)
+def test_outer_loops_collapse_only_what_threads_need(check, x, dims, pragma):
+    _, compiled = check(lambda a: (prims.amax(a, dims),), x)
+    assert pragma in compiled.cpp_source
+
+
+def test_bool_buffers_are_bytes(check):
+    # bool loads as uint8 compares (GCC cannot vectorize loads of `bool`)
+    x, mask = torch.randn(64, 128), torch.rand(64, 128) > 0.5
+    _, compiled = check(
+        lambda a, m: (prims.where(m, a, prims.neg(a)), prims.bitwise_not(m)), x, mask
+    )
+    assert "const uint8_t* EMBER_RESTRICT" in compiled.cpp_source

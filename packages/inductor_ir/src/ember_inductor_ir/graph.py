@@ -215,6 +215,11 @@ class GraphLowering:
         if node.target is operator.getitem:
             return args[0][args[1]]
         lowering = lowering_for(node.target)
+        if lowering is not None and _touches_complex(node):
+            # The loop IR has no complex types (no code generator emits them): such prims
+            # run through their reference implementation, counted as fallbacks.
+            log.info("complex values at node %s (%s): fallback kernel", node.name, node.target)
+            return self.extern(node.target, args, kwargs, fallback=True)
         if lowering is None:
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise LoweringError(
@@ -316,6 +321,12 @@ def _is_library_prim(op: object) -> bool:
         return get_prim(op).category == "extern"
     except (ImportError, KeyError):
         return False
+
+
+def _touches_complex(node: torch.fx.Node) -> bool:
+    values = [node.meta.get("val")]
+    values += [a.meta.get("val") for a in node.all_input_nodes]
+    return any(isinstance(v, torch.Tensor) and v.dtype.is_complex for v in tree_flatten(values)[0])
 
 
 def _same_strides(got: Layout, want: Layout) -> bool:

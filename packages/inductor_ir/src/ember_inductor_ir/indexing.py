@@ -69,8 +69,19 @@ class FloorDiv(sympy.Function):
                 else:
                     inside.append(term)
             if outside:
-                return sympy.Add(*outside) + FloorDiv(sympy.Add(*inside), divisor)
+                # The constant's multiples of the divisor leave too: what stays inside must
+                # remain non-negative (C++ divides truncating), else do not simplify.
+                rest, shift = _split_constant(sympy.Add(*inside), int(divisor))
+                if rest.is_nonnegative:
+                    return sympy.Add(*outside) + shift + FloorDiv(rest, divisor)
         return None
+
+
+def _split_constant(expr: Expr, period: int) -> tuple[Expr, int]:
+    """(expr - k*period, k) with the constant term of the first reduced into [0, period)."""
+    constant, _ = expr.as_coeff_Add()
+    k = int(constant) // period if constant.is_Integer else 0
+    return expr - k * period, k
 
 
 class ModularIndexing(sympy.Function):
@@ -88,13 +99,19 @@ class ModularIndexing(sympy.Function):
         if divisor.is_Integer and modulus.is_Integer and base.is_Add:
             # Terms that are multiples of divisor*modulus do not change the digit.
             period = int(divisor) * int(modulus)
+            if period == 0:
+                return None  # a digit of an empty range: nothing to simplify
             kept = [
                 t
                 for t in base.args
                 if not (t.as_coeff_Mul()[0].is_Integer and int(t.as_coeff_Mul()[0]) % period == 0)
             ]
             if len(kept) != len(base.args):
-                return ModularIndexing(sympy.Add(*kept), divisor, modulus)
+                # Keep the base non-negative (C++'s % truncates): shift the constant into
+                # [0, period), and give up if the rest could still go negative.
+                rest, _ = _split_constant(sympy.Add(*kept), period)
+                if rest.is_nonnegative:
+                    return ModularIndexing(rest, divisor, modulus)
         return None
 
 
@@ -224,6 +241,8 @@ def flat_to_multi(flat: Expr, size: Sequence[Expr]) -> list[Expr]:
     """Row-major unflatten of a flat index into ``size`` (exact, with integer division)."""
     out: list[Expr] = []
     stride = product(size)
+    if stride == 0:
+        return [sympy.Integer(0)] * len(size)  # an empty tensor: no index is ever read
     for dim in size:
         stride = stride / dim if dim != 0 else stride
         stride = sympy.Integer(int(stride)) if getattr(stride, "is_Integer", False) else stride

@@ -178,7 +178,7 @@ class ComputedBuffer(Buffer):
 @dataclass(eq=False)
 class TensorBox(IRNode):
     """The value a lowering returns: wraps a computation, a buffer or a view. Realizing it
-    swaps the wrapped computation for a buffer, so every holder sees the buffer."""
+    swaps the wrapped computation for a buffer, so readers made afterwards load it."""
 
     data: IRNode
 
@@ -192,8 +192,13 @@ class TensorBox(IRNode):
         return self.data.get_device()
 
     def make_loader(self) -> Loader:
-        # Look the data up at call time: a later realization turns inlining into a load.
-        return lambda ops, index: self.data.make_loader()(ops, index)
+        # Bound now: if a later lowering realizes this box, readers made before then (maybe
+        # realized already) keep inlining the computation instead of loading a buffer written
+        # after them. Only a reduction is looked up at call time: it is realized right after
+        # the lowering that made it, before anything reads it.
+        if isinstance(self.data, Reduction):
+            return lambda ops, index: self.data.make_loader()(ops, index)
+        return self.data.make_loader()
 
 
 def zero_index(rank: int) -> list[Expr]:

@@ -41,8 +41,10 @@ class View(IRNode):
         return self.base.get_device()
 
     def make_loader(self) -> Loader:
+        inner = self.base.make_loader()  # bound now, like TensorBox.make_loader
+
         def load(ops: Any, index: Sequence[Expr]) -> Any:
-            return self.base.make_loader()(ops, self.reindex(index))
+            return inner(ops, self.reindex(index))
 
         return load
 

@@ -54,3 +54,11 @@ def test_output_also_read_inline_by_an_earlier_reduction(check):
         return (prims.sum(y, [1]), y)
 
     check(f, torch.randn(4, 6))
+
+
+def test_var_and_var_mean_of_no_elements_are_nan(check):
+    def f(a):
+        vm = prims.var_mean(a, [0], 1.0)
+        return (prims.var(a, [0], 0.0), vm[0], vm[1])
+
+    check(f, torch.randn(0))

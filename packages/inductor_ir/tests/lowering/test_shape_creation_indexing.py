@@ -83,3 +83,17 @@ def test_prim_without_lowering_is_a_counted_fallback(check):
     lowering, _ = check(lambda a: (prims.add(prims.digamma(a), a),), x)
     assert lowering.fallback_counts == {"digamma": 1}
     assert any(isinstance(op, ExternKernel) and op.fallback for op in lowering.operations)
+
+
+def test_complex_values_stay_out_of_loop_kernels(check):
+    # fft.rfft(x, norm="ortho") scales a complex result: no code generator emits complex
+    # loops, so the multiply runs as a counted fallback kernel.
+    def f(x):
+        c = prims.fft_r2c(x, [0], True)
+        return (prims.mul(c, c),)
+
+    lowering, _ = check(f, torch.randn(8))
+    assert lowering.fallback_counts["mul"] == 1
+    assert not [
+        b for b in lowering.buffers.values() if b.get_dtype().is_complex and hasattr(b, "data")
+    ]

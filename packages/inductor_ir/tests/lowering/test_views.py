@@ -58,3 +58,11 @@ def test_split_collapse_and_as_strided(check):
 def test_rev_and_strided_input(check):
     x = torch.randn(6, 4).t()  # non-contiguous input layout
     check(lambda a: (prims.rev(prims.sin(a), [0]),), x)
+
+
+def test_reshape_of_an_empty_tensor(check):
+    # Unflattening over a zero-size dim used to divide by zero while simplifying indices.
+    def f(a):
+        return (prims.reshape(prims.exp(a), [0, 5]), prims.collapse_view(prims.exp(a), 1, 3))
+
+    check(f, torch.randn(5, 0, 0))

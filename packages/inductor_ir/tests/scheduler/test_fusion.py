@@ -113,3 +113,16 @@ def test_buffer_reuse_between_kernels(check):
     _, sched = check(f, a, w, atol=1e-4, rtol=1e-4)
     reused = [x for x in sched.allocations.values() if x.reuses is not None]
     assert reused, sched.describe()
+
+
+def test_no_reuse_of_a_storage_a_fallback_view_still_reads(check):
+    # prims.unfold has no lowering: its fallback kernel returns a view of exp(x)'s buffer, so
+    # that storage stays live until the view's last reader (sin(y) may not take it).
+    def f(x, y):
+        u = prims.unfold(prims.exp(x), 0, 3, 3)
+        v = prims.unfold(prims.sin(y), 0, 3, 3)
+        return (prims.add(u, v),)
+
+    lowering, sched = check(f, torch.randn(3), torch.randn(3))
+    assert lowering.fallback_counts["unfold"] == 2
+    assert not [a for a in sched.allocations.values() if a.reuses is not None], sched.describe()

@@ -132,7 +132,14 @@ def _variance(ctx: Any, a: TensorBox, dims: Sequence[int], correction: float) ->
         # Like eager: a non-positive denominator gives inf/nan, not an error.
         return ops.truediv(x, ops.constant(float(count) - float(correction), dtype))
 
-    return pointwise([m2], finish, dtype)
+    return pointwise([m2], _nan_if_empty(count, finish, dtype), dtype)
+
+
+def _nan_if_empty(count: Any, finish: Any, dtype: torch.dtype) -> Any:
+    """Eager's variance and mean of no elements are nan (a welford of nothing is 0)."""
+    if count != 0:
+        return finish
+    return lambda ops, x: ops.constant(float("nan"), dtype)
 
 
 @register_lowering("var")
@@ -146,6 +153,10 @@ def lower_var_mean(
 ) -> tuple[TensorBox, TensorBox]:
     mean = make_reduction(a, dims, WELFORD, a.get_dtype(), welford_part=0)
     ctx.realize(mean)
+    size = a.get_size()
+    count = product([size[d] for d in normalize_dims(dims, len(size))])
+    if count == 0:
+        mean = pointwise([mean], _nan_if_empty(count, None, a.get_dtype()), a.get_dtype())
     return _variance(ctx, a, dims, correction), mean
 
 

@@ -27,6 +27,7 @@ def plan_memory(
     for k, group in enumerate(groups):
         for name in group.reads | set(group.buffer_names()):
             last_use[name] = k
+    keep = _extend_to_extern_inputs(groups, last_use, keep)
     owner: dict[str, str] = {}  # buffer -> the buffer whose storage it lives in
     allocations: dict[str, Allocation] = {}
     frees: dict[str, list[str]] = {g.name: [] for g in groups}
@@ -50,3 +51,23 @@ def plan_memory(
             frees[group.name].append(name)
             pool.setdefault(_storage_key(buf), []).append(name)
     return allocations, frees
+
+
+def _extend_to_extern_inputs(
+    groups: Sequence[KernelGroup], last_use: dict[str, int], keep: set[str]
+) -> set[str]:
+    """A fallback kernel (a prim's reference implementation) may return views of its inputs
+    (``unfold`` does): its inputs live as long as its outputs do, and are kept with them.
+    Library kernels (mm, convolution) return fresh tensors. Walked backwards so that chains
+    of fallbacks carry liveness all the way back."""
+    keep = set(keep)
+    for group in reversed(groups):
+        if group.extern is None or not group.extern.fallback:
+            continue
+        outputs = [o.name for o in group.extern.outputs]
+        for arg in group.extern.tensor_args():
+            for out in outputs:
+                last_use[arg.name] = max(last_use.get(arg.name, -1), last_use.get(out, -1))
+                if out in keep:
+                    keep.add(arg.name)
+    return keep

@@ -42,11 +42,13 @@ _PLAIN = {
     torch.int32: "int32_t",
     torch.int64: "int64_t",
     torch.uint8: "uint8_t",
-    torch.bool: "bool",
 }
 CPP_TYPES: dict[torch.dtype, CppType] = {
     **{dtype: CppType(name, name) for dtype, name in _PLAIN.items()},
     **_REDUCED,
+    # bool buffers are read as bytes: GCC has no vector type for `bool` loads, so a bool
+    # mask in a loop (attention masks) kept the whole loop scalar; torch stores 0/1 bytes
+    torch.bool: CppType("uint8_t", "bool", "({} != 0)", "static_cast<uint8_t>({})"),
 }
 
 

@@ -25,10 +25,12 @@ import torch
 
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule, ScheduledNode
-from ember_inductor_ir.indexing import multi_to_flat, product
+from ember_inductor_ir.indexing import multi_to_flat, product, simplify_index
 
+from .columns import columns_apply
 from .dtypes import compute_type, cpp_type
 from .index_printer import cpp_index
+from .lanes import LANE_FORMS, LANES, LaneAcc, lane_loops, lanes_apply
 from .op_table import CppValue
 from .ops_handler import CodeWriter, CppOpsHandler
 from .reductions import accumulator
@@ -38,6 +40,8 @@ PARALLEL_MIN_WORK = 32768
 SPLIT_MAX_OUTER = 16
 #: Pointwise kernels collapse outer loops until they have this many parallel iterations.
 MIN_PARALLEL_ITERATIONS = 64
+#: reductions up to this many elements (pooling windows) unroll inside the outer loops
+SHORT_REDUCTION = 16
 
 
 @dataclass
@@ -97,12 +101,22 @@ def _static(values: list[Any], what: str) -> list[int]:
 class KernelBuilder:
     """Emits one group; the ops handler calls back for pointers, locals and reductions."""
 
-    def __init__(self, group: KernelGroup, sched: Schedule) -> None:
+    def __init__(self, group: KernelGroup, sched: Schedule, column: bool = False) -> None:
         self.group = group
+        self.column = column  # see columns.py: neighbouring output points run as lanes
+        self._column_block = False
+        self._segment_accs: list[tuple[list[LaneAcc], list]] = []
         self.sched = sched
         self.sizes = _static(group.sizes, "kernel size")
         self.rsizes = _static(group.reduction_sizes, "reduction size")
         self.outer_vars, self.red_vars = group.index_vars()
+        # Loop variables' ranges let index printing drop divisions and modulos that are
+        # provably whole (x % n with x < n): they block vectorization of the inner loop.
+        self._ranges = {
+            **{v: sympy.Integer(n) for v, n in zip(self.outer_vars, self.sizes, strict=True)},
+            **{v: sympy.Integer(n) for v, n in zip(self.red_vars, self.rsizes, strict=True)},
+        }
+        self._index_text: dict[sympy.Expr, str] = {}
         self.params: dict[str, bool] = {}
         self.may_fail = False
         self.register_only = {
@@ -146,6 +160,18 @@ class KernelBuilder:
     def base_offset(self, name: str) -> sympy.Expr:
         return self.sched.layout(name).offset
 
+    def index(self, expr: sympy.Expr) -> str:
+        """C++ text of an index expression, simplified with the loop variables' ranges."""
+        text = self._index_text.get(expr)
+        if text is None:
+            text = self._index_text[expr] = cpp_index(simplify_index(expr, self._ranges))
+        return text
+
+    def address(self, name: str, index: sympy.Expr, write: bool) -> str:
+        """``pointer[offset]`` for an element of ``name`` (pointers point at the base offset)."""
+        pointer = self.pointer(name, write)
+        return f"{pointer}[{self.index(index - self.base_offset(name))}]"
+
     def local_value(self, name: str) -> CppValue | None:
         return self._segment_locals.get(name) or self._locals.get(name)
 
@@ -174,7 +200,11 @@ class KernelBuilder:
         ctype = acc.ctype(dtype, src_dtype)
         self._prologue.line(f"{ctype} {name} = {acc.init(dtype, src_dtype)};")
         rindex = cpp_index(multi_to_flat(self.red_vars, self.group.reduction_sizes))
-        self._body.line(f"{name} = {acc.update(name, value.expr, rindex)};")
+        # a marker line: the loop form (scalar or lanes) is chosen once the body is known
+        self._body.line(_marker(name))
+        self._updates[name] = f"{name} = {acc.update(name, value.expr, rindex)};"
+        self._lane_accs.append(LaneAcc(name, rtype, acc.init(dtype, src_dtype), value.expr))
+        self._lane_dtypes.append((dtype, src_dtype))
         if self.mode == "split":
             self._preamble.append(f"{ctype} {name}_partials[ember_extra::kMaxThreads];")
             self._merge.append((name, acc))
@@ -194,9 +224,8 @@ class KernelBuilder:
         self._locals[name] = value
         if name in self.register_only:
             return
-        relative = sympy.expand(index - self.base_offset(name))
         stored = cpp_type(dtype).store.format(value.expr)
-        target = f"{self.pointer(name, True)}[{cpp_index(relative)}]"
+        target = self.address(name, index, True)
         self._epilogue.line(
             f"{'if (tid == 0) ' if self.mode == 'split' else ''}{target} = {stored};"
         )
@@ -211,8 +240,12 @@ class KernelBuilder:
                 out.line("const int tid = ember::thread_id();")
                 out.line("const int nth = ember_extra::team_threads();")
                 self._outer_loops(out, parallel=False)
+        elif self.column:
+            self._column_loops(out, parallel=self.mode == "outer")
         else:
             self._outer_loops(out, parallel=self.mode == "outer")
+        if not self.column and self._column_eligible():
+            return KernelBuilder(self.group, self.sched, column=True).build()
         name = self.group.name
         params = [
             KernelParam(buffer, self.buffer_dtype(buffer), written)
@@ -251,17 +284,25 @@ class KernelBuilder:
         depth = len(self.sizes)
         if depth == 0:
             return (None, 0)  # type: ignore[return-value]
-        if self.rsizes or depth == 1:
-            return 0, depth
+        if depth == 1:
+            return 0, 1
+        # Collapsed loops are one flat counter: every iteration recomputes the indices with
+        # divisions and the innermost loop no longer vectorizes (a collapse(4) 2x2 max-pool
+        # ran 47x slower). Collapse only what the threads need, and keep the innermost
+        # loop out where it is the one to vectorize: pointwise kernels and reductions so
+        # short that the reduction loop unrolls inside it.
+        long_reduction = int(product([sympy.Integer(s) for s in self.rsizes])) > SHORT_REDUCTION
+        last = depth if long_reduction else depth - 1
         running = 1
-        for k in range(depth - 1):
+        for k in range(last):
             running *= self.sizes[k]
             if running >= MIN_PARALLEL_ITERATIONS:
                 return 0, k + 1
-        return 0, depth - 1
+        return 0, last
 
     def _outer_point(self, out: CodeWriter) -> None:
         self._locals = {}
+        self.handler.reset_scopes()
         for segment in plan_segments(self.group.nodes):
             self._segment = segment
             if segment.kind == "outer":
@@ -270,28 +311,111 @@ class KernelBuilder:
             else:
                 self._loop_segment(segment, out)
             self._segment = None
+        if self._column_block:  # the per-point lane loop opened by _column_segment
+            out.level -= 1
+            out.line("}")
+
+    # -- column reductions (columns.py) ------------------------------------------------
+    def _column_eligible(self) -> bool:
+        if self.mode not in ("outer", "serial") or not self.sizes or not self.rsizes:
+            return False
+        segments = plan_segments(self.group.nodes)
+        loops = [s for s in segments if s.kind == "loop"]
+        if len(loops) != 1 or segments[0] is not loops[0] or len(self._segment_accs) != 1:
+            return False
+        accs, dtypes = self._segment_accs[0]
+        return columns_apply(
+            loops[0].nodes,
+            self.outer_vars[-1],
+            self.sizes[-1],
+            self.red_vars[-1],
+            accs,
+            dtypes,
+            one_loop_segment_first=True,
+            ranges=self._ranges,
+        )
+
+    def _column_loops(self, out: CodeWriter, parallel: bool) -> None:
+        depth = len(self.sizes)
+        var, size = self.outer_vars[-1], self.sizes[-1]
+        full = size - size % LANES
+        for k, (v, n) in enumerate(zip(self.outer_vars[:-1], self.sizes[:-1], strict=True)):
+            if parallel and k == 0:
+                clause = f" collapse({depth - 1})" if depth > 2 else ""
+                out.line(f"#pragma omp parallel for{clause}")
+            out.line(f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
+            out.level += 1
+        if parallel and depth == 1:
+            out.line("#pragma omp parallel for")
+        out.line(f"for (int64_t ib = 0; ib < {full}; ib += {LANES}) {{")
+        out.level += 1
+        self._column_block = True
+        self._outer_point(out)
+        self._column_block = False
+        out.level -= 1
+        out.line("}")
+        if full < size:
+            out.line(f"for (int64_t {var} = {full}; {var} < {size}; ++{var}) {{")
+            out.level += 1
+            self._outer_point(out)
+            out.level -= 1
+            out.line("}")
+        for _ in range(depth - 1):
+            out.level -= 1
+            out.line("}")
+
+    def _column_segment(self, out: CodeWriter, body: CodeWriter) -> None:
+        var = self.outer_vars[-1]
+        for acc in self._lane_accs:
+            for text in LANE_FORMS[acc.rtype].wide(acc.name, acc.init):
+                out.line(text)
+        for k, (v, n) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
+            out.line("  " * k + f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
+        pad = "  " * len(self.rsizes)
+        out.line(pad + "#pragma omp simd")
+        out.line(pad + f"for (int64_t l = 0; l < {LANES}; ++l) {{")
+        out.line(pad + f"  const int64_t {var} = ib + l;")
+        for line in _dedent(body.lines):
+            for acc in self._lane_accs:
+                direct = LANE_FORMS[acc.rtype].direct(acc.name, acc.value, "l")
+                line = line.replace(_marker(acc.name), direct)
+            out.line(pad + "  " + line)
+        out.line(pad + "}")
+        for k in reversed(range(len(self.rsizes))):
+            out.line("  " * k + "}")
+        # each output point finishes from its lane; the lane loop closes after the point
+        out.line(f"for (int64_t l = 0; l < {LANES}; ++l) {{")
+        out.level += 1
+        out.line(f"const int64_t {var} = ib + l;")
+        out.extend(["  " + line for line in self._prologue.lines])
+        for acc in self._lane_accs:
+            out.line(LANE_FORMS[acc.rtype].combine(acc.name))
+        out.extend(["  " + line for line in self._epilogue.lines])
+        self._accs = {}
 
     def _loop_segment(self, segment: _Segment, out: CodeWriter) -> None:
         self._prologue = CodeWriter(out.level)
         self._epilogue = CodeWriter(out.level)
         self._merge: list[tuple[str, Any]] = []
         self._segment_locals = {}
+        self._updates: dict[str, str] = {}
+        self._lane_accs: list[LaneAcc] = []
+        self._lane_dtypes: list[tuple[torch.dtype, torch.dtype]] = []
         body = CodeWriter(out.level + len(self.rsizes))
         self._body = body
         with self.handler.scope(body):
             for node in segment.nodes:
                 node.run(self.handler)
         self._segment_locals = {}
+        self._segment_accs.append((list(self._lane_accs), list(self._lane_dtypes)))
+        if self._column_block:
+            self._column_segment(out, body)
+            return
         out.extend(self._prologue.lines)
-        if self.mode == "split":
-            clause = f" collapse({len(self.rsizes)})" if len(self.rsizes) > 1 else ""
-            nowait = " nowait" if self._merge else ""
-            out.line(f"#pragma omp for schedule(static){clause}{nowait}")
-        for k, (var, size) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
-            out.line("  " * k + f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
-        out.extend(body.lines)
-        for k in reversed(range(len(self.rsizes))):
-            out.line("  " * k + "}")
+        if lanes_apply(self._lane_accs, self._lane_dtypes, self.rsizes[-1]):
+            self._lane_segment(out, body)
+        else:
+            self._scalar_segment(out, body)
         if self.mode == "split" and self._merge:
             for name, _ in self._merge:
                 out.line(f"{name}_partials[tid] = {name};")
@@ -304,6 +428,46 @@ class KernelBuilder:
             out.line("#pragma omp barrier")
         out.extend(self._epilogue.lines)
         self._accs = {}
+
+    def _scalar_segment(self, out: CodeWriter, body: CodeWriter) -> None:
+        for k, line in enumerate(body.lines):
+            for name, update in self._updates.items():
+                if _marker(name) in line:
+                    body.lines[k] = line.replace(_marker(name), update)
+        if self.mode == "split":
+            clause = f" collapse({len(self.rsizes)})" if len(self.rsizes) > 1 else ""
+            nowait = " nowait" if self._merge else ""
+            out.line(f"#pragma omp for schedule(static){clause}{nowait}")
+        for k, (var, size) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
+            out.line("  " * k + f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+        out.extend(body.lines)
+        for k in reversed(range(len(self.rsizes))):
+            out.line("  " * k + "}")
+
+    def _lane_segment(self, out: CodeWriter, body: CodeWriter) -> None:
+        heads = [
+            f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{"
+            for var, size in zip(self.red_vars[:-1], self.rsizes[:-1], strict=True)
+        ]
+        lines = lane_loops(
+            self._lane_accs,
+            heads,
+            str(self.red_vars[-1]),
+            self.rsizes[-1],
+            _dedent(body.lines),
+            _marker,
+            split=self.mode == "split",
+        )
+        out.extend(["  " * out.level + line for line in lines])
+
+
+def _dedent(lines: list[str]) -> list[str]:
+    indent = min((len(line) - len(line.lstrip(" ")) for line in lines if line.strip()), default=0)
+    return [line[indent:] for line in lines]
+
+
+def _marker(acc_name: str) -> str:
+    return f"/*update {acc_name}*/"
 
 
 def build_kernel(group: KernelGroup, sched: Schedule) -> KernelSource:

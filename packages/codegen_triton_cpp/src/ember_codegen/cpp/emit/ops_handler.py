@@ -65,6 +65,10 @@ class CppOpsHandler:
         self._scopes[-1][key] = value
         return value
 
+    def reset_scopes(self) -> None:
+        """Forget every value: the next code goes into a new C++ block."""
+        self._scopes = [{}]
+
     @contextlib.contextmanager
     def scope(self, out: CodeWriter | None = None) -> Iterator[None]:
         """A nested C++ block: values made inside are not reused after it."""
@@ -92,17 +96,14 @@ class CppOpsHandler:
         return op
 
     # -- memory --------------------------------------------------------------------------
-    def _address(self, name: str, index: sympy.Expr, write: bool) -> str:
-        pointer = self.kernel.pointer(name, write)
-        relative = sympy.expand(index - self.kernel.base_offset(name))
-        return f"{pointer}[{cpp_index(relative)}]"
-
     def load(self, name: str, index: sympy.Expr) -> CppValue:
         local = self.kernel.local_value(name)
         if local is not None:
             return local
         dtype = self.kernel.buffer_dtype(name)
-        return self._cse(cpp_type(dtype).load.format(self._address(name, index, False)), dtype)
+        return self._cse(
+            cpp_type(dtype).load.format(self.kernel.address(name, index, False)), dtype
+        )
 
     def store(self, name: str, index: sympy.Expr, value: CppValue) -> None:
         dtype = self.kernel.buffer_dtype(name)
@@ -110,7 +111,9 @@ class CppOpsHandler:
         if self.kernel.keep_local(name, value):
             return
         stored = cpp_type(dtype).store.format(value.expr)
-        self.out.line(f"{self.kernel.store_prefix()}{self._address(name, index, True)} = {stored};")
+        self.out.line(
+            f"{self.kernel.store_prefix()}{self.kernel.address(name, index, True)} = {stored};"
+        )
 
     def store_reduction(self, name: str, index: sympy.Expr, value: CppValue) -> None:
         self.kernel.store_reduction(name, index, value)
@@ -123,7 +126,7 @@ class CppOpsHandler:
         return self._cse(cpp_literal(value, dtype), dtype)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
-        return self._cse(f"static_cast<{compute_type(dtype)}>({cpp_index(expr)})", dtype)
+        return self._cse(f"static_cast<{compute_type(dtype)}>({self.kernel.index(expr)})", dtype)
 
     def to_dtype(self, x: CppValue, dtype: torch.dtype) -> CppValue:
         if x.dtype == dtype:

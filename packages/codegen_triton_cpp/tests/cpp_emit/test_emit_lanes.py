@@ -1,0 +1,117 @@
+"""Lane-form reductions (emit/lanes.py): float partials per vector lane flushed into double
+lanes. Checked against eager on long rows, rows with a tail that is not a whole block,
+rows longer than one chunk, the split (per-thread partials) mode and NaN/inf inputs."""
+
+import pytest
+import torch
+
+from ember_codegen.cpp.emit.lanes import CHUNK, LANES, MIN_EXTENT
+from ember_primops import prims
+
+LANE_LOOP = "#pragma omp simd"
+
+
+def _all_reductions(dims):
+    def f(a):
+        vm = prims.var_mean(a, dims, 0.0)
+        return (prims.sum(a, dims), prims.amax(a, dims), prims.amin(a, dims), vm[0], vm[1])
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (4, 8 * LANES),  # whole blocks only
+        (3, 1000),  # a tail of 8
+        (2, CHUNK + 3 * LANES + 5),  # two chunks and a tail
+    ],
+)
+def test_rows_in_lanes_match_eager(check, shape):
+    x = torch.randn(*shape) * 3 + 1
+    _, compiled = check(_all_reductions([1]), x)
+    assert LANE_LOOP in compiled.cpp_source
+
+
+def test_outer_reduction_dims_flush_per_inner_loop(check):
+    # batch-norm statistics: channels outside, (batch, h, w) reduced, w innermost
+    x = torch.randn(6, 8, 5, 64) + 4
+    _, compiled = check(_all_reductions([0, 2, 3]), x.permute(1, 0, 2, 3))
+    assert LANE_LOOP in compiled.cpp_source
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_split_mode_lanes(check, strided):
+    # one output point, a long reduction: the team shares the chunks of the one reduction
+    # loop, or (rows of a strided view: two reduction loops) the outer reduction loop
+    x = torch.randn(40, 3, 1000) + 2
+    x = x[:, 0, :] if strided else x.reshape(-1)
+    dims = list(range(x.dim()))
+    _, compiled = check(_all_reductions(dims), x, rtol=1e-5, atol=1e-5)
+    assert LANE_LOOP in compiled.cpp_source
+    assert "_partials[tid]" in compiled.cpp_source
+
+
+def test_short_rows_stay_scalar(check):
+    x = torch.randn(8, MIN_EXTENT - 1)
+    _, compiled = check(_all_reductions([1]), x)
+    assert LANE_LOOP not in compiled.cpp_source
+
+
+def test_nan_and_inf_propagate_through_lanes(check):
+    x = torch.randn(4, 300)
+    x[0, 17] = float("nan")
+    x[1, 299] = float("nan")  # in the tail
+    x[2, 5] = float("inf")
+    x[3, 40] = float("-inf")
+    check(lambda a: (prims.sum(a, [1]), prims.amax(a, [1]), prims.amin(a, [1])), x)
+
+
+def _rel_err(got: torch.Tensor, exact: torch.Tensor) -> float:
+    return ((got.double() - exact).abs() / exact.abs().clamp_min(1e-30)).max().item()
+
+
+def test_long_float32_sum_and_variance_accuracy(compile_prims):
+    # 4M values with a large offset: a plain float accumulator would lose ~3 digits here
+    x = torch.randn(1 << 22) * 0.5 + 100.0
+    _, compiled = compile_prims(lambda a: (prims.sum(a, [0]), prims.var_mean(a, [0], 0.0)[0]), x)
+    total, var = compiled([x])
+    exact_sum, exact_var = x.double().sum(), x.double().var(correction=0)
+    eager_sum_err = _rel_err(x.sum(), exact_sum)
+    eager_var_err = _rel_err(x.var(correction=0), exact_var)
+    assert _rel_err(total, exact_sum) <= max(2 * eager_sum_err, 2e-7)
+    assert _rel_err(var, exact_var) <= max(2 * eager_var_err, 2e-6)
+
+
+COLUMN_LANES = "const int64_t i"  # the lane's output point inside the column lane loop
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (512, 96),  # whole blocks of output points
+        (300, 100),  # a tail of 4 output points
+    ],
+)
+def test_column_reductions_run_output_points_as_lanes(check, shape):
+    # a bias gradient: sum over rows, the contiguous columns are the output points
+    x = torch.randn(*shape) + 1
+
+    def f(a):
+        total = prims.sum(a, [0])
+        return (total, prims.amax(a, [0]), prims.amin(a, [0]), prims.mul(total, total))
+
+    _, compiled = check(f, x)
+    assert "+= 16) {" in compiled.cpp_source and COLUMN_LANES in compiled.cpp_source
+
+
+def test_column_reduction_with_outer_dims(check):
+    # batch-norm style over a channels-last buffer: (n, h*w) reduced, c innermost
+    x = torch.randn(4, 50, 48)
+    check(lambda a: (prims.sum(a, [1]), prims.amax(a, [1])), x)
+
+
+def test_row_reductions_are_not_columns(check):
+    x = torch.randn(64, 256)
+    _, compiled = check(lambda a: (prims.sum(a, [1]),), x)
+    assert "ib += 16" not in compiled.cpp_source
