@@ -43,3 +43,26 @@ def test_ember_stage_packages_are_skipped_by_path():
     assert any(
         root.rstrip("/").endswith("ember_bytecode_tracer") for root in convert_frame._SKIP_ROOTS
     )
+
+
+def test_struct_sequence_results_keep_their_type_and_nested_tensors():
+    """torch.histogramdd returns (hist, bin_edges) with bin_edges a tuple of tensors: every
+    tensor must come out of the graph (never a fake example value), in the same type."""
+    from conftest import Compiled
+
+    def fn(x):
+        result = torch.histogramdd(x, bins=[3, 3])
+        top = torch.max(x, 0)
+        return result, top.values * 2, top
+
+    x = torch.randn(10, 2)
+    compiled = Compiled(fn)
+    got, expected = compiled(x), fn(x)
+    assert type(got[0]) is type(expected[0]) and type(got[2]) is type(expected[2])
+    assert type(got[0].bin_edges[0]) is torch.Tensor
+    torch.testing.assert_close(got[0].hist, expected[0].hist)
+    for g, e in zip(got[0].bin_edges, expected[0].bin_edges, strict=True):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close(got[1], expected[1])
+    torch.testing.assert_close(got[2].indices, expected[2].indices)
+    assert compiled.backend.graph_count == 1 and not compiled.breaks

@@ -78,6 +78,37 @@ class TupleVariable(BaseListVariable):
     container_type = tuple
 
 
+def is_struct_sequence(cls: type) -> bool:
+    """torch.return_types.* (max, sort, histogramdd, ...): tuples whose items have names."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+class StructSequenceVariable(TupleVariable):
+    """A struct sequence such as `torch.max(x, 0)`'s result: items by index or by name, and
+    rebuilt as the same type."""
+
+    def __init__(self, cls: type, items: list[VariableTracker], **kwargs: Any) -> None:
+        super().__init__(items, **kwargs)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def as_python_constant(self) -> Any:
+        return self.cls([v.as_python_constant() for v in self.items])
+
+    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+        if isinstance(index.as_python_constant(), slice):  # a slice is a plain tuple
+            return TupleVariable(self.items).getitem(tx, index)
+        return super().getitem(tx, index)
+
+    def var_getattr(self, tx, name):
+        fields = self.cls.__match_args__
+        if name in fields:
+            return self.items[fields.index(name)]
+        return super().var_getattr(tx, name)
+
+
 class SizeVariable(BaseListVariable):
     """torch.Size under static shapes: a tuple of int constants."""
 

@@ -119,9 +119,17 @@ def _is_fake(value: Any) -> bool:
     return type(value).__name__ == "FakeTensor"
 
 
+def _holds_tensors(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, tuple | list) and any(_holds_tensors(v) for v in value)
+
+
 def wrap_constant_result(result: Any) -> VariableTracker:
     from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
 
+    if _holds_tensors(result):  # never let a fake example value pass for a constant
+        raise Unsupported(f"a tensor inside a {type(result).__name__} result cannot be traced")
     if isinstance(result, torch.Size):
         return SizeVariable(tuple(result))
     if isinstance(result, tuple):
@@ -145,7 +153,13 @@ def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
 
 def wrap_graph_value(tx: InstructionTranslator, node: torch.fx.Node, value: Any) -> VariableTracker:
     """Tracker for the result of a graph node: tensors, tuples of tensors, sizes, scalars."""
-    from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
+    from ember_bytecode_tracer.variables.lists import (
+        ListVariable,
+        SizeVariable,
+        StructSequenceVariable,
+        TupleVariable,
+        is_struct_sequence,
+    )
 
     if isinstance(value, torch.Tensor):
         return TensorVariable(node, value)
@@ -154,13 +168,15 @@ def wrap_graph_value(tx: InstructionTranslator, node: torch.fx.Node, value: Any)
     if isinstance(value, tuple | list):
         items = []
         for i, item in enumerate(value):
-            if isinstance(item, torch.Tensor):
+            if _holds_tensors(item):  # a tensor, or a nested tuple/list of them
                 item_node = tx.output.graph.call_function(operator.getitem, (node, i))
                 item_node.meta["example_value"] = item
-                items.append(TensorVariable(item_node, item))
+                items.append(wrap_graph_value(tx, item_node, item))
             else:
                 items.append(wrap_constant_result(item))
-        return TupleVariable(items)
+        if is_struct_sequence(type(value)):
+            return StructSequenceVariable(type(value), items)
+        return TupleVariable(items) if isinstance(value, tuple) else ListVariable(items)
     if value is None or isinstance(value, bool | int | float | torch.dtype | torch.device):
         # A Python value computed from tensors (e.g. torch.is_floating_point): not a tensor.
         return ConstantVariable(value)
