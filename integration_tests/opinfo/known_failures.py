@@ -93,10 +93,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "aot_eager",
-        "histogramdd",
-    ): "forward mismatch: output 1: a FakeTensor came back instead of a plain tensor",
-    (
-        "aot_eager",
         "index_fill",
     ): "forward aot: UnsupportedOpError: aten._unique.default: has an output shape that depends on",
     (
@@ -574,10 +570,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "geometric",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "inductor",
-        "histogramdd",
-    ): "forward mismatch: output 1: a FakeTensor came back instead of a plain tensor",
     (
         "inductor",
         "item",
