@@ -19,7 +19,7 @@ from ember_zoo import build, output_tensors
 
 def show(name: str) -> None:
     case = build(name, "tiny")
-    compiled = ember.compile(case.model)
+    compiled = ember.compile(case.model, backend="eager")
     with torch.no_grad():
         got = compiled(*case.example_inputs, **case.example_kwargs)
         expected = case.model(*case.example_inputs, **case.example_kwargs)

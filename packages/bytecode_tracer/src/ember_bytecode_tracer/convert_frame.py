@@ -145,11 +145,18 @@ def has_tensor_work(frame: Any) -> bool:
         return True
     if any(_holds_tensor_state(v) for v in frame.f_locals.values()):
         return True
-    return any(
-        isinstance(frame.f_globals.get(n), types.ModuleType)
-        and frame.f_globals[n].__name__.startswith("torch")
-        for n in frame.f_code.co_names
-    )
+    return any(_is_torch_global(frame.f_globals.get(n)) for n in frame.f_code.co_names)
+
+
+def _is_torch_global(value: Any) -> bool:
+    """torch itself, one of its modules, or a torch function bound to a global name
+    (`from torch import arange`, an op handed around as a value): factory-only frames too."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__.startswith("torch")
+    if callable(value) and not isinstance(value, type):
+        module = getattr(value, "__module__", None) or ""
+        return module == "torch" or module.startswith(("torch.", "torch._ops"))
+    return False
 
 
 class FrameCompiler:

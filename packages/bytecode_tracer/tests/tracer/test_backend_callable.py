@@ -66,3 +66,17 @@ def test_struct_sequence_results_keep_their_type_and_nested_tensors():
     torch.testing.assert_close(got[1], expected[1])
     torch.testing.assert_close(got[2].indices, expected[2].indices)
     assert compiled.backend.graph_count == 1 and not compiled.breaks
+
+
+def test_factory_only_frames_naming_a_torch_function_are_compiled():
+    from conftest import Compiled
+
+    arange = torch.arange
+    globals()["_arange_for_test"] = arange
+
+    def fn():
+        return _arange_for_test(6).reshape(2, 3) * 2  # noqa: F821  (set just above)
+
+    compiled = Compiled(fn)
+    torch.testing.assert_close(compiled(), fn())
+    assert compiled.backend.graph_count == 1

@@ -24,7 +24,7 @@ _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-c
 def compile(
     model: Callable | None = None,
     *,
-    backend: str | Callable = "eager",
+    backend: str | Callable = "inductor",
     fullgraph: bool = False,
     dynamic: bool | None = None,
     mode: str | None = None,
