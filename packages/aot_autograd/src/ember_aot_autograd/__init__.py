@@ -2,7 +2,13 @@
 backward graphs (dispatch-level tracing, functionalization, joint trace, partitioning),
 run inside an autograd.Function. See README.md."""
 
-from ember_aot_autograd.api import AotFunction, aot_function, aot_module, partition_report
+from ember_aot_autograd.api import (
+    AotFunction,
+    ArtifactStore,
+    aot_function,
+    aot_module,
+    partition_report,
+)
 from ember_aot_autograd.errors import (
     AotAutogradError,
     BadArgumentError,
@@ -13,6 +19,7 @@ from ember_aot_autograd.errors import (
     UnsupportedOpError,
 )
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
+from ember_aot_autograd.graph_source import GraphSource, graph_from_source, graph_to_source
 from ember_aot_autograd.joint import JointGraph, trace_joint
 from ember_aot_autograd.partition import (
     Partition,
@@ -22,6 +29,8 @@ from ember_aot_autograd.partition import (
     min_cut_rematerialization_partition,
     register_recomputable,
 )
+from ember_aot_autograd.plan import NotSerializable, RunnerPlan, plan_from_data, plan_to_data
+from ember_aot_autograd.runtime import plan_runner
 from ember_aot_autograd.session import TraceInfo
 from ember_aot_autograd.trace import trace_to_aten
 from ember_aot_autograd.tracer import FunctionalTracer, TraceReport
@@ -29,14 +38,18 @@ from ember_aot_autograd.tracer import FunctionalTracer, TraceReport
 __all__ = [
     "AotAutogradError",
     "AotFunction",
+    "ArtifactStore",
     "BadArgumentError",
     "FunctionalTracer",
     "GraphNotFunctionalError",
+    "GraphSource",
     "InputMutationError",
     "JointGraph",
     "MissingMetadataError",
+    "NotSerializable",
     "Partition",
     "PartitionReport",
+    "RunnerPlan",
     "TraceInfo",
     "TraceReport",
     "UndecomposedOpError",
@@ -46,9 +59,14 @@ __all__ = [
     "assert_functional",
     "assert_has_val",
     "default_partition",
+    "graph_from_source",
+    "graph_to_source",
     "is_recomputable",
     "min_cut_rematerialization_partition",
     "partition_report",
+    "plan_from_data",
+    "plan_runner",
+    "plan_to_data",
     "register_recomputable",
     "trace_joint",
     "trace_to_aten",

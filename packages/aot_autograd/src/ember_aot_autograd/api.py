@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.fx
@@ -18,7 +18,14 @@ from ember_aot_autograd.partition import (
     default_partition,
     min_cut_rematerialization_partition,
 )
-from ember_aot_autograd.runtime import Compiler, inference_runner, training_runner
+from ember_aot_autograd.plan import RunnerPlan
+from ember_aot_autograd.runtime import (
+    Compiler,
+    inference_plan,
+    inference_runner,
+    training_plan,
+    training_runner,
+)
 from ember_aot_autograd.trace import META_KEY, trace_to_aten
 from ember_aot_autograd.tracer import DecompositionTable
 
@@ -57,6 +64,7 @@ class AotFunction:
         decompositions: DecompositionTable | None,
         partition_fn: PartitionFn,
         strict: bool,
+        artifact_store: ArtifactStore | None = None,
     ) -> None:
         if not callable(fn) or not callable(fw_compiler):
             raise BadArgumentError("aot_function needs a callable fn and a callable fw_compiler")
@@ -66,6 +74,7 @@ class AotFunction:
         self.decompositions = decompositions
         self.partition_fn = partition_fn
         self.strict = strict
+        self.artifact_store = artifact_store
         self.variants: dict[tuple, Callable] = {}
         self.traces = {"inference": 0, "joint": 0}
 
@@ -77,6 +86,10 @@ class AotFunction:
         return runner(args)
 
     def _compile(self, args: Sequence[Any]) -> Callable:
+        if self.artifact_store is not None:
+            runner = self.artifact_store.load(args)
+            if runner is not None:
+                return runner
         training = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args
         )
@@ -86,10 +99,33 @@ class AotFunction:
             if joint.tangent_outputs and joint.grad_inputs:
                 log.debug("compiling training variant of %s", self.fn)
                 partition = self.partition_fn(joint)
-                return training_runner(joint, partition, args, self.fw_compiler, self.bw_compiler)
+                runner = training_runner(joint, partition, args, self.fw_compiler, self.bw_compiler)
+                if self.artifact_store is not None:
+                    plan = training_plan(joint, partition)
+                    self.artifact_store.save(args, plan, partition.fw_gm, partition.bw_gm)
+                return runner
         self.traces["inference"] += 1
         gm = trace_to_aten(self.fn, args, self.decompositions, strict=self.strict)
-        return inference_runner(gm, gm.meta[META_KEY], args, self.fw_compiler)
+        runner = inference_runner(gm, gm.meta[META_KEY], args, self.fw_compiler)
+        if self.artifact_store is not None:
+            self.artifact_store.save(args, inference_plan(gm.meta[META_KEY]), gm, None)
+        return runner
+
+
+class ArtifactStore(Protocol):
+    """An on-disk cache of compiled variants (see ember's inductor backend): `load` returns a
+    ready runner (built with runtime.plan_runner) or None; `save` is called after a variant
+    was traced and compiled, with its plan and its forward (and backward) graphs."""
+
+    def load(self, args: Sequence[Any]) -> Callable | None: ...
+
+    def save(
+        self,
+        args: Sequence[Any],
+        plan: RunnerPlan,
+        forward: torch.fx.GraphModule,
+        backward: torch.fx.GraphModule | None,
+    ) -> None: ...
 
 
 def aot_function(
@@ -100,11 +136,14 @@ def aot_function(
     partition_fn: PartitionFn = default_partition,
     *,
     strict: bool = False,
+    artifact_store: ArtifactStore | None = None,
 ) -> AotFunction:
     """Compiles `fn` through functional aten graphs: a forward/backward pair wrapped in an
     autograd.Function when an input requires grad under grad mode, else one inference graph.
     Traced lazily, once per (grad mode, input shapes, dtypes, devices, requires_grad)."""
-    return AotFunction(fn, fw_compiler, bw_compiler, decompositions, partition_fn, strict)
+    return AotFunction(
+        fn, fw_compiler, bw_compiler, decompositions, partition_fn, strict, artifact_store
+    )
 
 
 def aot_module(
@@ -116,11 +155,13 @@ def aot_module(
     partition_fn: PartitionFn = default_partition,
     *,
     strict: bool = False,
+    artifact_store: ArtifactStore | None = None,
 ) -> Callable:
     """The Dynamo-backend-shaped entry: `gm(*inputs)` compiled; returns `compiled(*inputs)`.
 
     The module's own parameters and buffers (if any) become graph inputs, read at each call,
-    so gradients reach them and buffer updates are written back. The variant for
+    so gradients reach them and buffer updates are written back. `artifact_store` (see
+    ArtifactStore) is asked for each variant before tracing and handed each compiled one. The variant for
     `example_inputs` under the current grad mode is compiled now; others on first use.
     """
     if not isinstance(gm, torch.nn.Module):
@@ -133,7 +174,13 @@ def aot_module(
             return gm(*args[len(names) :])
 
     compiled = aot_function(
-        flat, fw_compiler, bw_compiler, decompositions, partition_fn, strict=strict
+        flat,
+        fw_compiler,
+        bw_compiler,
+        decompositions,
+        partition_fn,
+        strict=strict,
+        artifact_store=artifact_store,
     )
 
     def run(*args: Any) -> Any:

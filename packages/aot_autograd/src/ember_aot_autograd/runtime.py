@@ -18,6 +18,7 @@ from torch.autograd.function import once_differentiable
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
 from ember_aot_autograd.partition.common import Partition
+from ember_aot_autograd.plan import RunnerPlan
 from ember_aot_autograd.session import TraceInfo
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
@@ -45,25 +46,45 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
 
 
-def _finish(info: TraceInfo, args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
-    n_mutated = len(info.mutated_inputs)
+def _finish(plan: RunnerPlan, args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
+    n_mutated = len(plan.mutated_inputs)
     if n_mutated:
         with torch.no_grad():
-            for index, value in zip(info.mutated_inputs, fw_outputs[:n_mutated], strict=True):
+            for index, value in zip(plan.mutated_inputs, fw_outputs[:n_mutated], strict=True):
                 args[index].copy_(value)
-    return info.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
+    return plan.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
+
+
+def inference_plan(info: TraceInfo) -> RunnerPlan:
+    return RunnerPlan(
+        "inference", tuple(info.tensor_inputs), tuple(info.mutated_inputs), info.output_spec
+    )
+
+
+def training_plan(joint: JointGraph, partition: Partition) -> RunnerPlan:
+    info = joint.info
+    primal_of_input = {index: p for p, index in enumerate(info.tensor_inputs)}
+    grad_slots = [
+        primal_of_input[index]
+        for index, has in zip(joint.grad_inputs, partition.bw_grad_mask, strict=True)
+        if has
+    ]
+    return RunnerPlan(
+        "training",
+        tuple(info.tensor_inputs),
+        tuple(info.mutated_inputs),
+        info.output_spec,
+        num_fw_outputs=partition.num_fw_outputs,
+        tangent_outputs=tuple(joint.tangent_outputs),
+        grad_slots=tuple(grad_slots),
+    )
 
 
 def inference_runner(
     gm: torch.fx.GraphModule, info: TraceInfo, example_inputs: Sequence[Any], compiler: Compiler
 ) -> Callable[[Sequence[Any]], Any]:
     compiled = compiler(_checked(gm), [example_inputs[i] for i in info.tensor_inputs])
-
-    def run(args: Sequence[Any]) -> Any:
-        outputs = compiled(*[args[i] for i in info.tensor_inputs])
-        return _finish(info, args, outputs)
-
-    return run
+    return plan_runner(inference_plan(info), compiled)
 
 
 def training_runner(
@@ -80,16 +101,30 @@ def training_runner(
     compiled_bw = bw_compiler(
         _checked(partition.bw_gm, "backward"), _placeholder_vals(partition.bw_gm)
     )
-    n_fw = partition.num_fw_outputs
-    tangent_outputs = list(joint.tangent_outputs)
+    return plan_runner(training_plan(joint, partition), compiled_fw, compiled_bw)
+
+
+def plan_runner(
+    plan: RunnerPlan, compiled_fw: Callable, compiled_bw: Callable | None = None
+) -> Callable[[Sequence[Any]], Any]:
+    """The runtime wrapper of compiled graphs: `run(args)` with the function's own inputs.
+
+    Built from plain data only, so an artifact cache can rebuild it without tracing."""
+    tensor_inputs = plan.tensor_inputs
+    if plan.kind == "inference":
+
+        def run_inference(args: Sequence[Any]) -> Any:
+            outputs = compiled_fw(*[args[i] for i in tensor_inputs])
+            return _finish(plan, args, outputs)
+
+        return run_inference
+    if compiled_bw is None:
+        raise ValueError("a training plan needs a compiled backward graph")
+    n_fw = plan.num_fw_outputs
+    tangent_outputs = list(plan.tangent_outputs)
     non_differentiable = [k for k in range(n_fw) if k not in set(tangent_outputs)]
-    primal_of_input = {index: p for p, index in enumerate(info.tensor_inputs)}
-    grad_slots = [
-        primal_of_input[index]
-        for index, has in zip(joint.grad_inputs, partition.bw_grad_mask, strict=True)
-        if has
-    ]
-    n_primals = len(info.tensor_inputs)
+    grad_slots = list(plan.grad_slots)
+    n_primals = len(tensor_inputs)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -112,7 +147,7 @@ def training_runner(
             return tuple(result)
 
     def run(args: Sequence[Any]) -> Any:
-        outputs = CompiledFunction.apply(*[args[i] for i in info.tensor_inputs])
-        return _finish(info, args, outputs)
+        outputs = CompiledFunction.apply(*[args[i] for i in tensor_inputs])
+        return _finish(plan, args, outputs)
 
     return run

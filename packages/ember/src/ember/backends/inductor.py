@@ -9,19 +9,27 @@ Each stage logs under `EMBER_LOGS` by its own name (aot, ir, fusion, output_code
 counted in `ember.counters["inductor"]`; prims without a loop-IR lowering (run through their
 reference implementation) in `ember.counters["inductor_fallbacks"]`, aten ops without a
 decomposition in `ember.counters["aten_fallbacks"]`.
+
+Compiled artifacts are cached on disk in two levels (see artifact_cache.py): `aot` (torch-level
+graph + inputs -> prim graphs + runtime plan; counted as cache_hits / cache_misses /
+cache_bypasses) and `codegen` (prim graph -> generated code; codegen_cache_*). A warm start
+skips tracing, partitioning, lowering, scheduling and code generation.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import torch
 
+from ember.backends import artifact_cache
 from ember.backends.aot_eager import count_aten_fallbacks
 from ember.backends.registry import register_backend
 from ember.exc import EmberError
 from ember.stats import counters
 
+log = logging.getLogger("ember.cache")
 TARGETS = {"cpu": "cpp", "cuda": "triton"}  # device type -> ember-codegen target
 
 
@@ -32,6 +40,10 @@ def codegen_target(gm: torch.fx.GraphModule) -> str:
         for node in gm.graph.nodes
         if isinstance(node.meta.get("val"), torch.Tensor)
     }
+    return _target_of(devices)
+
+
+def _target_of(devices: set[str]) -> str:
     devices.discard("meta")
     targets = {TARGETS.get(d) for d in devices} or {"cpp"}
     if None in targets or len(targets) > 1:
@@ -42,42 +54,113 @@ def codegen_target(gm: torch.fx.GraphModule) -> str:
     return targets.pop()
 
 
+def _aten_ops(gm: torch.fx.GraphModule) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload) and target.namespace != "ember_prims":
+            found[str(target)] = found.get(str(target), 0) + 1
+    return found
+
+
+def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) -> Callable:
+    stats = counters["inductor"]
+    stats[f"{kind}_graphs"] += 1
+    stats["kernels"] += getattr(compiled, "kernel_count", 0)
+    for prim, count in fallbacks.items():
+        counters["inductor_fallbacks"][str(prim)] += count
+    for op, count in aten.items():
+        counters["aten_fallbacks"][op] += count
+
+    def run(*args):
+        stats[f"{kind}_runs"] += 1
+        return compiled(list(args))
+
+    return run
+
+
+def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:
+    from ember.backends.codegen_artifact import graph_key
+    from ember_aot_autograd import NotSerializable, graph_to_source
+
+    if not artifact_cache.enabled():
+        return None
+    try:
+        return graph_key(graph_to_source(gm), target)
+    except NotSerializable as reason:
+        log.info("codegen artifact cache bypassed: %s", reason)
+        artifact_cache.count("bypasses", "codegen_")
+        return None
+
+
 def compile_prim_graph(kind: str) -> Callable:
-    """An aot compiler: prim-level graph -> loop IR -> scheduled kernels -> compiled code."""
+    """An aot compiler: prim-level graph -> loop IR -> scheduled kernels -> compiled code,
+    or the compiled code straight from the codegen artifact cache."""
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        from ember.backends.codegen_artifact import CodegenArtifacts, NotCacheable
         from ember_codegen import compile_graph as codegen
         from ember_inductor_ir import lower, schedule
 
+        target = codegen_target(gm)
+        key = _codegen_key(gm, target)
+        if key is not None:
+            hit = CodegenArtifacts().load(key)
+            if hit is not None:
+                artifact_cache.count("hits", "codegen_")
+                compiled, aten = hit
+                return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
         count_aten_fallbacks(gm)
         lowering = lower(gm, example_inputs)  # stage: lower
         scheduled = schedule(lowering)  # stage: schedule
-        compiled = codegen(scheduled, target=codegen_target(gm))  # stage: codegen
-        stats = counters["inductor"]
-        stats[f"{kind}_graphs"] += 1
-        stats["kernels"] += getattr(compiled, "kernel_count", 0)
-        for prim, count in scheduled.fallback_counts.items():
-            counters["inductor_fallbacks"][str(prim)] += count
-
-        def run(*args):
-            stats[f"{kind}_runs"] += 1
-            return compiled(list(args))
-
-        return run
+        compiled = codegen(scheduled, target=target)  # stage: codegen
+        if key is not None:
+            try:
+                CodegenArtifacts().save(key, compiled, _aten_ops(gm))
+                artifact_cache.count("misses", "codegen_")
+            except NotCacheable as reason:
+                log.info("codegen artifact cache bypassed: %s", reason)
+                artifact_cache.count("bypasses", "codegen_")
+        return _counted_runner(kind, compiled, scheduled.fallback_counts, {})
 
     return compile_graph
 
 
+def compile_graph_source(kind: str, source) -> Callable:
+    """A prim graph from the aot artifact cache -> compiled code (codegen cache first; on a
+    miss the graph is rebuilt from its source and compiled as usual)."""
+    from ember.backends.codegen_artifact import CodegenArtifacts, graph_key
+    from ember_aot_autograd import graph_from_source
+
+    target = _target_of({layout[3].split(":")[0] for layout in source.inputs})
+    hit = CodegenArtifacts().load(graph_key(source, target))
+    if hit is not None:
+        artifact_cache.count("hits", "codegen_")
+        compiled, aten = hit
+        return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
+    gm = graph_from_source(source)
+    example_inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    return compile_prim_graph(kind)(gm, example_inputs)
+
+
 @register_backend("inductor")
 def inductor(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+    from ember.backends.aot_artifact import AotArtifacts
     from ember_aot_autograd import aot_module, min_cut_rematerialization_partition
     from ember_primops import decomposition_table
 
+    decompositions = decomposition_table()
+    store = None
+    if artifact_cache.enabled():
+        store = AotArtifacts(
+            gm, decompositions, min_cut_rematerialization_partition, compile_graph_source
+        )
     return aot_module(  # stages: aot + decompose
         gm,
         example_inputs,
         fw_compiler=compile_prim_graph("forward"),
         bw_compiler=compile_prim_graph("backward"),
-        decompositions=decomposition_table(),
+        decompositions=decompositions,
         partition_fn=min_cut_rematerialization_partition,
+        artifact_store=store,
     )

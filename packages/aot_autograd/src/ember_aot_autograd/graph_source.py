@@ -1,0 +1,151 @@
+"""A functional graph as source text plus its inputs' metadata, and back to a GraphModule.
+
+`graph_to_source` refuses (NotSerializable) what the source does not capture: attributes
+(get_attr constants, submodules) and globals other than torch and literals. `graph_from_source`
+re-traces the source with torch.fx and recomputes every node's meta['val'] on fake tensors,
+so the graph can go through the later stages exactly like a freshly traced one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_map
+
+from ember_aot_autograd.plan import NotSerializable
+
+#: globals FX-generated code may use that the rebuilt source gets back by name
+SAFE_GLOBALS = {
+    "torch": torch,
+    "device": torch.device,
+    "inf": math.inf,
+    "nan": math.nan,
+    "NoneType": type(None),
+}
+
+
+@dataclass(frozen=True)
+class GraphSource:
+    """`forward(self, *placeholders)` source and one (shape, stride, dtype, device, offset)
+    per placeholder: everything that determines the graph and its example values."""
+
+    source: str
+    inputs: tuple[tuple[tuple[int, ...], tuple[int, ...], str, str, int], ...]
+
+    def to_data(self) -> dict:
+        return {"source": self.source, "inputs": [list(i) for i in self.inputs]}
+
+    @classmethod
+    def from_data(cls, data: dict) -> GraphSource:
+        inputs = tuple(
+            (tuple(size), tuple(stride), str(dtype), str(dev), int(offset))
+            for size, stride, dtype, dev, offset in data["inputs"]
+        )
+        return cls(str(data["source"]), inputs)
+
+
+def tensor_layout(value: torch.Tensor) -> tuple:
+    dtype = str(value.dtype).removeprefix("torch.")
+    return (
+        tuple(value.shape),
+        tuple(value.stride()),
+        dtype,
+        str(value.device),
+        value.storage_offset(),
+    )
+
+
+def graph_to_source(gm: torch.fx.GraphModule) -> GraphSource:
+    """The graph's source and input layouts; NotSerializable if the source misses anything."""
+    inputs = []
+    for node in gm.graph.nodes:
+        if node.op in ("get_attr", "call_module"):
+            raise NotSerializable(f"graph reads attribute {node.target!r} ({node.op})")
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor) or val.layout != torch.strided:
+                raise NotSerializable(f"placeholder {node.name} is not a strided tensor")
+            inputs.append(tensor_layout(val))
+    code = gm.graph.python_code(root_module="self")
+    for name, value in code.globals.items():
+        if name in SAFE_GLOBALS and SAFE_GLOBALS[name] is value:
+            continue
+        if name in ("fx_pytree", "pytree"):
+            continue  # modules the generated code may name but a flat graph does not use
+        raise NotSerializable(f"graph code uses global {name}={value!r}")
+    return GraphSource(code.src, tuple(inputs))
+
+
+def _fake_input(mode: FakeTensorMode, layout: tuple) -> torch.Tensor:
+    size, stride, dtype, dev, offset = layout
+    with mode:
+        base = torch.empty_strided(
+            (max(offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) + 1, 1)
+             if 0 not in size else 1,),
+            (1,),
+            dtype=getattr(torch, dtype),
+            device=torch.device(dev),
+        )  # fmt: skip
+        return base.as_strided(size, stride, offset)
+
+
+class _MetaRecorder(torch.fx.Interpreter):
+    def run_node(self, node: torch.fx.Node):
+        value = super().run_node(node)
+        if node.op != "output":
+            node.meta["val"] = value
+        return value
+
+
+class _OpRecorder:
+    """`torch.ops.<ns>.<op>.<overload>(...)` in the source: a call_function node."""
+
+    def __init__(self, tracer: torch.fx.proxy.GraphAppendingTracer, path: tuple = ()) -> None:
+        self._tracer = tracer
+        self._path = path
+
+    def __getattr__(self, name: str) -> _OpRecorder:
+        return _OpRecorder(self._tracer, (*self._path, name))
+
+    def __call__(self, *args, **kwargs):
+        op = torch.ops
+        for name in self._path:
+            op = getattr(op, name)
+        return self._tracer.create_proxy("call_function", op, args, kwargs)
+
+
+class _TorchShim:
+    """`torch` for the rebuilt source: ops calls are recorded, everything else is torch's."""
+
+    def __init__(self, tracer: torch.fx.proxy.GraphAppendingTracer) -> None:
+        self.ops = _OpRecorder(tracer)
+
+    def __getattr__(self, name: str):
+        return getattr(torch, name)
+
+
+def graph_from_source(graph_source: GraphSource) -> torch.fx.GraphModule:
+    """A GraphModule equal to the one `graph_to_source` read, meta['val'] on every node.
+
+    The source is run once on proxies; its op calls are recorded rather than executed, so
+    calls without tensor arguments (scalar_tensor, full) stay in the graph."""
+    graph = torch.fx.Graph()
+    tracer = torch.fx.proxy.GraphAppendingTracer(graph)
+    namespace = {**SAFE_GLOBALS, "torch": _TorchShim(tracer)}
+    exec(compile(graph_source.source, "<ember graph source>", "exec"), namespace)
+    forward = namespace["forward"]
+    names = list(inspect.signature(forward).parameters)[1:]  # after self
+    proxies = [torch.fx.Proxy(graph.placeholder(name), tracer) for name in names]
+    result = forward(None, *proxies)
+    graph.output(tree_map(lambda v: v.node if isinstance(v, torch.fx.Proxy) else v, result))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fakes = [_fake_input(mode, layout) for layout in graph_source.inputs]
+    with mode:
+        _MetaRecorder(gm).run(*fakes)
+    return gm

@@ -1,0 +1,179 @@
+"""Level 1 of the artifact cache: a prim-level graph -> its generated C++ and wrapper.
+
+Key: the graph's source, each placeholder's layout, the codegen target and the code
+fingerprint. Entry: the C++ source (its kernel library comes from ember-codegen's kernel
+cache, rebuilt there if it went missing), the wrapper source, the kernels' signatures, and the
+wrapper's namespace written as plain data (dtypes, ops and importable functions by name).
+A wrapper holding anything else (constant tensors, pointers, closures) is not cached.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ember.backends.artifact_cache import ArtifactDir, code_fingerprint
+
+LEVEL = "codegen"
+_BUILT_IN = {"__builtins__", "call", "_error", "_raise_kernel_error"}
+
+
+class NotCacheable(Exception):
+    """A compiled graph whose wrapper cannot be written as plain data."""
+
+
+def graph_key(source: Any, target: str) -> str:
+    from ember_codegen.cache import content_key
+
+    layouts = repr(source.inputs)
+    return content_key(
+        ["ember-artifact-codegen", code_fingerprint(), target, source.source, layouts]
+    )
+
+
+def _resolve(module: str, qualname: str) -> Any:
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _encode(value: Any) -> list:
+    if value is None or isinstance(value, (bool, int, str)):
+        return ["value", value]
+    if isinstance(value, float):
+        return ["float", repr(value)]
+    if isinstance(value, torch.dtype):
+        return ["dtype", str(value).removeprefix("torch.")]
+    if isinstance(value, torch._ops.OpOverload):
+        return ["op", value.namespace, value._opname, value._overloadname]
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if callable(value) and module and qualname and "<" not in qualname:
+        try:
+            if _resolve(module, qualname) is value:
+                return ["function", module, qualname]
+        except (ImportError, AttributeError):
+            pass
+    raise NotCacheable(f"wrapper constant {type(value).__name__} {value!r}")
+
+
+def _decode(data: list) -> Any:
+    kind = data[0]
+    if kind == "value":
+        return data[1]
+    if kind == "float":
+        return float(data[1])  # repr of a float, inf and nan included
+    if kind == "dtype":
+        return getattr(torch, data[1])
+    if kind == "op":
+        return getattr(getattr(getattr(torch.ops, data[1]), data[2]), data[3])
+    if kind == "function":
+        return _resolve(data[1], data[2])
+    raise ValueError(f"unknown wrapper constant kind {kind!r}")
+
+
+def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
+    """Plain data for a CompiledGraph (raises NotCacheable)."""
+    from ember_codegen.cpp.emit.wrapper import runtime_namespace
+
+    runtime = set(runtime_namespace())
+    namespace = {}
+    for name, value in compiled._call.__globals__.items():
+        if name in _BUILT_IN or name in runtime or name.startswith("_k_"):
+            continue
+        namespace[name] = _encode(value)
+    kernels = [
+        {
+            "name": k.name,
+            "code": k.code,
+            "params": [
+                [p.buffer, str(p.dtype).removeprefix("torch."), p.written] for p in k.params
+            ],
+            "may_fail": k.may_fail,
+            "register_only": sorted(k.register_only),
+            "mode": k.mode,
+        }
+        for k in compiled.kernels
+    ]
+    return {
+        "cpp_source": compiled.cpp_source,
+        "wrapper_source": compiled.wrapper_source,
+        "kernels": kernels,
+        "namespace": namespace,
+        "fallback_counts": {str(k): v for k, v in compiled.fallback_counts.items()},
+        "aten_fallbacks": dict(aten_fallbacks),
+    }
+
+
+def _raiser(library: Any) -> Callable[[str], None]:
+    from ember_codegen import KernelRuntimeError
+    from ember_codegen.cpp.emit.compiled import KERNEL_ERRORS
+
+    def raise_kernel_error(kernel_name: str) -> None:
+        code = library.take_error() if library is not None else 0
+        raise KernelRuntimeError(
+            f"kernel {kernel_name}: {KERNEL_ERRORS.get(code, f'unknown error code {code}')}"
+        )
+
+    return raise_kernel_error
+
+
+def from_payload(payload: dict, origin: str) -> Any:
+    """The CompiledGraph `to_payload` described, its kernels loaded from the kernel cache."""
+    from ember_codegen import compile_source
+    from ember_codegen.cpp.emit.compiled import CompiledGraph
+    from ember_codegen.cpp.emit.kernel import KernelParam, KernelSource
+    from ember_codegen.cpp.emit.wrapper import runtime_namespace
+
+    kernels = [
+        KernelSource(
+            k["name"],
+            k["code"],
+            [KernelParam(b, getattr(torch, d), w) for b, d, w in k["params"]],
+            k["may_fail"],
+            set(k["register_only"]),
+            k["mode"],
+        )
+        for k in payload["kernels"]
+    ]
+    namespace = {**runtime_namespace()}
+    namespace.update({name: _decode(v) for name, v in payload["namespace"].items()})
+    library = None
+    if kernels:
+        library = compile_source(payload["cpp_source"])
+        for kernel in kernels:
+            fn = library.cdll[kernel.name]
+            fn.argtypes = [ctypes.c_void_p] * len(kernel.params)
+            fn.restype = None
+            namespace[f"_k_{kernel.name}"] = fn
+        namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
+    namespace["_raise_kernel_error"] = _raiser(library)
+    exec(compile(payload["wrapper_source"], origin, "exec"), namespace)
+    return CompiledGraph(
+        namespace["call"],
+        payload["cpp_source"],
+        payload["wrapper_source"],
+        kernels,
+        library,
+        payload["fallback_counts"],
+    )
+
+
+class CodegenArtifacts:
+    """Level-1 entries: load/save a compiled graph by its graph key."""
+
+    def __init__(self) -> None:
+        self.store = ArtifactDir(LEVEL)
+
+    def load(self, key: str) -> tuple[Any, dict] | None:
+        payload = self.store.load(key)
+        if payload is None:
+            return None
+        return from_payload(payload, str(self.store.path(key))), payload["aten_fallbacks"]
+
+    def save(self, key: str, compiled: Any, aten_fallbacks: dict[str, int]) -> None:
+        self.store.save(key, to_payload(compiled, aten_fallbacks))

@@ -1,0 +1,141 @@
+"""The inductor backend's on-disk artifact cache: a second process over the same cache
+directory hits (and still matches eager, inference and training); a different input shape,
+dtype or model code misses; corrupt entries are rebuilt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, torch, ember
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 16)
+            self.norm = torch.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return torch.nn.functional.gelu(self.norm(self.fc(x))).softmax(-1) * SCALE
+
+    shape, dtype = json.loads(sys.argv[1]), getattr(torch, sys.argv[2])
+    torch.manual_seed(0)
+    model = Block().to(dtype)
+    twin = Block().to(dtype)
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(*shape, dtype=dtype)
+    compiled = ember.compile(twin, backend="inductor")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    loss = compiled(x).square().sum()
+    loss.backward()
+    expected = model(x).square().sum()
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    for mine, theirs in zip(twin.parameters(), model.parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad)
+    print(json.dumps(dict(ember.counters["inductor"])))
+    """
+)
+
+
+def run_child(cache: Path, shape=(5, 8), dtype="float32", scale="2.5") -> dict:
+    env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
+    env.pop("EMBER_ARTIFACT_CACHE", None)
+    source = CHILD.replace("SCALE", scale)
+    out = subprocess.run(
+        [sys.executable, "-c", source, json.dumps(list(shape)), dtype],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("artifacts") / "cache"
+    cold = run_child(cache)
+    return cache, cold
+
+
+def test_cold_process_misses_and_fills_the_cache(warm_cache):
+    cache, cold = warm_cache
+    assert cold["cache_misses"] == 2  # the inference variant and the training variant
+    assert cold.get("cache_hits", 0) == 0
+    assert cold["codegen_cache_misses"] == 3  # inference, forward, backward graphs
+    assert list((cache / "artifacts" / "aot").rglob("*.json"))
+
+
+def test_second_process_hits_and_matches_eager(warm_cache):
+    cache, _ = warm_cache
+    warm = run_child(cache)
+    assert warm["cache_hits"] == 2 and warm.get("cache_misses", 0) == 0
+    assert warm["codegen_cache_hits"] == 3 and warm.get("codegen_cache_misses", 0) == 0
+    assert warm["forward_runs"] == 2 and warm["backward_runs"] == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"shape": (7, 8)}, {"dtype": "float64"}, {"scale": "3.5"}],
+    ids=["shape", "dtype", "model_code"],
+)
+def test_changed_shape_dtype_or_code_misses(warm_cache, tmp_path, change):
+    cache, _ = warm_cache
+    result = run_child(cache, **change)
+    assert result.get("cache_hits", 0) == 0 and result["cache_misses"] == 2
+
+
+def test_corrupt_entries_are_rebuilt(tmp_path):
+    cache = tmp_path / "cache"
+    run_child(cache)
+    for entry in (cache / "artifacts").rglob("*.json"):
+        entry.write_text('{"format": 1, "payload": ')
+    rebuilt = run_child(cache)
+    assert rebuilt["cache_misses"] == 2 and rebuilt.get("cache_hits", 0) == 0
+    assert run_child(cache)["cache_hits"] == 2
+
+
+def test_codegen_level_rebuilds_graphs_from_aot_entries(tmp_path):
+    cache = tmp_path / "cache"
+    run_child(cache)
+    for entry in (cache / "artifacts" / "codegen").rglob("*.json"):
+        entry.unlink()
+    result = run_child(cache)  # prim graphs rebuilt from their source, compiled again
+    assert result["cache_hits"] == 2 and result["codegen_cache_misses"] == 3
+
+
+def user_helper(x):
+    return x * 2
+
+
+def test_graph_calling_a_user_function_is_bypassed(tmp_path, monkeypatch):
+    import torch
+
+    import ember
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    ember.reset()
+
+    def fn(x):
+        return torch.relu(x) + 1
+
+    gm = torch.fx.symbolic_trace(fn)
+    gm.graph.call_function(user_helper, (next(iter(gm.graph.nodes)),))
+    gm.recompile()
+    from ember.backends.aot_artifact import Uncacheable, aot_key
+
+    with pytest.raises(Uncacheable, match="user_helper"):
+        aot_key(gm, [], [torch.randn(3)], "")
+    x = torch.randn(4, requires_grad=False)
+    compiled = ember.compile(lambda t: user_helper(torch.relu(t)), backend="inductor")
+    torch.testing.assert_close(compiled(x), user_helper(torch.relu(x)))
+    assert ember.counters["inductor"].get("cache_hits", 0) == 0
+    ember.reset()
