@@ -24,7 +24,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "allclose",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    ("aot_eager", "arange"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
         "argwhere",
@@ -33,7 +32,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "bernoulli",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("aot_eager", "broadcast_shapes"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
         "cauchy",
@@ -70,9 +68,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "cumprod",
     ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
-    ("aot_eager", "empty"): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "empty_permuted"): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "empty_strided"): "forward no_graph: no compiled graph ran: counters {}",
+    (
+        "aot_eager",
+        "empty_strided",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "aot_eager",
         "equal",
@@ -81,8 +80,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "exponential",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("aot_eager", "eye"): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "full"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
         "gather",
@@ -167,7 +164,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "linalg.vander",
     ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
-    ("aot_eager", "linspace"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
         "linspace.tensor_overload",
@@ -180,7 +176,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "logdet",
     ): "backward mismatch: gradient output 2: Tensor-likes are not close! | Mismatched elements: 2",
-    ("aot_eager", "logspace"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
         "logspace.tensor_overload",
@@ -389,7 +384,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "normal.number_mean",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("aot_eager", "ones"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
         "pca_lowrank",
@@ -406,12 +400,18 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "rand_like",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("aot_eager", "randint"): "forward no_graph: no compiled graph ran: counters {}",
+    (
+        "aot_eager",
+        "randint",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "aot_eager",
         "randint_like",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("aot_eager", "randn"): "forward no_graph: no compiled graph ran: counters {}",
+    (
+        "aot_eager",
+        "randn",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "aot_eager",
         "randn_like",
@@ -428,36 +428,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "resize_as_",
     ): "forward aot: UnsupportedOpError: aten.resize_as_.default: changes a tensor's sizes or stri",
-    ("aot_eager", "scalar_tensor"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "aot_eager",
-        "signal.windows.bartlett",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "aot_eager",
-        "signal.windows.blackman",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "signal.windows.cosine"): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "aot_eager",
-        "signal.windows.exponential",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "aot_eager",
-        "signal.windows.gaussian",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "aot_eager",
-        "signal.windows.general_cosine",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "aot_eager",
-        "signal.windows.general_hamming",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "signal.windows.hamming"): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "signal.windows.hann"): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "signal.windows.kaiser"): "forward no_graph: no compiled graph ran: counters {}",
-    ("aot_eager", "signal.windows.nuttall"): "forward no_graph: no compiled graph ran: counters {}",
+        "signal.windows.kaiser",
+    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
     (
         "aot_eager",
         "sparse.mm.reduce",
@@ -494,7 +468,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "unique_consecutive",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running boolean_dispatch.<l",
-    ("aot_eager", "zeros"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "__getitem__",
@@ -515,7 +488,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "allclose",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    ("inductor", "arange"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "argwhere",
@@ -524,7 +496,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "bernoulli",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("inductor", "broadcast_shapes"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "cauchy",
@@ -553,9 +524,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "cov",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    ("inductor", "empty"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "empty_permuted"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "empty_strided"): "forward no_graph: no compiled graph ran: counters {}",
+    (
+        "inductor",
+        "empty_strided",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "inductor",
         "equal",
@@ -564,8 +536,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "exponential",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("inductor", "eye"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "full"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "geometric",
@@ -614,7 +584,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "linalg.tensorsolve",
     ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    ("inductor", "linspace"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "linspace.tensor_overload",
@@ -623,7 +592,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "log_normal",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("inductor", "logspace"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "logspace.tensor_overload",
@@ -832,7 +800,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "normal.number_mean",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("inductor", "ones"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
         "pca_lowrank",
@@ -845,12 +812,18 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "rand_like",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("inductor", "randint"): "forward no_graph: no compiled graph ran: counters {}",
+    (
+        "inductor",
+        "randint",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "inductor",
         "randint_like",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    ("inductor", "randn"): "forward no_graph: no compiled graph ran: counters {}",
+    (
+        "inductor",
+        "randn",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
     (
         "inductor",
         "randn_like",
@@ -867,27 +840,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "resize_as_",
     ): "forward aot: UnsupportedOpError: aten.resize_as_.default: changes a tensor's sizes or stri",
-    ("inductor", "scalar_tensor"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.bartlett"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.blackman"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.cosine"): "forward no_graph: no compiled graph ran: counters {}",
     (
         "inductor",
-        "signal.windows.exponential",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.gaussian"): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "inductor",
-        "signal.windows.general_cosine",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    (
-        "inductor",
-        "signal.windows.general_hamming",
-    ): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.hamming"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.hann"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.kaiser"): "forward no_graph: no compiled graph ran: counters {}",
-    ("inductor", "signal.windows.nuttall"): "forward no_graph: no compiled graph ran: counters {}",
+        "signal.windows.kaiser",
+    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
     (
         "inductor",
         "sparse.mm.reduce",
@@ -924,5 +880,4 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "unique_consecutive",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running boolean_dispatch.<l",
-    ("inductor", "zeros"): "forward no_graph: no compiled graph ran: counters {}",
 }
