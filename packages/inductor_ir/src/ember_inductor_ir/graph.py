@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from .errors import LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.readwrite import ReadWriteHandler
-from .indexing import index_vars
+from .indexing import index_vars, product
 from .layout import FixedLayout, FlexibleLayout, Layout, contiguous_layout, layout_of_tensor
 from .lowering import lowering_for, prim_name
 from .nodes import (
@@ -42,6 +42,24 @@ log = logging.getLogger("ember.ir")
 #: A pointwise value read by several users is computed once into a buffer when its body
 #: runs more than this many ops; cheaper bodies are recomputed inside each reader.
 INLINE_OP_LIMIT = 16
+
+#: Prims whose lowering is a whole-tensor index map (a View) of their input: a reader of
+#: such a view reads every element of the input again, so it counts as a reader of the
+#: input when deciding whether to realize it. (``slice`` is not here: slices of one value
+#: usually read disjoint parts, so recomputing each part duplicates no work.)
+PASS_THROUGH_VIEWS = frozenset(
+    {
+        "broadcast_in_dim",
+        "collapse",
+        "collapse_view",
+        "expand_dims",
+        "permute",
+        "reshape",
+        "split_dim",
+        "squeeze",
+        "view_of",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,7 @@ class GraphLowering:
     def tensor_arg(self, value: IRNode) -> TensorArg:
         """An extern-kernel argument for ``value``: its buffer or a strided view of one."""
         self.realize(value)
+        self._realize_view_base(value)
         found = storage_view(value)
         if found is None:
             found = (buf := self.realize_copy(value)), buf.layout
@@ -115,6 +134,19 @@ class GraphLowering:
         if isinstance(buffer.layout, FlexibleLayout):
             buffer.layout.freeze()  # the extern kernel sees these exact strides
         return TensorArg(buffer.name, None if layout is buffer.layout else layout)
+
+    def _realize_view_base(self, value: IRNode) -> None:
+        """Realize the computation under a chain of strided views (a transpose, a reshape)
+        so the extern kernel reads the view of its buffer instead of a copy that recomputes
+        it in the view's order. Views that read fewer elements (slices) keep the copy."""
+        node = value
+        while isinstance(inner := unwrap(node), View) and inner.layout_map is not None:
+            node = inner.base
+        if not (isinstance(node, TensorBox) and isinstance(unwrap(node), Pointwise)):
+            return
+        base_numel, view_numel = product(node.get_size()), product(value.get_size())
+        if base_numel.is_Integer and view_numel.is_Integer and base_numel <= view_numel:
+            self.realize(node)
 
     def extern(
         self,
@@ -266,7 +298,7 @@ class GraphLowering:
             data = box.data
             if isinstance(data, Reduction):
                 self.realize(box)
-            elif isinstance(data, Pointwise) and len(node.users) > 1:
+            elif isinstance(data, Pointwise) and _reader_count(node) > 1:
                 counter = ReadWriteHandler()
                 data.inner_fn(counter, index_vars("i", len(data.ranges)))
                 if counter.op_count > INLINE_OP_LIMIT:
@@ -311,6 +343,19 @@ class GraphLowering:
         )
         buffer = self.realize_copy(value, layout)
         return OutputSpec(buffer.name, buffer.layout)
+
+
+def _reader_count(node: torch.fx.Node) -> int:
+    """How many nodes read ``node``'s value, looking through whole-tensor views of it."""
+    count = 0
+    for user in node.users:
+        if isinstance(user.target, torch._ops.OpOverload) and (
+            prim_name(user.target) in PASS_THROUGH_VIEWS
+        ):
+            count += max(_reader_count(user), 1)
+        else:
+            count += 1
+    return count
 
 
 def _is_library_prim(op: object) -> bool:
