@@ -3,49 +3,11 @@
 import pytest
 import torch
 
+from ember_inductor_ir.ops import UNARY_MATH_OPS
 from ember_primops import prims
 
-UNARY_FLOAT = [
-    "abs",
-    "neg",
-    "sign",
-    "ceil",
-    "floor",
-    "round",
-    "trunc",
-    "reciprocal",
-    "sqrt",
-    "rsqrt",
-    "exp",
-    "exp2",
-    "expm1",
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "sigmoid",
-    "erf",
-    "erfc",
-    "erfinv",
-    "lgamma",
-    "isnan",
-    "isinf",
-    "isfinite",
-    "signbit",
-    "logical_not",
-]
+# every unary math op of the loop IR is a prim of the same name, plus the bool-valued ones
+UNARY_FLOAT = [*UNARY_MATH_OPS, "isnan", "isinf", "isfinite", "signbit", "logical_not"]
 BINARY_FLOAT = [
     "add",
     "sub",

@@ -7,50 +7,13 @@ from typing import Any
 import torch
 
 from ..nodes import TensorBox
+from ..ops import UNARY_MATH_OPS
 from ._helpers import is_float, pointwise
 from .registry import register_lowering
 
-# prim name -> ops name, where the op computes exactly what the prim does.
-_SAME_DTYPE_UNARY = {
-    name: name
-    for name in [
-        "abs",
-        "neg",
-        "sign",
-        "ceil",
-        "floor",
-        "round",
-        "trunc",
-        "reciprocal",
-        "sqrt",
-        "rsqrt",
-        "exp",
-        "exp2",
-        "expm1",
-        "log",
-        "log2",
-        "log10",
-        "log1p",
-        "sin",
-        "cos",
-        "tan",
-        "asin",
-        "acos",
-        "atan",
-        "sinh",
-        "cosh",
-        "tanh",
-        "asinh",
-        "acosh",
-        "atanh",
-        "sigmoid",
-        "erf",
-        "erfc",
-        "erfinv",
-        "lgamma",
-        "bitwise_not",
-    ]
-}
+# prim name -> ops name, where the op computes exactly what the prim does (the unary math
+# prims share their names with the ops).
+_SAME_DTYPE_UNARY = {name: name for name in [*UNARY_MATH_OPS, "bitwise_not"]}
 _BOOL_UNARY = {
     "isnan": "isnan",
     "isinf": "isinf",
