@@ -85,18 +85,23 @@ def main() -> None:
     parser.add_argument("--size", default="tiny")
     parser.add_argument("--models", default="mlp,transformer_block,cnn,gpt2")
     parser.add_argument("--mode", default="infer", choices=("infer", "train"))
+    parser.add_argument("--compilers", default="ember,torch.compile", help="comma-separated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps({"seconds": first_call(args.child, args.models, args.size, args.mode)}))
         return
     print(f"first call s, {args.size} models, {args.mode}; cold = empty cache dir, warm = reused")
-    print("| model | ember cold | ember warm | ember cold/warm "
-          "| torch.compile cold | torch.compile warm | torch.compile cold/warm |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    compilers = args.compilers.split(",")
+    unknown = set(compilers) - set(CACHE_ENV)
+    if unknown:
+        parser.error(f"unknown compilers {sorted(unknown)}; choose from {sorted(CACHE_ENV)}")
+    header = "".join(f" | {c} cold | {c} warm | {c} cold/warm" for c in compilers)
+    print(f"| model{header} |")
+    print("|---" + "|---:" * 3 * len(compilers) + "|")
     for name in args.models.split(","):
         cells = []
-        for compiler in ("ember", "torch.compile"):
+        for compiler in compilers:
             with tempfile.TemporaryDirectory(prefix="ember-compile-time-") as cache:
                 cold = measure(compiler, name, args, cache)
                 warm = measure(compiler, name, args, cache)

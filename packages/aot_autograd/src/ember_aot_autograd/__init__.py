@@ -19,7 +19,13 @@ from ember_aot_autograd.errors import (
     UnsupportedOpError,
 )
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
-from ember_aot_autograd.graph_source import GraphSource, graph_from_source, graph_to_source
+from ember_aot_autograd.graph_source import (
+    GraphSource,
+    decode_tensor,
+    encode_tensor,
+    graph_from_source,
+    graph_to_source,
+)
 from ember_aot_autograd.joint import JointGraph, trace_joint
 from ember_aot_autograd.partition import (
     Partition,
@@ -58,7 +64,9 @@ __all__ = [
     "aot_module",
     "assert_functional",
     "assert_has_val",
+    "decode_tensor",
     "default_partition",
+    "encode_tensor",
     "graph_from_source",
     "graph_to_source",
     "is_recomputable",

@@ -28,6 +28,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ember_aot_autograd.dense import is_dense
 from ember_aot_autograd.errors import UndecomposedOpError, UnsupportedOpError
 from ember_aot_autograd.functional_rules import SPECIAL_RULES, functionalize_mutation
 from ember_aot_autograd.op_kinds import returns_views, written_arguments
@@ -140,7 +141,7 @@ class FunctionalTracer(TorchDispatchMode):
                 )
                 new = self.call(aten.copy.default, empty, new)
         else:
-            if not _dense(base):
+            if not is_dense(base):
                 raise UnsupportedOpError(
                     "write",
                     f"through a view of a non-dense tensor {tuple(base.shape)} "
@@ -264,7 +265,3 @@ class FunctionalTracer(TorchDispatchMode):
         self.report.constants += 1
         log.debug("lifted constant %s %s", name, tuple(value.shape))
         return fake
-
-
-def _dense(tensor: torch.Tensor) -> bool:
-    return tensor.is_contiguous() or tensor.is_non_overlapping_and_dense()

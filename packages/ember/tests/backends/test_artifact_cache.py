@@ -139,3 +139,45 @@ def test_graph_calling_a_user_function_is_bypassed(tmp_path, monkeypatch):
     torch.testing.assert_close(compiled(x), user_helper(torch.relu(x)))
     assert ember.counters["inductor"].get("cache_hits", 0) == 0
     ember.reset()
+
+
+CONSTANT_CHILD = textwrap.dedent(
+    """
+    import json, torch, ember
+
+    def fn(x, w):
+        table = torch.tensor([0.5, -1.0, 2.0, 4.0])  # lifted into the prim graphs as a constant
+        return torch.sigmoid(x @ w) * table + table.sum()
+
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 5), torch.randn(5, 4, requires_grad=True)
+    compiled = ember.compile(fn, backend="inductor")
+    out = compiled(x, w)
+    out.sum().backward()
+    grad = w.grad.clone()
+    w.grad = None
+    fn(x, w).sum().backward()
+    torch.testing.assert_close(out, fn(x, w))
+    torch.testing.assert_close(grad, w.grad)
+    print(json.dumps(dict(ember.counters["inductor"])))
+    """
+)
+
+
+def test_graphs_with_lifted_constants_are_cached(tmp_path):
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("EMBER_ARTIFACT_CACHE", None)
+
+    def run() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", CONSTANT_CHILD], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold = run()
+    assert cold["cache_misses"] == 1 and cold["codegen_cache_misses"] == 2
+    assert "cache_bypasses" not in cold and "codegen_cache_bypasses" not in cold
+    warm = run()
+    assert warm["cache_hits"] == 1 and warm["codegen_cache_hits"] == 2
+    assert warm.get("codegen_cache_misses", 0) == 0 and warm["backward_runs"] == 1

@@ -3,8 +3,9 @@
 Key: the graph's source, each placeholder's layout, the codegen target and the code
 fingerprint. Entry: the C++ source (its kernel library comes from ember-codegen's kernel
 cache, rebuilt there if it went missing), the wrapper source, the kernels' signatures, and the
-wrapper's namespace written as plain data (dtypes, ops and importable functions by name).
-A wrapper holding anything else (constant tensors, pointers, closures) is not cached.
+wrapper's namespace written as plain data (dtypes, ops and importable functions by name,
+constant tensors as bytes, and their data pointers as "the pointer of that constant", taken
+again after loading). A wrapper holding anything else (closures, other objects) is not cached.
 """
 
 from __future__ import annotations
@@ -29,10 +30,7 @@ class NotCacheable(Exception):
 def graph_key(source: Any, target: str) -> str:
     from ember_codegen.cache import content_key
 
-    layouts = repr(source.inputs)
-    return content_key(
-        ["ember-artifact-codegen", code_fingerprint(), target, source.source, layouts]
-    )
+    return content_key(["ember-artifact-codegen", code_fingerprint(), target, source.identity()])
 
 
 def _resolve(module: str, qualname: str) -> Any:
@@ -49,6 +47,13 @@ def _encode(value: Any) -> list:
         return ["float", repr(value)]
     if isinstance(value, torch.dtype):
         return ["dtype", str(value).removeprefix("torch.")]
+    if isinstance(value, torch.Tensor):
+        from ember_aot_autograd import NotSerializable, encode_tensor
+
+        try:
+            return ["tensor", encode_tensor(value, "wrapper constant")]
+        except NotSerializable as reason:
+            raise NotCacheable(str(reason)) from reason
     if isinstance(value, torch._ops.OpOverload):
         return ["op", value.namespace, value._opname, value._overloadname]
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
@@ -73,6 +78,10 @@ def _decode(data: list) -> Any:
         return getattr(getattr(getattr(torch.ops, data[1]), data[2]), data[3])
     if kind == "function":
         return _resolve(data[1], data[2])
+    if kind == "tensor":
+        from ember_aot_autograd import decode_tensor
+
+        return decode_tensor(data[1])
     raise ValueError(f"unknown wrapper constant kind {kind!r}")
 
 
@@ -80,10 +89,19 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
     """Plain data for a CompiledGraph (raises NotCacheable)."""
     from ember_codegen.cpp.emit.wrapper import runtime_namespace
 
+    if not hasattr(compiled, "cpp_source"):
+        raise NotCacheable(f"{type(compiled).__name__} is not a C++ compiled graph")
     runtime = set(runtime_namespace())
+    globals_ = compiled._call.__globals__
     namespace = {}
-    for name, value in compiled._call.__globals__.items():
+    for name, value in globals_.items():
         if name in _BUILT_IN or name in runtime or name.startswith("_k_"):
+            continue
+        pointee = name.removeprefix("p_")
+        if pointee != name and isinstance(globals_.get(pointee), torch.Tensor):
+            if value != globals_[pointee].data_ptr():
+                raise NotCacheable(f"wrapper pointer {name} is not its tensor's data pointer")
+            namespace[name] = ["data_ptr", pointee]  # taken again from the loaded constant
             continue
         namespace[name] = _encode(value)
     kernels = [
@@ -141,7 +159,11 @@ def from_payload(payload: dict, origin: str) -> Any:
         for k in payload["kernels"]
     ]
     namespace = {**runtime_namespace()}
-    namespace.update({name: _decode(v) for name, v in payload["namespace"].items()})
+    encoded = payload["namespace"]
+    namespace.update({name: _decode(v) for name, v in encoded.items() if v[0] != "data_ptr"})
+    for name, value in encoded.items():
+        if value[0] == "data_ptr":
+            namespace[name] = namespace[value[1]].data_ptr()
     library = None
     if kernels:
         library = compile_source(payload["cpp_source"])
