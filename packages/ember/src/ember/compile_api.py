@@ -40,7 +40,7 @@ def compile(
     _check_arguments(model, fullgraph, dynamic, mode, options)
     if disable:
         return model
-    backend_fn = lookup_backend(backend)
+    backend_fn = lookup_backend(backend, mode, options)
     configure_from_env()
     fh.set_cache_limit(config.cache_size_limit)
     compiler = FrameCompiler(

@@ -10,6 +10,9 @@ counted in `ember.counters["inductor"]`; prims without a loop-IR lowering (run t
 reference implementation) in `ember.counters["inductor_fallbacks"]`, aten ops without a
 decomposition in `ember.counters["aten_fallbacks"]`.
 
+`ember.compile(mode=..., options=...)` configures it (inductor_settings.py): the codegen target,
+autotuning, and CUDA graphs for GPU graphs (`mode="reduce-overhead"`, cudagraphs.py).
+
 Compiled artifacts are cached on disk in two levels (see artifact_cache.py): `aot` (torch-level
 graph + inputs -> prim graphs + runtime plan; counted as cache_hits / cache_misses /
 cache_bypasses) and `codegen` (prim graph -> generated code; codegen_cache_*). A warm start
@@ -18,6 +21,7 @@ skips tracing, partitioning, lowering, scheduling and code generation.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -25,7 +29,9 @@ import torch
 
 from ember.backends import artifact_cache
 from ember.backends.aot_eager import count_aten_fallbacks
-from ember.backends.registry import register_backend
+from ember.backends.cudagraphs import CudaGraphRunner
+from ember.backends.inductor_settings import InductorSettings, inductor_settings
+from ember.backends.registry import register_backend, register_backend_configuration
 from ember.exc import EmberError
 from ember.stats import counters
 
@@ -33,17 +39,23 @@ log = logging.getLogger("ember.cache")
 TARGETS = {"cpu": "cpp", "cuda": "triton"}  # device type -> ember-codegen target
 
 
-def codegen_target(gm: torch.fx.GraphModule) -> str:
-    """The code generator for the devices the graph's tensors live on."""
-    devices = {
+DEFAULT_SETTINGS = InductorSettings()
+
+
+def _devices(gm: torch.fx.GraphModule) -> set[str]:
+    return {
         node.meta["val"].device.type
         for node in gm.graph.nodes
         if isinstance(node.meta.get("val"), torch.Tensor)
     }
-    return _target_of(devices)
 
 
-def _target_of(devices: set[str]) -> str:
+def codegen_target(gm: torch.fx.GraphModule, settings: InductorSettings = DEFAULT_SETTINGS) -> str:
+    """The code generator for the devices the graph's tensors live on (or the forced one)."""
+    return _target_of(_devices(gm), settings)
+
+
+def _target_of(devices: set[str], settings: InductorSettings = DEFAULT_SETTINGS) -> str:
     devices.discard("meta")
     targets = {TARGETS.get(d) for d in devices} or {"cpp"}
     if None in targets or len(targets) > 1:
@@ -51,7 +63,25 @@ def _target_of(devices: set[str]) -> str:
             f"the inductor backend compiles graphs on one of {sorted(TARGETS)}, got tensors on "
             f"{sorted(devices)}; use backend='aot_eager' for other devices"
         )
-    return targets.pop()
+    natural = targets.pop()
+    if settings.target == "cpp" and natural != "cpp":
+        raise EmberError(f"target 'cpp' compiles CPU graphs, this graph's tensors are on {devices}")
+    # triton also runs CPU tensors, under TRITON_INTERPRET=1 (how CI tests the GPU path)
+    return settings.target or natural
+
+
+def _codegen_options(target: str, settings: InductorSettings) -> dict:
+    return {"autotune": True} if target == "triton" and settings.autotune else {}
+
+
+def _target_key(target: str, settings: InductorSettings) -> str:
+    return target + ("+autotune" if _codegen_options(target, settings) else "")
+
+
+def _finish(compiled: Callable, target: str, settings: InductorSettings, kind: str) -> Callable:
+    if settings.cudagraphs and target == "triton" and torch.cuda.is_available():
+        return CudaGraphRunner(compiled, kind)
+    return compiled
 
 
 def _aten_ops(gm: torch.fx.GraphModule) -> dict[str, int]:
@@ -79,7 +109,7 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
     return run
 
 
-def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:
+def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target: _target_key
     from ember.backends.codegen_artifact import graph_key
     from ember_aot_autograd import NotSerializable, graph_to_source
 
@@ -93,7 +123,7 @@ def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:
         return None
 
 
-def compile_prim_graph(kind: str) -> Callable:
+def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS) -> Callable:
     """An aot compiler: prim-level graph -> loop IR -> scheduled kernels -> compiled code,
     or the compiled code straight from the codegen artifact cache."""
 
@@ -102,18 +132,20 @@ def compile_prim_graph(kind: str) -> Callable:
         from ember_codegen import compile_graph as codegen
         from ember_inductor_ir import lower, schedule
 
-        target = codegen_target(gm)
-        key = _codegen_key(gm, target)
+        target = codegen_target(gm, settings)
+        key = _codegen_key(gm, _target_key(target, settings))
         if key is not None:
             hit = CodegenArtifacts().load(key)
             if hit is not None:
                 artifact_cache.count("hits", "codegen_")
                 compiled, aten = hit
+                compiled = _finish(compiled, target, settings, kind)
                 return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
         count_aten_fallbacks(gm)
         lowering = lower(gm, example_inputs)  # stage: lower
         scheduled = schedule(lowering)  # stage: schedule
-        compiled = codegen(scheduled, target=target)  # stage: codegen
+        options = _codegen_options(target, settings)
+        compiled = codegen(scheduled, target=target, **options)  # stage: codegen
         if key is not None:
             try:
                 CodegenArtifacts().save(key, compiled, _aten_ops(gm))
@@ -121,45 +153,64 @@ def compile_prim_graph(kind: str) -> Callable:
             except NotCacheable as reason:
                 log.info("codegen artifact cache bypassed: %s", reason)
                 artifact_cache.count("bypasses", "codegen_")
+        compiled = _finish(compiled, target, settings, kind)
         return _counted_runner(kind, compiled, scheduled.fallback_counts, {})
 
     return compile_graph
 
 
-def compile_graph_source(kind: str, source) -> Callable:
+def compile_graph_source(
+    kind: str, source, settings: InductorSettings = DEFAULT_SETTINGS
+) -> Callable:
     """A prim graph from the aot artifact cache -> compiled code (codegen cache first; on a
     miss the graph is rebuilt from its source and compiled as usual)."""
     from ember.backends.codegen_artifact import CodegenArtifacts, graph_key
     from ember_aot_autograd import graph_from_source
 
-    target = _target_of({layout[3].split(":")[0] for layout in source.inputs})
-    hit = CodegenArtifacts().load(graph_key(source, target))
+    target = _target_of({layout[3].split(":")[0] for layout in source.inputs}, settings)
+    hit = CodegenArtifacts().load(graph_key(source, _target_key(target, settings)))
     if hit is not None:
         artifact_cache.count("hits", "codegen_")
         compiled, aten = hit
+        compiled = _finish(compiled, target, settings, kind)
         return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
     gm = graph_from_source(source)
     example_inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
-    return compile_prim_graph(kind)(gm, example_inputs)
+    return compile_prim_graph(kind, settings)(gm, example_inputs)
+
+
+@register_backend_configuration("inductor")
+def configure_inductor(mode: str | None, options: dict | None) -> Callable:
+    """The inductor backend with `ember.compile`'s mode and options applied."""
+    settings = inductor_settings(mode, options)
+    return functools.partial(inductor, settings=settings)
 
 
 @register_backend("inductor")
-def inductor(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+def inductor(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[torch.Tensor],
+    settings: InductorSettings | None = None,
+) -> Callable:
     from ember.backends.aot_artifact import AotArtifacts
     from ember_aot_autograd import aot_module, min_cut_rematerialization_partition
     from ember_primops import decomposition_table
 
+    settings = settings or inductor_settings()  # EMBER_INDUCTOR_TARGET applies to the default
     decompositions = decomposition_table()
     store = None
     if artifact_cache.enabled():
         store = AotArtifacts(
-            gm, decompositions, min_cut_rematerialization_partition, compile_graph_source
+            gm,
+            decompositions,
+            min_cut_rematerialization_partition,
+            functools.partial(compile_graph_source, settings=settings),
         )
     return aot_module(  # stages: aot + decompose
         gm,
         example_inputs,
-        fw_compiler=compile_prim_graph("forward"),
-        bw_compiler=compile_prim_graph("backward"),
+        fw_compiler=compile_prim_graph("forward", settings),
+        bw_compiler=compile_prim_graph("backward", settings),
         decompositions=decompositions,
         partition_fn=min_cut_rematerialization_partition,
         artifact_store=store,

@@ -14,6 +14,8 @@ from ember.exc import InvalidBackendError
 
 Backend = Callable[[torch.fx.GraphModule, list[torch.Tensor]], Callable]
 _REGISTRY: dict[str, Backend] = {}
+#: backends that take ember.compile's mode/options: name -> configure(mode, options) -> Backend
+_CONFIGURABLE: dict[str, Callable[[str | None, dict | None], Backend]] = {}
 
 
 def register_backend(name: str, fn: Backend | None = None):
@@ -28,12 +30,34 @@ def register_backend(name: str, fn: Backend | None = None):
     return register(fn) if fn is not None else register
 
 
+def register_backend_configuration(name: str):
+    """Registers `configure(mode, options) -> Backend` for a named backend; decorator."""
+
+    def register(configure: Callable[[str | None, dict | None], Backend]):
+        _CONFIGURABLE[name] = configure
+        return configure
+
+    return register
+
+
 def list_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def lookup_backend(backend: str | Backend) -> Backend:
-    """The backend callable for a name (or the callable itself)."""
+def lookup_backend(
+    backend: str | Backend, mode: str | None = None, options: dict | None = None
+) -> Backend:
+    """The backend callable for a name (or the callable itself), configured by `mode` and
+    `options` where the backend takes them (the inductor backend does)."""
+    if mode not in (None, "default") or options:
+        if not isinstance(backend, str) or backend not in _CONFIGURABLE:
+            takes = ", ".join(sorted(_CONFIGURABLE)) or "none"
+            raise InvalidBackendError(
+                f"mode={mode!r} / options={options!r} are settings of a named backend that takes "
+                f"them ({takes}), not of {backend!r}; drop them or use backend='inductor'"
+            )
+        lookup_backend(backend)  # the name must be registered too
+        return _CONFIGURABLE[backend](mode, options)
     if callable(backend):
         return backend
     if isinstance(backend, str):
