@@ -23,13 +23,13 @@ import time
 CACHE_ENV = {"ember": "EMBER_CACHE_DIR", "torch.compile": "TORCHINDUCTOR_CACHE_DIR"}
 
 
-def first_call(compiler: str, name: str, size: str, mode: str) -> float:
+def first_call(compiler: str, name: str, size: str, mode: str, device: str = "cpu") -> float:
     """In this (fresh) process: seconds for the first compiled call of the zoo model."""
     import torch
 
     import ember_zoo
 
-    case = ember_zoo.build(name, size, seed=0)
+    case = ember_zoo.build(name, size, seed=0, device=device)
     warm_up_process(compiler)
     if compiler == "ember":
         import ember
@@ -43,6 +43,8 @@ def first_call(compiler: str, name: str, size: str, mode: str) -> float:
     else:
         with torch.no_grad():
             compiled(*case.example_inputs, **case.example_kwargs)
+    if device != "cpu":
+        torch.cuda.synchronize()
     return time.perf_counter() - start
 
 
@@ -73,7 +75,7 @@ def warm_up_process(compiler: str) -> None:
 def measure(compiler: str, name: str, args: argparse.Namespace, cache: str) -> float:
     env = {**os.environ, CACHE_ENV[compiler]: cache, "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, __file__, "--child", compiler, "--models", name]
-    command += ["--size", args.size, "--mode", args.mode]
+    command += ["--size", args.size, "--mode", args.mode, "--device", args.device]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{compiler} on {name} failed:\n{out.stderr[-2000:]}")
@@ -86,10 +88,12 @@ def main() -> None:
     parser.add_argument("--models", default="mlp,transformer_block,cnn,gpt2")
     parser.add_argument("--mode", default="infer", choices=("infer", "train"))
     parser.add_argument("--compilers", default="ember,torch.compile", help="comma-separated")
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps({"seconds": first_call(args.child, args.models, args.size, args.mode)}))
+        seconds = first_call(args.child, args.models, args.size, args.mode, args.device)
+        print(json.dumps({"seconds": seconds}))
         return
     print(f"first call s, {args.size} models, {args.mode}; cold = empty cache dir, warm = reused")
     compilers = args.compilers.split(",")

@@ -92,7 +92,19 @@ def _reset_ember() -> None:
     ember.reset()
 
 
+def _ember_reduce_overhead(model: torch.nn.Module) -> Callable[..., Any]:
+    import ember
+
+    return ember.compile(model, backend="inductor", mode="reduce-overhead")
+
+
 register_compiler("ember", _ember_inductor, _reset_ember)
+register_compiler("ember-reduce-overhead", _ember_reduce_overhead, _reset_ember)
+register_compiler(
+    "torch.compile-reduce-overhead",
+    lambda model: torch.compile(model, mode="reduce-overhead"),
+    _reset_dynamo,
+)
 
 
 def resolve_compiler(spec: str) -> Compiler:

@@ -7,6 +7,7 @@ takes seconds to import) and a broken optional dependency only affects its own m
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -26,6 +27,8 @@ _FAMILIES: dict[str, str] = {
     "t5": "t5",
     "llama": "llama",
 }
+# families listed only where their extra dependency is installed: name -> (module, dependency)
+_OPTIONAL_FAMILIES: dict[str, tuple[str, str]] = {"resnet": ("resnet", "torchvision")}
 
 LossFn = Callable[..., torch.Tensor]
 
@@ -79,8 +82,13 @@ class ZooCase:
 
 
 def names() -> list[str]:
-    """Names of all zoo models, in a stable order (cheap custom models first)."""
-    return list(_FAMILIES)
+    """Names of all zoo models, in a stable order (cheap custom models first); optional
+    families (resnet: torchvision) come last, where their dependency is installed."""
+    return list(_FAMILIES) + [
+        name
+        for name, (_, dependency) in _OPTIONAL_FAMILIES.items()
+        if importlib.util.find_spec(dependency) is not None
+    ]
 
 
 def _move(value: Any, device: torch.device, dtype: torch.dtype) -> Any:
@@ -112,11 +120,12 @@ def build(
     given seed whatever the device) and then moved to ``device``/``dtype``. The global RNG
     state is saved and restored, so building has no side effect on other random streams.
     """
-    if name not in _FAMILIES:
+    families = {**_FAMILIES, **{n: module for n, (module, _) in _OPTIONAL_FAMILIES.items()}}
+    if name not in families:
         raise UnknownCaseError(f"unknown zoo model {name!r}; valid names: {', '.join(names())}")
     if size not in SIZES:
         raise UnknownCaseError(f"unknown size {size!r}; valid sizes: {', '.join(SIZES)}")
-    module = importlib.import_module(f"{__package__}.{_FAMILIES[name]}")
+    module = importlib.import_module(f"{__package__}.{families[name]}")
     device = torch.device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
