@@ -10,6 +10,7 @@ retried one at a time to name the first failing one in the repro. Shared by the 
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from typing import Any
 
@@ -23,6 +24,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import ember
 
 DTYPE = torch.float32
+#: where samples live: "cpu" (the C++ target) or "cuda" (the Triton target, on the GPU machine)
+DEVICE = os.environ.get("EMBER_OPINFO_DEVICE", "cpu")
 #: Samples compiled together: one C++ build per chunk keeps builds small and few.
 SAMPLES_PER_PROGRAM = 16
 TOLERANCES = (1e-4, 1e-4)  # (rtol, atol) like ember-primops' sweep: stages may reassociate
@@ -142,6 +145,7 @@ def _loss(outputs: list[Any], samples: list[Any]) -> torch.Tensor | None:
         for leaf in pytree.tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_floating_point():
                 cotangent = torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
+                cotangent = cotangent.to(leaf.device)
                 term = (leaf * cotangent).sum()
                 total = term if total is None else total + term
     return total
@@ -157,7 +161,7 @@ def _grads(outputs: list[Any], samples: list[Any], inputs: list[torch.Tensor]) -
 
 def _eager_samples(op: Any, grads: bool, max_samples: int | None):
     """Samples eager accepts, with whether each one draws random numbers."""
-    samples = list(op.sample_inputs("cpu", DTYPE, requires_grad=grads))[:max_samples]
+    samples = list(op.sample_inputs(DEVICE, DTYPE, requires_grad=grads))[:max_samples]
     kept, random = [], []
     for sample in samples:
         recorder = _RandomnessRecorder()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import sys
 import tempfile
@@ -49,6 +50,10 @@ def main() -> int:
         action="store_true",
         help="rewrite known_failures.py from this run's failures (the backends run)",
     )
+    parser.add_argument(
+        "--shard", default="0/1", help="K/N: run every N-th entry starting at K (parallel sweeps)"
+    )
+    parser.add_argument("--json", help="write each entry's outcome here (to merge shards)")
     args = parser.parse_args()
     failures: dict[tuple[str, str], str] = {}
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-opinfo-"))
@@ -56,6 +61,9 @@ def main() -> int:
     if args.ops:
         wanted = set(args.ops.split(","))
         ops = [op for op in ops if op_key(op) in wanted or op.name in wanted]
+    shard, shards = (int(n) for n in args.shard.split("/"))
+    ops = ops[shard::shards]
+    outcomes_json: dict[str, dict[str, str]] = {}
     for backend in args.backends.split(","):
         start = time.time()
         results: dict[str, dict[str, object]] = collections.defaultdict(dict)
@@ -68,6 +76,9 @@ def main() -> int:
                 entry = {"forward": failure, **({"backward": failure} if grads else {})}
             for phase, outcome in entry.items():
                 results[phase][op_key(op)] = outcome
+                outcomes_json[f"{backend} {phase} {op_key(op)}"] = {
+                    "status": outcome.status, "category": outcome.category
+                }  # fmt: skip
                 if outcome.status == "fail":
                     reason = f"{phase} {outcome.category}: {outcome.detail}"[:90]
                     failures.setdefault((backend, op_key(op)), reason)
@@ -81,6 +92,8 @@ def main() -> int:
             _print_table(backend, phase, outcomes, denominator, time.time() - start, args)
     if args.write_known_failures:
         _write_known_failures(failures)
+    if args.json:
+        Path(args.json).write_text(json.dumps(outcomes_json, indent=0))
     return 0
 
 

@@ -1,0 +1,34 @@
+"""Merge the --json outputs of sharded sweeps (`sweep.py --shard K/N --json PATH`) into one
+pass count per backend and phase, with the failures by category.
+
+    python integration_tests/opinfo/merge_shards.py shard0.json shard1.json ...
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from pathlib import Path
+
+
+def main(paths: list[str]) -> None:
+    outcomes: dict[str, dict[str, str]] = {}
+    for path in paths:
+        outcomes.update(json.loads(Path(path).read_text()))
+    groups: dict[tuple[str, str], collections.Counter] = collections.defaultdict(
+        collections.Counter
+    )
+    for key, outcome in outcomes.items():
+        backend, phase, _ = key.split(" ", 2)
+        label = outcome["status"] if outcome["status"] != "fail" else f"fail {outcome['category']}"
+        groups[(backend, phase)][label] += 1
+    for (backend, phase), counts in sorted(groups.items()):
+        total = sum(counts.values())
+        passed = counts["pass"]
+        print(f"{backend} {phase}: {passed}/{total} = {100 * passed / total:.1f}% pass; "
+              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "pass"))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
