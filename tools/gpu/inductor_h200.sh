@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 6 on the lent H200 (Python 3.12, its own torch/triton/transformers/torchvision), run
+# from the repo root through the device tool, carrying .whl (hatchling and its deps):
+#   bash tools/gpu/inductor_h200.sh STAGE...
+# stages: smoke (Triton target on real CUDA: small graphs + zoo tiny, infer and train),
+#         kernels (benchmarks/gpu_kernels.py), opinfo (sharded OpInfo sweep on cuda),
+#         models (benchmarks/zoo_baseline.py --device cuda), compile (cold/warm compile time).
+# Everything it prints is also under $OUT.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
+    --target /tmp/fh ./packages/frame_hook || exit 1
+P=$PWD/packages
+export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/benchmarks/zoo/src:$PWD/tools
+export EMBER_CACHE_DIR=/tmp/ember-cache
+python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.get_device_name())"
+status=0
+for stage in "$@"; do
+  echo "== $stage $(date +%T)"
+  case $stage in
+    smoke)
+      python3 tools/gpu/triton_smoke.py 2>&1 | tee "$OUT/smoke.txt" || status=1 ;;
+    kernels)
+      python3 benchmarks/gpu_kernels.py --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
+    opinfo)
+      shards=12
+      for k in $(seq 0 $((shards - 1))); do
+        EMBER_OPINFO_DEVICE=cuda EMBER_CACHE_DIR=/tmp/opinfo-cache-$k timeout 420 python3 \
+          integration_tests/opinfo/sweep.py --backends inductor --shard $k/$shards \
+          --json /tmp/opinfo-$k.json > /tmp/opinfo-$k.log 2>&1 &
+      done
+      wait
+      grep -h REPRO /tmp/opinfo-*.log > "$OUT/opinfo_repros.txt"
+      python3 integration_tests/opinfo/merge_shards.py /tmp/opinfo-*.json | tee "$OUT/opinfo.txt" || status=1 ;;
+    models)
+      python3 benchmarks/zoo_baseline.py --device cuda --size real --repeats 5 \
+        --models "${MODELS:-mlp,transformer_block,cnn,bert,gpt2,t5,llama,resnet}" \
+        --compilers eager,torch.compile,ember,ember-reduce-overhead --json "$OUT/models.json" \
+        2>&1 | tee "$OUT/models.txt" || status=1 ;;
+    compile)
+      python3 benchmarks/compile_time.py --device cuda --size real --mode train \
+        --models "${COMPILE_MODELS:-gpt2,resnet}" 2>&1 | tee "$OUT/compile.txt" || status=1 ;;
+    *) echo "unknown stage $stage"; status=1 ;;
+  esac
+done
+exit $status
