@@ -305,9 +305,11 @@ def _runner(
 ) -> Callable:
     loaders = [source_loader(i.source) for i in output.inputs] if compiled is not None else []
     f_globals = output.f_globals
+    rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
+        incoming = rng.enter() if rng is not None else None
         if compiled is not None:
             grad_mode = torch.is_grad_enabled()
             try:
@@ -315,9 +317,13 @@ def _runner(
             except BaseException:
                 # A with-block's __exit__ (no_grad...) did not run: restore what it would.
                 torch._C._set_grad_enabled(grad_mode)
+                if rng is not None:  # e.g. freeze_rng_state's `finally` restoring the state
+                    rng.leave(incoming)
                 raise
         else:
             outs = ()
+        if rng is not None:
+            rng.leave(incoming)
         values = [recipe(outs, L, f_globals) for recipe in recipes]
         for effect in side_effects:
             effect(outs, L, f_globals)

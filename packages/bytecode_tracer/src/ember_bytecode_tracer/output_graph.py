@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_map
 
 import ember_frame_hook as fh
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,6 +69,9 @@ class OutputGraph:
         self._fake_cache: dict[int, torch.Tensor] = {}
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
         self.in_user_try = False  # set by the translator for the current instruction
+        self.rng = RngPlan()  # the default generator's state through the trace
+        # Open `with` blocks that must not contain graph ops (dispatch-disabling guards).
+        self.graph_free_contexts: list[str] = []
 
     # ---- guards ------------------------------------------------------------------
     def add_guard(self, guard: Guard) -> None:
@@ -125,10 +129,16 @@ class OutputGraph:
         """Adds a node and computes its example value on fake tensors."""
         if self.in_user_try:
             raise Unsupported("tensor operation inside try/except or try/finally")
+        if self.graph_free_contexts:
+            raise Unsupported(
+                f"tensor operation {_target_name(target)} inside "
+                f"`with {self.graph_free_contexts[-1]}`, which changes how ops dispatch"
+            )
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
+        detector = RandomOpDetector()
         try:
-            with self.fake_mode:
+            with self.fake_mode, detector:
                 if op == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
@@ -140,6 +150,8 @@ class OutputGraph:
                 f"running {_target_name(target)} on example values failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        if detector.drew:
+            self.rng.draw(_target_name(target))
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["example_value"] = example
         self.op_count += 1

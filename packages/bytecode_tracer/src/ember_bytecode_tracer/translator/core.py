@@ -39,6 +39,14 @@ class ReturnValue(Exception):
         self.value = value
 
 
+class GeneratorYield(Exception):
+    """Raised by YIELD_VALUE in a suspendable generator: its translator pauses after the
+    yield (ip past it, the yielded value popped) and resumes when something is sent in."""
+
+    def __init__(self, value: VariableTracker) -> None:
+        self.value = value
+
+
 class InstructionTranslator:
     """Traces one code object. The root translator's frame is the one being compiled."""
 
@@ -74,6 +82,8 @@ class InstructionTranslator:
         self.closure_vars: dict[str, Any] = {}
         self.fn_source: Source | None = None
         self.yielded: list[VariableTracker] | None = None  # set while running a generator
+        self.suspends_on_yield = False  # a generator driven step by step (TracedGenerator)
+        self.is_class_body = False  # symbolic_locals are a class namespace (LOAD_NAME...)
 
     # ---- stack -------------------------------------------------------------------
     def push(self, value: VariableTracker) -> None:
@@ -151,6 +161,11 @@ class InstructionTranslator:
             and self.parent._in_user_try(self.parent.current)
         ):
             return True
+        return self.try_block_covers(inst)
+
+    def try_block_covers(self, inst: Instruction) -> bool:
+        """Whether a user's try/except or try/finally of this code covers `inst` (a `with`
+        block's own cleanup and compiler-made handlers do not count)."""
         entry = inst.exn_tab_entry
         if entry is None:
             return False
@@ -246,6 +261,21 @@ class InstructionTranslator:
             raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
         return InliningTranslator.inline(self, fn, fn_source, args, kwargs, closure_vars)
 
+    def start_generator(
+        self,
+        fn: Any,
+        fn_source: Source | None,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> TracedGenerator:
+        """The generator a call of the user generator function `fn` makes, not started."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
+        if not fn.__code__.co_flags & inspect_flags.CO_GENERATOR:
+            raise Unsupported(f"{fn.__qualname__} is not a generator function")
+        tx = InliningTranslator.prepare(self, fn, fn_source, args, kwargs, None)
+        return TracedGenerator(tx)
+
 
 class InliningTranslator(InstructionTranslator):
     """Traces a user function called from a traced frame, sharing the caller's graph."""
@@ -260,6 +290,19 @@ class InliningTranslator(InstructionTranslator):
         kwargs: dict[str, VariableTracker],
         closure_vars: dict[str, VariableTracker] | None,
     ) -> VariableTracker:
+        return cls.prepare(parent, fn, fn_source, args, kwargs, closure_vars).run()
+
+    @classmethod
+    def prepare(
+        cls,
+        parent: InstructionTranslator,
+        fn: Any,
+        fn_source: Source | None,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker] | None,
+    ) -> InliningTranslator:
+        """The translator of a call of `fn` with its arguments bound, not run yet."""
         from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.functions import bind_arguments
 
@@ -277,7 +320,7 @@ class InliningTranslator(InstructionTranslator):
         tx.closure_cells = cells
         tx.fn_source = fn_source
         tx.closure_vars = closure_vars or {}
-        return tx.run()
+        return tx
 
     @classmethod
     def inline_code(
@@ -320,6 +363,40 @@ class InliningTranslator(InstructionTranslator):
             globals_source=globals_source,
             parent=parent,
         )
+
+
+class TracedGenerator:
+    """A generator running inside the trace one step at a time (`with` over a
+    @contextmanager: the body up to the yield on enter, the rest on exit).
+
+    Each `send` runs the generator's translator until its next yield or its return, with
+    the translator that sends as its parent (for locations and the try/except checks).
+    """
+
+    def __init__(self, tx: InstructionTranslator) -> None:
+        self.tx = tx
+        tx.suspends_on_yield = True
+        self.started = False
+        self.finished = False
+
+    def send(
+        self, caller: InstructionTranslator, value: VariableTracker
+    ) -> tuple[bool, VariableTracker]:
+        """(True, yielded value) at a yield, (False, returned value) when it returned."""
+        if self.finished:
+            raise Unsupported("resuming a generator that already finished")
+        tx = self.tx
+        tx.parent = caller
+        tx.depth = caller.depth + 1
+        if self.started:
+            tx.push(value)  # what the paused YIELD_VALUE evaluates to
+        self.started = True
+        try:
+            returned = tx.run()
+        except GeneratorYield as paused:
+            return True, paused.value
+        self.finished = True
+        return False, returned
 
 
 def _module_globals_source(fn: Any) -> Source:

@@ -35,7 +35,8 @@ from ember_bytecode_tracer.variables.objects import (
     TypeVariable,
     UserDefinedObjectVariable,
 )
-from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.rng_state import RngFunctionVariable, rng_function_of
+from ember_bytecode_tracer.variables.tensor import TensorMethodDescriptorVariable, TensorVariable
 from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable, is_torch_callable
 
 if TYPE_CHECKING:
@@ -128,6 +129,16 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         if source is not None:
             guard(tx, source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source=source)
+    if _is_tensor_method_descriptor(value):
+        # torch.Tensor.add / Tensor.__getitem__ as a value (e.g. an op handed around): a call
+        # with the tensor first is the method call.
+        if source is not None and not _is_torch_namespace_source(source):
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return TensorMethodDescriptorVariable(value.__name__)
+    if rng_function_of(value) is not None:
+        if source is not None and not _is_torch_namespace_source(source):
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return RngFunctionVariable(rng_function_of(value))
     if is_torch_callable(value) or _is_folded_predicate(value):
         if source is not None and not _is_torch_namespace_source(source):
             guard(tx, source, GuardKind.ID_MATCH, value)
@@ -177,6 +188,16 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         raise Unsupported(f"a {type(value).__name__} without a source")
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
     return UserDefinedObjectVariable(value, source=source)
+
+
+def _is_tensor_method_descriptor(value: Any) -> bool:
+    """A C-implemented method of torch.Tensor, reached unbound (method/wrapper descriptors)."""
+    if not isinstance(value, types.MethodDescriptorType | types.WrapperDescriptorType):
+        return False
+    owner = getattr(value, "__objclass__", None)
+    return owner in (torch._C.TensorBase, torch.Tensor) and (
+        getattr(torch.Tensor, value.__name__, None) is value
+    )
 
 
 def _is_folded_predicate(value: Any) -> bool:

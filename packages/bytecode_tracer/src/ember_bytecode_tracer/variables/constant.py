@@ -21,7 +21,8 @@ CONSTANT_TYPES = (
 # Methods of constants that are pure and safe to run at trace time.
 PURE_METHODS = {
     str: {"format", "join", "split", "strip", "lower", "upper", "startswith", "endswith",
-          "replace", "isdigit", "isidentifier", "count", "find", "rstrip", "lstrip"},
+          "replace", "isdigit", "isidentifier", "count", "find", "rstrip", "lstrip",
+          "rsplit", "partition", "rpartition", "rfind", "removeprefix", "removesuffix"},
     int: {"bit_length", "to_bytes", "__index__", "conjugate"},
     float: {"is_integer", "conjugate", "hex"},
     # sets built by the trace (BUILD_SET): mutating them changes nothing outside it

@@ -1,4 +1,5 @@
-"""Context managers a trace can enter: grad mode switches and nullcontext.
+"""Context managers a trace can enter: grad mode switches, nullcontext, dispatch-disabling
+guards (no graph ops inside) and @contextlib.contextmanager ones (generator_context.py).
 
 Entering `torch.no_grad()` (or `enable_grad()`, `set_grad_enabled(m)`) puts a
 `torch._C._set_grad_enabled` call into the graph and switches grad mode for the rest of
@@ -75,8 +76,44 @@ class ContextExitVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class GraphFreeContextVariable(VariableTracker):
+    """A guard that changes how ops dispatch (torch._C._DisableTorchDispatch...): it acts from
+    construction to exit. Python work inside is traced as usual (freeze_rng_state reads
+    the RNG state under it), but a graph op would miss the guard when the graph runs: the
+    output graph refuses to add one while it is open."""
+
+    def __init__(self, tx, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.open = True
+        tx.output.graph_free_contexts.append(name)
+
+    def enter(self, tx) -> VariableTracker:
+        return ConstantVariable(None)
+
+    def exit_handler(self) -> VariableTracker:
+        return ContextExitVariable(self)
+
+    def exit(self, tx) -> None:
+        if self.open:
+            self.open = False
+            tx.output.graph_free_contexts.remove(self.name)
+
+
+GRAPH_FREE_CLASSES = {
+    torch._C._DisableTorchDispatch: "torch._C._DisableTorchDispatch()",
+    torch._C._DisableFuncTorch: "torch._C._DisableFuncTorch()",
+}
+
+
 def make_context(tx, cls, args, kwargs) -> VariableTracker | None:
     """The tracker for constructing a known context manager, or None if `cls` is not one."""
+    if cls is contextlib._GeneratorContextManager:
+        from ember_bytecode_tracer.variables.generator_context import GeneratorContextVariable
+
+        return GeneratorContextVariable.from_constructor_args(tx, args, kwargs)
+    if cls in GRAPH_FREE_CLASSES and not args and not kwargs:
+        return GraphFreeContextVariable(tx, GRAPH_FREE_CLASSES[cls])
     if cls in GRAD_MODE_CLASSES:
         return GradModeVariable(GRAD_MODE_CLASSES[cls])
     if cls is torch.set_grad_enabled:

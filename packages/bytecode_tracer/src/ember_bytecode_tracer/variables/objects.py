@@ -81,6 +81,10 @@ class TypeVariable(VariableTracker):
         )
         from ember_bytecode_tracer.variables.contexts import make_context
 
+        if self.cls in (staticmethod, classmethod) and len(args) == 1 and not kwargs:
+            from ember_bytecode_tracer.variables.class_definition import MethodWrapperVariable
+
+            return MethodWrapperVariable(self.cls, args[0])
         context = make_context(tx, self.cls, args, kwargs)
         if context is not None:
             return context

@@ -26,6 +26,7 @@ CONSTANT_FOLDED = {
     torch.jit.is_tracing: lambda: False,
     torch.cuda.is_current_stream_capturing: lambda: False,
     torch.cuda.is_available: lambda: torch.cuda.is_available(),
+    torch.accelerator.is_available: lambda: torch.accelerator.is_available(),
 }
 # Functions with effects outside the graph, or that read data into Python.
 UNSUPPORTED = {

@@ -2,6 +2,7 @@
 
 from ember_bytecode_tracer.translator.handlers import (  # noqa: F401
     calls,
+    classes,
     containers,
     control_flow,
     exceptions,

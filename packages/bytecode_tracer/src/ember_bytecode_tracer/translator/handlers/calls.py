@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.translator.core import GeneratorYield
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -70,13 +71,15 @@ def make_function(tx, inst):
 
 @handler("RETURN_GENERATOR")
 def return_generator(tx, inst):
-    if tx.yielded is None:
+    if tx.yielded is None and not tx.suspends_on_yield:
         raise Unsupported("generator function traced as a frame")
     tx.push(ConstantVariable(None))  # resumed with None; the next POP_TOP drops it
 
 
 @handler("YIELD_VALUE")
 def yield_value(tx, inst):
+    if tx.suspends_on_yield:
+        raise GeneratorYield(tx.pop())  # TracedGenerator.send pushes the value sent back in
     if tx.yielded is None:
         raise Unsupported("yield outside a generator made during the trace")
     tx.yielded.append(tx.pop())

@@ -1,0 +1,133 @@
+"""`with cm(...):` over a @contextlib.contextmanager function, traced through its generator.
+
+Calling the decorated function builds a `contextlib._GeneratorContextManager(func, args,
+kwds)`; the trace records the function and its arguments instead. Entering it starts the
+generator in the trace and runs it to its first yield (the yielded value is what `as`
+binds); leaving the block normally resumes it, and it must return then, as contextlib
+requires. Leaving with an exception raised at trace time is a graph break (`__exit__` would
+throw the exception into the generator).
+
+If the generator's yield sits inside its own try/except or try/finally, an error raised by
+the compiled graph at run time would skip that handler (eager code runs it). The trace
+allows ops in the block only when the rest of the generator does nothing that handler could
+need besides RNG state calls, which the runner also replays when the graph raises.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.contexts import ContextExitVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.functions import (
+    NestedUserFunctionVariable,
+    UserFunctionVariable,
+    bind_code_arguments,
+)
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.translator.core import InstructionTranslator, TracedGenerator
+
+
+def _effects_snapshot(tx: InstructionTranslator) -> tuple[int, ...]:
+    """Counts that change when the trace adds graph ops or Python side effects."""
+    output = tx.output
+    effects = output.side_effects
+    return (
+        len(output.graph.nodes),
+        len(effects.containers),
+        len(effects.attributes),
+        len(effects.global_writes),
+    )
+
+
+class GeneratorContextVariable(VariableTracker):
+    def __init__(
+        self,
+        func: VariableTracker,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> None:
+        super().__init__()
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+        self.generator: TracedGenerator | None = None
+        self.body_start: tuple[int, ...] | None = None
+
+    @classmethod
+    def from_constructor_args(
+        cls, tx, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+    ) -> GeneratorContextVariable:
+        if kwargs or len(args) != 3:
+            raise Unsupported("contextlib._GeneratorContextManager built with unusual arguments")
+        func, call_args, call_kwargs = args
+        if not isinstance(func, UserFunctionVariable | NestedUserFunctionVariable):
+            raise Unsupported(f"@contextmanager over {func}, which is not a Python function")
+        if not isinstance(call_kwargs, ConstDictVariable):
+            raise Unsupported("@contextmanager called with keyword arguments not known")
+        keywords = {str(k): v for k, v in call_kwargs.items.items()}
+        return cls(func, list(call_args.unpack(tx)), keywords)
+
+    def python_type(self) -> type:
+        import contextlib
+
+        return contextlib._GeneratorContextManager
+
+    def _start(self, tx: InstructionTranslator) -> TracedGenerator:
+        from ember_bytecode_tracer.translator.core import (
+            InliningTranslator,
+            TracedGenerator,
+            inspect_flags,
+        )
+
+        func = self.func
+        if isinstance(func, UserFunctionVariable):
+            return tx.start_generator(func.fn, func.source, self.args, self.kwargs)
+        if not func.code.co_flags & inspect_flags.CO_GENERATOR:
+            raise Unsupported(f"@contextmanager over {func.qualname}, not a generator function")
+        bound = bind_code_arguments(
+            func.code, func.defaults, func.kwdefaults, self.args, self.kwargs
+        )
+        closure_vars = dict(zip(func.code.co_freevars, func.closure, strict=True))
+        inner = InliningTranslator._make(tx, func.code, func.f_globals, bound, tx.globals_source)
+        inner.closure_vars = closure_vars
+        inner.fn_source = None
+        return TracedGenerator(inner)
+
+    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+        if self.generator is not None:
+            raise Unsupported("entering a @contextmanager object twice")
+        self.generator = self._start(tx)
+        yielded, value = self.generator.send(tx, ConstantVariable(None))
+        if not yielded:
+            raise Unsupported("@contextmanager generator didn't yield (RuntimeError in eager)")
+        self.body_start = _effects_snapshot(tx)
+        return value
+
+    def exit_handler(self) -> VariableTracker:
+        return ContextExitVariable(self)
+
+    def exit(self, tx: InstructionTranslator) -> None:
+        generator = self.generator
+        if generator is None:
+            raise Unsupported("leaving a @contextmanager object that was not entered")
+        body_end = _effects_snapshot(tx)
+        paused_at = generator.tx.instructions[generator.tx.ip - 1]
+        protected = generator.tx.try_block_covers(paused_at)
+        yielded, _ = generator.send(tx, ConstantVariable(None))
+        if yielded:
+            raise Unsupported("@contextmanager generator didn't stop (RuntimeError in eager)")
+        if protected and body_end[0] != self.body_start[0] and _effects_snapshot(tx) != body_end:
+            raise Unsupported(
+                "graph ops inside `with` over a @contextmanager whose yield is in a try block "
+                "that does more than restore RNG state: an error raised by the graph would "
+                "skip that handler"
+            )
+
+    def __repr__(self) -> str:
+        name = getattr(self.func, "qualname", None) or self.func.fn.__qualname__
+        return f"GeneratorContextVariable({name})"

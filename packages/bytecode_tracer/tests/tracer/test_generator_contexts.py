@@ -1,0 +1,185 @@
+"""with-blocks over @contextlib.contextmanager functions (variables/generator_context.py) and
+over dispatch-disabling guards (variables/contexts.py)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+from conftest import Compiled, same, skip_reasons
+from ember_bytecode_tracer.exc import Unsupported
+
+events: list[str] = []
+
+
+@contextlib.contextmanager
+def scaled(factor):
+    events.append("enter")
+    yield factor * 2
+    events.append("exit")
+
+
+@contextlib.contextmanager
+def no_grad_region():
+    with torch.no_grad():
+        yield
+
+
+@contextlib.contextmanager
+def logged_finally():
+    try:
+        yield
+    finally:
+        events.append("finally")
+
+
+@contextlib.contextmanager
+def never_yields():
+    if False:
+        yield
+
+
+def test_body_up_to_yield_on_enter_rest_on_exit():
+    def fn(x):
+        with scaled(3) as k:
+            y = x * k
+        return y + 1
+
+    x = torch.randn(4)
+    events.clear()
+    expected = fn(x)
+    assert events == ["enter", "exit"]
+    compiled = Compiled(fn, fullgraph=True)
+    events.clear()
+    got = compiled(x)
+    assert same(got, expected)
+    assert events == ["enter", "exit"]  # list appends are replayed side effects
+    assert compiled.backend.graph_count == 1
+    assert compiled.backend.ops() == ["mul", "add"]
+    events.clear()
+    assert same(compiled(x), expected) and events == ["enter", "exit"]  # cached code too
+
+
+def test_yielded_value_is_guarded_through_the_argument():
+    factor = {"k": 3}
+
+    def fn(x):
+        with scaled(factor["k"]) as k:
+            return x * k
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(4)
+    assert same(compiled(x), x * 6)
+    factor["k"] = 5
+    assert same(compiled(x), x * 10)
+    assert compiled.backend.graph_count == 2
+
+
+def test_grad_mode_switched_inside_the_generator():
+    w = torch.randn(3, requires_grad=True)
+
+    def fn(a, w):
+        with no_grad_region():
+            frozen = a * w
+        return frozen.requires_grad, frozen + a * w
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    flag, got = compiled(x, w)
+    assert flag is False and got.requires_grad and same(got, fn(x, w)[1])
+    assert torch.is_grad_enabled()
+    assert compiled.backend.graph_count == 1
+
+
+def test_context_manager_defined_in_the_frame():
+    def fn(x):
+        @contextlib.contextmanager
+        def shifted(v):
+            yield v + 1
+
+        with shifted(x) as y:
+            return y * 2
+
+    x = torch.randn(3)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+
+
+def test_ops_in_body_with_a_finally_that_has_effects_break():
+    # The finally appends to a list: a graph raising at run time would skip it.
+    def fn(x):
+        with logged_finally():
+            y = x.sin()
+        return y
+
+    with pytest.raises(Unsupported, match="try block"):
+        Compiled(fn, fullgraph=True)(torch.randn(3))
+    events.clear()
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    assert same(compiled(x), x.sin()) and events == ["finally"]
+
+
+def test_finally_with_effects_but_no_ops_in_body_is_traced():
+    def fn(x):
+        y = x.cos()
+        with logged_finally():
+            pass
+        return y
+
+    events.clear()
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), x.cos()) and events == ["finally"]
+    assert compiled.backend.graph_count == 1
+
+
+def test_generator_that_does_not_yield_is_a_clean_error():
+    def fn(x):
+        with never_yields():
+            return x + 1
+
+    with pytest.raises(Unsupported, match="didn't yield"):
+        Compiled(fn, fullgraph=True)(torch.randn(3))
+    with pytest.raises(RuntimeError, match="didn't yield"):
+        Compiled(fn)(torch.randn(3))  # without fullgraph: eager's own error
+
+
+def test_exception_leaving_the_block_is_a_graph_break():
+    def fn(x):
+        try:
+            with scaled(1):
+                raise KeyError("k")
+        except KeyError:
+            pass
+        return x + 1
+
+    with pytest.raises(Unsupported):
+        Compiled(fn, fullgraph=True)(torch.randn(3))
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    assert same(compiled(x), x + 1)
+
+
+def test_no_graph_ops_inside_dispatch_disabling_guards():
+    def reads_under_guard(x):
+        with torch.utils._mode_utils.no_dispatch(), torch._C._DisableFuncTorch():
+            flag = torch.is_grad_enabled()
+        return x + 1, flag
+
+    compiled = Compiled(reads_under_guard, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), (x + 1, True))
+    assert compiled.backend.graph_count == 1
+
+    def op_under_guard(x):
+        with torch.utils._mode_utils.no_dispatch():
+            return x + 1
+
+    with pytest.raises(Unsupported, match="_DisableTorchDispatch"):
+        Compiled(op_under_guard, fullgraph=True)(x)
+    compiled = Compiled(op_under_guard)
+    assert same(compiled(x), x + 1)
+    assert skip_reasons(compiled) or compiled.breaks
