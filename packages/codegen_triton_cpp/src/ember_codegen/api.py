@@ -1,7 +1,7 @@
 """``compile_graph(scheduled, target)``: a scheduled loop-IR graph -> a callable.
 
-Targets are registered by name; "cpp" compiles C++/OpenMP kernels for the CPU. "triton"
-is declared but not written yet.
+Targets are registered by name; "cpp" compiles C++/OpenMP kernels for the CPU, "triton"
+Triton kernels (CUDA; CPU tensors under TRITON_INTERPRET=1). Triton is an optional extra.
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ def _cpp(scheduled: Schedule, **options: Any) -> Any:
 
 @register_target("triton")
 def _triton(scheduled: Schedule, **options: Any) -> Any:
-    raise NotImplementedError(
-        "compile_graph(target='triton') is not implemented yet in ember-codegen; use "
-        "target='cpp' (CPU graphs) for now"
-    )
+    from ember_codegen.triton import compile_triton  # triton itself is imported lazily
+
+    return compile_triton(scheduled, **options)
 
 
 def compile_graph(scheduled: Schedule, target: str = "cpp", **options: Any) -> Any:
@@ -45,6 +44,7 @@ def compile_graph(scheduled: Schedule, target: str = "cpp", **options: Any) -> A
 
     Returns ``compiled(inputs: list[Tensor]) -> list[Tensor]``. Options of the cpp target:
     ``builder`` (a :class:`ember_codegen.CppBuilder`, e.g. over a private cache directory).
+    Options of the triton target: ``autotune`` (bool) or ``mode="max-autotune"``.
     """
     from ember_inductor_ir import Schedule
 

@@ -1,0 +1,150 @@
+"""Schedule -> Triton kernel module + Python wrapper -> callable graph."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ember_codegen.cache import atomic_write, content_key
+from ember_codegen.exc import CodegenError
+from ember_inductor_ir import Schedule
+
+from .autotune import autotune_kernel, launcher, scratch_args
+from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
+from .kernel import GroupKernels, TritonKernel, build_group
+from .wrapper import build_wrapper, graph_device, runtime_namespace
+
+output_code_log = logging.getLogger("ember.output_code")
+perf_log = logging.getLogger("ember.perf")
+
+
+class CompiledGraph:
+    """``compiled(inputs: list[Tensor]) -> list[Tensor]``; the generated code stays readable
+    on ``triton_source`` (the kernel module) and ``wrapper_source``."""
+
+    def __init__(
+        self,
+        call: Any,
+        triton_source: str,
+        wrapper_source: str,
+        groups: Sequence[GroupKernels],
+        fallback_counts: dict[str, int],
+        device: torch.device,
+        module_path: Path,
+    ) -> None:
+        self._call = call
+        self.triton_source = triton_source
+        self.wrapper_source = wrapper_source
+        self.groups = list(groups)
+        self.fallback_counts = dict(fallback_counts)
+        self.device = device
+        self.module_path = module_path
+
+    @property
+    def kernels(self) -> list[TritonKernel]:
+        return [k for g in self.groups for k in g.kernels]
+
+    @property
+    def kernel_count(self) -> int:
+        """Triton kernels launched per call (a split reduction counts two)."""
+        return len(self.kernels)
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return self._call(inputs)
+
+
+MODES = (None, "default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagraphs")
+
+
+def compile_triton(
+    sched: Schedule, *, autotune: bool = False, mode: str | None = None, **unknown: Any
+) -> CompiledGraph:
+    """Compile a schedule to Triton. ``autotune=True`` (or ``mode="max-autotune"``)
+    benchmarks a few launch configurations per kernel and caches the winners."""
+    if unknown:
+        raise CodegenError(
+            f"compile_graph(target='triton') got unknown options {sorted(unknown)}; "
+            "known: autotune, mode"
+        )
+    if mode not in MODES:
+        raise CodegenError(f"unknown mode {mode!r} for the triton target; known: {MODES[1:]}")
+    start = time.perf_counter()
+    configure_triton_cache()
+    autotune = autotune or mode in ("max-autotune", "max-autotune-no-cudagraphs")
+    device = graph_device(sched)
+    groups = [build_group(g, sched) for g in sched if g.extern is None]
+    source = module_source([k.code for g in groups for k in g.kernels])
+    generated = time.perf_counter()
+    module, path = load_module(source)
+    if autotune:
+        _autotune(groups, module, sched, device)
+    if device.type == "cuda" and not interpreting():
+        _compile_parallel(groups, module, sched, device)
+    wrapper = build_wrapper(sched, {g.name: g for g in groups})
+    namespace = {**runtime_namespace(device), **wrapper.namespace}
+    for kernel in (k for g in groups for k in g.kernels):
+        namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
+    key = content_key(["ember-triton-wrapper", source, wrapper.source])
+    wrapper_path = triton_root() / "kernels" / key[:2] / f"{key}.wrapper.py"
+    wrapper_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not wrapper_path.exists():
+        atomic_write(wrapper_path, wrapper.source.encode())
+    exec(compile(wrapper.source, str(wrapper_path), "exec"), namespace)
+    output_code_log.info("triton kernels %s:\n%s", path, source)
+    output_code_log.info("wrapper %s:\n%s", wrapper_path, wrapper.source)
+    perf_log.info(
+        "compile_graph(triton): %d kernels, codegen %.3fs, load/tune/compile %.3fs",
+        sum(len(g.kernels) for g in groups), generated - start, time.perf_counter() - generated,
+    )  # fmt: skip
+    return CompiledGraph(
+        namespace["call"], source, wrapper.source, groups, sched.fallback_counts, device, path
+    )
+
+
+def _rnumel(sched: Schedule, group_name: str) -> int:
+    group = next(g for g in sched if g.name == group_name)
+    n = 1
+    for s in group.reduction_sizes:
+        n *= int(s)
+    return n
+
+
+def _autotune(groups: list[GroupKernels], module: Any, sched: Schedule, device: Any) -> None:
+    for group in groups:
+        rnumel = _rnumel(sched, group.name)
+        for kernel in group.kernels:
+            args = scratch_args(kernel, group, sched, device)
+            fn = getattr(module, kernel.name)
+            kernel.config = autotune_kernel(fn, kernel, args, rnumel, device)
+
+
+def _compile_parallel(groups: list[GroupKernels], module: Any, sched: Schedule, device) -> None:
+    """Compile every kernel for its launch signature in a thread pool (Triton's compiler
+    releases the GIL in its native passes), so the first call only launches."""
+
+    def warm(item: tuple[GroupKernels, TritonKernel]) -> None:
+        group, kernel = item
+        args = scratch_args(kernel, group, sched, device)
+        cfg = kernel.config
+        getattr(module, kernel.name).warmup(
+            *args,
+            grid=kernel.grid(),
+            **cfg.constexprs(kernel.reduction),
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+
+    items = [(g, k) for g in groups for k in g.kernels]
+    if not items:
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        list(pool.map(warm, items))
+
+
+__all__ = ["CompiledGraph", "compile_triton", "launcher"]

@@ -1,0 +1,113 @@
+"""Kernel kind, block sizes and num_warps from the static sizes of a kernel group.
+
+* ``pointwise``: a 1-D grid over the outer points, ``XBLOCK`` points per program;
+* ``persistent``: a reduction whose whole row fits one block (``RBLOCK`` = next power of
+  two of the row, up to PERSISTENT_MAX): the row stays in registers, every segment of the
+  group runs straight-line;
+* ``looped``: longer rows: each segment loops over the row ``RBLOCK`` at a time with
+  lane-wise accumulators, reduced across lanes after the loop;
+* ``split``: very long rows and few of them (a sum of a 16M tensor): ``NSPLIT`` programs
+  per row each reduce a chunk into a partial, a second kernel combines the partials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+#: the longest row a persistent reduction keeps in registers
+PERSISTENT_MAX = 4096
+#: elements of one [XBLOCK, RBLOCK] tile
+TILE_MAX = 4096
+#: split a reduction when there are at most this many rows ...
+SPLIT_MAX_ROWS = 8
+#: ... and each is at least this long
+SPLIT_MIN_ROW = 32768
+SPLIT_MAX_PARTS = 256
+POINTWISE_XBLOCK = 1024
+LOOPED_RBLOCK = 1024
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    XBLOCK: int
+    RBLOCK: int = 1
+    num_warps: int = 4
+    num_stages: int = 1
+    #: split reductions: programs per row and the row chunk each one reduces
+    NSPLIT: int = 1
+    CHUNK: int = 0
+
+    def constexprs(self, reduction: bool) -> dict[str, int]:
+        return (
+            {"XBLOCK": self.XBLOCK, "RBLOCK": self.RBLOCK} if reduction else {"XBLOCK": self.XBLOCK}
+        )
+
+    def describe(self) -> str:
+        text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps}"
+        return text + (f" NSPLIT={self.NSPLIT}" if self.NSPLIT > 1 else "")
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _warps(elements: int) -> int:
+    """About 256 elements of a tile per warp, between 1 and 8 warps."""
+    return max(1, min(8, next_power_of_2(elements) // 256))
+
+
+def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool) -> str:
+    if rnumel is None:
+        return "pointwise"
+    if split_ok and xnumel <= SPLIT_MAX_ROWS and rnumel >= SPLIT_MIN_ROW:
+        return "split"
+    return "persistent" if rnumel <= PERSISTENT_MAX else "looped"
+
+
+def default_config(kind: str, xnumel: int, rnumel: int) -> LaunchConfig:
+    if kind == "pointwise":
+        xblock = min(POINTWISE_XBLOCK, next_power_of_2(xnumel))
+        return LaunchConfig(xblock, num_warps=_warps(xblock))
+    if kind == "persistent":
+        rblock = next_power_of_2(rnumel)
+        xblock = max(1, min(next_power_of_2(xnumel), TILE_MAX // rblock, 64))
+        return LaunchConfig(xblock, rblock, num_warps=_warps(xblock * rblock))
+    if kind == "looped":
+        return LaunchConfig(1, LOOPED_RBLOCK, num_warps=4)
+    if kind == "split":
+        rblock = LOOPED_RBLOCK
+        parts = min(SPLIT_MAX_PARTS, cdiv(rnumel, rblock))
+        chunk = cdiv(cdiv(rnumel, parts), rblock) * rblock
+        parts = cdiv(rnumel, chunk)
+        return LaunchConfig(1, rblock, num_warps=4, NSPLIT=parts, CHUNK=chunk)
+    raise ValueError(f"unknown kernel kind {kind!r}")
+
+
+def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[LaunchConfig]:
+    """The small set max-autotune benchmarks (the default first)."""
+    base = default_config(kind, xnumel, rnumel)
+    out = [base]
+    if kind == "pointwise":
+        for xblock, warps in ((256, 2), (512, 4), (1024, 8), (2048, 8)):
+            xblock = min(xblock, next_power_of_2(xnumel))
+            out.append(LaunchConfig(xblock, num_warps=warps))
+    elif kind == "persistent":
+        for xblock in (1, 2, 4, 8, 16, 32):
+            if xblock * base.RBLOCK <= 2 * TILE_MAX and xblock <= next_power_of_2(xnumel):
+                for warps in (2, 4, 8):
+                    out.append(replace(base, XBLOCK=xblock, num_warps=warps))
+    elif kind == "looped":
+        for xblock, rblock, warps in ((1, 2048, 8), (1, 512, 4), (2, 1024, 8), (4, 512, 8)):
+            out.append(LaunchConfig(min(xblock, next_power_of_2(xnumel)), rblock, warps))
+    elif kind == "split":
+        for warps in (8, 16):
+            out.append(replace(base, num_warps=warps))
+    unique: list[LaunchConfig] = []
+    for config in out:
+        if config not in unique:
+            unique.append(config)
+    return unique

@@ -1,0 +1,372 @@
+"""One Triton kernel (two for a split reduction) per loops KernelGroup.
+
+The group's outer loops are flattened into ``xindex`` (one block of XBLOCK points per
+program) and its reduction loops into ``rindex``; index expressions are rewritten in those
+two variables and simplified with their ranges before printing (a contiguous access prints
+as ``xindex``). Nodes run in *segments* as in the C++ target (cpp/emit/kernel.py): an
+``outer`` segment once per point ([XBLOCK, 1] values), a ``loop`` segment over the row
+([XBLOCK, RBLOCK] values). How a loop segment runs depends on the kernel kind (see
+heuristics.py): straight-line over one block (persistent), a ``for`` loop with lane-wise
+accumulators (looped), or split into partials and a finishing kernel (split).
+
+Loads and stores are masked with the masks of the axes their index uses; under
+``ops.masked`` or with indirect indices the offset is broadcast to the segment's shape and
+masked-off lanes point at element 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ember_codegen.cpp.emit.kernel import plan_segments
+from ember_codegen.exc import CodegenError
+from ember_inductor_ir import KernelGroup, Schedule
+from ember_inductor_ir.indexing import (
+    ModularIndexing,
+    contiguous_strides,
+    product,
+    simplify_index,
+)
+
+from .dtypes import compute_type, is_reduced_float, store_cast
+from .heuristics import LaunchConfig, cdiv, choose_kind, default_config, next_power_of_2
+from .index_printer import fits_int32, triton_index
+from .op_table import TritonValue
+from .ops_handler import CodeWriter, TritonOpsHandler
+from .reduction_emit import ReductionEmitter
+
+XINDEX = sympy.Symbol("xindex", integer=True, nonnegative=True)
+XROW = sympy.Symbol("xrow", integer=True, nonnegative=True)
+RINDEX = sympy.Symbol("rindex", integer=True, nonnegative=True)
+
+
+@dataclass(frozen=True)
+class _Seg:
+    axes: frozenset[str]
+    mask: str
+    shape: str
+
+
+POINTWISE = _Seg(frozenset("x"), "xmask", "[XBLOCK]")
+OUTER = _Seg(frozenset("x"), "xmask", "[XBLOCK, 1]")
+LOOP = _Seg(frozenset("xr"), "rxmask", "[XBLOCK, RBLOCK]")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A scratch buffer of a split reduction (the partials), allocated by the wrapper."""
+
+    name: str
+    numel: int
+    dtype: torch.dtype
+
+
+@dataclass
+class TritonKernel:
+    """One ``@triton.jit`` function and how to launch it."""
+
+    name: str
+    code: str
+    params: list[str]  # buffer / workspace names, in argument order
+    kind: str
+    xnumel: int  # points of the launch grid's axis
+    reduction: bool
+    config: LaunchConfig
+
+    def grid(self, config: LaunchConfig | None = None) -> tuple[int]:
+        return (cdiv(self.xnumel, (config or self.config).XBLOCK),)
+
+
+@dataclass
+class GroupKernels:
+    """What the wrapper needs to run one loops group."""
+
+    name: str
+    kernels: list[TritonKernel]
+    register_only: set[str]
+    workspaces: list[Workspace] = field(default_factory=list)
+
+
+def _static(values: list[Any], what: str) -> list[int]:
+    out = []
+    for v in values:
+        if not getattr(v, "is_Integer", False):
+            raise CodegenError(f"{what} {v} is symbolic; the Triton target needs static sizes")
+        out.append(int(v))
+    return out
+
+
+def _digits(flat: sympy.Symbol, variables: list[sympy.Symbol], sizes: list[int]) -> dict:
+    strides = [int(s) for s in contiguous_strides([sympy.Integer(n) for n in sizes])]
+    return {
+        var: (sympy.Integer(0) if n == 1 else ModularIndexing(flat, stride, n))
+        for var, n, stride in zip(variables, sizes, strides, strict=True)
+    }
+
+
+class KernelBuilder(ReductionEmitter):
+    """Emits one kernel of a group. ``part``: None, or "partial" / "finish" (split)."""
+
+    def __init__(
+        self,
+        group: KernelGroup,
+        sched: Schedule,
+        kind: str,
+        config: LaunchConfig,
+        part: str | None = None,
+    ) -> None:
+        self.group, self.sched, self.kind, self.config, self.part = group, sched, kind, config, part
+        sizes = _static(group.sizes, "kernel size")
+        rsizes = _static(group.reduction_sizes, "reduction size")
+        self.xnumel = int(product([sympy.Integer(n) for n in sizes]))
+        self.rnumel = int(product([sympy.Integer(n) for n in rsizes]))
+        outer_vars, red_vars = group.index_vars()
+        x = XROW if part == "partial" else XINDEX
+        self._subs = {**_digits(x, outer_vars, sizes), **_digits(RINDEX, red_vars, rsizes)}
+        self._ranges = {XINDEX: sympy.Integer(self.xnumel), XROW: sympy.Integer(self.xnumel),
+                        RINDEX: sympy.Integer(self.rnumel)}  # fmt: skip
+        if part == "partial":
+            self._ranges[XINDEX] = sympy.Integer(self.xnumel * config.NSPLIT)
+        self.int64 = not fits_int32(self.xnumel * max(config.NSPLIT, 1) * max(self.rnumel, 1),
+                                    *self._storage_sizes())  # fmt: skip
+        self.register_only = {
+            n.buffer.name
+            for n in group.nodes
+            if n.placement in ("outer", "reduction") and n.buffer.name in group.internal
+        }
+        self.params: dict[str, bool] = {}
+        self.workspaces: list[Workspace] = []
+        self._index_cache: dict[sympy.Expr, tuple[str, frozenset[str]]] = {}
+        self._tmp = 0
+        self._nred = 0
+        self._reds: dict[tuple, Any] = {}
+        self._locals: dict[str, TritonValue] = {}
+        self._segment_locals: dict[str, TritonValue] = {}
+        self._seg = POINTWISE if kind == "pointwise" else OUTER
+        self._discarding = False
+
+    def _storage_sizes(self) -> list[int]:
+        out = []
+        for name in self.group.reads | set(self.group.buffer_names()):
+            buf = self.sched.buffers.get(name)
+            if buf is not None:
+                out.append(buf.layout.storage_numel())
+        return out
+
+    # -- callbacks from the ops handler --------------------------------------------------
+    def new_tmp(self) -> str:
+        self._tmp += 1
+        return f"tmp{self._tmp - 1}"
+
+    def pointer(self, name: str, write: bool) -> str:
+        if not self._discarding:
+            self.params[name] = self.params.get(name, False) or write
+        return f"ptr_{name}"
+
+    def buffer_dtype(self, name: str) -> torch.dtype:
+        return self.sched.buffers[name].get_dtype()
+
+    def index(self, expr: sympy.Expr, wide: bool = False) -> str:
+        if wide and not self.int64:
+            return triton_index(self._flat(expr), wide=True)
+        return self._index(expr)[0]
+
+    def _flat(self, expr: sympy.Expr) -> sympy.Expr:
+        return simplify_index(sympy.expand(expr).xreplace(self._subs), self._ranges)
+
+    def _index(self, expr: sympy.Expr) -> tuple[str, frozenset[str]]:
+        """Text of an index (in xindex / rindex) and the axes it varies along."""
+        hit = self._index_cache.get(expr)
+        if hit is None:
+            flat = simplify_index(sympy.expand(expr).xreplace(self._subs), self._ranges)
+            axes = set()
+            for sym in flat.free_symbols:
+                axes.add("x" if sym in (XINDEX, XROW) else "r" if sym == RINDEX else "other")
+            hit = self._index_cache[expr] = (triton_index(flat), frozenset(axes))
+        return hit
+
+    def _offset(self, name: str, index: sympy.Expr) -> tuple[str, frozenset[str]]:
+        return self._index(index - self.sched.layout(name).offset)
+
+    def load_expr(self, name: str, index: sympy.Expr, masks: list[str]) -> str:
+        pointer = self.pointer(name, False)
+        text, axes = self._offset(name, index)
+        seg = self._seg
+        if masks or "other" in axes:
+            mask = " & ".join([seg.mask, *masks])
+            return f"tl.load({pointer} + tl.where({mask}, {text}, 0), {mask}, other=0)"
+        mask = {frozenset(): None, frozenset("x"): "xmask", frozenset("r"): "rmask"}.get(
+            axes, seg.mask
+        )
+        if mask is None:
+            return f"tl.load({pointer} + {text})"
+        return f"tl.load({pointer} + {text}, {mask}, other=0)"
+
+    def store_stmt(self, name: str, index: sympy.Expr, value: TritonValue, seg: Any = None) -> str:
+        seg = seg or self._seg
+        pointer = self.pointer(name, True)
+        text, axes = self._offset(name, index)
+        if axes != seg.axes:  # broadcast the address to the values' shape
+            text = f"{text} + tl.zeros({seg.shape}, {self.index_type})"
+        dtype = self.buffer_dtype(name)
+        stored = store_cast(value.expr, dtype) if is_reduced_float(dtype) else value.expr
+        return f"tl.store({pointer} + {text}, {stored}, {seg.mask})"
+
+    @property
+    def index_type(self) -> str:
+        return "tl.int64" if self.int64 else "tl.int32"
+
+    def local_value(self, name: str) -> TritonValue | None:
+        return self._segment_locals.get(name) or self._locals.get(name)
+
+    def keep_local(self, name: str, value: TritonValue) -> bool:
+        """Remember a stored value for later loads; True when no store is needed."""
+        if self._seg is LOOP:
+            self._segment_locals[name] = value
+            return False
+        self._locals[name] = value
+        return name in self.register_only
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: TritonValue) -> None:
+        if self.part == "partial":
+            return  # the finishing kernel stores it
+        dtype = self.buffer_dtype(name)
+        if value.dtype != dtype:  # written where the reduction's result is (the epilogue)
+            self._epi.line(f"{value}_as = {value}.to({compute_type(dtype)})")
+            value = TritonValue(f"{value}_as", dtype)
+        self._locals[name] = value
+        if name not in self.register_only:
+            discarding, self._discarding = self._discarding, False
+            self._epi.line(self.store_stmt(name, index, value, OUTER))
+            self._discarding = discarding
+
+    def _make_workspace(self, name: str, numel: int, dtype: torch.dtype) -> Workspace:
+        return Workspace(name, numel, dtype)
+
+    # -- emission ------------------------------------------------------------------------
+    def build(self, name: str) -> TritonKernel:
+        main = CodeWriter(1)
+        self.handler = TritonOpsHandler(self, main)
+        self._pro = self._body = self._epi = main
+        reduction = self.kind != "pointwise"
+        self._header(main, reduction)
+        if not reduction:
+            for node in self.group.nodes:
+                node.run(self.handler)
+        else:
+            for segment in plan_segments(self.group.nodes):
+                if segment.kind == "outer":
+                    if self.part != "partial":
+                        self._seg = OUTER
+                        for node in segment.nodes:
+                            node.run(self.handler)
+                else:
+                    self._loop_segment(segment, main)
+        params = list(self.params)
+        args = ", ".join(f"ptr_{p}" for p in params)
+        consts = "XBLOCK: tl.constexpr" + (", RBLOCK: tl.constexpr" if reduction else "")
+        lines = [
+            f"# {self.group.describe()}",
+            "@triton.jit",
+            f"def {name}({args}{', ' if args else ''}{consts}):",
+            *main.lines,
+        ]
+        xnumel = self.xnumel * (self.config.NSPLIT if self.part == "partial" else 1)
+        kind = self.part or self.kind
+        return TritonKernel(name, "\n".join(lines), params, kind, xnumel, reduction, self.config)
+
+    def _header(self, out: CodeWriter, reduction: bool) -> None:
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        arange = "tl.arange(0, {}).to(tl.int64)" if self.int64 else "tl.arange(0, {})"
+        nsplit = self.config.NSPLIT
+        xnumel = self.xnumel * (nsplit if self.part == "partial" else 1)
+        out.line(f"xoffset = {pid} * XBLOCK")
+        if not reduction:
+            out.line(f"xindex = xoffset + {arange.format('XBLOCK')}")
+            out.line(f"xmask = xindex < {xnumel}")
+            return
+        out.line(f"xindex = xoffset + {arange.format('XBLOCK')}[:, None]")
+        out.line(f"xmask = xindex < {xnumel}")
+        out.line(f"rbase = {arange.format('RBLOCK')}[None, :]")
+        if self.part == "partial":
+            out.line(f"xrow = xindex // {nsplit}")
+            out.line(f"rstart = (xindex % {nsplit}) * {self.config.CHUNK}")
+        elif self.kind == "persistent" or self.part == "finish":
+            rnumel = nsplit if self.part == "finish" else self.rnumel
+            out.line("rindex = rbase")
+            out.line(f"rmask = rindex < {rnumel}")
+            out.line("rxmask = xmask & rmask")
+
+    def _loop_segment(self, segment: Any, main: CodeWriter) -> None:
+        self._seg = LOOP
+        self._segment_locals = {}
+        if self.kind == "persistent":
+            with self.handler.scope(main):
+                for node in segment.nodes:
+                    node.run(self.handler)
+        elif self.part == "finish":
+            # the row was reduced by the partial kernel: run the nodes only for their
+            # reductions (which load the partials); everything else is discarded
+            self._discarding = True
+            self._body = CodeWriter(1)
+            with self.handler.scope(self._body):
+                for node in segment.nodes:
+                    self._discarding = True
+                    node.run(self.handler)
+            self._discarding = False
+        else:
+            self._pro, self._body, self._epi = CodeWriter(1), CodeWriter(2), CodeWriter(1)
+            if self.part == "partial":
+                self._body.line("rindex = rstart + roffset + rbase")
+                loop = f"for roffset in range(0, {self.config.CHUNK}, RBLOCK):"
+            else:
+                self._body.line("rindex = roffset + rbase")
+                loop = f"for roffset in range(0, {self.rnumel}, RBLOCK):"
+            self._body.line(f"rmask = rindex < {self.rnumel}")
+            self._body.line("rxmask = xmask & rmask")
+            with self.handler.scope(self._body):
+                for node in segment.nodes:
+                    node.run(self.handler)
+            main.extend(self._pro.lines)
+            main.line(loop)
+            main.extend(self._body.lines)
+            main.extend(self._epi.lines)
+        self._pro = self._body = self._epi = main
+        self._segment_locals = {}
+        self._seg = OUTER
+
+
+def _split_ok(group: KernelGroup) -> bool:
+    """A split needs the row's reductions first and nothing else over the row after them."""
+    segments = plan_segments(group.nodes)
+    loops = [s for s in segments if s.kind == "loop"]
+    return len(loops) == 1 and segments[0] is loops[0]
+
+
+def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
+    """The kernel(s) of one loops group with heuristic launch configurations."""
+    if group.device is not None and group.device.type not in ("cuda", "cpu"):
+        raise CodegenError(f"{group.name} runs on {group.device}; the Triton target runs CUDA")
+    builder = KernelBuilder(group, sched, "pointwise", LaunchConfig(1))
+    xnumel, rnumel = builder.xnumel, builder.rnumel
+    reduction = bool(group.reduction_sizes)
+    kind = choose_kind(xnumel, rnumel if reduction else None, reduction and _split_ok(group))
+    config = default_config(kind, xnumel, rnumel)
+    if kind != "split":
+        builder = KernelBuilder(group, sched, kind, config)
+        return GroupKernels(group.name, [builder.build(group.name)], builder.register_only)
+    partial = KernelBuilder(group, sched, kind, config, "partial")
+    finish_config = LaunchConfig(
+        min(8, next_power_of_2(xnumel)),
+        next_power_of_2(config.NSPLIT),
+        num_warps=4,
+        NSPLIT=config.NSPLIT,
+        CHUNK=config.CHUNK,
+    )
+    finish = KernelBuilder(group, sched, kind, finish_config, "finish")
+    kernels = [partial.build(f"{group.name}_partial"), finish.build(f"{group.name}_finish")]
+    return GroupKernels(group.name, kernels, finish.register_only, partial.workspaces)

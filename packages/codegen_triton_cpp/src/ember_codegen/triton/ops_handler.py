@@ -1,0 +1,186 @@
+"""The Triton-emitting ``ops`` handler: a loop body run with it writes Triton statements.
+
+Values are :class:`TritonValue` (a temporary's name and its dtype); every op becomes one
+``tmpN = expr`` line, common subexpressions are emitted once per scope (a segment, a masked
+block). Loads of values this kernel keeps in registers come back as those values; memory
+addresses, masks and reductions are the kernel builder's business (kernel.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import sympy
+import torch
+
+from ember_codegen.exc import CodegenError
+
+from .dtypes import (
+    NARROW_INTS,
+    compute_type,
+    is_reduced_float,
+    python_literal,
+    round_to,
+    store_cast,
+    triton_constant,
+    triton_type,
+)
+from .op_table import BOOL_RESULT_OPS, TRITON_OPS, TritonValue
+
+if TYPE_CHECKING:
+    from .kernel import KernelBuilder
+
+GOLDEN = 0x9E3779B9
+
+
+class CodeWriter:
+    """Lines of Python with the current indentation (4 spaces a level)."""
+
+    def __init__(self, indent: int = 0) -> None:
+        self.lines: list[str] = []
+        self.level = indent
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.level + text)
+
+    def extend(self, lines: list[str]) -> None:
+        self.lines.extend(lines)
+
+
+class TritonOpsHandler:
+    def __init__(self, kernel: KernelBuilder, out: CodeWriter) -> None:
+        self.kernel = kernel
+        self.out = out
+        self._scopes: list[dict[tuple, TritonValue]] = [{}]
+        #: masks of the enclosing ``ops.masked`` bodies (innermost last)
+        self.mask_stack: list[str] = []
+
+    # -- emission and common subexpressions ------------------------------------------------
+    def _cse(self, expr: str, dtype: torch.dtype) -> TritonValue:
+        if dtype in NARROW_INTS:  # Triton widens narrow integers in arithmetic
+            expr = f"({expr}).to({triton_type(dtype)})"
+        key = (expr, dtype)
+        for scope in reversed(self._scopes):
+            if key in scope:
+                return scope[key]
+        name = self.kernel.new_tmp()
+        self.out.line(f"{name} = {expr}")
+        value = TritonValue(name, dtype)
+        self._scopes[-1][key] = value
+        return value
+
+    @contextlib.contextmanager
+    def scope(self, out: CodeWriter | None = None) -> Iterator[None]:
+        """A nested block: values made inside are not reused after it."""
+        saved = self.out
+        self._scopes.append({})
+        if out is not None:
+            self.out = out
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+            self.out = saved
+
+    def __getattr__(self, name: str) -> Callable[..., TritonValue]:
+        emitter = TRITON_OPS.get(name)
+        if emitter is None:
+            raise AttributeError(f"the Triton handler has no op named {name!r}")
+
+        def op(*args: TritonValue) -> TritonValue:
+            dtype = torch.bool if name in BOOL_RESULT_OPS else args[0].dtype
+            return self._cse(emitter(*args), dtype)
+
+        return op
+
+    # -- memory --------------------------------------------------------------------------
+    def load(self, name: str, index: sympy.Expr) -> TritonValue:
+        local = self.kernel.local_value(name)
+        if local is not None:
+            return local
+        dtype = self.kernel.buffer_dtype(name)
+        expr = self.kernel.load_expr(name, index, self.mask_stack)
+        if is_reduced_float(dtype):
+            expr = f"{expr}.to(tl.float32)"
+        return self._cse(expr, dtype)
+
+    def store(self, name: str, index: sympy.Expr, value: TritonValue) -> None:
+        dtype = self.kernel.buffer_dtype(name)
+        value = self._as_dtype(value, dtype)
+        if self.kernel.keep_local(name, value):
+            return
+        self.out.line(self.kernel.store_stmt(name, index, value))
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: TritonValue) -> None:
+        self.kernel.store_reduction(name, index, value)
+
+    def _as_dtype(self, value: TritonValue, dtype: torch.dtype) -> TritonValue:
+        return value if value.dtype == dtype else self.to_dtype(value, dtype)
+
+    # -- leaves and conversions ---------------------------------------------------------
+    def constant(self, value: bool | int | float, dtype: torch.dtype) -> TritonValue:
+        return self._cse(triton_constant(value, dtype), dtype)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:
+        if expr.is_Integer:
+            return self.constant(int(expr), dtype)
+        text = self.kernel.index(expr, wide=dtype == torch.int64)
+        return self._cse(f"({text}).to({compute_type(dtype)})", dtype)
+
+    def to_dtype(self, x: TritonValue, dtype: torch.dtype) -> TritonValue:
+        if x.dtype == dtype:
+            return x
+        if is_reduced_float(x.dtype):  # the value is a bf16/f16: round it before widening
+            x = self._cse(round_to(x.expr, x.dtype), x.dtype)
+        if dtype == torch.bool:
+            return self._cse(f"({x} != 0)", dtype)
+        if is_reduced_float(dtype):  # round to the narrow type, keep computing in float32
+            # through float32, as eager converts (double -> float -> half/bfloat16)
+            source = x.expr if x.dtype == torch.float32 else f"{x}.to(tl.float32)"
+            return self._cse(round_to(source, dtype), dtype)
+        return self._cse(f"{x}.to({compute_type(dtype)})", dtype)
+
+    def to_dtype_bitcast(self, x: TritonValue, dtype: torch.dtype) -> TritonValue:
+        source = x.expr
+        if is_reduced_float(x.dtype):  # the stored bit pattern of the narrow value
+            source = store_cast(x.expr, x.dtype)
+        result = f"{source}.to({triton_type(dtype)}, bitcast=True)"
+        if is_reduced_float(dtype):
+            result = f"{result}.to(tl.float32)"
+        return self._cse(result, dtype)
+
+    # -- indirect indexing, selection, masking --------------------------------------------
+    def indirect_indexing(self, x: TritonValue, size: sympy.Expr) -> sympy.Symbol:
+        n = self.kernel.index(size)
+        wrapped = self._cse(f"tl.where({x} < 0, {x} + {n}, {x})", x.dtype)
+        return sympy.Symbol(wrapped.expr, integer=True)
+
+    def where(self, cond: TritonValue, a: TritonValue, b: TritonValue) -> TritonValue:
+        return self._cse(f"tl.where({cond}, {a}, {b})", a.dtype)
+
+    def masked(self, mask: TritonValue, body: Callable[[], TritonValue], other: Any) -> TritonValue:
+        self.mask_stack.append(mask.expr)
+        try:
+            with self.scope():
+                value = body()
+        finally:
+            self.mask_stack.pop()
+        fill = python_literal(other, value.dtype)
+        return self._cse(f"tl.where({mask}, {value}, {fill})", value.dtype)
+
+    # -- reductions and random numbers -----------------------------------------------------
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: TritonValue
+    ) -> Any:
+        return self.kernel.reduction(dtype, src_dtype, reduction_type, value)
+
+    def random_bits(self, seed: TritonValue, counter: TritonValue, stream: int) -> TritonValue:
+        if seed.dtype != torch.int64 or counter.dtype != torch.int64:
+            raise CodegenError(
+                f"random_bits needs int64 seed and counter, got {seed.dtype} and {counter.dtype}"
+            )
+        golden = (GOLDEN * (int(stream) + 1)) & 0xFFFFFFFF
+        key = self._cse(f"_em_random_key({seed}, {golden})", torch.int32)
+        return self._cse(f"_em_random_bits({key}, {counter})", torch.int64)

@@ -1,0 +1,115 @@
+"""The generated Python wrapper of the Triton target.
+
+The C++ target's wrapper (cpp/emit/wrapper.py) already does the target-neutral work:
+input guards, allocation per the memory plan (reusing dead storages), extern ops through
+aten, frees, outputs. This builder only changes what a loops group turns into (workspaces
+plus one launch per kernel, ``kernel[grid](buffers..., XBLOCK=..)``) and binds the
+allocation helpers to the graph's device. Grids and block sizes are literals computed from
+static sizes, so a call makes no host-device synchronisation and allocates the same sizes
+every time (what a CUDA graph replay needs).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from ember_codegen.cpp.emit.wrapper import WrapperBuilder, WrapperCode
+from ember_codegen.exc import CodegenError
+from ember_inductor_ir import Schedule
+
+from .kernel import GroupKernels
+
+
+class TritonWrapperBuilder(WrapperBuilder):
+    def __init__(self, sched: Schedule, groups: dict[str, GroupKernels]) -> None:
+        super().__init__(sched, groups)  # type: ignore[arg-type]
+
+    def _loops(self, group_name: str) -> None:
+        w = self.w
+        group: GroupKernels = self.kernels[group_name]  # type: ignore[assignment]
+        for ws in group.workspaces:
+            dtype = w.const(ws.dtype, "dtype")
+            w.line(f"{ws.name} = _empty_strided(({ws.numel},), (1,), dtype={dtype})")
+        for kernel in group.kernels:
+            if kernel.xnumel == 0:
+                w.line(f"# {kernel.name}: nothing to compute (empty)")
+                continue
+            cfg = kernel.config
+            args = [*kernel.params]
+            args += [f"{k}={v}" for k, v in cfg.constexprs(kernel.reduction).items()]
+            args += [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
+            w.line(f"_k_{kernel.name}[{kernel.grid()}]({', '.join(args)})")
+        if group.workspaces:
+            w.line(f"del {', '.join(ws.name for ws in group.workspaces)}")
+
+
+def build_wrapper(sched: Schedule, groups: dict[str, GroupKernels]) -> WrapperCode:
+    return TritonWrapperBuilder(sched, groups).build()
+
+
+def graph_device(sched: Schedule) -> torch.device:
+    """The device a graph runs on: its inputs' (all on one device), else its kernels'."""
+    devices = {sched.layout(name).device for name in sched.graph_inputs}
+    devices |= {g.device for g in sched if g.device is not None}
+    devices = {torch.device(d) for d in devices}
+    if len(devices) > 1:
+        cuda = [d for d in devices if d.type == "cuda"]
+        if len({str(d) for d in cuda}) > 1 or not cuda:
+            raise CodegenError(
+                f"the graph mixes devices {sorted(map(str, devices))}; the Triton target runs "
+                "a graph on one device"
+            )
+        return cuda[0]
+    return next(iter(devices)) if devices else torch.device("cpu")
+
+
+def runtime_namespace(device: torch.device) -> dict[str, Any]:
+    return {
+        "_empty_strided": functools.partial(torch.empty_strided, device=device),
+        "_empty": functools.partial(torch.empty, device=device),
+        "_as_strided": torch.as_strided,
+        "_relayout": functools.partial(relayout_input, device=device),
+        "_adopt": adopt_extern_output,
+    }
+
+
+def relayout_input(
+    t: torch.Tensor,
+    position: int,
+    size: tuple,
+    stride: tuple,
+    dtype: torch.dtype,
+    *,
+    device: torch.device,
+) -> torch.Tensor:
+    """An input whose layout differs from the example the graph was built for: a wrong
+    shape, dtype or device raises; other strides are copied to the expected layout."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"compiled graph input {position}: expected a tensor, got {type(t)}")
+    if tuple(t.shape) != size or t.dtype != dtype:
+        raise CodegenError(
+            f"compiled graph input {position} is {t.dtype}{list(t.shape)}, but the graph was "
+            f"compiled for {dtype}{list(size)}; recompile for these inputs"
+        )
+    if t.device.type != device.type:
+        raise CodegenError(f"compiled graph input {position} is on {t.device}, expected {device}")
+    if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride, strict=True)):
+        return t
+    return torch.empty_strided(size, stride, dtype=dtype, device=t.device).copy_(t)
+
+
+def adopt_extern_output(
+    t: torch.Tensor, size: tuple, stride: tuple, offset: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """An extern kernel's result as the buffer: as is when it has the buffer's layout, else
+    copied (on its device) into a fresh tensor that has it."""
+    if (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype) == (size, stride, offset, dtype):
+        return t
+    numel = (
+        0 if 0 in size else offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) + 1
+    )
+    out = torch.empty(max(numel, 0), dtype=dtype, device=t.device).as_strided(size, stride, offset)
+    return out.copy_(t)

@@ -1,0 +1,130 @@
+"""Views, masked shape ops, gathers, random numbers and extern kernels through the Triton
+target (interpreter)."""
+
+import torch
+
+from ember_primops import prims
+
+
+def test_view_chain(check):
+    def f(a):
+        v = prims.permute(a, [1, 0])
+        v = prims.slice(v, [1, 0], [5, 4], [2, 1])
+        v = prims.expand_dims(v, [0])
+        v = prims.broadcast_in_dim(prims.squeeze(v, [0]), [3, 2, 4], [1, 2])
+        v = prims.reshape(v, [6, 4])
+        return (prims.add(v, v),)
+
+    check(f, torch.randn(4, 6))
+
+
+def test_reshape_split_collapse_as_strided_rev(check):
+    def f(a):
+        flat = prims.reshape(prims.exp(a), [24])
+        s = prims.split_dim(a, 1, 2)
+        c = prims.collapse_view(s, 0, 2)
+        st = prims.as_strided(a, [3, 3], [6, 2], 1)
+        return (
+            prims.reshape(prims.add(flat, flat), [4, 6]),
+            flat,
+            prims.neg(c),
+            prims.neg(st),
+            prims.rev(prims.sin(a), [0]),
+        )
+
+    check(f, torch.randn(4, 6))
+
+
+def test_input_with_storage_offset_and_non_contiguous_input(check):
+    base = torch.randn(10, 8)
+    x = base[2:6, 1:7]
+    compiled = check(lambda a: (prims.mul(a, a), prims.permute(a, [1, 0])), x)
+    other = torch.randn(20, 8)[5:9, 0:6]
+    torch.testing.assert_close(compiled([other])[0], other * other)
+    check(lambda a: (prims.cos(a),), torch.randn(6, 4).t())
+
+
+def test_broadcasting(check):
+    a, b, c = torch.randn(5, 1, 3), torch.randn(4, 1), torch.randn(3)
+
+    def f(x, y, z):
+        shape = [5, 4, 3]
+        xb = prims.broadcast_in_dim(prims.squeeze(x, [1]), shape, [0, 2])
+        yb = prims.broadcast_in_dim(prims.squeeze(y, [1]), shape, [1])
+        zb = prims.broadcast_in_dim(z, shape, [2])
+        return (prims.add(prims.mul(xb, yb), zb),)
+
+    check(f, a, b, c)
+
+
+def test_cat_pad_slice_scatter(check):
+    a, b, c = torch.randn(2, 3), torch.randn(4, 3), torch.randn(1, 3)
+
+    def f(x, y, z):
+        return (
+            prims.cat([x, y, z], 0),
+            prims.cat([x, x], 1),
+            prims.pad(x, 1.5, [1, -1], [2, 1], [0, 1]),
+            prims.slice_scatter(y, x, 0, 0, 4, 2),
+        )
+
+    check(f, a, b, c)
+
+
+def test_gather_index_select_index(check):
+    a = torch.randn(5, 6)
+    idx = torch.randint(0, 5, (3, 6))
+    sel = torch.tensor([4, 0, 2])
+    rows, cols = torch.tensor([0, -1, 1]), torch.tensor([[3], [0]])
+
+    def f(x, i, s, r, c):
+        return (
+            prims.gather(x, 0, i),
+            prims.index_select(x, 1, s),
+            prims.index(x, [r]),
+            prims.index(x, [None, s]),
+            prims.index(x, [c, r]),
+        )
+
+    check(f, a, idx, sel, rows, cols)
+
+
+def test_random_bits_and_uniform_are_bit_exact(check):
+    seed = torch.tensor(1234, dtype=torch.int64)
+
+    def f(s):
+        cpu = torch.device("cpu")
+        return (
+            prims.uniform([5, 7], s, 3, dtype=torch.float32, device=cpu),
+            prims.uniform([4], s, 0, dtype=torch.float16, device=cpu),
+            prims.uniform([4000], s, 9, dtype=torch.bfloat16, device=cpu),
+            prims.uniform([6], s, 2, dtype=torch.float64, device=cpu),
+            prims.random_bits([2, 5], s, 2**32 + 7, device=cpu),
+        )
+
+    check(f, seed, atol=0, rtol=0)
+
+
+def test_normal_matches_the_reference(check):
+    seed = torch.tensor(-99, dtype=torch.int64)
+
+    def f(s):
+        cpu = torch.device("cpu")
+        return (prims.normal([3, 3], s, 11, dtype=torch.float32, device=cpu),)
+
+    check(f, seed)
+
+
+def test_mm_bias_relu_calls_the_extern_and_fuses_the_epilogue(check):
+    from canonical_graphs import GOLDEN
+
+    fn, inputs = GOLDEN["mm_bias_relu"]
+    compiled = check(fn, *inputs(), atol=1e-5, rtol=1e-5)
+    assert compiled.kernel_count == 1
+    assert "# mm" in compiled.wrapper_source
+
+
+def test_prim_without_lowering_is_a_counted_fallback(check):
+    x = torch.rand(3, 4) + 0.5
+    compiled = check(lambda a: (prims.add(prims.digamma(a), a),), x)
+    assert compiled.fallback_counts == {"digamma": 1}

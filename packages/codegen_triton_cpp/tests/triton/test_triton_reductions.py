@@ -1,0 +1,145 @@
+"""Reductions through the Triton target: every reduction type in each kernel kind
+(persistent row in registers, looped row, split into partials + a finishing kernel),
+epilogues, Welford and the canonical softmax / layernorm graphs."""
+
+import pytest
+import torch
+
+from ember_primops import prims
+
+
+def _kinds(compiled):
+    return [k.kind for k in compiled.kernels]
+
+
+def test_softmax_is_one_persistent_kernel(check):
+    from canonical_graphs import GOLDEN
+
+    fn, inputs = GOLDEN["softmax"]
+    compiled = check(fn, *inputs())
+    assert compiled.kernel_count == 1 and _kinds(compiled) == ["persistent"]
+
+
+def test_layer_norm_is_one_kernel(check):
+    from canonical_graphs import layer_norm
+
+    x, w, b = torch.randn(16, 48), torch.randn(48), torch.randn(48)
+    compiled = check(layer_norm(16, 48), x, w, b, atol=1e-5, rtol=1e-5)
+    assert compiled.kernel_count == 1
+
+
+def test_reduction_epilogue_is_one_kernel(check):
+    from canonical_graphs import GOLDEN
+
+    fn, inputs = GOLDEN["reduction_epilogue"]
+    assert check(fn, *inputs()).kernel_count == 1
+
+
+@pytest.mark.parametrize("dims", [[1], [0, 2], [0, 1, 2]])
+def test_sum_prod_amax_amin(check, dims):
+    x = torch.randn(3, 4, 5)
+
+    def f(a):
+        return (prims.sum(a, dims), prims.prod(a, dims), prims.amax(a, dims), prims.amin(a, dims))
+
+    check(f, x, atol=1e-5, rtol=1e-5)
+
+
+def _every_kind(a, b):
+    vm = prims.var_mean(a, [1], 1.0)
+    return (
+        prims.sum(a, [1]),
+        prims.amax(a, [1]),
+        prims.amin(a, [1]),
+        prims.argmax(a, 1),
+        prims.argmin(a, 1),
+        vm[0],
+        vm[1],
+        prims.any(prims.gt(a, prims.abs(a)), [1]),
+        prims.sum(b, [1]),
+        prims.xor_sum(b, [1]),
+    )
+
+
+@pytest.mark.parametrize(("shape", "kind"), [((6, 50), "persistent"), ((3, 5000), "looped")])
+def test_every_reduction_kind(check, shape, kind):
+    x = torch.randn(*shape)
+    x[1, 7] = x[1, 33] = 9.0  # ties resolve to the first occurrence
+    x[2, 3] = float("nan")  # NaN wins max/argmax
+    b = torch.randint(-1000, 1000, shape)
+    compiled = check(_every_kind, x, b, atol=1e-5, rtol=1e-4)
+    assert set(_kinds(compiled)) == {kind}
+
+
+def test_arg_reductions_ties_and_nan(check):
+    x = torch.randn(6, 7)
+    x[2, 3] = x[2, 5] = 9.0
+    x[4, 1] = x[4, 6] = float("nan")
+    check(lambda a: (prims.argmax(a, 1), prims.argmin(a, 1), prims.argmax(a, 0)), x)
+
+
+def test_boolean_and_integer_reductions(check):
+    x = (torch.rand(4, 6) > 0.3).to(torch.float32)
+    i = torch.randint(-1000, 1000, (4, 7))
+
+    def f(a, b):
+        return (
+            prims.any(a, [1]),
+            prims.all(a, [1]),
+            prims.all(prims.gt(a, a), [0, 1]),
+            prims.sum(b, [1]),
+            prims.amax(b, [0]),
+            prims.xor_sum(b, [1]),
+            prims.argmin(b, 1),
+        )
+
+    check(f, x, i)
+
+
+def test_very_long_rows_split_into_partials(check):
+    shape = (1, 70000)
+    x = torch.randn(*shape)
+    x[0, 12345] = 50.0
+
+    def f(a):
+        vm = prims.var_mean(a, [1], 1.0)
+        return (
+            prims.sum(a, [1]),
+            prims.argmax(a, 1),
+            vm[0],
+            vm[1],
+            prims.rsqrt(prims.add(prims.sum(prims.mul(a, a), [1]), vm[1])),
+        )
+
+    compiled = check(f, x, atol=1e-4, rtol=1e-4)
+    assert _kinds(compiled) == ["partial", "finish"] and compiled.kernel_count == 2
+    assert "_ws0" in compiled.wrapper_source
+
+
+def test_split_sum_of_a_long_tensor_to_a_scalar(check):
+    x = torch.rand(300000) + 1.0
+    compiled = check(lambda a: (prims.sum(a, [0]),), x)
+    assert _kinds(compiled) == ["partial", "finish"]
+
+
+def test_softmax_over_long_rows_loops(check):
+    from canonical_graphs import softmax
+
+    compiled = check(softmax(2, 6000), torch.randn(2, 6000))
+    assert _kinds(compiled) == ["looped"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_reductions(check, dtype):
+    x = torch.randn(8, 64).to(dtype)
+
+    def f(a):
+        up = prims.convert_element_type(a, torch.float32)
+        return (
+            prims.sum(a, [1]),
+            prims.amax(a, [1]),
+            prims.argmax(a, 1),
+            prims.convert_element_type(prims.sum(up, [1]), dtype),
+        )
+
+    check(f, x)

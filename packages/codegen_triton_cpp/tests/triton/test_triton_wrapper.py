@@ -1,0 +1,81 @@
+"""The compiled object, the wrapper, the on-disk caches and max-autotune (interpreter)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+from ember_codegen import compile_graph
+from ember_codegen.triton.heuristics import choose_kind, default_config
+from ember_codegen.triton.index_printer import fits_int32, triton_index
+from ember_inductor_ir.indexing import FloorDiv, ModularIndexing, index_symbol
+from ember_primops import prims
+
+
+def _chain(a, b):
+    x = prims.exp(prims.add(a, b))
+    y = prims.sum(prims.mul(x, x), [1])
+    return (prims.neg(y), prims.sin(x))
+
+
+def test_sources_are_readable_and_cached_by_content(compile_prims):
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    sched, compiled = compile_prims(_chain, a, b)
+    assert compiled.module_path.read_text() == compiled.triton_source
+    assert compiled.module_path.is_relative_to(os.environ["EMBER_CACHE_DIR"])
+    assert os.environ["TRITON_CACHE_DIR"].startswith(os.environ["EMBER_CACHE_DIR"])
+    again = compile_graph(sched, target="triton")
+    assert again.module_path == compiled.module_path
+    assert "def call(args):" in compiled.wrapper_source
+
+
+def test_buffers_are_reused_per_the_memory_plan(check):
+    def f(a):
+        x = prims.exp(prims.sum(a, [1]))
+        y = prims.mm(prims.broadcast_in_dim(x, [4, 4], [0]), a)
+        z = prims.cos(prims.sum(y, [1]))
+        return (prims.mm(prims.broadcast_in_dim(z, [4, 4], [0]), a),)
+
+    check(f, torch.randn(4, 4), atol=1e-4, rtol=1e-4)
+
+
+def test_max_autotune_benchmarks_and_caches_the_winner(compile_prims):
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    _, compiled = compile_prims(_chain, a, b, mode="max-autotune")
+    torch.testing.assert_close(compiled([a, b]), list(_chain(a, b)))
+    root = os.path.join(os.environ["EMBER_CACHE_DIR"], "triton", "autotune")
+    entries = os.listdir(root)
+    assert entries
+    with open(os.path.join(root, entries[0])) as handle:
+        config = json.load(handle)
+    assert {"XBLOCK", "num_warps"} <= set(config)
+    _, again = compile_prims(_chain, a, b, autotune=True)  # read back from the cache
+    assert [k.config for k in again.kernels] == [k.config for k in compiled.kernels]
+
+
+def test_heuristics_pick_the_kernel_kind():
+    assert choose_kind(1000, None, True) == "pointwise"
+    assert choose_kind(64, 512, True) == "persistent"
+    assert choose_kind(64, 100000, True) == "looped"
+    assert choose_kind(1, 16 * 2**20, True) == "split"
+    assert choose_kind(1, 16 * 2**20, False) == "looped"
+    split = default_config("split", 1, 16 * 2**20)
+    assert split.NSPLIT * split.CHUNK >= 16 * 2**20 and split.CHUNK % split.RBLOCK == 0
+    assert default_config("persistent", 4096, 700).RBLOCK == 1024
+
+
+def test_index_printing_and_int32_decision():
+    x = index_symbol("i", 0)
+    assert triton_index(3 * x + 1) == "(1 + (3 * i0))" or "3 * i0" in triton_index(3 * x + 1)
+    assert triton_index(ModularIndexing(x, 4, 8)) == "((i0 // 4) % 8)"
+    assert triton_index(FloorDiv(x, 16)) == "(i0 // 16)"
+    assert fits_int32(2**31 - 1) and not fits_int32(2**31)
+
+
+def test_importing_ember_codegen_does_not_import_triton():
+    code = "import sys, ember_codegen; assert 'triton' not in sys.modules, 'triton imported'"
+    env = {**os.environ}
+    env.pop("TRITON_INTERPRET", None)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
