@@ -22,7 +22,7 @@ for stage in "$@"; do
   echo "== $stage $(date +%T)"
   case $stage in
     smoke)
-      python3 tools/gpu/triton_smoke.py 2>&1 | tee "$OUT/smoke.txt" || status=1 ;;
+      timeout ${SMOKE_TIMEOUT:-400} python3 tools/gpu/triton_smoke.py 2>&1 | tee "$OUT/smoke.txt" || status=1 ;;
     kernels)
       python3 benchmarks/gpu_kernels.py --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
     opinfo)
