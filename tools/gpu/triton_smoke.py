@@ -104,6 +104,15 @@ def run_zoo(failures, mode):
                 )
                 if not ok or stats["forward_graphs"] == 0:
                     failures.append(label)
+                    pairs = zip(
+                        ember_zoo.output_tensors(got),
+                        ember_zoo.output_tensors(expected),
+                        strict=False,
+                    )
+                    print(
+                        "   max abs diffs:",
+                        [float((a.float() - b.float()).abs().max()) for a, b in pairs],
+                    )
             except Exception:
                 failures.append(label)
                 print(f"{label:40s} ERROR\n{traceback.format_exc()[-2500:]}")

@@ -57,8 +57,12 @@ def returns_views(func: OpOverload) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
 
 
+#: torch.Tag.inplace is newer than torch 2.11; the schema test below covers older versions
+_INPLACE_TAG = getattr(torch.Tag, "inplace", None)
+
+
 def is_inplace(func: OpOverload) -> bool:
-    return torch.Tag.inplace in func.tags or (
+    return (_INPLACE_TAG is not None and _INPLACE_TAG in func.tags) or (
         func._schema.name.endswith("_") and written_arguments(func) == ["self"]
     )
 
