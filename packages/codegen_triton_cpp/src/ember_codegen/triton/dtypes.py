@@ -84,13 +84,21 @@ def triton_constant(value: bool | int | float, dtype: torch.dtype) -> str:
 
 def round_to(expr: str, dtype: torch.dtype) -> str:
     """A float32 expression rounded to the reduced float ``dtype`` (kept as float32)."""
-    if dtype == torch.bfloat16:
+    if dtype == torch.bfloat16 and _interpreting():
         return f"_em_round_bf16({expr})"
     return f"{expr}.to({triton_type(dtype)}).to(tl.float32)"
 
 
 def store_cast(expr: str, dtype: torch.dtype) -> str:
     """A compute value as the element type of a ``dtype`` buffer."""
-    if dtype == torch.bfloat16:
+    if dtype == torch.bfloat16 and _interpreting():
         return f"_em_round_bf16({expr}).to(tl.bfloat16)"
     return f"{expr}.to({triton_type(dtype)})"
+
+
+def _interpreting() -> bool:
+    # the GPU's float32 -> bfloat16 conversion rounds to nearest even in one instruction; the
+    # CPU interpreter's truncates, so there the rounding is done with integer arithmetic
+    from ember_codegen.triton.cache import interpreting
+
+    return interpreting()

@@ -27,6 +27,13 @@ class TritonWrapperBuilder(WrapperBuilder):
     def __init__(self, sched: Schedule, groups: dict[str, GroupKernels]) -> None:
         super().__init__(sched, groups)  # type: ignore[arg-type]
 
+    def _guard_inputs(self) -> None:
+        super()._guard_inputs()
+        device = graph_device(self.sched)
+        for name in self.sched.graph_inputs:  # CPU scalars of a GPU graph (0-dim tensors)
+            if torch.device(self.sched.layout(name).device).type != device.type:
+                self.w.line(f"{name} = _to_graph_device({name})")
+
     def _loops(self, group_name: str) -> None:
         w = self.w
         group: GroupKernels = self.kernels[group_name]  # type: ignore[assignment]
@@ -72,6 +79,7 @@ def runtime_namespace(device: torch.device) -> dict[str, Any]:
         "_empty": functools.partial(torch.empty, device=device),
         "_as_strided": torch.as_strided,
         "_relayout": functools.partial(relayout_input, device=device),
+        "_to_graph_device": functools.partial(torch.Tensor.to, device=device, non_blocking=True),
         "_adopt": adopt_extern_output,
     }
 
@@ -94,7 +102,7 @@ def relayout_input(
             f"compiled graph input {position} is {t.dtype}{list(t.shape)}, but the graph was "
             f"compiled for {dtype}{list(size)}; recompile for these inputs"
         )
-    if t.device.type != device.type:
+    if t.device.type != device.type and t.dim() > 0:
         raise CodegenError(f"compiled graph input {position} is on {t.device}, expected {device}")
     if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride, strict=True)):
         return t

@@ -97,8 +97,9 @@ class CudaGraphRunner:
 
     def _replay(self, capture: _Capture, inputs: Sequence) -> list:
         for static, value in zip(capture.static_inputs, inputs, strict=True):
-            if isinstance(static, StaticInput):
-                static.load(value)
+            if isinstance(static, StaticInput) and not static.load(value):
+                counters["cudagraphs"]["layout_fallbacks"] += 1
+                return self.compiled(list(inputs))  # the compiled graph relayouts it itself
         capture.graph.replay()
         counters["cudagraphs"]["replays"] += 1
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in capture.outputs]
@@ -115,12 +116,18 @@ class StaticInput:
         self.view = self.base.as_strided(value.shape, value.stride(), 0)
         self.load(value)
 
-    def load(self, value: torch.Tensor) -> None:
+    def load(self, value: torch.Tensor) -> bool:
+        """Copy ``value`` in; False when it cannot be (another layout of an overlapping view)."""
         if self.span == 0 or value.data_ptr() == self.view.data_ptr():
-            return
-        if _span(value) != self.span:
-            raise RuntimeError("a CUDA-graph input changed its layout without a recompile")
-        self.base[: self.span].copy_(value.as_strided((self.span,), (1,), value.storage_offset()))
+            return True
+        if value.stride() == self.view.stride():
+            span = value.as_strided((self.span,), (1,), value.storage_offset())
+            self.base[: self.span].copy_(span)
+            return True
+        if self.span == self.view.numel():  # a dense static view takes any layout element-wise
+            self.view.copy_(value)
+            return True
+        return False
 
 
 def _span(value: torch.Tensor) -> int:

@@ -52,11 +52,34 @@ def _devices(gm: torch.fx.GraphModule) -> set[str]:
 
 def codegen_target(gm: torch.fx.GraphModule, settings: InductorSettings = DEFAULT_SETTINGS) -> str:
     """The code generator for the devices the graph's tensors live on (or the forced one)."""
-    return _target_of(_devices(gm), settings)
+    devices = _devices(gm)
+    if devices >= {"cpu", "cuda"} and not _only_cpu_scalars(gm):
+        raise EmberError(
+            "the graph mixes CPU tensors (other than 0-dim scalars, or as outputs) with CUDA "
+            "tensors; the inductor backend runs a graph on one device: use backend='aot_eager'"
+        )
+    return _target_of(devices, settings)
+
+
+def _only_cpu_scalars(gm: torch.fx.GraphModule) -> bool:
+    """CPU values are 0-dim inputs (or computed from them) and no output is on the CPU."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() > 0:
+            return False
+    (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
+    return not any(
+        isinstance(o, torch.fx.Node)
+        and isinstance(o.meta.get("val"), torch.Tensor)
+        and o.meta["val"].device.type == "cpu"
+        for o in torch.utils._pytree.tree_leaves(outputs)
+    )
 
 
 def _target_of(devices: set[str], settings: InductorSettings = DEFAULT_SETTINGS) -> str:
     devices.discard("meta")
+    if devices == {"cpu", "cuda"}:  # CPU scalars of a GPU graph: the wrapper moves them
+        devices = {"cuda"}
     targets = {TARGETS.get(d) for d in devices} or {"cpp"}
     if None in targets or len(targets) > 1:
         raise EmberError(
