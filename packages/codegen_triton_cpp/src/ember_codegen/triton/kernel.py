@@ -148,6 +148,9 @@ class KernelBuilder(ReductionEmitter):
         self._segment_locals: dict[str, TritonValue] = {}
         self._seg = POINTWISE if kind == "pointwise" else OUTER
         self._discarding = False
+        #: buffers this kernel stored since its last barrier: a later load of one of them may
+        #: read elements other threads of the block wrote, so it waits for them first
+        self.unsynced_stores: set[str] = set()
 
     def _storage_sizes(self) -> list[int]:
         out = []
@@ -214,7 +217,15 @@ class KernelBuilder(ReductionEmitter):
             text = f"{text} + tl.zeros({seg.shape}, {self.index_type})"
         dtype = self.buffer_dtype(name)
         stored = store_cast(value.expr, dtype) if is_reduced_float(dtype) else value.expr
+        self.unsynced_stores.add(name)
         return f"tl.store({pointer} + {text}, {stored}, {seg.mask})"
+
+    def barrier_before_load(self, name: str) -> bool:
+        """True (once per batch of stores) when loading ``name`` needs a block barrier."""
+        if name not in self.unsynced_stores:
+            return False
+        self.unsynced_stores.clear()
+        return True
 
     @property
     def index_type(self) -> str:

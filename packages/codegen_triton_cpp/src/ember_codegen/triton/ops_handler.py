@@ -101,6 +101,8 @@ class TritonOpsHandler:
         if local is not None:
             return local
         dtype = self.kernel.buffer_dtype(name)
+        if self.kernel.barrier_before_load(name):
+            self.out.line("tl.debug_barrier()")  # stores by other threads become visible
         expr = self.kernel.load_expr(name, index, self.mask_stack)
         if is_reduced_float(dtype):
             expr = f"{expr}.to(tl.float32)"
