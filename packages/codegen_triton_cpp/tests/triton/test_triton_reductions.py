@@ -143,3 +143,37 @@ def test_reduced_precision_reductions(check, dtype):
         )
 
     check(f, x)
+
+
+def _unsynced_reloads(source: str) -> list[str]:
+    """Loads of a pointer this kernel stored to with no block barrier in between (a race on
+    the GPU: the elements may have been written by other threads)."""
+    import re
+
+    problems, stored = [], set()
+    for line in source.splitlines():
+        if line.startswith("def "):
+            stored = set()
+        if "tl.debug_barrier()" in line:
+            stored = set()
+        for pointer in re.findall(r"tl\.load\((ptr_\w+)", line):
+            if pointer in stored:
+                problems.append(line.strip())
+        stored.update(re.findall(r"tl\.store\((ptr_\w+)", line))
+    return problems
+
+
+@pytest.mark.parametrize("graph", ["softmax", "reduction_epilogue", "pointwise_chain"])
+def test_reloads_of_stored_buffers_wait_for_a_barrier(check, graph):
+    from canonical_graphs import GOLDEN
+
+    fn, inputs = GOLDEN[graph]
+    compiled = check(fn, *inputs())
+    assert _unsynced_reloads(compiled.triton_source) == []
+
+
+def test_unsynced_reload_detector_catches_a_race():
+    source = "def k(ptr_a):\n    tl.store(ptr_a + x, v, m)\n    y = tl.load(ptr_a + x, m)\n"
+    assert _unsynced_reloads(source) == ["y = tl.load(ptr_a + x, m)"]
+    synced = source.replace("    y =", "    tl.debug_barrier()\n    y =")
+    assert _unsynced_reloads(synced) == []
