@@ -23,6 +23,8 @@ for stage in "$@"; do
   case $stage in
     smoke)
       timeout ${SMOKE_TIMEOUT:-400} python3 tools/gpu/triton_smoke.py 2>&1 | tee "$OUT/smoke.txt" || status=1 ;;
+    debug)
+      python3 tools/gpu/debug_block.py 2>&1 | tee "$OUT/debug.txt" || status=1 ;;
     kernels)
       python3 benchmarks/gpu_kernels.py --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
     opinfo)
