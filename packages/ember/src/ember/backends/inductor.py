@@ -28,7 +28,7 @@ from collections.abc import Callable
 import torch
 
 from ember.backends import artifact_cache
-from ember.backends.aot_eager import count_aten_fallbacks
+from ember.backends.aot_eager import count_aten_fallbacks, counting_graph_runner
 from ember.backends.cudagraphs import CudaGraphRunner
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
@@ -54,11 +54,15 @@ def codegen_target(gm: torch.fx.GraphModule, settings: InductorSettings = DEFAUL
     """The code generator for the devices the graph's tensors live on (or the forced one)."""
     devices = _devices(gm)
     if devices >= {"cpu", "cuda"} and not _only_cpu_scalars(gm):
-        raise EmberError(
+        raise MixedDeviceGraph(
             "the graph mixes CPU tensors (other than 0-dim scalars, or as outputs) with CUDA "
-            "tensors; the inductor backend runs a graph on one device: use backend='aot_eager'"
+            "tensors; the inductor backend generates code for one device per graph"
         )
     return _target_of(devices, settings)
+
+
+class MixedDeviceGraph(EmberError):
+    """A prim graph with real work on two devices: run as an FX graph (counted)."""
 
 
 def _only_cpu_scalars(gm: torch.fx.GraphModule) -> bool:
@@ -155,7 +159,12 @@ def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS)
         from ember_codegen import compile_graph as codegen
         from ember_inductor_ir import lower, schedule
 
-        target = codegen_target(gm, settings)
+        try:
+            target = codegen_target(gm, settings)
+        except MixedDeviceGraph as reason:  # correct but not generated: counted and logged
+            log.warning("%s graph runs as an FX graph: %s", kind, reason)
+            counters["inductor_fallbacks"]["mixed_device_graph"] += 1
+            return counting_graph_runner("inductor", kind)(gm, example_inputs)
         key = _codegen_key(gm, _target_key(target, settings))
         if key is not None:
             hit = CodegenArtifacts().load(key)
