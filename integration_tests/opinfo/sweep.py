@@ -77,8 +77,10 @@ def main() -> int:
             for phase, outcome in entry.items():
                 results[phase][op_key(op)] = outcome
                 outcomes_json[f"{backend} {phase} {op_key(op)}"] = {
-                    "status": outcome.status, "category": outcome.category
-                }  # fmt: skip
+                    "status": outcome.status,
+                    "category": outcome.category,
+                    "reason": f"{phase} {outcome.category}: {outcome.detail}"[:90],
+                }
                 if outcome.status == "fail":
                     reason = f"{phase} {outcome.category}: {outcome.detail}"[:90]
                     failures.setdefault((backend, op_key(op)), reason)
@@ -91,13 +93,13 @@ def main() -> int:
             )
             _print_table(backend, phase, outcomes, denominator, time.time() - start, args)
     if args.write_known_failures:
-        _write_known_failures(failures)
+        write_known_failures(failures)
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes_json, indent=0))
     return 0
 
 
-def _write_known_failures(failures: dict[tuple[str, str], str]) -> None:
+def write_known_failures(failures: dict[tuple[str, str], str]) -> None:
     lines = [
         '"""(backend, op_db entry) pairs that fail the full sweep, with the first reason; strict',
         "xfails in ``EMBER_OPINFO=full`` runs of test_opinfo_backends.py (a fix shows up as XPASS).",
