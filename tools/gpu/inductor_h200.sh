@@ -30,12 +30,12 @@ for stage in "$@"; do
     opinfo)
       shards=12
       for k in $(seq 0 $((shards - 1))); do
-        EMBER_OPINFO_DEVICE=cuda EMBER_CACHE_DIR=/tmp/opinfo-cache-$k timeout 420 python3 \
+        EMBER_OPINFO_DEVICE=cuda EMBER_CACHE_DIR=/tmp/opinfo-cache-$k timeout 300 python3 \
           integration_tests/opinfo/sweep.py --backends inductor --shard $k/$shards \
           --json /tmp/opinfo-$k.json > /tmp/opinfo-$k.log 2>&1 &
       done
       wait
-      grep -h REPRO /tmp/opinfo-*.log > "$OUT/opinfo_repros.txt"
+      grep -h REPRO /tmp/opinfo-*.log > "$OUT/opinfo_repros.txt"; tail -3 /tmp/opinfo-0.log
       python3 integration_tests/opinfo/merge_shards.py /tmp/opinfo-*.json | tee "$OUT/opinfo.txt" || status=1 ;;
     models)
       python3 benchmarks/zoo_baseline.py --device cuda --size real --repeats 5 \
