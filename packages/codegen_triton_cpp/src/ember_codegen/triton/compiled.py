@@ -140,7 +140,8 @@ def _compile_parallel(groups: list[GroupKernels], module: Any, sched: Schedule, 
             num_stages=cfg.num_stages,
         )
 
-    items = [(g, k) for g in groups for k in g.kernels]
+    # kernels over nothing are never launched (the wrapper skips them): nothing to compile
+    items = [(g, k) for g in groups for k in g.kernels if k.xnumel > 0]
     if not items:
         return
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:

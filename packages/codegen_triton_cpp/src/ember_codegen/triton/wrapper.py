@@ -61,7 +61,7 @@ def graph_device(sched: Schedule) -> torch.device:
     """The device a graph runs on: its inputs' (all on one device), else its kernels'."""
     devices = {sched.layout(name).device for name in sched.graph_inputs}
     devices |= {g.device for g in sched if g.device is not None}
-    devices = {torch.device(d) for d in devices}
+    devices = {_indexed(torch.device(d)) for d in devices}
     if len(devices) > 1:
         cuda = [d for d in devices if d.type == "cuda"]
         if len({str(d) for d in cuda}) > 1 or not cuda:
@@ -71,6 +71,13 @@ def graph_device(sched: Schedule) -> torch.device:
             )
         return cuda[0]
     return next(iter(devices)) if devices else torch.device("cpu")
+
+
+def _indexed(device: torch.device) -> torch.device:
+    """'cuda' and 'cuda:0' are one device when 0 is the current one (factory ops say 'cuda')."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def runtime_namespace(device: torch.device) -> dict[str, Any]:

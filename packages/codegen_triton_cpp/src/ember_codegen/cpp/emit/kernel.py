@@ -42,6 +42,10 @@ SPLIT_MAX_OUTER = 16
 MIN_PARALLEL_ITERATIONS = 64
 #: reductions up to this many elements (pooling windows) unroll inside the outer loops
 SHORT_REDUCTION = 16
+#: A ``full`` buffer read only inside its group (softmax's exp(x - max), read again by the
+#: normalizing pass) lives in a per-row scratch on the stack when a row has at most this
+#: many elements, instead of in a whole-tensor buffer.
+ROW_SCRATCH_MAX = 4096
 
 
 @dataclass
@@ -57,7 +61,8 @@ class KernelSource:
     code: str
     params: list[KernelParam]
     may_fail: bool
-    #: buffers of the group that live only in registers (the wrapper allocates nothing)
+    #: buffers of the group that live only in registers or a per-row scratch (the wrapper
+    #: allocates nothing)
     register_only: set[str]
     mode: str
 
@@ -134,6 +139,8 @@ class KernelBuilder:
         self._epilogue = CodeWriter()
         self._preamble: list[str] = []
         self.mode = self._choose_mode()
+        self.row_scratch = self._row_scratch_buffers()
+        self.register_only |= self.row_scratch
 
     # -- decisions -----------------------------------------------------------------------
     def _choose_mode(self) -> str:
@@ -144,6 +151,19 @@ class KernelBuilder:
         if self.rsizes and outer < SPLIT_MAX_OUTER:
             return "split"
         return "outer"
+
+    def _row_scratch_buffers(self) -> set[str]:
+        """Internal ``full`` buffers: written and read at the same (outer, reduction) point
+        only inside this group (fusion checked that), so one row of scratch per outer point
+        holds them. Not in split mode (threads share a row) nor for column kernels."""
+        rnumel = int(product([sympy.Integer(s) for s in self.rsizes]))
+        if self.column or self.mode == "split" or not 0 < rnumel <= ROW_SCRATCH_MAX:
+            return set()
+        return {
+            n.buffer.name
+            for n in self.group.nodes
+            if n.placement == "full" and n.buffer.name in self.group.internal
+        }
 
     # -- callbacks from the ops handler --------------------------------------------------
     def new_tmp(self) -> str:
@@ -168,7 +188,12 @@ class KernelBuilder:
         return text
 
     def address(self, name: str, index: sympy.Expr, write: bool) -> str:
-        """``pointer[offset]`` for an element of ``name`` (pointers point at the base offset)."""
+        """``pointer[offset]`` for an element of ``name`` (pointers point at the base offset);
+        a row-scratch buffer is addressed by the reduction point alone."""
+        if name in self.row_scratch:
+            return (
+                f"{name}_row[{cpp_index(multi_to_flat(self.red_vars, self.group.reduction_sizes))}]"
+            )
         pointer = self.pointer(name, write)
         return f"{pointer}[{self.index(index - self.base_offset(name))}]"
 
@@ -303,6 +328,9 @@ class KernelBuilder:
     def _outer_point(self, out: CodeWriter) -> None:
         self._locals = {}
         self.handler.reset_scopes()
+        rnumel = int(product([sympy.Integer(s) for s in self.rsizes]))
+        for name in sorted(self.row_scratch):
+            out.line(f"{cpp_type(self.buffer_dtype(name)).storage} {name}_row[{rnumel}];")
         for segment in plan_segments(self.group.nodes):
             self._segment = segment
             if segment.kind == "outer":

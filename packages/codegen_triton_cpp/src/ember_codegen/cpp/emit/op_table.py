@@ -53,13 +53,13 @@ def _std(name: str) -> Emitter:
 
 # --------------------------------------------------------------- unary math (floats)
 for _name in (
-    "sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+    "sqrt", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
     "lgamma",
 ):  # fmt: skip
     CPP_OPS[_name] = _std(_name)
 
-for _name in ("sigmoid", "erfinv", "reciprocal", "rsqrt"):
+for _name in ("exp", "sigmoid", "erfinv", "reciprocal", "rsqrt"):
     CPP_OPS[_name] = (lambda n: lambda x: f"ember::{n}({x})")(_name)
 
 

@@ -23,6 +23,24 @@ from ember_inductor_ir.layout import Layout
 
 from .kernel import KernelSource
 
+#: Library prims whose aten op takes the same arguments: the wrapper calls aten directly.
+#: The prim's own kernel re-checks its arguments on meta tensors every call (~40 us, an
+#: extern's whole cost at small sizes); compilation checked them once, and the inputs are
+#: guarded. The result's layout is still checked (``_adopt``).
+DIRECT_ATEN_CALLS: dict[str, Any] = {
+    "mm": torch.ops.aten.mm.default,
+    "bmm": torch.ops.aten.bmm.default,
+    "convolution": torch.ops.aten.convolution.default,
+    "convolution_backward": torch.ops.aten.convolution_backward.default,
+}
+
+
+def library_call(extern: ExternKernel) -> Any:
+    """What the wrapper calls for ``extern``: its aten op where one matches, else the op."""
+    if extern.fallback:
+        return extern.kernel
+    return DIRECT_ATEN_CALLS.get(extern.kernel_name, extern.kernel)
+
 
 def _ints(values: Sequence[Any]) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
@@ -159,7 +177,7 @@ class WrapperBuilder:
 
     def _extern(self, extern: ExternKernel) -> None:
         w = self.w
-        fn = w.const(extern.kernel, "extern")
+        fn = w.const(library_call(extern), "extern")
 
         def render(value: Any) -> str:
             if isinstance(value, TensorArg):

@@ -257,9 +257,44 @@ inline T round_half_even(T x) {
   return std::nearbyint(x);
 }
 
+// exp for float32 written in plain arithmetic and selects, so that loops calling it
+// vectorize (libm's expf is a scalar call: softmax spent most of its time there). Cody-Waite
+// reduction x = n*ln2 + r, Cephes' degree-6 polynomial for e^r (about 1 ulp), then 2^n
+// applied in two halves so that results down to the subnormals come out right.
+inline float exp(float x) {
+  constexpr float kMax = 88.72283935546875f;    // above: overflow to inf
+  constexpr float kMin = -103.97208404541015f;  // below: underflow to 0
+  const bool nan = x != x;
+  // Lanes whose result is inf, 0 or NaN compute exp(0) and are replaced at the end: a
+  // clamped -inf (softmax's masked entries) would make subnormal intermediates, and each
+  // of those costs a microcode assist (a masked softmax ran 4x slower).
+  const float xc = (nan | (x > kMax) | (x < kMin)) ? 0.0f : x;
+  // round-to-nearest of x / ln2 with the 1.5 * 2^23 trick (no libm call)
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t half = ni / 2;
+  const float s1 = bits_float(static_cast<uint32_t>(half + 127) << 23);
+  const float s2 = bits_float(static_cast<uint32_t>(ni - half + 127) << 23);
+  float result = (p * s1) * s2;
+  result = x > kMax ? INFINITY : result;
+  result = x < kMin ? 0.0f : result;
+  return nan ? x : result;
+}
+
+inline double exp(double x) { return std::exp(x); }
+
 template <typename T>
 inline T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+  return T(1) / (T(1) + ember::exp(-x));
 }
 
 template <typename T>
@@ -274,22 +309,26 @@ inline T rsqrt(T x) {
 
 // torch.maximum / torch.minimum: a NaN in either input wins. Equal inputs (-0.0 vs 0.0)
 // return the second one, as eager's vectorized loops do (its scalar tail returns the first).
+// Selects, not early returns: GCC 13 refuses to vectorize a loop whose inlined body still
+// branches ("control flow in loop"), which made max-pool kernels 10x slower there.
 template <typename T>
 inline T maximum(T a, T b) {
+  const T larger = a > b ? a : b;
   if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
+    const T nan = a != a ? a : b;
+    return ((a != a) | (b != b)) ? nan : larger;
   }
-  return a > b ? a : b;
+  return larger;
 }
 
 template <typename T>
 inline T minimum(T a, T b) {
+  const T smaller = a < b ? a : b;
   if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
+    const T nan = a != a ? a : b;
+    return ((a != a) | (b != b)) ? nan : smaller;
   }
-  return a < b ? a : b;
+  return smaller;
 }
 
 // Inverse error function: Giles' single-precision polynomial as the first guess, then two
