@@ -150,6 +150,7 @@ def min_cut_rematerialization_partition(
     region = ancestors(boundary, set())
     free = set(primals) | {n for n in region if n.op == "get_attr"}
     network = nx.DiGraph()
+    network.add_nodes_from(["source", "sink"])  # a region of factory ops reaches no source
     for node in region:
         into, out = ("in", node), ("out", node)
         if node in free:
