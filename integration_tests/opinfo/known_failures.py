@@ -7,19 +7,11 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "__getitem__",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: wrapper_descriptor.__call__",
-    (
-        "aot_eager",
-        "__radd__",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: running Tensor.__getitem__ ",
     (
         "aot_eager",
         "__rmatmul__",
     ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "aot_eager",
-        "__rmul__",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
     (
         "aot_eager",
         "allclose",
@@ -31,19 +23,11 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "bernoulli",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ber",
     (
         "aot_eager",
         "cauchy",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "aot_eager",
-        "cdouble",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
-    (
-        "aot_eager",
-        "cfloat",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.cauchy_ draws random",
     (
         "aot_eager",
         "chalf",
@@ -70,16 +54,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
     (
         "aot_eager",
-        "empty_strided",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "aot_eager",
         "equal",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
         "aot_eager",
         "exponential",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.exponential_ draws r",
     (
         "aot_eager",
         "gather",
@@ -87,7 +67,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "geometric",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.geometric_ draws ran",
     (
         "aot_eager",
         "index_fill",
@@ -99,11 +79,11 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "index_reduce.mean",
-    ): "forward aot: AttributeError: 'FakeTensor' object has no attribute 'is_non_overlapping_and_",
+    ): "backward mismatch: gradient output 8: Tensor-likes are not close! | Mismatched elements: 2",
     (
         "aot_eager",
         "item",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.item() reads tensor ",
     (
         "aot_eager",
         "linalg.cholesky",
@@ -171,7 +151,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "log_normal",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.log_normal_ draws ra",
     (
         "aot_eager",
         "logdet",
@@ -182,80 +162,8 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
     (
         "aot_eager",
-        "masked.amax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.amin",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.argmax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.argmin",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
         "masked.cumprod",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.cumsum",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.log_softmax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.logaddexp",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.logsumexp",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.mean",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.median",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.norm",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.normalize",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.prod",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.softmax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.softmin",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.std",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.sum",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "aot_eager",
-        "masked.var",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
+    ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
     (
         "aot_eager",
         "masked_select",
@@ -271,7 +179,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "multinomial",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.mul",
     (
         "aot_eager",
         "mvlgamma.mvlgamma_p_1",
@@ -299,7 +207,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "nn.functional.alpha_dropout",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: alpha_dropout draws random ",
     (
         "aot_eager",
         "nn.functional.ctc_loss",
@@ -307,31 +215,27 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "nn.functional.dropout",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout draws random number",
     (
         "aot_eager",
         "nn.functional.dropout2d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout2d draws random numb",
     (
         "aot_eager",
         "nn.functional.dropout3d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout3d draws random numb",
     (
         "aot_eager",
         "nn.functional.feature_alpha_dropout.with_train",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "aot_eager",
-        "nn.functional.feature_alpha_dropout.without_train",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: feature_alpha_dropout draws",
     (
         "aot_eager",
         "nn.functional.fractional_max_pool2d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: boolean_dispatch.<locals>.f",
     (
         "aot_eager",
         "nn.functional.fractional_max_pool3d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: boolean_dispatch.<locals>.f",
     (
         "aot_eager",
         "nn.functional.gaussian_nll_loss",
@@ -354,16 +258,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: UserDefinedObjectVariable(L",
     (
         "aot_eager",
-        "nn.functional.multi_head_attention_forward",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "aot_eager",
         "nn.functional.rrelu",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: rrelu draws random numbers ",
     (
         "aot_eager",
         "nn.functional.scaled_dot_product_attention",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: scaled_dot_product_attentio",
     (
         "aot_eager",
         "nn.functional.triplet_margin_with_distance_loss",
@@ -375,19 +275,19 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "normal",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.nor",
     (
         "aot_eager",
         "normal.in_place",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward aot: UnsupportedOpError: aten.normal_.default: mutates an argument and has no out-",
     (
         "aot_eager",
         "normal.number_mean",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.nor",
     (
         "aot_eager",
         "pca_lowrank",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "aot_eager",
         "polar",
@@ -399,23 +299,23 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "rand_like",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "aot_eager",
         "randint",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "aot_eager",
         "randint_like",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "aot_eager",
         "randn",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "aot_eager",
         "randn_like",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "aot_eager",
         "repeat_interleave",
@@ -447,7 +347,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "svd_lowrank",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a map inside a",
     (
         "aot_eager",
         "tensor_split",
@@ -459,7 +359,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "uniform",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.uniform_ draws rando",
     (
         "aot_eager",
         "unique",
@@ -471,19 +371,11 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "__getitem__",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: wrapper_descriptor.__call__",
-    (
-        "inductor",
-        "__radd__",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: running Tensor.__getitem__ ",
     (
         "inductor",
         "__rmatmul__",
     ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "inductor",
-        "__rmul__",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
     (
         "inductor",
         "allclose",
@@ -495,19 +387,11 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "bernoulli",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ber",
     (
         "inductor",
         "cauchy",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "inductor",
-        "cdouble",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
-    (
-        "inductor",
-        "cfloat",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: method_descriptor.__call__ ",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.cauchy_ draws random",
     (
         "inductor",
         "cholesky",
@@ -526,24 +410,20 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
         "inductor",
-        "empty_strided",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "inductor",
         "equal",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
         "inductor",
         "exponential",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.exponential_ draws r",
     (
         "inductor",
         "geometric",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.geometric_ draws ran",
     (
         "inductor",
         "item",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.item() reads tensor ",
     (
         "inductor",
         "linalg.cholesky",
@@ -591,87 +471,11 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "log_normal",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.log_normal_ draws ra",
     (
         "inductor",
         "logspace.tensor_overload",
     ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "masked.amax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.amin",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.argmax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.argmin",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.cumprod",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.cumsum",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.log_softmax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.logaddexp",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.logsumexp",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.mean",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.median",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.norm",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.normalize",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.prod",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.softmax",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.softmin",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.std",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.sum",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
-    (
-        "inductor",
-        "masked.var",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: opcode LOAD_BUILD_CLASS is ",
     (
         "inductor",
         "masked_select",
@@ -687,7 +491,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "multinomial",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.mul",
     (
         "inductor",
         "mvlgamma.mvlgamma_p_1",
@@ -711,7 +515,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "nn.functional.alpha_dropout",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: alpha_dropout draws random ",
     (
         "inductor",
         "nn.functional.ctc_loss",
@@ -719,15 +523,15 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "nn.functional.dropout",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout draws random number",
     (
         "inductor",
         "nn.functional.dropout2d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout2d draws random numb",
     (
         "inductor",
         "nn.functional.dropout3d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout3d draws random numb",
     (
         "inductor",
         "nn.functional.embedding_bag",
@@ -735,19 +539,15 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "nn.functional.feature_alpha_dropout.with_train",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
-    (
-        "inductor",
-        "nn.functional.feature_alpha_dropout.without_train",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: feature_alpha_dropout draws",
     (
         "inductor",
         "nn.functional.fractional_max_pool2d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: boolean_dispatch.<locals>.f",
     (
         "inductor",
         "nn.functional.fractional_max_pool3d",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: boolean_dispatch.<locals>.f",
     (
         "inductor",
         "nn.functional.gaussian_nll_loss",
@@ -771,15 +571,15 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "nn.functional.multi_head_attention_forward",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: multi_head_attention_forwar",
     (
         "inductor",
         "nn.functional.rrelu",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: rrelu draws random numbers ",
     (
         "inductor",
         "nn.functional.scaled_dot_product_attention",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: scaled_dot_product_attentio",
     (
         "inductor",
         "nn.functional.triplet_margin_with_distance_loss",
@@ -791,19 +591,19 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "normal",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.nor",
     (
         "inductor",
         "normal.in_place",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward aot: UnsupportedOpError: aten.normal_.default: mutates an argument and has no out-",
     (
         "inductor",
         "normal.number_mean",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.nor",
     (
         "inductor",
         "pca_lowrank",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "inductor",
         "quantile",
@@ -811,23 +611,23 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "rand_like",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "inductor",
         "randint",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "inductor",
         "randint_like",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "inductor",
         "randn",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "inductor",
         "randn_like",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
     (
         "inductor",
         "repeat_interleave",
@@ -859,7 +659,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "svd_lowrank",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a map inside a",
     (
         "inductor",
         "tensor_split",
@@ -871,7 +671,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "uniform",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a _GeneratorCo",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.uniform_ draws rando",
     (
         "inductor",
         "unique",

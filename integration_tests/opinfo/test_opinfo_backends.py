@@ -29,7 +29,6 @@ FULL_SAMPLES = int(os.environ.get("EMBER_OPINFO_MAX_SAMPLES", "16")) or None  # 
 # One entry per family: unary and binary pointwise, promotion, compounds, comparisons, where,
 # reductions (plain, arg, welford), scans, views and shape ops, cat/stack, indexing, matmul
 # (an extern kernel), nn (softmax, norms, losses, pooling, convolution, embedding), creation.
-# (OpInfo wraps random ops in a context manager the tracer cannot trace yet: see the sweep.)
 REPRESENTATIVE = {
     "abs",
     "add",
