@@ -12,6 +12,7 @@ freshly traced one.
 from __future__ import annotations
 
 import base64
+import ctypes
 import hashlib
 import inspect
 import math
@@ -86,7 +87,8 @@ def encode_tensor(value: torch.Tensor, what: str = "constant") -> dict:
     if nbytes > MAX_CONSTANT_BYTES:
         raise NotSerializable(f"{what} holds {nbytes} bytes (limit {MAX_CONSTANT_BYTES})")
     flat = value.detach().reshape(-1).cpu().contiguous()
-    raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    # the bytes straight from memory: numpy is not a dependency of this package
+    raw = ctypes.string_at(flat.data_ptr(), nbytes) if nbytes else b""
     return {
         "dtype": str(value.dtype).removeprefix("torch."),
         "size": list(value.shape),
