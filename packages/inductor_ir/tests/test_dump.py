@@ -12,19 +12,21 @@ EXPECTED = """\
 # inputs
 arg0: float32[4, 8] stride [8, 1] cpu (input 0)
 # operations
-buf0: float32[4] stride [1] cpu = Reduction sum over [8], loops [4]  # sum_default
-    tmp0 = load(arg0, 8*i0 + r0)
-    tmp1 = exp(tmp0)
-    tmp2 = reduction(float32, float32, 'sum', tmp1)
-    store_reduction(buf0, i0, tmp2)
-buf1: float32[4, 8] stride [8, 1] cpu = Pointwise, loops [4, 8]  # div_default
+buf0: float32[4, 8] stride [8, 1] cpu = Pointwise, loops [4, 8]  # exp_default
     tmp0 = load(arg0, 8*i0 + i1)
     tmp1 = exp(tmp0)
-    tmp2 = load(buf0, i0)
-    tmp3 = truediv(tmp1, tmp2)
-    store(buf1, 8*i0 + i1, tmp3)
+    store(buf0, 8*i0 + i1, tmp1)
+buf1: float32[4] stride [1] cpu = Reduction sum over [8], loops [4]  # sum_default
+    tmp0 = load(buf0, 8*i0 + r0)
+    tmp1 = reduction(float32, float32, 'sum', tmp0)
+    store_reduction(buf1, i0, tmp1)
+buf2: float32[4, 8] stride [8, 1] cpu = Pointwise, loops [4, 8]  # div_default
+    tmp0 = load(buf0, 8*i0 + i1)
+    tmp1 = load(buf1, i0)
+    tmp2 = truediv(tmp0, tmp1)
+    store(buf2, 8*i0 + i1, tmp2)
 # outputs
-buf1 as float32[4, 8] stride [8, 1] cpu"""
+buf2 as float32[4, 8] stride [8, 1] cpu"""
 
 
 def _f(a):

@@ -23,7 +23,15 @@ from .errors import LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.readwrite import ReadWriteHandler
 from .indexing import index_vars, product
-from .layout import FixedLayout, FlexibleLayout, Layout, contiguous_layout, layout_of_tensor
+from .layout import (
+    FixedLayout,
+    FlexibleLayout,
+    Layout,
+    channels_last_strides,
+    contiguous_layout,
+    is_channels_last,
+    layout_of_tensor,
+)
 from .lowering import lowering_for, prim_name
 from .nodes import (
     Buffer,
@@ -42,11 +50,16 @@ log = logging.getLogger("ember.ir")
 #: A pointwise value read by several users is computed once into a buffer when its body
 #: runs more than this many ops; cheaper bodies are recomputed inside each reader.
 INLINE_OP_LIMIT = 16
+#: What one transcendental op (exp, erf, ...) counts for against INLINE_OP_LIMIT: softmax's
+#: exp(x - max), read by the sum and by the division, is then computed once (and the C++
+#: kernel keeps it in a per-row scratch instead of memory).
+TRANSCENDENTAL_OP_COST = 16
 
 #: Prims whose lowering is a whole-tensor index map (a View) of their input: a reader of
 #: such a view reads every element of the input again, so it counts as a reader of the
 #: input when deciding whether to realize it. (``slice`` is not here: slices of one value
-#: usually read disjoint parts, so recomputing each part duplicates no work.)
+#: usually read disjoint parts, so recomputing each part duplicates no work. ``unfold``
+#: is: pooling windows cover their input.)
 PASS_THROUGH_VIEWS = frozenset(
     {
         "broadcast_in_dim",
@@ -57,6 +70,7 @@ PASS_THROUGH_VIEWS = frozenset(
         "reshape",
         "split_dim",
         "squeeze",
+        "unfold",
         "view_of",
     }
 )
@@ -105,6 +119,8 @@ class GraphLowering:
         node = unwrap(box)
         if isinstance(node, (Pointwise, Reduction)):
             layout = contiguous_layout(node.device, node.dtype, node.get_size())
+            if self._follows_channels_last(node):
+                layout.set_stride(channels_last_strides(layout.size))
             buffer = ComputedBuffer(self.new_name(), layout, data=node, origins=self.origins())
             self.buffers[buffer.name] = buffer
             self.operations.append(buffer)
@@ -112,6 +128,42 @@ class GraphLowering:
                 box.data = buffer
             return buffer
         return node
+
+    def _follows_channels_last(self, node: Pointwise | Reduction) -> bool:
+        """A 4-d/5-d result whose body reads channels-last buffers (a convolution's output
+        or something computed from one) more than contiguous ones is stored channels-last
+        too: its kernel then runs channels innermost over both (see scheduler.loop_order)."""
+        rank = len(node.get_size())
+        if rank not in (4, 5) or node.get_size()[1] == 1:
+            return False
+        rw = ReadWriteHandler()
+        index = index_vars("i", rank)
+        if isinstance(node, Reduction):
+            node.inner_fn(rw, index, index_vars("r", len(node.reduction_ranges)))
+        else:
+            node.inner_fn(rw, index)
+        votes = 0
+        for name in {name for name, _ in rw.reads}:
+            layout = self.buffers[name].layout if name in self.buffers else None
+            if layout is None or len(layout.size) != rank or layout.size[1] == 1:
+                continue
+            votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
+        return votes > 0
+
+    def require_strides(self, value: IRNode, stride: Sequence[object]) -> IRNode:
+        """``value`` stored with exactly ``stride`` (size-1 dims aside): an undecided buffer
+        takes them, a buffer or view that has them is used as is, anything else is copied."""
+        self.realize(value)
+        node = unwrap(value)
+        layout = node.layout if isinstance(node, ComputedBuffer) else None
+        if isinstance(layout, FlexibleLayout) and not layout.frozen:
+            layout.set_stride(stride)
+            return value
+        want = FixedLayout(value.get_device(), value.get_dtype(), value.get_size(), stride)
+        found = storage_view(value)
+        if found is not None and _same_strides(found[1], want):
+            return value
+        return TensorBox(self.realize_copy(value, want))
 
     def realize_copy(self, value: IRNode, layout: Layout | None = None) -> ComputedBuffer:
         """A fresh buffer holding ``value`` (e.g. a view that strides cannot express)."""
@@ -155,9 +207,13 @@ class GraphLowering:
         kwargs: dict[str, Any] | None = None,
         *,
         fallback: bool = False,
+        output_layouts: Callable[[int, Layout], Layout] | None = None,
     ) -> Any:
         """Create an extern kernel calling ``kernel`` and return its outputs as TensorBoxes
-        shaped like the current node's ``meta['val']``."""
+        shaped like the current node's ``meta['val']``. ``output_layouts(k, layout)`` may
+        replace output ``k``'s layout (eager's strides by default) with the strides the
+        kernel returns for the argument layouts chosen here; the wrapper copies a result
+        that does not have them."""
         assert self.current_node is not None
 
         def to_arg(x):
@@ -184,7 +240,10 @@ class GraphLowering:
             if not isinstance(val, torch.Tensor):
                 outs.append(val)
                 continue
-            out = ExternOutput(self.new_name(), layout_of_tensor(val), index=k)
+            layout: Layout = layout_of_tensor(val)
+            if output_layouts is not None:
+                layout = output_layouts(k, layout)
+            out = ExternOutput(self.new_name(), layout, index=k)
             self.buffers[out.name] = out
             extern.outputs.append(out)
             outs.append(TensorBox(out))
@@ -298,10 +357,13 @@ class GraphLowering:
             data = box.data
             if isinstance(data, Reduction):
                 self.realize(box)
-            elif isinstance(data, Pointwise) and _reader_count(node) > 1:
+            elif isinstance(data, Pointwise) and reader_count(node) > 1:
                 counter = ReadWriteHandler()
                 data.inner_fn(counter, index_vars("i", len(data.ranges)))
-                if counter.op_count > INLINE_OP_LIMIT:
+                cost = counter.op_count + (TRANSCENDENTAL_OP_COST - 1) * (
+                    counter.transcendental_count
+                )
+                if cost > INLINE_OP_LIMIT:
                     self.realize(box)
 
     def _outputs(self, outputs: Any, env: dict[torch.fx.Node, Any]) -> None:
@@ -345,14 +407,14 @@ class GraphLowering:
         return OutputSpec(buffer.name, buffer.layout)
 
 
-def _reader_count(node: torch.fx.Node) -> int:
+def reader_count(node: torch.fx.Node) -> int:
     """How many nodes read ``node``'s value, looking through whole-tensor views of it."""
     count = 0
     for user in node.users:
         if isinstance(user.target, torch._ops.OpOverload) and (
             prim_name(user.target) in PASS_THROUGH_VIEWS
         ):
-            count += max(_reader_count(user), 1)
+            count += max(reader_count(user), 1)
         else:
             count += 1
     return count

@@ -83,6 +83,40 @@ class FlexibleLayout(Layout):
         self.frozen = True
 
 
+def channels_last_strides(size: Sequence[object]) -> list[Expr]:
+    """NHWC (4-d) / NDHWC (5-d) strides for an NC... shaped tensor: channels innermost."""
+    sizes = as_exprs(size)
+    order = [0, *range(2, len(sizes)), 1]  # outermost to innermost
+    stride: list[Expr] = [sympy.Integer(0)] * len(sizes)
+    running: Expr = sympy.Integer(1)
+    for d in reversed(order):
+        stride[d] = running
+        running = running * sizes[d]
+    return stride
+
+
+def is_channels_last(layout: Layout) -> bool:
+    """4-d/5-d with channels innermost and not also plainly contiguous (size-1 dims aside)."""
+    if len(layout.size) not in (4, 5) or layout.size[1] == 1:
+        return False
+    want = channels_last_strides(layout.size)
+    same = all(n == 1 or a == b for a, b, n in zip(layout.stride, want, layout.size, strict=True))
+    return same and not layout.is_contiguous()
+
+
+def stride_order(layout: Layout) -> list[int]:
+    """Dimensions from outermost to innermost in storage. Size-1 dims keep their logical
+    place; symbolic or zero strides (broadcasts) give the logical order."""
+    rank = len(layout.size)
+    real = [d for d in range(rank) if layout.size[d] != 1]
+    if any(not getattr(layout.stride[d], "is_Integer", False) for d in real) or any(
+        int(layout.stride[d]) == 0 for d in real
+    ):
+        return list(range(rank))
+    order = iter(sorted(real, key=lambda d: -int(layout.stride[d])))  # stable on ties
+    return [next(order) if d in real else d for d in range(rank)]
+
+
 def contiguous_layout(
     device: torch.device, dtype: torch.dtype, size: Sequence[object], flexible: bool = True
 ) -> Layout:

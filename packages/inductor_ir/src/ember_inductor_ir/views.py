@@ -171,6 +171,35 @@ def slice_view(
     return View(base, out, reindex, layout_map, "slice")
 
 
+def unfold(base: IRNode, dim: int, size: object, step: object) -> View:
+    """Sliding windows of ``size`` every ``step`` along ``dim``, as a new last dimension."""
+    old = base.get_size()
+    rank = len(old)
+    dim = dim % max(rank, 1)
+    window, stride_step = as_exprs([size, step])
+    if rank == 0:
+        out = [window]
+    else:
+        count = (old[dim] - window) // stride_step + 1
+        out = [*old[:dim], count, *old[dim + 1 :], window]
+
+    def reindex(index: Sequence[Expr]) -> list[Expr]:
+        if rank == 0:
+            return []
+        mapped = list(index[:rank])
+        mapped[dim] = index[dim] * stride_step + index[rank]
+        return mapped
+
+    def layout_map(lay: Layout) -> Layout:
+        if rank == 0:
+            return _relayout(lay, out, [sympy.Integer(1)], lay.offset)
+        stride = list(lay.stride)
+        stride[dim] = lay.stride[dim] * stride_step
+        return _relayout(lay, out, [*stride, lay.stride[dim]], lay.offset)
+
+    return View(base, out, reindex, layout_map, "unfold")
+
+
 def as_strided(
     base: IRNode, size: Sequence[object], stride: Sequence[object], offset: object
 ) -> View:

@@ -4,6 +4,7 @@ import logging
 
 import torch
 
+from ember_inductor_ir import PrinterHandler
 from ember_primops import prims
 
 
@@ -38,8 +39,15 @@ def test_softmax_is_one_kernel(check):
     _, sched = check(_softmax, torch.randn(8, 32))
     assert len(sched) == 1
     group = sched[0]
-    assert [n.placement for n in group.nodes] == ["reduction", "reduction", "full"]
-    assert group.internal == {n.buffer.name for n in group.nodes[:2]}
+    # exp(a - max) is read by the sum and by the division: computed once, kept in the group
+    assert [n.placement for n in group.nodes] == ["reduction", "full", "reduction", "full"]
+    assert group.internal == {n.buffer.name for n in group.nodes[:3]}
+    printed = []
+    for node in group.nodes:
+        printer = PrinterHandler()
+        node.run(printer)
+        printed.append("\n".join(printer.lines))
+    assert sum(text.count(" exp(") for text in printed) == 1, printed
 
 
 def test_reduction_then_pointwise_epilogue(check):
@@ -116,13 +124,13 @@ def test_buffer_reuse_between_kernels(check):
 
 
 def test_no_reuse_of_a_storage_a_fallback_view_still_reads(check):
-    # prims.unfold has no lowering: its fallback kernel returns a view of exp(x)'s buffer, so
-    # that storage stays live until the view's last reader (sin(y) may not take it).
+    # prims.diagonal has no lowering: its fallback kernel returns a view of exp(x)'s buffer,
+    # so that storage stays live until the view's last reader (sin(y) may not take it).
     def f(x, y):
-        u = prims.unfold(prims.exp(x), 0, 3, 3)
-        v = prims.unfold(prims.sin(y), 0, 3, 3)
+        u = prims.diagonal(prims.exp(x), 0, 0, 1)
+        v = prims.diagonal(prims.sin(y), 0, 0, 1)
         return (prims.add(u, v),)
 
-    lowering, sched = check(f, torch.randn(3), torch.randn(3))
-    assert lowering.fallback_counts["unfold"] == 2
+    lowering, sched = check(f, torch.randn(3, 3), torch.randn(3, 3))
+    assert lowering.fallback_counts["diagonal"] == 2
     assert not [a for a in sched.allocations.values() if a.reuses is not None], sched.describe()

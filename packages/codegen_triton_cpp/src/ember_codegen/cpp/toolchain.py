@@ -28,7 +28,7 @@ log = logging.getLogger("ember.codegen.toolchain")
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 COMPILER_CANDIDATES = ("g++", "c++", "clang++")
-_PROBE_SCHEMA = "2"
+_PROBE_SCHEMA = "1"
 
 # Why these flags (see README "Flags"):
 #  -O3                 vectorizes the contiguous inner loops.
@@ -44,11 +44,6 @@ _PROBE_SCHEMA = "2"
 #  no -ffast-math      it reassociates reductions and assumes no NaN/inf, which breaks
 #                      NaN propagation, inf handling and eager's tolerances.
 ACCURACY_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fwrapv")
-# Probed, used where the compiler takes them:
-#  -fno-thread-jumps   GCC duplicates a loop body's paths for values it can predict (a
-#                      softmax's masked -inf through exp's range checks); the copies no
-#                      longer vectorize and the masked softmax ran 4x slower.
-VECTORIZE_FLAGS = ("-fno-thread-jumps",)
 SHARED_LIBRARY_FLAGS = ("-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-pipe", "-g0")
 
 _PROBE_SOURCE = """
@@ -71,7 +66,6 @@ class Toolchain:
     fingerprint: str  # hash of the full version text and the -march expansion
     openmp_flags: tuple[str, ...]  # ("-fopenmp",) or () when OpenMP is unavailable
     arch_flags: tuple[str, ...]  # ("-march=native",), ("-mcpu=native",) or ()
-    vectorize_flags: tuple[str, ...] = ()  # those of VECTORIZE_FLAGS the compiler takes
 
     @property
     def has_openmp(self) -> bool:
@@ -83,7 +77,6 @@ class Toolchain:
         return (
             *ACCURACY_FLAGS,
             *self.arch_flags,
-            *self.vectorize_flags,
             *self.openmp_flags,
             *missing_omp,
             *SHARED_LIBRARY_FLAGS,
@@ -198,9 +191,6 @@ def probe_toolchain(compiler: tuple[str, ...]) -> Toolchain:
             if _run([*base, *openmp, candidate, "-Wno-unknown-pragmas"]).returncode == 0:
                 arch = (candidate,)
                 break
-        vectorize = tuple(
-            flag for flag in VECTORIZE_FLAGS if _run([*base, flag, "-Werror"]).returncode == 0
-        )
     # What "native" means differs between hosts that may share a cache directory, so the
     # driver's dry run (-###: the expanded target options, no temporary file names when
     # writing to /dev/null) goes into the fingerprint.
@@ -211,7 +201,6 @@ def probe_toolchain(compiler: tuple[str, ...]) -> Toolchain:
         fingerprint=content_key([version_text, expansion.stderr]),
         openmp_flags=openmp,
         arch_flags=arch,
-        vectorize_flags=vectorize,
     )
 
 

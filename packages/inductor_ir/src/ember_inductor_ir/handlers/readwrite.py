@@ -10,15 +10,27 @@ import torch
 
 from ..ops import OP_NAMES, WELFORD
 
+#: Math that costs many times an add (a libm call or a long polynomial): a value computing
+#: one is worth storing once rather than recomputing in each reader.
+TRANSCENDENTAL_OPS = frozenset(
+    {
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+        "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf",
+        "erfc", "erfinv", "lgamma", "pow", "atan2", "hypot",
+    }
+)  # fmt: skip
+
 
 class ReadWriteHandler:
-    """Values are ``None``. After running a body: ``reads``/``writes`` list (name, index)."""
+    """Values are ``None``. After running a body: ``reads``/``writes`` list (name, index);
+    ``op_count`` ops, ``transcendental_count`` of them from TRANSCENDENTAL_OPS."""
 
     def __init__(self) -> None:
         self.reads: list[tuple[str, sympy.Expr]] = []
         self.writes: list[tuple[str, sympy.Expr]] = []
         self.reduction_types: list[str] = []
         self.op_count = 0
+        self.transcendental_count = 0
         self.uses_random = False
         self.indirect_count = 0
 
@@ -28,6 +40,7 @@ class ReadWriteHandler:
 
         def op(*args: object) -> None:
             self.op_count += 1
+            self.transcendental_count += name in TRANSCENDENTAL_OPS
 
         return op
 

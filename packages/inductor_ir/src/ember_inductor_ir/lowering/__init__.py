@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401 (imported for their registrations)
     conversion,
+    convolution,
     creation,
     extern_ops,
     indexing_ops,

@@ -14,8 +14,6 @@ from .registry import register_lowering
 LIBRARY_PRIMS = (
     "mm",
     "bmm",
-    "convolution",
-    "convolution_backward",
     "sort",
     "cumsum",
     "cumprod",

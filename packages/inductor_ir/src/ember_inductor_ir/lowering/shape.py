@@ -100,12 +100,23 @@ def lower_pad(
     ]
     loader = a.make_loader()
     dtype = a.get_dtype()
+    # A dim padded by nothing (pooling's "pad" that only crops) reads in bounds: no mask,
+    # so that the reader's loop stays branch-free (and vectorizes).
+    cropped = [
+        lo == 0 and g == 0 and (hi <= 0) is sympy.true
+        for lo, hi, g in zip(lows, highs, gaps, strict=False)
+    ]
+    if all(cropped):
+        return TensorBox(Pointwise(a.get_device(), dtype, loader, out))
 
     def inner_fn(ops: Any, index: Sequence[Expr]) -> Any:
         mask = ops.constant(True, torch.bool)
         source: list[Expr] = []
-        for i, n, lo, g in zip(index, size, lows, gaps, strict=False):
+        for i, n, lo, g, crop in zip(index, size, lows, gaps, cropped, strict=False):
             pos = i - lo
+            if crop:
+                source.append(pos)
+                continue
             if g == 0:
                 mask = ops.logical_and(mask, _in_range(ops, pos, 0, n))
                 source.append(pos)

@@ -48,6 +48,19 @@ def lower_slice(
     return TensorBox(views.slice_view(a, start_indices, limit_indices, steps))
 
 
+@register_lowering("unfold")
+def lower_unfold(ctx: Any, a: TensorBox, dim: int, size: int, step: int) -> TensorBox:
+    # An index map: a pooling window reads its input straight from the producer's buffer
+    # (in whatever layout that has) instead of a library view that pins the layout. An
+    # input computed inline (batch norm + relu before a max-pool) stays inline for one
+    # reader of the windows; several (max and argmax in training) read it from a buffer.
+    from ..graph import reader_count  # local: graph imports the lowerings
+
+    if reader_count(ctx.current_node) > 1:
+        ctx.realize(a)
+    return TensorBox(views.unfold(a, dim, size, step))
+
+
 @register_lowering("as_strided")
 def lower_as_strided(
     ctx: Any, a: TensorBox, size: Sequence[int], stride: Sequence[int], storage_offset: int

@@ -15,6 +15,7 @@ import sympy
 
 from ..handlers.readwrite import ReadWriteHandler
 from ..indexing import Expr, flat_to_multi, index_vars, multi_to_flat, product, simplify_index
+from ..layout import stride_order
 from ..nodes import ComputedBuffer
 from .kernel_group import Placement, ScheduledNode
 
@@ -40,9 +41,18 @@ def remap(
     return [simplify_index(e, ranges) for e in flat_to_multi(flat, list(sizes))]
 
 
-def _place(buf: ComputedBuffer, sizes: list[Expr], rsizes: list[Expr]) -> ScheduledNode:
+def _place(
+    buf: ComputedBuffer,
+    sizes: list[Expr],
+    rsizes: list[Expr],
+    logical: tuple[list[Expr], list[Expr]] | None = None,
+) -> ScheduledNode:
+    """Place ``buf`` in the kernel's space. ``logical`` is (index, sizes): the loop variables
+    arranged as an index into the anchor buffer's logical shape (the loops may run in its
+    storage order, not its logical order); by default the loops are that shape."""
     outer, red = index_vars("i", len(sizes)), index_vars("r", len(rsizes))
     ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
+    lvars, lsizes = logical if logical is not None else (list(outer), list(sizes))
     numel, rnumel = product(sizes), product(rsizes)
     if buf.is_reduction():
         if product(buf.ranges) != numel or product(buf.reduction_ranges) != rnumel:
@@ -50,21 +60,30 @@ def _place(buf: ComputedBuffer, sizes: list[Expr], rsizes: list[Expr]) -> Schedu
                 f"{buf.name} reduces [{_fmt(buf.ranges)}] x [{_fmt(buf.reduction_ranges)}], "
                 f"the kernel iterates [{_fmt(sizes)}] x [{_fmt(rsizes)}]"
             )
-        index = remap(outer, sizes, buf.ranges, ranges)
+        index = remap(lvars, lsizes, buf.ranges, ranges)
         rindex = remap(red, rsizes, buf.reduction_ranges, ranges)
         return ScheduledNode(buf, "reduction", index, rindex)
     own = product(buf.ranges)
     placement: Placement
     if own == numel:
-        placement, index = "outer", remap(outer, sizes, buf.ranges, ranges)
+        placement, index = "outer", remap(lvars, lsizes, buf.ranges, ranges)
     elif own == numel * rnumel and _splits(buf.ranges, numel):
-        placement, index = "full", remap([*outer, *red], [*sizes, *rsizes], buf.ranges, ranges)
+        placement, index = "full", remap([*lvars, *red], [*lsizes, *rsizes], buf.ranges, ranges)
     else:
         raise Refused(
             f"{buf.name} iterates [{_fmt(buf.ranges)}], which fits neither [{_fmt(sizes)}] "
             f"nor [{_fmt(sizes)}] x [{_fmt(rsizes)}]"
         )
     return ScheduledNode(buf, placement, index, [])
+
+
+def loop_order(anchor: ComputedBuffer) -> list[int]:
+    """The order of the kernel's outer loops over ``anchor``'s dims: its storage order, so
+    that a channels-last buffer is written with channels innermost (contiguous stores)."""
+    layout = anchor.layout
+    if len(layout.size) != len(anchor.ranges) or len(layout.size) < 2:
+        return list(range(len(anchor.ranges)))
+    return stride_order(layout)
 
 
 def _splits(ranges: Sequence[Expr], numel: Expr) -> bool:
@@ -91,15 +110,20 @@ def _accesses(node: ScheduledNode) -> ReadWriteHandler:
 def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
     """Place ``buffers`` (in program order) in one kernel or raise Refused."""
     reductions = [b for b in buffers if b.is_reduction()]
-    if reductions:
-        sizes, rsizes = list(reductions[0].ranges), list(reductions[0].reduction_ranges)
-    else:
-        sizes, rsizes = list(buffers[0].ranges), []
+    anchor = reductions[0] if reductions else buffers[0]
+    rsizes = list(anchor.reduction_ranges)
+    order = loop_order(anchor)
+    logical_sizes = list(anchor.ranges)
+    sizes = [logical_sizes[d] for d in order]
+    outer = index_vars("i", len(sizes))
+    logical_index: list[Expr] = [sympy.Integer(0)] * len(order)
+    for k, d in enumerate(order):
+        logical_index[d] = outer[k]
     devices = {b.get_device() for b in buffers}
     if len(devices) > 1:
         raise Refused(f"buffers on different devices {sorted(map(str, devices))}")
-    nodes = [_place(b, sizes, rsizes) for b in buffers]
-    outer, red = index_vars("i", len(sizes)), index_vars("r", len(rsizes))
+    nodes = [_place(b, sizes, rsizes, (logical_index, logical_sizes)) for b in buffers]
+    red = index_vars("r", len(rsizes))
     ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
     written: dict[str, Expr] = {}
     for node in nodes:
