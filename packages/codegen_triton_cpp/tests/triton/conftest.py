@@ -9,9 +9,13 @@ from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "1"
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("triton", reason="the Triton target tests need the 'triton' extra")
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("the Triton target tests need the 'triton' extra", allow_module_level=True)
+import triton  # noqa: F401  (installed but broken, e.g. numpy missing: an error, not a skip)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpp_emit"))
