@@ -90,10 +90,11 @@ def bytecode_layer(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     """Cross-package tests: every package, the zoo, torch and transformers installed."""
     packages = [local(p.path) for p in PACKAGES]
-    # expecttest, hypothesis: imported by torch's OpInfo database (integration_tests/opinfo)
+    # expecttest, hypothesis: imported by torch's OpInfo database (integration_tests/opinfo);
+    # triton, numpy: the zoo through the Triton target in Triton's CPU interpreter
     install(
         session, *packages, *zoo_paths(), "torch", "transformers", "pytest", "expecttest",
-        "hypothesis",
+        "hypothesis", "triton", "numpy",
     )  # fmt: skip
     zoo_tests = [local(ZOO / "tests")] if (ZOO / "tests").is_dir() else []
     session.run("pytest", "integration_tests", *zoo_tests, *session.posargs)
