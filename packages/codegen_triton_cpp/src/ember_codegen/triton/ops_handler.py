@@ -8,14 +8,14 @@ addresses, masks and reductions are the kernel builder's business (kernel.py).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
 
 from ember_codegen.exc import CodegenError
+from ember_codegen.value_scopes import ScopedValues
 
 from .dtypes import (
     NARROW_INTS,
@@ -49,11 +49,11 @@ class CodeWriter:
         self.lines.extend(lines)
 
 
-class TritonOpsHandler:
+class TritonOpsHandler(ScopedValues[TritonValue]):
     def __init__(self, kernel: KernelBuilder, out: CodeWriter) -> None:
+        super().__init__()
         self.kernel = kernel
         self.out = out
-        self._scopes: list[dict[tuple, TritonValue]] = [{}]
         #: masks of the enclosing ``ops.masked`` bodies (innermost last)
         self.mask_stack: list[str] = []
 
@@ -62,27 +62,12 @@ class TritonOpsHandler:
         if dtype in NARROW_INTS:  # Triton widens narrow integers in arithmetic
             expr = f"({expr}).to({triton_type(dtype)})"
         key = (expr, dtype)
-        for scope in reversed(self._scopes):
-            if key in scope:
-                return scope[key]
+        known = self.known(key)
+        if known is not None:
+            return known
         name = self.kernel.new_tmp()
         self.out.line(f"{name} = {expr}")
-        value = TritonValue(name, dtype)
-        self._scopes[-1][key] = value
-        return value
-
-    @contextlib.contextmanager
-    def scope(self, out: CodeWriter | None = None) -> Iterator[None]:
-        """A nested block: values made inside are not reused after it."""
-        saved = self.out
-        self._scopes.append({})
-        if out is not None:
-            self.out = out
-        try:
-            yield
-        finally:
-            self._scopes.pop()
-            self.out = saved
+        return self.remember(key, TritonValue(name, dtype))
 
     def __getattr__(self, name: str) -> Callable[..., TritonValue]:
         emitter = TRITON_OPS.get(name)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 
+from ember_codegen.value_scopes import ScopedValues
+
 from .dtypes import compute_type, cpp_literal, cpp_type, is_reduced_float
 from .index_printer import cpp_index
 from .op_table import BOOL_RESULT_OPS, CPP_OPS, FALLIBLE_OPS, CppValue
@@ -47,40 +49,21 @@ class CodeWriter:
             self.line("}")
 
 
-class CppOpsHandler:
+class CppOpsHandler(ScopedValues[CppValue]):
     def __init__(self, kernel: KernelBuilder, out: CodeWriter) -> None:
+        super().__init__()
         self.kernel = kernel
         self.out = out
-        self._scopes: list[dict[tuple, CppValue]] = [{}]
 
     # -- emission and common subexpressions ------------------------------------------------
     def _cse(self, expr: str, dtype: torch.dtype) -> CppValue:
         key = (expr, dtype)
-        for scope in reversed(self._scopes):
-            if key in scope:
-                return scope[key]
+        known = self.known(key)
+        if known is not None:
+            return known
         name = self.kernel.new_tmp()
         self.out.line(f"const {compute_type(dtype)} {name} = {expr};")
-        value = CppValue(name, dtype)
-        self._scopes[-1][key] = value
-        return value
-
-    def reset_scopes(self) -> None:
-        """Forget every value: the next code goes into a new C++ block."""
-        self._scopes = [{}]
-
-    @contextlib.contextmanager
-    def scope(self, out: CodeWriter | None = None) -> Iterator[None]:
-        """A nested C++ block: values made inside are not reused after it."""
-        saved = self.out
-        self._scopes.append({})
-        if out is not None:
-            self.out = out
-        try:
-            yield
-        finally:
-            self._scopes.pop()
-            self.out = saved
+        return self.remember(key, CppValue(name, dtype))
 
     def __getattr__(self, name: str) -> Callable[..., CppValue]:
         emitter = CPP_OPS.get(name)
