@@ -21,12 +21,14 @@ def private_kernel_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernel-cache"))
 
 
-def cases(kind: str):
+def cases(kind: str) -> list:
+    params = []
     for backend in BACKENDS:
         for name in names():
             reason = KNOWN_FAILURES.get((backend, name, kind))
             marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            yield pytest.param(backend, name, marks=marks, id=f"{backend}-{name}")
+            params.append(pytest.param(backend, name, marks=marks, id=f"{backend}-{name}"))
+    return params
 
 
 def run_case(case, model):

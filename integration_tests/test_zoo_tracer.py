@@ -75,3 +75,15 @@ def test_real_size_bert_layers_share_traces_within_the_cache_limit(caplog):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
     assert not [r for r in caplog.records if "cache limit" in r.getMessage()]
     assert len(backend.graphs) < 24, f"{len(backend.graphs)} graphs: layers are recompiling"
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "t5", "llama"])
+def test_hf_models_trace_to_one_graph(name):
+    """HF models take their compile-friendly paths under a trace (is_compiling, masks kept,
+    ModelOutput built in the graph, try/finally around the forward): no graph break."""
+    case = build(name, "tiny")
+    ember.reset()
+    explained = ember.explain(case.model)(*case.example_inputs, **case.example_kwargs)
+    reasons = [f"{b.reason} at {b.location}" for b in explained.breaks]
+    assert explained.graph_break_count == 0, reasons
+    assert explained.graph_count == 1

@@ -128,7 +128,7 @@ class OutputGraph:
     ) -> tuple[torch.fx.Node, Any]:
         """Adds a node and computes its example value on fake tensors."""
         if self.in_user_try:
-            raise Unsupported("tensor operation inside try/except or try/finally")
+            raise Unsupported("tensor operation inside try/except")
         if self.graph_free_contexts:
             raise Unsupported(
                 f"tensor operation {_target_name(target)} inside "

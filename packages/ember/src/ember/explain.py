@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ember.backends.registry import lookup_backend
 from ember.compile_api import trace_once
 from ember_bytecode_tracer.convert_frame import FrameCompiler, FrameRecord, GraphBreak
 
@@ -50,14 +51,18 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-def explain(fn: Callable, backend: Callable | None = None) -> Callable[..., ExplainOutput]:
-    """Returns a function that runs `fn` once under a fresh trace and reports the result."""
+def run_as_traced(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    return gm.forward
 
-    def backend_fn(gm, example_inputs):
-        return gm.forward
+
+def explain(fn: Callable, backend: str | Callable | None = None) -> Callable[..., ExplainOutput]:
+    """Returns a function that runs `fn` once under a fresh trace and reports the result.
+
+    `backend` is a registered name or a callable; by default graphs run as traced."""
+    chosen = run_as_traced if backend is None else lookup_backend(backend)
 
     def run(*args, **kwargs) -> ExplainOutput:
-        compiler = FrameCompiler(backend or backend_fn)
+        compiler = FrameCompiler(chosen)
         trace_once(fn, compiler, args, kwargs)
         out = ExplainOutput(records=compiler.records)
         for record in compiler.records:

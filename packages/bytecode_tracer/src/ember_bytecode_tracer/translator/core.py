@@ -118,8 +118,10 @@ class InstructionTranslator:
         inst = self.instructions[self.ip]
         self.current = inst
         self.ip += 1
-        # Tensor ops under a user's try/except or try/finally must not go into a graph: an
-        # error raised by the compiled graph at run time would skip the handler.
+        # Tensor ops under a user's try/except must not go into a graph: an error raised by
+        # the compiled graph at run time would skip the handler. Under a plain try/finally
+        # they may: the error still reaches the caller, and the graph's deferred side effects
+        # (the try body's and the finally body's alike) are simply not applied.
         self.output.in_user_try = self._in_user_try(inst)
         fn = lookup(inst.opname)
         if fn is None:
@@ -161,7 +163,7 @@ class InstructionTranslator:
             and self.parent._in_user_try(self.parent.current)
         ):
             return True
-        return self.try_block_covers(inst)
+        return self.try_block_covers(inst) and not self._handler_only_finalizes(inst)
 
     def try_block_covers(self, inst: Instruction) -> bool:
         """Whether a user's try/except or try/finally of this code covers `inst` (a `with`
@@ -174,6 +176,23 @@ class InstructionTranslator:
             return False  # a compiler-made cleanup (comprehensions, except-clause bodies)
         following = self.instructions[handler + 1] if handler + 1 < len(self.instructions) else None
         return following is None or following.opname != "WITH_EXCEPT_START"  # with: allowed
+
+    def _handler_only_finalizes(self, inst: Instruction) -> bool:
+        """Whether the handler covering `inst` is a plain `finally:` body, which always
+        re-raises: an error from a graph propagates as in eager, so graph ops may sit in its
+        try. Read from the handler's code: a `finally` body reaches `RERAISE` before any
+        `CHECK_EXC_MATCH` / `POP_EXCEPT` of an `except` clause (nested handling inside the
+        body reads as `except`, the safe answer)."""
+        entry = inst.exn_tab_entry
+        index = self.index_of[id(entry.target)] + 1
+        while index < len(self.instructions):
+            opname = self.instructions[index].opname
+            if opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "POP_EXCEPT"):
+                return False
+            if opname == "RERAISE":
+                return True
+            index += 1
+        return False
 
     # ---- where we are ------------------------------------------------------------
     def lineno(self) -> int:

@@ -20,6 +20,7 @@ from torch import nn
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TensorSpec
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -36,6 +37,7 @@ from ember_bytecode_tracer.variables.objects import (
     UserDefinedObjectVariable,
 )
 from ember_bytecode_tracer.variables.rng_state import RngFunctionVariable, rng_function_of
+from ember_bytecode_tracer.variables.signatures import SignatureVariable  # noqa: F401  (registers its rule)
 from ember_bytecode_tracer.variables.tensor import TensorMethodDescriptorVariable, TensorVariable
 from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable, is_torch_callable
 
@@ -143,6 +145,11 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         if source is not None and not _is_torch_namespace_source(source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value)
+    if inspect.isfunction(value) and value in TRACE_TIME_RULES:
+        # Library functions answered at trace time by a rule (inspect.signature).
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value)
     if inspect.isfunction(value):
         if source is not None:
             guard(tx, source, GuardKind.ID_MATCH, value)

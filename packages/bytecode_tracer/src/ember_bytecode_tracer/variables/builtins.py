@@ -126,6 +126,15 @@ def _isinstance(tx, args, kwargs):
     return ConstantVariable(issubclass(value.python_type(), cls))
 
 
+@rule(callable)
+def _callable(tx, args, kwargs):
+    # Whether a value can be called depends only on its type: a __call__ in its class
+    # hierarchy (looked up on the classes themselves, not through their metaclass).
+    (value,) = args
+    cls = value.python_type()
+    return ConstantVariable(any("__call__" in vars(k) for k in cls.__mro__))
+
+
 @rule(range)
 def _range(tx, args, kwargs):
     return ConstantVariable(range(*(a.as_python_constant() for a in args)))
@@ -310,6 +319,30 @@ for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator
 def _truth(tx, args, kwargs):
     (value,) = args
     return ConstantVariable(value.truthiness(tx))
+
+
+def _short_circuit(tx, args, kwargs, stop_when: bool) -> VariableTracker:
+    # Like CPython: stop at the first item whose truth is `stop_when`. Each item's truth is
+    # asked of its tracker, so a tensor item breaks the graph there while constants fold.
+    if kwargs or len(args) != 1:
+        raise Unsupported("all()/any() take exactly one iterable")
+    (iterable,) = args
+    if iterable.is_python_constant():
+        return ConstantVariable((any if stop_when else all)(iterable.as_python_constant()))
+    for item in iterable.unpack(tx):
+        if item.truthiness(tx) is stop_when:
+            return ConstantVariable(stop_when)
+    return ConstantVariable(not stop_when)
+
+
+@rule(all)
+def _all(tx, args, kwargs):
+    return _short_circuit(tx, args, kwargs, stop_when=False)
+
+
+@rule(any)
+def _any(tx, args, kwargs):
+    return _short_circuit(tx, args, kwargs, stop_when=True)
 
 
 @rule(sum)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import Unsupported
@@ -139,6 +140,9 @@ class UserMethodVariable(VariableTracker):
         self.owner = owner
         self.fn_source = fn_source
 
+    def python_type(self) -> type:
+        return MethodType
+
     def call_function(self, tx, args, kwargs):
         return tx.inline_call(self.fn, self.fn_source, [self.owner, *args], kwargs)
 
@@ -181,6 +185,9 @@ class NestedUserFunctionVariable(VariableTracker):
         self.defaults = defaults
         self.kwdefaults = kwdefaults
         self.closure = closure
+
+    def python_type(self) -> type:
+        return FunctionType
 
     def call_function(self, tx, args, kwargs):
         from ember_bytecode_tracer.translator.core import InliningTranslator

@@ -88,6 +88,13 @@ class TypeVariable(VariableTracker):
         context = make_context(tx, self.cls, args, kwargs)
         if context is not None:
             return context
+        from ember_bytecode_tracer.variables.keyed_output import (
+            KeyedOutputVariable,
+            is_keyed_output_class,
+        )
+
+        if is_keyed_output_class(self.cls):
+            return KeyedOutputVariable(self.cls, args, kwargs)
         if is_constructible(self.cls):
             return ConstructedObjectVariable(self.cls, args, kwargs)
         if _is_stateless_torch_module(self.cls):

@@ -12,6 +12,16 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
 
+
+def _compiling_predicates() -> list:
+    names = [
+        (torch.compiler, "is_compiling"),
+        (torch.compiler, "is_dynamo_compiling"),
+        (torch._utils, "is_compiling"),
+    ]
+    return [getattr(owner, name) for owner, name in names if hasattr(owner, name)]
+
+
 # Functions answered from trace-time state rather than put in the graph.
 CONSTANT_FOLDED = {
     torch.is_tensor: lambda *a: isinstance(a[0], torch.Tensor),
@@ -27,6 +37,10 @@ CONSTANT_FOLDED = {
     torch.cuda.is_current_stream_capturing: lambda: False,
     torch.cuda.is_available: lambda: torch.cuda.is_available(),
     torch.accelerator.is_available: lambda: torch.accelerator.is_available(),
+    # A trace is a compile: libraries ask this to avoid data-dependent shortcuts (HF attention
+    # masks skip themselves when all ones) that would break graphs. Exporting is not us.
+    **{fn: (lambda: True) for fn in _compiling_predicates()},
+    torch.compiler.is_exporting: lambda: False,
 }
 # Functions with effects outside the graph, or that read data into Python.
 UNSUPPORTED = {

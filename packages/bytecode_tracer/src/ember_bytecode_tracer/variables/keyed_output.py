@@ -1,0 +1,107 @@
+"""Model outputs that are both a dataclass and an ordered dict (HuggingFace `ModelOutput`).
+
+Such an object is built from keyword fields; its dict holds the fields that are not None, in
+field order, and integer indexing goes through that tuple. While every field but the first
+is None and the first is not a tensor, its `__post_init__` may reinterpret the first field
+as key/value pairs: such objects are a graph break on first use, as any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable
+
+# (module prefix, class name) of base classes with these semantics.
+KEYED_OUTPUT_BASES = {("transformers.utils.generic", "ModelOutput")}
+
+
+def is_keyed_output_class(cls: type) -> bool:
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and issubclass(cls, dict)):
+        return False
+    return any((base.__module__, base.__name__) in KEYED_OUTPUT_BASES for base in cls.__mro__)
+
+
+def _is_none(value: VariableTracker) -> bool:
+    return isinstance(value, ConstantVariable) and value.value is None
+
+
+class KeyedOutputVariable(ConstructedObjectVariable):
+    def _present(self) -> list[tuple[str, VariableTracker]]:
+        """(name, value) of the fields the dict holds, in field order."""
+        names = self._fields()
+        values = []
+        for name in names:
+            try:
+                values.append(self._field_value(name))
+            except Unsupported:
+                values.append(ConstantVariable(None))  # an unset optional field
+        first, rest = values[0], values[1:]
+        if all(_is_none(v) for v in rest) and not isinstance(first, TensorVariable):
+            raise Unsupported(
+                f"{self.cls.__qualname__} built with only its first field, which is not a "
+                "tensor (its __post_init__ may read it as key/value pairs)"
+            )
+        return [(n, v) for n, v in zip(names, values, strict=True) if not _is_none(v)]
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name not in self._fields():
+            raise Unsupported(
+                f"reading {self.cls.__qualname__}.{name} of an object built in the trace"
+            )
+        present = dict(self._present())
+        return present.get(name, ConstantVariable(None))
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [ConstantVariable(n) for n, _ in self._present()]  # iterating a dict: its keys
+
+    def call_method(self, tx, name, args, kwargs):
+        method = _METHODS.get(name)
+        if method is None or kwargs:
+            raise Unsupported(f"{self.cls.__qualname__}.{name} on an object built in the trace")
+        return method(self, tx, *args)
+
+    def __repr__(self) -> str:
+        return f"KeyedOutputVariable({self.cls.__qualname__})"
+
+
+def _getitem(obj: KeyedOutputVariable, tx, key: VariableTracker) -> VariableTracker:
+    index = key.as_python_constant()
+    present = obj._present()
+    if isinstance(index, str):
+        found = dict(present)
+        if index not in found:
+            raise Unsupported(f"{obj.cls.__qualname__}[{index!r}]: no such key (KeyError in eager)")
+        return found[index]
+    values = [v for _, v in present]
+    picked = values[index]
+    return TupleVariable(picked) if isinstance(index, slice) else picked
+
+
+def _contains(obj: KeyedOutputVariable, tx, key: VariableTracker) -> VariableTracker:
+    return ConstantVariable(key.as_python_constant() in dict(obj._present()))
+
+
+def _get(obj, tx, key, default=None) -> VariableTracker:
+    found = dict(obj._present())
+    fallback = default if default is not None else ConstantVariable(None)
+    return found.get(key.as_python_constant(), fallback)
+
+
+_METHODS = {
+    "__getitem__": _getitem,
+    "__contains__": _contains,
+    "__len__": lambda obj, tx: ConstantVariable(len(obj._present())),
+    "get": _get,
+    "keys": lambda obj, tx: ListVariable([ConstantVariable(n) for n, _ in obj._present()]),
+    "values": lambda obj, tx: ListVariable([v for _, v in obj._present()]),
+    "items": lambda obj, tx: ListVariable(
+        [TupleVariable([ConstantVariable(n), v]) for n, v in obj._present()]
+    ),
+    "to_tuple": lambda obj, tx: TupleVariable([v for _, v in obj._present()]),
+}
