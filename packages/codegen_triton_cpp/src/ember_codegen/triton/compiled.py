@@ -18,6 +18,7 @@ from ember_inductor_ir import Schedule
 from .autotune import autotune_kernel, launcher, scratch_args
 from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
 from .kernel import GroupKernels, TritonKernel, build_group
+from .launch import direct_launch, direct_launches_enabled
 from .wrapper import build_wrapper, graph_device, runtime_namespace
 
 output_code_log = logging.getLogger("ember.output_code")
@@ -132,13 +133,15 @@ def _compile_parallel(groups: list[GroupKernels], module: Any, sched: Schedule, 
         group, kernel = item
         args = scratch_args(kernel, group, sched, device)
         cfg = kernel.config
-        getattr(module, kernel.name).warmup(
+        binary = getattr(module, kernel.name).warmup(
             *args,
             grid=kernel.grid(),
             **cfg.constexprs(kernel.reduction),
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
+        if direct_launches_enabled():
+            kernel.direct = direct_launch(binary, kernel.params, args)
 
     # kernels over nothing are never launched (the wrapper skips them): nothing to compile
     items = [(g, k) for g in groups for k in g.kernels if k.xnumel > 0]

@@ -76,6 +76,9 @@ class TritonKernel:
     xnumel: int  # points of the launch grid's axis
     reduction: bool
     config: LaunchConfig
+    # set after the warm-up compile on a GPU (launch.DirectLaunch): the wrapper then calls
+    # the binary's launcher itself
+    direct: Any = field(default=None, compare=False, repr=False)
 
     def grid(self, config: LaunchConfig | None = None) -> tuple[int]:
         return (cdiv(self.xnumel, (config or self.config).XBLOCK),)

@@ -20,12 +20,17 @@ from ember_codegen.cpp.emit.wrapper import WrapperBuilder, WrapperCode
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
 
-from .kernel import GroupKernels
+from .kernel import GroupKernels, TritonKernel
+from .launch import POINTER_ALIGNMENT, DirectLaunch, alignment_check, current_stream_getter
 
 
 class TritonWrapperBuilder(WrapperBuilder):
     def __init__(self, sched: Schedule, groups: dict[str, GroupKernels]) -> None:
         super().__init__(sched, groups)  # type: ignore[arg-type]
+        # tensors whose addresses the wrapper does not choose: checked before a direct launch
+        self.foreign = set(sched.graph_inputs) | {
+            out.name for g in sched if g.extern is not None for out in g.extern.outputs
+        }
 
     def _guard_inputs(self) -> None:
         super()._guard_inputs()
@@ -33,6 +38,48 @@ class TritonWrapperBuilder(WrapperBuilder):
         for name in self.sched.graph_inputs:  # CPU scalars of a GPU graph (0-dim tensors)
             if torch.device(self.sched.layout(name).device).type != device.type:
                 self.w.line(f"{name} = _to_graph_device({name})")
+        if any(self._direct(k) for g in self.kernels.values() for k in g.kernels):
+            self.w.namespace["_current_stream"] = current_stream_getter(device)
+            self.w.line("_stream = _current_stream()")
+
+    def _direct(self, kernel: TritonKernel) -> DirectLaunch | None:
+        direct = kernel.direct
+        if direct is None:
+            return None
+        for name in direct.aligned & set(self.sched.constants):  # addresses known now
+            if self.sched.constants[name].data_ptr() % POINTER_ALIGNMENT:
+                return None
+        return direct
+
+    def _launch(self, kernel: TritonKernel) -> None:
+        w = self.w
+        cfg = kernel.config
+        consts = cfg.constexprs(kernel.reduction)
+        args = [*kernel.params]
+        jit_args = [*args, *(f"{k}={v}" for k, v in consts.items())]
+        jit_args += [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
+        jit_launch = f"_k_{kernel.name}[{kernel.grid()}]({', '.join(jit_args)})"
+        direct = self._direct(kernel)
+        if direct is None:
+            w.line(jit_launch)
+            return
+        w.namespace[f"_run_{kernel.name}"] = direct.run
+        w.namespace[f"_fn_{kernel.name}"] = direct.function
+        w.namespace[f"_meta_{kernel.name}"] = direct.packed_metadata
+        grid = (*kernel.grid(), 1, 1)[:3]
+        launch_args = [
+            *map(str, grid), "_stream", f"_fn_{kernel.name}", f"_meta_{kernel.name}",
+            "None", "None", "None", *args, *map(str, consts.values()),
+        ]  # fmt: skip
+        direct_launch = f"_run_{kernel.name}({', '.join(launch_args)})"
+        checked = sorted(direct.aligned & self.foreign & set(kernel.params))
+        if not checked:
+            w.line(direct_launch)
+            return
+        w.line(f"if {alignment_check(checked)}:")
+        w.line(f"    {direct_launch}")
+        w.line("else:  # an address the binary was not specialized for")
+        w.line(f"    {jit_launch}")
 
     def _loops(self, group_name: str) -> None:
         w = self.w
@@ -44,11 +91,7 @@ class TritonWrapperBuilder(WrapperBuilder):
             if kernel.xnumel == 0:
                 w.line(f"# {kernel.name}: nothing to compute (empty)")
                 continue
-            cfg = kernel.config
-            args = [*kernel.params]
-            args += [f"{k}={v}" for k, v in cfg.constexprs(kernel.reduction).items()]
-            args += [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
-            w.line(f"_k_{kernel.name}[{kernel.grid()}]({', '.join(args)})")
+            self._launch(kernel)
         if group.workspaces:
             w.line(f"del {', '.join(ws.name for ws in group.workspaces)}")
 
