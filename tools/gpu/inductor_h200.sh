@@ -3,6 +3,7 @@
 # from the repo root through the device tool, carrying .whl (hatchling and its deps):
 #   bash tools/gpu/inductor_h200.sh STAGE...
 # stages: smoke (Triton target on real CUDA: small graphs + zoo tiny, infer and train),
+#         breaks (graph breaks of the HF models with the transformers installed there),
 #         kernels (benchmarks/gpu_kernels.py), opinfo (sharded OpInfo sweep on cuda),
 #         models (benchmarks/zoo_baseline.py --device cuda), compile (cold/warm compile time).
 # Everything it prints is also under $OUT.
@@ -23,6 +24,8 @@ for stage in "$@"; do
   case $stage in
     smoke)
       timeout ${SMOKE_TIMEOUT:-400} python3 tools/gpu/triton_smoke.py 2>&1 | tee "$OUT/smoke.txt" || status=1 ;;
+    breaks)
+      python3 tools/gpu/graph_breaks.py 2>&1 | tee "$OUT/breaks.txt" || status=1 ;;
     debug)
       python3 tools/gpu/debug_block.py 2>&1 | tee "$OUT/debug.txt" || status=1 ;;
     kernels)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.fx
 
+import ember_frame_hook as fh
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
@@ -97,10 +98,20 @@ class RecipeBuilder:
             cls = value.cls
             positional = [self.recipe(a) for a in value.args]
             keywords = {k: self.recipe(v) for k, v in value.kwargs.items()}
-            return lambda outs, L, G: cls(
-                *(p(outs, L, G) for p in positional),
-                **{k: p(outs, L, G) for k, p in keywords.items()},
-            )
+
+            def construct(outs, L, G):
+                args = [p(outs, L, G) for p in positional]
+                kwargs = {k: p(outs, L, G) for k, p in keywords.items()}
+                # The class's own __init__/__post_init__ run as plain Python: tracing them
+                # as frames of their own would only find a constructor (and cost a guard
+                # check, or a break, on every call).
+                previous = fh.set_eval_frame(None)
+                try:
+                    return cls(*args, **kwargs)
+                finally:
+                    fh.set_eval_frame(previous)
+
+            return construct
         if isinstance(value, ConstantVariable):
             constant = value.value
             if type(constant) is set:  # mutable: a fresh one per call, as eager code makes

@@ -50,6 +50,8 @@ class KeyedOutputVariable(ConstructedObjectVariable):
         return [(n, v) for n, v in zip(names, values, strict=True) if not _is_none(v)]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _METHODS:  # `out.to_tuple` as a value (3.12 loads methods this way)
+            return BoundKeyedOutputMethod(self, name)
         if name not in self._fields():
             raise Unsupported(
                 f"reading {self.cls.__qualname__}.{name} of an object built in the trace"
@@ -68,6 +70,16 @@ class KeyedOutputVariable(ConstructedObjectVariable):
 
     def __repr__(self) -> str:
         return f"KeyedOutputVariable({self.cls.__qualname__})"
+
+
+class BoundKeyedOutputMethod(VariableTracker):
+    def __init__(self, owner: KeyedOutputVariable, name: str) -> None:
+        super().__init__()
+        self.owner = owner
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        return self.owner.call_method(tx, self.name, args, kwargs)
 
 
 def _getitem(obj: KeyedOutputVariable, tx, key: VariableTracker) -> VariableTracker:

@@ -176,3 +176,20 @@ def import_from(tx, inst):
     from ember_bytecode_tracer.variables.attributes import load_attribute
 
     tx.push(load_attribute(tx, tx.peek(), inst.argval))
+
+
+@handler("LOAD_SUPER_ATTR", versions=((3, 12),))
+def load_super_attr(tx, inst):
+    """3.12's fused `super().name` / `super(cls, self).name`: the stack holds the global
+    `super`, the class and the first argument, whichever form the source used."""
+    from ember_bytecode_tracer.variables.super_variable import SuperVariable
+
+    obj = tx.pop()
+    cls = tx.pop()
+    global_super = tx.pop()
+    if not global_super.is_python_constant() or global_super.as_python_constant() is not super:
+        raise Unsupported("super() where the name `super` is not the builtin")
+    proxy = SuperVariable(cls.as_python_constant(), obj)
+    if _pushes_null(inst):
+        tx.push(NullVariable())
+    tx.push(proxy.var_getattr(tx, inst.argval))
