@@ -7,13 +7,23 @@ and a sum over a large tensor. Bytes = every input read once + every output writ
 time = median of `triton.testing.do_bench` (CUDA events). Each compiled result is checked
 against eager first.
 
-    python benchmarks/gpu_kernels.py [--numel 268435456] [--json PATH]
+Matmul (``--only matmul``, part of the default run): Ember's Triton matmul template with its
+fused epilogue against aten (cuBLAS) for a 4096^3 mm and a linear + gelu 8192x4096 -> 4096,
+in float16, bfloat16 and float32: eager, Ember default (aten + an epilogue kernel), Ember with
+the template forced (EMBER_TRITON_MATMUL=template) and Ember under max-autotune with what it
+picked and the timings of its own benchmark (from the ``ember.autotune`` log).
+
+    python benchmarks/gpu_kernels.py [--numel 268435456] [--only all|bandwidth|matmul]
+        [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,12 +112,117 @@ def compilers() -> dict[str, Callable[[Callable], Callable]]:
     }
 
 
+def mm_only(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
+def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.gelu(F.linear(x, weight, bias))
+
+
+def matmul_cases() -> list[tuple[str, Callable, Callable[[torch.dtype], tuple], int]]:
+    """(name, fn, make_inputs, flops)."""
+
+    def square(dtype):
+        return tuple(torch.randn(4096, 4096, device="cuda", dtype=dtype) for _ in range(2))
+
+    def linear(dtype):
+        x = torch.randn(8192, 4096, device="cuda", dtype=dtype)
+        weight = torch.randn(4096, 4096, device="cuda", dtype=dtype) / 64
+        return x, weight, torch.randn(4096, device="cuda", dtype=dtype)
+
+    return [
+        ("mm 4096x4096x4096", mm_only, square, 2 * 4096**3),
+        ("linear+gelu 8192x4096->4096", linear_gelu, linear, 2 * 8192 * 4096 * 4096),
+    ]
+
+
+class _Decisions(logging.Handler):
+    """Collects the matmul decisions Ember logs on ember.autotune."""
+
+    PATTERN = re.compile(r"matmul (.*?): (template|aten) (wins|forced|\(cached)(.*)")
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if self.PATTERN.match(message):
+            self.lines.append(message)
+
+
+def _ember_variant(fn: Callable, mode: str | None, policy: str) -> Callable:
+    import ember
+
+    ember.reset()
+    os.environ["EMBER_TRITON_MATMUL"] = policy
+    return ember.compile(fn, mode=mode, fullgraph=True)
+
+
+def matmul_section() -> list[dict]:
+    """aten vs the template (with its epilogue) per case and dtype; what max-autotune picks."""
+    variants = {
+        "ember default (aten)": (None, "aten"),
+        "ember template (forced)": ("max-autotune-no-cudagraphs", "template"),
+        "ember max-autotune": ("max-autotune-no-cudagraphs", "auto"),
+    }
+    logger = logging.getLogger("ember.autotune")
+    decisions = _Decisions()
+    logger.addHandler(decisions)
+    saved_level, saved_policy = logger.level, os.environ.get("EMBER_TRITON_MATMUL")
+    logger.setLevel(logging.INFO)
+    results = []
+    print("\n| matmul | dtype | eager | " + " | ".join(variants) + " | max-autotune picked |")
+    print("|---|---|---:|" + "---:|" * len(variants) + "---|")
+    try:
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            for name, fn, make_inputs, flops in matmul_cases():
+                inputs = make_inputs(dtype)
+                expected = fn(*inputs)
+                row: dict = {"case": name, "dtype": str(dtype).removeprefix("torch.")}
+                row["eager"] = {"ms": bench_ms(lambda fn=fn, inputs=inputs: fn(*inputs))}
+                for label, (mode, policy) in variants.items():
+                    decisions.lines.clear()
+                    compiled = _ember_variant(fn, mode, policy)
+                    got = compiled(*inputs)
+                    error = (got.float() - expected.float()).norm() / expected.float().norm()
+                    ms = bench_ms(lambda c=compiled, inputs=inputs: c(*inputs))
+                    row[label] = {"ms": ms, "rel_error": float(error), "decisions": list(decisions.lines),
+                                  "ok": bool(error <= (3e-2 if dtype != torch.float32 else 1e-4))}  # fmt: skip
+                picked = row["ember max-autotune"]["decisions"]
+                row["picked"] = picked
+                results.append(row)
+                cells = [f"{row[k]['ms']:.3f} ms ({flops / row[k]['ms'] / 1e9:.0f} TFLOP/s)"
+                         + ("" if row[k].get("ok", True) else " WRONG")
+                         for k in ("eager", *variants)]  # fmt: skip
+                print(f"| {name} | {row['dtype']} | " + " | ".join(cells) + " | "
+                      + "; ".join(picked) + " |", flush=True)  # fmt: skip
+                del inputs, expected
+                torch.cuda.empty_cache()
+    finally:
+        logger.removeHandler(decisions)
+        logger.setLevel(saved_level)
+        if saved_policy is None:
+            os.environ.pop("EMBER_TRITON_MATMUL", None)
+        else:
+            os.environ["EMBER_TRITON_MATMUL"] = saved_policy
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--numel", type=int, default=1 << 28, help="elements per input")
     parser.add_argument("--row", type=int, default=4096, help="row length of softmax/layernorm")
+    parser.add_argument("--only", choices=("all", "bandwidth", "matmul"), default="all")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    if args.only == "matmul":
+        matmul = matmul_section()
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"matmul": matmul}, f, indent=1)
+        return
     import ember
 
     peak = copy_bandwidth(args.numel)
@@ -150,9 +265,11 @@ def main() -> None:
     met = [r for r in results if r["ember_fraction_of_copy"] >= r["target"] and r["ember"]["ok"]]
     print(f"targets met: {len(met)}/{len(results)}; median ember fraction "
           f"{statistics.median(r['ember_fraction_of_copy'] for r in results):.2f}")  # fmt: skip
+    matmul = matmul_section() if args.only == "all" else []
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_bytes_per_s": peak, "results": results}, f, indent=1)
+            json.dump({"copy_bytes_per_s": peak, "results": results, "matmul": matmul}, f,
+                      indent=1)  # fmt: skip
 
 
 if __name__ == "__main__":

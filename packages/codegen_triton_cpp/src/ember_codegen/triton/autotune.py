@@ -71,6 +71,10 @@ def _time(run: Callable[[], Any], device: torch.device) -> float:
     return statistics.median(samples) * 1e3
 
 
+#: the timer, for other benchmarks of this target (the matmul template's choice)
+time_ms = _time
+
+
 def _cache_path(kernel: TritonKernel, candidates: list[LaunchConfig], device: torch.device) -> Path:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     key = content_key(

@@ -19,6 +19,7 @@ from .autotune import autotune_kernel, launcher, scratch_args
 from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
 from .kernel import GroupKernels, TritonKernel, build_group
 from .launch import direct_launch, direct_launches_enabled
+from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
 from .wrapper import build_wrapper, graph_device, runtime_namespace
 
 output_code_log = logging.getLogger("ember.output_code")
@@ -38,6 +39,7 @@ class CompiledGraph:
         fallback_counts: dict[str, int],
         device: torch.device,
         module_path: Path,
+        templates: Sequence[TemplateKernel] = (),
     ) -> None:
         self._call = call
         self.triton_source = triton_source
@@ -46,15 +48,19 @@ class CompiledGraph:
         self.fallback_counts = dict(fallback_counts)
         self.device = device
         self.module_path = module_path
+        #: matmul templates that replaced an extern (and its epilogue group)
+        self.templates = list(templates)
 
     @property
     def kernels(self) -> list[TritonKernel]:
-        return [k for g in self.groups for k in g.kernels]
+        replaced = {t.epilogue_group for t in self.templates}
+        return [k for g in self.groups if g.name not in replaced for k in g.kernels]
 
     @property
     def kernel_count(self) -> int:
-        """Triton kernels launched per call (a split reduction counts two)."""
-        return len(self.kernels)
+        """Triton kernels launched per call (a split reduction counts two, a matmul
+        template with its fused epilogue one)."""
+        return len(self.kernels) + len(self.templates)
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return self._call(inputs)
@@ -64,14 +70,21 @@ MODES = (None, "default", "max-autotune", "reduce-overhead", "max-autotune-no-cu
 
 
 def compile_triton(
-    sched: Schedule, *, autotune: bool = False, mode: str | None = None, **unknown: Any
+    sched: Schedule,
+    *,
+    autotune: bool = False,
+    mode: str | None = None,
+    matmul: str | None = None,
+    **unknown: Any,
 ) -> CompiledGraph:
     """Compile a schedule to Triton. ``autotune=True`` (or ``mode="max-autotune"``)
-    benchmarks a few launch configurations per kernel and caches the winners."""
+    benchmarks a few launch configurations per kernel and caches the winners, and lets a
+    matmul template with its epilogue fused compete with aten. ``matmul``: "auto" (that),
+    "template" (always the template) or "aten" (never); default EMBER_TRITON_MATMUL."""
     if unknown:
         raise CodegenError(
             f"compile_graph(target='triton') got unknown options {sorted(unknown)}; "
-            "known: autotune, mode"
+            "known: autotune, mode, matmul"
         )
     if mode not in MODES:
         raise CodegenError(f"unknown mode {mode!r} for the triton target; known: {MODES[1:]}")
@@ -80,17 +93,26 @@ def compile_triton(
     autotune = autotune or mode in ("max-autotune", "max-autotune-no-cudagraphs")
     device = graph_device(sched)
     groups = [build_group(g, sched) for g in sched if g.extern is None]
-    source = module_source([k.code for g in groups for k in g.kernels])
+    policy = matmul_policy(matmul)
+    templates = plan_templates(sched, policy, autotune)
+    source = module_source(
+        [k.code for g in groups for k in g.kernels] + [t.code for t in templates]
+    )
     generated = time.perf_counter()
     module, path = load_module(source)
     if autotune:
         _autotune(groups, module, sched, device)
+    by_name = {g.name: g for g in groups}
+    templates = choose_templates(templates, module, sched, by_name, device, policy)
+    replaced = {t.epilogue_group for t in templates}
     if device.type == "cuda" and not interpreting():
-        _compile_parallel(groups, module, sched, device)
-    wrapper = build_wrapper(sched, {g.name: g for g in groups})
+        _compile_parallel([g for g in groups if g.name not in replaced], module, sched, device)
+    wrapper = build_wrapper(sched, by_name, templates)
     namespace = {**runtime_namespace(device), **wrapper.namespace}
     for kernel in (k for g in groups for k in g.kernels):
         namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
+    for template in templates:
+        namespace[f"_k_{template.name}"] = getattr(module, template.name)
     key = content_key(["ember-triton-wrapper", source, wrapper.source])
     wrapper_path = triton_root() / "kernels" / key[:2] / f"{key}.wrapper.py"
     wrapper_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -104,8 +126,9 @@ def compile_triton(
         sum(len(g.kernels) for g in groups), generated - start, time.perf_counter() - generated,
     )  # fmt: skip
     return CompiledGraph(
-        namespace["call"], source, wrapper.source, groups, sched.fallback_counts, device, path
-    )
+        namespace["call"], source, wrapper.source, groups, sched.fallback_counts, device, path,
+        templates,
+    )  # fmt: skip
 
 
 def _rnumel(sched: Schedule, group_name: str) -> int:

@@ -12,6 +12,7 @@ every time (what a CUDA graph replay needs).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -19,14 +20,24 @@ import torch
 from ember_codegen.cpp.emit.wrapper import WrapperBuilder, WrapperCode
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
+from ember_inductor_ir.extern import ExternKernel
 
 from .kernel import GroupKernels, TritonKernel
 from .launch import POINTER_ALIGNMENT, DirectLaunch, alignment_check, current_stream_getter
+from .template_choice import TemplateKernel
+from .template_launch import TemplateSites
 
 
 class TritonWrapperBuilder(WrapperBuilder):
-    def __init__(self, sched: Schedule, groups: dict[str, GroupKernels]) -> None:
+    def __init__(
+        self,
+        sched: Schedule,
+        groups: dict[str, GroupKernels],
+        templates: Sequence[TemplateKernel] = (),
+    ) -> None:
         super().__init__(sched, groups)  # type: ignore[arg-type]
+        self.templates = TemplateSites(templates)  # matmul templates (template_launch.py)
+        self.templates.bind(sched)
         # tensors whose addresses the wrapper does not choose: checked before a direct launch
         self.foreign = set(sched.graph_inputs) | {
             out.name for g in sched if g.extern is not None for out in g.extern.outputs
@@ -81,8 +92,21 @@ class TritonWrapperBuilder(WrapperBuilder):
         w.line("else:  # an address the binary was not specialized for")
         w.line(f"    {jit_launch}")
 
+    # matmul templates replace an extern (and its epilogue group): template_launch.py
+    def _extern(self, extern: ExternKernel) -> None:
+        if not self.templates.at_extern(self, extern):
+            super()._extern(extern)
+
+    def _free(self, group_name: str) -> None:
+        self.templates.free(self, group_name, super()._free)
+
+    def _allocate(self, name: str) -> None:
+        self.templates.allocate(self, name, super()._allocate)
+
     def _loops(self, group_name: str) -> None:
         w = self.w
+        if self.templates.at_loops(self, group_name):
+            return
         group: GroupKernels = self.kernels[group_name]  # type: ignore[assignment]
         for ws in group.workspaces:
             dtype = w.const(ws.dtype, "dtype")
@@ -96,8 +120,10 @@ class TritonWrapperBuilder(WrapperBuilder):
             w.line(f"del {', '.join(ws.name for ws in group.workspaces)}")
 
 
-def build_wrapper(sched: Schedule, groups: dict[str, GroupKernels]) -> WrapperCode:
-    return TritonWrapperBuilder(sched, groups).build()
+def build_wrapper(
+    sched: Schedule, groups: dict[str, GroupKernels], templates: Sequence[TemplateKernel] = ()
+) -> WrapperCode:
+    return TritonWrapperBuilder(sched, groups, templates).build()
 
 
 def graph_device(sched: Schedule) -> torch.device:
