@@ -30,7 +30,7 @@ from ember_inductor_ir.indexing import multi_to_flat, product, simplify_index
 from .columns import columns_apply
 from .dtypes import compute_type, cpp_type
 from .index_printer import cpp_index
-from .lanes import LANE_FORMS, LANES, LaneAcc, lane_loops, lanes_apply
+from .lanes import LANE_FORMS, LANES, LaneAcc, lane_count, lane_loops, lanes_apply
 from .op_table import CppValue
 from .ops_handler import CodeWriter, CppOpsHandler
 from .reductions import accumulator
@@ -108,6 +108,7 @@ class KernelBuilder:
 
     def __init__(self, group: KernelGroup, sched: Schedule, column: bool = False) -> None:
         self.group = group
+        self._loads_bytes = False  # the current segment loads 1-byte values (see lanes.py)
         self.column = column  # see columns.py: neighbouring output points run as lanes
         self._column_block = False
         self._segment_accs: list[tuple[list[LaneAcc], list]] = []
@@ -176,6 +177,11 @@ class KernelBuilder:
 
     def buffer_dtype(self, name: str) -> torch.dtype:
         return self.sched.buffers[name].get_dtype()
+
+    def note_load(self, dtype: torch.dtype) -> None:
+        """A body loaded from memory: 1-byte loads widen the segment's lane loop."""
+        if dtype.itemsize == 1:
+            self._loads_bytes = True
 
     def base_offset(self, name: str) -> sympy.Expr:
         return self.sched.layout(name).offset
@@ -395,7 +401,7 @@ class KernelBuilder:
     def _column_segment(self, out: CodeWriter, body: CodeWriter) -> None:
         var = self.outer_vars[-1]
         for acc in self._lane_accs:
-            for text in LANE_FORMS[acc.rtype].wide(acc.name, acc.init):
+            for text in LANE_FORMS[acc.rtype].wide(acc.name, acc.init, LANES):
                 out.line(text)
         for k, (v, n) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
             out.line("  " * k + f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
@@ -429,6 +435,7 @@ class KernelBuilder:
         self._updates: dict[str, str] = {}
         self._lane_accs: list[LaneAcc] = []
         self._lane_dtypes: list[tuple[torch.dtype, torch.dtype]] = []
+        self._loads_bytes = False
         body = CodeWriter(out.level + len(self.rsizes))
         self._body = body
         with self.handler.scope(body):
@@ -485,6 +492,7 @@ class KernelBuilder:
             _dedent(body.lines),
             _marker,
             split=self.mode == "split",
+            lanes=lane_count(self.rsizes[-1], self._loads_bytes),
         )
         out.extend(["  " * out.level + line for line in lines])
 

@@ -53,11 +53,23 @@ def _std(name: str) -> Emitter:
 
 # --------------------------------------------------------------- unary math (floats)
 for _name in (
-    "sqrt", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
-    "lgamma",
+    "sqrt", "exp2", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+    "cosh", "asinh", "acosh", "atanh", "erfc", "lgamma",
 ):  # fmt: skip
     CPP_OPS[_name] = _std(_name)
+
+
+def _vector_math(name: str) -> Emitter:
+    # ember_vmath.h: branch-free float32 versions that vectorize (float64 overloads call
+    # libm); integer operands keep std::, whose integral overloads compute in double
+    def emit(x: CppValue) -> str:
+        return f"ember::{name}({x})" if is_float(x.dtype) else f"std::{name}({x})"
+
+    return emit
+
+
+for _name in ("log", "log1p", "expm1", "tanh", "erf"):
+    CPP_OPS[_name] = _vector_math(_name)
 
 for _name in ("exp", "sigmoid", "erfinv", "reciprocal", "rsqrt"):
     CPP_OPS[_name] = (lambda n: lambda x: f"ember::{n}({x})")(_name)

@@ -84,6 +84,7 @@ class CppOpsHandler(ScopedValues[CppValue]):
         if local is not None:
             return local
         dtype = self.kernel.buffer_dtype(name)
+        self.kernel.note_load(dtype)
         return self._cse(
             cpp_type(dtype).load.format(self.kernel.address(name, index, False)), dtype
         )

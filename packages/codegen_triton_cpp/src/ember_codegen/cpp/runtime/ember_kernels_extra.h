@@ -25,6 +25,8 @@ __attribute__((simd("notinbranch"))) float powf(float, float) noexcept;
 __attribute__((simd("notinbranch"))) double pow(double, double) noexcept;
 #endif
 #if __GLIBC_PREREQ(2, 35)
+// ember_vmath.h picks libmvec's tanhf/erff/log1pf/expm1f over its own where this is set
+#define EMBER_LIBMVEC_EXTENDED 1
 __attribute__((simd("notinbranch"))) float acosf(float) noexcept;
 __attribute__((simd("notinbranch"))) double acos(double) noexcept;
 __attribute__((simd("notinbranch"))) float acoshf(float) noexcept;
