@@ -4,6 +4,8 @@
 #   bash tools/gpu/inductor_h200.sh STAGE...
 # stages: smoke (Triton target on real CUDA: small graphs + zoo tiny, infer and train),
 #         breaks (graph breaks of the HF models with the transformers installed there),
+#         profile (top GPU kernels of eager / torch.compile / Ember, PROFILE_MODELS),
+#         matmul (aten vs the Triton matmul template, gpu_kernels.py --only matmul),
 #         kernels (benchmarks/gpu_kernels.py), opinfo (sharded OpInfo sweep on cuda),
 #         models (benchmarks/zoo_baseline.py --device cuda), compile (cold/warm compile time).
 # Everything it prints is also under $OUT.
@@ -26,6 +28,12 @@ for stage in "$@"; do
       timeout ${SMOKE_TIMEOUT:-400} python3 tools/gpu/triton_smoke.py 2>&1 | tee "$OUT/smoke.txt" || status=1 ;;
     breaks)
       python3 tools/gpu/graph_breaks.py 2>&1 | tee "$OUT/breaks.txt" || status=1 ;;
+    profile)
+      for m in ${PROFILE_MODELS:-gpt2}; do for mode in infer train; do
+        timeout 300 python3 tools/gpu/profile_model.py $m $mode 2>&1 | grep -v Warning | tee -a "$OUT/profile.txt"
+      done; done ;;
+    matmul)
+      python3 benchmarks/gpu_kernels.py --only matmul --json "$OUT/matmul.json" 2>&1 | tee "$OUT/matmul.txt" || status=1 ;;
     debug)
       python3 tools/gpu/debug_block.py 2>&1 | tee "$OUT/debug.txt" || status=1 ;;
     kernels)
