@@ -30,6 +30,7 @@ from ember_bytecode_tracer.guards import (
     LocalSource,
     TorchStateSource,
     compile_guards,
+    compile_source_loader,
 )
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
@@ -302,9 +303,16 @@ def _runner(
     side_effects: list,
     *,
     single: bool,
+    f_locals: dict[str, Any] | None = None,
 ) -> Callable:
-    loaders = [source_loader(i.source) for i in output.inputs] if compiled is not None else []
     f_globals = output.f_globals
+    load_inputs = (
+        compile_source_loader(
+            [i.source for i in output.inputs], output.guards, f_globals, f_locals=f_locals
+        )
+        if compiled is not None
+        else None
+    )
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
 
     def runner(*args):
@@ -313,7 +321,7 @@ def _runner(
         if compiled is not None:
             grad_mode = torch.is_grad_enabled()
             try:
-                outs = compiled(*[load(L, f_globals) for load in loaders])
+                outs = compiled(*load_inputs(L))
             except BaseException:
                 # A with-block's __exit__ (no_grad...) did not run: restore what it would.
                 torch._C._set_grad_enabled(grad_mode)
@@ -383,7 +391,9 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
     names = _input_names(frame)
-    runner = _runner(output, compiled, names, recipes, effects, single=True)
+    runner = _runner(
+        output, compiled, names, recipes, effects, single=True, f_locals=frame.f_locals
+    )
     runner_name = _install_runner(frame, runner)
     new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
     record.runner, record.input_names = runner, names
@@ -426,7 +436,9 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
     names = _input_names(frame)
-    runner = _runner(output, compiled, names, recipes, effects, single=False)
+    runner = _runner(
+        output, compiled, names, recipes, effects, single=False, f_locals=frame.f_locals
+    )
     runner_name = _install_runner(frame, runner)
     resumes: dict[str, types.CodeType] = {}
     new_code = codegen.break_code(

@@ -180,3 +180,25 @@ def test_module_dict_items() -> None:
     assert not compiled({"heads": heads})
     del heads["b"]
     assert not compiled({"heads": heads})
+
+
+def test_input_loader_reads_physical_paths_and_shared_prefixes_once() -> None:
+    from ember_bytecode_tracer.guards import compile_source_loader
+
+    net = Net()
+    layers = AttrSource(SELF, "layers")
+    sources = [
+        AttrSource(AttrSource(SELF, "fc"), "weight"),
+        AttrSource(ItemSource(layers, 0), "weight"),
+        AttrSource(ItemSource(layers, 1), "weight"),
+        AttrSource(SELF, "scale"),
+    ]
+    load = compile_source_loader(sources, net_guards(net), {}, f_locals={"self": net})
+    values = load({"self": net})
+    expected = [net.fc.weight, net.layers[0].weight, net.layers[1].weight, net.scale]
+    assert all(v is e for v, e in zip(values, expected, strict=True))
+    code = load.source_code
+    assert "._parameters['weight']" in code and ".weight" not in code
+    assert code.count("_modules['layers']") == 1  # the shared prefix is bound once
+    unpinned = compile_source_loader(sources, net_guards(net, pin_types=False), {})
+    assert all(v is e for v, e in zip(unpinned({"self": net}), expected, strict=True))

@@ -8,7 +8,11 @@ is what `ember_frame_hook.GuardedCode` calls on every call of the compiled funct
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.guards.compile import CompiledGuard, compile_guards
+from ember_bytecode_tracer.guards.compile import (
+    CompiledGuard,
+    compile_guards,
+    compile_source_loader,
+)
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import (
     TORCH_STATE,
@@ -38,4 +42,5 @@ __all__ = [
     "TorchStateSource",
     "TypeSource",
     "compile_guards",
+    "compile_source_loader",
 ]

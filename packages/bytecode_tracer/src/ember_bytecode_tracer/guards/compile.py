@@ -148,6 +148,48 @@ def _physical_paths(
     return physical
 
 
+def compile_source_loader(
+    sources: list[Source],
+    guards: Iterable[Guard],
+    f_globals: dict[str, Any],
+    *,
+    f_locals: dict[str, Any] | None = None,
+) -> Callable[[dict[str, Any]], list[Any]]:
+    """One generated `load(L) -> [value of each source]` for a graph's inputs.
+
+    Runs only after the frame's guards (`guards`) passed, so module attributes take the
+    same physical paths the guards read (module_paths), and a prefix shared by several
+    sources (`L['self']._modules['h']`) is read once: a lambda per source would walk every
+    parameter's chain through nn.Module.__getattr__ on each call.
+    """
+    f_builtins = builtins_of(f_globals)
+    planned = plan(guards)
+    physical = _physical_paths(planned, Scope(f_locals or {}, f_globals, f_builtins), f_locals)
+    gen = _Codegen((), physical)
+    uses: dict[Source, int] = {}
+    for source in sources:
+        node: Source | None = physical(source)
+        while node is not None:
+            uses[node] = uses.get(node, 0) + 1
+            node = node.base
+    gen._bind = {node for node, count in uses.items() if count >= 2 and node.base is not None}
+    values = [gen.value(source) for source in sources]
+    params = ", ".join(["G", "B", "torch", *gen.consts])
+    body = "\n".join(f"        {line}" for line in gen.lines)
+    source_code = (
+        f"def make_loader({params}):\n"
+        f"    def load(L):\n"
+        f"{body}{chr(10) if body else ''}"
+        f"        return [{', '.join(values)}]\n"
+        f"    return load\n"
+    )
+    namespace: dict[str, Any] = {"__builtins__": builtins}
+    exec(compile(source_code, f"<ember input loader {next(_counter)}>", "exec"), namespace)
+    load = namespace["make_loader"](f_globals, f_builtins, torch, *gen.consts.values())
+    load.source_code = source_code  # for logs and tests
+    return load
+
+
 class _Codegen:
     """Emits the body of one guard function; the EmitContext the kind emitters see."""
 
