@@ -53,11 +53,13 @@ def _devices(gm: torch.fx.GraphModule) -> set[str]:
 def codegen_target(gm: torch.fx.GraphModule, settings: InductorSettings = DEFAULT_SETTINGS) -> str:
     """The code generator for the devices the graph's tensors live on (or the forced one)."""
     devices = _devices(gm)
-    if devices >= {"cpu", "cuda"} and not _only_cpu_scalars(gm):
-        raise MixedDeviceGraph(
-            "the graph mixes CPU tensors (other than 0-dim scalars, or as outputs) with CUDA "
-            "tensors; the inductor backend generates code for one device per graph"
-        )
+    if devices >= {"cpu", "cuda"}:
+        offender = _cpu_work(gm)
+        if offender is not None:
+            raise MixedDeviceGraph(
+                "the graph mixes CPU tensors (other than 0-dim scalars) with CUDA tensors; the "
+                f"inductor backend generates code for one device per graph (first: {offender})"
+            )
     return _target_of(devices, settings)
 
 
@@ -65,19 +67,26 @@ class MixedDeviceGraph(EmberError):
     """A prim graph with real work on two devices: run as an FX graph (counted)."""
 
 
-def _only_cpu_scalars(gm: torch.fx.GraphModule) -> bool:
-    """CPU values are 0-dim inputs (or computed from them) and no output is on the CPU."""
+def _cpu_work(gm: torch.fx.GraphModule) -> str | None:
+    """The first CPU value with real work (not a 0-dim scalar) or CPU graph output, named
+    with the user code it came from; None when the CPU side is only scalars."""
     for node in gm.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() > 0:
-            return False
+            return _describe_node(node)
     (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
-    return not any(
-        isinstance(o, torch.fx.Node)
-        and isinstance(o.meta.get("val"), torch.Tensor)
-        and o.meta["val"].device.type == "cpu"
-        for o in torch.utils._pytree.tree_leaves(outputs)
-    )
+    for o in torch.utils._pytree.tree_leaves(outputs):
+        val = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and val.device.type == "cpu":
+            return "output " + _describe_node(o)
+    return None
+
+
+def _describe_node(node: torch.fx.Node) -> str:
+    val = node.meta["val"]
+    where = (node.meta.get("stack_trace") or "").strip().splitlines()
+    origin = f" from {where[-2].strip()}" if len(where) >= 2 else ""
+    return f"{node.name} = {node.target}: cpu {val.dtype}{list(val.shape)}{origin}"
 
 
 def _target_of(devices: set[str], settings: InductorSettings = DEFAULT_SETTINGS) -> str:
