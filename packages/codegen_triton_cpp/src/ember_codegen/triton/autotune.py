@@ -30,10 +30,31 @@ from .kernel import GroupKernels, TritonKernel
 log = logging.getLogger("ember.autotune")
 
 
+def layout_record(sched: Schedule, name: str) -> list:
+    """A buffer's layout as plain data: [size, stride, offset, dtype name, storage numel]."""
+    layout = sched.layout(name)
+    return [
+        [int(s) for s in layout.size],
+        [int(s) for s in layout.stride],
+        int(layout.offset),
+        str(layout.dtype).removeprefix("torch."),
+        int(layout.storage_numel()),
+    ]
+
+
 def scratch_args(
     kernel: TritonKernel, group: GroupKernels, sched: Schedule, device: torch.device
 ) -> list[torch.Tensor]:
     """Zero-filled tensors with each parameter's layout (workspaces: flat)."""
+    workspaces = {ws.name for ws in group.workspaces}
+    layouts = {p: layout_record(sched, p) for p in kernel.params if p not in workspaces}
+    return scratch_args_from(kernel, group, layouts, device)
+
+
+def scratch_args_from(
+    kernel: TritonKernel, group: GroupKernels, layouts: dict[str, list], device: torch.device
+) -> list[torch.Tensor]:
+    """`scratch_args` from layout records (what a cached compiled graph keeps)."""
     workspaces = {ws.name: ws for ws in group.workspaces}
     args = []
     for name in kernel.params:
@@ -41,11 +62,9 @@ def scratch_args(
             ws = workspaces[name]
             args.append(torch.zeros(ws.numel, dtype=ws.dtype, device=device))
             continue
-        layout = sched.layout(name)
-        size = [int(s) for s in layout.size]
-        stride = [int(s) for s in layout.stride]
-        storage = torch.zeros(max(layout.storage_numel(), 1), dtype=layout.dtype, device=device)
-        args.append(storage.as_strided(size, stride, int(layout.offset)))
+        size, stride, offset, dtype, numel = layouts[name]
+        storage = torch.zeros(max(numel, 1), dtype=getattr(torch, dtype), device=device)
+        args.append(storage.as_strided(size, stride, offset))
     return args
 
 

@@ -15,7 +15,13 @@ from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
 
-from .autotune import autotune_kernel, launcher, scratch_args
+from .autotune import (
+    autotune_kernel,
+    launcher,
+    layout_record,
+    scratch_args,
+    scratch_args_from,
+)
 from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
 from .kernel import GroupKernels, TritonKernel, build_group
 from .launch import direct_launch, direct_launches_enabled
@@ -50,6 +56,9 @@ class CompiledGraph:
         self.module_path = module_path
         #: matmul templates that replaced an extern (and its epilogue group)
         self.templates = list(templates)
+        #: each kernel parameter's layout record (autotune.layout_record): what a cached
+        #: graph needs to warm its binaries up again
+        self.launch_layouts: dict[str, list] = {}
 
     @property
     def kernels(self) -> list[TritonKernel]:
@@ -105,8 +114,16 @@ def compile_triton(
     by_name = {g.name: g for g in groups}
     templates = choose_templates(templates, module, sched, by_name, device, policy)
     replaced = {t.epilogue_group for t in templates}
+    launched = [g for g in groups if g.name not in replaced]
+    layouts = {
+        p: layout_record(sched, p)
+        for g in launched
+        for k in g.kernels
+        for p in k.params
+        if p not in {ws.name for ws in g.workspaces}
+    }
     if device.type == "cuda" and not interpreting():
-        _compile_parallel([g for g in groups if g.name not in replaced], module, sched, device)
+        compile_parallel(launched, module, layouts, device)
     wrapper = build_wrapper(sched, by_name, templates)
     namespace = {**runtime_namespace(device), **wrapper.namespace}
     for kernel in (k for g in groups for k in g.kernels):
@@ -125,10 +142,12 @@ def compile_triton(
         "compile_graph(triton): %d kernels, codegen %.3fs, load/tune/compile %.3fs",
         sum(len(g.kernels) for g in groups), generated - start, time.perf_counter() - generated,
     )  # fmt: skip
-    return CompiledGraph(
+    compiled = CompiledGraph(
         namespace["call"], source, wrapper.source, groups, sched.fallback_counts, device, path,
         templates,
     )  # fmt: skip
+    compiled.launch_layouts = layouts
+    return compiled
 
 
 def _rnumel(sched: Schedule, group_name: str) -> int:
@@ -148,13 +167,16 @@ def _autotune(groups: list[GroupKernels], module: Any, sched: Schedule, device: 
             kernel.config = autotune_kernel(fn, kernel, args, rnumel, device)
 
 
-def _compile_parallel(groups: list[GroupKernels], module: Any, sched: Schedule, device) -> None:
+def compile_parallel(
+    groups: list[GroupKernels], module: Any, layouts: dict[str, list], device: torch.device
+) -> None:
     """Compile every kernel for its launch signature in a thread pool (Triton's compiler
-    releases the GIL in its native passes), so the first call only launches."""
+    releases the GIL in its native passes), so the first call only launches; each binary
+    then gets its direct launch (launch.py). `layouts`: each parameter's layout record."""
 
     def warm(item: tuple[GroupKernels, TritonKernel]) -> None:
         group, kernel = item
-        args = scratch_args(kernel, group, sched, device)
+        args = scratch_args_from(kernel, group, layouts, device)
         cfg = kernel.config
         binary = getattr(module, kernel.name).warmup(
             *args,

@@ -1,4 +1,4 @@
-"""Level 1 of the artifact cache: a prim-level graph -> its generated C++ and wrapper.
+"""Level 1 of the artifact cache: a prim-level graph -> its generated C++ (or Triton) and wrapper.
 
 Key: the graph's source, each placeholder's layout, the codegen target and the code
 fingerprint. Entry: the C++ source (its kernel library comes from ember-codegen's kernel
@@ -6,6 +6,7 @@ cache, rebuilt there if it went missing), the wrapper source, the kernels' signa
 wrapper's namespace written as plain data (dtypes, ops and importable functions by name,
 constant tensors as bytes, and their data pointers as "the pointer of that constant", taken
 again after loading). A wrapper holding anything else (closures, other objects) is not cached.
+Triton graphs are written by ember_codegen.triton.artifact with this module's constant encoding.
 """
 
 from __future__ import annotations
@@ -89,8 +90,10 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
     """Plain data for a CompiledGraph (raises NotCacheable)."""
     from ember_codegen.cpp.emit.wrapper import runtime_namespace
 
+    if hasattr(compiled, "triton_source"):
+        return _triton_payload(compiled, aten_fallbacks)
     if not hasattr(compiled, "cpp_source"):
-        raise NotCacheable(f"{type(compiled).__name__} is not a C++ compiled graph")
+        raise NotCacheable(f"{type(compiled).__name__} is not a C++ or Triton compiled graph")
     runtime = set(runtime_namespace())
     globals_ = compiled._call.__globals__
     namespace = {}
@@ -125,6 +128,28 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
         "fallback_counts": {str(k): v for k, v in compiled.fallback_counts.items()},
         "aten_fallbacks": dict(aten_fallbacks),
     }
+
+
+def _triton_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
+    from ember_codegen.triton.artifact import NotRestorable
+    from ember_codegen.triton.artifact import to_payload as triton_to_payload
+
+    try:
+        payload = triton_to_payload(compiled, _encode)
+    except NotRestorable as reason:
+        raise NotCacheable(str(reason)) from reason
+    return {**payload, "aten_fallbacks": dict(aten_fallbacks)}
+
+
+def _from_triton_payload(payload: dict, origin: str) -> Any | None:
+    """The Triton graph, or None where it cannot be rebuilt here (then compiled afresh)."""
+    from ember_codegen.triton.artifact import NotRestorable
+    from ember_codegen.triton.artifact import from_payload as triton_from_payload
+
+    try:
+        return triton_from_payload(payload, _decode, origin)
+    except NotRestorable:
+        return None
 
 
 def _raiser(library: Any) -> Callable[[str], None]:
@@ -195,7 +220,11 @@ class CodegenArtifacts:
         payload = self.store.load(key)
         if payload is None:
             return None
-        return from_payload(payload, str(self.store.path(key))), payload["aten_fallbacks"]
+        origin = str(self.store.path(key))
+        if payload.get("target") == "triton":
+            compiled = _from_triton_payload(payload, origin)
+            return None if compiled is None else (compiled, payload["aten_fallbacks"])
+        return from_payload(payload, origin), payload["aten_fallbacks"]
 
     def save(self, key: str, compiled: Any, aten_fallbacks: dict[str, int]) -> None:
         self.store.save(key, to_payload(compiled, aten_fallbacks))

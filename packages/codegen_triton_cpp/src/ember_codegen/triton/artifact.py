@@ -1,0 +1,130 @@
+"""A compiled Triton graph as plain data, and back (the umbrella's codegen artifact cache).
+
+What is kept: the kernel module's source (reloaded from the content-hashed module cache, its
+binaries from Triton's cache under EMBER_CACHE_DIR), the wrapper's source, each kernel's launch
+data (parameters, grid, launch configuration, workspaces) and its parameters' layouts, and the
+wrapper's own constants, encoded by the caller's `encode` (dtypes, aten ops, tensors...).
+Loading execs the wrapper again and, on a GPU, warms every binary up from the caches to give
+it its direct launch; a wrapper that launches a binary directly whose launcher cannot be
+reached now is refused (`NotRestorable`), so the caller compiles afresh.
+Graphs with a matmul template are not written (the choice is cached on its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from .cache import interpreting, load_module
+from .heuristics import LaunchConfig
+from .kernel import GroupKernels, TritonKernel, Workspace
+from .launch import current_stream_getter
+from .wrapper import runtime_namespace
+
+#: wrapper globals rebuilt on load rather than stored
+_REBUILT_PREFIXES = ("_k_", "_run_", "_fn_", "_meta_")
+_REBUILT = {"__builtins__", "call", "_current_stream"}
+
+
+class NotRestorable(Exception):
+    """A compiled graph that cannot be written as plain data, or not rebuilt from it here."""
+
+
+def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
+    if compiled.templates:
+        raise NotRestorable("a graph with a matmul template")
+    runtime = set(runtime_namespace(compiled.device))
+    namespace = {
+        name: encode(value)
+        for name, value in compiled._call.__globals__.items()
+        if name not in _REBUILT and name not in runtime and not name.startswith(_REBUILT_PREFIXES)
+    }
+    groups = [
+        {
+            "name": g.name,
+            "register_only": sorted(g.register_only),
+            "workspaces": [
+                [w.name, w.numel, str(w.dtype).removeprefix("torch.")] for w in g.workspaces
+            ],
+            "kernels": [
+                {
+                    "name": k.name,
+                    "code": k.code,
+                    "params": list(k.params),
+                    "kind": k.kind,
+                    "xnumel": k.xnumel,
+                    "reduction": k.reduction,
+                    "config": asdict(k.config),
+                }
+                for k in g.kernels
+            ],
+        }
+        for g in compiled.groups
+    ]
+    return {
+        "target": "triton",
+        "triton_source": compiled.triton_source,
+        "wrapper_source": compiled.wrapper_source,
+        "device": str(compiled.device),
+        "groups": groups,
+        "launch_layouts": compiled.launch_layouts,
+        "namespace": namespace,
+        "fallback_counts": {str(k): v for k, v in compiled.fallback_counts.items()},
+    }
+
+
+def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> Any:
+    from .compiled import CompiledGraph, compile_parallel
+
+    device = torch.device(payload["device"])
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise NotRestorable("a CUDA graph without a CUDA device")
+    groups = [_group(g) for g in payload["groups"]]
+    module, path = load_module(payload["triton_source"])
+    if device.type == "cuda" and not interpreting():
+        compile_parallel(groups, module, payload["launch_layouts"], device)
+    source = payload["wrapper_source"]
+    namespace = {**runtime_namespace(device)}
+    namespace.update({name: decode(value) for name, value in payload["namespace"].items()})
+    if "_current_stream" in source:
+        namespace["_current_stream"] = current_stream_getter(device)
+    for kernel in (k for g in groups for k in g.kernels):
+        namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
+        if f"_run_{kernel.name}(" in source:
+            if kernel.direct is None:
+                raise NotRestorable(f"kernel {kernel.name} has no direct launch here")
+            namespace[f"_run_{kernel.name}"] = kernel.direct.run
+            namespace[f"_fn_{kernel.name}"] = kernel.direct.function
+            namespace[f"_meta_{kernel.name}"] = kernel.direct.packed_metadata
+    exec(compile(source, origin, "exec"), namespace)
+    compiled = CompiledGraph(
+        namespace["call"],
+        payload["triton_source"],
+        source,
+        groups,
+        payload["fallback_counts"],
+        device,
+        path,
+    )
+    compiled.launch_layouts = payload["launch_layouts"]
+    return compiled
+
+
+def _group(data: dict) -> GroupKernels:
+    kernels = [
+        TritonKernel(
+            k["name"],
+            k["code"],
+            list(k["params"]),
+            k["kind"],
+            k["xnumel"],
+            k["reduction"],
+            LaunchConfig(**k["config"]),
+        )
+        for k in data["kernels"]
+    ]
+    workspaces = [Workspace(n, numel, getattr(torch, d)) for n, numel, d in data["workspaces"]]
+    return GroupKernels(data["name"], kernels, set(data["register_only"]), workspaces)
