@@ -24,7 +24,7 @@ import torch
 
 from ember_codegen.cpp.emit.kernel import plan_segments
 from ember_codegen.exc import CodegenError
-from ember_inductor_ir import KernelGroup, Schedule
+from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule
 from ember_inductor_ir.indexing import (
     ModularIndexing,
     contiguous_strides,
@@ -141,6 +141,11 @@ class KernelBuilder(ReductionEmitter):
             for n in group.nodes
             if n.placement in ("outer", "reduction") and n.buffer.name in group.internal
         }
+        #: internal full-row buffers of a persistent reduction that every reader reads where
+        #: they were written: the row is in registers, so they are never stored
+        self.row_resident = self._row_resident()
+        self.register_only |= self.row_resident
+        self._row_locals: dict[str, TritonValue] = {}
         self.params: dict[str, bool] = {}
         self.workspaces: list[Workspace] = []
         self._index_cache: dict[sympy.Expr, tuple[str, frozenset[str]]] = {}
@@ -234,13 +239,38 @@ class KernelBuilder(ReductionEmitter):
     def index_type(self) -> str:
         return "tl.int64" if self.int64 else "tl.int32"
 
+    def _row_resident(self) -> set[str]:
+        if self.kind != "persistent" or self.part is not None:
+            return set()
+        writes: dict[str, set[sympy.Expr]] = {}
+        reads: dict[str, set[sympy.Expr]] = {}
+        full = {n.buffer.name for n in self.group.nodes if n.placement == "full"}
+        for node in self.group.nodes:
+            recorder = ReadWriteHandler()
+            node.run(recorder)
+            for name, index in recorder.writes:
+                writes.setdefault(name, set()).add(index)
+            for name, index in recorder.reads:
+                reads.setdefault(name, set()).add(index)
+        return {
+            name
+            for name in self.group.internal & full
+            if len(writes.get(name, ())) == 1 and reads.get(name, set()) <= writes[name]
+        }
+
     def local_value(self, name: str) -> TritonValue | None:
-        return self._segment_locals.get(name) or self._locals.get(name)
+        found = self._segment_locals.get(name) or self._locals.get(name)
+        if found is None and self._seg is LOOP:
+            found = self._row_locals.get(name)
+        return found
 
     def keep_local(self, name: str, value: TritonValue) -> bool:
         """Remember a stored value for later loads; True when no store is needed."""
         if self._seg is LOOP:
             self._segment_locals[name] = value
+            if name in self.row_resident:
+                self._row_locals[name] = value  # read again after the row's reductions
+                return True
             return False
         self._locals[name] = value
         return name in self.register_only
