@@ -37,7 +37,7 @@ for stage in "$@"; do
     debug)
       python3 tools/gpu/debug_block.py 2>&1 | tee "$OUT/debug.txt" || status=1 ;;
     kernels)
-      python3 benchmarks/gpu_kernels.py --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
+      python3 benchmarks/gpu_kernels.py --only ${KERNELS_ONLY:-all} --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
     opinfo)
       shards=12
       for k in $(seq 0 $((shards - 1))); do
