@@ -1,6 +1,8 @@
 """The whole pipeline (ember.compile -> tracer -> aot -> prims -> loop IR -> Triton) on CPU
 tensors under the interpreter, with the umbrella's EMBER_INDUCTOR_TARGET=triton override."""
 
+import os
+
 import pytest
 import torch
 
@@ -44,6 +46,8 @@ def test_triton_graphs_come_back_from_the_artifact_cache(monkeypatch, tmp_path):
     results = []
     for _ in range(2):  # cold, then warm (after a reset: nothing in memory)
         ember.reset()
+        # a fresh process has not pointed Triton's binary cache under ours yet
+        monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
         compiled = ember.compile(model, backend="inductor")
         out = compiled(x)
         out.sum().backward()
@@ -51,6 +55,8 @@ def test_triton_graphs_come_back_from_the_artifact_cache(monkeypatch, tmp_path):
         model.zero_grad()
         stats = dict(ember.counters["inductor"])
     assert stats.get("codegen_cache_hits", 0) == 2, stats  # forward and backward graphs
+    # the warm load found Triton's binaries where the cold compile put them
+    assert os.environ["TRITON_CACHE_DIR"].startswith(str(tmp_path))
     assert stats.get("codegen_cache_bypasses", 0) == 0, stats
     (cold, cold_grads), (warm, warm_grads) = results
     torch.testing.assert_close(warm, cold)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .cache import interpreting, load_module
+from .cache import configure_triton_cache, interpreting, load_module
 from .heuristics import LaunchConfig
 from .kernel import GroupKernels, TritonKernel, Workspace
 from .launch import current_stream_getter
@@ -82,6 +82,7 @@ def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> A
     device = torch.device(payload["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
         raise NotRestorable("a CUDA graph without a CUDA device")
+    configure_triton_cache()  # the binaries are where the cold compile put them
     groups = [_group(g) for g in payload["groups"]]
     module, path = load_module(payload["triton_source"])
     if device.type == "cuda" and not interpreting():
