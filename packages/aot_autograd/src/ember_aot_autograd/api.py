@@ -34,15 +34,28 @@ PartitionFn = Callable[[JointGraph], Partition]
 
 
 def _signature(args: Sequence[Any]) -> tuple:
-    """What a compiled variant depends on: grad mode, and each input's kind."""
-    grad = torch.is_grad_enabled()
-    parts = []
-    for value in args:
-        if isinstance(value, torch.Tensor):
-            parts.append((tuple(value.shape), value.dtype, value.device, value.requires_grad))
-        else:
-            parts.append(("value", type(value), value if _hashable(value) else id(value)))
-    return (grad, tuple(parts))
+    """What a compiled variant depends on: grad mode, and each input's kind.
+
+    Computed on every call (~0.3 us a tensor): one comprehension, sizes kept as torch.Size
+    (a tuple, equal to and hashed like one) rather than copied."""
+    return (
+        torch.is_grad_enabled(),
+        tuple(
+            [
+                (v.shape, v.dtype, v.device, v.requires_grad)
+                if isinstance(v, _Tensor)
+                else _value_key(v)
+                for v in args
+            ]
+        ),
+    )
+
+
+_Tensor = torch.Tensor
+
+
+def _value_key(value: Any) -> tuple:
+    return ("value", type(value), value if _hashable(value) else id(value))
 
 
 def _hashable(value: Any) -> bool:

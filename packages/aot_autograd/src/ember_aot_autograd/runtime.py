@@ -7,6 +7,7 @@ function's output (views of inputs regenerated from the real inputs, constants, 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,9 +15,11 @@ from typing import Any
 import torch
 import torch.fx
 from torch.autograd.function import once_differentiable
+from torch.utils._pytree import tree_structure
 
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
+from ember_aot_autograd.outputs import FromGraph
 from ember_aot_autograd.partition.common import Partition
 from ember_aot_autograd.plan import RunnerPlan
 from ember_aot_autograd.session import TraceInfo
@@ -53,6 +56,29 @@ def _finish(plan: RunnerPlan, args: Sequence[Any], fw_outputs: Sequence[Any]) ->
             for index, value in zip(plan.mutated_inputs, fw_outputs[:n_mutated], strict=True):
                 args[index].copy_(value)
     return plan.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
+
+
+def _finisher(plan: RunnerPlan) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+    """`finish(args, fw_outputs)` for this plan: `_finish`, or for the common output (a flat
+    tuple of the graph's outputs in order, no input written) just that tuple."""
+    leaves = plan.output_spec.leaves
+    n = len(leaves)
+    flat = (
+        not plan.mutated_inputs
+        and all(isinstance(leaf, FromGraph) and leaf.index == k for k, leaf in enumerate(leaves))
+        and plan.output_spec.treespec == tree_structure((0,) * n)
+    )
+    if flat:
+        return lambda args, fw_outputs: tuple(fw_outputs[:n])
+    return functools.partial(_finish, plan)
+
+
+def _selector(tensor_inputs: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """`select(args)`: the graph inputs among the function's inputs (a slice when they lead)."""
+    n = len(tensor_inputs)
+    if tuple(tensor_inputs) == tuple(range(n)):
+        return lambda args: args[:n]
+    return lambda args: [args[i] for i in tensor_inputs]
 
 
 def inference_plan(info: TraceInfo) -> RunnerPlan:
@@ -111,11 +137,12 @@ def plan_runner(
 
     Built from plain data only, so an artifact cache can rebuild it without tracing."""
     tensor_inputs = plan.tensor_inputs
+    select = _selector(tensor_inputs)
+    finish = _finisher(plan)
     if plan.kind == "inference":
 
         def run_inference(args: Sequence[Any]) -> Any:
-            outputs = compiled_fw(*[args[i] for i in tensor_inputs])
-            return _finish(plan, args, outputs)
+            return finish(args, compiled_fw(*select(args)))
 
         return run_inference
     if compiled_bw is None:
@@ -132,7 +159,8 @@ def plan_runner(
             outputs = compiled_fw(*primals)
             ctx.save_for_backward(*outputs[n_fw:])
             fw_outputs = tuple(outputs[:n_fw])
-            ctx.mark_non_differentiable(*[fw_outputs[k] for k in non_differentiable])
+            if non_differentiable:
+                ctx.mark_non_differentiable(*[fw_outputs[k] for k in non_differentiable])
             return fw_outputs
 
         @staticmethod
@@ -147,7 +175,6 @@ def plan_runner(
             return tuple(result)
 
     def run(args: Sequence[Any]) -> Any:
-        outputs = CompiledFunction.apply(*[args[i] for i in tensor_inputs])
-        return _finish(plan, args, outputs)
+        return finish(args, CompiledFunction.apply(*select(args)))
 
     return run

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ember_codegen.cpp.emit.wrapper import WrapperBuilder, WrapperCode
+from ember_codegen.cpp.emit.wrapper import PRIM_IMPLEMENTATIONS, WrapperBuilder, WrapperCode
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
 from ember_inductor_ir.extern import ExternKernel
@@ -157,6 +157,8 @@ def runtime_namespace(device: torch.device) -> dict[str, Any]:
         "_relayout": functools.partial(relayout_input, device=device),
         "_to_graph_device": functools.partial(torch.Tensor.to, device=device, non_blocking=True),
         "_adopt": adopt_extern_output,
+        "_sequences": (tuple, list),
+        "_prim_impl": PRIM_IMPLEMENTATIONS,
     }
 
 

@@ -138,9 +138,11 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
     for op, count in aten.items():
         counters["aten_fallbacks"][op] += count
 
+    runs = f"{kind}_runs"
+
     def run(*args):
-        stats[f"{kind}_runs"] += 1
-        return compiled(list(args))
+        stats[runs] += 1
+        return compiled(args)  # a compiled graph takes any sequence: no copy to a list
 
     return run
 

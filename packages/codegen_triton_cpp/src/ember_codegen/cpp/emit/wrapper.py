@@ -1,10 +1,14 @@
 """The generated Python wrapper: guards inputs, allocates buffers per the memory plan,
 computes each data pointer once, calls the kernels and extern ops, returns the outputs.
 
-Every buffer variable in the wrapper is a tensor with exactly its buffer's layout (sizes,
-strides, storage offset); kernels receive ``data_ptr()`` and index relative to it.
-Non-literal objects (kernels, extern callables, dtypes, constants) live in the wrapper's
-namespace under generated names, so the source stays printable.
+Every buffer variable in the wrapper is a tensor of its buffer's dtype whose data pointer is
+the buffer's start (its storage offset is the buffer's); kernels receive ``data_ptr()`` and
+index relative to it. Its sizes and strides are the ones the wrapper knows statically
+(``held``): the buffer's own, or the view that extern calls and outputs take of it most
+often, so that a view costing ~1 us per call is made once at allocation, or not at all
+when a dead buffer's storage is taken over. Non-literal objects (kernels, extern
+callables, dtypes, constants) live in the wrapper's namespace under generated names, so
+the source stays printable.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
 from ember_inductor_ir.extern import ExternKernel, TensorArg
 from ember_inductor_ir.layout import Layout
+from ember_primops import get_prim, is_prim
 
+from .held_layouts import Triple, extent, is_contiguous, preferred_layouts, triple
 from .kernel import KernelSource
 
 #: Library prims whose aten op takes the same arguments: the wrapper calls aten directly.
@@ -33,6 +39,25 @@ DIRECT_ATEN_CALLS: dict[str, Any] = {
     "convolution": torch.ops.aten.convolution.default,
     "convolution_backward": torch.ops.aten.convolution_backward.default,
 }
+
+
+#: Of those, the ops whose results are fresh tensors (storage offset 0) whose sizes and dtype
+#: the (guarded) inputs fix: only the strides of their results are checked.
+FRESH_RESULTS = frozenset(DIRECT_ATEN_CALLS)
+
+
+class _PrimImplementations(dict):
+    """prim OpOverload -> its implementation, called without the per-call meta check that
+    the prim's registered kernel runs first (~40-80 us: the arguments converted to meta
+    tensors and the meta function run). Compilation ran that meta function on the same
+    metadata and the wrapper's inputs are guarded; the result's layout is still checked."""
+
+    def __missing__(self, op: Any) -> Any:
+        impl = self[op] = get_prim(op).impl
+        return impl
+
+
+PRIM_IMPLEMENTATIONS = _PrimImplementations()
 
 
 def library_call(extern: ExternKernel) -> Any:
@@ -88,11 +113,23 @@ class _Writer:
 
 
 class WrapperBuilder:
-    def __init__(self, sched: Schedule, kernels: dict[str, KernelSource]) -> None:
+    """``trusted_inputs``: the caller guarantees that every call's inputs have the sizes,
+    strides and dtypes of the graph's example inputs (the Dynamo backend contract, where
+    guards checked them already), so the wrapper does not check them again."""
+
+    def __init__(
+        self, sched: Schedule, kernels: dict[str, KernelSource], *, trusted_inputs: bool = False
+    ) -> None:
         self.sched = sched
         self.kernels = kernels
+        self.trusted_inputs = trusted_inputs
         self.w = _Writer()
         self.live: set[str] = set()  # buffer variables holding a tensor right now
+        #: the layout of the tensor each buffer variable holds (see the module docstring)
+        self.held: dict[str, Triple] = {}
+        #: variables whose storage offset is only known at run time (inputs, constants)
+        self.dynamic_offset: set[str] = set(sched.graph_inputs) | set(sched.constants)
+        self.preferred = preferred_layouts(sched)
         self.pointers: set[str] = set()
         later_reuse = [a.reuses for a in sched.allocations.values() if a.reuses is not None]
         self.reused = set(later_reuse)
@@ -102,17 +139,25 @@ class WrapperBuilder:
         return f"{_ints(layout.size)}, {_ints(layout.stride)}"
 
     def _guard_inputs(self) -> None:
+        """Inputs with another shape or dtype raise, other strides are copied (_relayout);
+        inputs whose layout the caller guarantees (``trusted_inputs``) are taken as they are."""
         w = self.w
         for k, name in enumerate(self.sched.graph_inputs):
             layout = self.sched.layout(name)
+            self.live.add(name)
+            self.held[name] = triple(layout)
+            if self.trusted_inputs:
+                continue
             dtype = w.const(layout.dtype, "dtype")
             size, stride = _ints(layout.size), _ints(layout.stride)
-            w.line(
-                f"if {name}.shape != {size} or {name}.stride() != {stride} or "
-                f"{name}.dtype != {dtype}:"
+            # _relayout ignores the strides of size-0/1 dims, and so does is_contiguous()
+            strides_ok = (
+                f"{name}.is_contiguous()"
+                if is_contiguous(size, stride)
+                else f"{name}.stride() == {stride}"
             )
+            w.line(f"if {name}.shape != {size} or not {strides_ok} or {name}.dtype is not {dtype}:")
             w.line(f"    {name} = _relayout({name}, {k}, {size}, {stride}, {dtype})")
-            self.live.add(name)
 
     def _ptr(self, name: str) -> str:
         if name not in self.pointers:
@@ -130,23 +175,30 @@ class WrapperBuilder:
         plan = self.sched.allocations.get(name)
         donor = plan.reuses if plan is not None else None
         dtype = w.const(layout.dtype, "dtype")
-        size, stride, offset = _ints(layout.size), _ints(layout.stride), int(layout.offset)
+        own = triple(layout)
+        numel = extent(own)
+        want = self.preferred.get(name, own)
+        if want[2] != own[2] or extent(want) > numel:  # kernels index from the own offset
+            want = own
         if donor is not None and donor in self.live:
-            donor_layout = self.sched.layout(donor)
-            same = (_ints(donor_layout.size), _ints(donor_layout.stride), int(donor_layout.offset))
-            if same == (size, stride, offset):
+            held = self.held[donor]  # same dtype and storage size (the memory plan's rule)
+            if held == want or (name not in self.preferred and held[2] == own[2]):
                 w.line(f"{name} = {donor}; del {donor}")
+                want = held
             else:
-                w.line(f"{name} = _as_strided({donor}, {size}, {stride}, {offset}); del {donor}")
+                w.line(
+                    f"{name} = _as_strided({donor}, {want[0]}, {want[1]}, {want[2]}); del {donor}"
+                )
             self.live.discard(donor)
-        elif offset == 0:
-            w.line(f"{name} = _empty_strided({size}, {stride}, dtype={dtype})")
+        elif want[2] == 0 and extent(want) == numel:
+            w.line(f"{name} = _empty_strided({want[0]}, {want[1]}, dtype={dtype})")
         else:
-            numel = layout.storage_numel()
             w.line(
-                f"{name} = _as_strided(_empty({numel}, dtype={dtype}), {size}, {stride}, {offset})"
+                f"{name} = _as_strided(_empty({layout.storage_numel()}, dtype={dtype}), "
+                f"{want[0]}, {want[1]}, {want[2]})"
             )
         self.live.add(name)
+        self.held[name] = want
 
     def _view_expr(self, arg: TensorArg) -> str:
         """Python expression for an extern argument: the buffer or a strided view of it."""
@@ -155,16 +207,17 @@ class WrapperBuilder:
         return self._strided_view(arg.name, arg.view)
 
     def _strided_view(self, name: str, view: Layout) -> str:
-        base = self.sched.layout(name)
-        if (_ints(view.size), _ints(view.stride), int(view.offset)) == (
-            _ints(base.size),
-            _ints(base.stride),
-            int(base.offset),
-        ):
+        base = triple(self.sched.layout(name))
+        wanted = triple(view)
+        if wanted == self.held.get(name, base):
             return name
-        shift = int(view.offset) - int(base.offset)
-        offset = f"{name}.storage_offset() + {shift}" if shift else f"{name}.storage_offset()"
-        return f"_as_strided({name}, {_ints(view.size)}, {_ints(view.stride)}, {offset})"
+        size, stride, offset = wanted
+        if name in self.dynamic_offset:  # the buffer's base sits anywhere in its storage
+            shift = offset - base[2]
+            at = f"{name}.storage_offset() + {shift}" if shift else f"{name}.storage_offset()"
+        else:
+            at = str(offset)
+        return f"_as_strided({name}, {size}, {stride}, {at})"
 
     def _loops(self, group_name: str) -> None:
         w = self.w
@@ -189,19 +242,39 @@ class WrapperBuilder:
 
         args = [render(a) for a in extern.args]
         args += [f"{k}={render(v)}" for k, v in extern.kwargs.items()]
+        called = library_call(extern)
+        if is_prim(called):
+            fn = f"_prim_impl[{fn}]"  # see _PrimImplementations
+        elif isinstance(called, torch._ops.OpOverload):
+            fn += "._op"  # the operator itself: skips OpOverload.__call__'s Python frame
         w.line(
             f"_r = {fn}({', '.join(args)})  # {extern.kernel_name}{' (fallback)' if extern.fallback else ''}"
         )
-        if extern.outputs:
-            w.line("_leaves = _r if isinstance(_r, (tuple, list)) else (_r,)")
+        fresh = not extern.fallback and extern.kernel_name in FRESH_RESULTS
         for out in extern.outputs:
-            layout = out.layout
-            dtype = w.const(layout.dtype, "dtype")
-            w.line(
-                f"{out.name} = _adopt(_leaves[{out.index}], {_ints(layout.size)}, "
-                f"{_ints(layout.stride)}, {int(layout.offset)}, {dtype})"
+            leaf = f"(_r[{out.index}] if isinstance(_r, _sequences) else _r)"
+            if out.index:
+                leaf = f"_r[{out.index}]"  # only a sequence has a second result
+            self._adopt(out.name, leaf, fresh)
+
+    def _adopt(self, name: str, leaf: str, fresh: bool) -> None:
+        """``name = leaf``, copied into the buffer's layout unless it has it already
+        (checked inline: a call costs more than the checks; see FRESH_RESULTS)."""
+        w = self.w
+        layout = self.sched.layout(name)
+        dtype = w.const(layout.dtype, "dtype")
+        size, stride, offset = triple(layout)
+        w.line(f"{name} = {leaf}")
+        check = f"{name}.stride() != {stride}"
+        if not fresh or offset:
+            check += (
+                f" or {name}.shape != {size} or {name}.storage_offset() != {offset} or "
+                f"{name}.dtype != {dtype}"
             )
-            self.live.add(out.name)
+        w.line(f"if {check}:")
+        w.line(f"    {name} = _adopt({name}, {size}, {stride}, {offset}, {dtype})")
+        self.live.add(name)
+        self.held[name] = (size, stride, offset)
 
     def _free(self, group_name: str) -> None:
         for name in self.sched.frees.get(group_name, []):
@@ -225,6 +298,7 @@ class WrapperBuilder:
         for name, value in self.sched.constants.items():
             w.namespace[name] = value  # baked into the graph; read by name
             self.live.add(name)
+            self.held[name] = triple(self.sched.layout(name))
         inputs = self.sched.graph_inputs
         if inputs:
             w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
@@ -263,6 +337,8 @@ def runtime_namespace() -> dict[str, Any]:
         "_as_strided": torch.as_strided,
         "_relayout": relayout_input,
         "_adopt": adopt_extern_output,
+        "_sequences": (tuple, list),
+        "_prim_impl": PRIM_IMPLEMENTATIONS,
     }
 
 

@@ -1,0 +1,71 @@
+"""The per-call path of the runtime wrappers: graph inputs picked by a slice when they lead,
+a flat tuple of graph outputs returned as is, everything else rebuilt by the output spec."""
+
+import torch
+from torch.utils._pytree import tree_structure
+
+from conftest import CountingCompiler, check_against_eager
+from ember_aot_autograd import aot_function
+from ember_aot_autograd.api import _signature
+from ember_aot_autograd.outputs import FromGraph, OutputSpec, SameAsInput
+from ember_aot_autograd.plan import RunnerPlan
+from ember_aot_autograd.runtime import _finisher, _selector
+
+
+def test_leading_graph_inputs_are_a_slice_and_others_are_picked():
+    args = (torch.ones(1), torch.ones(2), 3)
+    assert _selector((0, 1))(args) == args[:2]
+    picked = _selector((1,))(args)
+    assert len(picked) == 1 and picked[0] is args[1]
+
+
+def _plan(leaves, treespec, mutated=()):
+    return RunnerPlan("inference", (0,), tuple(mutated), OutputSpec(tuple(leaves), treespec))
+
+
+def test_a_flat_tuple_of_graph_outputs_is_returned_as_a_tuple():
+    outs = [torch.ones(1), torch.zeros(1)]
+    finish = _finisher(_plan([FromGraph(0), FromGraph(1)], tree_structure((0, 0))))
+    got = finish((torch.ones(1),), outs)
+    assert type(got) is tuple and got[0] is outs[0] and got[1] is outs[1]
+
+
+def test_other_outputs_are_rebuilt_by_their_spec():
+    x = torch.ones(2)
+    outs = [torch.zeros(1), torch.ones(1)]
+    swapped = _finisher(_plan([FromGraph(1), FromGraph(0)], tree_structure((0, 0))))
+    assert swapped((x,), outs)[0] is outs[1]
+    as_list = _finisher(_plan([FromGraph(0)], tree_structure([0])))
+    assert as_list((x,), outs) == [outs[0]]
+    alias = _finisher(_plan([SameAsInput(0)], tree_structure((0,))))
+    assert alias((x,), outs)[0] is x
+    nested = _finisher(_plan([FromGraph(0)], tree_structure(((0,),))))
+    assert nested((x,), outs) == ((outs[0],),)
+
+
+def test_outputs_and_written_inputs_match_eager():
+    def f(flag, x, y):
+        y.add_(1)
+        return {"a": x * 2, "b": (x.sin(), x[:1])}, flag
+
+    check_against_eager(f, [True, torch.randn(3), torch.randn(3)])
+    check_against_eager(
+        lambda x, w: (x @ w, (x @ w).relu()),
+        [torch.randn(2, 3), torch.randn(3, 3, requires_grad=True)],
+    )
+
+
+def test_signature_keys_equal_shapes_alike():
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    assert _signature([a, 1]) == _signature([b, 1])
+    assert hash(_signature([a])) == hash(_signature([b]))
+    assert _signature([a]) != _signature([torch.randn(3, 2)])
+    assert _signature([a]) != _signature([a.double()])
+    assert _signature([a]) != _signature([a.clone().requires_grad_()])
+    with torch.no_grad():
+        without_grad = _signature([b])
+    assert _signature([a]) != without_grad  # grad mode is part of the key
+    fw = CountingCompiler()
+    compiled = aot_function(lambda x: (x + 1,), fw)
+    compiled(a), compiled(b), compiled(torch.randn(4))
+    assert fw.calls == 2

@@ -1,0 +1,117 @@
+"""What a call of the generated wrapper costs: views made once, results adopted inline,
+operators called without OpOverload's Python frame, and all of it still matching eager."""
+
+import pytest
+import torch
+from prim_helpers import prim_graph
+
+from ember_codegen import CodegenError, compile_graph
+from ember_codegen.cpp.emit.held_layouts import preferred_layouts
+from ember_inductor_ir import lower, schedule
+from ember_primops import prims
+
+
+def _reshaped_mm(x, w):
+    a = prims.exp(x)
+    return (prims.mm(prims.reshape(a, [8, 8]), w),)
+
+
+def test_a_buffer_is_allocated_in_the_view_its_extern_takes(check):
+    sched, compiled = check(
+        _reshaped_mm, torch.randn(2, 4, 8), torch.randn(8, 8), atol=1e-4, rtol=1e-4
+    )
+    preferred = preferred_layouts(sched)
+    (exp_buffer,) = [n for n in preferred if len(sched.layout(n).size) == 3]
+    assert preferred[exp_buffer][0] == (8, 8)
+    assert f"{exp_buffer} = _empty_strided((8, 8), (8, 1)" in compiled.wrapper_source
+    assert "_as_strided" not in compiled.wrapper_source  # the mm reads the buffer as is
+
+
+def test_an_output_in_the_buffer_layout_keeps_it_on_a_tie(check):
+    def f(x, w):
+        a = prims.exp(x)
+        return (a, prims.mm(prims.reshape(a, [8, 8]), w))
+
+    _, compiled = check(f, torch.randn(2, 4, 8), torch.randn(8, 8), atol=1e-4, rtol=1e-4)
+    assert "_empty_strided((2, 4, 8), (32, 8, 1)" in compiled.wrapper_source
+    assert "_as_strided(" in compiled.wrapper_source  # the mm's operand, made at its call
+
+
+def test_a_taken_over_storage_already_held_in_the_wanted_view_is_aliased(check):
+    def f(x, w):
+        a = prims.exp(x)  # (2, 4, 8), held (8, 8) for the first mm, dead after it
+        b = prims.sin(prims.reshape(prims.mm(prims.reshape(a, [8, 8]), w), [2, 4, 8]))
+        return (prims.mm(prims.reshape(b, [8, 8]), w),)  # b takes a's storage
+
+    sched, compiled = check(f, torch.randn(2, 4, 8), torch.randn(8, 8), atol=1e-4, rtol=1e-4)
+    reused = {a.buffer: a.reuses for a in sched.allocations.values() if a.reuses}
+    for buffer, donor in reused.items():
+        assert f"{buffer} = {donor}; del {donor}" in compiled.wrapper_source
+    assert "_as_strided" not in compiled.wrapper_source
+
+
+def test_an_extern_result_in_another_layout_is_copied_into_the_buffer_layout(compile_prims):
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    _, compiled = compile_prims(lambda x, y: (prims.exp(prims.mm(x, y)),), a, b)
+    namespace = compiled._call.__globals__
+    (name,) = [k for k, v in namespace.items() if v is torch.ops.aten.mm.default]
+
+    class TransposedResult:  # an mm whose result is column-major
+        @staticmethod
+        def _op(x, y):
+            return torch.mm(y.t(), x.t()).t()
+
+    namespace[name] = TransposedResult
+    try:
+        (out,) = compiled([a, b])
+    finally:
+        namespace[name] = torch.ops.aten.mm.default
+    torch.testing.assert_close(out, torch.exp(a @ b))
+
+
+def test_a_fallback_result_is_checked_in_full(check):
+    z = torch.randn(3, dtype=torch.complex64)
+    _, compiled = check(lambda a: (prims.neg(a),), z)
+    assert ".dtype != " in compiled.wrapper_source.split("# kernel0")[1]
+
+
+def test_a_contiguous_input_is_guarded_by_is_contiguous(check):
+    _, compiled = check(lambda a: (prims.exp(a),), torch.randn(4, 1, 6), atol=1e-6, rtol=1e-6)
+    assert "arg0.is_contiguous()" in compiled.wrapper_source
+    x = torch.randn(6, 4).t().reshape(4, 1, 6) * 1  # contiguous again after the mul
+    same = torch.randn(4, 2, 6)[:, :1, :]  # contiguous but for the size-1 dim's stride
+    transposed = torch.randn(6, 1, 4).permute(2, 1, 0)  # other strides: copied first
+    for a in (x, same, transposed):
+        torch.testing.assert_close(compiled([a])[0], torch.exp(a), atol=1e-6, rtol=1e-6)
+    with pytest.raises(CodegenError, match="compiled for"):
+        compiled([torch.randn(4, 1, 6, dtype=torch.float64)])
+    with pytest.raises(CodegenError, match="compiled for"):
+        compiled([torch.randn(4, 2, 6)])
+
+
+def test_trusted_inputs_are_not_checked(builder):
+    x = torch.randn(6, 4).t()  # a non-contiguous example: trusted, used in place
+    gm = prim_graph(lambda a: (prims.exp(a),), x)
+    sched = schedule(lower(gm, [x]))
+    trusted = compile_graph(sched, builder=builder, trusted_inputs=True)
+    assert "_relayout" not in trusted.wrapper_source
+    torch.testing.assert_close(trusted([x])[0], torch.exp(x), atol=1e-6, rtol=1e-6)
+    checked = compile_graph(schedule(lower(gm, [x])), builder=builder)
+    assert "_relayout" in checked.wrapper_source
+
+
+def test_prims_run_their_implementation_without_the_meta_check(check):
+    a = torch.randn(4, 5)
+    index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 1]])
+    src = torch.randn(2, 5)
+
+    def f(x, i, s):
+        return (prims.scatter(prims.exp(x), 0, i, s), prims.cumsum(x, 1))
+
+    _, compiled = check(f, a, index, src, atol=1e-6, rtol=1e-6)
+    source = compiled.wrapper_source
+    assert "_prim_impl[" in source and "# scatter (fallback)" in source
+    impls = compiled._call.__globals__["_prim_impl"]
+    assert torch.ops.ember_prims.scatter.default in impls  # resolved by the first call
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        compiled([a, index * 10, src])  # values the meta could not check: aten raises
