@@ -30,6 +30,7 @@ import torch
 from ember.backends import artifact_cache
 from ember.backends.aot_eager import count_aten_fallbacks, counting_graph_runner
 from ember.backends.cudagraphs import CudaGraphRunner
+from ember.backends.device_placement import move_scalar_work
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
 from ember.exc import EmberError
@@ -170,6 +171,8 @@ def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS)
         from ember_codegen import compile_graph as codegen
         from ember_inductor_ir import lower, schedule
 
+        if {"cpu", "cuda"} <= _devices(gm):
+            move_scalar_work(gm)  # CPU values made only from CPU scalars: onto the GPU
         try:
             target = codegen_target(gm, settings)
         except MixedDeviceGraph as reason:  # correct but not generated: counted and logged

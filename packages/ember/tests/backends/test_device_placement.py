@@ -1,0 +1,51 @@
+"""CPU work computed only from CPU scalars moves to the graph's other device ("meta" stands in
+for the GPU here: the pass only reads devices)."""
+
+from __future__ import annotations
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ember.backends.device_placement import move_scalar_work
+
+aten = torch.ops.aten
+
+
+def _graph(cpu_output: bool = False, cpu_data: bool = False) -> torch.fx.GraphModule:
+    mode = FakeTensorMode()
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = mode.from_tensor(torch.empty(2, 3, device="meta"))
+    s = graph.placeholder("s")
+    s.meta["val"] = mode.from_tensor(torch.empty(2) if cpu_data else torch.tensor(5))
+    plus = graph.call_function(aten.add.Tensor, (s, 1))
+    plus.meta["val"] = mode.from_tensor(torch.empty(2) if cpu_data else torch.tensor(6))
+    wide = graph.call_function(aten.expand.default, (plus, [2, 3]))
+    wide.meta["val"] = mode.from_tensor(torch.empty(2, 3))
+    y = graph.call_function(aten.mul.Tensor, (x, wide))
+    y.meta["val"] = mode.from_tensor(torch.empty(2, 3, device="meta"))
+    graph.output((y, wide) if cpu_output else (y,))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _devices(gm):
+    names = {aten.add.Tensor: "add", aten.expand.default: "expand", aten.mul.Tensor: "mul"}
+    return {
+        names.get(n.target, n.name): n.meta["val"].device.type
+        for n in gm.graph.nodes
+        if "val" in n.meta
+    }
+
+
+def test_scalar_derived_cpu_work_moves():
+    gm = _graph()
+    assert move_scalar_work(gm) == 2
+    devices = _devices(gm)
+    assert devices["add"] == devices["expand"] == "meta" and devices["s"] == "cpu", devices
+
+
+def test_cpu_output_or_cpu_data_keeps_the_graph_as_it_is():
+    for gm in (_graph(cpu_output=True), _graph(cpu_data=True)):
+        before = _devices(gm)
+        assert move_scalar_work(gm) == 0
+        assert _devices(gm) == before
