@@ -39,7 +39,7 @@ def _devices(gm):
 
 def test_scalar_derived_cpu_work_moves():
     gm = _graph()
-    assert move_scalar_work(gm) == 2
+    assert move_scalar_work(gm) == (2, "")
     devices = _devices(gm)
     assert devices["add"] == devices["expand"] == "meta" and devices["s"] == "cpu", devices
 
@@ -47,5 +47,25 @@ def test_scalar_derived_cpu_work_moves():
 def test_cpu_output_or_cpu_data_keeps_the_graph_as_it_is():
     for gm in (_graph(cpu_output=True), _graph(cpu_data=True)):
         before = _devices(gm)
-        assert move_scalar_work(gm) == 0
+        moved, reason = move_scalar_work(gm)
+        assert moved == 0 and reason
         assert _devices(gm) == before
+
+
+def test_scalar_constants_move_along():
+    mode = FakeTensorMode()
+    root = torch.nn.Module()
+    root.offset = torch.tensor(3)
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
+    offset = graph.get_attr("offset")
+    offset.meta["val"] = root.offset
+    wide = graph.call_function(aten.expand.default, (offset, [3]))
+    wide.meta["val"] = mode.from_tensor(torch.empty(3, dtype=torch.int64))
+    y = graph.call_function(aten.mul.Tensor, (x, wide))
+    y.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
+    graph.output((y,))
+    gm = torch.fx.GraphModule(root, graph)
+    assert move_scalar_work(gm) == (1, "")
+    assert gm.offset.device.type == "meta" and wide.meta["val"].device.type == "meta"

@@ -11,9 +11,13 @@ with such a CPU output is left alone.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from ember.stats import counters
+
+log = logging.getLogger("ember.inductor")
 
 
 def _tensor_val(node: torch.fx.Node) -> torch.Tensor | None:
@@ -26,44 +30,62 @@ def _on_cpu(node: torch.fx.Node) -> bool:
     return val is not None and val.device.type == "cpu"
 
 
-def move_scalar_work(gm: torch.fx.GraphModule) -> int:
+def _decline(reason: str) -> tuple[int, str]:
+    log.info("CPU work stays on the CPU: %s", reason)
+    return 0, reason
+
+
+def move_scalar_work(gm: torch.fx.GraphModule) -> tuple[int, str]:
     """Re-places, in place, the CPU values of a graph that also has values on one other
-    device when they derive from CPU scalars only; returns how many moved (0: unchanged)."""
+    device when they derive from CPU scalars only; returns how many moved (0: unchanged)
+    and why not where none did."""
     others = {v.device for n in gm.graph.nodes if (v := _tensor_val(n)) is not None} - {
         torch.device("cpu")
     }
     if len(others) != 1:
-        return 0
+        return 0, "no single other device"
     (target,) = others
     computed = [n for n in gm.graph.nodes if n.op == "call_function" and _on_cpu(n)]
     if not any(_tensor_val(n).dim() > 0 for n in computed):
-        return 0  # only scalars: the wrapper moves them like inputs
+        return 0, "only scalars"  # the wrapper moves them like inputs
     plan: list[torch.fx.Node] = []
     moved: set[torch.fx.Node] = set()
+    constants: set[torch.fx.Node] = set()
     for node in computed:  # topological order: every CPU computation moves, or none
         if any(isinstance(a, torch.device) for a in node.args):
-            return 0  # a device transfer (or a factory told its device positionally)
+            return _decline(f"{node.name} names a device positionally (a transfer?)")
         for arg in node.all_input_nodes:
             val = _tensor_val(arg)
             if val is None or arg in moved:
                 continue
             if val.device.type != "cpu":
-                return 0  # GPU data into a CPU value: a transfer the graph asked for
+                return _decline(f"{node.name} turns GPU data {arg.name} into a CPU value")
             if arg.op == "placeholder" and val.dim() == 0:
                 continue  # copied to the GPU at entry
-            return 0  # real CPU data (or a CPU constant) feeds it
+            if arg.op == "get_attr" and val.dim() == 0:
+                constants.add(arg)  # a scalar constant: moved along
+                continue
+            return _decline(f"{node.name} reads CPU data {arg.name} {list(val.shape)}")
         plan.append(node)
         moved.add(node)
     if not plan:
-        return 0
+        return 0, "nothing to move"
     (output,) = [n for n in gm.graph.nodes if n.op == "output"]
     if any(a in moved for a in output.all_input_nodes):
-        return 0  # a CPU output must stay a CPU output
-    for node in plan:
-        val = _tensor_val(node)
-        mode = getattr(val, "fake_mode", None)
+        return _decline("a CPU value computed from scalars is a graph output")
+    if any(getattr(_tensor_val(n), "fake_mode", None) is None for n in plan):
+        return _decline("example values are not fake tensors")
+    for node in constants:
+        value = getattr(gm, node.target).to(target)
+        setattr(gm, node.target, value)
+        mode = getattr(_tensor_val(node), "fake_mode", None)
         if mode is None:
-            return 0
+            node.meta["val"] = value
+            continue
+        with mode:
+            node.meta["val"] = torch.empty_strided(
+                value.shape, value.stride(), dtype=value.dtype, device=target
+            )
     for node in plan:
         val = _tensor_val(node)
         with val.fake_mode:
@@ -74,4 +96,4 @@ def move_scalar_work(gm: torch.fx.GraphModule) -> int:
             node.kwargs = {**node.kwargs, "device": target}
     gm.recompile()
     counters["inductor"]["cpu_scalar_work_moved"] += len(plan)
-    return len(plan)
+    return len(plan), ""

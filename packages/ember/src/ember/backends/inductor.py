@@ -171,12 +171,14 @@ def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS)
         from ember_codegen import compile_graph as codegen
         from ember_inductor_ir import lower, schedule
 
+        kept = ""
         if {"cpu", "cuda"} <= _devices(gm):
-            move_scalar_work(gm)  # CPU values made only from CPU scalars: onto the GPU
+            # CPU values made only from CPU scalars: computed on the GPU instead
+            _, kept = move_scalar_work(gm)
         try:
             target = codegen_target(gm, settings)
         except MixedDeviceGraph as reason:  # correct but not generated: counted and logged
-            log.warning("%s graph runs as an FX graph: %s", kind, reason)
+            log.warning("%s graph runs as an FX graph: %s (%s)", kind, reason, kept)
             counters["inductor_fallbacks"]["mixed_device_graph"] += 1
             return counting_graph_runner("inductor", kind)(gm, example_inputs)
         key = _codegen_key(gm, _target_key(target, settings))
