@@ -103,3 +103,14 @@ def test_ember_backend_under_torch_compile(backend):
         torch.testing.assert_close(compiled(x), model(x))
     assert ember.counters[backend]["forward_runs"] == 1
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, -1.0])
+def test_pow_by_small_constants_is_bit_equal_to_eager(exponent):
+    """Eager's CPU pow special-cases these exponents as products; so does the C++ target
+    (a vectorizable loop instead of a scalar std::pow per element)."""
+    x = torch.rand(10000) + 0.5
+    ember.reset()
+    compiled = ember.compile(lambda t: torch.pow(t, exponent), backend="inductor")
+    torch.testing.assert_close(compiled(x), torch.pow(x, exponent), rtol=0, atol=0)
+    assert ember.counters["inductor"]["kernels"] == 1

@@ -9,7 +9,7 @@ inside a kernel, so their entries are the float ones.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -22,6 +22,8 @@ class CppValue:
 
     expr: str
     dtype: torch.dtype
+    #: the value, when it is a constant (ops.constant): lets an op specialize on it
+    literal: bool | int | float | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return self.expr
@@ -146,9 +148,21 @@ def _fmod(a: CppValue, b: CppValue) -> str:
     return f"ember::truncmod<{compute_type(a.dtype)}>({a}, {b})"
 
 
+#: float powers by these constants as eager's CPU kernel computes them (it special-cases them
+#: the same way): products vectorize where std::pow is a scalar libm call per element
+_POW_BY_CONSTANT = {
+    2.0: "({a} * {a})",
+    3.0: "({a} * {a} * {a})",
+    -1.0: "(1 / {a})",
+}
+
+
 @emits("pow")
 def _pow(a: CppValue, b: CppValue) -> str:
     if is_float(a.dtype):
+        special = _POW_BY_CONSTANT.get(b.literal) if is_float(b.dtype) else None
+        if special is not None:
+            return special.format(a=a)
         return f"std::pow({a}, {b})"
     return f"ember::ipow<{compute_type(a.dtype)}>({a}, {b})"
 

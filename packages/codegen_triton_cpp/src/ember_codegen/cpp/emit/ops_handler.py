@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -107,7 +108,8 @@ class CppOpsHandler(ScopedValues[CppValue]):
 
     # -- leaves and conversions ---------------------------------------------------------
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
-        return self._cse(cpp_literal(value, dtype), dtype)
+        found = self._cse(cpp_literal(value, dtype), dtype)
+        return found if found.literal is not None else replace(found, literal=value)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
         return self._cse(f"static_cast<{compute_type(dtype)}>({self.kernel.index(expr)})", dtype)
