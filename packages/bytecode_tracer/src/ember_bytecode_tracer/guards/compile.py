@@ -183,9 +183,7 @@ def compile_source_loader(
         f"        return [{', '.join(values)}]\n"
         f"    return load\n"
     )
-    namespace: dict[str, Any] = {"__builtins__": builtins}
-    exec(compile(source_code, f"<ember input loader {next(_counter)}>", "exec"), namespace)
-    load = namespace["make_loader"](f_globals, f_builtins, torch, *gen.consts.values())
+    load = _build("make_loader", source_code, "input loader", (f_globals, f_builtins, gen))
     load.source_code = source_code  # for logs and tests
     return load
 
@@ -308,10 +306,17 @@ def _generate(
         f"        return True\n"
         f"    return guard\n"
     )
-    namespace: dict[str, Any] = {"__builtins__": builtins}
-    exec(compile(source_code, f"<ember guard {next(_counter)}>", "exec"), namespace)
-    check = namespace["make_guard"](f_globals, f_builtins, torch, *gen.consts.values())
+    check = _build("make_guard", source_code, "guard", (f_globals, f_builtins, gen))
     return check, _with_constants(source_code, gen.consts)
+
+
+def _build(factory: str, source_code: str, label: str, scope: tuple) -> Any:
+    """Exec generated `def factory(G, B, torch, *consts)` and call it with the closure
+    values: the globals and builtins the frame sees, torch, the codegen's constants."""
+    f_globals, f_builtins, gen = scope
+    namespace: dict[str, Any] = {"__builtins__": builtins}
+    exec(compile(source_code, f"<ember {label} {next(_counter)}>", "exec"), namespace)
+    return namespace[factory](f_globals, f_builtins, torch, *gen.consts.values())
 
 
 def _with_constants(source_code: str, consts: dict[str, Any]) -> str:
