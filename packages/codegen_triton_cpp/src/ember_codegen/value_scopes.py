@@ -1,18 +1,54 @@
 """Common subexpressions of an ops handler, by (expression, dtype), in nested scopes: a value
 made inside a block (a masked body, a loop) is not reused after the block. Shared by the C++
-and Triton ops handlers, which differ only in how a new value is written."""
+and Triton ops handlers, which differ only in their op table and in how a new value is
+written (`declare`)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
+
+import torch
 
 Value = TypeVar("Value")
 
 
 class ScopedValues(Generic[Value]):
     out: Any  # the code writer new values go to (set by the handler)
+    kernel: Any  # the kernel builder (`new_tmp()`)
+    #: op name -> emitter of the op's expression text, and the ops whose result is a bool
+    OPS: dict[str, Callable[..., str]]
+    BOOL_RESULT_OPS: frozenset[str]
+    TARGET: str
+
+    def declare(self, name: str, expr: str, dtype: torch.dtype) -> tuple[str, Value]:
+        """The line that binds ``name`` to ``expr``, and the value it names."""
+        raise NotImplementedError
+
+    def before_op(self, name: str, args: tuple) -> None:
+        """A hook run before an op of the table is emitted."""
+
+    def _cse(self, expr: str, dtype: torch.dtype) -> Value:
+        key = (expr, dtype)
+        known = self.known(key)
+        if known is not None:
+            return known
+        line, value = self.declare(self.kernel.new_tmp(), expr, dtype)
+        self.out.line(line)
+        return self.remember(key, value)
+
+    def __getattr__(self, name: str) -> Callable[..., Value]:
+        emitter = type(self).OPS.get(name)
+        if emitter is None:
+            raise AttributeError(f"the {type(self).TARGET} handler has no op named {name!r}")
+
+        def op(*args: Any) -> Value:
+            self.before_op(name, args)
+            dtype = torch.bool if name in type(self).BOOL_RESULT_OPS else args[0].dtype
+            return self._cse(emitter(*args), dtype)
+
+        return op
 
     def __init__(self) -> None:
         self._scopes: list[dict[tuple, Value]] = [{}]

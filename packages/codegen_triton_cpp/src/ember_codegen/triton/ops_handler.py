@@ -57,28 +57,18 @@ class TritonOpsHandler(ScopedValues[TritonValue]):
         #: masks of the enclosing ``ops.masked`` bodies (innermost last)
         self.mask_stack: list[str] = []
 
-    # -- emission and common subexpressions ------------------------------------------------
+    # -- emission (common subexpressions and op dispatch: value_scopes.ScopedValues) ---------
+    OPS = TRITON_OPS
+    BOOL_RESULT_OPS = BOOL_RESULT_OPS
+    TARGET = "Triton"
+
     def _cse(self, expr: str, dtype: torch.dtype) -> TritonValue:
         if dtype in NARROW_INTS:  # Triton widens narrow integers in arithmetic
             expr = f"({expr}).to({triton_type(dtype)})"
-        key = (expr, dtype)
-        known = self.known(key)
-        if known is not None:
-            return known
-        name = self.kernel.new_tmp()
-        self.out.line(f"{name} = {expr}")
-        return self.remember(key, TritonValue(name, dtype))
+        return super()._cse(expr, dtype)
 
-    def __getattr__(self, name: str) -> Callable[..., TritonValue]:
-        emitter = TRITON_OPS.get(name)
-        if emitter is None:
-            raise AttributeError(f"the Triton handler has no op named {name!r}")
-
-        def op(*args: TritonValue) -> TritonValue:
-            dtype = torch.bool if name in BOOL_RESULT_OPS else args[0].dtype
-            return self._cse(emitter(*args), dtype)
-
-        return op
+    def declare(self, name: str, expr: str, dtype: torch.dtype) -> tuple[str, TritonValue]:
+        return f"{name} = {expr}", TritonValue(name, dtype)
 
     # -- memory --------------------------------------------------------------------------
     def load(self, name: str, index: sympy.Expr) -> TritonValue:

@@ -56,28 +56,17 @@ class CppOpsHandler(ScopedValues[CppValue]):
         self.kernel = kernel
         self.out = out
 
-    # -- emission and common subexpressions ------------------------------------------------
-    def _cse(self, expr: str, dtype: torch.dtype) -> CppValue:
-        key = (expr, dtype)
-        known = self.known(key)
-        if known is not None:
-            return known
-        name = self.kernel.new_tmp()
-        self.out.line(f"const {compute_type(dtype)} {name} = {expr};")
-        return self.remember(key, CppValue(name, dtype))
+    # -- emission (common subexpressions and op dispatch: value_scopes.ScopedValues) ---------
+    OPS = CPP_OPS
+    BOOL_RESULT_OPS = BOOL_RESULT_OPS
+    TARGET = "C++"
 
-    def __getattr__(self, name: str) -> Callable[..., CppValue]:
-        emitter = CPP_OPS.get(name)
-        if emitter is None:
-            raise AttributeError(f"the C++ handler has no op named {name!r}")
+    def declare(self, name: str, expr: str, dtype: torch.dtype) -> tuple[str, CppValue]:
+        return f"const {compute_type(dtype)} {name} = {expr};", CppValue(name, dtype)
 
-        def op(*args: CppValue) -> CppValue:
-            if name in FALLIBLE_OPS and not args[0].dtype.is_floating_point:
-                self.kernel.may_fail = True
-            dtype = torch.bool if name in BOOL_RESULT_OPS else args[0].dtype
-            return self._cse(emitter(*args), dtype)
-
-        return op
+    def before_op(self, name: str, args: tuple) -> None:
+        if name in FALLIBLE_OPS and not args[0].dtype.is_floating_point:
+            self.kernel.may_fail = True
 
     # -- memory --------------------------------------------------------------------------
     def load(self, name: str, index: sympy.Expr) -> CppValue:
