@@ -39,6 +39,8 @@ class ExternKernel:
     """Call ``kernel(*args, **kwargs)`` where TensorArg leaves become tensors.
 
     ``fallback`` marks a prim that had no lowering (counted and reported by the lowering).
+    ``mutates`` names the buffer an in-place kernel writes; its output aliases that buffer,
+    which therefore lives as long as the output does.
     """
 
     name: str
@@ -48,6 +50,7 @@ class ExternKernel:
     kwargs: dict[str, Any]
     outputs: list[ExternOutput] = field(default_factory=list)
     fallback: bool = False
+    mutates: str | None = None
     origins: list[str] = field(default_factory=list)
 
     def tensor_args(self) -> list[TensorArg]:

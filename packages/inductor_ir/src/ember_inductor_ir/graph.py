@@ -43,6 +43,7 @@ from .nodes import (
     Reduction,
     TensorBox,
 )
+from .scatter_fold import scatter_adds
 from .views import View, storage_view, unwrap
 
 log = logging.getLogger("ember.ir")
@@ -208,12 +209,14 @@ class GraphLowering:
         *,
         fallback: bool = False,
         output_layouts: Callable[[int, Layout], Layout] | None = None,
+        mutates: str | None = None,
     ) -> Any:
         """Create an extern kernel calling ``kernel`` and return its outputs as TensorBoxes
         shaped like the current node's ``meta['val']``. ``output_layouts(k, layout)`` may
         replace output ``k``'s layout (eager's strides by default) with the strides the
         kernel returns for the argument layouts chosen here; the wrapper copies a result
-        that does not have them."""
+        that does not have them. ``mutates``: the buffer an in-place kernel writes (see
+        ExternKernel)."""
         assert self.current_node is not None
 
         def to_arg(x):
@@ -232,6 +235,7 @@ class GraphLowering:
             call_args,
             call_kwargs,
             fallback=fallback,
+            mutates=mutates,
             origins=self.origins(),
         )
         leaves, spec = tree_flatten(self.current_node.meta.get("val"))
@@ -262,9 +266,15 @@ class GraphLowering:
                 "example inputs were given"
             )
         position = 0
+        folds = scatter_adds(self.gm.graph)
+        folded_scatters = {scatter for scatter, _ in folds.values()}
         for node in self.gm.graph.nodes:
             self.current_node = node
-            if node.op == "placeholder":
+            if node in folded_scatters:
+                env[node] = None  # its one reader, an add, performs it (see scatter_fold)
+            elif node in folds:
+                env[node] = self._folded_scatter(node, *folds[node], env)
+            elif node.op == "placeholder":
                 env[node] = self._input(node, self.example_inputs[position], position)
                 position += 1
             elif node.op == "get_attr":
@@ -331,6 +341,20 @@ class GraphLowering:
             ) from exc
         self._check_against_meta(node, result)
         self._maybe_realize(node, result)
+        return result
+
+    def _folded_scatter(
+        self, add: torch.fx.Node, scatter: torch.fx.Node, other: int, env: dict
+    ) -> Any:
+        """``add(x, index_put(zeros, I, V, True))`` lowered as ``index_put(x, I, V, True)``."""
+        from .lowering.scatter_ops import scatter_in_place
+
+        x_node, index_nodes, values_node = add.args[other], scatter.args[1], scatter.args[2]
+        indices = tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a, index_nodes)
+        result = scatter_in_place(
+            self, env[x_node], x_node, indices, env[values_node], True, (index_nodes, values_node)
+        )
+        self._check_against_meta(add, result)
         return result
 
     def _check_against_meta(self, node: torch.fx.Node, result: Any) -> None:

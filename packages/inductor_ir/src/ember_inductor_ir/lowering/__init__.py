@@ -9,6 +9,7 @@ from . import (  # noqa: F401 (imported for their registrations)
     pointwise,
     random_ops,
     reductions,
+    scatter_ops,
     shape,
     view_ops,
 )

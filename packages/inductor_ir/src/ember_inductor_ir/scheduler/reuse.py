@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ..extern import TensorArg
 from ..nodes import Buffer, ComputedBuffer
 from .kernel_group import Allocation, KernelGroup
 
@@ -57,15 +58,18 @@ def _extend_to_extern_inputs(
     groups: Sequence[KernelGroup], last_use: dict[str, int], keep: set[str]
 ) -> set[str]:
     """A fallback kernel (a prim's reference implementation) may return views of its inputs
-    (``unfold`` does): its inputs live as long as its outputs do, and are kept with them.
-    Library kernels (mm, convolution) return fresh tensors. Walked backwards so that chains
-    of fallbacks carry liveness all the way back."""
+    (``unfold`` does), and an in-place kernel returns the buffer it wrote: those inputs live
+    as long as the outputs do, and are kept with them. Library kernels (mm, convolution)
+    return fresh tensors. Walked backwards so that chains of them carry liveness all the
+    way back."""
     keep = set(keep)
     for group in reversed(groups):
-        if group.extern is None or not group.extern.fallback:
+        extern = group.extern
+        if extern is None or not (extern.fallback or extern.mutates):
             continue
-        outputs = [o.name for o in group.extern.outputs]
-        for arg in group.extern.tensor_args():
+        outputs = [o.name for o in extern.outputs]
+        aliased = extern.tensor_args() if extern.fallback else [TensorArg(extern.mutates)]
+        for arg in aliased:
             for out in outputs:
                 last_use[arg.name] = max(last_use.get(arg.name, -1), last_use.get(out, -1))
                 if out in keep:

@@ -1,0 +1,114 @@
+"""``index_put``: a scatter through data-dependent indices, run by aten's in-place kernel.
+
+The prim is functional (its result is a copy of ``a`` with the values written in), but a
+copy of ``a`` is only needed when something else still reads ``a``. When the value is a
+buffer this graph computed and the scatter is its only reader (an embedding gradient's
+zero-filled accumulator, or the matmul it is added to, see :mod:`..scatter_fold`), the
+scatter writes into that buffer and its result aliases it; otherwise it writes into a fresh
+copy. Either way no clone is made inside the kernel call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.utils._pytree import tree_leaves
+
+from ..extern import ExternKernel, ExternOutput
+from ..nodes import ComputedBuffer, TensorBox
+from ..views import storage_view
+from .registry import prim_name, register_lowering
+
+#: Views a scatter may write through: each maps the elements of its input one to one.
+INJECTIVE_VIEWS = frozenset(
+    {
+        "collapse",
+        "collapse_view",
+        "expand_dims",
+        "permute",
+        "reshape",
+        "split_dim",
+        "squeeze",
+        "view_of",
+    }
+)
+
+
+@register_lowering("index_put")
+def lower_index_put(
+    ctx: Any,
+    a: TensorBox,
+    indices: Sequence[TensorBox | None],
+    values: TensorBox,
+    accumulate: bool,
+) -> TensorBox:
+    node = ctx.current_node
+    a_node, index_nodes, values_node = node.args[0], node.args[1], node.args[2]
+    return scatter_in_place(ctx, a, a_node, indices, values, accumulate, (index_nodes, values_node))
+
+
+def scatter_in_place(
+    ctx: Any,
+    a: TensorBox,
+    a_node: Any,
+    indices: Sequence[TensorBox | None],
+    values: TensorBox,
+    accumulate: bool,
+    read_nodes: Any,
+) -> TensorBox:
+    """``index_put(a, indices, values, accumulate)`` as aten's ``index_put_`` on ``a``'s own
+    buffer when nothing else reads it (``read_nodes``: the FX values the scatter reads
+    besides ``a``), else on a fresh copy of ``a``."""
+    target = a if _may_overwrite(ctx, a, a_node, read_nodes) else TensorBox(ctx.realize_copy(a))
+    arg = ctx.tensor_arg(target)
+    written = ctx.buffers[arg.name]
+    layout = arg.view if arg.view is not None else written.layout
+    (result,) = tree_leaves(
+        ctx.extern(
+            torch.ops.aten.index_put_.default,
+            [target, list(indices), values, accumulate],
+            output_layouts=lambda k, _: layout,
+            mutates=arg.name,
+        )
+    )
+    return result
+
+
+def _may_overwrite(ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any) -> bool:
+    """``a`` is (a one-to-one view of) a buffer this graph computes into fresh storage, and
+    the scatter is the only reader of that value."""
+    if not isinstance(a_node, torch.fx.Node):
+        return False
+    others = {n for n in tree_leaves(read_nodes) if isinstance(n, torch.fx.Node)}
+    node = a_node
+    while True:
+        if len(node.users) != 1 or node in others or node.op != "call_function":
+            return False
+        name = prim_name(node.target) if isinstance(node.target, torch._ops.OpOverload) else ""
+        if name not in INJECTIVE_VIEWS:
+            break
+        node = node.args[0]
+        if not isinstance(node, torch.fx.Node):
+            return False
+    ctx.realize(a)
+    found = storage_view(a)
+    if found is None:
+        return False
+    buffer = found[0]
+    if isinstance(buffer, ComputedBuffer):
+        return True
+    if isinstance(buffer, ExternOutput):
+        return _fresh_extern_result(ctx, buffer.name)
+    return False  # graph inputs and constants belong to the caller
+
+
+def _fresh_extern_result(ctx: Any, name: str) -> bool:
+    """Library kernels (matmul, convolution) return fresh tensors, and an in-place scatter
+    returns the buffer it wrote; a fallback prim may return a view of its inputs."""
+    for op in reversed(ctx.operations):
+        if isinstance(op, ExternKernel) and any(o.name == name for o in op.outputs):
+            return not op.fallback
+    return False

@@ -1,0 +1,145 @@
+"""index_put runs in place: into a buffer only it reads, else into a fresh copy; an
+accumulating scatter into zeros that is added to a value scatters into that value."""
+
+import torch
+
+from ember_inductor_ir.extern import ExternKernel
+from ember_inductor_ir.nodes import ComputedBuffer
+from ember_primops import prims
+
+F32 = {"dtype": torch.float32, "device": torch.device("cpu")}
+
+
+def check_traced(check, fn, *inputs):
+    """``check`` on the prim graph of ``fn`` as AOT tracing makes it: symbolic_trace folds a
+    ``full`` with constant arguments into a tensor constant; it is turned back into a node."""
+    helpers = check.__globals__  # the conftest module's namespace
+
+    def prim_graph(fn, *inputs):
+        gm = original(fn, *inputs)
+        for node in list(gm.graph.nodes):
+            if node.op != "get_attr":
+                continue
+            value = getattr(gm, node.target)
+            with gm.graph.inserting_before(node):
+                full = gm.graph.call_function(
+                    prims.full,
+                    (list(value.shape), value.flatten()[0].item()),
+                    {"dtype": value.dtype, "device": value.device},
+                )
+            full.meta["val"] = node.meta["val"]
+            node.replace_all_uses_with(full)
+            gm.graph.erase_node(node)
+        gm.recompile()
+        return gm
+
+    original = helpers["prim_graph"]
+    helpers["prim_graph"] = prim_graph
+    try:
+        return check(fn, *inputs)
+    finally:
+        helpers["prim_graph"] = original
+
+
+def _externs(lowering) -> list[ExternKernel]:
+    return [op for op in lowering.operations if isinstance(op, ExternKernel)]
+
+
+def _scatters(lowering) -> list[ExternKernel]:
+    return [op for op in _externs(lowering) if op.kernel is torch.ops.aten.index_put_.default]
+
+
+def _computed_groups(sched) -> int:
+    return sum(1 for g in sched if not g.is_extern)
+
+
+def _embedding_grad(idx, v):
+    return prims.index_put(prims.full([10, 4], 0, **F32), [idx], v, True)
+
+
+IDX = torch.tensor([1, 3, 1, 9, 0, 3])  # repeated rows accumulate
+
+
+def test_tied_embedding_gradient_scatters_into_the_matmul_result(check):
+    def fn(x, w, idx, v):
+        return (prims.add(prims.mm(x, w), _embedding_grad(idx, v)),)
+
+    lowering, sched = check_traced(
+        check, fn, torch.randn(10, 5), torch.randn(5, 4), IDX, torch.randn(6, 4)
+    )
+    assert not lowering.fallback_counts
+    mm, scatter = _externs(lowering)
+    assert scatter.mutates == mm.outputs[0].name  # no zero fill, no copy, no add kernel
+    assert _computed_groups(sched) == 0
+
+
+def test_two_scatters_added_in_a_chain_write_one_buffer(check):
+    # t5: the shared table's gradient from the encoder's and the decoder's embeddings.
+    def fn(x, w, idx, v, idx2, v2):
+        tied = prims.add(prims.mm(x, w), _embedding_grad(idx, v))
+        return (prims.add(_embedding_grad(idx2, v2), tied),)
+
+    idx2 = torch.tensor([9, 9, 2])
+    inputs = (
+        torch.randn(10, 5),
+        torch.randn(5, 4),
+        IDX,
+        torch.randn(6, 4),
+        idx2,
+        torch.randn(3, 4),
+    )
+    lowering, sched = check_traced(check, fn, *inputs)
+    mm, first, second = _externs(lowering)
+    assert first.mutates == mm.outputs[0].name
+    assert second.mutates == first.outputs[0].name
+    assert _computed_groups(sched) == 0
+
+
+def test_untied_embedding_gradient_fills_zeros_then_scatters(check):
+    lowering, _ = check_traced(check, _embedding_grad, IDX, torch.randn(6, 4))
+    (scatter,) = _scatters(lowering)
+    (fill,) = [op for op in lowering.operations if isinstance(op, ComputedBuffer)]
+    assert scatter.mutates == fill.name and not lowering.fallback_counts
+
+
+def test_a_value_read_elsewhere_is_copied_not_overwritten(check):
+    def fn(x, idx, v):
+        y = prims.exp(x)
+        return prims.index_put(y, [idx], v, True), prims.mul(y, y)
+
+    lowering, _ = check(fn, torch.randn(10, 4), IDX, torch.randn(6, 4))
+    (scatter,) = _scatters(lowering)
+    (exp,) = [op for op in lowering.operations if op.origins == ["exp_default"]]
+    assert scatter.mutates != exp.name  # exp(x) is stored once and copied for the scatter
+
+
+def test_a_graph_output_is_copied_not_overwritten(check):
+    def fn(x, w, idx, v):
+        y = prims.mm(x, w)
+        return y, prims.index_put(y, [idx], v, False)
+
+    lowering, _ = check(fn, torch.randn(10, 5), torch.randn(5, 4), IDX[:4], torch.randn(4, 4))
+    mm, scatter = _externs(lowering)
+    assert scatter.mutates != mm.outputs[0].name
+
+
+def test_a_value_the_scatter_also_reads_is_copied(check):
+    def fn(x, w, idx):
+        y = prims.mm(x, w)
+        return (prims.index_put(y, [idx], prims.index(y, [idx]), True),)
+
+    lowering, _ = check(fn, torch.randn(10, 5), torch.randn(5, 4), IDX)
+    mm, scatter = _externs(lowering)
+    assert scatter.mutates != mm.outputs[0].name
+
+
+def test_graph_inputs_are_never_written(check):
+    def fn(x, idx, v):
+        return (prims.add(x, _embedding_grad(idx, v)),)
+
+    x = torch.randn(10, 4)
+    before = x.clone()
+    lowering, _ = check_traced(check, fn, x, IDX, torch.randn(6, 4))
+    assert torch.equal(x, before)
+    (scatter,) = _scatters(lowering)
+    assert scatter.mutates not in lowering.graph_inputs
