@@ -19,6 +19,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from .add_folds import Fold, find_folds
 from .errors import LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.readwrite import ReadWriteHandler
@@ -43,7 +44,6 @@ from .nodes import (
     Reduction,
     TensorBox,
 )
-from .scatter_fold import scatter_adds
 from .views import View, storage_view, unwrap
 
 log = logging.getLogger("ember.ir")
@@ -93,8 +93,15 @@ Operation = ComputedBuffer | ExternKernel
 class GraphLowering:
     """Buffers and operations lowered from one FX graph, in program order."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        *,
+        matmul_epilogues: bool = False,
+    ) -> None:
         self.gm = gm
+        self.matmul_epilogues = matmul_epilogues
         self.example_inputs = list(example_inputs)
         self.buffers: dict[str, Buffer] = {}
         self.operations: list[Operation] = []
@@ -266,25 +273,21 @@ class GraphLowering:
                 "example inputs were given"
             )
         position = 0
-        folds = scatter_adds(self.gm.graph)
-        folded_scatters = {scatter for scatter, _ in folds.values()}
+        folds = find_folds(self.gm.graph, matmuls=not self.matmul_epilogues)
+        absorbed = {n for fold in folds.values() for n in fold.absorbed}
         for node in self.gm.graph.nodes:
             self.current_node = node
-            if node in folded_scatters:
-                env[node] = None  # its one reader, an add, performs it (see scatter_fold)
+            if node in absorbed:
+                continue  # lowered with the add that reads it (see add_folds)
             elif node in folds:
-                env[node] = self._folded_scatter(node, *folds[node], env)
+                env[node] = self._fold(node, folds[node], env)
             elif node.op == "placeholder":
                 env[node] = self._input(node, self.example_inputs[position], position)
                 position += 1
             elif node.op == "get_attr":
                 env[node] = self._constant(node)
             elif node.op == "call_function":
-                args, kwargs = tree_map(
-                    lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
-                    (node.args, node.kwargs),
-                )
-                env[node] = self._call(node, args, kwargs)
+                env[node] = self._call_node(node, env)
             elif node.op == "output":
                 self._outputs(node.args[0], env)
             else:
@@ -343,17 +346,23 @@ class GraphLowering:
         self._maybe_realize(node, result)
         return result
 
-    def _folded_scatter(
-        self, add: torch.fx.Node, scatter: torch.fx.Node, other: int, env: dict
-    ) -> Any:
-        """``add(x, index_put(zeros, I, V, True))`` lowered as ``index_put(x, I, V, True)``."""
-        from .lowering.scatter_ops import scatter_in_place
-
-        x_node, index_nodes, values_node = add.args[other], scatter.args[1], scatter.args[2]
-        indices = tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a, index_nodes)
-        result = scatter_in_place(
-            self, env[x_node], x_node, indices, env[values_node], True, (index_nodes, values_node)
+    def _call_node(self, node: torch.fx.Node, env: dict) -> Any:
+        self.current_node = node
+        args, kwargs = tree_map(
+            lambda a: env[a] if isinstance(a, torch.fx.Node) else a, (node.args, node.kwargs)
         )
+        return self._call(node, args, kwargs)
+
+    def _fold(self, add: torch.fx.Node, fold: Fold, env: dict) -> Any:
+        """An add performed by an accumulating kernel (add_folds), or as written when the
+        fold's lowering declines."""
+        from .lowering.accumulate import FOLD_LOWERINGS
+
+        result = FOLD_LOWERINGS[fold.kind](self, add, fold, env)
+        if result is None:
+            for node in fold.absorbed:
+                env[node] = self._call_node(node, env)
+            return self._call_node(add, env)
         self._check_against_meta(add, result)
         return result
 
@@ -469,12 +478,18 @@ def _same_strides(got: Layout, want: Layout) -> bool:
     )
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> GraphLowering:
-    """Lower a functional prim-level FX graph (nodes carry ``meta['val']``) to loop IR."""
+def lower(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, matmul_epilogues: bool = False
+) -> GraphLowering:
+    """Lower a functional prim-level FX graph (nodes carry ``meta['val']``) to loop IR.
+
+    ``matmul_epilogues``: the code generator fuses pointwise epilogues into its own matmul
+    kernels (the Triton template), so an add of a matmul product is left to it instead of
+    being folded into ``addmm`` (see add_folds)."""
     from .dump import log_lowering  # local: dump imports graph for typing only
     from .verifier import verify
 
-    lowering = GraphLowering(gm, example_inputs).run()
+    lowering = GraphLowering(gm, example_inputs, matmul_epilogues=matmul_epilogues).run()
     verify(lowering)
     log_lowering(lowering)
     return lowering

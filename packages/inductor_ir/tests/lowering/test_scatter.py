@@ -143,3 +143,65 @@ def test_graph_inputs_are_never_written(check):
     assert torch.equal(x, before)
     (scatter,) = _scatters(lowering)
     assert scatter.mutates not in lowering.graph_inputs
+
+
+# -- x + a @ b as addmm_ ---------------------------------------------------------------
+
+
+def _addmms(lowering) -> list[ExternKernel]:
+    return [op for op in _externs(lowering) if op.kernel is torch.ops.aten.addmm_.default]
+
+
+def test_a_sum_of_matmuls_accumulates_in_the_first_ones_buffer(check):
+    # An unrolled loop's weight gradient: one matmul per step, summed.
+    def fn(g0, g1, g2, g3, h0, h1, h2, h3):
+        terms = [prims.mm(prims.permute(g, [1, 0]), h) for g, h in ((g0, h0), (g1, h1), (g2, h2))]
+        total = prims.add(prims.add(terms[0], terms[1]), terms[2])
+        return (prims.add(total, prims.mm(prims.permute(g3, [1, 0]), h3)),)
+
+    inputs = [torch.randn(3, 6) for _ in range(4)] + [torch.randn(3, 5) for _ in range(4)]
+    lowering, sched = check(fn, *inputs)
+    first = [op for op in _externs(lowering) if op.kernel_name == "mm"]
+    addmms = _addmms(lowering)
+    assert len(first) == 1 and len(addmms) == 3
+    assert addmms[0].mutates == first[0].outputs[0].name
+    assert [op.mutates for op in addmms[1:]] == [op.outputs[0].name for op in addmms[:-1]]
+    assert _computed_groups(sched) == 0
+
+
+def test_a_transposed_matmul_term_accumulates_as_the_transposed_product(check):
+    def fn(x, w, a, b):
+        term = prims.permute(prims.permute(prims.permute(prims.mm(a, b), [1, 0]), [1, 0]), [1, 0])
+        return (prims.add(prims.mm(x, w), term),)
+
+    inputs = (torch.randn(5, 4), torch.randn(4, 3), torch.randn(3, 2), torch.randn(2, 5))
+    lowering, sched = check(fn, *inputs)
+    assert len(_addmms(lowering)) == 1 and _computed_groups(sched) == 0
+
+
+def test_an_addend_not_stored_yet_is_added_by_a_kernel(check):
+    # Storing exp(x) for addmm would cost the pass the fold saves: the add stays a kernel.
+    def fn(x, a, b):
+        return (prims.add(prims.exp(x), prims.mm(a, b)),)
+
+    lowering, _ = check(fn, torch.randn(4, 5), torch.randn(4, 3), torch.randn(3, 5))
+    assert not _addmms(lowering)
+
+
+def test_an_addend_read_elsewhere_is_not_overwritten(check):
+    def fn(x, w, a, b):
+        p = prims.mm(x, w)
+        return prims.add(p, prims.mm(a, b)), prims.mul(p, p)
+
+    inputs = (torch.randn(4, 2), torch.randn(2, 5), torch.randn(4, 3), torch.randn(3, 5))
+    lowering, _ = check(fn, *inputs)
+    assert not _addmms(lowering)
+
+
+def test_half_precision_sums_keep_eager_rounding(check):
+    def fn(p, a, b):
+        return (prims.add(prims.mm(p, p), prims.mm(a, b)),)
+
+    inputs = [torch.randn(4, 4), torch.randn(4, 3), torch.randn(3, 4)]
+    lowering, _ = check(fn, *[t.to(torch.bfloat16) for t in inputs], atol=1e-2, rtol=1e-2)
+    assert not _addmms(lowering)

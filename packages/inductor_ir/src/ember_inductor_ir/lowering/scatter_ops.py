@@ -3,7 +3,7 @@
 The prim is functional (its result is a copy of ``a`` with the values written in), but a
 copy of ``a`` is only needed when something else still reads ``a``. When the value is a
 buffer this graph computed and the scatter is its only reader (an embedding gradient's
-zero-filled accumulator, or the matmul it is added to, see :mod:`..scatter_fold`), the
+zero-filled accumulator, or the matmul it is added to, see :mod:`..add_folds`), the
 scatter writes into that buffer and its result aliases it; otherwise it writes into a fresh
 copy. Either way no clone is made inside the kernel call.
 """
@@ -50,6 +50,17 @@ def lower_index_put(
     return scatter_in_place(ctx, a, a_node, indices, values, accumulate, (index_nodes, values_node))
 
 
+def lower_scatter_fold(ctx: Any, add: torch.fx.Node, fold: Any, env: dict) -> TensorBox:
+    """``addend + index_put(zeros, I, V, True)`` as ``index_put(addend, I, V, True)``."""
+    (scatter,) = fold.absorbed
+    index_nodes, values_node = scatter.args[1], scatter.args[2]
+    indices = [env[i] if isinstance(i, torch.fx.Node) else i for i in index_nodes]
+    return scatter_in_place(
+        ctx, env[fold.addend], fold.addend, indices, env[values_node], True,
+        (index_nodes, values_node),
+    )  # fmt: skip
+
+
 def scatter_in_place(
     ctx: Any,
     a: TensorBox,
@@ -62,7 +73,8 @@ def scatter_in_place(
     """``index_put(a, indices, values, accumulate)`` as aten's ``index_put_`` on ``a``'s own
     buffer when nothing else reads it (``read_nodes``: the FX values the scatter reads
     besides ``a``), else on a fresh copy of ``a``."""
-    target = a if _may_overwrite(ctx, a, a_node, read_nodes) else TensorBox(ctx.realize_copy(a))
+    owned = may_overwrite(ctx, a, a_node, read_nodes, realize=True)
+    target = a if owned else TensorBox(ctx.realize_copy(a))
     arg = ctx.tensor_arg(target)
     written = ctx.buffers[arg.name]
     layout = arg.view if arg.view is not None else written.layout
@@ -77,9 +89,10 @@ def scatter_in_place(
     return result
 
 
-def _may_overwrite(ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any) -> bool:
+def may_overwrite(ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any, *, realize: bool) -> bool:
     """``a`` is (a one-to-one view of) a buffer this graph computes into fresh storage, and
-    the scatter is the only reader of that value."""
+    an in-place kernel reading ``read_nodes`` besides it is the only reader of that value.
+    ``realize``: a value not stored yet gets its buffer (else it does not qualify)."""
     if not isinstance(a_node, torch.fx.Node):
         return False
     others = {n for n in tree_leaves(read_nodes) if isinstance(n, torch.fx.Node)}
@@ -93,7 +106,8 @@ def _may_overwrite(ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any) -> bool
         node = node.args[0]
         if not isinstance(node, torch.fx.Node):
             return False
-    ctx.realize(a)
+    if realize:
+        ctx.realize(a)
     found = storage_view(a)
     if found is None:
         return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ..extern import TensorArg
+from ..extern import ExternOutput, TensorArg
 from ..nodes import Buffer, ComputedBuffer
 from .kernel_group import Allocation, KernelGroup
 
@@ -47,10 +47,15 @@ def plan_memory(
                 log.info("buffer reuse: %s takes the storage of %s", name, reused)
         for name, last in last_use.items():
             buf = buffers.get(name)
-            if last != k or buf is None or not isinstance(buf, ComputedBuffer) or name in keep:
+            if last != k or name in keep:
                 continue
-            frees[group.name].append(name)
-            pool.setdefault(_storage_key(buf), []).append(name)
+            if isinstance(buf, ComputedBuffer):
+                frees[group.name].append(name)
+                pool.setdefault(_storage_key(buf), []).append(name)
+            elif isinstance(buf, ExternOutput):
+                # The library allocated it: dropped at its last use (not held to the end
+                # of the call), but its storage is not the plan's to hand on.
+                frees[group.name].append(name)
     return allocations, frees
 
 

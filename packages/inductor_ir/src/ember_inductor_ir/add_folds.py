@@ -1,0 +1,116 @@
+"""Adds that an accumulating kernel performs: ``x + index_put(zeros, I, V, accumulate=True)``
+is ``index_put(x, I, V, accumulate=True)``, and ``x + a @ b`` is ``addmm(x, a, b)``.
+
+Both shapes are common in gradients. An embedding's gradient is a scatter-add into a
+zero-filled table, and a tied embedding (a language model's input embedding that is also its
+output projection) adds it to the projection's weight gradient: a table-sized fill, scatter
+and add where one in-place scatter into the matmul's result does the work (the table is
+50257 x 768 floats in gpt2). A weight used at every step of an unrolled loop gets one matmul
+per step, summed: accumulated in place by the matmuls (beta=1), no kernel re-reads all the
+partial products. Float addition is reassociated, as any accumulation order may be.
+
+:func:`find_folds` only finds the candidates; the lowering (``lowering.accumulate``) decides
+at lowering time whether the addend's buffer may be written, and what to do otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+from .lowering.registry import prim_name
+
+
+@dataclass(frozen=True)
+class Fold:
+    """The add ``addend + <absorbed>`` performed by an accumulating kernel of ``kind``.
+
+    ``absorbed`` are the nodes the fold computes (the walk skips them; each is read only by
+    the next one, the last by the add), ``transposed`` marks a matmul read through a
+    transpose (``addend + (a @ b).T``)."""
+
+    kind: str
+    addend: torch.fx.Node
+    absorbed: tuple[torch.fx.Node, ...]
+    transposed: bool = False
+
+
+def _is_prim(node: object, name: str) -> bool:
+    return (
+        isinstance(node, torch.fx.Node)
+        and node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and prim_name(node.target) == name
+    )
+
+
+def _val(node: object) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _same_tensor_type(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    return (
+        a is not None
+        and b is not None
+        and a.shape == b.shape
+        and a.dtype == b.dtype
+        and a.device == b.device
+    )
+
+
+def _scatter_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
+    """``term`` is an accumulating ``index_put`` into a ``full(..., 0)`` read only here."""
+    if not _is_prim(term, "index_put") or len(term.users) != 1:
+        return None
+    base, accumulate = term.args[0], term.args[3] if len(term.args) > 3 else False
+    if accumulate is True and _is_prim(base, "full") and base.args[1] == 0:
+        return Fold("scatter", addend, (term,))
+    return None
+
+
+def _matmul_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
+    """``term`` is a 2-d ``mm``, possibly under permutes that net to a transpose or to
+    nothing, each read only by the next."""
+    chain = [term]
+    order = [0, 1]
+    while _is_prim(chain[-1], "permute"):
+        dims = list(chain[-1].args[1])
+        if len(dims) != 2:
+            return None
+        order = [order[d % 2] for d in dims]
+        chain.append(chain[-1].args[0])
+    mm = chain[-1]
+    if not _is_prim(mm, "mm") or any(len(n.users) != 1 for n in chain):
+        return None
+    val = _val(mm)
+    if val is None or val.dtype not in (torch.float32, torch.float64):
+        return None  # half-precision addmm accumulates differently from mm then add
+    return Fold("matmul", addend, tuple(reversed(chain)), transposed=order == [1, 0])
+
+
+def find_folds(graph: torch.fx.Graph, *, matmuls: bool = True) -> dict[torch.fx.Node, Fold]:
+    """``{add node: Fold}`` for each add of two same-typed tensors where one term is a
+    foldable kernel (the second term is tried first: a chain of sums grows on the left).
+    ``matmuls=False`` leaves adds of matmul products alone."""
+    finders = (_scatter_fold, _matmul_fold) if matmuls else (_scatter_fold,)
+    folds: dict[torch.fx.Node, Fold] = {}
+    absorbed: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if not _is_prim(node, "add") or len(node.args) != 2 or node.kwargs:
+            continue
+        out = _val(node)
+        for k in (1, 0):
+            term, addend = node.args[k], node.args[1 - k]
+            if term is addend or term in absorbed or addend in absorbed:
+                continue
+            if not (_same_tensor_type(_val(term), out) and _same_tensor_type(_val(addend), out)):
+                continue
+            fold = next((f for find in finders if (f := find(addend, term))), None)
+            if fold is not None:
+                folds[node] = fold
+                absorbed.update(fold.absorbed)
+                break
+    return folds
