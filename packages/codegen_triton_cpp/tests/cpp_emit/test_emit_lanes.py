@@ -146,3 +146,12 @@ def test_rows_loading_bool_masks_run_64_lanes(check, cols, lanes):
     mask[:, 0] = True  # no fully masked row (eager gives NaN there too; not the point here)
     _, compiled = check(_masked_softmax(6, cols), x, mask)
     assert f"lane < {lanes};" in compiled.cpp_source
+
+
+def test_lanes_fold_pairwise_not_in_a_serial_chain(check):
+    # a 128-wide softmax row spent as long folding 64 lanes one by one as on its elements
+    x = torch.randn(6, 4 * BYTE_LANES)
+    _, compiled = check(_all_reductions([1]), x)
+    src = compiled.cpp_source
+    for width in (LANES // 2, LANES // 4, 2, 1):
+        assert f"for (int l = 0; l < {width}; ++l)" in src and f"_w[l + {width}]" in src

@@ -423,7 +423,7 @@ class KernelBuilder:
         out.line(f"const int64_t {var} = ib + l;")
         out.extend(["  " + line for line in self._prologue.lines])
         for acc in self._lane_accs:
-            out.line(LANE_FORMS[acc.rtype].combine(acc.name))
+            out.line(LANE_FORMS[acc.rtype].combine(acc.name, "l"))
         out.extend(["  " + line for line in self._epilogue.lines])
         self._accs = {}
 

@@ -12,7 +12,7 @@ vector instructions:
             for lane in 0..LANES:  body(r = rb + lane); partial[lane] op= value
         wide[lane] op= partial[lane]           # double (sum, Welford) per lane
     tail (r not a whole block): scalar updates into wide[0]
-    acc = combine(wide[0..LANES])              # in lane order: deterministic
+    acc = combine(wide[0..LANES])              # pairwise, in a fixed order: deterministic
 
 Each float partial sums at most CHUNK / LANES values before it is flushed into a double,
 so accuracy is that of a double accumulation of short float sums (well inside eager's
@@ -47,7 +47,8 @@ class LaneForm:
     update: Callable[[str, str], str]  # (n, value) -> statement inside the lane loop
     flush: Callable[[str, int], str]  # (n, lanes) -> statement per lane ``l`` at chunk end
     tail: Callable[[str, str], str]  # (n, value) -> scalar statement into wide lane 0
-    combine: Callable[[str], str]  # (n) -> statement per lane ``l``: fold into scalar n
+    combine: Callable[[str, str], str]  # (n, lane) -> statement: fold wide[lane] into n
+    pair: Callable[[str, int], str]  # (n, w) -> statement per lane ``l``: fold lane l + w in
     direct: Callable[[str, str, str], str]  # (n, value, lane) -> update of wide[lane]
 
 
@@ -71,7 +72,8 @@ register_lane_form("sum")(
         update=lambda n, v: f"{n}_l[lane] = {n}_l[lane] + {v};",
         flush=lambda n, k: f"{n}_w[l] = {n}_w[l] + static_cast<double>({n}_l[l]);",
         tail=lambda n, v: f"{n}_w[0] = {n}_w[0] + static_cast<double>({v});",
-        combine=lambda n: f"{n} = {n} + {n}_w[l];",
+        combine=lambda n, i: f"{n} = {n} + {n}_w[{i}];",
+        pair=lambda n, w: f"{n}_w[l] = {n}_w[l] + {n}_w[l + {w}];",
         direct=lambda n, v, i: f"{n}_w[{i}] = {n}_w[{i}] + static_cast<double>({v});",
     )
 )
@@ -89,7 +91,8 @@ def _extreme(fn: str) -> LaneForm:
         update=lambda n, v: f"{n}_w[lane] = ember::{fn}({n}_w[lane], {v});",
         flush=lambda n, k: "",
         tail=lambda n, v: f"{n}_w[0] = ember::{fn}({n}_w[0], {v});",
-        combine=lambda n: f"{n} = ember::{fn}({n}, {n}_w[l]);",
+        combine=lambda n, i: f"{n} = ember::{fn}({n}, {n}_w[{i}]);",
+        pair=lambda n, w: f"{n}_w[l] = ember::{fn}({n}_w[l], {n}_w[l + {w}]);",
         direct=lambda n, v, i: f"{n}_w[{i}] = ember::{fn}({n}_w[{i}], {v});",
     )
 
@@ -115,7 +118,8 @@ register_lane_form("welford")(
             f"{n}_m[l], {n}_s[l], static_cast<double>((rc_end - rc) / {k})}});"
         ),
         tail=lambda n, v: f"{n}_w[0] = ember::welford_update({n}_w[0], static_cast<double>({v}));",
-        combine=lambda n: f"{n} = ember::welford_combine({n}, {n}_w[l]);",
+        combine=lambda n, i: f"{n} = ember::welford_combine({n}, {n}_w[{i}]);",
+        pair=lambda n, w: f"{n}_w[l] = ember::welford_combine({n}_w[l], {n}_w[l + {w}]);",
         direct=lambda n, v, i: (
             f"{n}_w[{i}] = ember::welford_update({n}_w[{i}], static_cast<double>({v}));"
         ),
@@ -218,7 +222,21 @@ def lane_loops(
         lines.append(f"{pad}}}")
     for k in reversed(range(depth)):
         lines.append("  " * k + "}")
-    lines.append(f"for (int l = 0; l < {lanes}; ++l) {{")
-    lines += [f"  {LANE_FORMS[a.rtype].combine(a.name)}" for a in accs]
-    lines.append("}")
+    lines += combine_lanes(accs, lanes)
+    return lines
+
+
+def combine_lanes(accs: list[LaneAcc], lanes: int) -> list[str]:
+    """Fold the wide lanes into each scalar accumulator pairwise (lane l takes lane l + w,
+    w halving): log2(lanes) vector steps instead of a serial chain of ``lanes`` dependent
+    ops, which cost as much as the loop itself on a 128-wide softmax row. Fixed order."""
+    lines: list[str] = []
+    width = lanes // 2
+    while width >= 1:
+        lines.append("#pragma omp simd")
+        lines.append(f"for (int l = 0; l < {width}; ++l) {{")
+        lines += [f"  {LANE_FORMS[a.rtype].pair(a.name, width)}" for a in accs]
+        lines.append("}")
+        width //= 2
+    lines += [LANE_FORMS[a.rtype].combine(a.name, "0") for a in accs]
     return lines

@@ -8,12 +8,13 @@ inside a kernel, so their entries are the float ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from .dtypes import compute_type, is_float, is_integer
+from .dtypes import compute_type, cpp_literal, is_float, is_integer
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,18 @@ def _infix(op: str) -> Emitter:
 
 CPP_OPS["add"] = _infix("+")
 CPP_OPS["sub"] = _infix("-")
-CPP_OPS["truediv"] = _infix("/")
+
+
+@emits("truediv")
+def _truediv(a: CppValue, b: CppValue) -> str:
+    # x / 2^k is x * 2^-k exactly (both are x scaled by a power of two, rounded once), and
+    # a multiply costs a fraction of a divide (attention's scores / sqrt(head_dim) = 8)
+    literal = b.literal
+    if is_float(a.dtype) and isinstance(literal, (int, float)) and not isinstance(literal, bool):
+        mantissa, exponent = math.frexp(float(literal))
+        if abs(mantissa) == 0.5 and abs(exponent) <= 64:  # 2^-64 is normal in every dtype
+            return f"({a} * {cpp_literal(1.0 / float(literal), a.dtype)})"
+    return f"({a} / {b})"
 
 
 @emits("mul")
