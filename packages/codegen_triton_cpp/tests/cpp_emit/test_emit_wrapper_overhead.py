@@ -51,22 +51,42 @@ def test_a_taken_over_storage_already_held_in_the_wanted_view_is_aliased(check):
 
 
 def test_an_extern_result_in_another_layout_is_copied_into_the_buffer_layout(compile_prims):
-    a, b = torch.randn(5, 7), torch.randn(7, 3)
-    _, compiled = compile_prims(lambda x, y: (prims.exp(prims.mm(x, y)),), a, b)
+    x, w = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3)
+
+    def conv(a, b):
+        return (prims.exp(prims.convolution(a, b, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)),)
+
+    _, compiled = compile_prims(conv, x, w)
     namespace = compiled._call.__globals__
-    (name,) = [k for k, v in namespace.items() if v is torch.ops.aten.mm.default]
+    original = torch.ops.aten.convolution.default
+    (name,) = [k for k, v in namespace.items() if v is original]
 
-    class TransposedResult:  # an mm whose result is column-major
+    class ChannelsLastResult:  # a convolution whose result has other strides
         @staticmethod
-        def _op(x, y):
-            return torch.mm(y.t(), x.t()).t()
+        def _op(*args):
+            return original(*args).contiguous(memory_format=torch.channels_last)
 
-    namespace[name] = TransposedResult
+    namespace[name] = ChannelsLastResult
     try:
-        (out,) = compiled([a, b])
+        (out,) = compiled([x, w])
     finally:
-        namespace[name] = torch.ops.aten.mm.default
-    torch.testing.assert_close(out, torch.exp(a @ b))
+        namespace[name] = original
+    torch.testing.assert_close(out, torch.exp(torch.nn.functional.conv2d(x, w, padding=1)))
+
+
+def test_a_matmul_writes_into_its_planned_buffer(check):
+    # mm.out into storage the memory plan hands on: the second product reuses the first's
+    a, b = torch.randn(5, 7), torch.randn(7, 7)
+    _, compiled = check(
+        lambda x, y: (prims.exp(prims.mm(prims.exp(prims.mm(x, y)), y)),),
+        a,
+        b,
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    source = compiled.wrapper_source
+    assert source.count("out=buf") == 2 and "_r = " not in source
+    assert "buf2 = buf0; del buf0" in source
 
 
 def test_a_fallback_result_is_checked_in_full(check):

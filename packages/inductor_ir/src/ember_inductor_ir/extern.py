@@ -10,6 +10,11 @@ from typing import Any
 from .layout import Layout
 from .nodes import Buffer
 
+#: Library prims whose aten op has an ``out=`` form writing a result of the prim's layout:
+#: their results live in planned storage (a library-allocated result is fresh memory on every
+#: call, first touched by the library: page faults a reused buffer does not take).
+OUT_VARIANT_PRIMS = frozenset({"mm", "bmm"})
+
 
 @dataclass(frozen=True)
 class TensorArg:
@@ -40,7 +45,9 @@ class ExternKernel:
 
     ``fallback`` marks a prim that had no lowering (counted and reported by the lowering).
     ``mutates`` names the buffer an in-place kernel writes; its output aliases that buffer,
-    which therefore lives as long as the output does.
+    which therefore lives as long as the output does. ``writes_out``: the kernel writes its
+    one output into a buffer it is given (``out=``), so the memory plan allocates that
+    buffer like a computed one, reusing a dead buffer's storage (see OUT_VARIANT_PRIMS).
     """
 
     name: str
@@ -51,6 +58,7 @@ class ExternKernel:
     outputs: list[ExternOutput] = field(default_factory=list)
     fallback: bool = False
     mutates: str | None = None
+    writes_out: bool = False
     origins: list[str] = field(default_factory=list)
 
     def tensor_args(self) -> list[TensorArg]:

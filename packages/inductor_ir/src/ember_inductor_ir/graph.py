@@ -217,13 +217,13 @@ class GraphLowering:
         fallback: bool = False,
         output_layouts: Callable[[int, Layout], Layout] | None = None,
         mutates: str | None = None,
+        writes_out: bool = False,
     ) -> Any:
         """Create an extern kernel calling ``kernel`` and return its outputs as TensorBoxes
         shaped like the current node's ``meta['val']``. ``output_layouts(k, layout)`` may
         replace output ``k``'s layout (eager's strides by default) with the strides the
         kernel returns for the argument layouts chosen here; the wrapper copies a result
-        that does not have them. ``mutates``: the buffer an in-place kernel writes (see
-        ExternKernel)."""
+        that does not have them. ``mutates``, ``writes_out``: see ExternKernel."""
         assert self.current_node is not None
 
         def to_arg(x):
@@ -243,6 +243,7 @@ class GraphLowering:
             call_kwargs,
             fallback=fallback,
             mutates=mutates,
+            writes_out=writes_out,
             origins=self.origins(),
         )
         leaves, spec = tree_flatten(self.current_node.meta.get("val"))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import register_lowering
+from ..extern import OUT_VARIANT_PRIMS
+from .registry import prim_name, register_lowering
 
 LIBRARY_PRIMS = (
     "mm",
@@ -24,7 +25,11 @@ LIBRARY_PRIMS = (
 
 
 def lower_as_extern(ctx: Any, *args: Any, **kwargs: Any) -> Any:
-    return ctx.extern(ctx.current_node.target, args, kwargs)
+    target = ctx.current_node.target
+    # into planned storage on the CPU; the Triton target's matmuls may become templates,
+    # and GPU memory comes from a caching allocator without first-touch costs
+    writes_out = prim_name(target) in OUT_VARIANT_PRIMS and not ctx.matmul_epilogues
+    return ctx.extern(target, args, kwargs, writes_out=writes_out)
 
 
 for _name in LIBRARY_PRIMS:

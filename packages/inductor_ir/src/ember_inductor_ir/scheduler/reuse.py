@@ -29,6 +29,13 @@ def plan_memory(
         for name in group.reads | set(group.buffer_names()):
             last_use[name] = k
     keep = _extend_to_extern_inputs(groups, last_use, keep)
+    planned = {
+        name
+        for group in groups
+        for name in group.buffer_names()
+        if isinstance(buffers[name], ComputedBuffer)
+        or (group.extern is not None and group.extern.writes_out)
+    }
     owner: dict[str, str] = {}  # buffer -> the buffer whose storage it lives in
     allocations: dict[str, Allocation] = {}
     frees: dict[str, list[str]] = {g.name: [] for g in groups}
@@ -37,7 +44,7 @@ def plan_memory(
         for name in group.buffer_names():
             buf = buffers[name]
             reused = None
-            if isinstance(buf, ComputedBuffer) and name not in keep:
+            if name in planned and name not in keep:
                 candidates = pool.get(_storage_key(buf), [])
                 if candidates:
                     reused = candidates.pop(0)
@@ -49,7 +56,7 @@ def plan_memory(
             buf = buffers.get(name)
             if last != k or name in keep:
                 continue
-            if isinstance(buf, ComputedBuffer):
+            if name in planned:
                 frees[group.name].append(name)
                 pool.setdefault(_storage_key(buf), []).append(name)
             elif isinstance(buf, ExternOutput):

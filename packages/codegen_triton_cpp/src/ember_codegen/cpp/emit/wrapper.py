@@ -41,6 +41,13 @@ DIRECT_ATEN_CALLS: dict[str, Any] = {
 }
 
 
+#: Library prims (OUT_VARIANT_PRIMS) -> the aten op writing the result into a given buffer.
+OUT_VARIANTS: dict[str, Any] = {
+    "mm": torch.ops.aten.mm.out,
+    "bmm": torch.ops.aten.bmm.out,
+}
+
+
 #: Of those, the ops whose results are fresh tensors (storage offset 0) whose sizes and dtype
 #: the (guarded) inputs fix: only the strides of their results are checked.
 FRESH_RESULTS = frozenset(DIRECT_ATEN_CALLS)
@@ -230,6 +237,9 @@ class WrapperBuilder:
 
     def _extern(self, extern: ExternKernel) -> None:
         w = self.w
+        if extern.writes_out and not extern.fallback:
+            self._extern_out(extern)
+            return
         fn = w.const(library_call(extern), "extern")
 
         def render(value: Any) -> str:
@@ -256,6 +266,15 @@ class WrapperBuilder:
             if out.index:
                 leaf = f"_r[{out.index}]"  # only a sequence has a second result
             self._adopt(out.name, leaf, fresh)
+
+    def _extern_out(self, extern: ExternKernel) -> None:
+        """``op.out(*args, out=buffer)`` into the planned buffer (see OUT_VARIANT_PRIMS)."""
+        (out,) = extern.outputs
+        self._allocate(out.name)
+        fn = self.w.const(OUT_VARIANTS[extern.kernel_name], "extern")
+        args = [self._view_expr(a) for a in extern.args]
+        target = self._strided_view(out.name, self.sched.layout(out.name))
+        self.w.line(f"{fn}._op({', '.join(args)}, out={target})  # {extern.kernel_name}")
 
     def _adopt(self, name: str, leaf: str, fresh: bool) -> None:
         """``name = leaf``, copied into the buffer's layout unless it has it already
