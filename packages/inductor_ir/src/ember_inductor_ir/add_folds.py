@@ -21,6 +21,7 @@ import torch
 import torch.fx
 
 from .lowering.registry import prim_name
+from .lowering.view_ops import INJECTIVE_VIEWS
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,15 @@ class Fold:
     transposed: bool = False
 
 
-def _is_prim(node: object, name: str) -> bool:
+def _prim(node: object) -> str:
+    is_op = isinstance(node, torch.fx.Node) and node.op == "call_function"
     return (
-        isinstance(node, torch.fx.Node)
-        and node.op == "call_function"
-        and isinstance(node.target, torch._ops.OpOverload)
-        and prim_name(node.target) == name
+        prim_name(node.target) if is_op and isinstance(node.target, torch._ops.OpOverload) else ""
     )
+
+
+def _is_prim(node: object, name: str) -> bool:
+    return _prim(node) == name
 
 
 def _val(node: object) -> torch.Tensor | None:
@@ -71,6 +74,21 @@ def _scatter_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
     return None
 
 
+#: view prims that do not map elements one to one (see INJECTIVE_VIEWS)
+OTHER_VIEWS = frozenset({"broadcast_in_dim", "slice", "unfold", "as_strided", "view_element_type"})
+
+
+def may_own(addend: object) -> bool:
+    """Whether ``addend`` can be a buffer the add alone reads: reached through one-to-one
+    views read once, from a computed value (not an input, constant, broadcast or slice)."""
+    node = addend
+    while _prim(node) in INJECTIVE_VIEWS and len(node.users) == 1:
+        node = node.args[0]
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    return len(node.users) == 1 and _prim(node) not in INJECTIVE_VIEWS | OTHER_VIEWS
+
+
 def _matmul_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
     """``term`` is a 2-d ``mm``, possibly under permutes that net to a transpose or to
     nothing, each read only by the next."""
@@ -88,6 +106,8 @@ def _matmul_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
     val = _val(mm)
     if val is None or val.dtype not in (torch.float32, torch.float64):
         return None  # half-precision addmm accumulates differently from mm then add
+    if not may_own(addend):
+        return None  # a bias, an input: the add stays a (fusible) pointwise kernel
     return Fold("matmul", addend, tuple(reversed(chain)), transposed=order == [1, 0])
 
 

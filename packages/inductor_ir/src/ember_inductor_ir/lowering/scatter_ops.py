@@ -21,20 +21,7 @@ from ..extern import ExternKernel, ExternOutput
 from ..nodes import ComputedBuffer, TensorBox
 from ..views import storage_view
 from .registry import prim_name, register_lowering
-
-#: Views a scatter may write through: each maps the elements of its input one to one.
-INJECTIVE_VIEWS = frozenset(
-    {
-        "collapse",
-        "collapse_view",
-        "expand_dims",
-        "permute",
-        "reshape",
-        "split_dim",
-        "squeeze",
-        "view_of",
-    }
-)
+from .view_ops import INJECTIVE_VIEWS
 
 
 @register_lowering("index_put")

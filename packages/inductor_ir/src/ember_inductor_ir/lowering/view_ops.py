@@ -13,6 +13,21 @@ from ..nodes import TensorBox
 from ._helpers import pointwise
 from .registry import register_lowering
 
+#: View prims that map the elements of their input one to one: an in-place kernel may write
+#: through them (scatter_ops, add_folds)
+INJECTIVE_VIEWS = frozenset(
+    {
+        "collapse",
+        "collapse_view",
+        "expand_dims",
+        "permute",
+        "reshape",
+        "split_dim",
+        "squeeze",
+        "view_of",
+    }
+)
+
 
 @register_lowering("broadcast_in_dim")
 def lower_broadcast_in_dim(

@@ -1,5 +1,7 @@
-"""index_put runs in place: into a buffer only it reads, else into a fresh copy; an
-accumulating scatter into zeros that is added to a value scatters into that value."""
+"""Adds performed by accumulating kernels (add_folds): index_put runs in place, into a buffer
+only it reads, else into a fresh copy; an accumulating scatter into zeros added to a value
+scatters into that value; a matmul added to a buffer only the add reads accumulates into it
+(addmm_)."""
 
 import torch
 
@@ -205,3 +207,14 @@ def test_half_precision_sums_keep_eager_rounding(check):
     inputs = [torch.randn(4, 4), torch.randn(4, 3), torch.randn(3, 4)]
     lowering, _ = check(fn, *[t.to(torch.bfloat16) for t in inputs], atol=1e-2, rtol=1e-2)
     assert not _addmms(lowering)
+
+
+def test_a_bias_is_not_a_fold_candidate():
+    from conftest import prim_graph
+    from ember_inductor_ir.add_folds import find_folds
+
+    def fn(x, w, b):
+        return (prims.add(prims.mm(x, w), prims.broadcast_in_dim(b, [4, 5], [1])),)
+
+    gm = prim_graph(fn, torch.randn(4, 3), torch.randn(3, 5), torch.randn(5))
+    assert not find_folds(gm.graph)  # a linear layer's bias add stays a fusible kernel
