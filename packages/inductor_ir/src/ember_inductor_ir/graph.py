@@ -34,6 +34,7 @@ from .layout import (
     layout_of_tensor,
 )
 from .lowering import lowering_for, prim_name
+from .matmul_batching import batch_step_matmuls
 from .nodes import (
     Buffer,
     ComputedBuffer,
@@ -490,6 +491,8 @@ def lower(
     from .dump import log_lowering  # local: dump imports graph for typing only
     from .verifier import verify
 
+    if not matmul_epilogues:  # a Triton template could not fuse a sliced product's readers
+        gm = batch_step_matmuls(gm)
     lowering = GraphLowering(gm, example_inputs, matmul_epilogues=matmul_epilogues).run()
     verify(lowering)
     log_lowering(lowering)
