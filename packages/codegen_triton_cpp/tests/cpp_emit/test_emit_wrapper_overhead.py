@@ -135,3 +135,11 @@ def test_prims_run_their_implementation_without_the_meta_check(check):
     assert torch.ops.ember_prims.scatter.default in impls  # resolved by the first call
     with pytest.raises(RuntimeError, match="out of bounds"):
         compiled([a, index * 10, src])  # values the meta could not check: aten raises
+
+
+def test_a_cat_of_many_inputs_copies_into_its_planned_buffer(check):
+    def stack(x):
+        return (prims.cat([prims.mul(x, prims.sin(x)) for _ in range(9)], 0),)
+
+    _, compiled = check(stack, torch.randn(4, 6), atol=1e-6, rtol=1e-6)
+    assert "out=buf" in compiled.wrapper_source  # aten's cat.out after the inputs' kernel

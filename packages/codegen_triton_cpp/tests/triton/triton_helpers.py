@@ -13,7 +13,7 @@ from ember_inductor_ir import lower, schedule
 
 
 def compile_triton_fn(fn: Callable, *inputs: Any, **options: Any) -> tuple[Any, Any]:
-    sched = schedule(lower(prim_graph(fn, *inputs), list(inputs), matmul_epilogues=True))
+    sched = schedule(lower(prim_graph(fn, *inputs), list(inputs), target="triton"))
     return sched, compile_graph(sched, target="triton", **options)
 
 

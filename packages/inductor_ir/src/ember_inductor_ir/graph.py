@@ -99,10 +99,11 @@ class GraphLowering:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
         *,
-        matmul_epilogues: bool = False,
+        target: str = "cpp",
     ) -> None:
         self.gm = gm
-        self.matmul_epilogues = matmul_epilogues
+        #: the code generator lowered for (see lower): "cpp" or "triton"
+        self.target = target
         self.example_inputs = list(example_inputs)
         self.buffers: dict[str, Buffer] = {}
         self.operations: list[Operation] = []
@@ -275,7 +276,7 @@ class GraphLowering:
                 "example inputs were given"
             )
         position = 0
-        folds = find_folds(self.gm.graph, matmuls=not self.matmul_epilogues)
+        folds = find_folds(self.gm.graph, matmuls=self.target == "cpp")
         absorbed = {n for fold in folds.values() for n in fold.absorbed}
         for node in self.gm.graph.nodes:
             self.current_node = node
@@ -481,19 +482,23 @@ def _same_strides(got: Layout, want: Layout) -> bool:
 
 
 def lower(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, matmul_epilogues: bool = False
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, target: str = "cpp"
 ) -> GraphLowering:
     """Lower a functional prim-level FX graph (nodes carry ``meta['val']``) to loop IR.
 
-    ``matmul_epilogues``: the code generator fuses pointwise epilogues into its own matmul
-    kernels (the Triton template), so an add of a matmul product is left to it instead of
-    being folded into ``addmm`` (see add_folds)."""
+    ``target``: the code generator the IR is for, where a lowering choice depends on what it
+    does well. "cpp" runs library calls for what its loops do poorly (an add of a matmul
+    product is folded into ``addmm``, a cat of many inputs is aten's copy, the matmuls over
+    the steps of one tensor are batched); "triton" fuses pointwise epilogues into its own
+    matmul template and leaves those as loop IR."""
+    if target not in ("cpp", "triton"):
+        raise LoweringError(f"target must be 'cpp' or 'triton', got {target!r}")
     from .dump import log_lowering  # local: dump imports graph for typing only
     from .verifier import verify
 
-    if not matmul_epilogues:  # a Triton template could not fuse a sliced product's readers
+    if target == "cpp":  # a Triton template could not fuse a sliced product's readers
         gm = batch_step_matmuls(gm)
-    lowering = GraphLowering(gm, example_inputs, matmul_epilogues=matmul_epilogues).run()
+    lowering = GraphLowering(gm, example_inputs, target=target).run()
     verify(lowering)
     log_lowering(lowering)
     return lowering

@@ -97,3 +97,26 @@ def test_complex_values_stay_out_of_loop_kernels(check):
     assert not [
         b for b in lowering.buffers.values() if b.get_dtype().is_complex and hasattr(b, "data")
     ]
+
+
+def test_a_cat_of_many_inputs_is_a_library_copy(check):
+    from ember_inductor_ir.extern import ExternKernel
+    from ember_inductor_ir.lowering.shape import CAT_EXTERN_INPUTS
+
+    n = CAT_EXTERN_INPUTS
+
+    def fn(x):  # a stack of the steps of an unrolled loop, each computed
+        return (prims.cat([prims.mul(x, prims.sin(x)) for _ in range(n)], 0),)
+
+    lowering, _ = check(fn, torch.randn(3, 5))
+    (cat,) = [op for op in lowering.operations if isinstance(op, ExternKernel)]
+    assert cat.kernel_name == "cat" and cat.writes_out and not cat.fallback
+
+
+def test_a_cat_of_few_inputs_stays_a_loop_body(check):
+    from ember_inductor_ir.extern import ExternKernel
+
+    lowering, _ = check(
+        lambda x, y: (prims.cat([x, y, x], 1),), torch.randn(3, 2), torch.randn(3, 4)
+    )
+    assert not [op for op in lowering.operations if isinstance(op, ExternKernel)]

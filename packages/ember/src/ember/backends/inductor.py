@@ -190,8 +190,7 @@ def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS)
                 compiled = _finish(compiled, target, settings, kind)
                 return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
         count_aten_fallbacks(gm)
-        # stage: lower (Triton fuses adds into its matmul template: see add_folds)
-        lowering = lower(gm, example_inputs, matmul_epilogues=target == "triton")
+        lowering = lower(gm, example_inputs, target=target)  # stage: lower
         scheduled = schedule(lowering)  # stage: schedule
         options = _codegen_options(target, settings)
         compiled = codegen(scheduled, target=target, **options)  # stage: codegen

@@ -28,7 +28,7 @@ def lower_as_extern(ctx: Any, *args: Any, **kwargs: Any) -> Any:
     target = ctx.current_node.target
     # into planned storage on the CPU; the Triton target's matmuls may become templates,
     # and GPU memory comes from a caching allocator without first-touch costs
-    writes_out = prim_name(target) in OUT_VARIANT_PRIMS and not ctx.matmul_epilogues
+    writes_out = prim_name(target) in OUT_VARIANT_PRIMS and ctx.target == "cpp"
     return ctx.extern(target, args, kwargs, writes_out=writes_out)
 
 

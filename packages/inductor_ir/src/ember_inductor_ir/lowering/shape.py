@@ -52,11 +52,19 @@ def _in_range(ops: Any, index: Expr, low: Expr, high: Expr) -> Any:
     )
 
 
+#: A cat of this many inputs or more is a library copy (aten's cat into planned storage) of
+#: the realized inputs: as a loop body it is a chain of one masked load per input for every
+#: element, which g++ does not vectorize (a stack of 32 steps ran 1.4 ms for 1 MB).
+CAT_EXTERN_INPUTS = 8
+
+
 @register_lowering("cat")
 def lower_cat(ctx: Any, tensors: Sequence[TensorBox], dim: int) -> TensorBox:
     tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
     size = list(tensors[0].get_size())
     dim = dim % len(size)
+    if len(tensors) >= CAT_EXTERN_INPUTS and ctx.target == "cpp":
+        return ctx.extern(ctx.current_node.target, [list(tensors), dim], writes_out=True)
     starts, total = [], sympy.Integer(0)
     for t in tensors:
         starts.append(total)

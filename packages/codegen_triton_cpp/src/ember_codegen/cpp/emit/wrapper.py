@@ -45,6 +45,7 @@ DIRECT_ATEN_CALLS: dict[str, Any] = {
 OUT_VARIANTS: dict[str, Any] = {
     "mm": torch.ops.aten.mm.out,
     "bmm": torch.ops.aten.bmm.out,
+    "cat": torch.ops.aten.cat.out,
 }
 
 
@@ -241,15 +242,7 @@ class WrapperBuilder:
             self._extern_out(extern)
             return
         fn = w.const(library_call(extern), "extern")
-
-        def render(value: Any) -> str:
-            if isinstance(value, TensorArg):
-                return self._view_expr(value)
-            if isinstance(value, (list, tuple)) and any(isinstance(v, TensorArg) for v in value):
-                inner = ", ".join(render(v) for v in value)
-                return f"[{inner}]" if isinstance(value, list) else f"({inner},)"
-            return w.literal(value)
-
+        render = self._render_arg
         args = [render(a) for a in extern.args]
         args += [f"{k}={render(v)}" for k, v in extern.kwargs.items()]
         called = library_call(extern)
@@ -267,12 +260,21 @@ class WrapperBuilder:
                 leaf = f"_r[{out.index}]"  # only a sequence has a second result
             self._adopt(out.name, leaf, fresh)
 
+    def _render_arg(self, value: Any) -> str:
+        """Python source for an extern argument: tensors as buffers or views of them."""
+        if isinstance(value, TensorArg):
+            return self._view_expr(value)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, TensorArg) for v in value):
+            inner = ", ".join(self._render_arg(v) for v in value)
+            return f"[{inner}]" if isinstance(value, list) else f"({inner},)"
+        return self.w.literal(value)
+
     def _extern_out(self, extern: ExternKernel) -> None:
         """``op.out(*args, out=buffer)`` into the planned buffer (see OUT_VARIANT_PRIMS)."""
         (out,) = extern.outputs
         self._allocate(out.name)
         fn = self.w.const(OUT_VARIANTS[extern.kernel_name], "extern")
-        args = [self._view_expr(a) for a in extern.args]
+        args = [self._render_arg(a) for a in extern.args]
         target = self._strided_view(out.name, self.sched.layout(out.name))
         self.w.line(f"{fn}._op({', '.join(args)}, out={target})  # {extern.kernel_name}")
 
