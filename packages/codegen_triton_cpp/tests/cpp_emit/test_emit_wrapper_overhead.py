@@ -23,7 +23,7 @@ def test_a_buffer_is_allocated_in_the_view_its_extern_takes(check):
     preferred = preferred_layouts(sched)
     (exp_buffer,) = [n for n in preferred if len(sched.layout(n).size) == 3]
     assert preferred[exp_buffer][0] == (8, 8)
-    assert f"{exp_buffer} = _empty_strided((8, 8), (8, 1)" in compiled.wrapper_source
+    assert f"{exp_buffer} = _pool.take((8, 8), (8, 1)" in compiled.wrapper_source
     assert "_as_strided" not in compiled.wrapper_source  # the mm reads the buffer as is
 
 
@@ -33,7 +33,7 @@ def test_an_output_in_the_buffer_layout_keeps_it_on_a_tie(check):
         return (a, prims.mm(prims.reshape(a, [8, 8]), w))
 
     _, compiled = check(f, torch.randn(2, 4, 8), torch.randn(8, 8), atol=1e-4, rtol=1e-4)
-    assert "_empty_strided((2, 4, 8), (32, 8, 1)" in compiled.wrapper_source
+    assert "_pool.take((2, 4, 8), (32, 8, 1)" in compiled.wrapper_source
     assert "_as_strided(" in compiled.wrapper_source  # the mm's operand, made at its call
 
 
@@ -143,3 +143,32 @@ def test_a_cat_of_many_inputs_copies_into_its_planned_buffer(check):
 
     _, compiled = check(stack, torch.randn(4, 6), atol=1e-6, rtol=1e-6)
     assert "out=buf" in compiled.wrapper_source  # aten's cat.out after the inputs' kernel
+
+
+def test_a_dead_buffer_serves_the_next_calls_allocation(check):
+    from ember_codegen.cpp.emit.wrapper import STORAGE_POOL
+
+    x = torch.randn(64, 64) / 8
+    _, compiled = check(lambda a: (prims.exp(prims.sin(prims.mm(a, a))),), x, atol=1e-5, rtol=1e-5)
+    STORAGE_POOL.clear()
+    compiled([x])  # fills the pool with the call's dead buffers
+    held = STORAGE_POOL.held_bytes
+    assert held >= 64 * 64 * 4
+    compiled([x])  # takes them again and gives them back: nothing new is held
+    assert STORAGE_POOL.held_bytes == held
+
+
+def test_the_storage_pool_is_bounded():
+    from ember_codegen.cpp.emit.wrapper import StoragePool
+
+    pool = StoragePool(limit_bytes=1000)
+    pool.give(torch.empty(100), torch.float32, 100)  # 400 bytes
+    pool.give(torch.empty(100), torch.float32, 100)
+    assert pool.held_bytes == 800
+    pool.give(torch.empty(100), torch.float32, 100)  # over the limit: emptied, then kept
+    assert pool.held_bytes == 400
+    pool.give(torch.empty(1000), torch.float32, 1000)  # larger than the budget: not kept
+    assert pool.held_bytes == 400
+    taken = pool.take((10, 10), (10, 1), 0, torch.float32, 100)
+    assert taken.shape == (10, 10) and pool.held_bytes == 0
+    assert StoragePool(limit_bytes=0).take((2,), (1,), 0, torch.float32, 2).shape == (2,)

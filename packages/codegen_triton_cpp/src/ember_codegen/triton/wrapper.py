@@ -29,6 +29,8 @@ from .template_launch import TemplateSites
 
 
 class TritonWrapperBuilder(WrapperBuilder):
+    pool_storages = False  # GPU memory comes from torch's caching allocator
+
     def __init__(
         self,
         sched: Schedule,
