@@ -34,6 +34,7 @@ from .layout import (
     layout_of_tensor,
 )
 from .lowering import lowering_for, prim_name
+from .lowering.view_ops import INJECTIVE_VIEWS
 from .matmul_batching import batch_step_matmuls
 from .nodes import (
     Buffer,
@@ -62,20 +63,7 @@ TRANSCENDENTAL_OP_COST = 16
 #: input when deciding whether to realize it. (``slice`` is not here: slices of one value
 #: usually read disjoint parts, so recomputing each part duplicates no work. ``unfold``
 #: is: pooling windows cover their input.)
-PASS_THROUGH_VIEWS = frozenset(
-    {
-        "broadcast_in_dim",
-        "collapse",
-        "collapse_view",
-        "expand_dims",
-        "permute",
-        "reshape",
-        "split_dim",
-        "squeeze",
-        "unfold",
-        "view_of",
-    }
-)
+PASS_THROUGH_VIEWS = INJECTIVE_VIEWS | {"broadcast_in_dim", "unfold"}
 
 
 @dataclass(frozen=True)
