@@ -7,6 +7,8 @@ statistics back with ``copy_``; a functionalizing tracer turns those into graph 
 
 from __future__ import annotations
 
+import struct
+
 import torch
 
 from ember_primops import prims
@@ -57,11 +59,71 @@ MUTATING_WITH_WRITE_BACK = frozenset(
 )
 
 
+def _per_channel(t, a):
+    return _stats_shape_broadcast(t, a.dim(), 1)
+
+
+def _follows_eager_cpu_kernel(a) -> bool:
+    """Decompose in eager's rounding order: a non-empty contiguous CPU float32 input with
+    spatial positions. (Eager's channels-last and (N, C) inputs sum float32 partials per
+    thread first, an order that depends on the thread count; those take the generic path.)"""
+    return (
+        a.device.type == "cpu"
+        and a.dtype == torch.float32
+        and a.numel() > 0
+        and a.numel() > a.shape[0] * a.shape[1]
+        and a.is_contiguous()
+    )
+
+
+def _fused_multiply_add(a, b, c):
+    """``a * b + c`` of float32 operands, rounded once to float32: the product of two floats is
+    exact in float64, so only the sum rounds there (the second rounding, to float32, differs
+    from a true fma only on an exact float64 tie)."""
+    f64 = torch.float64
+    product = prims.mul(convert(a, f64), convert(b, f64))
+    return convert(prims.add(product, convert(c, f64)), torch.float32)
+
+
+def _eager_cpu_statistics(x, reduce_dims, count):
+    """(mean, invstd, var_sum as float64) the way eager's CPU float32 kernel rounds them.
+
+    It sums each channel in float64 and rounds the mean to float32, sums the float32 squared
+    deviations in float64 and rounds that sum to float32, divides by the count in float32 and
+    takes ``1 / sqrt(var + eps)`` in float64.
+    """
+    f32, f64 = torch.float32, torch.float64
+    total = prims.sum(convert(x, f64), reduce_dims)
+    mean = convert(prims.div(total, scalar(count, total)), f32)
+    deviation = prims.sub(x, _per_channel(mean, x))
+    squares = convert(prims.mul(deviation, deviation), f64)
+    var_sum = convert(prims.sum(squares, reduce_dims), f32)
+    return mean, var_sum
+
+
+def _eager_cpu_output(x, weight, bias, mean, invstd):
+    """``x * alpha + beta`` with ``alpha = invstd * w`` and ``beta = b - mean * alpha``, both
+    multiply-adds fused, as eager's CPU kernel writes it.
+
+    Bit-equal matters beyond tolerance: a max-pool after the norm picks its argmax among
+    values a rounding apart, and one flipped argmax sends a gradient to the wrong element.
+    """
+    alpha = invstd if weight is None else prims.mul(invstd, weight)
+    negated_mean = prims.neg(mean)
+    if bias is None:
+        beta = prims.mul(negated_mean, alpha)
+    else:
+        beta = _fused_multiply_add(negated_mean, alpha, bias)
+    return _fused_multiply_add(x, _per_channel(alpha, x), _per_channel(beta, x))
+
+
 def _batch_norm_core(a, weight, bias, running_mean, running_var, training, momentum, eps):
     """(out, save_mean, save_invstd, new_running_mean, new_running_var) in compute dtype."""
     compute = computation_dtype(a.dtype)
     x = convert(a, compute)
     reduce_dims = [0, *range(2, a.dim())]
+    if training and _follows_eager_cpu_kernel(a):
+        return _eager_cpu_training(x, weight, bias, running_mean, running_var, momentum, eps)
     if training:
         var, mean = prims.var_mean(x, reduce_dims, 0.0)
         invstd = prims.rsqrt(prims.add(var, scalar(eps, var)))
@@ -85,15 +147,53 @@ def _batch_norm_core(a, weight, bias, running_mean, running_var, training, momen
         var = convert(running_var, compute)
         use_mean, use_invstd = mean, prims.rsqrt(prims.add(var, scalar(eps, var)))
         new_mean, new_var = running_mean, running_var
-    out = prims.mul(
-        prims.sub(x, _stats_shape_broadcast(use_mean, a.dim(), 1)),
-        _stats_shape_broadcast(use_invstd, a.dim(), 1),
-    )
+    out = prims.mul(prims.sub(x, _per_channel(use_mean, a)), _per_channel(use_invstd, a))
     if weight is not None:
-        out = prims.mul(out, _stats_shape_broadcast(convert(weight, compute), a.dim(), 1))
+        out = prims.mul(out, _per_channel(convert(weight, compute), a))
     if bias is not None:
-        out = prims.add(out, _stats_shape_broadcast(convert(bias, compute), a.dim(), 1))
+        out = prims.add(out, _per_channel(convert(bias, compute), a))
     return convert(out, a.dtype), use_mean, use_invstd, new_mean, new_var
+
+
+def _as_float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _running_mean_update(running_mean, mean, momentum):
+    """``m * mean + (1 - m) * running`` in float32, with ``m`` rounded to float32 first."""
+    m = _as_float32(momentum)
+    kept = prims.mul(convert(running_mean, torch.float32), scalar(1 - m, mean))
+    return prims.add(prims.mul(mean, scalar(m, mean)), kept)
+
+
+def _running_var_update(running_var, unbiased, momentum):
+    """Eager's mix of widths: ``m * unbiased`` in float64, ``(1 - m) * running`` in float32,
+    their sum in float64, rounded to float32."""
+    f64 = torch.float64
+    m = _as_float32(momentum)
+    fresh = prims.mul(convert(unbiased, f64), scalar(m, unbiased, f64))
+    kept = prims.mul(convert(running_var, torch.float32), scalar(1 - m, unbiased))
+    return convert(prims.add(fresh, convert(kept, f64)), torch.float32)
+
+
+def _eager_cpu_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    """Training-mode batch norm of a CPU float32 input in eager's kernel's rounding order."""
+    f64 = torch.float64
+    reduce_dims = [0, *range(2, x.dim())]
+    count = x.numel() // x.shape[1]
+    mean, var_sum = _eager_cpu_statistics(x, reduce_dims, count)
+    var = convert(prims.div(var_sum, scalar(float(count), var_sum)), f64)  # float32 division
+    invstd = convert(
+        prims.div(scalar(1.0, var), prims.sqrt(prims.add(var, scalar(eps, var)))), torch.float32
+    )
+    new_mean = new_var = None
+    if running_mean is not None:
+        new_mean = _running_mean_update(running_mean, mean, momentum)
+    if running_var is not None:
+        unbiased = prims.div(var_sum, scalar(float(max(count - 1, 1)), var_sum))
+        new_var = _running_var_update(running_var, unbiased, momentum)
+    out = _eager_cpu_output(x, weight, bias, mean, invstd)
+    return out, mean, invstd, new_mean, new_var
 
 
 def _empty_stats(a):
