@@ -230,6 +230,16 @@ def _pool_backward_scatter(grad_output, a, indices, spatial_dims):
     return prims.reshape(prims.scatter_add(zeros, lead, idx, g), list(a.shape))
 
 
+@register_decomposition(aten.adaptive_max_pool2d_backward.default)
+def adaptive_max_pool2d_backward(grad_output, a, indices):
+    return _pool_backward_scatter(grad_output, a, indices, 2)
+
+
+@register_decomposition(aten.adaptive_max_pool3d_backward.default)
+def adaptive_max_pool3d_backward(grad_output, a, indices):
+    return _pool_backward_scatter(grad_output, a, indices, 3)
+
+
 @register_decomposition(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(
     grad_output, a, kernel_size, stride, padding, dilation, ceil_mode, indices

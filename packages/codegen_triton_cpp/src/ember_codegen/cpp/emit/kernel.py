@@ -297,10 +297,13 @@ class KernelBuilder:
     def _outer_loops(self, out: CodeWriter, parallel: bool) -> None:
         depth = len(self.sizes)
         pragma_at, collapse = self._outer_pragma() if parallel else (None, 0)
+        simd_at = None  # (line index, indentation) of the innermost loop's pragma
         for k, (var, size) in enumerate(zip(self.outer_vars, self.sizes, strict=True)):
             if k == pragma_at:
                 clause = f" collapse({collapse})" if collapse > 1 else ""
                 out.line(f"#pragma omp parallel for{clause}")
+            if k == depth - 1 and not self.rsizes:
+                simd_at = (len(out.lines), "  " * out.level)
             out.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
             out.level += 1
         if depth == 0:  # a scalar kernel: one outer point
@@ -310,6 +313,21 @@ class KernelBuilder:
         for _ in range(max(depth, 1)):
             out.level -= 1
             out.line("}")
+        if simd_at is not None and not self.may_fail:
+            self._mark_simd(out, *simd_at)
+
+    @staticmethod
+    def _mark_simd(out: CodeWriter, at: int, indent: str) -> None:
+        """A pointwise kernel's innermost loop is vectorized by request, not left to the
+        compiler's cost model: g++ turns a select between a load and a constant into a masked
+        load, gives up on its index analysis when the index divides the loop variable (a 2x2
+        max-pool's gradient: ``x[h / 2][w / 2]``) and leaves the whole loop scalar. Its
+        iterations are independent (a kernel never writes a storage it reads elsewhere)."""
+        previous = out.lines[at - 1].strip() if at else ""
+        if previous.startswith("#pragma omp parallel for") and "collapse" not in previous:
+            out.lines[at - 1] = out.lines[at - 1].replace("parallel for", "parallel for simd", 1)
+        else:
+            out.lines.insert(at, indent + "#pragma omp simd")
 
     def _outer_pragma(self) -> tuple[int, int]:
         depth = len(self.sizes)
