@@ -67,6 +67,17 @@ inline float bits_float(uint32_t u) {
 // ---------------------------------------------------------------- bfloat16 / float16
 // Both are stored as uint16_t bit patterns; compute happens in float32.
 
+// a * b + c rounded once where the target has fused multiply-add. For the polynomials of
+// our own math functions only (a vfmadd instead of a multiply and an add, and one rounding
+// less); -ffp-contract=off keeps the kernels' own arithmetic unfused, like eager's loops.
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
 // Round to nearest, ties to even. NaN becomes 0xFFFF, the pattern eager's float32 ->
@@ -271,15 +282,15 @@ inline float exp(float x) {
   const float xc = (nan | (x > kMax) | (x < kMin)) ? 0.0f : x;
   // round-to-nearest of x / ln2 with the 1.5 * 2^23 trick (no libm call)
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  float r = madd(n, -0.693359375f, xc);
+  r = madd(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  p = madd(p, r, 1.3981999507e-3f);
+  p = madd(p, r, 8.3334519073e-3f);
+  p = madd(p, r, 4.1665795894e-2f);
+  p = madd(p, r, 1.6666665459e-1f);
+  p = madd(p, r, 5.0000001201e-1f);
+  p = madd(p * r, r, r) + 1.0f;
   const int32_t ni = static_cast<int32_t>(n);
   const int32_t half = ni / 2;
   const float s1 = bits_float(static_cast<uint32_t>(half + 127) << 23);

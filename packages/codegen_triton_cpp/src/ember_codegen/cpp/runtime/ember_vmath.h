@@ -31,13 +31,13 @@ constexpr float kLn2Lo = -2.12194440e-4f;
 // log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: f - f^2/2 + f^3 P(f)
 inline float log1p_reduced(float f) {
   float p = -0.07974199205636978f;
-  p = p * f + 0.1265569031238556f;
-  p = p * f + -0.12989278137683868f;
-  p = p * f + 0.14209946990013123f;
-  p = p * f + -0.16641581058502197f;
-  p = p * f + 0.20001201331615448f;
-  p = p * f + -0.25000303983688354f;
-  p = p * f + 0.3333333134651184f;
+  p = madd(p, f, 0.1265569031238556f);
+  p = madd(p, f, -0.12989278137683868f);
+  p = madd(p, f, 0.14209946990013123f);
+  p = madd(p, f, -0.16641581058502197f);
+  p = madd(p, f, 0.20001201331615448f);
+  p = madd(p, f, -0.25000303983688354f);
+  p = madd(p, f, 0.3333333134651184f);
   const float f2 = f * f;
   return f + (f2 * f * p - 0.5f * f2);
 }
@@ -45,11 +45,11 @@ inline float log1p_reduced(float f) {
 // e^r - 1 for |r| <= ln2/2: r + r^2 P(r), the polynomial of ember::exp (no cancellation).
 inline float expm1_reduced(float r) {
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  p = madd(p, r, 1.3981999507e-3f);
+  p = madd(p, r, 8.3334519073e-3f);
+  p = madd(p, r, 4.1665795894e-2f);
+  p = madd(p, r, 1.6666665459e-1f);
+  p = madd(p, r, 5.0000001201e-1f);
   return r + r * r * p;
 }
 
@@ -61,8 +61,8 @@ inline float pow2i(int32_t n) { return bits_float(static_cast<uint32_t>(n + 127)
 // selects meet a clamp of its argument ("no vectype" after if-conversion).
 inline float exp_in_range(float x) {
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * kLn2Hi;
-  r = r - n * kLn2Lo;
+  float r = madd(n, -kLn2Hi, x);
+  r = madd(n, -kLn2Lo, r);
   return (expm1_reduced(r) + 1.0f) * pow2i(static_cast<int32_t>(n));
 }
 
@@ -125,10 +125,10 @@ inline float tanh(float x) {
   const float ax = std::fabs(x);
   const float s = x * x;
   float p = -0.006096941418945789f;
-  p = p * s + 0.02099735662341118f;
-  p = p * s + -0.05385095253586769f;
-  p = p * s + 0.13332770764827728f;
-  p = p * s + -0.333333283662796f;
+  p = madd(p, s, 0.02099735662341118f);
+  p = madd(p, s, -0.05385095253586769f);
+  p = madd(p, s, 0.13332770764827728f);
+  p = madd(p, s, -0.333333283662796f);
   const float small = x == 0.0f ? x : x + x * s * p;  // x * s * p is +0 at x = -0
   const float e = detail::exp_in_range(2.0f * (ax < 10.0f ? ax : 10.0f));  // tanh(10) = 1
   const float large_magnitude = 1.0f - 2.0f / (e + 1.0f);
@@ -143,23 +143,23 @@ inline float erf(float x) {
   const float ax = std::fabs(x);
   const float s = x * x;
   float p = -0.0006203257944434881f;
-  p = p * s + 0.005032181739807129f;
-  p = p * s + -0.026791462674736977f;
-  p = p * s + 0.11282455176115036f;
-  p = p * s + -0.3761255145072937f;
-  p = p * s + 0.12837915122509003f;  // 2/sqrt(pi) - 1: x itself is added exactly
+  p = madd(p, s, 0.005032181739807129f);
+  p = madd(p, s, -0.026791462674736977f);
+  p = madd(p, s, 0.11282455176115036f);
+  p = madd(p, s, -0.3761255145072937f);
+  p = madd(p, s, 0.12837915122509003f);  // 2/sqrt(pi) - 1: x itself is added exactly
   const float small = x + x * p;
   const float a = ax < 3.93f ? ax : 3.93f;  // also maps NaN (replaced below) into range
   const float u = a - 2.4f;
   float q = 1.6146516372828046e-06f;
-  q = q * u + -1.4586511497327592e-05f;
-  q = q * u + 8.715606236364692e-05f;
-  q = q * u + -0.0004695168463513255f;
-  q = q * u + 0.0023873336613178253f;
-  q = q * u + -0.011768140830099583f;
-  q = q * u + 0.0594981350004673f;
-  q = q * u + -0.36423659324645996f;
-  q = q * u + -1.520975112915039f;
+  q = madd(q, u, -1.4586511497327592e-05f);
+  q = madd(q, u, 8.715606236364692e-05f);
+  q = madd(q, u, -0.0004695168463513255f);
+  q = madd(q, u, 0.0023873336613178253f);
+  q = madd(q, u, -0.011768140830099583f);
+  q = madd(q, u, 0.0594981350004673f);
+  q = madd(q, u, -0.36423659324645996f);
+  q = madd(q, u, -1.520975112915039f);
   float large_magnitude = 1.0f - detail::exp_in_range(q - a * a);
   large_magnitude = ax > 3.92f ? 1.0f : large_magnitude;
   const float large = x < 0.0f ? -large_magnitude : large_magnitude;
