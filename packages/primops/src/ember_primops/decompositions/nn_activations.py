@@ -40,7 +40,12 @@ def softmax(a, dim, half_to_float):
     if d is None:
         return convert(prims.exp(prims.sub(x, x)), out_dtype)
     e = prims.exp(_shifted(x, d))
-    return convert(prims.div(e, prims.expand_dims(prims.sum(e, [d]), [d])), out_dtype)
+    total = prims.expand_dims(prims.sum(e, [d]), [d])
+    if a.device.type == "cpu":
+        # eager's CPU kernel scales by one reciprocal per row: one division a row instead
+        # of one an element, and the same rounding as eager's
+        return convert(prims.mul(e, prims.div(scalar(1, total), total)), out_dtype)
+    return convert(prims.div(e, total), out_dtype)
 
 
 @register_decomposition(aten._log_softmax.default)
