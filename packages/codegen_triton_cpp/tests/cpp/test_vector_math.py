@@ -1,4 +1,5 @@
-"""ember_vmath.h: our float32 log/log1p/expm1/tanh/erf against a float64 reference and
+"""ember_vmath.h: our float32 log/log1p/expm1/tanh/erf (and ember_runtime.h's exp) against a
+float64 reference and
 against eager, over random bit patterns (every exponent), dense ranges, subnormals, +-inf,
 NaN and signed zeros; the functions the kernels call (ours or libmvec's); and proof that a
 loop calling them vectorizes."""
@@ -14,6 +15,7 @@ import torch
 from ember_codegen import Int64, KernelSignature, LoadedKernelLibrary, Pointer
 
 FUNCTIONS = {
+    "exp": torch.exp,
     "log": torch.log,
     "log1p": torch.log1p,
     "expm1": torch.expm1,
@@ -22,6 +24,11 @@ FUNCTIONS = {
 }
 #: worst error allowed for our versions, in float32 ulps of the correctly rounded result
 MAX_ULP = 2.0
+
+
+def _ours(fn: str) -> str:
+    """exp lives in ember_runtime.h (every kernel may call it), the others in ember::vmath."""
+    return "ember::exp" if fn == "exp" else f"ember::vmath::{fn}"
 
 
 def _kernel(name: str, call: str) -> str:
@@ -35,7 +42,7 @@ def _kernel(name: str, call: str) -> str:
 def vmath(builder) -> LoadedKernelLibrary:
     parts = ['#include "ember_vmath.h"\n']
     for fn in FUNCTIONS:
-        parts.append(_kernel(f"ours_{fn}", f"ember::vmath::{fn}"))
+        parts.append(_kernel(f"ours_{fn}", _ours(fn)))
         parts.append(_kernel(f"called_{fn}", f"ember::{fn}"))
     return builder.compile("".join(parts))
 
@@ -53,10 +60,14 @@ def _inputs(fn: str) -> torch.Tensor:
     random_patterns = bits.to(torch.int32).view(torch.float32)  # every exponent and sign
     dense = torch.linspace(-12.0, 12.0, 400_001)
     tiny = torch.tensor([1e-45, 1e-40, 1e-38, 1.2e-38, 1e-30, 1e-10, 3e-8, 1e-7, 1e-4])
+    # exp's subnormal results and its overflow/underflow edges
+    exp_edges = torch.linspace(-104.5, -86.0, 100_001)
     special = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 0.625, 0.875, 3.92, 3.93, 10.0, 88.7, 88.73,
                89.0, -30.0, -31.0, -1.0000001, -0.9999999, 2.0**24, 3.4e38, -3.4e38,
                math.inf, -math.inf, math.nan]  # fmt: skip
     parts = [random_patterns, dense, tiny, -tiny, torch.tensor(special)]
+    if fn == "exp":
+        parts += [exp_edges, torch.tensor([88.72283935546875, 88.7228, 88.72284, -103.972084])]
     if fn in ("log", "log1p"):  # the interesting inputs are positive (and near -1 for log1p)
         parts += [dense.abs() * 1e3, torch.linspace(-1.0, 1.0, 200_001)]
     return torch.cat(parts).float()
@@ -122,7 +133,7 @@ def test_a_loop_over_ours_vectorizes(builder, fn, tmp_path):
         "                       int64_t n) {\n"
         "  for (int64_t i = 0; i < n; ++i) {\n"
         "    const float a = x[i];\n"
-        f"    const float v = ember::vmath::{fn}(a > 0.0f ? a * 0.5f : -a);\n"
+        f"    const float v = {_ours(fn)}(a > 0.0f ? a * 0.5f : -a);\n"
         "    out[i] = a * (v + 1.0f);\n"
         "  }\n"
         "}\n"

@@ -280,8 +280,10 @@ inline float exp(float x) {
   // clamped -inf (softmax's masked entries) would make subnormal intermediates, and each
   // of those costs a microcode assist (a masked softmax ran 4x slower).
   const float xc = (nan | (x > kMax) | (x < kMin)) ? 0.0f : x;
-  // round-to-nearest of x / ln2 with the 1.5 * 2^23 trick (no libm call)
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  // round-to-nearest of x / ln2 with the 1.5 * 2^23 trick (no libm call); n also sits in
+  // the low bits of t, read back as an integer without a conversion
+  const float t = madd(xc, 1.44269504088896341f, 12582912.0f);
+  const float n = t - 12582912.0f;
   float r = madd(n, -0.693359375f, xc);
   r = madd(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
@@ -291,8 +293,8 @@ inline float exp(float x) {
   p = madd(p, r, 1.6666665459e-1f);
   p = madd(p, r, 5.0000001201e-1f);
   p = madd(p * r, r, r) + 1.0f;
-  const int32_t ni = static_cast<int32_t>(n);
-  const int32_t half = ni / 2;
+  const int32_t ni = static_cast<int32_t>(float_bits(t) - 0x4B400000u);  // bits of 1.5 * 2^23
+  const int32_t half = ni >> 1;
   const float s1 = bits_float(static_cast<uint32_t>(half + 127) << 23);
   const float s2 = bits_float(static_cast<uint32_t>(ni - half + 127) << 23);
   float result = (p * s1) * s2;
