@@ -59,16 +59,15 @@ def trace_joint(
         with tracer, torch.enable_grad():
             output = fn(*inputs)
         collected = session.collect(output)
-        forward_tensors = collected.user_tensors
-        offset = len(collected.mutation_nodes)
-        tangent_outputs = [offset + k for k, t in enumerate(forward_tensors) if _differentiable(t)]
-        grad_inputs = [
-            i for i in session.tensor_inputs if requires_grad[i] and _differentiable(inputs[i])
-        ]
+        # forward outputs: the new values of written inputs (differentiable when the write
+        # involved values requiring grad), then the function's tensor outputs
+        forward_tensors = [*(inputs[i] for i in collected.mutated_inputs), *collected.user_tensors]
+        tangent_outputs = [k for k, t in enumerate(forward_tensors) if _differentiable(t)]
+        grad_inputs = [i for i in session.grad_leaves if _differentiable(inputs[i])]
         anchor = [n for n in tracer.graph.nodes if n.op == "placeholder"][-1]
         tangents = []
         for number, position in enumerate(tangent_outputs):
-            out = forward_tensors[position - offset]
+            out = forward_tensors[position]
             tangent = torch.empty(out.shape, dtype=out.dtype, device=out.device)
             anchor = tracer.add_placeholder_after(tangent, f"tangents_{number}", anchor)
             tangents.append(tangent)
@@ -76,8 +75,8 @@ def trace_joint(
         if tangents and grad_inputs:
             with tracer:
                 grads = torch.autograd.grad(
-                    [forward_tensors[p - offset] for p in tangent_outputs],
-                    [inputs[i] for i in grad_inputs],
+                    [forward_tensors[p] for p in tangent_outputs],
+                    [session.grad_leaves[i] for i in grad_inputs],
                     tangents,
                     allow_unused=True,
                 )

@@ -51,9 +51,13 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
 
 def _finish(plan: RunnerPlan, args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
     n_mutated = len(plan.mutated_inputs)
-    if n_mutated:
-        with torch.no_grad():
-            for index, value in zip(plan.mutated_inputs, fw_outputs[:n_mutated], strict=True):
+    for index, value in zip(plan.mutated_inputs, fw_outputs[:n_mutated], strict=True):
+        if value.requires_grad:
+            # the written value has a history (a ReLU(inplace) on an activation): copy it in
+            # under autograd, so that the input's later readers differentiate through it
+            args[index].copy_(value)
+        else:
+            with torch.no_grad():
                 args[index].copy_(value)
     return plan.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
 
@@ -152,13 +156,32 @@ def plan_runner(
     non_differentiable = [k for k in range(n_fw) if k not in set(tangent_outputs)]
     grad_slots = list(plan.grad_slots)
     n_primals = len(tensor_inputs)
+    written = [tensor_inputs.index(i) for i in plan.mutated_inputs]  # primals written after
+
+    def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> list[Any]:
+        """A saved value sharing storage with a primal the wrapper writes afterwards is
+        saved as a copy: the write would otherwise change what the backward reads."""
+        storages = {primals[p].untyped_storage().data_ptr() for p in written}
+        return [
+            t.clone()
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages
+            else t
+            for t in saved
+        ]
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *primals):
             outputs = compiled_fw(*primals)
-            ctx.save_for_backward(*outputs[n_fw:])
-            fw_outputs = tuple(outputs[:n_fw])
+            saved = outputs[n_fw:]
+            ctx.save_for_backward(*(kept_for_backward(primals, saved) if written else saved))
+            # A compiled graph may return views of its own storage; to autograd, a view made
+            # inside a custom Function may not be written in place (a ReLU(inplace) reading
+            # the output), so outputs leave as plain aliases, as eager's ops return them.
+            fw_outputs = tuple(
+                o.detach() if isinstance(o, torch.Tensor) and o._is_view() else o
+                for o in outputs[:n_fw]
+            )
             if non_differentiable:
                 ctx.mark_non_differentiable(*[fw_outputs[k] for k in non_differentiable])
             return fw_outputs

@@ -50,6 +50,7 @@ class TraceSession:
         self.tracer = FunctionalTracer(self.fake_mode, decompositions, strict=strict)
         self.inputs: list[Any] = []
         self.tensor_inputs: list[int] = []
+        self.grad_leaves: dict[int, torch.Tensor] = {}  # input index -> the leaf grads are for
 
     def make_inputs(
         self, example_inputs: Sequence[Any], requires_grad: Sequence[bool], prefix: str
@@ -61,7 +62,14 @@ class TraceSession:
                 continue
             fake = self._fake(value)
             if grad:
-                fake.requires_grad_(True)
+                # The function sees a non-leaf alias, so that it may write the input in place
+                # as eager lets it write a non-leaf; gradients are taken at the leaf, i.e. for
+                # the value the input had when the function was called. (Untraced: the clone
+                # happens outside the tracer.)
+                leaf = fake.requires_grad_(True)
+                with torch.enable_grad():
+                    fake = leaf.clone()
+                self.grad_leaves[index] = leaf
             self.tracer.add_input(fake, f"{prefix}_{len(self.tensor_inputs)}", index)
             self.tensor_inputs.append(index)
             self.inputs.append(fake)
@@ -89,12 +97,6 @@ class TraceSession:
                     index,
                     f"shares storage with input {state.input_index} and is written; "
                     "pass non-overlapping tensors",
-                )
-            if fake.requires_grad:
-                raise InputMutationError(
-                    index,
-                    "is written in place and requires grad (or received values that "
-                    "do); clone it before mutating it in the traced code",
                 )
             mutated.append(index)
             mutation_nodes.append(tracer.read(fake))
