@@ -155,6 +155,39 @@ def test_large_pointwise_kernels_run_in_parallel(check, shape, pragma):
     assert pragma in compiled.cpp_source
 
 
+def _divided_by_literal(divisor: float, builder, x: torch.Tensor):
+    """Compile ``x / divisor`` with the divisor a scalar_tensor node, as AOT graphs have it
+    (symbolic tracing would store it as a tensor constant); returns the C++ source."""
+    from prim_helpers import _MetaPass
+
+    from ember_codegen import compile_graph
+    from ember_inductor_ir import lower, schedule
+
+    graph = torch.fx.Graph()
+    a = graph.placeholder("a")
+    scalar = graph.call_function(
+        prims.scalar_tensor, (divisor,), {"dtype": torch.float32, "device": torch.device("cpu")}
+    )
+    graph.output((graph.call_function(prims.div, (a, scalar)),))
+    gm = torch.fx.GraphModule({}, graph)
+    _MetaPass(gm).run(x)
+    compiled = compile_graph(schedule(lower(gm, [x])), builder=builder)
+    (got,) = compiled([x])
+    torch.testing.assert_close(got, x / divisor, atol=0, rtol=0)
+    return compiled.cpp_source.split("EMBER_KERNEL")[1]
+
+
+@pytest.mark.parametrize("divisor", [8.0, 0.25, -2.0, 2.0**-60])
+def test_division_by_a_power_of_two_is_an_exact_multiply(builder, divisor):
+    # attention scores / sqrt(64): a multiply by 2^-k gives the division's bits, faster
+    x = torch.randn(64, 40) * torch.logspace(-30, 30, 40)
+    assert " / " not in _divided_by_literal(divisor, builder, x)
+
+
+def test_division_by_other_constants_stays_a_division(builder):
+    assert " / " in _divided_by_literal(3.0, builder, torch.randn(64, 40))
+
+
 def test_pointwise_inner_loop_is_vectorized_by_request(check):
     """g++ left scalar a select between a load at a divided index and a constant (a
     max-pool gradient's shape); a pointwise kernel's innermost loop carries ``omp simd``."""
