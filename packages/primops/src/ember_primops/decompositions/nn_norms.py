@@ -86,12 +86,10 @@ def _fused_multiply_add(a, b, c):
 
 
 def _eager_cpu_statistics(x, reduce_dims, count):
-    """(mean, invstd, var_sum as float64) the way eager's CPU float32 kernel rounds them.
-
-    It sums each channel in float64 and rounds the mean to float32, sums the float32 squared
-    deviations in float64 and rounds that sum to float32, divides by the count in float32 and
-    takes ``1 / sqrt(var + eps)`` in float64.
-    """
+    """(mean, var_sum), both float32, rounded the way eager's CPU float32 kernel rounds them:
+    each channel summed in float64 and the mean rounded to float32, the float32 squared
+    deviations summed in float64 and that sum rounded to float32. (The caller divides by the
+    count in float32 and takes ``1 / sqrt(var + eps)`` in float64, as eager does.)"""
     f32, f64 = torch.float32, torch.float64
     total = prims.sum(convert(x, f64), reduce_dims)
     mean = convert(prims.div(total, scalar(count, total)), f32)
