@@ -285,9 +285,9 @@ def native_group_norm(a, weight, bias, N, C, HxW, group, eps):
     )
     out = prims.reshape(normed, list(a.shape))
     if weight is not None:
-        out = prims.mul(out, _stats_shape_broadcast(convert(weight, compute), a.dim(), 1))
+        out = prims.mul(out, _per_channel(convert(weight, compute), a))
     if bias is not None:
-        out = prims.add(out, _stats_shape_broadcast(convert(bias, compute), a.dim(), 1))
+        out = prims.add(out, _per_channel(convert(bias, compute), a))
     return convert(out, a.dtype), convert(mean, a.dtype), convert(rstd, a.dtype)
 
 
