@@ -134,15 +134,15 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
     if _is_tensor_method_descriptor(value):
         # torch.Tensor.add / Tensor.__getitem__ as a value (e.g. an op handed around): a call
         # with the tensor first is the method call.
-        if source is not None and not _is_torch_namespace_source(source):
+        if source is not None and not _is_torch_namespace_source(tx, source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return TensorMethodDescriptorVariable(value.__name__)
     if rng_function_of(value) is not None:
-        if source is not None and not _is_torch_namespace_source(source):
+        if source is not None and not _is_torch_namespace_source(tx, source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return RngFunctionVariable(rng_function_of(value))
     if is_torch_callable(value) or _is_folded_predicate(value):
-        if source is not None and not _is_torch_namespace_source(source):
+        if source is not None and not _is_torch_namespace_source(tx, source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value)
     if inspect.isfunction(value) and value in TRACE_TIME_RULES:
@@ -216,10 +216,18 @@ def _is_folded_predicate(value: Any) -> bool:
         return False
 
 
-def _is_torch_namespace_source(source: Source) -> bool:
-    # torch.relu reached as G['torch'].relu: the module itself is ID-guarded; its functions
-    # are taken to be constant, as PyTorch's namespace does not change at run time.
-    return "torch" in source.expr().split(".")[0]
+def _is_torch_namespace_source(tx: InstructionTranslator, source: Source) -> bool:
+    # torch.relu reached as an attribute of a torch module (`torch`, `torch.nn.functional`):
+    # the module itself is ID-guarded and its functions are taken to be constant, as
+    # PyTorch's namespace does not change at run time. Decided by what the base object is,
+    # never by a name: `my_torch_op = torch.sin` is a global like any other, ID-guarded.
+    if not isinstance(source, AttrSource):
+        return False
+    base = tx.output.wrapped.get(source.base)
+    if not isinstance(base, PythonModuleVariable):
+        return False
+    name = base.module.__name__
+    return name == "torch" or name.startswith("torch.")
 
 
 def wrap_builtin(tx: InstructionTranslator, value: Any, name: str) -> VariableTracker:
