@@ -22,14 +22,15 @@ def _compiling_predicates() -> list:
     return [getattr(owner, name) for owner, name in names if hasattr(owner, name)]
 
 
-# Functions answered from trace-time state rather than put in the graph.
+# Functions answered from trace-time state rather than put in the graph. Parameter names
+# follow torch's own, so keyword calls (`torch.is_floating_point(input=y)`) bind as in eager.
 CONSTANT_FOLDED = {
-    torch.is_tensor: lambda *a: isinstance(a[0], torch.Tensor),
+    torch.is_tensor: lambda obj: isinstance(obj, torch.Tensor),
     torch.is_grad_enabled: lambda: torch.is_grad_enabled(),
     torch.get_default_dtype: lambda: torch.get_default_dtype(),
-    torch.is_floating_point: lambda t: t.is_floating_point(),
-    torch.is_complex: lambda t: t.is_complex(),
-    torch.numel: lambda t: t.numel(),
+    torch.is_floating_point: lambda input: input.is_floating_point(),
+    torch.is_complex: lambda input: input.is_complex(),
+    torch.numel: lambda input: input.numel(),
     # What a trace answers about the tracing situation: not scripting, not jit-tracing,
     # not capturing a CUDA graph (those would make the model take other paths).
     torch.jit.is_scripting: lambda: False,
@@ -64,6 +65,10 @@ def is_torch_callable(value: Any) -> bool:
     return type(value).__name__ in ("OpOverloadPacket", "OpOverload", "_VariableFunctionsClass")
 
 
+def _folding_value(arg: VariableTracker) -> Any:
+    return getattr(arg, "example", None) if hasattr(arg, "example") else arg.as_python_constant()
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn: Any) -> None:
         super().__init__()
@@ -80,11 +85,13 @@ class TorchFunctionVariable(VariableTracker):
         if fn in UNSUPPORTED:
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() changes global state")
         if fn in CONSTANT_FOLDED:
-            values = [
-                getattr(a, "example", None) if hasattr(a, "example") else a.as_python_constant()
-                for a in args
-            ]
-            return ConstantVariable(CONSTANT_FOLDED[fn](*values))
+            values = [_folding_value(a) for a in args]
+            kw_values = {k: _folding_value(v) for k, v in kwargs.items()}
+            try:
+                result = CONSTANT_FOLDED[fn](*values, **kw_values)
+            except TypeError as exc:  # a bad call: let Python raise it as eager would
+                raise Unsupported(f"torch.{fn.__name__}(): {exc}") from exc
+            return ConstantVariable(result)
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
         node, value = tx.output.create_node("call_function", fn, node_args, node_kwargs)
