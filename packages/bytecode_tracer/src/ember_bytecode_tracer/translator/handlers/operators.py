@@ -145,8 +145,11 @@ def contains_op(tx, inst):
         found = item.as_python_constant() in container.items
     elif isinstance(container, BaseListVariable):
         found = item.as_python_constant() in [v.as_python_constant() for v in container.items]
-    else:
+    elif container.is_python_constant():
         found = item.as_python_constant() in container.as_python_constant()
+    else:
+        # A user's container (a Mapping subclass, a registry): its own __contains__, inlined.
+        found = container.call_method(tx, "__contains__", [item], {}).truthiness(tx)
     tx.push(ConstantVariable(found != bool(inst.arg)))
 
 
