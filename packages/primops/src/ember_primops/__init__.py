@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (  # noqa: F401  (importing a family module registers its prims)
+    attention,
     conversion,
     creation,
     elementwise_binary,

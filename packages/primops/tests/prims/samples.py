@@ -25,6 +25,7 @@ class Sample:
     values: bool = True
     atol: float | None = None
     rtol: float | None = None
+    cuda: bool = False  # the prim runs only on CUDA tensors (skipped without a GPU)
 
     def describe(self) -> str:
         def short(x):
@@ -838,6 +839,80 @@ def _sdpa(name):
         Sample((q, k, v, mask, False, 0.3), **tol),
         Sample((q, k[:, :, :5], v[:, :, :5], None, True, None), **tol),
     ]
+
+
+def _attention_inputs(device: str, dtype: torch.dtype, kv_heads: int = 3):
+    q = make((2, 3, 5, 8), dtype).to(device)
+    k = make((2, 5, kv_heads, 8), dtype, seed=1).to(device).transpose(1, 2)  # HF's layout
+    v = make((2, kv_heads, 5, 8), dtype, seed=2).to(device)
+    return q, k, v
+
+
+def _attention_oracle(q, k, v, mask, is_causal, scale):
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=True
+    )
+    return out
+
+
+@samples_for("sdpa_flash_cpu")
+def _sdpa_flash_cpu(name):
+    q, k, v = _attention_inputs("cpu", F32)
+    mask = make((1, 1, 5, 5), F32, seed=3)
+    tol = {"atol": 1e-5, "rtol": 1e-5}
+
+    def oracle(*args):  # logsumexp is the kernel's own: compared in test_attention.py
+        return _attention_oracle(*args), op(*args)[1]
+
+    op = torch.ops.ember_prims.sdpa_flash_cpu
+    return [
+        Sample((q, k, v, None, True, None), oracle=oracle, **tol),
+        Sample((q, k, v, mask, False, 0.3), oracle=oracle, **tol),
+        Sample((q, k[:, :1], v[:, :1], None, False, None), oracle=oracle, **tol),  # GQA
+    ]
+
+
+@samples_for("sdpa_flash_cpu_backward")
+def _sdpa_flash_cpu_backward(name):
+    aten = torch.ops.aten
+    q, k, v = _attention_inputs("cpu", F32)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)
+    g = make(tuple(out.shape), F32, seed=4)
+
+    def oracle(g, q, k, v, out, lse, mask, is_causal, scale):
+        return aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, out, lse, 0.0, is_causal, attn_mask=mask, scale=scale
+        )
+
+    return [Sample((g, q, k, v, out, lse, None, True, None), oracle=oracle)]
+
+
+@samples_for("sdpa_flash_cuda", "sdpa_efficient")
+def _sdpa_cuda(name):
+    if not torch.cuda.is_available():
+        return [Sample((), cuda=True)]
+    q, k, v = _attention_inputs("cuda", torch.float16, kv_heads=3)
+    if name == "sdpa_flash_cuda":
+        return [Sample((q, k, v, 0.0, True, None), values=False, cuda=True)]
+    return [Sample((q, k, v, None, True, 0.0, True, None), values=False, cuda=True)]
+
+
+@samples_for("sdpa_flash_cuda_backward", "sdpa_efficient_backward")
+def _sdpa_cuda_backward(name):
+    if not torch.cuda.is_available():
+        return [Sample((), cuda=True)]
+    q, k, v = _attention_inputs("cuda", torch.float16, kv_heads=3)
+    g = torch.ones_like(q)
+    if name == "sdpa_flash_cuda_backward":
+        out, lse, rng, unused = torch.ops.ember_prims.sdpa_flash_cuda(q, k, v, 0.0, True, None)
+        return [
+            Sample((g, q, k, v, out, lse, 0.0, True, rng, unused, None), values=False, cuda=True)
+        ]
+    out, lse, seed, offset = torch.ops.ember_prims.sdpa_efficient(
+        q, k, v, None, True, 0.0, True, None
+    )
+    args = (g, q, k, v, None, out, lse, seed, offset, 0.0, [True, True, True, False], True, None)
+    return [Sample(args, values=False, cuda=True)]
 
 
 @samples_for("fft_r2c")
