@@ -1,0 +1,83 @@
+"""The ShapeEnv methods torch's own Python code calls through `symint.node.shape_env`.
+
+torch's reference implementations and meta functions (run under the Python dispatcher)
+use helpers such as `guard_or_false`, `statically_known_true` and
+`_constrain_range_for_size`, which reach the env of a SymInt's node and call the methods
+below by name. Each is a thin adapter onto our own ShapeEnv API; the set was found by
+running the ops in tests/test_tensors.py with torch 2.13 (see README.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from ember_symbolic.value_ranges import ValueRange
+
+
+class TorchShapeEnvProtocol:
+    """Mixed into ShapeEnv; relies on its evaluate/static_value/bound/size_hint."""
+
+    # Flags FakeTensorMode reads before it makes an unbacked size (nonzero, item()).
+    allow_dynamic_output_shape_ops: bool = False
+    allow_scalar_outputs: bool = False
+
+    @property
+    def var_to_range(self) -> dict[sympy.Symbol, Any]:
+        """Our ranges as torch's `ValueRanges`: FakeTensorMode's nonzero bounds the output
+        size with torch's interval analysis over this mapping."""
+        from torch.utils._sympy.value_ranges import ValueRanges
+
+        return {s: ValueRanges(r.lo, r.hi) for s, r in self.ranges.items()}
+
+    def create_unbacked_symfloat(self) -> Any:
+        return self.unbacked_value(float)
+
+    def create_unbacked_symbool(self) -> Any:
+        return self.unbacked_value(bool)
+
+    def evaluate_sym_node(
+        self, node: Any, size_oblivious: bool = False, fallback_value: bool | None = None
+    ) -> Any:
+        """guard_or_false/guard_or_true: decide `node` (with a guard), or take the
+        fallback when it depends on data."""
+        known = self.static_value(node.expr)
+        if known is not None:
+            return known
+        if not self.has_hint(node.expr):
+            if fallback_value is None:
+                return self.evaluate(node.expr)  # raises DataDependentError
+            return fallback_value
+        return self.evaluate(node.expr)
+
+    def evaluate_expr(self, expr: sympy.Basic, hint: Any = None, **_: Any) -> Any:
+        return self.evaluate(expr, hint)
+
+    def _maybe_evaluate_static(self, expr: sympy.Basic, **_: Any) -> sympy.Basic | None:
+        value = self.static_value(expr)
+        return None if value is None else sympy.sympify(value)
+
+    def bound_sympy(self, expr: sympy.Basic, **_: Any) -> ValueRange:
+        return self.bound(expr)
+
+    def is_unbacked_symint(self, symbol: sympy.Basic) -> bool:
+        return symbol in self.unbacked
+
+    def guarding_hint_or_throw(self, expr: sympy.Basic) -> Any:
+        return self.size_hint(expr)
+
+    def optimization_hint(self, expr: sympy.Basic, fallback: int | None = None) -> Any:
+        return self.size_hint(expr) if self.has_hint(expr) else fallback
+
+    def _constrain_range_for_size(
+        self, symbol: sympy.Symbol, min: int | None = None, max: int | None = None
+    ) -> None:
+        """An unbacked value is used as a size: it is at least 0 (or `min`)."""
+        self.constrain_range(symbol, 0 if min is None else min, max)
+
+    def _constrain_range(self, symbol: sympy.Symbol, min: int | None, max: int | None) -> None:
+        self.constrain_range(symbol, min, max)
+
+    def _constrain_is_bounded(self, symbol: sympy.Symbol, upper_bound: int) -> None:
+        self.constrain_range(symbol, None, upper_bound)
