@@ -87,6 +87,8 @@ class ShapeEnv(TorchShapeEnvProtocol):
         self._guards: list[ShapeGuard] = []
         self._facts: dict[sympy.Basic, sympy.Basic] = {}  # decided expr -> its value
         self._val_to_symbol: dict[int, sympy.Symbol] = {}
+        # (numerator, divisor) pairs a guard proved divisible: floor(n/d) is then n/d
+        self._divisible: set[tuple[sympy.Expr, sympy.Expr]] = set()
         self._backed_ids = itertools.count()
         self._unbacked_ids = itertools.count()
         self._suppressed = 0
@@ -183,7 +185,16 @@ class ShapeEnv(TorchShapeEnvProtocol):
         expr = sympy.sympify(expr)
         if self.replacements and expr.free_symbols & self.replacements.keys():
             expr = expr.xreplace(self.replacements)
+        if self._divisible and expr.has(sympy.floor, sympy.Mod):
+            expr = expr.replace(lambda e: isinstance(e, sympy.floor | sympy.Mod), self._exact)
         return expr
+
+    def _exact(self, expr: sympy.Basic) -> sympy.Basic:
+        """floor(n/d) -> n/d and Mod(n, d) -> 0 where a guard proved d divides n."""
+        if isinstance(expr, sympy.Mod):
+            return sympy.Integer(0) if tuple(expr.args) in self._divisible else expr
+        num, den = expr.args[0].as_numer_denom()
+        return num / den if (num, den) in self._divisible else expr
 
     def size_hint(self, expr: sympy.Basic | torch.SymInt | int) -> Scalar:
         """The concrete value of `expr` on the example values (no guard)."""
@@ -225,9 +236,16 @@ class ShapeEnv(TorchShapeEnvProtocol):
         return _to_python(span.lo) if span.is_singleton() else None
 
     def _static_relation(self, rel: sympy.Rel) -> bool | None:
-        span = self.bound(sympy.expand(rel.lhs - rel.rhs))
         decide = _RELATION_DECIDERS[rel.rel_op]
-        return decide(span.lo, span.hi)
+        diff = sympy.expand(rel.lhs - rel.rhs)
+        span = self.bound(diff)
+        known = decide(span.lo, span.hi)
+        if known is None and diff.is_Add:  # s1 - s0*s1 bounds better as s1*(1 - s0)
+            factored = sympy.factor(diff)
+            if factored != diff:
+                span = self.bound(factored)
+                known = decide(span.lo, span.hi)
+        return known
 
     def statically_known_true(self, expr: sympy.Basic) -> bool:
         return self.static_value(expr) is True
@@ -289,8 +307,11 @@ class ShapeEnv(TorchShapeEnvProtocol):
 
     def _learn_equality(self, cond: sympy.Eq, where: str) -> None:
         lhs, rhs = cond.lhs, cond.rhs
-        if isinstance(rhs, sympy.Symbol) and not isinstance(lhs, sympy.Symbol):
+        if isinstance(rhs, sympy.Symbol | sympy.Mod) and not isinstance(lhs, sympy.Symbol):
             lhs, rhs = rhs, lhs
+        if isinstance(lhs, sympy.Mod) and rhs == 0:
+            self._divisible.add(tuple(lhs.args))
+            return
         if not isinstance(lhs, sympy.Symbol):
             return
         if rhs.is_Integer:

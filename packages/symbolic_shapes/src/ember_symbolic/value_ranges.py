@@ -122,8 +122,10 @@ def _bound_floor(expr: sympy.floor, ranges: Mapping) -> ValueRange:
 
 
 def _bound_mod(expr: sympy.Mod, ranges: Mapping) -> ValueRange:
-    den = bound(expr.args[1], ranges)
+    num, den = bound(expr.args[0], ranges), bound(expr.args[1], ranges)
     if den.lo > 0:  # Python/sympy modulo with a positive divisor lies in [0, divisor - 1]
+        if num.lo >= 0 and num.hi < den.lo:  # the numerator is already below the divisor
+            return num
         return ValueRange(sympy.Integer(0), den.hi - 1)
     return ValueRange.unknown()
 
