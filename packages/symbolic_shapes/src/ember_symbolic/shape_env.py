@@ -85,6 +85,8 @@ class ShapeEnv(TorchShapeEnvProtocol):
         self.unbacked: set[sympy.Symbol] = set()
         self.deferred_asserts: list[ShapeGuard] = []  # conditions on unbacked symbols
         self._guards: list[ShapeGuard] = []
+        # Ranges at creation (>= 2, and the user's min/max); guards narrow `ranges` later.
+        self._declared: dict[sympy.Symbol, ValueRange] = {}
         self._facts: dict[sympy.Basic, sympy.Basic] = {}  # decided expr -> its value
         self._val_to_symbol: dict[int, sympy.Symbol] = {}
         # (numerator, divisor) pairs a guard proved divisible: floor(n/d) is then n/d
@@ -133,6 +135,7 @@ class ShapeEnv(TorchShapeEnvProtocol):
         symbol = sympy.Symbol(f"s{next(self._backed_ids)}", integer=True, positive=True)
         self.var_to_val[symbol] = sympy.Integer(value)
         self.ranges[symbol] = ValueRange.of(2, None).intersect(declared)
+        self._declared[symbol] = self.ranges[symbol]
         self.var_to_sources[symbol] = [source]
         self.var_to_dynamic[symbol] = dynamic
         if dynamic is DimDynamic.DUCK:
@@ -356,17 +359,19 @@ class ShapeEnv(TorchShapeEnvProtocol):
         return list(self._guards)
 
     def range_guards(self) -> list[ShapeGuard]:
-        """Each backed symbol's range as a condition (sizes >= 2 since 0 and 1 specialize)."""
+        """Each backed symbol's range at creation as a condition: >= 2 (0 and 1 specialize)
+        and the declared min/max. Ranges narrowed later come from recorded guards."""
         out = []
-        for symbol, span in self.ranges.items():
-            if symbol in self.unbacked or symbol in self.replacements:
+        for symbol, span in self._declared.items():
+            if symbol in self.replacements:
                 continue
             parts = []
             if span.lo.is_finite:
                 parts.append(sympy.Ge(symbol, span.lo, evaluate=False))
             if span.hi.is_finite:
                 parts.append(sympy.Le(symbol, span.hi, evaluate=False))
-            out += [ShapeGuard(p, f"range of {symbol} {span}") for p in parts]
+            where = f"range of {symbol} {span}, from {self.var_to_sources[symbol][0]}"
+            out += [ShapeGuard(p, where) for p in parts]
         return out
 
     def symbol_names(self, name_of: NameOf = default_name) -> dict[sympy.Symbol, str]:
