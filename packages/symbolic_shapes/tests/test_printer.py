@@ -28,7 +28,7 @@ a, b = sympy.symbols("a b", integer=True, positive=True)
         -a,
         sympy.Piecewise((a, a > b), (b, True)),
         sympy.Eq(sympy.Mod(a * b, 4), 0),
-    ],  # fmt: skip
+    ],
 )
 @pytest.mark.parametrize(("va", "vb"), [(7, 5), (2, 9), (12, 4)])
 def test_python_form_agrees_with_sympy(expr, va, vb):

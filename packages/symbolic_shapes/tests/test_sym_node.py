@@ -4,7 +4,6 @@ import math
 import operator
 
 import pytest
-import sympy
 import torch
 import torch.fx
 
@@ -61,7 +60,7 @@ def test_float_results(env, s):
         (operator.ge, True),
         (operator.eq, True),
         (operator.ne, False),
-    ],  # fmt: skip
+    ],
 )
 def test_comparisons_give_symbools_decided_with_a_guard(env, s, op, expected):
     other = env.create_symint(6, "m", dynamic=DimDynamic.DYNAMIC)
