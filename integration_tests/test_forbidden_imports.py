@@ -55,6 +55,14 @@ def test_planted_imports_fail_naming_each_line(tmp_path):
             "from torch.fx.experimental import proxy_tensor",
             "forbidden import torch.fx.experimental.proxy_tensor",
         ),
+        (
+            "from torch.fx.experimental.sym_node import SymNode",
+            "forbidden import torch.fx.experimental.sym_node",
+        ),
+        (
+            "import torch.fx.experimental.symbolic_shapes as ss",
+            "forbidden import torch.fx.experimental.symbolic_shapes",
+        ),
         ("import importlib\nimportlib.import_module('functorch')", "forbidden import functorch"),
         ("import torch.export as e", "forbidden import torch.export"),
     ],
@@ -67,6 +75,7 @@ def test_forbidden_forms(source, expected):
     "source",
     [
         "from torch._subclasses.fake_tensor import FakeTensorMode",
+        "from torch.fx.experimental import _config",
         "import torch.fx\ntorch.fx.symbolic_trace(f)",
         "from torch.utils._pytree import tree_map",
         "from . import compile\ncompile(f)",

@@ -30,6 +30,7 @@ FORBIDDEN = (
     "torch.compile",
     "torch.fx.experimental.proxy_tensor",
     "torch.fx.experimental.symbolic_shapes",
+    "torch.fx.experimental.sym_node",
     "torch._subclasses.functional_tensor",
 )
 IMPORT_FUNCTIONS = {"import_module", "__import__"}
