@@ -44,6 +44,11 @@ class SymNode:
     def hint(self) -> int | float | bool | None:
         return self.shape_env.size_hint(self._expr) if self.has_hint() else None
 
+    @property
+    def _hint(self) -> int | float | bool | None:
+        """torch's helpers (statically_known_true, optimization_hint) read this name."""
+        return self.hint
+
     def has_hint(self) -> bool:
         return self.shape_env.has_hint(self._expr)
 

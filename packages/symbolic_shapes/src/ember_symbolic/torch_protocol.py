@@ -3,8 +3,10 @@
 torch's reference implementations and meta functions (run under the Python dispatcher)
 use helpers such as `guard_or_false`, `statically_known_true` and
 `_constrain_range_for_size`, which reach the env of a SymInt's node and call the methods
-below by name. Each is a thin adapter onto our own ShapeEnv API; the set was found by
-running the ops in tests/test_tensors.py with torch 2.13 (see README.md).
+below by name. Each is a thin adapter onto our own ShapeEnv API. The set was found with torch 2.13 by
+running the ops of tests/test_tensors.py under the Python dispatcher and FakeTensorMode, and
+by reading which torch helpers reach a non-PyTorch SymNode's env (tests/test_torch_protocol.py
+calls each through the torch helper that uses it).
 """
 
 from __future__ import annotations
@@ -51,24 +53,12 @@ class TorchShapeEnvProtocol:
             return fallback_value
         return self.evaluate(node.expr)
 
-    def evaluate_expr(self, expr: sympy.Basic, hint: Any = None, **_: Any) -> Any:
-        return self.evaluate(expr, hint)
-
     def _maybe_evaluate_static(self, expr: sympy.Basic, **_: Any) -> sympy.Basic | None:
         value = self.static_value(expr)
         return None if value is None else sympy.sympify(value)
 
     def bound_sympy(self, expr: sympy.Basic, **_: Any) -> ValueRange:
         return self.bound(expr)
-
-    def is_unbacked_symint(self, symbol: sympy.Basic) -> bool:
-        return symbol in self.unbacked
-
-    def guarding_hint_or_throw(self, expr: sympy.Basic) -> Any:
-        return self.size_hint(expr)
-
-    def optimization_hint(self, expr: sympy.Basic, fallback: int | None = None) -> Any:
-        return self.size_hint(expr) if self.has_hint(expr) else fallback
 
     def _constrain_range_for_size(
         self, symbol: sympy.Symbol, min: int | None = None, max: int | None = None
@@ -78,6 +68,3 @@ class TorchShapeEnvProtocol:
 
     def _constrain_range(self, symbol: sympy.Symbol, min: int | None, max: int | None) -> None:
         self.constrain_range(symbol, min, max)
-
-    def _constrain_is_bounded(self, symbol: sympy.Symbol, upper_bound: int) -> None:
-        self.constrain_range(symbol, None, upper_bound)
