@@ -464,6 +464,13 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
         guards.append(
             Guard(tensor_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(tensor_sources[1:]))
         )
+    # Mutations of a list or dict were traced as of one object: two containers that were
+    # distinct must stay distinct, or a mutation of one would be missed through the other.
+    container_sources = [t.source for _, t in output.containers_by_id.values()]
+    if output.side_effects.containers and len(container_sources) > 1:
+        guards.append(
+            Guard(container_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(container_sources[1:]))
+        )
     guard = compile_guards(guards, frame.f_globals, f_locals=frame.f_locals)
     record.guards = guard
     record.new_code = new_code

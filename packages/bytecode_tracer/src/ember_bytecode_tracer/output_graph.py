@@ -68,6 +68,9 @@ class OutputGraph:
         self.compiled_graphs: list[CompiledSubgraph] = []
         self._fake_cache: dict[int, torch.Tensor] = {}
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
+        # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
+        # list reached two ways (an argument and a closure cell) sees its own mutations.
+        self.containers_by_id: dict[int, tuple[Any, Any]] = {}
         self.in_user_try = False  # set by the translator for the current instruction
         self.rng = RngPlan()  # the default generator's state through the trace
         # Open `with` blocks that must not contain graph ops (dispatch-disabling guards).

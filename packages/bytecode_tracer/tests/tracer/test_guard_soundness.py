@@ -371,3 +371,38 @@ def test_local_whose_name_contains_torch_is_identity_guarded():
     for op in (torch.sin, torch.cos, torch.sin, torch.nn.functional.relu):
         assert same(compiled(x, op), op(x))
     assert compiled.backend.graph_count == 3
+
+
+def test_list_reached_through_a_closure_cell_and_an_inlined_function_is_one_list():
+    log = []
+
+    def record(v):
+        log.append(len(log))
+        return v * 2
+
+    def fn(a):
+        first = record(a)
+        log.append("between")
+        return first + record(a)
+
+    x = torch.randn(3)
+    expected = fn(x)
+    eager_log = list(log)
+    compiled = Compiled(fn)
+    for _ in range(2):
+        log.clear()
+        assert same(compiled(x), expected)
+        assert log == eager_log == [0, "between", 2]
+
+
+def test_mutated_lists_that_alias_on_a_later_call_retrace():
+    def fn(a, b, x):
+        a.append(1)
+        return x * len(b)
+
+    compiled = Compiled(fn)
+    x = torch.ones(2)
+    assert same(compiled([], [], x), fn([], [], x))
+    shared, shared_eager = [], []
+    assert same(compiled(shared, shared, x), fn(shared_eager, shared_eager, x))
+    assert shared == shared_eager == [1]

@@ -3,6 +3,10 @@ integration_tests/test_python_idioms.py runs the larger corpus through ember.com
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
+
 import pytest
 import torch
 
@@ -29,3 +33,80 @@ def test_bad_keyword_to_a_folded_function_raises_as_eager():
         fn(torch.ones(1))
     with pytest.raises(TypeError):
         Compiled(fn)(torch.ones(1))
+
+
+def test_map_is_lazy_like_cpython():
+    log = []
+
+    def double(v):
+        log.append(len(log))  # a list append: a side effect replayed after the graph
+        return v * 2
+
+    def fn(a):
+        m = map(double, [a, a + 1, a + 2])
+        first = next(m)
+        log.append("between")
+        return first + sum(m)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    expected = fn(x)
+    eager_log = list(log)
+    log.clear()
+    assert same(compiled(x), expected)
+    assert log == eager_log == [0, "between", 2, 3]
+    assert compiled.backend.graph_count == 1
+
+
+def test_infinite_iterators_through_zip_and_islice():
+    def fn(a):
+        scaled = [a * i for i, _ in zip(itertools.count(1, 2), range(3))]
+        firsts = list(itertools.islice(itertools.repeat(a), 2))
+        evens = list(itertools.islice(itertools.count(), 0, 6, 2))
+        return sum(scaled) + sum(firsts) * evens[-1]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+@pytest.mark.parametrize("pick", [max, min])
+def test_max_min_over_one_element_tensors_match_python_with_nan(pick):
+    def fn(a, b, c):
+        return pick(a, b, c) * 2
+
+    compiled = Compiled(fn, fullgraph=True)
+    nan = float("nan")
+    for values in [(1.0, 3.0, 2.0), (nan, 1.0, 2.0), (1.0, nan, 5.0), (2.0, 2.0, -1.0)]:
+        args = [torch.tensor(v) for v in values]
+        assert same(compiled(*args), fn(*args))
+    assert compiled.backend.graph_count == 1
+
+
+def test_max_over_tensors_of_several_elements_breaks_and_raises_as_eager():
+    compiled = Compiled(lambda a, b: max(a, b))
+    with pytest.raises(RuntimeError):
+        compiled(torch.randn(3), torch.randn(3))
+
+
+def test_reduce_partial_filter_sorted_key():
+    def fn(a):
+        scale = functools.partial(torch.mul, other=2.0)
+        terms = [scale(a + i) for i in filter(lambda i: i % 2 == 0, range(6))]
+        ordered = sorted(zip([3, 1, 2], terms, strict=False), key=lambda p: p[0])
+        return functools.reduce(operator.sub, [t for _, t in ordered])
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_getattr_default_on_a_tensor():
+    def fn(a):
+        return a * getattr(a, "no_such_attribute", 3)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))

@@ -19,6 +19,7 @@ from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TensorSpec
+from ember_bytecode_tracer.variables import iterator_tools  # noqa: F401  (registers its rules)
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
@@ -108,6 +109,21 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         tracker = ConstructedObjectVariable(type(value), items, {})
         tracker.source = source
         return tracker
+    if type(value) in (list, tuple, dict):
+        if type(value) is tuple or source is None:
+            return _wrap_container(tx, value, source)
+        seen = tx.output.containers_by_id.get(id(value))
+        if seen is not None and seen[0] is value:
+            # The same list or dict reached another way: the same tracker, guarded to stay so.
+            guard(tx, source, GuardKind.TENSOR_ALIASING, seen[1].source)
+            return seen[1]
+        tracker = _wrap_container(tx, value, source)
+        tx.output.containers_by_id[id(value)] = (value, tracker)
+        return tracker
+    return _wrap_other(tx, value, source)
+
+
+def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None):
     if type(value) in (list, tuple):
         if source is not None:
             guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
@@ -127,6 +143,10 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
             for k, v in value.items()
         }
         return ConstDictVariable(items, source=source)
+    return _wrap_other(tx, value, source)
+
+
+def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
     if isinstance(value, types.ModuleType):
         if source is not None:
             guard(tx, source, GuardKind.ID_MATCH, value)
@@ -178,6 +198,11 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
             for k, v in value.keywords.items()
         }
         return PartialVariable(func, args, kwargs)
+    if isinstance(value, types.BuiltinFunctionType) and _has_trace_time_rule(value):
+        # C functions with a rule in the builtins table (functools.reduce, chain.from_iterable).
+        if source is not None:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value)
     if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
         "builtins",
         "math",
@@ -205,6 +230,13 @@ def _is_tensor_method_descriptor(value: Any) -> bool:
     return owner in (torch._C.TensorBase, torch.Tensor) and (
         getattr(torch.Tensor, value.__name__, None) is value
     )
+
+
+def _has_trace_time_rule(value: Any) -> bool:
+    try:
+        return value in TRACE_TIME_RULES
+    except TypeError:  # unhashable
+        return False
 
 
 def _is_folded_predicate(value: Any) -> bool:

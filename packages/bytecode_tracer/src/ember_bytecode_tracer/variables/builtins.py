@@ -161,8 +161,22 @@ def _enumerate(tx, args, kwargs):
 
 @rule(zip)
 def _zip(tx, args, kwargs):
-    columns = [a.unpack(tx) for a in args]
-    return ListIteratorVariable([TupleVariable(list(row)) for row in zip(*columns, strict=False)])
+    if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
+        raise Unsupported("zip(strict=True)")
+    # Advanced together, item by item, as CPython does: an input may be lazy or infinite
+    # (map, itertools.count), and zip stops at the first one exhausted.
+    iterators = [a if isinstance(a, ListIteratorVariable) else ListIteratorVariable(a.unpack(tx))
+                 for a in args]  # fmt: skip
+    rows = []
+    while iterators:
+        row = []
+        for it in iterators:
+            item = it.next(tx)
+            if item is None:
+                return ListIteratorVariable(rows)
+            row.append(item)
+        rows.append(TupleVariable(row))
+    return ListIteratorVariable(rows)
 
 
 @rule(iter)
@@ -178,7 +192,7 @@ def _next(tx, args, kwargs):
     iterator = args[0]
     if not isinstance(iterator, ListIteratorVariable):
         raise Unsupported(f"next() on {iterator}")
-    item = iterator.next()
+    item = iterator.next(tx)
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -217,6 +231,8 @@ def _dict(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) > 2:
+        if has_attribute(tx, obj, name) is False:
+            return args[2]
         try:
             return obj.var_getattr(tx, name)
         except Unsupported:
@@ -268,14 +284,67 @@ def _type(tx, args, kwargs):
     return TypeVariable(args[0].python_type())
 
 
+def _trace_time_key(tx, key: VariableTracker, item: VariableTracker, what: str) -> Any:
+    result = key.call_function(tx, [item], {})
+    if not result.is_python_constant():
+        raise Unsupported(f"{what}(key=...) whose keys are not known at trace time")
+    return result.as_python_constant()
+
+
 def _make_extreme(fn):
+    better = operator.gt if fn is max else operator.lt
+
     def run(tx, args, kwargs):
-        if any(isinstance(a, TensorVariable) for a in args):
-            raise Unsupported(f"{fn.__name__}() over tensors compares tensor values")
-        values = args[0].unpack(tx) if len(args) == 1 else args
-        return constant_fold(fn, [TupleVariable(values)], kwargs)
+        values = list(args[0].unpack(tx)) if len(args) == 1 else list(args)
+        key, default = kwargs.get("key"), kwargs.get("default")
+        if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+            key = None
+        if not values:
+            if default is None:
+                raise Unsupported(f"{fn.__name__}() of an empty sequence (Python raises)")
+            return default
+        if key is not None:
+            keys = [_trace_time_key(tx, key, v, fn.__name__) for v in values]
+            best = 0
+            for i in range(1, len(keys)):  # the first of equal keys wins, as in CPython
+                if better(keys[i], keys[best]):
+                    best = i
+            return values[best]
+        if any(isinstance(v, TensorVariable) for v in values):
+            return _extreme_of_tensors(tx, fn, better, values)
+        return constant_fold(fn, [TupleVariable(values)], {})
 
     return run
+
+
+def _extreme_of_tensors(tx, fn, better, values: list[VariableTracker]) -> VariableTracker:
+    # Python keeps the current best unless `candidate > best` (max) is true: for one-element
+    # tensors of one shape, dtype and device, torch.where on that comparison picks the same
+    # values (NaN included) without reading them into Python. Anything else (mixed with
+    # numbers: the result's type depends on the values) is a graph break.
+    from ember_bytecode_tracer.variables.tensor import wrap_graph_value
+
+    if not all(isinstance(v, TensorVariable) for v in values):
+        raise Unsupported(f"{fn.__name__}() over tensors and numbers compares tensor values")
+    first = values[0].example
+    for v in values:
+        ex = v.example
+        if (ex.shape, ex.dtype, ex.device) != (first.shape, first.dtype, first.device):
+            raise Unsupported(f"{fn.__name__}() over tensors of different shapes or dtypes")
+    if first.numel() != 1:
+        raise Unsupported(f"{fn.__name__}() over tensors with more than one element")
+    import torch
+
+    best = values[0]
+    for candidate in values[1:]:
+        cond = tx.output.create_node("call_function", better, (candidate.node, best.node), {})
+        best = wrap_graph_value(
+            tx,
+            *tx.output.create_node(
+                "call_function", torch.where, (cond[0], candidate.node, best.node), {}
+            ),
+        )
+    return best
 
 
 RULES[min] = _make_extreme(min)
@@ -359,9 +428,16 @@ def _sum(tx, args, kwargs):
 @rule(sorted)
 def _sorted(tx, args, kwargs):
     items = args[0].unpack(tx)  # for a dict: its keys
+    key = kwargs.get("key")
+    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+        # Items may be anything (tensors too); the keys must be known at trace time.
+        keys = [_trace_time_key(tx, key, item, "sorted") for item in items]
+        reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
+        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+        return ListVariable([items[i] for i in order])
     if not all(i.is_python_constant() for i in items):
         raise Unsupported("sorted() of values unknown at trace time")
-    options = {k: v.as_python_constant() for k, v in kwargs.items()}
+    options = {k: v.as_python_constant() for k, v in kwargs.items() if k != "key"}
     return ListVariable(
         [ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), **options)]
     )

@@ -12,8 +12,8 @@ class ListIteratorVariable(VariableTracker):
         self.items = list(items)
         self.index = 0
 
-    def next(self) -> VariableTracker | None:
-        """The next item, or None when exhausted."""
+    def next(self, tx=None) -> VariableTracker | None:
+        """The next item, or None when exhausted (lazy subclasses need `tx`)."""
         if self.index >= len(self.items):
             return None
         item = self.items[self.index]
@@ -30,7 +30,7 @@ class ListIteratorVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__next__":
-            item = self.next()
+            item = self.next(tx)
             if item is None:
                 raise Unsupported("StopIteration from next() at trace time")
             return item

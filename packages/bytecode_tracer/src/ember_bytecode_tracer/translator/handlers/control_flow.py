@@ -74,7 +74,7 @@ def for_iter(tx, inst):
     iterator = tx.peek()
     if not isinstance(iterator, ListIteratorVariable):
         raise Unsupported(f"for-loop over {iterator}")
-    item = iterator.next()
+    item = iterator.next(tx)
     if item is not None:
         tx.push(item)
         return

@@ -1,0 +1,315 @@
+"""map/filter, functools.reduce/partial and itertools, traced over trackers.
+
+Each is a rule in the builtins table (`builtins.RULES`), keyed by the callable itself.
+Iterators whose items depend on calling user code (map, filter, accumulate, islice over
+such an iterator) are lazy, as in CPython: an item's function runs when the item is
+asked for, so side effects interleave with the consumer's as they would in eager code.
+Infinite iterators (count, repeat without `times`) are lazy too, and unpacking one is a
+graph break rather than a hang. Combinatoric ones (product, combinations, permutations,
+zip_longest) read their finite inputs up front, as CPython does.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builtins import BuiltinVariable, rule
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.functions import PartialVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.lists import TupleVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+Producer = Callable[["InstructionTranslator"], VariableTracker | None]
+
+
+class LazyIteratorVariable(ListIteratorVariable):
+    """An iterator whose next item is computed when asked for (None: exhausted)."""
+
+    def __init__(self, produce: Producer, *, infinite: bool = False, what: str = "") -> None:
+        super().__init__([])
+        self._produce = produce
+        self.infinite = infinite
+        self.what = what
+        self.exhausted = False
+
+    def next(self, tx: InstructionTranslator | None = None) -> VariableTracker | None:
+        if self.exhausted:
+            return None
+        if tx is None:
+            raise Unsupported(f"{self.what} iterator advanced outside a trace step")
+        item = self._produce(tx)
+        if item is None:
+            self.exhausted = True
+        return item
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if self.infinite:
+            raise Unsupported(f"reading all items of an infinite {self.what} iterator")
+        items = []
+        while (item := self.next(tx)) is not None:
+            items.append(item)
+        return items
+
+    def __repr__(self) -> str:
+        return f"LazyIteratorVariable({self.what})"
+
+
+def as_iterator(tx, value: VariableTracker) -> ListIteratorVariable:
+    """The iterator `iter(value)` would give, as a tracker."""
+    if isinstance(value, ListIteratorVariable):
+        return value
+    return ListIteratorVariable(value.unpack(tx))
+
+
+def _constant(value: VariableTracker | None, default=None):
+    return default if value is None else value.as_python_constant()
+
+
+def _call(tx, fn: VariableTracker, args: list[VariableTracker]) -> VariableTracker:
+    return fn.call_function(tx, args, {})
+
+
+def _op(fn) -> VariableTracker:
+    return BuiltinVariable(fn)
+
+
+# --- builtins ---------------------------------------------------------------------------
+
+
+@rule(map)
+def _map(tx, args, kwargs):
+    if kwargs or len(args) < 2:
+        raise Unsupported("map() takes a function and at least one iterable")
+    fn, iterators = args[0], [as_iterator(tx, a) for a in args[1:]]
+
+    def produce(tx):
+        items = []
+        for it in iterators:  # stops at the shortest, after advancing the ones before it
+            item = it.next(tx)
+            if item is None:
+                return None
+            items.append(item)
+        return _call(tx, fn, items)
+
+    return LazyIteratorVariable(produce, what="map")
+
+
+@rule(filter)
+def _filter(tx, args, kwargs):
+    if kwargs or len(args) != 2:
+        raise Unsupported("filter() takes a function (or None) and one iterable")
+    fn, it = args[0], as_iterator(tx, args[1])
+    keep_truthy = fn.is_python_constant() and fn.as_python_constant() is None
+
+    def produce(tx):
+        while (item := it.next(tx)) is not None:
+            verdict = item if keep_truthy else _call(tx, fn, [item])
+            if verdict.truthiness(tx):
+                return item
+        return None
+
+    return LazyIteratorVariable(produce, what="filter")
+
+
+# --- functools --------------------------------------------------------------------------
+
+
+@rule(functools.reduce)
+def _reduce(tx, args, kwargs):
+    if kwargs or len(args) not in (2, 3):
+        raise Unsupported("functools.reduce() with keyword arguments")
+    fn, it = args[0], as_iterator(tx, args[1])
+    total = args[2] if len(args) == 3 else it.next(tx)
+    if total is None:
+        raise Unsupported("functools.reduce() of an empty iterable with no initial value")
+    while (item := it.next(tx)) is not None:
+        total = _call(tx, fn, [total, item])
+    return total
+
+
+@rule(functools.partial)
+def _partial(tx, args, kwargs):
+    if not args:
+        raise Unsupported("functools.partial() without a function")
+    func, bound = args[0], list(args[1:])
+    if isinstance(func, PartialVariable):  # partial(partial(f, a), b) flattens, as in CPython
+        return PartialVariable(func.func, [*func.args, *bound], {**func.kwargs, **kwargs})
+    return PartialVariable(func, bound, dict(kwargs))
+
+
+# --- itertools ----------------------------------------------------------------------------
+
+
+def _chain_of(iterables: list[VariableTracker] | ListIteratorVariable, what: str):
+    state: dict = {"current": None}
+
+    def produce(tx):
+        while True:
+            if state["current"] is None:
+                nxt = (
+                    iterables.next(tx)
+                    if isinstance(iterables, ListIteratorVariable)
+                    else (iterables.pop(0) if iterables else None)
+                )
+                if nxt is None:
+                    return None
+                state["current"] = as_iterator(tx, nxt)
+            item = state["current"].next(tx)
+            if item is not None:
+                return item
+            state["current"] = None
+
+    return LazyIteratorVariable(produce, what=what)
+
+
+@rule(itertools.chain)
+def _chain(tx, args, kwargs):
+    if kwargs:
+        raise Unsupported("itertools.chain() takes no keyword arguments")
+    return _chain_of(list(args), "chain")
+
+
+@rule(itertools.chain.from_iterable)
+def _chain_from_iterable(tx, args, kwargs):
+    (iterables,) = args
+    return _chain_of(as_iterator(tx, iterables), "chain.from_iterable")
+
+
+def _tuples(rows) -> ListIteratorVariable:
+    return ListIteratorVariable([TupleVariable(list(row)) for row in rows])
+
+
+@rule(itertools.product)
+def _product(tx, args, kwargs):
+    repeat = _constant(kwargs.get("repeat"), 1)
+    pools = [a.unpack(tx) for a in args]
+    return _tuples(itertools.product(*pools, repeat=repeat))
+
+
+def _combinatoric(fn):
+    def run(tx, args, kwargs):
+        pool = args[0].unpack(tx)
+        r = _constant(args[1] if len(args) > 1 else kwargs.get("r"), None)
+        if r is None and fn is not itertools.permutations:
+            raise Unsupported(f"itertools.{fn.__name__}() needs r")
+        return _tuples(fn(pool, r) if r is not None else fn(pool))
+
+    return run
+
+
+for _fn in (itertools.combinations, itertools.permutations,
+            itertools.combinations_with_replacement):  # fmt: skip
+    rule(_fn)(_combinatoric(_fn))
+
+
+@rule(itertools.zip_longest)
+def _zip_longest(tx, args, kwargs):
+    fill = kwargs.get("fillvalue", ConstantVariable(None))
+    columns = [a.unpack(tx) for a in args]
+    marker = object()
+    rows = itertools.zip_longest(*columns, fillvalue=marker)
+    return _tuples([fill if v is marker else v for v in row] for row in rows)
+
+
+@rule(itertools.islice)
+def _islice(tx, args, kwargs):
+    if kwargs or len(args) < 2:
+        raise Unsupported("itertools.islice() takes an iterable and stop or start, stop[, step]")
+    it = as_iterator(tx, args[0])
+    bounds = [a.as_python_constant() for a in args[1:]]
+    window = slice(*bounds) if len(bounds) > 1 else slice(bounds[0])
+    start, stop, step = window.start or 0, window.stop, window.step or 1
+    if start < 0 or (stop is not None and stop < 0) or step < 1:
+        raise Unsupported("itertools.islice() with negative bounds (Python raises ValueError)")
+    state = {"next_index": start, "seen": 0}
+
+    def produce(tx):
+        target = state["next_index"]
+        if stop is not None and target >= stop:
+            return None
+        while state["seen"] < target:  # skip up to the wanted index
+            if it.next(tx) is None:
+                return None
+            state["seen"] += 1
+        item = it.next(tx)
+        if item is None:
+            return None
+        state["seen"] += 1
+        state["next_index"] = target + step
+        return item
+
+    return LazyIteratorVariable(produce, what="islice")
+
+
+@rule(itertools.accumulate)
+def _accumulate(tx, args, kwargs):
+    it = as_iterator(tx, args[0])
+    fn = args[1] if len(args) > 1 else kwargs.get("func")
+    if fn is None or (fn.is_python_constant() and fn.as_python_constant() is None):
+        fn = _op(operator.add)
+    initial = kwargs.get("initial")
+    if (
+        initial is not None
+        and initial.is_python_constant()
+        and initial.as_python_constant() is None
+    ):
+        initial = None
+    state = {"total": None, "started": False}
+
+    def produce(tx):
+        if not state["started"]:
+            state["started"] = True
+            state["total"] = initial if initial is not None else it.next(tx)
+            return state["total"]
+        if state["total"] is None:
+            return None
+        item = it.next(tx)
+        if item is None:
+            return None
+        state["total"] = _call(tx, fn, [state["total"], item])
+        return state["total"]
+
+    return LazyIteratorVariable(produce, what="accumulate")
+
+
+@rule(itertools.repeat)
+def _repeat(tx, args, kwargs):
+    value = args[0] if args else kwargs["object"]
+    times = _constant(args[1] if len(args) > 1 else kwargs.get("times"), None)
+    if times is not None:
+        return ListIteratorVariable([value] * max(times, 0))
+    return LazyIteratorVariable(lambda tx: value, infinite=True, what="repeat")
+
+
+@rule(itertools.count)
+def _count(tx, args, kwargs):
+    start = _constant(args[0] if args else kwargs.get("start"), 0)
+    step = _constant(args[1] if len(args) > 1 else kwargs.get("step"), 1)
+    state = {"next": start}
+
+    def produce(tx):
+        value = state["next"]
+        state["next"] = value + step
+        return ConstantVariable(value)
+
+    return LazyIteratorVariable(produce, infinite=True, what="count")
+
+
+@rule(itertools.starmap)
+def _starmap(tx, args, kwargs):
+    fn, it = args[0], as_iterator(tx, args[1])
+
+    def produce(tx):
+        item = it.next(tx)
+        return None if item is None else _call(tx, fn, item.unpack(tx))
+
+    return LazyIteratorVariable(produce, what="starmap")
