@@ -69,6 +69,7 @@ nox.options.sessions = [
     *(f"tests-{p.folder}" for p in PACKAGES),
     "bytecode_layer",
     "integration",
+    "torch-3.12",
 ]
 
 
@@ -98,6 +99,46 @@ def integration(session: nox.Session) -> None:
     )  # fmt: skip
     zoo_tests = [local(ZOO / "tests")] if (ZOO / "tests").is_dir() else []
     session.run("pytest", "integration_tests", *zoo_tests, *session.posargs)
+
+
+PY312_PINS = {
+    # the registry's cp312 torch is the CUDA build (about 4.7 GB with its nvidia wheels); it
+    # runs on the CPU, and it brings the triton release it was built against
+    "torch": "torch==2.13.0",
+    "triton": None,
+}
+
+
+def py312_constraints(session: nox.Session) -> Path:
+    """constraints.txt with the torch pins that exist for CPython 3.12."""
+    lines = []
+    for line in CONSTRAINTS.read_text().splitlines():
+        name = line.split("==")[0].strip()
+        if name in PY312_PINS:
+            if PY312_PINS[name] is not None:
+                lines.append(PY312_PINS[name])
+            continue
+        lines.append(line)
+    path = Path(session.create_tmp()) / "constraints-3.12.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@nox.session(name="torch-3.12", python="3.12")
+def torch_312(session: nox.Session) -> None:
+    """Every torch package's unit tests and the integration tests on CPython 3.12 (the
+    tracer's 3.12 bytecode path end to end), in one venv so the big wheel installs once."""
+    pins = str(py312_constraints(session))
+    packages = [local(p.path) + "[test]" for p in PACKAGES]
+    session.install(
+        "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
+        "transformers", "pytest", "expecttest", "hypothesis", "numpy",
+    )  # fmt: skip
+    tests = [local(p.path / "tests") for p in PACKAGES if needs_torch(p, PACKAGES)]
+    # each package's tests in its own pytest process: their conftest files share names
+    for path in tests:
+        session.run("pytest", "-q", path, *session.posargs)
+    session.run("pytest", "-q", "integration_tests", *session.posargs)
 
 
 @nox.session(python=MAIN_PYTHON)
