@@ -172,3 +172,18 @@ def test_the_storage_pool_is_bounded():
     taken = pool.take((10, 10), (10, 1), 0, torch.float32, 100)
     assert taken.shape == (10, 10) and pool.held_bytes == 0
     assert StoragePool(limit_bytes=0).take((2,), (1,), 0, torch.float32, 2).shape == (2,)
+
+
+def test_an_extern_reading_a_buffer_as_is_gets_its_own_layout_when_held_transposed(check):
+    # an unrolled recurrent cell's backward: a gate gradient g (4, 20) feeds g @ W once and
+    # g.T @ h_t twice, so g is held transposed; the first extern must still get (4, 20)
+    def f(x, w, h1, h2):
+        g = prims.exp(x)
+        gt = prims.permute(g, [1, 0])
+        return (prims.mm(g, w), prims.mm(gt, h1), prims.mm(gt, h2))
+
+    inputs = torch.randn(4, 20), torch.randn(20, 5), torch.randn(4, 5), torch.randn(4, 6)
+    sched, _ = check(f, *inputs, atol=1e-4, rtol=1e-4)
+    preferred = preferred_layouts(sched)
+    (g_buffer,) = [n for n in preferred if sched.layout(n).size == [4, 20]]
+    assert preferred[g_buffer][0] == (20, 4)  # held in the view two of its externs take

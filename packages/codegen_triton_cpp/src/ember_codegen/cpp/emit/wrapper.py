@@ -222,10 +222,10 @@ class WrapperBuilder:
         self.held[name] = want
 
     def _view_expr(self, arg: TensorArg) -> str:
-        """Python expression for an extern argument: the buffer or a strided view of it."""
-        if arg.view is None:
-            return arg.name
-        return self._strided_view(arg.name, arg.view)
+        """Python expression for an extern argument: the buffer or a strided view of it.
+        No view means the buffer's own layout, which is not always the one it is held in
+        (a transposed view other externs read more often)."""
+        return self._strided_view(arg.name, arg.view or self.sched.layout(arg.name))
 
     def _strided_view(self, name: str, view: Layout) -> str:
         base = triple(self.sched.layout(name))
