@@ -3,6 +3,8 @@ integration_tests/test_python_idioms.py runs the larger corpus through ember.com
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import itertools
 import operator
@@ -110,3 +112,69 @@ def test_getattr_default_on_a_tensor():
     compiled = Compiled(fn, fullgraph=True)
     x = torch.randn(3)
     assert same(compiled(x), fn(x))
+
+
+def test_ordered_dict_and_defaultdict_built_in_the_trace():
+    def fn(a):
+        d = collections.OrderedDict(first=a)
+        d["second"] = a * 2
+        d.move_to_end("first")
+        key, value = d.popitem(last=False)
+        groups = collections.defaultdict(list)
+        for i in range(4):
+            groups[i % 2].append(a + i)
+        counts = collections.defaultdict(int)
+        for ch in "abca":
+            counts[ch] += 1
+        return key, value, d, sum(groups[0]) * counts["a"] + len(groups)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    assert same(list(got[2].items()), list(expected[2].items()))
+    assert type(got[2]) is collections.OrderedDict
+    assert same((got[0], got[1], got[3]), (expected[0], expected[1], expected[3]))
+    assert compiled.backend.graph_count == 1
+
+
+Pair = collections.namedtuple("Pair", ["left", "right"])
+
+
+@dataclasses.dataclass
+class Affine:
+    scale: float
+    shift: float = 1.0
+
+    @property
+    def doubled(self):
+        return self.scale * 2
+
+    def apply(self, a):
+        return a * self.doubled + self.shift
+
+
+def test_namedtuple_replace_asdict_and_dataclass_methods():
+    def fn(a):
+        p = Pair(a, a + 1)._replace(right=a * 3)
+        fields = p._asdict()
+        return Affine(0.5).apply(fields["right"]) + p.left, Pair._fields
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_tensor_type_string_and_list_sort():
+    def fn(a):
+        order = [3, 1, 2]
+        order.sort(reverse=True)
+        pairs = [(2, a), (1, a * 2)]
+        pairs.sort(key=lambda p: p[0])
+        if a.type() == "torch.FloatTensor":
+            return pairs[0][1] * order[0]
+        return a
+
+    compiled = Compiled(fn, fullgraph=True)
+    for t in (torch.randn(3), torch.randn(3).double()):
+        assert same(compiled(t), fn(t))

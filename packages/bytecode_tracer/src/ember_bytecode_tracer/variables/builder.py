@@ -19,7 +19,10 @@ from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TensorSpec
-from ember_bytecode_tracer.variables import iterator_tools  # noqa: F401  (registers its rules)
+from ember_bytecode_tracer.variables import (  # noqa: F401  (register their rules)
+    collections_types,
+    iterator_tools,
+)
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable

@@ -427,20 +427,13 @@ def _sum(tx, args, kwargs):
 
 @rule(sorted)
 def _sorted(tx, args, kwargs):
+    from ember_bytecode_tracer.variables.lists import sorted_items
+
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown or len(args) != 1:
+        raise Unsupported("sorted() takes one iterable and key=/reverse=")
     items = args[0].unpack(tx)  # for a dict: its keys
-    key = kwargs.get("key")
-    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
-        # Items may be anything (tensors too); the keys must be known at trace time.
-        keys = [_trace_time_key(tx, key, item, "sorted") for item in items]
-        reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
-        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
-        return ListVariable([items[i] for i in order])
-    if not all(i.is_python_constant() for i in items):
-        raise Unsupported("sorted() of values unknown at trace time")
-    options = {k: v.as_python_constant() for k, v in kwargs.items() if k != "key"}
-    return ListVariable(
-        [ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), **options)]
-    )
+    return ListVariable(sorted_items(tx, items, kwargs.get("key"), kwargs.get("reverse")))
 
 
 @rule(reversed)

@@ -9,6 +9,7 @@ anything else on the object is a graph break, after which it is a real object.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 from ember_bytecode_tracer.exc import Unsupported
@@ -51,11 +52,37 @@ class ConstructedObjectVariable(VariableTracker):
         raise Unsupported(f"field {name!r} of {self.cls.__qualname__} is not known at trace time")
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if hasattr(self.cls, "__post_init__") or name not in self._fields():
+        if hasattr(self.cls, "__post_init__"):
             raise Unsupported(
                 f"reading {self.cls.__qualname__}.{name} of an object built in the trace"
             )
-        return self._field_value(name)
+        if name in self._fields():
+            return self._field_value(name)
+        if is_namedtuple_class(self.cls) and name in _NAMEDTUPLE_METHODS:
+            from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
+
+            return BoundMethodOfTracker(self, name)
+        if is_namedtuple_class(self.cls) and name == "_fields":
+            return ConstantVariable(self.cls._fields)
+        return self._class_attribute(tx, name)
+
+    def _class_attribute(self, tx, name: str) -> VariableTracker:
+        # Methods and properties defined in Python on the class run inlined with this
+        # tracker as self (fields read as above; writes to a field are a graph break).
+        attribute = inspect.getattr_static(self.cls, name, _MISSING)
+        if isinstance(attribute, property) and inspect.isfunction(attribute.fget):
+            return tx.inline_call(attribute.fget, None, [self], {})
+        if inspect.isfunction(attribute) and attribute.__module__ != "collections":
+            from ember_bytecode_tracer.variables.functions import UserMethodVariable
+
+            return UserMethodVariable(attribute, self)
+        if isinstance(attribute, staticmethod) and inspect.isfunction(attribute.__func__):
+            from ember_bytecode_tracer.variables.functions import UserFunctionVariable
+
+            return UserFunctionVariable(attribute.__func__)
+        if attribute is not _MISSING and is_constant_value(attribute):
+            return ConstantVariable(attribute)  # a class constant (the class is the same)
+        raise Unsupported(f"reading {self.cls.__qualname__}.{name} of an object built in the trace")
 
     def unpack(self, tx) -> list[VariableTracker]:
         if not is_namedtuple_class(self.cls):
@@ -65,6 +92,16 @@ class ConstructedObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__" and is_namedtuple_class(self.cls):
             return self.unpack(tx)[args[0].as_python_constant()]
+        if name == "_replace" and is_namedtuple_class(self.cls) and not args:
+            fields = {n: self._field_value(n) for n in self._fields()}
+            unknown = set(kwargs) - set(fields)
+            if unknown:
+                raise Unsupported(f"{self.cls.__qualname__}._replace() of unknown fields")
+            return ConstructedObjectVariable(self.cls, [], {**fields, **kwargs})
+        if name == "_asdict" and is_namedtuple_class(self.cls) and not args and not kwargs:
+            from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+
+            return ConstDictVariable({n: self._field_value(n) for n in self._fields()})
         raise Unsupported(f"{self.cls.__qualname__}.{name} on an object built in the trace")
 
     def __repr__(self) -> str:
@@ -72,6 +109,7 @@ class ConstructedObjectVariable(VariableTracker):
 
 
 _MISSING = object()
+_NAMEDTUPLE_METHODS = ("_replace", "_asdict")
 
 
 def _default_of(cls: type, name: str) -> Any:

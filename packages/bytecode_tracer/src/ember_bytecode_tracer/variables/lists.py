@@ -160,6 +160,8 @@ class ListVariable(BaseListVariable):
                 items[key] = args[1]
         elif name == "__delitem__":
             del items[args[0].as_python_constant()]
+        elif name == "sort" and not args:
+            items[:] = sorted_items(tx, items, kwargs.get("key"), kwargs.get("reverse"))
         else:
             raise Unsupported(f"list.{name}")
         self._record(tx)
@@ -168,6 +170,30 @@ class ListVariable(BaseListVariable):
     def _record(self, tx: InstructionTranslator) -> None:
         if self.source is not None:
             tx.output.side_effects.containers[self.source] = self
+
+
+def sorted_items(
+    tx: InstructionTranslator,
+    items: list[VariableTracker],
+    key: VariableTracker | None,
+    reverse: VariableTracker | None,
+) -> list[VariableTracker]:
+    """`items` in the order sorted() gives: by their values, or by `key` of each, which must
+    be known at trace time (the items themselves may be tensors)."""
+    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+        key = None
+    if key is None:
+        keys = [item.as_python_constant() for item in items]
+    else:
+        keys = []
+        for item in items:
+            result = key.call_function(tx, [item], {})
+            if not result.is_python_constant():
+                raise Unsupported("sort key not known at trace time")
+            keys.append(result.as_python_constant())
+    backwards = bool(reverse.as_python_constant()) if reverse is not None else False
+    order = sorted(range(len(items)), key=keys.__getitem__, reverse=backwards)
+    return [items[i] for i in order]
 
 
 class BoundMethodOfTracker(VariableTracker):

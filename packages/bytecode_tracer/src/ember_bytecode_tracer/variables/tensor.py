@@ -88,6 +88,9 @@ class TensorMethodVariable(VariableTracker):
         example = self.tensor.example
         if name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        if name == "type" and not args and not kwargs:
+            # The type string ("torch.FloatTensor") follows dtype and device, both guarded.
+            return ConstantVariable(example.type())
         if name in STATIC_METHODS:
             a = [x.as_python_constant() for x in args]
             k = {n: x.as_python_constant() for n, x in kwargs.items()}
