@@ -57,3 +57,27 @@ def test_flash_backward_is_one_extern_with_three_outputs(check):
     (extern,) = _externs(lowering)
     assert extern.kernel_name == "sdpa_flash_cpu_backward" and len(extern.outputs) == 3
     assert not lowering.fallback_counts
+
+
+def test_computed_heads_are_stored_in_the_traced_order(check):
+    # a fused qkv projection's bias add, selected per head group: q/k/v must be computed
+    # (a select reads a third of the base), and are stored (B, L, H, E)-ordered as eager's
+    # views are, so the kernel returns the traced (B, L, H, E) output layout: no copy after it
+    def fn(qkv, bias):
+        heads = prims.reshape(prims.add(qkv, bias), [B, L, 3, H, E])
+        q, k, v = (
+            prims.permute(
+                prims.squeeze(prims.slice(heads, [0, 0, i, 0, 0], [B, L, i + 1, H, E]), [2]),
+                [0, 2, 1, 3],
+            )
+            for i in range(3)
+        )
+        out, _ = prims.sdpa_flash_cpu(q, k, v, None, True, None)
+        return (prims.reshape(prims.permute(out, [0, 2, 1, 3]), [B, L, H * E]),)
+
+    lowering, _ = check(fn, torch.randn(B, L, 3 * H * E), torch.randn(3 * H * E))
+    (extern,) = _externs(lowering)
+    for arg in extern.args[:3]:
+        stride = [int(s) for s in lowering.buffers[arg.name].layout.stride]
+        assert stride == [L * H * E, E, H * E, 1] and arg.view is None
+    assert [int(s) for s in extern.outputs[0].layout.stride] == [L * H * E, E, H * E, 1]

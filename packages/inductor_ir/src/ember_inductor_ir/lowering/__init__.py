@@ -1,6 +1,7 @@
 """Lowerings per prim family, registered by name in ``registry.LOWERINGS`` on import."""
 
 from . import (  # noqa: F401 (imported for their registrations)
+    attention,
     conversion,
     convolution,
     creation,

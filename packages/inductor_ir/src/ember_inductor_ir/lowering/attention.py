@@ -1,0 +1,94 @@
+"""Attention prims: one extern kernel each, fed the layouts eager feeds them.
+
+The fused kernels take any strides, and their outputs follow the query's layout (HF's
+transposed heads give a ``(B, L, H, E)``-ordered output whose head merge is a free view). An
+argument that is a buffer or a strided view of one is passed as it is; one that must be
+computed first (a bias add under a select of a fused qkv projection) is stored dense in the
+order of the strides the trace saw, not contiguous, so the kernel sees what eager's sees.
+The outputs' layouts are then what the kernel returns for the arguments as laid out here
+(its meta function on those strides), so the wrapper never copies a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+from torch.utils._pytree import tree_flatten
+
+from ..layout import FixedLayout, Layout
+from ..nodes import IRNode, TensorBox
+from ..views import storage_view
+from .registry import register_lowering
+
+ATTENTION_PRIMS = (
+    "sdpa_flash_cpu",
+    "sdpa_flash_cpu_backward",
+    "sdpa_flash_cuda",
+    "sdpa_flash_cuda_backward",
+    "sdpa_efficient",
+    "sdpa_efficient_backward",
+)
+
+
+def dense_in_order(size: Sequence[int], stride: Sequence[int]) -> list[int]:
+    """Dense strides for ``size`` whose dims are ordered as ``stride`` orders them."""
+    order = sorted(range(len(size)), key=lambda d: (stride[d], -d))  # innermost first
+    dense, step = [0] * len(size), 1
+    for d in order:
+        dense[d] = step
+        step *= max(int(size[d]), 1)
+    return dense
+
+
+def _static(values: Sequence[Any]) -> list[int] | None:
+    exprs = [sympy.sympify(v) for v in values]
+    return [int(e) for e in exprs] if all(e.is_Integer for e in exprs) else None
+
+
+def _as_fed(ctx: Any, value: IRNode, traced: torch.Tensor) -> IRNode:
+    ctx._realize_view_base(value)  # a transposed computed value: computed once, read as a view
+    if storage_view(value) is not None:
+        return value
+    size = _static(value.get_size())
+    if size is None:
+        return value  # symbolic sizes: the extern argument's default copy
+    layout = FixedLayout(
+        value.get_device(), value.get_dtype(), size, dense_in_order(size, traced.stride())
+    )
+    return TensorBox(ctx.realize_copy(value, layout))
+
+
+def _meta_of(value: IRNode) -> torch.Tensor | None:
+    found = storage_view(value)
+    if found is None:
+        return None
+    size, stride = _static(found[1].size), _static(found[1].stride)
+    if size is None or stride is None:
+        return None
+    return torch.empty_strided(size, stride, dtype=value.get_dtype(), device="meta")
+
+
+@register_lowering(*ATTENTION_PRIMS)
+def lower_attention(ctx: Any, *args: Any) -> Any:
+    node = ctx.current_node
+    fed = list(args)
+    for i, (value, fx_arg) in enumerate(zip(args, node.args, strict=False)):
+        traced = fx_arg.meta.get("val") if isinstance(fx_arg, torch.fx.Node) else None
+        if isinstance(value, IRNode) and isinstance(traced, torch.Tensor):
+            fed[i] = _as_fed(ctx, value, traced)
+    metas = [_meta_of(v) if isinstance(v, IRNode) else v for v in fed]
+    if any(m is None and isinstance(v, IRNode) for m, v in zip(metas, fed, strict=True)):
+        return ctx.extern(node.target, fed)  # eager's strides; the wrapper adopts others
+    returned = [o for o in tree_flatten(node.target(*metas))[0]]
+
+    def output_layouts(k: int, layout: Layout) -> Layout:
+        out = returned[k]
+        if not isinstance(out, torch.Tensor) or list(out.shape) != _static(layout.size):
+            return layout
+        return FixedLayout(layout.device, layout.dtype, layout.size, list(out.stride()))
+
+    return ctx.extern(node.target, fed, output_layouts=output_layouts)
