@@ -62,7 +62,18 @@ def trace_joint(
         # forward outputs: the new values of written inputs (differentiable when the write
         # involved values requiring grad), then the function's tensor outputs
         forward_tensors = [*(inputs[i] for i in collected.mutated_inputs), *collected.user_tensors]
-        tangent_outputs = [k for k, t in enumerate(forward_tensors) if _differentiable(t)]
+        # a written input whose history is still its entry alias was written under no_grad
+        # (an optimizer step): its new value is no differentiable output
+        written_under_no_grad = {
+            k
+            for k, i in enumerate(collected.mutated_inputs)
+            if i in session.entry_grad_fns and inputs[i].grad_fn is session.entry_grad_fns[i]
+        }
+        tangent_outputs = [
+            k
+            for k, t in enumerate(forward_tensors)
+            if _differentiable(t) and k not in written_under_no_grad
+        ]
         grad_inputs = [i for i in session.grad_leaves if _differentiable(inputs[i])]
         anchor = [n for n in tracer.graph.nodes if n.op == "placeholder"][-1]
         tangents = []

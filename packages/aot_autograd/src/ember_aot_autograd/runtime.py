@@ -144,9 +144,19 @@ def plan_runner(
     select = _selector(tensor_inputs)
     finish = _finisher(plan)
     if plan.kind == "inference":
+        grad_enabled = torch.is_grad_enabled
+        no_grad = torch.no_grad
 
         def run_inference(args: Sequence[Any]) -> Any:
-            return finish(args, compiled_fw(*select(args)))
+            if not grad_enabled():
+                return finish(args, compiled_fw(*select(args)))
+            # Grad mode is on but nothing the graph makes is differentiable (else this
+            # would be a training variant; an optimizer step writing parameters under
+            # no_grad is one): run it as eager's no_grad ops would, recording no history
+            # (out= kernels refuse inputs that require grad; written leaves must not get one)
+            with no_grad():
+                outputs = compiled_fw(*select(args))
+            return finish(args, outputs)
 
         return run_inference
     if compiled_bw is None:

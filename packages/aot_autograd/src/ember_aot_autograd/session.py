@@ -51,6 +51,9 @@ class TraceSession:
         self.inputs: list[Any] = []
         self.tensor_inputs: list[int] = []
         self.grad_leaves: dict[int, torch.Tensor] = {}  # input index -> the leaf grads are for
+        # input index -> the history its alias starts with: a write recorded under no_grad
+        # (an optimizer step) leaves it, one recorded by autograd replaces it
+        self.entry_grad_fns: dict[int, Any] = {}
 
     def make_inputs(
         self, example_inputs: Sequence[Any], requires_grad: Sequence[bool], prefix: str
@@ -70,6 +73,7 @@ class TraceSession:
                 with torch.enable_grad():
                     fake = leaf.clone()
                 self.grad_leaves[index] = leaf
+                self.entry_grad_fns[index] = fake.grad_fn
             self.tracer.add_input(fake, f"{prefix}_{len(self.tensor_inputs)}", index)
             self.tensor_inputs.append(index)
             self.inputs.append(fake)

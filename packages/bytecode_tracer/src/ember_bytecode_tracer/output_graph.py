@@ -112,6 +112,11 @@ class OutputGraph:
         self._input_by_id[id(value)] = graph_input
         return node, fake
 
+    def real_value(self, source: Source) -> torch.Tensor | None:
+        """The real tensor of this call read at `source`, if it is a graph input."""
+        known = self._input_by_source.get(source)
+        return known.value if known is not None else None
+
     def _first_non_placeholder(self) -> torch.fx.Node | None:
         for node in self.graph.nodes:
             if node.op != "placeholder":

@@ -18,12 +18,15 @@ from ember_bytecode_tracer.guards.sources import (
     TORCH_STATE,
     AttrSource,
     BuiltinSource,
+    DictKeysSource,
+    DictValuesSource,
     GlobalSource,
     ItemSource,
     LocalSource,
     Source,
     TorchStateSource,
     TypeSource,
+    dict_item_source,
 )
 from ember_bytecode_tracer.guards.tensor_spec import TensorSpec
 
@@ -32,6 +35,8 @@ __all__ = [
     "AttrSource",
     "BuiltinSource",
     "CompiledGuard",
+    "DictKeysSource",
+    "DictValuesSource",
     "GlobalSource",
     "Guard",
     "GuardKind",
@@ -43,4 +48,5 @@ __all__ = [
     "TypeSource",
     "compile_guards",
     "compile_source_loader",
+    "dict_item_source",
 ]

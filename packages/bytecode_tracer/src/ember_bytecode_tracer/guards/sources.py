@@ -226,6 +226,43 @@ class ItemSource(Source):
 
 
 @dataclass(frozen=True)
+class DictKeysSource(Source):
+    """`list(base)`: a dict's keys in order, for keys that have no literal (tensors,
+    dtypes). A key is then `ItemSource(DictKeysSource(d), i)`, guarded by identity or
+    value, and its value `ItemSource(DictValuesSource(d), i)`: position plus a guard on the
+    key at that position identify the entry soundly."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"list({base_expr})"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return list(base_value)
+
+
+@dataclass(frozen=True)
+class DictValuesSource(Source):
+    """`list(base.values())`: a dict's values in key order (see DictKeysSource)."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"list({base_expr}.values())"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return list(base_value.values())
+
+
+def dict_item_source(base: Source, key: Any, index: int) -> Source:
+    """The source of `d[key]` for the entry at position `index` of the dict at `base`:
+    by key when it has a literal, else by position (the caller guards the keys)."""
+    if _is_literal_key(key):
+        return ItemSource(base, key)
+    return ItemSource(DictValuesSource(base), index)
+
+
+@dataclass(frozen=True)
 class TypeSource(Source):
     """`type(base)`."""
 

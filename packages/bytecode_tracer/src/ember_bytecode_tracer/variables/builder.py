@@ -18,11 +18,19 @@ import torch
 from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TensorSpec
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    TensorSpec,
+    dict_item_source,
+)
 from ember_bytecode_tracer.variables import (  # noqa: F401  (register their rules)
     collections_types,
     iterator_tools,
 )
+from ember_bytecode_tracer.variables.autograd_calls import autograd_call_tracker
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
@@ -40,6 +48,7 @@ from ember_bytecode_tracer.variables.objects import (
     TypeVariable,
     UserDefinedObjectVariable,
 )
+from ember_bytecode_tracer.variables.optimizer import optimizer_tracker
 from ember_bytecode_tracer.variables.rng_state import RngFunctionVariable, rng_function_of
 from ember_bytecode_tracer.variables.signatures import SignatureVariable  # noqa: F401  (registers its rule)
 from ember_bytecode_tracer.variables.tensor import TensorMethodDescriptorVariable, TensorVariable
@@ -141,9 +150,11 @@ def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None
             raise Unsupported("dict with non-constant keys")
         if source is not None:
             guard(tx, source, GuardKind.DICT_KEYS, (type(value), tuple(value.keys())))
+        # keys without a literal (dtypes, devices) reach their values by position: the
+        # DICT_KEYS guard above pins every key's position
         items = {
-            k: wrap_value(tx, v, ItemSource(source, k) if source is not None else None)
-            for k, v in value.items()
+            k: wrap_value(tx, v, dict_item_source(source, k, i) if source is not None else None)
+            for i, (k, v) in enumerate(value.items())
         }
         return ConstDictVariable(items, source=source)
     return _wrap_other(tx, value, source)
@@ -168,6 +179,12 @@ def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
         if source is not None and not _is_torch_namespace_source(tx, source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value)
+    special = autograd_call_tracker(value) or optimizer_tracker(value, source)
+    if special is not None:  # engine calls (a break), optimizers, clip_grad_norm_
+        if source is not None and not _is_torch_namespace_source(tx, source):
+            kind = GuardKind.TYPE_MATCH if source is special.source else GuardKind.ID_MATCH
+            guard(tx, source, kind, type(value) if kind is GuardKind.TYPE_MATCH else value)
+        return special
     if inspect.isfunction(value) and value in TRACE_TIME_RULES:
         # Library functions answered at trace time by a rule (inspect.signature).
         if source is not None:

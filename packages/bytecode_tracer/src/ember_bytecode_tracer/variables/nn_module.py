@@ -15,7 +15,7 @@ from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
-from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -77,6 +77,10 @@ class NNModuleVariable(VariableTracker):
             return self._child(tx, name, getattr(module, name))
         if isinstance(attribute, classmethod):
             raise Unsupported(f"classmethod {type(module).__name__}.{name}")
+        if name in _LISTINGS and attribute is getattr(nn.Module, name):
+            # `model.parameters()` as a method load + call: the same listing as call_method
+            # (nn.Module's own generators, not traced as generator frames)
+            return BoundMethodOfTracker(self, name)
         if inspect.isfunction(attribute):
             return UserMethodVariable(
                 attribute, self, fn_source=_class_attr_source(self.source, name)
@@ -106,8 +110,7 @@ class NNModuleVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         module = self.module
-        if name in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
-                    "named_children", "modules", "named_modules"):  # fmt: skip
+        if name in _LISTINGS:
             return self._listing(tx, name, args, kwargs)
         if name == "__len__" and isinstance(module, nn.ModuleList | nn.Sequential | nn.ModuleDict):
             self._guard_children(tx)
@@ -189,6 +192,10 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"
+
+
+_LISTINGS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+             "named_children", "modules", "named_modules")  # fmt: skip
 
 
 def _class_attr_source(source: Source, name: str) -> Source:

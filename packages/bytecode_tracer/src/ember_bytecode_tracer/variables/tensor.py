@@ -26,6 +26,13 @@ DATA_DEPENDENT_METHODS = {
     "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero_static",
     "data_ptr", "cpu_numpy",
 }  # fmt: skip
+# Methods that run autograd's engine: a graph break. The graph so far ends there with its
+# outputs differentiable (the backend's training path), the engine runs in eager PyTorch,
+# and what follows is traced in a resume function.
+AUTOGRAD_METHODS = {
+    "backward": "Tensor.backward() runs autograd's engine (a graph break)",
+    "register_hook": "Tensor.register_hook() inside a traced region",
+}
 STATIC_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
                   "is_contiguous", "is_floating_point", "is_complex", "get_device",
                   "storage_offset"}  # fmt: skip
@@ -53,8 +60,12 @@ class TensorVariable(VariableTracker):
             return SizeVariable(tuple(self.example.shape))
         if name in STATIC_ATTRIBUTES:
             return ConstantVariable(getattr(self.example, name))
-        if name in ("T", "mT", "H", "mH", "real", "imag", "data", "grad"):
-            if name in ("data", "grad"):
+        if name == "grad":
+            from ember_bytecode_tracer.variables.grads import read_grad
+
+            return read_grad(tx, self)
+        if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
+            if name == "data":
                 raise Unsupported(f"Tensor.{name} inside a traced region")
             return wrap_graph_value(
                 tx, *tx.output.create_node("call_function", getattr, (self.node, name), {})
@@ -88,6 +99,8 @@ class TensorMethodVariable(VariableTracker):
         example = self.tensor.example
         if name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        if name in AUTOGRAD_METHODS:
+            raise Unsupported(AUTOGRAD_METHODS[name])
         if name == "type" and not args and not kwargs:
             # The type string ("torch.FloatTensor") follows dtype and device, both guarded.
             return ConstantVariable(example.type())

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.registry import register_backend
 from ember.stats import counters
 
@@ -31,7 +32,7 @@ def counting_graph_runner(backend: str, kind: str) -> Callable:
             counters[backend][f"{kind}_runs"] += 1
             return run(*args)
 
-        return run_graph
+        return without_frame_hook(run_graph) if kind == "backward" else run_graph
 
     return compile_graph
 

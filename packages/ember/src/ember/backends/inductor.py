@@ -31,6 +31,7 @@ from ember.backends import artifact_cache
 from ember.backends.aot_eager import count_aten_fallbacks, counting_graph_runner
 from ember.backends.cudagraphs import CudaGraphRunner
 from ember.backends.device_placement import move_scalar_work
+from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
 from ember.exc import EmberError
@@ -145,7 +146,7 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
         stats[runs] += 1
         return compiled(args)  # a compiled graph takes any sequence: no copy to a list
 
-    return run
+    return without_frame_hook(run) if kind == "backward" else run
 
 
 def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target: _target_key

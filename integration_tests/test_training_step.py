@@ -1,0 +1,257 @@
+"""A whole training step inside one compiled function, against eager PyTorch.
+
+`zero_grad; loss = lossfn(model(x), y); loss.backward(); clip_grad_norm_; opt.step()`:
+the forward is one graph compiled for training, `loss.backward()` a graph break (autograd's
+engine runs the compiled backward), and clipping plus the optimizer step one graph of
+in-place updates in the resume function. Three steps compiled and three eager on deep
+copies must agree on losses, parameters, gradients and optimizer state; later calls must
+reuse the compiled code.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ["aot_eager", "inductor"]
+OPTIMIZERS = {
+    "sgd": lambda params, foreach: torch.optim.SGD(
+        params, lr=0.1, momentum=0.9, weight_decay=0.01, foreach=foreach
+    ),
+    "adam": lambda params, foreach: torch.optim.Adam(
+        params, lr=0.01, weight_decay=0.01, foreach=foreach
+    ),
+    "adamw": lambda params, foreach: torch.optim.AdamW(params, lr=0.01, foreach=foreach),
+}
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def _mlp() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    return model, torch.randn(6, 8), torch.randn(6, 4)
+
+
+def _cnn() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(3 * 5 * 5, 4),
+    )
+    return model, torch.randn(2, 2, 5, 5), torch.randn(2, 4)
+
+
+MODELS = {"mlp": _mlp, "cnn": _cnn}
+
+
+def _make_step(model, opt, clip: bool = True):
+    def step(x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        return loss
+
+    return step
+
+
+def _assert_same_state(opt, ref_opt, model, ref_model) -> None:
+    for p, q in zip(model.parameters(), ref_model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, **TOL)
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+        state, ref_state = opt.state[p], ref_opt.state[q]
+        assert state.keys() == ref_state.keys()
+        for key in ref_state:
+            torch.testing.assert_close(state[key], ref_state[key], **TOL)
+
+
+def _frames(compiled) -> list:
+    return compiled._ember_compiler.records
+
+
+def _run_steps(name, backend, model_name, foreach, clip=True, steps=3):
+    model, x, y = MODELS[model_name]()
+    ref_model = copy.deepcopy(model)
+    opt = OPTIMIZERS[name](model.parameters(), foreach)
+    ref_opt = OPTIMIZERS[name](ref_model.parameters(), foreach)
+    compiled = ember.compile(_make_step(model, opt, clip), backend=backend)
+    eager = _make_step(ref_model, ref_opt, clip)
+    frames_after = []
+    for _ in range(steps):
+        loss = compiled(x, y)
+        ref_loss = eager(x, y)
+        torch.testing.assert_close(loss, ref_loss, **TOL)
+        assert loss.requires_grad == ref_loss.requires_grad
+        _assert_same_state(opt, ref_opt, model, ref_model)
+        frames_after.append(len(_frames(compiled)))
+    return compiled, frames_after
+
+
+def _graph_ops(graph: torch.fx.GraphModule) -> list[str]:
+    return [
+        n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+        for n in graph.graph.nodes
+        if n.op.startswith("call")
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_mlp_training_step_matches_eager(name, foreach, backend):
+    ember.reset()
+    compiled, frames_after = _run_steps(name, backend, "mlp", foreach)
+    frames = _frames(compiled)
+    # the step up to loss.backward(), then clipping + the optimizer step in its resume
+    forward, rest = frames[0], frames[-1]
+    assert [b.reason for b in forward.breaks] == [
+        "Tensor.backward() runs autograd's engine (a graph break)"
+    ]
+    assert len(forward.graphs) == 1 and "mse_loss" in _graph_ops(forward.graphs[0])
+    assert rest.code.co_name.startswith("__resume_at_") and not rest.breaks
+    assert len(rest.graphs) == 1
+    ops = _graph_ops(rest.graphs[0])
+    assert "linalg_vector_norm" in ops and ops.count("add_") + ops.count("sub_") >= 4  # 4 params
+    # SGD's first step makes its momentum buffers (a new state layout: one recompile of
+    # the resume function); Adam's state is created while tracing the first step
+    expected = [2, 3, 3] if name == "sgd" else [2, 2, 2]
+    assert frames_after == expected
+    counters = ember.counters[backend]
+    assert counters["backward_graphs"] >= 1 and counters["backward_runs"] == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_cnn_training_step_matches_eager(name, backend):
+    ember.reset()
+    compiled, frames_after = _run_steps(name, backend, "cnn", foreach=None)
+    assert frames_after == ([2, 3, 3] if name == "sgd" else [2, 2, 2])
+    assert sum(len(f.graphs) for f in _frames(compiled)) == frames_after[-1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_only_inside(backend):
+    """loss.backward() inside, the optimizer outside: gradients equal eager's."""
+    ember.reset()
+    model, x, y = _mlp()
+    ref = copy.deepcopy(model)
+
+    def step(m, x, y):
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        return loss * 2
+
+    compiled = ember.compile(step, backend=backend)
+    for _ in range(3):
+        model.zero_grad()
+        ref.zero_grad()
+        torch.testing.assert_close(compiled(model, x, y), step(ref, x, y), **TOL)
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+    assert ember.counters[backend]["backward_runs"] == 3
+    frames = _frames(compiled)
+    assert len(frames) == 2  # the step and its resume (loss * 2), each compiled once
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_grad_inside(backend):
+    ember.reset()
+    w = torch.randn(5, 3, requires_grad=True)
+
+    def f(x):
+        y = (x @ w).tanh().sum()
+        (g,) = torch.autograd.grad(y, w)
+        return g * 3 + 1
+
+    compiled = ember.compile(f, backend=backend)
+    x = torch.randn(4, 5)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), f(x), **TOL)
+    assert w.grad is None
+    assert ember.counters[backend]["backward_runs"] == 2
+    (first, *rest) = _frames(compiled)
+    assert "torch.autograd.grad()" in first.breaks[0].reason
+    assert len(first.graphs) == 1 and rest and len(rest[0].graphs) == 1
+
+
+def test_tensor_backward_with_gradient_argument():
+    ember.reset()
+    w = torch.randn(3, requires_grad=True)
+
+    def f(x, g):
+        y = x * w
+        y.backward(g)
+        return w.grad * 2
+
+    compiled = ember.compile(f, backend="aot_eager")
+    x, g = torch.randn(3), torch.randn(3)
+    out = compiled(x, g)
+    expected = x * g * 2
+    torch.testing.assert_close(out, expected)
+
+
+def test_learning_rate_change_is_honoured():
+    ember.reset()
+    model, x, y = _mlp()
+    ref_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    ref_opt = torch.optim.Adam(ref_model.parameters(), lr=0.01)
+    compiled = ember.compile(_make_step(model, opt), backend="aot_eager")
+    eager = _make_step(ref_model, ref_opt)
+    for lr in (0.01, 0.05, 0.05):
+        for group, ref_group in zip(opt.param_groups, ref_opt.param_groups, strict=True):
+            group["lr"] = ref_group["lr"] = lr
+        torch.testing.assert_close(compiled(x, y), eager(x, y), **TOL)
+        _assert_same_state(opt, ref_opt, model, ref_model)
+    assert len(_frames(compiled)) == 3  # the resume recompiled once, for the new lr
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_variants(set_to_none):
+    ember.reset()
+    model, x, y = _mlp()
+    ref_model = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
+
+    def make(m, o):
+        def step(x, y):
+            o.zero_grad(set_to_none=set_to_none)
+            loss = torch.nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            o.step()
+            return loss
+
+        return step
+
+    compiled = ember.compile(make(model, opt), backend="aot_eager")
+    eager = make(ref_model, ref_opt)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, y), eager(x, y), **TOL)
+        _assert_same_state(opt, ref_opt, model, ref_model)
+
+
+def test_unsupported_optimizer_breaks_cleanly():
+    """amsgrad is not traced: the step runs eagerly (a graph break), still eager's result."""
+    ember.reset()
+    model, x, y = _mlp()
+    ref_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, amsgrad=True)
+    ref_opt = torch.optim.Adam(ref_model.parameters(), lr=0.01, amsgrad=True)
+    compiled = ember.compile(_make_step(model, opt), backend="aot_eager")
+    eager = _make_step(ref_model, ref_opt)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, y), eager(x, y), **TOL)
+        _assert_same_state(opt, ref_opt, model, ref_model)
+    reasons = [b.reason for f in _frames(compiled) for b in f.breaks]
+    assert any("amsgrad" in r for r in reasons)
