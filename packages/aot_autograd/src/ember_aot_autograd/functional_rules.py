@@ -7,11 +7,13 @@ another treatment, get a rule registered here by decorator.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._ops import OpOverload
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_aot_autograd.errors import UnsupportedOpError
 from ember_aot_autograd.op_kinds import (
@@ -21,6 +23,7 @@ from ember_aot_autograd.op_kinds import (
     functional_overload,
     is_inplace,
     is_out_variant,
+    returns_views,
     written_arguments,
 )
 
@@ -48,11 +51,7 @@ def _as_tuple(value: Any) -> tuple:
 def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
     """The generic rule for ops whose schema names the arguments they write."""
     if changes_metadata(func):
-        raise UnsupportedOpError(
-            func,
-            "changes a tensor's sizes or strides in place",
-            "use the out-of-place op (e.g. t() instead of t_()) in the traced code",
-        )
+        return _view_in_place(tracer, func, args, kwargs)
     written = written_arguments(func)
     bound = bind_arguments(func, args, kwargs)
     functional = functional_overload(func)
@@ -77,6 +76,44 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
             tracer.write(bound[name], value)
     results = outputs[:n_results]
     return results[0] if n_results == 1 else results
+
+
+def _view_in_place(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
+    """``t.squeeze_(0)`` (aten's matmul and quantile do it to their own temporaries): the
+    out-of-place view, then ``t`` reads as that view. Only the Python object ``t`` changes,
+    not its storage, so this is exact unless ``t`` is a graph input, whose new sizes the
+    caller would see (not replayed: refused)."""
+    target = args[0]
+    view_op = _view_twin(func)
+    entry = tracer.table.get(target)
+    is_input = entry is not None and entry.storage.input_index is not None and not entry.chain
+    if view_op is None or is_input:
+        raise UnsupportedOpError(
+            func,
+            "changes a tensor's sizes or strides in place"
+            + (" (a graph input)" if is_input else " and has no out-of-place view twin"),
+            "use the out-of-place op (e.g. t() instead of t_()) in the traced code",
+        )
+    viewed = tracer.call(view_op, *args, **kwargs)
+    holders = [n for n in tracer.graph.nodes if n.meta.get("val") is target]
+    if holders:  # the nodes' metadata keeps the sizes they had
+        with _disable_current_modes(), tracer.fake_mode:
+            before = target.as_strided(target.shape, target.stride(), target.storage_offset())
+        for node in holders:
+            node.meta["val"] = before
+    func(*args, **kwargs)  # the fake tensor takes the new sizes and strides, as in eager
+    view_entry = tracer.table.get(viewed)
+    tracer.table.entries[id(target)] = dataclasses.replace(view_entry, tensor=target)
+    return target
+
+
+def _view_twin(func: OpOverload) -> OpOverload | None:
+    """squeeze_.dim -> squeeze.dim: the view op computing the same metadata change."""
+    try:
+        twin = functional_overload(func)
+    except UnsupportedOpError:
+        return None
+    return twin if returns_views(twin) else None
 
 
 @special_rule(aten.native_batch_norm.default)
