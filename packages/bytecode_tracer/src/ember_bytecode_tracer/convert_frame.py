@@ -36,6 +36,11 @@ from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
+from ember_bytecode_tracer.variables.autocast_context import ENTER as AUTOCAST_ENTER
+from ember_bytecode_tracer.variables.autocast_context import (
+    AutocastState,
+    close_trace_time_autocasts,
+)
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
@@ -236,6 +241,7 @@ def trace_frame(frame: Any, backend: Callable, *, fullgraph: bool = False):
         return _trace_frame(frame, backend, fullgraph)
     finally:
         torch._C._set_grad_enabled(grad_mode)  # a trace may switch it (with no_grad(): ...)
+        close_trace_time_autocasts()  # and leave a `with torch.autocast()` it stopped in
 
 
 def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
@@ -245,6 +251,7 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
     grad_mode = torch.is_grad_enabled()
     for _attempt in range(2):
         torch._C._set_grad_enabled(grad_mode)
+        close_trace_time_autocasts()
         tx = _make_translator(frame)
         try:
             if break_at is None:
@@ -314,17 +321,21 @@ def _runner(
         else None
     )
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
+    uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
         incoming = rng.enter() if rng is not None else None
         if compiled is not None:
             grad_mode = torch.is_grad_enabled()
+            autocast = AutocastState.now() if uses_autocast else None
             try:
                 outs = compiled(*load_inputs(L))
             except BaseException:
                 # A with-block's __exit__ (no_grad...) did not run: restore what it would.
                 torch._C._set_grad_enabled(grad_mode)
+                if autocast is not None:
+                    autocast.restore()
                 if rng is not None:  # e.g. freeze_rng_state's `finally` restoring the state
                     rng.leave(incoming)
                 raise

@@ -233,6 +233,7 @@ _MUTATING_FUNCTIONS = {
     operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
     operator.ior, operator.ixor, operator.ilshift, operator.irshift,
     torch._C._set_grad_enabled,
+    torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast,
 }  # fmt: skip
 
 

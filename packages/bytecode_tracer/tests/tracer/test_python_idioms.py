@@ -178,3 +178,50 @@ def test_tensor_type_string_and_list_sort():
     compiled = Compiled(fn, fullgraph=True)
     for t in (torch.randn(3), torch.randn(3).double()):
         assert same(compiled(t), fn(t))
+
+
+def test_deque_built_in_the_trace():
+    def fn(a):
+        q = collections.deque([a, a + 1])
+        q.append(a * 2)
+        q.appendleft(a - 1)
+        q.extendleft([a * 5])
+        first, last = q.popleft(), q.pop()
+        q.rotate(2)
+        return first + last + q[0], len(q), q
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    assert type(got[2]) is collections.deque
+    assert same((got[0], got[1], list(got[2])), (expected[0], expected[1], list(expected[2])))
+    assert compiled.backend.graph_count == 1
+
+
+def test_autocast_block_is_in_the_graph_and_state_is_restored():
+    def fn(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            c = torch.mm(a, b)
+        return c.float() + 1, c.dtype, torch.mm(a, b)
+
+    compiled = Compiled(fn, fullgraph=True)
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    assert same(compiled(a, b), fn(a, b))
+    assert not torch.is_autocast_enabled("cpu")
+    assert (
+        "_enter_autocast" in compiled.backend.ops() and "_exit_autocast" in compiled.backend.ops()
+    )
+
+
+def test_autocast_state_is_left_after_a_trace_stopped_inside_the_block():
+    def fn(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            c = torch.mm(a, b)
+            print("inside")  # a graph break inside the block: the frame runs as it is
+            d = torch.mm(c, b)
+        return d.float()
+
+    compiled = Compiled(fn)
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    assert same(compiled(a, b), fn(a, b))
+    assert not torch.is_autocast_enabled("cpu")

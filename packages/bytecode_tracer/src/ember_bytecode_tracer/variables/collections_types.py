@@ -1,10 +1,11 @@
-"""collections.OrderedDict and collections.defaultdict built during a trace.
+"""collections.OrderedDict, defaultdict and deque built during a trace.
 
 Both are dicts whose keys are constants (`ConstDictVariable`), with the few behaviours
 that differ: OrderedDict's `move_to_end` and `popitem(last=...)`, defaultdict's missing-key
 read, which calls the factory and stores its result as CPython does. They are rebuilt after
 the graph by calling the class (a defaultdict with its factory, which must be known at trace
-time). Registered as rules of the builtins table, keyed by the class.
+time). A deque is a list with its left-end methods (no `maxlen`: a graph break). Registered
+as rules of the builtins table, keyed by the class.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-from ember_bytecode_tracer.variables.lists import TupleVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 
 
 class OrderedDictVariable(ConstDictVariable):
@@ -94,3 +95,43 @@ def _defaultdict(tx, args, kwargs):
     if not factory.is_python_constant():
         raise Unsupported("defaultdict() with a factory not known at trace time")
     return DefaultDictVariable(factory, _dict_items(tx, list(args[1:]), kwargs))
+
+
+class DequeVariable(ListVariable):
+    container_type = collections.deque
+
+    def call_method(self, tx, name, args, kwargs):
+        items = self.items
+        if name == "appendleft":
+            items.insert(0, args[0])
+        elif name == "popleft":
+            if not items:
+                raise TracedException(IndexError, "pop from an empty deque")
+            result = items.pop(0)
+            self._record(tx)
+            return result
+        elif name == "extendleft":
+            for item in args[0].unpack(tx):
+                items.insert(0, item)
+        elif name == "rotate":
+            n = args[0].as_python_constant() if args else 1
+            if items:
+                n %= len(items)
+                items[:] = items[-n:] + items[:-n] if n else items
+        elif name == "pop" and args:
+            raise Unsupported("deque.pop() takes no index")
+        else:
+            return super().call_method(tx, name, args, kwargs)
+        self._record(tx)
+        return ConstantVariable(None)
+
+
+@rule(collections.deque)
+def _deque(tx, args, kwargs):
+    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen")
+    if maxlen is not None and not (
+        maxlen.is_python_constant() and maxlen.as_python_constant() is None
+    ):
+        raise Unsupported("deque(maxlen=...) built in the trace")
+    iterable = args[0] if args else kwargs.get("iterable")
+    return DequeVariable(iterable.unpack(tx) if iterable is not None else [])

@@ -125,4 +125,8 @@ def make_context(tx, cls, args, kwargs) -> VariableTracker | None:
         return context
     if cls is contextlib.nullcontext:
         return NullContextVariable(args[0] if args else ConstantVariable(None))
+    from ember_bytecode_tracer.variables.autocast_context import AUTOCAST_CLASSES, make_autocast
+
+    if cls in AUTOCAST_CLASSES:
+        return make_autocast(cls, args, kwargs)
     return None
