@@ -20,12 +20,16 @@ from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariabl
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.variables.base import VariableTracker
 
 Recipe = Callable[[tuple, dict, dict], Any]
+# Per-call scratch kept in the runner's `L` (no local can have this name): the objects built
+# in the trace, rebuilt once per call.
+REBUILT_OBJECTS = "<rebuilt objects>"
 
 
 def source_loader(source: Source) -> Callable[[dict, dict], Any]:
@@ -42,12 +46,35 @@ class RecipeBuilder:
         # ids of containers that existed before the frame and were mutated by the trace:
         # only those are rewritten in place; the others are loaded back as they are.
         self.mutated = mutated or set()
+        self._objects: dict[int, Recipe] = {}
+        self._keep: list[VariableTracker] = []
 
     def output_index(self, node: torch.fx.Node) -> int:
         if node not in self._index:
             self._index[node] = len(self.outputs)
             self.outputs.append(node)
         return self._index[node]
+
+    def _object_recipe(self, value: TracedObjectVariable) -> Recipe:
+        """An object built in the trace: made once per call (identity and cycles are kept),
+        as `cls.__new__(cls)` with its final attributes; its __init__ is not run again."""
+        known = self._objects.get(id(value))
+        if known is not None:
+            return known
+        cls, key = value.cls, id(value)
+
+        def build(outs, L, G):
+            made = L.setdefault(REBUILT_OBJECTS, {})
+            obj = made.get(key)
+            if obj is None:
+                obj = made[key] = cls.__new__(cls)
+                obj.__dict__.update({name: p(outs, L, G) for name, p in parts.items()})
+            return obj
+
+        self._objects[key] = build
+        self._keep.append(value)  # ids stay unique while the recipes are built
+        parts = {name: self.recipe(v) for name, v in value.attrs.items()}
+        return build
 
     def recipe(self, value: VariableTracker) -> Recipe:
         if isinstance(value, TensorVariable):
@@ -112,6 +139,8 @@ class RecipeBuilder:
                     fh.set_eval_frame(previous)
 
             return construct
+        if isinstance(value, TracedObjectVariable):
+            return self._object_recipe(value)
         if isinstance(value, ConstantVariable):
             constant = value.value
             if type(constant) is set:  # mutable: a fresh one per call, as eager code makes

@@ -98,3 +98,158 @@ def test_rebinding_a_registry_entry_between_calls_retraces():
         Registry._global_mapping["sin"] = _sin
     assert same(compiled(x), x.sin())
     assert not compiled.breaks
+
+
+class Layer:
+    """The shape of transformers' DynamicLayer: lazily initialised key/value tensors."""
+
+    growing = True
+
+    def __init__(self):
+        self.keys = None
+        self.is_initialized = False
+
+    def update(self, k):
+        if not self.is_initialized:
+            self.keys = torch.zeros(k.shape[0], 0)
+            self.is_initialized = True
+        self.keys = torch.cat([self.keys, k], dim=-1)
+        return self.keys
+
+    @property
+    def length(self):
+        return 0 if self.keys is None else self.keys.shape[-1]
+
+
+class Cache:
+    def __init__(self, layer_class=None):
+        self.layers = []
+        self.layer_class = layer_class
+
+    def update(self, k, index):
+        while len(self.layers) <= index:
+            self.layers.append(self.layer_class())
+        return self.layers[index].update(k)
+
+    @classmethod
+    def kind(cls):
+        return cls.__name__
+
+    @staticmethod
+    def scale():
+        return 2.0
+
+
+class DynamicCacheLike(Cache):
+    def __init__(self):
+        super().__init__(layer_class=Layer)
+
+
+def _cache_model(a, cache=None):
+    if cache is None:
+        cache = DynamicCacheLike()
+    h = a
+    for i in range(2):
+        keys = cache.update(h * (i + 1), i)
+        h = h + keys.sum(-1, keepdim=True) * Cache.scale()
+    return h, cache, cache.layers[0].length, cache.kind()
+
+
+def _cache_tensors(cache):
+    return [layer.keys for layer in cache.layers]
+
+
+def test_an_object_built_in_the_trace_is_returned_rebuilt():
+    compiled = Compiled(_cache_model)
+    expected = _cache_model(x)
+    for _ in range(2):
+        got = compiled(x)
+        assert same(got[0], expected[0])
+        assert type(got[1]) is DynamicCacheLike and got[1] is not expected[1]
+        assert [type(layer) for layer in got[1].layers] == [Layer, Layer]
+        assert same(_cache_tensors(got[1]), _cache_tensors(expected[1]))
+        assert got[1].layers[1].is_initialized and got[1].layer_class is Layer
+        assert got[2:] == expected[2:]
+    assert not compiled.breaks
+    assert compiled.backend.graph_count == 1  # the second call reuses the first trace
+
+
+def test_a_cache_passed_in_is_updated_in_place():
+    compiled = Compiled(_cache_model)
+    mine, theirs = DynamicCacheLike(), DynamicCacheLike()
+    _cache_model(x, theirs)
+    got = compiled(x, mine)
+    assert got[1] is mine
+    assert same(_cache_tensors(mine), _cache_tensors(theirs))
+    assert not compiled.breaks
+
+
+def test_an_object_reached_twice_is_rebuilt_once():
+    def fn(a):
+        layer = Layer()
+        layer.update(a)
+        return layer, [layer], {"layer": layer}
+
+    compiled = Compiled(fn)
+    first, in_list, in_dict = compiled(x)
+    assert in_list[0] is first and in_dict["layer"] is first
+    assert same(first.keys, fn(x)[0].keys)
+    assert not compiled.breaks
+
+
+def test_identity_of_objects_built_in_the_trace():
+    def fn(a):
+        one, two = Layer(), Layer()
+        return a + 1 if (one is two or one is None) else a - 1
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x - 1)
+    assert not compiled.breaks
+
+
+class Slotted:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_a_class_the_trace_cannot_build_is_a_graph_break():
+    def fn(a):
+        box = Slotted(a * 2)
+        return box.value + 1
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x * 2 + 1)
+    assert any("Slotted" in b.reason and "__slots__" in b.reason for b in compiled.breaks)
+
+
+class AliasedConfig:
+    """The shape of transformers' configs: attribute aliases resolved by a Python
+    __getattribute__ that calls object's through super()."""
+
+    attribute_map: ClassVar[dict] = {"num_layers": "n_layer"}
+
+    def __init__(self, n_layer):
+        self.n_layer = n_layer
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def test_a_python_getattribute_hook_is_inlined():
+    config = AliasedConfig(2)
+
+    def fn(a):
+        for _ in range(config.num_layers):
+            a = a * 2
+        return a
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x * 4)
+    config.n_layer = 3  # the alias reads the new value: the guard sees it
+    assert same(compiled(x), x * 8)
+    assert not compiled.breaks
+    assert compiled.backend.graph_count == 2

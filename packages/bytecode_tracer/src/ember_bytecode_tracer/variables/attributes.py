@@ -24,6 +24,11 @@ def load_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -
 def store_attribute(
     tx: InstructionTranslator, obj: VariableTracker, name: str, value: VariableTracker
 ) -> None:
+    from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+
+    if isinstance(obj, TracedObjectVariable):  # built in the trace: nothing else sees it yet
+        obj.store_attribute(tx, name, value)
+        return
     if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:
         raise Unsupported(f"setting attribute {name!r} on {obj}")
     if isinstance(obj, NNModuleVariable) and name in ("training",):

@@ -263,6 +263,9 @@ def _super(tx, args, kwargs):
 
 
 def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
+    own = getattr(obj, "has_attribute", None)  # trackers that know their attributes
+    if own is not None:
+        return own(name)
     if isinstance(obj, ConstantVariable):
         return hasattr(obj.value, name)
     value = getattr(obj, "value", None)

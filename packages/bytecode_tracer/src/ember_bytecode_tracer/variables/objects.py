@@ -103,7 +103,17 @@ class TypeVariable(VariableTracker):
             from ember_bytecode_tracer.variables.builtins import constant_fold
 
             return constant_fold(self.cls, args, kwargs)
-        raise Unsupported(f"constructing a {self.cls.__qualname__} inside a traced region")
+        from ember_bytecode_tracer.variables.traced_objects import (
+            TracedObjectVariable,
+            traceable_class_refusal,
+        )
+
+        refusal = traceable_class_refusal(self.cls)
+        if refusal is None:
+            return TracedObjectVariable.construct(tx, self.cls, self.source, args, kwargs)
+        raise Unsupported(
+            f"constructing a {self.cls.__qualname__} inside a traced region ({refusal})"
+        )
 
     def __repr__(self) -> str:
         return f"TypeVariable({self.cls.__qualname__})"
@@ -147,6 +157,18 @@ class UserDefinedObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        hook = inspect.getattr_static(type(self.value), "__getattribute__")
+        if inspect.isfunction(hook) and self.source is not None:
+            # A Python __getattribute__ (transformers' configs map attribute aliases): run
+            # it; its super().__getattribute__ comes back to generic_getattr.
+            from ember_bytecode_tracer.guards import AttrSource, TypeSource
+
+            fn_source = AttrSource(TypeSource(self.source), "__getattribute__")
+            return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__: instance dict, then the class (descriptors first)."""
         from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
@@ -167,11 +189,17 @@ class UserDefinedObjectVariable(VariableTracker):
 
             fn_source = AttrSource(TypeSource(self.source), name)
             return UserMethodVariable(attribute, self, fn_source=fn_source)
-        if type(type(value).__getattribute__) is not type(object.__getattribute__) or hasattr(
-            type(value), "__getattr__"
-        ):
+        if hasattr(type(value), "__getattr__"):
             raise Unsupported(f"{type(value).__name__} customizes attribute access")
-        return wrap_value(tx, getattr(value, name), AttrSource(self.source, name))
+        if inspect.isfunction(inspect.getattr_static(type(value), "__getattribute__")):
+            # The source's guard reads through the Python hook: fine while the hook
+            # leaves `name` alone, else that guard fails (a recompile, never a wrong value).
+            found = object.__getattribute__(value, name)
+        elif type(type(value).__getattribute__) is not type(object.__getattribute__):
+            raise Unsupported(f"{type(value).__name__} customizes attribute access")
+        else:
+            found = getattr(value, name)
+        return wrap_value(tx, found, AttrSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
         # Dunder methods (obj[k], len(obj)...) dispatch on the type: inline Python ones.

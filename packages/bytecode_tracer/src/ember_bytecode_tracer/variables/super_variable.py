@@ -22,7 +22,7 @@ class SuperVariable(VariableTracker):
     def _owner_type(self) -> type:
         value = getattr(self.obj, "module", None) or getattr(self.obj, "value", None)
         if value is None:
-            raise Unsupported("super() of a value without a known type")
+            return self.obj.python_type()  # raises Unsupported when not known
         return type(value)
 
     def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
@@ -39,6 +39,8 @@ class SuperVariable(VariableTracker):
             return UserMethodVariable(attribute, self.obj)
         if klass is object and name == "__init__":
             return _NoOpCall()
+        if klass is object and name == "__getattribute__" and hasattr(self.obj, "generic_getattr"):
+            return _GenericGetattr(self.obj)
         raise Unsupported(f"super().{name} is a {type(attribute).__name__}")
 
 
@@ -47,6 +49,19 @@ class _NoOpCall(VariableTracker):
         from ember_bytecode_tracer.variables.constant import ConstantVariable
 
         return ConstantVariable(None)
+
+
+class _GenericGetattr(VariableTracker):
+    """super().__getattribute__ reaching object's: the plain attribute lookup."""
+
+    def __init__(self, obj: VariableTracker) -> None:
+        super().__init__()
+        self.obj = obj
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported("object.__getattribute__ takes one argument")
+        return self.obj.generic_getattr(tx, args[0].as_python_constant())
 
 
 def zero_argument_super(tx: InstructionTranslator) -> SuperVariable:

@@ -17,6 +17,7 @@ from ember_bytecode_tracer.variables.lists import (
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
+from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 NB_OPERATORS = {
     "ADD": operator.add, "SUBTRACT": operator.sub, "MULTIPLY": operator.mul,
@@ -132,6 +133,8 @@ def is_op(tx, inst):
         same = False
     elif isinstance(left, ConstantVariable) or isinstance(right, ConstantVariable):
         same = False  # a constant is never the same object as a non-constant tracker
+    elif isinstance(left, TracedObjectVariable) or isinstance(right, TracedObjectVariable):
+        same = False  # an object built in the trace has one tracker, compared above
     else:
         raise Unsupported("identity comparison of values not known at trace time")
     tx.push(ConstantVariable(same != bool(inst.arg)))

@@ -1,0 +1,170 @@
+"""Plain Python objects built during a trace (a library's cache object, a small state holder).
+
+`Cls(...)` for a class whose instances are nothing but a `__dict__` (no custom `__new__`,
+attribute hooks, slots or C base) makes a `TracedObjectVariable`: the object is not built at
+trace time. Its class's `__init__` is inlined with the tracker as `self`; attribute writes go
+to the tracker's own attribute table (the object is new, so nothing else can see them), and
+methods, properties and class attributes are looked up along the class's MRO as Python would.
+After the graph ran, the runner rebuilds the object as `cls.__new__(cls)` with its final
+attributes, once per call however many times it is reached (so identity is kept).
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+# Special methods that would make a dict of attributes an incomplete picture of the object.
+_ATTRIBUTE_HOOKS = ("__getattribute__", "__setattr__", "__delattr__")
+
+
+def traceable_class_refusal(cls: type) -> str | None:
+    """Why instances of `cls` cannot be built in the trace, or None when they can."""
+    if type(cls) not in (type, abc.ABCMeta):
+        return f"its metaclass is {type(cls).__name__}"
+    if getattr(cls, "__abstractmethods__", None):
+        return "it is abstract"
+    for klass in cls.__mro__[:-1]:
+        if not klass.__flags__ & _HEAPTYPE:
+            return f"it derives from {klass.__name__}, implemented in C"
+        if vars(klass).get("__slots__", ()):  # abc.ABC's empty __slots__ adds none
+            return "it has __slots__"
+        if "__new__" in vars(klass):
+            return "it defines __new__"
+        for hook in (*_ATTRIBUTE_HOOKS, "__getattr__", "__del__"):
+            if hook in vars(klass):
+                return f"it defines {hook}"
+    return None
+
+
+class TracedObjectVariable(VariableTracker):
+    """An instance of a plain Python class, made in the trace and rebuilt after it."""
+
+    def __init__(self, cls: type, cls_source: Source | None) -> None:
+        super().__init__()
+        self.cls = cls
+        self.cls_source = cls_source
+        self.attrs: dict[str, VariableTracker] = {}
+
+    @classmethod
+    def construct(cls, tx: InstructionTranslator, klass: type, klass_source, args, kwargs):
+        obj = cls(klass, klass_source or _class_source(klass))
+        init = inspect.getattr_static(klass, "__init__")
+        if init is object.__init__:
+            if args or kwargs:
+                raise Unsupported(f"{klass.__qualname__}() takes no arguments")
+        else:
+            obj._method(tx, init, "__init__").call_function(tx, args, kwargs)
+        return obj
+
+    def python_type(self) -> type:
+        return self.cls
+
+    # ---- attributes ----------------------------------------------------------------
+    def has_attribute(self, name: str) -> bool:
+        return name in self.attrs or hasattr(self.cls, name)
+
+    def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            from ember_bytecode_tracer.variables.objects import TypeVariable
+
+            return TypeVariable(self.cls, source=self.cls_source)
+        if name == "__dict__":
+            raise Unsupported(f"the __dict__ of a {self.cls.__qualname__} built in the trace")
+        try:
+            attribute = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            raise TracedException(AttributeError, name) from None
+        return self._class_attribute(tx, name, attribute)
+
+    def _class_attribute(self, tx, name: str, attribute: Any) -> VariableTracker:
+        if isinstance(attribute, property):
+            if attribute.fget is None:
+                raise TracedException(AttributeError, name)
+            return tx.inline_call(attribute.fget, None, [self], {})
+        if isinstance(attribute, staticmethod):
+            return UserFunctionVariable(attribute.__func__, source=self._attr_source(name))
+        if isinstance(attribute, classmethod):
+            from ember_bytecode_tracer.variables.objects import TypeVariable
+
+            owner = TypeVariable(self.cls, source=self.cls_source)
+            return UserMethodVariable(attribute.__func__, owner, fn_source=None)
+        if inspect.isfunction(attribute):
+            return self._method(tx, attribute, name)
+        source = self._attr_source(name)
+        if source is not None:
+            from ember_bytecode_tracer.variables.builder import wrap_value
+
+            return wrap_value(tx, getattr(self.cls, name), source)
+        value = getattr(self.cls, name)
+        if is_constant_value(value):
+            return ConstantVariable(value)
+        raise Unsupported(f"class attribute {self.cls.__qualname__}.{name} without a source")
+
+    def _method(self, tx, fn: Any, name: str) -> VariableTracker:
+        # The class is identity-guarded through its source, and so are its methods with it.
+        return UserMethodVariable(fn, self, fn_source=self._attr_source(name))
+
+    def _attr_source(self, name: str) -> Source | None:
+        from ember_bytecode_tracer.guards import AttrSource
+
+        return AttrSource(self.cls_source, name) if self.cls_source is not None else None
+
+    def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = inspect.getattr_static(self.cls, name, None)
+        if hasattr(type(descriptor), "__set__"):  # a property with a setter, a data descriptor
+            raise Unsupported(f"setting {self.cls.__qualname__}.{name}, a data descriptor")
+        self.attrs[name] = value
+
+    # ---- protocols -------------------------------------------------------------------
+    def call_method(self, tx, name, args, kwargs):
+        # Special methods are looked up on the type, ordinary ones as attributes.
+        if name.startswith("__") and name.endswith("__"):
+            attribute = inspect.getattr_static(self.cls, name, None)
+            if not inspect.isfunction(attribute):
+                raise Unsupported(f"{self.cls.__qualname__}.{name} is not a Python method")
+            return self._method(tx, attribute, name).call_function(tx, args, kwargs)
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        return self.call_method(tx, "__call__", args, kwargs)
+
+    def truthiness(self, tx) -> bool:
+        for name in ("__bool__", "__len__"):
+            if inspect.getattr_static(self.cls, name, None) is not None:
+                return self.call_method(tx, name, [], {}).truthiness(tx)
+        return True
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if inspect.getattr_static(self.cls, "__iter__", None) is None:
+            raise Unsupported(f"iterating over a {self.cls.__qualname__}")
+        iterator = self.call_method(tx, "__iter__", [], {})
+        return iterator.unpack(tx)
+
+    def __repr__(self) -> str:
+        return f"TracedObjectVariable({self.cls.__qualname__})"
+
+
+def _class_source(cls: type) -> Source | None:
+    """Where a top-level class lives, for classes reached without a source (`type(x)`)."""
+    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
+
+    module = sys.modules.get(cls.__module__)
+    if module is None or getattr(module, cls.__qualname__, None) is not cls:
+        return None
+    modules = AttrSource(GlobalSource("__ember_sys__"), "modules")
+    return AttrSource(ItemSource(modules, cls.__module__), cls.__qualname__)
