@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import site
 import sys
 import sysconfig
 import types
@@ -93,17 +94,35 @@ def _package_dir(name: str) -> str | None:
     return os.path.join(next(iter(spec.submodule_search_locations)), "")
 
 
+def _as_dir(path: str) -> str:
+    """A folder as a prefix that matches only paths inside it: `.../torch/`, never
+    `.../torchvision/`."""
+    return os.path.join(os.path.normpath(path), "")
+
+
 def _skipped_roots() -> tuple[str, ...]:
-    roots = {sysconfig.get_paths()["stdlib"], os.path.dirname(fh.__file__),
-             os.path.dirname(__file__)}  # fmt: skip
+    paths = sysconfig.get_paths()
+    roots = {paths["stdlib"], paths["platstdlib"], os.path.dirname(fh.__file__),
+             os.path.dirname(__file__), os.path.dirname(torch.__file__)}  # fmt: skip
     roots.update(d for d in map(_package_dir, _EMBER_PACKAGES) if d is not None)
-    torch_root = os.path.dirname(torch.__file__)
-    return (*sorted(roots), torch_root)
+    return tuple(sorted({_as_dir(r) for r in roots}))
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """site-packages folders: installed libraries (transformers, torchvision...) are user
+    code even where site-packages lies inside the standard library's folder (a Python
+    installed without a venv: lib/python3.11/site-packages)."""
+    paths = sysconfig.get_paths()
+    roots = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        roots.add(site.getusersitepackages())
+    return tuple(sorted({_as_dir(r) for r in roots}))
 
 
 _SKIP_ROOTS = _skipped_roots()
+_INSTALLED_ROOTS = _installed_roots()
 _GENERATED = ("<frozen", "<eval_with_key", "<ember")
-_TORCH_ALLOWED = (os.path.join(os.path.dirname(torch.__file__), "nn", "modules"),)
+_TORCH_ALLOWED = (os.path.join(os.path.dirname(torch.__file__), "nn", "modules", ""),)
 
 
 def _owned_by(compiler: FrameCompiler, check: Callable[[dict], bool]) -> Callable[[dict], bool]:
@@ -132,7 +151,15 @@ def is_skipped(code: types.CodeType) -> bool:
         return code.co_name != "forward"
     # "<stdin>", "<string>" and notebook cells are user code; frozen modules, FX's
     # generated forward() and our own generated functions are not.
-    return filename.startswith(_SKIP_ROOTS) or filename.startswith(_GENERATED)
+    if filename.startswith(_GENERATED):
+        return True
+    skip_root = max((r for r in _SKIP_ROOTS if filename.startswith(r)), key=len, default=None)
+    if skip_root is None:
+        return False
+    # the deepest folder decides: torch inside site-packages is skipped, transformers in a
+    # site-packages inside the stdlib folder is not
+    installed = max((r for r in _INSTALLED_ROOTS if filename.startswith(r)), key=len, default="")
+    return len(skip_root) > len(installed)
 
 
 def _holds_tensor_state(value: Any, depth: int = 0) -> bool:

@@ -1,0 +1,43 @@
+"""Which frames the tracer leaves alone: decided by folder, never by a name prefix."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+
+import torch
+
+from ember_bytecode_tracer import convert_frame
+from ember_bytecode_tracer.convert_frame import is_skipped
+
+
+def _code_at(filename: str, name: str = "forward"):
+    return compile("def f(): pass", filename, "exec").co_consts[0].replace(co_name=name)
+
+
+def test_a_library_whose_name_starts_with_torch_is_user_code():
+    torch_dir = os.path.dirname(torch.__file__)
+    # torchvision, torchaudio, torch_geometric sit beside torch: same prefix, other folder
+    for sibling in ("torchvision", "torchaudio", "torch_geometric"):
+        path = os.path.join(os.path.dirname(torch_dir), sibling, "models", "resnet.py")
+        assert not is_skipped(_code_at(path)), sibling
+
+
+def test_torch_internals_are_skipped_but_nn_module_forwards_are_not():
+    torch_dir = os.path.dirname(torch.__file__)
+    assert is_skipped(_code_at(os.path.join(torch_dir, "functional.py"), "einsum"))
+    conv = os.path.join(torch_dir, "nn", "modules", "conv.py")
+    assert not is_skipped(_code_at(conv, "forward"))
+    assert is_skipped(_code_at(conv, "_conv_forward"))
+
+
+def test_standard_library_is_skipped_but_its_site_packages_is_not(monkeypatch):
+    stdlib = sysconfig.get_paths()["stdlib"]
+    assert is_skipped(_code_at(os.path.join(stdlib, "functools.py"), "reduce"))
+    # a Python installed without a venv keeps site-packages inside the stdlib folder
+    site_dir = convert_frame._as_dir(os.path.join(stdlib, "site-packages"))
+    monkeypatch.setattr(convert_frame, "_INSTALLED_ROOTS", (site_dir,))
+    model = os.path.join(site_dir, "transformers", "models", "bert", "modeling_bert.py")
+    assert not is_skipped(_code_at(model))
+    monkeypatch.setattr(convert_frame, "_INSTALLED_ROOTS", ())
+    assert is_skipped(_code_at(model))
