@@ -26,6 +26,7 @@ from ember_aot_autograd.runtime import (
     training_plan,
     training_runner,
 )
+from ember_aot_autograd.symbolic import DynamicSignature, env_of, is_symbolic_value
 from ember_aot_autograd.trace import META_KEY, trace_to_aten
 from ember_aot_autograd.tracer import DecompositionTable
 
@@ -78,6 +79,7 @@ class AotFunction:
         partition_fn: PartitionFn,
         strict: bool,
         artifact_store: ArtifactStore | None = None,
+        example_values: Sequence[Any] | None = None,
     ) -> None:
         if not callable(fn) or not callable(fw_compiler):
             raise BadArgumentError("aot_function needs a callable fn and a callable fw_compiler")
@@ -90,9 +92,18 @@ class AotFunction:
         self.artifact_store = artifact_store
         self.variants: dict[tuple, Callable] = {}
         self.traces = {"inference": 0, "joint": 0}
+        # symbolic example values (fake tensors with SymInt sizes, SymInts): every variant
+        # is traced on them, so that one compiled variant serves every size in their range
+        self.shape_env = env_of(example_values or ())
+        self.example_values = list(example_values) if self.shape_env is not None else None
+        self.signature = (
+            DynamicSignature(self.example_values) if self.example_values else _signature
+        )
+        if self.example_values is not None:
+            self.artifact_store = None  # the on-disk store keys concrete shapes
 
     def __call__(self, *args: Any) -> Any:
-        key = _signature(args)
+        key = self.signature(args)
         runner = self.variants.get(key)
         if runner is None:
             runner = self.variants[key] = self._compile(args)
@@ -103,12 +114,20 @@ class AotFunction:
             runner = self.artifact_store.load(args)
             if runner is not None:
                 return runner
-        training = torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args
-        )
+        requires_grad = [isinstance(a, torch.Tensor) and a.requires_grad for a in args]
+        training = torch.is_grad_enabled() and any(requires_grad)
+        env = self.shape_env
+        traced = self._trace_values(args)
         if training:
             self.traces["joint"] += 1
-            joint = trace_joint(self.fn, args, self.decompositions, strict=self.strict)
+            joint = trace_joint(
+                self.fn,
+                traced,
+                self.decompositions,
+                strict=self.strict,
+                requires_grad=requires_grad,
+                shape_env=env,
+            )
             if joint.tangent_outputs and joint.grad_inputs:
                 log.debug("compiling training variant of %s", self.fn)
                 partition = self.partition_fn(joint)
@@ -118,11 +137,20 @@ class AotFunction:
                     self.artifact_store.save(args, plan, partition.fw_gm, partition.bw_gm)
                 return runner
         self.traces["inference"] += 1
-        gm = trace_to_aten(self.fn, args, self.decompositions, strict=self.strict)
+        gm = trace_to_aten(self.fn, traced, self.decompositions, strict=self.strict, shape_env=env)
         runner = inference_runner(gm, gm.meta[META_KEY], args, self.fw_compiler)
         if self.artifact_store is not None:
             self.artifact_store.save(args, inference_plan(gm.meta[META_KEY]), gm, None)
         return runner
+
+    def _trace_values(self, args: Sequence[Any]) -> Sequence[Any]:
+        """What the trace runs on: the symbolic example values where given, else `args`."""
+        if self.example_values is None:
+            return args
+        return [
+            value if is_symbolic_value(value) else arg
+            for arg, value in zip(args, self.example_values, strict=True)
+        ]
 
 
 class ArtifactStore(Protocol):
@@ -150,12 +178,24 @@ def aot_function(
     *,
     strict: bool = False,
     artifact_store: ArtifactStore | None = None,
+    example_values: Sequence[Any] | None = None,
 ) -> AotFunction:
     """Compiles `fn` through functional aten graphs: a forward/backward pair wrapped in an
     autograd.Function when an input requires grad under grad mode, else one inference graph.
-    Traced lazily, once per (grad mode, input shapes, dtypes, devices, requires_grad)."""
+    Traced lazily, once per (grad mode, input shapes, dtypes, devices, requires_grad).
+
+    `example_values` (one per input) with symbolic sizes (fake tensors whose sizes are
+    SymInts, SymInts for int inputs) make the traces symbolic: variants are then keyed
+    without sizes, and SymInt inputs are passed as ints at run time."""
     return AotFunction(
-        fn, fw_compiler, bw_compiler, decompositions, partition_fn, strict, artifact_store
+        fn,
+        fw_compiler,
+        bw_compiler,
+        decompositions,
+        partition_fn,
+        strict,
+        artifact_store,
+        example_values,
     )
 
 
@@ -186,6 +226,7 @@ def aot_module(
         with swapped_state(gm, names, args[: len(names)]):
             return gm(*args[len(names) :])
 
+    values = _example_values(gm)
     compiled = aot_function(
         flat,
         fw_compiler,
@@ -194,6 +235,7 @@ def aot_module(
         partition_fn,
         strict=strict,
         artifact_store=artifact_store,
+        example_values=None if values is None else [*(t for _, t in state), *values],
     )
 
     def run(*args: Any) -> Any:
@@ -204,10 +246,22 @@ def aot_module(
     return run
 
 
+def _example_values(gm: torch.nn.Module) -> list[Any] | None:
+    """The placeholders' example values when any is symbolic (the tracer's meta)."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        return None
+    values = [
+        node.meta.get("example_value", node.meta.get("val"))
+        for node in gm.graph.nodes
+        if node.op == "placeholder"
+    ]
+    return values if any(is_symbolic_value(v) for v in values) else None
+
+
 def _warm(compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]):
     """Compiles the variant the example inputs call for, without running it."""
     args = [*state, *example_inputs]
-    key = _signature(args)
+    key = compiled.signature(args)
     if key not in compiled.variants:
         compiled.variants[key] = compiled._compile(args)
 

@@ -45,6 +45,7 @@ def trace_joint(
     *,
     strict: bool = False,
     requires_grad: Sequence[bool] | None = None,
+    shape_env: Any = None,
 ) -> JointGraph:
     """Traces forward and backward of `fn(*example_inputs)` into one joint graph.
 
@@ -52,7 +53,7 @@ def trace_joint(
     """
     if requires_grad is None:
         requires_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
-    session = TraceSession(decompositions, strict)
+    session = TraceSession(decompositions, strict, shape_env)
     tracer = session.tracer
     inputs = session.make_inputs(example_inputs, requires_grad, "primals")
     with session.fake_mode:

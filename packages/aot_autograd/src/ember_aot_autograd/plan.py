@@ -36,6 +36,8 @@ class RunnerPlan:
     num_fw_outputs: int = 0  # training: forward outputs before the saved values
     tangent_outputs: tuple[int, ...] = ()  # training: forward outputs that receive a tangent
     grad_slots: tuple[int, ...] = ()  # training: primal position of each backward output
+    symbolic_saved: tuple[int, ...] = ()  # training: saved values that are sizes (SymInts)
+    num_saved: int = 0  # training: values the forward saves for the backward
 
 
 def _plain(value: Any, what: str) -> Any:

@@ -107,6 +107,8 @@ def training_plan(joint: JointGraph, partition: Partition) -> RunnerPlan:
         num_fw_outputs=partition.num_fw_outputs,
         tangent_outputs=tuple(joint.tangent_outputs),
         grad_slots=tuple(grad_slots),
+        symbolic_saved=tuple(partition.symbolic_saved),
+        num_saved=partition.num_saved,
     )
 
 
@@ -167,6 +169,9 @@ def plan_runner(
     grad_slots = list(plan.grad_slots)
     n_primals = len(tensor_inputs)
     written = [tensor_inputs.index(i) for i in plan.mutated_inputs]  # primals written after
+    symbolic_saved = set(plan.symbolic_saved)  # saved values that are sizes (ints)
+    n_saved = plan.num_saved
+    Tensor = torch.Tensor
 
     def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> list[Any]:
         """A saved value sharing storage with a primal the wrapper writes afterwards is
@@ -184,6 +189,9 @@ def plan_runner(
         def forward(ctx, *primals):
             outputs = compiled_fw(*primals)
             saved = outputs[n_fw:]
+            if symbolic_saved:  # sizes the backward needs: ints, kept beside the tensors
+                ctx.sizes = {k: saved[k] for k in symbolic_saved}
+                saved = [t for k, t in enumerate(saved) if k not in ctx.sizes]
             ctx.save_for_backward(*(kept_for_backward(primals, saved) if written else saved))
             # A compiled graph may return views of its own storage; to autograd, a view made
             # inside a custom Function may not be written in place (a ReLU(inplace) reading
@@ -193,13 +201,22 @@ def plan_runner(
                 for o in outputs[:n_fw]
             )
             if non_differentiable:
-                ctx.mark_non_differentiable(*[fw_outputs[k] for k in non_differentiable])
+                ctx.mark_non_differentiable(
+                    *[
+                        fw_outputs[k]
+                        for k in non_differentiable
+                        if isinstance(fw_outputs[k], Tensor)
+                    ]
+                )
             return fw_outputs
 
         @staticmethod
         @once_differentiable
         def backward(ctx, *grad_outputs):
             saved = ctx.saved_tensors  # raises like eager on a second backward
+            if symbolic_saved:
+                tensors = iter(saved)
+                saved = [ctx.sizes[k] if k in ctx.sizes else next(tensors) for k in range(n_saved)]
             tangents = [grad_outputs[k].contiguous() for k in tangent_outputs]
             grads = compiled_bw(*saved, *tangents)
             result: list[torch.Tensor | None] = [None] * n_primals

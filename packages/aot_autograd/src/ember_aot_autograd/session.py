@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 from ember_aot_autograd.errors import InputMutationError, UnsupportedOpError
 from ember_aot_autograd.graph_checks import clean
 from ember_aot_autograd.outputs import Constant, FromGraph, OutputSpec, SameAsInput, ViewOfInput
+from ember_aot_autograd.symbolic import static_fake
 from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
 
 
@@ -45,8 +46,14 @@ class Collected:
 
 
 class TraceSession:
-    def __init__(self, decompositions: DecompositionTable | None, strict: bool) -> None:
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    def __init__(
+        self, decompositions: DecompositionTable | None, strict: bool, shape_env: Any = None
+    ) -> None:
+        # symbolic example values: a fake mode over the env their SymInts belong to (its
+        # dispatch cache keys SymInts through PyTorch's own ShapeEnv internals: off)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+        if shape_env is not None:
+            self.fake_mode.cache_enabled = False
         self.tracer = FunctionalTracer(self.fake_mode, decompositions, strict=strict)
         self.inputs: list[Any] = []
         self.tensor_inputs: list[int] = []
@@ -60,6 +67,11 @@ class TraceSession:
     ) -> list[Any]:
         """Fake leaves (placeholders) for tensor inputs; other values are specialized."""
         for index, (value, grad) in enumerate(zip(example_inputs, requires_grad, strict=True)):
+            if isinstance(value, torch.SymInt):  # a symbolic int input: a placeholder
+                self.tracer.add_symint_input(value, f"{prefix}_{len(self.tensor_inputs)}")
+                self.tensor_inputs.append(index)
+                self.inputs.append(value)
+                continue
             if not isinstance(value, torch.Tensor):
                 self.inputs.append(value)
                 continue
@@ -85,7 +97,7 @@ class TraceSession:
                 return torch.empty_strided(
                     value.shape, value.stride(), dtype=value.dtype, device=value.device
                 )
-        return self.fake_mode.from_tensor(value.detach())
+        return static_fake(self.fake_mode, value.detach())
 
     def collect(self, output: Any) -> Collected:
         """Graph values for the mutated inputs and the output leaves (read, not recorded)."""
@@ -93,6 +105,8 @@ class TraceSession:
         mutated, mutation_nodes = [], []
         for index in self.tensor_inputs:
             fake = self.inputs[index]
+            if not isinstance(fake, torch.Tensor):
+                continue  # a SymInt input
             state = tracer.table.get(fake).storage
             if not state.mutated:
                 continue

@@ -20,6 +20,7 @@ def trace_to_aten(
     decompositions: DecompositionTable | None = None,
     *,
     strict: bool = False,
+    shape_env: Any = None,
 ) -> torch.fx.GraphModule:
     """Traces `fn(*example_inputs)` under fake tensors, with grad mode off, into a functional
     aten-level graph (or lower, per `decompositions`) with node.meta['val'] on every node.
@@ -28,7 +29,7 @@ def trace_to_aten(
     function writes..., tensor outputs...); gm.meta['ember_aot'] (a TraceInfo) says which
     inputs are written and how to rebuild the function's output (see runtime.py).
     """
-    session = TraceSession(decompositions, strict)
+    session = TraceSession(decompositions, strict, shape_env)
     inputs = session.make_inputs(example_inputs, [False] * len(example_inputs), "arg")
     with session.fake_mode:
         with session.tracer, torch.no_grad():

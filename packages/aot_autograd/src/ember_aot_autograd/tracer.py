@@ -32,6 +32,7 @@ from ember_aot_autograd.dense import is_dense
 from ember_aot_autograd.errors import UndecomposedOpError, UnsupportedOpError
 from ember_aot_autograd.functional_rules import SPECIAL_RULES, functionalize_mutation
 from ember_aot_autograd.op_kinds import returns_views, written_arguments
+from ember_aot_autograd.symbolic import SYM_TYPES, SymbolNodes, static_fake
 from ember_aot_autograd.tensor_table import Entry, TensorTable, ViewStep
 
 log = logging.getLogger("ember.aot")
@@ -72,12 +73,20 @@ class FunctionalTracer(TorchDispatchMode):
         self.constants: dict[str, torch.Tensor] = {}
         self._constant_fakes: dict[int, torch.Tensor] = {}
         self.report = TraceReport()
+        self.symbols = SymbolNodes(self.graph)  # size symbols -> nodes computing them
 
     # -- inputs and values -------------------------------------------------------------
     def add_input(self, fake: torch.Tensor, name: str, index: int) -> torch.fx.Node:
         node = self.graph.placeholder(name)
         node.meta["val"] = fake
         self.table.add_fresh(fake, node, input_index=index)
+        self.symbols.bind_tensor(fake, node)
+        return node
+
+    def add_symint_input(self, value: torch.SymInt, name: str) -> torch.fx.Node:
+        """A SymInt input (the run-time value is an int): its symbol reads as the input."""
+        node = self.graph.placeholder(name)
+        self.symbols.bind_symint(value, node)
         return node
 
     def add_placeholder_after(self, fake: torch.Tensor, name: str, anchor: torch.fx.Node):
@@ -239,7 +248,11 @@ class FunctionalTracer(TorchDispatchMode):
         return self.table.get(args[0])
 
     def _node_of(self, value: Any) -> Any:
-        return self.read(value) if isinstance(value, torch.Tensor) else value
+        if isinstance(value, torch.Tensor):
+            return self.read(value)
+        if isinstance(value, SYM_TYPES):
+            return self.symbols.node_of(value)
+        return value
 
     def _lift_constant(self, value: Any) -> Any:
         """Real tensors met inside the trace (torch.tensor(...), attributes) become get_attr."""
@@ -257,7 +270,7 @@ class FunctionalTracer(TorchDispatchMode):
             )
         name = f"_tensor_constant{len(self.constants)}"
         self.constants[name] = value
-        fake = self.fake_mode.from_tensor(value)
+        fake = static_fake(self.fake_mode, value)
         node = self.graph.get_attr(name)
         node.meta["val"] = fake
         self.table.add_fresh(fake, node)

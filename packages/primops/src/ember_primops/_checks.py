@@ -140,9 +140,10 @@ def dense_strides_like(t: torch.Tensor) -> list[int]:
 def elementwise_strides(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> list[int]:
     """Eager's rule, simplified: keep the layout of the full-shape inputs when they agree."""
     full = [t for t in tensors if list(t.shape) == list(shape) and t.ndim > 0]
-    layouts = {tuple(dense_strides_like(t)) for t in full}
-    if len(layouts) == 1 and all(is_dense(t) for t in full):
-        return list(layouts.pop())
+    # compared, not hashed: symbolic strides (SymInts) have no hash
+    layouts = [tuple(dense_strides_like(t)) for t in full]
+    if layouts and all(lay == layouts[0] for lay in layouts) and all(is_dense(t) for t in full):
+        return list(layouts[0])
     return contiguous_strides(shape)
 
 

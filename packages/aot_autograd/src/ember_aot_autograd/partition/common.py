@@ -40,6 +40,7 @@ class Partition:
     num_saved: int
     bw_grad_mask: list[bool]  # per joint.grad_inputs: whether bw_gm returns a gradient for it
     report: PartitionReport
+    symbolic_saved: tuple[int, ...] = ()  # positions among the saved values that are sizes
 
 
 def joint_parts(joint: JointGraph):
@@ -128,7 +129,14 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         num_saved=len(saved),
         bw_grad_mask=[g is not None for g in grad_outputs],
         report=report,
+        symbolic_saved=tuple(k for k, n in enumerate(saved) if is_size_node(n)),
     )
+
+
+def is_size_node(node: torch.fx.Node) -> bool:
+    """A node computing a size (a SymInt): saved as an int, never recomputed from a tensor
+    the backward would otherwise not need."""
+    return isinstance(node.meta.get("val"), torch.SymInt | torch.SymFloat | torch.SymBool)
 
 
 def _count_ops(gm: torch.fx.GraphModule) -> int:

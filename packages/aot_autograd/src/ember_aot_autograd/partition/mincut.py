@@ -26,6 +26,7 @@ from ember_aot_autograd.partition.common import (
     ancestors,
     build_partition,
     descendants,
+    is_size_node,
     joint_parts,
     value_bytes,
 )
@@ -148,7 +149,9 @@ def min_cut_rematerialization_partition(
         u for n in needed & from_tangents for u in n.all_input_nodes if u not in from_tangents
     } | {g for g in grad_outputs if g is not None and g not in from_tangents}
     region = ancestors(boundary, set())
-    free = set(primals) | {n for n in region if n.op == "get_attr"}
+    # free to save: inputs, constants, and sizes (ints; a backward that recomputed a size
+    # would need the tensor it was read from)
+    free = set(primals) | {n for n in region if n.op == "get_attr" or is_size_node(n)}
     network = nx.DiGraph()
     network.add_nodes_from(["source", "sink"])  # a region of factory ops reaches no source
     for node in region:

@@ -119,11 +119,11 @@ def promote_types(a: torch.dtype, b: torch.dtype) -> torch.dtype:
 
 
 def _number_dtype(x: Number) -> torch.dtype:
-    if isinstance(x, bool):
+    if isinstance(x, bool | torch.SymBool):
         return torch.bool
-    if isinstance(x, int):
+    if isinstance(x, int | torch.SymInt):  # a symbolic size promotes like the int it stands for
         return torch.int64
-    if isinstance(x, float):
+    if isinstance(x, float | torch.SymFloat):
         return torch.get_default_dtype()
     if isinstance(x, complex):
         return _to_complex(torch.get_default_dtype())
