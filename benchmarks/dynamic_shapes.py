@@ -142,10 +142,20 @@ def _dynamo_graphs() -> int | None:
     return int(counters["stats"]["unique_graphs"])
 
 
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _to(kwargs: dict[str, Any], device: str) -> dict[str, Any]:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+
+
 def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(0)
     stream = MODELS[name](args.size, args.calls, random.Random(0))
-    model = stream.model
+    model = stream.model.to(args.device)
+    stream.inputs = [_to(kwargs, args.device) for kwargs in stream.inputs]
     ember.reset()
     _reset_dynamo()
     backend, ember_count = _counting_backend()
@@ -159,15 +169,18 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
         for kwargs in stream.inputs:
             reference = None
             for column in columns:
+                _sync(args.device)
                 start = time.perf_counter()
                 out = column.fn(**kwargs)
+                _sync(args.device)
                 column.times.append(time.perf_counter() - start)
                 value = _first_tensor(out)
                 if reference is None:
                     reference = value
                 else:
                     worst = max(worst, (value - reference).abs().max().item())
-        static = _static_reference(model, stream.inputs[-args.static_lengths :], args.repeats)
+        tail = stream.inputs[-args.static_lengths :]
+        static = _static_reference(model, tail, args.repeats, args.device)
     tail = 16
     result: dict[str, Any] = {"model": name, "calls": len(stream.inputs), "max_abs_diff": worst}
     for column in columns:
@@ -184,7 +197,7 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _static_reference(model, inputs, repeats: int) -> list[float]:
+def _static_reference(model, inputs, repeats: int, device: str) -> list[float]:
     """Per length, a static-shape Ember compile (dynamic=False), warmed, then timed."""
     medians = []
     for kwargs in inputs:
@@ -193,8 +206,10 @@ def _static_reference(model, inputs, repeats: int) -> list[float]:
         static(**kwargs)
         samples = []
         for _ in range(repeats):
+            _sync(device)
             start = time.perf_counter()
             static(**kwargs)
+            _sync(device)
             samples.append(time.perf_counter() - start)
         medians.append(statistics.median(samples))
     ember.reset()
@@ -208,6 +223,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=64)
     parser.add_argument("--static-lengths", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     results = [run_model(name, args) for name in args.models.split(",")]
@@ -227,7 +243,11 @@ def main() -> None:
     if args.json:
         meta = {
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"),
-            "machine": platform.processor() or platform.machine(),
+            "machine": (
+                torch.cuda.get_device_name()
+                if args.device == "cuda"
+                else platform.processor() or platform.machine()
+            ),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "args": vars(args),

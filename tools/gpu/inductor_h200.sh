@@ -7,7 +7,8 @@
 #         profile (top GPU kernels of eager / torch.compile / Ember, PROFILE_MODELS),
 #         matmul (aten vs the Triton matmul template, gpu_kernels.py --only matmul),
 #         kernels (benchmarks/gpu_kernels.py), opinfo (sharded OpInfo sweep on cuda),
-#         models (benchmarks/zoo_baseline.py --device cuda), compile (cold/warm compile time).
+#         models (benchmarks/zoo_baseline.py --device cuda), dynamic (benchmarks/dynamic_shapes.py),
+#         compile (cold/warm compile time).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -17,7 +18,7 @@ python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /
 PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
     --target /tmp/fh ./packages/frame_hook || exit 1
 P=$PWD/packages
-export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/benchmarks/zoo/src:$PWD/tools:/tmp/site
+export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/symbolic_shapes/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/benchmarks/zoo/src:$PWD/tools:/tmp/site
 export EMBER_CACHE_DIR=/tmp/ember-cache
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.get_device_name())"
 status=0
@@ -53,6 +54,10 @@ for stage in "$@"; do
         --models "${MODELS:-mlp,transformer_block,cnn,bert,gpt2,t5,llama,resnet}" \
         --compilers eager,torch.compile,ember,ember-reduce-overhead --json "$OUT/models.json" \
         2>&1 | tee "$OUT/models.txt" || status=1 ;;
+    dynamic)
+      python3 benchmarks/dynamic_shapes.py --device cuda --size ${DYNAMIC_SIZE:-small} \
+        --models "${DYNAMIC_MODELS:-bert,gpt2,llama}" --json "$OUT/dynamic.json" 2>&1 \
+        | grep -v '^\[transformers\]' | tee "$OUT/dynamic.txt" || status=1 ;;
     compile)
       python3 benchmarks/compile_time.py --device cuda --size real --mode train \
         --models "${COMPILE_MODELS:-gpt2,resnet}" 2>&1 | tee "$OUT/compile.txt" || status=1 ;;

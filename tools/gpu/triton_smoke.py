@@ -38,6 +38,53 @@ def small_graphs():
     }
 
 
+def sdpa_cases():
+    """SDPA as HF calls it (B, H, L, E from a transpose), fp16/bf16 and fp32: the fused CUDA
+    kernels (flash, efficient) must stay one extern each way, forward and backward."""
+    cases = {}
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        q, k, v = (torch.randn(4, 128, 8, 64, device="cuda", dtype=dtype).transpose(1, 2)
+                   for _ in range(3))  # fmt: skip
+        mask = torch.rand(4, 1, 128, 128, device="cuda") > 0.2
+        tag = str(dtype).removeprefix("torch.")
+        cases[f"sdpa_causal_{tag}"] = (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            (q, k, v),
+        )
+        cases[f"sdpa_mask_{tag}"] = (
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+            (q, k, v, mask),
+        )
+    return cases
+
+
+def run_sdpa(failures):
+    for name, (fn, args) in sdpa_cases().items():
+        ember.reset()
+        tol = 1e-4 if args[0].dtype == torch.float32 else 2e-2
+        try:
+            leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
+            twins = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
+            expected = fn(*leaves)
+            expected.float().sum().backward()
+            got = ember.compile(fn, fullgraph=True)(*twins)
+            got.float().sum().backward()
+            ok = close(got, expected, tol)
+            ok &= all(
+                close(b.grad, a.grad, 5 * tol)
+                for a, b in zip(leaves, twins, strict=True)
+                if a.grad is not None
+            )
+            stats = ember.counters["inductor"]
+            print(f"{name:20s} {'ok' if ok else 'MISMATCH'} kernels={stats['kernels']} "
+                  f"fallbacks={dict(ember.counters['aten_fallbacks'])}")  # fmt: skip
+            if not ok:
+                failures.append(name)
+        except Exception:
+            failures.append(name)
+            print(f"{name:20s} ERROR\n{traceback.format_exc()[-1500:]}")
+
+
 def close(a, b, tol):
     if isinstance(a, (tuple, list)):
         return all(close(x, y, tol) for x, y in zip(a, b, strict=True))
@@ -121,6 +168,7 @@ def run_zoo(failures, mode):
 def main():
     failures: list[str] = []
     run_small(failures)
+    run_sdpa(failures)
     run_zoo(failures, None)
     run_zoo(failures, "reduce-overhead")
     print(f"smoke failures: {len(failures)} {failures}")
