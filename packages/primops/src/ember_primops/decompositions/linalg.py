@@ -144,15 +144,26 @@ def linalg_solve_ex(a, b, *, left=True, check_errors=False):
     return x, lu, pivots, info
 
 
+def _lu_of_det(a):
+    """The LU factorization aten's det and slogdet return: of A^T when A is contiguous and
+    real (det(A^T) = det(A), and LAPACK wants column-major input), else of A. Their backward
+    formulas solve with it and pick the adjoint flag by the same rule, so another LU gives
+    wrong gradients."""
+    if a.is_contiguous() and not a.is_complex():
+        a = prims.permute(a, [*range(a.dim() - 2), a.dim() - 1, a.dim() - 2])
+    lu, pivots, _ = prims.linalg_lu_factor(a, True)
+    return lu, pivots
+
+
 @register_decomposition(aten._linalg_det.default)
 def linalg_det(a):
-    lu, pivots, _ = prims.linalg_lu_factor(a, True)
+    lu, pivots = _lu_of_det(a)
     return prims.linalg_det(a), lu, pivots
 
 
 @register_decomposition(aten._linalg_slogdet.default)
 def linalg_slogdet(a):
-    lu, pivots, _ = prims.linalg_lu_factor(a, True)
+    lu, pivots = _lu_of_det(a)
     sign, logabsdet = prims.linalg_slogdet(a)
     return sign, logabsdet, lu, pivots
 
