@@ -3,7 +3,8 @@ ember-primops, and the functional forward and backward graphs run as FX graphs.
 
 It checks the two middle stages on their own: anything it gets wrong is theirs, not codegen's.
 What it compiled and ran is counted in `ember.counters["aot_eager"]`; aten ops the table does
-not decompose stay in the graphs as they are, counted in `ember.counters["aten_fallbacks"]`.
+not decompose stay in the graphs as they are, counted in `ember.counters["aten_fallbacks"]`;
+a graph the stages declare they cannot compile runs eagerly (eager_fallback.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 import torch
 
+from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.registry import register_backend
 from ember.stats import counters
@@ -49,6 +51,10 @@ def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
 
 @register_backend("aot_eager")
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+    return eager_on_limitation("aot_eager", _aot_eager)(gm, example_inputs)
+
+
+def _aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
     from ember_aot_autograd import aot_module
     from ember_primops import decomposition_table
 

@@ -8,7 +8,8 @@
 Each stage logs under `EMBER_LOGS` by its own name (aot, ir, fusion, output_code). What ran is
 counted in `ember.counters["inductor"]`; prims without a loop-IR lowering (run through their
 reference implementation) in `ember.counters["inductor_fallbacks"]`, aten ops without a
-decomposition in `ember.counters["aten_fallbacks"]`.
+decomposition in `ember.counters["aten_fallbacks"]`; graphs the stages declare they cannot
+compile run eagerly, counted in `ember.counters["graph_fallbacks"]` (eager_fallback.py).
 
 `ember.compile(mode=..., options=...)` configures it (inductor_settings.py): the codegen target,
 autotuning, and CUDA graphs for GPU graphs (`mode="reduce-overhead"`, cudagraphs.py).
@@ -31,9 +32,11 @@ from ember.backends import artifact_cache
 from ember.backends.aot_eager import count_aten_fallbacks, counting_graph_runner
 from ember.backends.cudagraphs import CudaGraphRunner
 from ember.backends.device_placement import move_scalar_work
+from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
+from ember.backends.size_specialization import SizeSpecializer, has_symbolic_sizes
 from ember.exc import EmberError
 from ember.stats import counters
 
@@ -165,8 +168,26 @@ def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target
 
 def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS) -> Callable:
     """An aot compiler: prim-level graph -> loop IR -> scheduled kernels -> compiled code,
-    or the compiled code straight from the codegen artifact cache."""
+    or the compiled code straight from the codegen artifact cache. A graph with symbolic
+    sizes that the loop IR cannot compile symbolically gets one static compile per concrete
+    size signature (size_specialization.py)."""
+    compile_static = _compile_prim_graph(kind, settings)
 
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        from ember_inductor_ir import DynamicShapeUnsupported
+
+        if not has_symbolic_sizes(gm):
+            return compile_static(gm, example_inputs)
+        try:
+            return compile_static(gm, example_inputs)
+        except DynamicShapeUnsupported as reason:
+            limit = settings.dynamic_specializations
+            return SizeSpecializer(gm, kind, compile_static, limit, str(reason))
+
+    return compile_graph
+
+
+def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         from ember.backends.codegen_artifact import CodegenArtifacts, NotCacheable
         from ember_codegen import compile_graph as codegen
@@ -237,6 +258,15 @@ def configure_inductor(mode: str | None, options: dict | None) -> Callable:
 
 @register_backend("inductor")
 def inductor(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[torch.Tensor],
+    settings: InductorSettings | None = None,
+) -> Callable:
+    compile_fn = functools.partial(_inductor, settings=settings)
+    return eager_on_limitation("inductor", compile_fn)(gm, example_inputs)
+
+
+def _inductor(
     gm: torch.fx.GraphModule,
     example_inputs: list[torch.Tensor],
     settings: InductorSettings | None = None,
