@@ -107,6 +107,8 @@ def break_code(
         index += 1
 
     successors = _successors(inst, stack_before)
+    if inst.exn_tab_entry is not None:
+        return _break_in_block(code, body, inst, successors, live_locals, resumes, f_globals)
     if len(successors) == 1:
         body += _replay(inst, kw_names)
         ((resume_index, stack_after),) = successors
@@ -127,6 +129,43 @@ def break_code(
         body, code.co_firstlineno, inst.positions
     )
     return assemble(instructions, template=code, co_cellvars=())
+
+
+def _break_in_block(code, body, inst, successors, live_locals, resumes, f_globals):
+    """A break inside a try or with block: after restoring the state, jump to `inst` in a
+    copy of the original code, so that it runs under the original exception table (an
+    exception reaches the except clause, or the with-block's __exit__, as in eager code).
+    If it completes, the resume function is called from outside the protected range, and
+    its own copy of the table protects the rest of the block."""
+    if len(successors) != 1:
+        raise Unsupported("a branch on a tensor inside a try/with block")
+    ((resume_index, stack_after),) = successors
+    copy = _body_copy(decode(code))
+    index = next(i for i, other in enumerate(copy) if other.offset == inst.offset)
+    start = index
+    while start > 0 and copy[start - 1].opname in ("KW_NAMES", "PRECALL"):
+        start -= 1  # the call's prefix sets up what CALL reads; no stack effect
+    resume = _call_resume(code, resume_index, stack_after, live_locals, resumes, f_globals, inst)
+    body.append(create_instruction("JUMP", target=copy[start]))
+    _located(resume, code.co_firstlineno, inst.positions)
+    instructions = (
+        prefix_instructions((), code.co_freevars)
+        + _located(body, code.co_firstlineno, inst.positions)
+        + copy[: index + 1]
+        + resume
+        + copy[index + 1 :]
+    )
+    return assemble(instructions, template=code, co_cellvars=())
+
+
+def _body_copy(original: list[Instruction]) -> list[Instruction]:
+    """The code's instructions without its prefix (RESUME, COPY_FREE_VARS, MAKE_CELL)."""
+    end = _prefix_end(original)
+    return [
+        i
+        for i in original
+        if not (i.opname in PREFIX_OPS and i.offset is not None and i.offset <= end)
+    ]
 
 
 def _neutral(opname: str) -> str:
@@ -236,13 +275,7 @@ def resume_function_code(
     target = original[index + 1] if after_inst else original[index].target
     if not after_inst and target is None:
         raise Unsupported("branch without a target")
-    body = [
-        i
-        for i in original
-        if not (
-            i.opname in PREFIX_OPS and i.offset is not None and i.offset <= _prefix_end(original)
-        )
-    ]
+    body = _body_copy(original)
     restore: list[Instruction] = []
     position = 0
     for slot in stack:

@@ -338,6 +338,7 @@ def _runner(
     *,
     single: bool,
     f_locals: dict[str, Any] | None = None,
+    grad_mode_after: bool | None = None,
 ) -> Callable:
     f_globals = output.f_globals
     load_inputs = (
@@ -368,6 +369,8 @@ def _runner(
                 raise
         else:
             outs = ()
+        if grad_mode_after is not None:  # a break inside a grad-mode block: its mode holds
+            torch._C._set_grad_enabled(grad_mode_after)
         if rng is not None:
             rng.leave(incoming)
         values = [recipe(outs, L, f_globals) for recipe in recipes]
@@ -413,6 +416,14 @@ def _compile_graph(
     return sub.compiled
 
 
+def _grad_mode_after(output: OutputGraph) -> bool | None:
+    """The grad mode the frame is in where the trace stopped, when a with-block switched it
+    (a break inside `no_grad()`, a resume function leaving one): the runner sets it after
+    the graph, whatever the backend did with the graph's own grad-mode calls."""
+    now = torch.is_grad_enabled()
+    return now if now != output.entry_grad_mode else None
+
+
 def _install_runner(frame: Any, runner: Callable) -> str:
     name = f"__ember_runner_{next(_runner_ids)}"
     frame.f_globals[name] = runner
@@ -430,7 +441,14 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     compiled = _compile_graph(tx, builder, backend, record)
     names = _input_names(frame)
     runner = _runner(
-        output, compiled, names, recipes, effects, single=True, f_locals=frame.f_locals
+        output,
+        compiled,
+        names,
+        recipes,
+        effects,
+        single=True,
+        f_locals=frame.f_locals,
+        grad_mode_after=_grad_mode_after(output),
     )
     runner_name = _install_runner(frame, runner)
     new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
@@ -444,8 +462,6 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     inst: Instruction = tx.current
     if code.co_cellvars:
         raise SkipFrame("graph break in a function whose variables are captured by closures")
-    if inst.exn_tab_entry is not None:
-        raise SkipFrame("graph break inside a try/with block")
     stack_slots = []
     stack_values = []
     for value in tx.stack:
@@ -475,7 +491,14 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     compiled = _compile_graph(tx, builder, backend, record)
     names = _input_names(frame)
     runner = _runner(
-        output, compiled, names, recipes, effects, single=False, f_locals=frame.f_locals
+        output,
+        compiled,
+        names,
+        recipes,
+        effects,
+        single=False,
+        f_locals=frame.f_locals,
+        grad_mode_after=_grad_mode_after(output),
     )
     runner_name = _install_runner(frame, runner)
     resumes: dict[str, types.CodeType] = {}
@@ -495,7 +518,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     # The graph was traced with grad mode as it is now, and with distinct tensor inputs
     # distinct: a later call that aliases two of them (and may mutate one) must retrace.
     guards.append(
-        Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, torch.is_grad_enabled())
+        Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, output.entry_grad_mode)
     )
     tensor_sources = [i.source for i in output.inputs]
     if len(tensor_sources) > 1:

@@ -68,6 +68,8 @@ class OutputGraph:
         self.compiled_graphs: list[CompiledSubgraph] = []
         self._fake_cache: dict[int, torch.Tensor] = {}
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
+        # Grad mode when the frame started (made before the trace switches it): guarded.
+        self.entry_grad_mode = torch.is_grad_enabled()
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
         self.containers_by_id: dict[int, tuple[Any, Any]] = {}

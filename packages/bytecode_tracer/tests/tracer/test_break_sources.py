@@ -75,7 +75,10 @@ def test_break_inside_loop_try_or_with_falls_back_correctly(where, capsys):
     assert same(compiled(x), fn(x))
     out = capsys.readouterr().out
     assert out.count("step 2" if where == "loop" else f"in {where}") == 2
-    assert any("try/with" in r or "live" in r for _, r in compiled.compiler.skipped)
+    if where == "loop":
+        assert any("live" in r for _, r in compiled.compiler.skipped)
+    else:  # the break runs under the block's exception table; the rest is a resume function
+        assert compiled.breaks and compiled.backend.graph_count >= 1
 
 
 def test_attribute_write_on_a_module_is_replayed():

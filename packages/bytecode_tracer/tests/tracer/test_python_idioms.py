@@ -225,3 +225,77 @@ def test_autocast_state_is_left_after_a_trace_stopped_inside_the_block():
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     assert same(compiled(a, b), fn(a, b))
     assert not torch.is_autocast_enabled("cpu")
+
+
+# --- graph breaks inside with/try blocks: the break runs under the block, the rest resumes ---
+
+
+def _no_grad_break(a):
+    b = a * 2
+    with torch.no_grad():
+        c = b + 1
+        print("inside no_grad")
+        d = c * 3
+    return d + b, d.requires_grad, torch.is_grad_enabled()
+
+
+def _nested_grad_break(a):
+    with torch.no_grad():
+        b = a * 2
+        with torch.enable_grad():
+            c = a * b
+            print("inside enable_grad")
+            d = c.sum()
+        e = b + 1
+    return d, e, d.requires_grad, e.requires_grad
+
+
+def _try_break(a):
+    b = a * 2
+    try:
+        print("inside try")
+        c = b * 3
+    except ValueError:
+        c = b
+    return c + b
+
+
+def _try_break_raising(a):
+    b = a * 2
+    try:
+        int("not a number")  # the replayed call raises: the except clause must see it
+        c = b * 3
+    except ValueError:
+        c = b - 100
+    return c + b
+
+
+def _with_break_raising(a):
+    b = a * 2
+    try:
+        with torch.no_grad():
+            c = b + 1
+            int("bad")
+    except ValueError:
+        c = b
+    return c * 2, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize(
+    "fn", [_no_grad_break, _nested_grad_break, _try_break, _try_break_raising, _with_break_raising]
+)
+def test_graph_break_inside_a_block_resumes_with_the_block_restored(fn, capsys):
+    compiled = Compiled(fn)
+    x = torch.randn(4, requires_grad=True)
+    expected = fn(x)
+    for _ in range(2):
+        got = compiled(x)
+        assert same(got, expected)
+        flat = got if isinstance(got, tuple) else (got,)
+        want = expected if isinstance(expected, tuple) else (expected,)
+        for g, e in zip(flat, want, strict=True):
+            if isinstance(e, torch.Tensor):
+                assert g.requires_grad == e.requires_grad
+        assert torch.is_grad_enabled()
+    assert compiled.breaks and compiled.backend.graph_count >= 1
+    assert not any("try/with" in reason for _, reason in compiled.compiler.skipped)

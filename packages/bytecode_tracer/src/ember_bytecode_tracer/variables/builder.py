@@ -35,6 +35,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import (
     PartialVariable,
@@ -161,6 +162,12 @@ def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None
 
 
 def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
+    if isinstance(value, RealContextExit) and source is not None:
+        # A with-block's __exit__ rebuilt at a graph break: the resume function's trace
+        # exits the same context (the grad mode it restores is guarded as a constant).
+        guard(tx, source, GuardKind.TYPE_MATCH, RealContextExit)
+        wrap_value(tx, value.previous, AttrSource(source, "previous"))
+        return value.tracker()
     if isinstance(value, types.ModuleType):
         if source is not None:
             guard(tx, source, GuardKind.ID_MATCH, value)

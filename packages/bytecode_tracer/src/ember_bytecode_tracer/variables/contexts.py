@@ -4,7 +4,10 @@ guards (no graph ops inside) and @contextlib.contextmanager ones (generator_cont
 Entering `torch.no_grad()` (or `enable_grad()`, `set_grad_enabled(m)`) puts a
 `torch._C._set_grad_enabled` call into the graph and switches grad mode for the rest of
 the trace, so example values get the right `requires_grad`; leaving it does the reverse.
-A graph break inside a `with` block makes the frame run as it is (see convert_frame).
+At a graph break inside a grad-mode or nullcontext block, the block's __exit__ on the stack
+is rebuilt as a `RealContextExit` (restoring the mode the block entered from); the resume
+function's trace sees it as the same kind of context again. Other `with` blocks make the
+frame run as it is (see convert_frame).
 """
 
 from __future__ import annotations
@@ -65,13 +68,24 @@ class NullContextVariable(VariableTracker):
 class ContextExitVariable(VariableTracker):
     """The bound __exit__ that BEFORE_WITH leaves on the stack."""
 
-    def __init__(self, context: VariableTracker) -> None:
+    def __init__(self, context: VariableTracker, *, break_on_exit: str | None = None) -> None:
         super().__init__()
         self.context = context
+        self.break_on_exit = break_on_exit
+
+    def as_python_constant(self) -> RealContextExit:
+        # Rebuilt at a graph break inside the block (the state it restores is a constant).
+        if isinstance(self.context, GradModeVariable) and self.context.previous is not None:
+            return RealContextExit(self.context.previous)
+        if isinstance(self.context, NullContextVariable):
+            return RealContextExit(None)
+        raise Unsupported(f"the __exit__ of {type(self.context).__name__} after a graph break")
 
     def call_function(self, tx, args, kwargs):
         if any(not (a.is_python_constant() and a.as_python_constant() is None) for a in args):
             raise Unsupported("leaving a with block with an exception")
+        if self.break_on_exit:
+            raise Unsupported(self.break_on_exit)
         self.context.exit(tx)
         return ConstantVariable(None)
 
@@ -98,6 +112,34 @@ class GraphFreeContextVariable(VariableTracker):
         if self.open:
             self.open = False
             tx.output.graph_free_contexts.remove(self.name)
+
+
+class RealContextExit:
+    """A with-block's __exit__ after a graph break: restores grad mode to `previous`
+    (None: a nullcontext, nothing to restore); never suppresses an exception."""
+
+    __slots__ = ("previous",)
+
+    def __init__(self, previous: bool | None) -> None:
+        self.previous = previous
+
+    def __call__(self, *exc_info) -> bool:
+        if self.previous is not None:
+            torch._C._set_grad_enabled(self.previous)
+        return False
+
+    def tracker(self) -> ContextExitVariable:
+        """What a trace of the resume function sees: the same context's exit."""
+        if self.previous is None:
+            return ContextExitVariable(NullContextVariable(ConstantVariable(None)))
+        context = GradModeVariable(torch.is_grad_enabled())
+        context.previous = self.previous
+        if self.previous and not torch.is_grad_enabled():
+            # A graph that starts without grad and turns it on would be compiled for
+            # inference: leaving the block ends the graph, and the rest starts with grad.
+            reason = "leaving a no_grad block entered before a graph break"
+            return ContextExitVariable(context, break_on_exit=reason)
+        return ContextExitVariable(context)
 
 
 GRAPH_FREE_CLASSES = {
