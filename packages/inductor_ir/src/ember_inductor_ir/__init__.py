@@ -12,6 +12,7 @@ Public surface:
 
 from .dump import dump_lowering
 from .errors import (
+    DynamicShapeUnsupported,
     InterpretError,
     LoopIRError,
     LoweringError,
@@ -33,6 +34,7 @@ __all__ = [
     "LOWERINGS",
     "OP_NAMES",
     "DtypeHandler",
+    "DynamicShapeUnsupported",
     "GraphLowering",
     "InterpretError",
     "InterpretHandler",

@@ -19,3 +19,8 @@ class SchedulingError(LoopIRError):
 
 class InterpretError(LoopIRError):
     """The reference interpreter was given inputs that do not match the lowered graph."""
+
+
+class DynamicShapeUnsupported(LoweringError):
+    """A graph with symbolic sizes reached a part of the stage that needs static ones (the
+    caller may compile one static specialization per concrete size instead)."""

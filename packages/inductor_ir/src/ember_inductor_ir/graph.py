@@ -46,6 +46,7 @@ from .nodes import (
     Reduction,
     TensorBox,
 )
+from .size_ops import SIZE_OPS
 from .views import View, storage_view, unwrap
 
 log = logging.getLogger("ember.ir")
@@ -309,6 +310,9 @@ class GraphLowering:
     def _call(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         if node.target is operator.getitem:
             return args[0][args[1]]
+        size_op = SIZE_OPS.get(node.target)
+        if size_op is not None:  # size arithmetic: an int, or an expression over symbols
+            return size_op(*args)
         lowering = lowering_for(node.target)
         if lowering is not None and _touches_complex(node):
             # The loop IR has no complex types (no code generator emits them): such prims

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
+from .errors import DynamicShapeUnsupported
 from .indexing import Expr, as_exprs, contiguous_strides, static_int
 
 
@@ -129,7 +130,7 @@ def layout_of_tensor(t: torch.Tensor) -> FixedLayout:
     """The fixed layout of a real or fake tensor (static sizes only)."""
     for s in (*t.shape, *t.stride(), t.storage_offset()):
         if not isinstance(s, int):
-            raise NotImplementedError(
+            raise DynamicShapeUnsupported(
                 f"tensor with symbolic size/stride {tuple(t.shape)}: the loop IR supports "
                 "static shapes only for now; compile with dynamic=False"
             )

@@ -20,6 +20,8 @@ from ember.backends.registry import register_backend
 from ember.stats import counters
 
 log = logging.getLogger("ember.aot")
+#: ops that read sizes (symbolic shapes): part of every graph, no fallback
+SIZE_OPS = frozenset({torch.ops.aten.sym_size.int})
 
 
 def counting_graph_runner(backend: str, kind: str) -> Callable:
@@ -44,7 +46,7 @@ def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         target = node.target
         is_op = node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
-        if is_op and target.namespace != "ember_prims":
+        if is_op and target.namespace != "ember_prims" and target not in SIZE_OPS:
             counters["aten_fallbacks"][str(target)] += 1
             log.info("aten op without decomposition kept in the graph: %s", target)
 

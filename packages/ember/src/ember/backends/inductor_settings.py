@@ -3,7 +3,8 @@
 Modes (torch.compile's names): "default"; "reduce-overhead" runs GPU graphs under CUDA graphs;
 "max-autotune" also benchmarks kernel configurations (and the Triton matmul template against
 cuBLAS); "max-autotune-no-cudagraphs" autotunes without CUDA graphs. Options override single
-settings: {"target": "cpp" | "triton", "max_autotune": bool, "triton.cudagraphs": bool}.
+settings: {"target": "cpp" | "triton", "max_autotune": bool, "triton.cudagraphs": bool,
+"dynamic_specializations": int}.
 `EMBER_INDUCTOR_TARGET=triton` forces the Triton target (with TRITON_INTERPRET=1 it runs on CPU
 tensors: that is how CI tests the GPU code path).
 """
@@ -24,7 +25,12 @@ _MODE_SETTINGS = {
     "max-autotune": {"autotune": True, "cudagraphs": True},
     "max-autotune-no-cudagraphs": {"autotune": True},
 }
-_OPTION_FIELDS = {"target": "target", "max_autotune": "autotune", "triton.cudagraphs": "cudagraphs"}
+_OPTION_FIELDS = {
+    "target": "target",
+    "max_autotune": "autotune",
+    "triton.cudagraphs": "cudagraphs",
+    "dynamic_specializations": "dynamic_specializations",
+}
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,10 @@ class InductorSettings:
     target: str | None = None
     autotune: bool = False
     cudagraphs: bool = False
+    #: a graph with symbolic sizes the loop IR cannot compile symbolically is compiled once
+    #: per concrete size signature, at most this many times; later sizes run the prim graph
+    #: as an FX graph (size_specialization.py)
+    dynamic_specializations: int = 8
 
     def describe(self) -> str:
         return f"target={self.target} autotune={self.autotune} cudagraphs={self.cudagraphs}"
@@ -56,6 +66,9 @@ def inductor_settings(
             )
         if field == "target":
             value = _checked_target(value, "options['target']")
+        elif field == "dynamic_specializations":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise EmberError(f"inductor option {key!r} must be an int >= 0, got {value!r}")
         elif not isinstance(value, bool):
             raise EmberError(f"inductor option {key!r} must be True or False, got {value!r}")
         settings = replace(settings, **{field: value})
