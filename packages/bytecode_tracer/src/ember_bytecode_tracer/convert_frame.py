@@ -24,6 +24,7 @@ import torch
 import ember_frame_hook as fh
 from ember_bytecode_tracer import codegen
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
+from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.exc import BackendCompilerFailed, SkipFrame, Unsupported
 from ember_bytecode_tracer.guards import (
     Guard,
@@ -202,8 +203,14 @@ class FrameCompiler:
         fullgraph: bool = False,
         on_record: Callable[[FrameRecord], None] | None = None,
         suppress_errors: bool = False,
+        dynamic: bool | None = None,
+        capture_dynamic_output_shape_ops: bool = False,
     ) -> None:
         self.backend = backend
+        # dynamic=None|True|False and, per code object, the sizes/ints seen (dynamic.py)
+        self.dynamic = DynamicPolicy(
+            dynamic, capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops
+        )
         self.fullgraph = fullgraph
         self.on_record = on_record
         self.suppress_errors = suppress_errors
@@ -226,7 +233,7 @@ class FrameCompiler:
             reason = cache.entries[0].record.guards.failure_reason(frame.f_locals)
             reason = reason or "the cached code was compiled by another ember.compile call"
         try:
-            record, new_code, guard = trace_frame(frame, self.backend, fullgraph=self.fullgraph)
+            record, new_code, guard = self._trace(frame)
         except SkipFrame as exc:
             log.debug("ember: not compiling %s: %s", code.co_name, exc)
             self.skipped.append((code, str(exc)))
@@ -248,6 +255,21 @@ class FrameCompiler:
             self.on_record(record)
         return entry
 
+    def _trace(self, frame: fh.Frame):
+        try:
+            return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic)
+        except BackendCompilerFailed as exc:
+            if not getattr(exc, "symbolic", False):
+                raise
+            # A backend that cannot take symbolic sizes yet: this compile and the later ones
+            # of this compiler are static (a new size recompiles, as with dynamic=False).
+            log.warning(
+                "ember: backend failed on a graph with symbolic sizes for %s (%s); compiling "
+                "with static shapes from now on", frame.f_code.co_name, exc,
+            )  # fmt: skip
+            self.dynamic = STATIC_POLICY
+            return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=None)
+
     def _give_up(self, frame: fh.Frame, cache: fh.CacheView) -> None:
         reason = None
         if cache.entries and hasattr(cache.entries[0], "record"):
@@ -261,17 +283,20 @@ class FrameCompiler:
         fh.skip_code(code)
 
 
-def trace_frame(frame: Any, backend: Callable, *, fullgraph: bool = False):
-    """Traces `frame`; returns (record, new code, guard). Raises SkipFrame to run it as is."""
+def trace_frame(
+    frame: Any, backend: Callable, *, fullgraph: bool = False, dynamic: DynamicPolicy | None = None
+):
+    """Traces `frame`; returns (record, new code, guard). Raises SkipFrame to run it as is.
+    `dynamic` decides which sizes and ints are symbolic (default: none)."""
     grad_mode = torch.is_grad_enabled()
     try:
-        return _trace_frame(frame, backend, fullgraph)
+        return _trace_frame(frame, backend, fullgraph, dynamic or STATIC_POLICY)
     finally:
         torch._C._set_grad_enabled(grad_mode)  # a trace may switch it (with no_grad(): ...)
         close_trace_time_autocasts()  # and leave a `with torch.autocast()` it stopped in
 
 
-def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
+def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: DynamicPolicy):
     code = frame.f_code
     break_at: int | None = None
     reason: GraphBreak | None = None
@@ -279,7 +304,7 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
     for _attempt in range(2):
         torch._C._set_grad_enabled(grad_mode)
         close_trace_time_autocasts()
-        tx = _make_translator(frame)
+        tx = _make_translator(frame, dynamic)
         try:
             if break_at is None:
                 value = tx.run()
@@ -301,11 +326,13 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool):
     raise SkipFrame(f"could not trace {code.co_name}")
 
 
-def _make_translator(frame: Any) -> InstructionTranslator:
+def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> InstructionTranslator:
     code = frame.f_code
     # Inlined functions of other modules reach their globals through sys.modules.
     frame.f_globals.setdefault("__ember_sys__", sys)
-    output = OutputGraph(f_globals=frame.f_globals, code_name=code.co_name)
+    output = OutputGraph(
+        f_globals=frame.f_globals, code_name=code.co_name, dynamic=dynamic, code=code
+    )
     symbolic_locals = {
         name: LazyLocal(value, LocalSource(name)) for name, value in frame.f_locals.items()
     }
@@ -520,7 +547,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     guards.append(
         Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, output.entry_grad_mode)
     )
-    tensor_sources = [i.source for i in output.inputs]
+    tensor_sources = [i.source for i in output.inputs if isinstance(i.value, torch.Tensor)]
     if len(tensor_sources) > 1:
         guards.append(
             Guard(tensor_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(tensor_sources[1:]))
@@ -533,6 +560,9 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
             Guard(container_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(container_sources[1:]))
         )
     guard = compile_guards(guards, frame.f_globals, f_locals=frame.f_locals)
+    # The shape guards of a symbolic trace join the same check (dynamic.py).
+    guard = output.dynamic.wrap_guard(guard, frame.f_globals)
+    output.dynamic.commit()
     record.guards = guard
     record.new_code = new_code
     if log.isEnabledFor(logging.DEBUG):

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_map
 
 import ember_frame_hook as fh
+import ember_symbolic as es
+from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
@@ -34,7 +35,7 @@ _graph_ids = itertools.count()
 @dataclass
 class GraphInput:
     source: Source
-    value: torch.Tensor  # the real tensor of this call (example input for the backend)
+    value: Any  # the real tensor (or int, for a SymInt input) of this call: the example input
     node: torch.fx.Node
 
 
@@ -54,11 +55,22 @@ class SideEffects:
 
 
 class OutputGraph:
-    def __init__(self, *, f_globals: dict[str, Any], code_name: str) -> None:
+    def __init__(
+        self,
+        *,
+        f_globals: dict[str, Any],
+        code_name: str,
+        dynamic: DynamicPolicy | None = None,
+        code: Any = None,
+    ) -> None:
         self.graph = torch.fx.Graph()
         self.f_globals = f_globals
         self.code_name = code_name
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.where_tx: Any = None  # the translator running the current instruction
+        # One ShapeEnv per trace (its guards name the user's line) and a fake mode over it.
+        self.dynamic = (dynamic or STATIC_POLICY).begin(code, self.user_location)
+        self.dynamic.output = self
+        self.fake_mode = self.dynamic.fake_mode
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict[Source, GraphInput] = {}
         self._input_by_id: dict[int, GraphInput] = {}
@@ -77,6 +89,10 @@ class OutputGraph:
         self.rng = RngPlan()  # the default generator's state through the trace
         # Open `with` blocks that must not contain graph ops (dispatch-disabling guards).
         self.graph_free_contexts: list[str] = []
+
+    def user_location(self) -> str:
+        tx = self.where_tx
+        return tx.location() if tx is not None else ""
 
     # ---- guards ------------------------------------------------------------------
     def add_guard(self, guard: Guard) -> None:
@@ -98,6 +114,24 @@ class OutputGraph:
             self.add_guard(Guard(source, GuardKind.TENSOR_ALIASING, alias.source))
             self._input_by_source[source] = alias
             return alias.node, alias.node.meta["example_value"]
+        fake = self.to_fake(value, source)
+        graph_input = self._new_input(source, value, fake)
+        self._input_by_id[id(value)] = graph_input
+        return graph_input.node, fake
+
+    def sym_input(self, source: Source, value: int, example: torch.SymInt) -> torch.fx.Node:
+        """A SymInt placeholder for the Python int `value` read at `source` (the backend
+        gets the real int as its example input)."""
+        known = self._input_by_source.get(source)
+        if known is not None:
+            return known.node
+        return self._new_input(source, value, example).node
+
+    def input_node(self, source: Source) -> torch.fx.Node | None:
+        known = self._input_by_source.get(source)
+        return known.node if known is not None else None
+
+    def _new_input(self, source: Source, value: Any, example: Any) -> GraphInput:
         name = _placeholder_name(source, len(self.inputs))
         first_op = self._first_non_placeholder()
         if first_op is None:
@@ -105,14 +139,12 @@ class OutputGraph:
         else:
             with self.graph.inserting_before(first_op):
                 node = self.graph.placeholder(name)
-        fake = self.to_fake(value)
-        node.meta["example_value"] = fake
+        node.meta["example_value"] = example
         node.meta["source"] = source
         graph_input = GraphInput(source, value, node)
         self.inputs.append(graph_input)
         self._input_by_source[source] = graph_input
-        self._input_by_id[id(value)] = graph_input
-        return node, fake
+        return graph_input
 
     def real_value(self, source: Source) -> torch.Tensor | None:
         """The real tensor of this call read at `source`, if it is a graph input."""
@@ -125,10 +157,13 @@ class OutputGraph:
                 return node
         return None
 
-    def to_fake(self, value: torch.Tensor) -> torch.Tensor:
+    def to_fake(self, value: torch.Tensor, source: Source | None = None) -> torch.Tensor:
         fake = self._fake_cache.get(id(value))
         if fake is None:
-            fake = self.fake_mode.from_tensor(value)
+            if source is None:
+                fake = self.fake_mode.from_tensor(value, static_shapes=True)
+            else:  # symbolic sizes where the dynamic policy says so
+                fake = self.dynamic.fake_tensor(source, value)
             self._fake_cache[id(value)] = fake
         return fake
 
@@ -153,8 +188,8 @@ class OutputGraph:
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
                     example = target(*fake_args, **fake_kwargs)
-        except Unsupported:
-            raise
+        except (Unsupported, es.ConstraintViolationError):
+            raise  # a dim marked dynamic forced to a constant is the user's error, not a break
         except Exception as exc:  # data-dependent ops, unsupported fake kernels, user errors
             raise Unsupported(
                 f"running {_target_name(target)} on example values failed: "
@@ -165,7 +200,19 @@ class OutputGraph:
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["example_value"] = example
         self.op_count += 1
+        if self.dynamic.env.unbacked:
+            self._note_unbacked(node, example)
         return node, example
+
+    def _note_unbacked(self, node: torch.fx.Node, example: Any) -> None:
+        """Sizes only known when the graph runs (nonzero's length): where to read them."""
+        if not isinstance(example, torch.Tensor):
+            return
+        for d, size in enumerate(example.shape):
+            if isinstance(size, torch.SymInt):
+                expr = size.node.expr
+                if expr in self.dynamic.env.unbacked:
+                    self.dynamic.unbacked_nodes.setdefault(expr, (node, d))
 
     # ---- compiling -----------------------------------------------------------------
     def compile_subgraph(
@@ -183,7 +230,9 @@ class OutputGraph:
             compiled = backend(gm, example_inputs)
         except Exception as exc:
             name = getattr(backend, "__name__", type(backend).__name__)
-            raise BackendCompilerFailed(name, exc, location) from exc
+            failure = BackendCompilerFailed(name, exc, location)
+            failure.symbolic = self.dynamic.is_symbolic  # the caller may retry static
+            raise failure from exc
         if not callable(compiled):
             raise BackendCompilerFailed(
                 getattr(backend, "__name__", repr(backend)),

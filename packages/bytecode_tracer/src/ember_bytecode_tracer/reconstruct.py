@@ -19,6 +19,7 @@ from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
@@ -83,6 +84,20 @@ class RecipeBuilder:
                 return lambda outs, L, G: load(L, G)
             index = self.output_index(value.node)
             return lambda outs, L, G: outs[index]
+        if isinstance(value, SymNodeVariable):
+            if value.source is not None:
+                load = source_loader(value.source)
+                return lambda outs, L, G: load(L, G)
+            node = as_fx_arg(output_of(value), value)  # a size computed in the graph
+            if not isinstance(node, torch.fx.Node):
+                return lambda outs, L, G: node
+            index = self.output_index(node)
+            return lambda outs, L, G: outs[index]
+        if isinstance(value, SizeVariable) and any(
+            isinstance(item, SymNodeVariable) for item in value.items
+        ):
+            parts = [self.recipe(item) for item in value.items]
+            return lambda outs, L, G: torch.Size(p(outs, L, G) for p in parts)
         if isinstance(value, SizeVariable):
             size = torch.Size(value.as_python_constant())
             return lambda outs, L, G: size

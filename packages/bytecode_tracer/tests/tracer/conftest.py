@@ -36,10 +36,10 @@ class CountingBackend:
 class Compiled:
     """Runs a function with the tracer hooked in; keeps the backend and the records."""
 
-    def __init__(self, fn, *, fullgraph: bool = False) -> None:
+    def __init__(self, fn, *, fullgraph: bool = False, dynamic: bool | None = None, **kw) -> None:
         self.fn = fn
         self.backend = CountingBackend()
-        self.compiler = FrameCompiler(self.backend, fullgraph=fullgraph)
+        self.compiler = FrameCompiler(self.backend, fullgraph=fullgraph, dynamic=dynamic, **kw)
 
     def __call__(self, *args, **kwargs):
         with fh.eval_frame(self.compiler):

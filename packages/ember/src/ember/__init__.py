@@ -2,6 +2,7 @@
 
 model = ember.compile(model)            # or @ember.compile, or backend="..."
 ember.explain(fn)(*args)                # graphs, breaks and guards of one run
+ember.mark_dynamic(x, 0)                # dim 0 of x symbolic from the first compile
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ember.config import config
 from ember.explain import ExplainOutput, explain
 from ember.export import Exported, ExportGuardError, export
 from ember.stats import counters
+from ember_bytecode_tracer.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 
 __version__ = "0.1.0"
 __all__ = [
@@ -29,6 +31,9 @@ __all__ = [
     "export",
     "list_backends",
     "lookup_backend",
+    "mark_dynamic",
+    "mark_static",
+    "maybe_mark_dynamic",
     "register_backend",
     "reset",
     "run",

@@ -48,6 +48,8 @@ def compile(
         fullgraph=fullgraph,
         suppress_errors=config.suppress_errors,
         on_record=log_record,
+        dynamic=dynamic,
+        capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
     )
     if isinstance(model, torch.nn.Module):
         return OptimizedModule(model, compiler)
@@ -67,8 +69,6 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
         raise EmberError(f"fullgraph must be True or False, got {fullgraph!r}")
     if dynamic not in (None, False, True):
         raise EmberError(f"dynamic must be None, True or False, got {dynamic!r}")
-    if dynamic:
-        raise EmberError("dynamic=True (symbolic shapes) is not supported yet: use None or False")
     if mode not in _MODES:
         raise EmberError(f"mode must be one of {_MODES}, got {mode!r}")
     if options is not None and not isinstance(options, dict):

@@ -10,6 +10,9 @@ class Config:
     cache_size_limit: int = 8  # compiled variants kept per code object before running eagerly
     suppress_errors: bool = False  # a failing backend falls back to eager with a warning
     verbose: bool = False  # graph-break logs show the whole chain of inlined calls
+    # nonzero, masked_select, boolean-mask indexing, unique: with symbolic shapes on, an
+    # unbacked size symbol keeps the graph going; off, these ops are a graph break.
+    capture_dynamic_output_shape_ops: bool = False
 
     def __setattr__(self, name: str, value) -> None:
         if name not in type(self).__dataclass_fields__:

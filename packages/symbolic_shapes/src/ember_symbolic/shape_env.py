@@ -150,6 +150,30 @@ class ShapeEnv(TorchShapeEnvProtocol):
         """`create_symbol` wrapped: a plain int when the size specializes, else a SymInt."""
         return self.symint(self.create_symbol(value, source, **kwargs))
 
+    def create_int_symbol(
+        self, value: int, source: Hashable, *, dynamic: DimDynamic = DimDynamic.DUCK
+    ) -> sympy.Expr:
+        """A symbol for a Python int that is not a size (a function's `n`): any integer,
+        negative too, its own symbol (no duck sharing with sizes). 0 and 1 specialize as
+        sizes do (guarded on `source`), as does STATIC."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidSizeError(f"create_int_symbol needs an int, got {value!r}")
+        if dynamic is DimDynamic.STATIC or value in (0, 1):
+            return self._specialize_source(source, value)
+        symbol = sympy.Symbol(f"s{next(self._backed_ids)}", integer=True)
+        self.var_to_val[symbol] = sympy.Integer(value)
+        self.ranges[symbol] = ValueRange.unknown()
+        self._declared[symbol] = self.ranges[symbol]
+        self.var_to_sources[symbol] = [source]
+        self.var_to_dynamic[symbol] = dynamic
+        return symbol
+
+    def create_int_symint(
+        self, value: int, source: Hashable, **kwargs: object
+    ) -> int | torch.SymInt:
+        """`create_int_symbol` wrapped: a plain int when it specializes, else a SymInt."""
+        return self.symint(self.create_int_symbol(value, source, **kwargs))
+
     def create_unbacked_symbol(self, *, min: int = 0, max: int | None = None) -> sympy.Symbol:
         """A symbol with no example value (a data-dependent size such as nonzero's)."""
         symbol = sympy.Symbol(f"u{next(self._unbacked_ids)}", integer=True, nonnegative=min >= 0)

@@ -123,6 +123,7 @@ class InstructionTranslator:
         # they may: the error still reaches the caller, and the graph's deferred side effects
         # (the try body's and the finally body's alike) are simply not applied.
         self.output.in_user_try = self._in_user_try(inst)
+        self.output.where_tx = self  # shape guards recorded now name this line
         fn = lookup(inst.opname)
         if fn is None:
             raise Unsupported(f"opcode {inst.opname} is not supported by the tracer")

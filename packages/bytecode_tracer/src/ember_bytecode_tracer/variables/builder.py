@@ -23,7 +23,6 @@ from ember_bytecode_tracer.guards import (
     Guard,
     GuardKind,
     ItemSource,
-    TensorSpec,
     dict_item_source,
 )
 from ember_bytecode_tracer.variables import (  # noqa: F401  (register their rules)
@@ -52,6 +51,7 @@ from ember_bytecode_tracer.variables.objects import (
 from ember_bytecode_tracer.variables.optimizer import optimizer_tracker
 from ember_bytecode_tracer.variables.rng_state import RngFunctionVariable, rng_function_of
 from ember_bytecode_tracer.variables.signatures import SignatureVariable  # noqa: F401  (registers its rule)
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorMethodDescriptorVariable, TensorVariable
 from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable, is_torch_callable
 
@@ -85,8 +85,9 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
             nn.Buffer if hasattr(nn, "Buffer") else torch.Tensor,
         ):
             raise Unsupported(f"tensor subclass {type(value).__name__}")
-        guard(tx, source, GuardKind.TENSOR_MATCH, TensorSpec.of(value))
         node, fake = tx.output.tensor_input(source, value)
+        # Symbolic dims are checked by the shape guards, not exactly (dynamic.py).
+        guard(tx, source, GuardKind.TENSOR_MATCH, tx.output.dynamic.tensor_spec(value, fake))
         tracker = TensorVariable(node, fake, source=source)
         tracker.tensor_type = type(value)
         return tracker
@@ -94,6 +95,12 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         if source is not None:
             guard(tx, source, GuardKind.EQUALS_MATCH, value)
         return SizeVariable(tuple(value), source=source)
+    if (
+        source is not None
+        and type(value) is int
+        and tx.output.dynamic.int_is_dynamic(source, value)
+    ):
+        return wrap_symbolic_int(tx, value, source)
     if is_constant_value(value):
         if source is not None:
             guard(tx, source, GuardKind.EQUALS_MATCH, value)
@@ -134,6 +141,18 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         tx.output.containers_by_id[id(value)] = (value, tracker)
         return tracker
     return _wrap_other(tx, value, source)
+
+
+def wrap_symbolic_int(tx: InstructionTranslator, value: int, source: Source) -> VariableTracker:
+    """An int argument the dynamic policy made symbolic: a SymInt graph input, guarded by
+    type here and by the shape guards (ranges, branches) of the trace."""
+    symint = tx.output.dynamic.symint(source, value)
+    if not isinstance(symint, torch.SymInt):  # specialized (0 or 1): the env guards it
+        guard(tx, source, GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source=source)
+    guard(tx, source, GuardKind.TYPE_MATCH, int)
+    node = tx.output.sym_input(source, value, symint)
+    return SymNodeVariable(symint, node=node, source=source)
 
 
 def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None):

@@ -38,9 +38,25 @@ def is_constant_value(value: Any) -> bool:
     return type(value) in CONSTANT_TYPES
 
 
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
 class ConstantVariable(VariableTracker):
+    def __new__(cls, value: Any = None, *args: Any, **kwargs: Any) -> Any:
+        # A symbolic size or int computed at trace time (`len(x)`, `x.numel()`, torch.numel)
+        # is not a constant: whoever wraps one gets a SymNodeVariable (sym_values.py).
+        if isinstance(value, _SYM_TYPES) and value.node.is_symbolic():
+            from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
+
+            return SymNodeVariable(value)
+        return super().__new__(cls)
+
     def __init__(self, value: Any, *, source: Source | None = None) -> None:
         super().__init__(source=source)
+        if isinstance(value, _SYM_TYPES):  # a SymInt whose expression is a number
+            value = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)](
+                value
+            )
         self.value = value
 
     def python_type(self) -> type:

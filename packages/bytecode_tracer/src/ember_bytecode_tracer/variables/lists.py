@@ -40,7 +40,7 @@ class BaseListVariable(VariableTracker):
             return (
                 type(self)(self.items[key])
                 if not isinstance(self, SizeVariable)
-                else SizeVariable(tuple(v.as_python_constant() for v in self.items[key]))
+                else SizeVariable(self.items[key])
             )
         try:
             return self.items[key]
@@ -110,16 +110,25 @@ class StructSequenceVariable(TupleVariable):
 
 
 class SizeVariable(BaseListVariable):
-    """torch.Size under static shapes: a tuple of int constants."""
+    """torch.Size: a tuple of int constants, or of symbolic sizes (SymNodeVariables)."""
 
     container_type = torch.Size
 
-    def __init__(self, sizes: tuple[int, ...], *, source: Source | None = None) -> None:
-        super().__init__([ConstantVariable(int(s)) for s in sizes], source=source)
+    def __init__(self, sizes, *, source: Source | None = None) -> None:
+        # ints, SymInts (kept symbolic, never int()-ed: that would specialize) or trackers
+        super().__init__(
+            [s if isinstance(s, VariableTracker) else ConstantVariable(s) for s in sizes],
+            source=source,
+        )
 
     def call_method(self, tx, name, args, kwargs):
         if name == "numel":
-            return ConstantVariable(self.as_python_constant().numel())
+            total = 1
+            for item in self.items:
+                total = total * (
+                    item.value if hasattr(item, "value") else item.as_python_constant()
+                )
+            return ConstantVariable(total)
         return super().call_method(tx, name, args, kwargs)
 
 

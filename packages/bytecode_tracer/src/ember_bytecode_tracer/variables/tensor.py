@@ -11,6 +11,12 @@ import torch.fx
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.sym_values import (
+    SYM_TYPES,
+    SymNodeVariable,
+    as_fx_arg,
+    wrap_scalar,
+)
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -159,6 +165,8 @@ def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
 
     if isinstance(value, TensorVariable):
         return value.node
+    if isinstance(value, SymNodeVariable):  # a symbolic size or int: its graph node
+        return as_fx_arg(tx.output, value)
     if isinstance(value, BaseListVariable):
         items = [as_node_arg(tx, v) for v in value.items]
         return list(items) if value.python_type() is list else tuple(items)
@@ -181,6 +189,8 @@ def wrap_graph_value(tx: InstructionTranslator, node: torch.fx.Node, value: Any)
         return TensorVariable(node, value)
     if isinstance(value, torch.Size):
         return SizeVariable(tuple(value))
+    if isinstance(value, SYM_TYPES):  # x.size(0) as a node: a SymInt in the graph
+        return wrap_scalar(value, node)
     if isinstance(value, tuple | list):
         items = []
         for i, item in enumerate(value):

@@ -16,6 +16,7 @@ from ember_bytecode_tracer.variables.lists import (
     TupleVariable,
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
@@ -46,6 +47,10 @@ def apply_operator(tx, fn, args):
     if any(isinstance(a, TensorVariable) for a in args):
         node_args = tuple(as_node_arg(tx, a) for a in args)
         return wrap_graph_value(tx, *tx.output.create_node("call_function", fn, node_args, {}))
+    if any(isinstance(a, SymNodeVariable) for a in args) and not any(
+        isinstance(a, BaseListVariable) for a in args
+    ):
+        return sym_operator(tx, fn, args)  # sizes and ints: a symbolic expression
     if all(isinstance(a, BaseListVariable) or a.is_python_constant() for a in args):
         if fn in (operator.add, operator.iadd, operator.mul) and any(
             isinstance(a, BaseListVariable) for a in args
@@ -74,7 +79,7 @@ def _sequence_operator(tx, fn, args):
     if isinstance(left, tuple_like) and isinstance(right, tuple_like):
         # torch.Size + tuple is a Size (and tuple + Size a tuple), as in Python.
         if isinstance(left, SizeVariable):
-            return SizeVariable(tuple(v.as_python_constant() for v in left.items + right.items))
+            return SizeVariable(left.items + right.items)
         return TupleVariable(left.items + right.items)
     if type(left) is not type(right):
         raise Unsupported("concatenating sequences of different types")
