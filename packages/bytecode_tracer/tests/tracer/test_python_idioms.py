@@ -299,3 +299,61 @@ def test_graph_break_inside_a_block_resumes_with_the_block_restored(fn, capsys):
         assert torch.is_grad_enabled()
     assert compiled.breaks and compiled.backend.graph_count >= 1
     assert not any("try/with" in reason for _, reason in compiled.compiler.skipped)
+
+
+class _ScaledSquare(torch.autograd.Function):
+    """x * x * k with a deliberately different backward: a re-derived gradient would differ."""
+
+    @staticmethod
+    def forward(ctx, a, k):
+        ctx.save_for_backward(a)
+        ctx.k = k
+        return a * a * k
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        return 10 * a * grad * ctx.k, None
+
+
+def test_custom_autograd_function_is_one_node_with_its_own_backward():
+    def fn(a):
+        return _ScaledSquare.apply(a.sin(), 3).sum()
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(5, requires_grad=True)
+    expected = fn(a)
+    (expected_grad,) = torch.autograd.grad(expected, a)
+    got = compiled(a)
+    (got_grad,) = torch.autograd.grad(got, a)
+    assert same(got, expected) and same(got_grad, expected_grad)
+    assert compiled.backend.graph_count == 1
+    assert "_ScaledSquare_apply" in compiled.backend.ops()
+
+
+@pytest.mark.parametrize(
+    "validate",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="argument validation reads `self.__dict__` of the object built in the "
+                "trace (traced_objects.py refuses it)",
+            ),
+        ),
+    ],
+)
+def test_distribution_built_in_the_trace(validate):
+    def fn(loc):
+        d = torch.distributions.Normal(loc, torch.ones_like(loc), validate_args=validate)
+        return d.log_prob(loc + 0.5), d.sample(), d.mean
+
+    compiled = Compiled(fn, fullgraph=True)
+    loc = torch.randn(3)
+    torch.manual_seed(0)
+    expected = fn(loc)
+    torch.manual_seed(0)
+    assert same(compiled(loc), expected)
+    assert compiled.backend.graph_count == 1

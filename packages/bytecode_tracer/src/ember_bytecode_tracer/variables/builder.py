@@ -30,6 +30,10 @@ from ember_bytecode_tracer.variables import (  # noqa: F401  (register their rul
     iterator_tools,
 )
 from ember_bytecode_tracer.variables.autograd_calls import autograd_call_tracker
+from ember_bytecode_tracer.variables.autograd_function import (
+    AutogradFunctionApplyVariable,
+    autograd_function_of,
+)
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
@@ -181,6 +185,16 @@ def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None
 
 
 def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
+    function_class = autograd_function_of(value)
+    if function_class is not None:  # MyFunction.apply of a torch.autograd.Function
+        if source is not None:
+            owner = AttrSource(source, "__self__")
+            guard(tx, owner, GuardKind.ID_MATCH, function_class)
+            for name in ("forward", "backward"):
+                guard(
+                    tx, AttrSource(owner, name), GuardKind.ID_MATCH, getattr(function_class, name)
+                )
+        return AutogradFunctionApplyVariable(function_class)
     if isinstance(value, RealContextExit) and source is not None:
         # A with-block's __exit__ rebuilt at a graph break: the resume function's trace
         # exits the same context (the grad mode it restores is guarded as a constant).

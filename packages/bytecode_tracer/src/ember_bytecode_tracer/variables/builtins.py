@@ -8,6 +8,8 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
@@ -100,6 +102,10 @@ def wrap_python_result(result: Any) -> VariableTracker:
         return ConstDictVariable({k: wrap_python_result(v) for k, v in result.items()})
     if is_constant_value(result):
         return ConstantVariable(result)
+    if type(result) is torch.Size:
+        from ember_bytecode_tracer.variables.lists import SizeVariable
+
+        return SizeVariable(tuple(result))
     if type(result).__name__ in ("list_reverseiterator", "reversed"):
         return ListIteratorVariable([wrap_python_result(r) for r in result])
     raise Unsupported(f"builtin returned a {type(result).__name__}")

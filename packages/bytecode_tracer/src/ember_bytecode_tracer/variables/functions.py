@@ -7,6 +7,8 @@ import inspect
 from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -98,6 +100,10 @@ def _wrap_unsourced(value: Any) -> VariableTracker:
 
     if is_constant_value(value):
         return ConstantVariable(value)
+    if type(value) is torch.Size:  # `sample_shape=torch.Size()`: immutable, like a constant
+        from ember_bytecode_tracer.variables.lists import SizeVariable
+
+        return SizeVariable(tuple(value))
     raise Unsupported(f"default value {type(value).__name__} of a function without a source")
 
 

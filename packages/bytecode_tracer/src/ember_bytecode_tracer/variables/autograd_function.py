@@ -1,0 +1,73 @@
+"""`MyFunction.apply(...)` for a user's `torch.autograd.Function` subclass.
+
+The call becomes one graph node whose target is the class's `apply`: the eager backend
+runs it as written (the user's forward, and their backward when autograd needs it), and a
+backend that retraces the graph with autograd (AOT) runs forward and, through autograd's
+engine, the user's backward, so custom gradients are kept rather than re-derived from the
+forward's ops. The example value comes from running `apply` on the fake inputs. The class
+is guarded by identity and its `forward`/`backward` by identity too, so redefining either
+retraces.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+import torch
+
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
+
+_APPLY = torch.autograd.Function.apply.__func__
+
+
+def autograd_function_of(value: Any) -> type | None:
+    """The Function subclass whose bound `apply` `value` is, else None."""
+    if not inspect.ismethod(value) or getattr(value, "__func__", None) is not _APPLY:
+        return None
+    cls = value.__self__
+    if isinstance(cls, type) and issubclass(cls, torch.autograd.Function):
+        return cls
+    return None
+
+
+_APPLIERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def applier(cls: type):
+    """A plain function calling `cls.apply`: FX names a bound classmethod by its defining
+    module (`torch.autograd.function.apply`), which does not exist, so graphs call this."""
+    known = _APPLIERS.get(cls)
+    if known is None:
+        owner = weakref.ref(cls)  # the table's value must not keep its key alive
+
+        def apply(*args, **kwargs):
+            return owner().apply(*args, **kwargs)
+
+        apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
+        known = _APPLIERS[cls] = apply
+    return known
+
+
+class AutogradFunctionApplyVariable(VariableTracker):
+    def __init__(self, cls: type) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return type(self.cls.apply)
+
+    def as_python_constant(self) -> Any:
+        return self.cls.apply
+
+    def call_function(self, tx, args, kwargs):
+        node_args = tuple(as_node_arg(tx, a) for a in args)
+        node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
+        target = applier(self.cls)
+        node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
+        return wrap_graph_value(tx, node, value)
+
+    def __repr__(self) -> str:
+        return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
