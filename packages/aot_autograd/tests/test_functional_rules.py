@@ -144,6 +144,20 @@ def test_dtype_promotion_rules_of_inplace_ops_match_eager():
         trace_to_aten(f, [torch.zeros(2, dtype=torch.int64)])
 
 
+def test_inplace_result_the_written_dtype_cannot_hold_is_refused():
+    # found by tools/fuzz_tracer.py: the meta kernel of mul_ does not check the cast, and the
+    # functional mul plus its copy back would truncate where eager raises
+    def f(x):
+        x.mul_(0.5)
+        return x + 1
+
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        f(torch.ones(2, dtype=torch.int64))
+    with pytest.raises(UnsupportedOpError, match="can't be cast"):
+        trace_to_aten(f, [torch.ones(2, dtype=torch.int64)])
+    check_against_eager(f, [torch.randn(3)])  # float32: no cast, traced as before
+
+
 def test_writing_values_that_require_grad_into_an_input(partition_fn):
     # eager: y does not require grad until x is added into it; then y's readers (the loss
     # below reads y itself) differentiate through the add

@@ -65,6 +65,7 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
         f_args, f_kwargs = call_by_name(functional, bound)
         new_values = _as_tuple(tracer.call(functional, *f_args, **f_kwargs))
         for name, value in zip(written, new_values, strict=True):
+            _check_cast(func, value, bound[name])
             tracer.write(bound[name], value)
         return result
     # `<name>_functional`: the usual outputs, then the new value of each written argument
@@ -76,6 +77,21 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
             tracer.write(bound[name], value)
     results = outputs[:n_results]
     return results[0] if n_results == 1 else results
+
+
+def _check_cast(func: OpOverload, value: Any, target: Any) -> None:
+    """Eager refuses to write a result into a tensor whose dtype cannot hold it (an int
+    tensor's mul_(0.5)); meta kernels do not check, and the functional op plus its copy
+    would cast silently. Refused, so the graph runs eagerly and raises eager's error."""
+    if (
+        is_inplace(func)
+        and isinstance(value, torch.Tensor)
+        and isinstance(target, torch.Tensor)
+        and not torch.can_cast(value.dtype, target.dtype)
+    ):
+        raise UnsupportedOpError(
+            func, f"result type {value.dtype} can't be cast to the written {target.dtype}"
+        )
 
 
 def _view_in_place(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
