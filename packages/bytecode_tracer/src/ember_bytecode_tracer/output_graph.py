@@ -309,6 +309,8 @@ def remove_unused_pure_nodes(graph: torch.fx.Graph) -> None:
 def _example_of(value: Any) -> Any:
     if isinstance(value, torch.fx.Node):
         return value.meta["example_value"]
+    if isinstance(value, slice):  # symbolic bounds (pytree does not look inside slices)
+        return slice(*(_example_of(p) for p in (value.start, value.stop, value.step)))
     return value
 
 

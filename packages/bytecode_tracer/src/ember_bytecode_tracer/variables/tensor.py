@@ -161,7 +161,7 @@ def wrap_constant_result(result: Any) -> VariableTracker:
 
 def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
     """The FX argument for a tracker: a node for tensors, a constant (or nested) otherwise."""
-    from ember_bytecode_tracer.variables.lists import BaseListVariable
+    from ember_bytecode_tracer.variables.lists import BaseListVariable, SliceVariable
 
     if isinstance(value, TensorVariable):
         return value.node
@@ -170,6 +170,9 @@ def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
     if isinstance(value, BaseListVariable):
         items = [as_node_arg(tx, v) for v in value.items]
         return list(items) if value.python_type() is list else tuple(items)
+    parts = value.parts if isinstance(value, SliceVariable) else ()
+    if any(isinstance(p, SymNodeVariable) for p in parts):  # symbolic bounds stay graph values
+        return slice(*(as_node_arg(tx, p) for p in parts))
     if value.is_python_constant():
         return value.as_python_constant()
     raise Unsupported(f"{value} cannot be passed to a tensor operation")
