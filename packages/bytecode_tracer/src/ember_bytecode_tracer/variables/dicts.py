@@ -7,10 +7,31 @@ from typing import TYPE_CHECKING, Any
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.iterators import DictViewIterator
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
+
+
+class DictViewVariable(ListVariable):
+    """d.keys() / d.values() / d.items(): the items as a list, and iterated live (a loop over
+    it sees the dict as the body changes it; a size change is a break, as eager raises)."""
+
+    def __init__(self, owner: ConstDictVariable, make_item) -> None:
+        super().__init__([make_item(k, v) for k, v in owner.items.items()])
+        self.owner = owner
+        self.make_item = make_item
+
+    def iterate(self) -> DictViewIterator:
+        return DictViewIterator(self.owner.items, self.make_item)
+
+
+_VIEW_ITEMS = {
+    "keys": lambda k, v: ConstantVariable(k),
+    "values": lambda k, v: v,
+    "items": lambda k, v: TupleVariable([ConstantVariable(k), v]),
+}
 
 
 class ConstDictVariable(VariableTracker):
@@ -49,12 +70,8 @@ class ConstDictVariable(VariableTracker):
         if name == "get":
             k = args[0].as_python_constant()
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
-        if name == "keys":
-            return ListVariable([ConstantVariable(k) for k in items])
-        if name == "values":
-            return ListVariable(list(items.values()))
-        if name == "items":
-            return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
+        if name in _VIEW_ITEMS:
+            return DictViewVariable(self, _VIEW_ITEMS[name])
         if name in ("__contains__",):
             return ConstantVariable(args[0].as_python_constant() in items)
         if name == "__len__":

@@ -35,3 +35,55 @@ class ListIteratorVariable(VariableTracker):
                 raise Unsupported("StopIteration from next() at trace time")
             return item
         raise Unsupported(f"iterator.{name}")
+
+
+class LiveListIterator(ListIteratorVariable):
+    """iter(list): reads the list at each step by position, as CPython's list iterator does,
+    so a loop body that assigns, appends or pops items sees them (a snapshot would not)."""
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        VariableTracker.__init__(self)
+        self.live = items  # the list tracker's own item list, mutated in place
+        self.index = 0
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        return self.live
+
+    def next(self, tx=None) -> VariableTracker | None:
+        if self.index >= len(self.live):
+            return None
+        item = self.live[self.index]
+        self.index += 1
+        return item
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = list(self.live[self.index :])
+        self.index = len(self.live)
+        return rest
+
+
+class DictViewIterator(ListIteratorVariable):
+    """iter(d.keys() / d.values() / d.items()): the values read when reached; a dict that
+    changed size or keys during the loop is a graph break (eager raises RuntimeError)."""
+
+    def __init__(self, entries: dict, make_item) -> None:
+        super().__init__([])
+        self.entries = entries  # the dict tracker's own item dict, mutated in place
+        self.keys = list(entries)
+        self.make_item = make_item
+
+    def next(self, tx=None) -> VariableTracker | None:
+        if list(self.entries) != self.keys:
+            raise Unsupported("dict changed size or keys during iteration")
+        if self.index >= len(self.keys):
+            return None
+        key = self.keys[self.index]
+        self.index += 1
+        return self.make_item(key, self.entries[key])
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest

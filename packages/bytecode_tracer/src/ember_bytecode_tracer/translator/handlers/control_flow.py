@@ -5,7 +5,9 @@ from __future__ import annotations
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.dicts import DictViewVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable, LiveListIterator
+from ember_bytecode_tracer.variables.lists import ListVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 
 
@@ -65,6 +67,10 @@ def get_iter(tx, inst):
     value = tx.pop()
     if isinstance(value, ListIteratorVariable):
         tx.push(value)
+    elif isinstance(value, DictViewVariable):
+        tx.push(value.iterate())
+    elif type(value) is ListVariable:
+        tx.push(LiveListIterator(value.items))
     else:
         tx.push(ListIteratorVariable(value.unpack(tx)))
 
