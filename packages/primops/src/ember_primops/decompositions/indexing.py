@@ -67,6 +67,8 @@ def scatter_reduce_legacy(a, dim, index, src, *, reduce):
 
 @register_decomposition(aten.scatter_add.default)
 def scatter_add(a, dim, index, src):
+    if index.numel() == 0:  # eager accepts any rank of empty index (gather's backward)
+        return prims.clone(a)
     if a.dim() == 0:
         return prims.reshape(scatter_add(prims.reshape(a, [1]), 0, _flat(index), _flat(src)), [])
     return prims.scatter_add(a, canonical_dim(dim, a.dim()), _long(index), convert(src, a.dtype))

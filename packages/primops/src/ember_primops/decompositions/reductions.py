@@ -119,14 +119,20 @@ def argmin(a, dim=None, keepdim=False):
     return _arg_reduce(prims.argmin, a, dim, keepdim)
 
 
+def _orderable(a):
+    """max/min over a dim take bool input (cumprod's backward finds its first zero so);
+    argmax/argmin do not: their index is that of the same tensor as uint8."""
+    return convert(a, torch.uint8) if a.dtype == torch.bool else a
+
+
 @register_decomposition(aten.max.dim)
 def max_dim(a, dim, keepdim=False):
-    return amax(a, [dim], keepdim), argmax(a, dim, keepdim)
+    return amax(a, [dim], keepdim), argmax(_orderable(a), dim, keepdim)
 
 
 @register_decomposition(aten.min.dim)
 def min_dim(a, dim, keepdim=False):
-    return amin(a, [dim], keepdim), argmin(a, dim, keepdim)
+    return amin(a, [dim], keepdim), argmin(_orderable(a), dim, keepdim)
 
 
 @register_decomposition(aten.aminmax.default)
