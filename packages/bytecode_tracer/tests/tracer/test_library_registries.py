@@ -3,9 +3,11 @@ AttentionInterface), objects built in the trace and returned (caches), dataclass
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+import os
+from collections.abc import MutableMapping, Sequence
 from typing import ClassVar
 
+import pytest
 import torch
 
 from conftest import Compiled, same
@@ -253,3 +255,100 @@ def test_a_python_getattribute_hook_is_inlined():
     assert same(compiled(x), x * 8)
     assert not compiled.breaks
     assert compiled.backend.graph_count == 2
+
+
+class ClassKeyedRegistry(dict):
+    """transformers' _CanRecordRegistry: a dict subclass reaching dict.get through super()."""
+
+    def get(self, obj):
+        return super().get(str(type(obj).__name__)) or {}
+
+
+CLASS_REGISTRY = ClassKeyedRegistry({"Tensor": {"scale": 3.0}})
+
+
+def test_super_get_of_a_dict_subclass_reads_its_entries():
+    def fn(a):
+        return a * CLASS_REGISTRY.get(a).get("scale", 1.0)
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x * 3)
+    CLASS_REGISTRY["Tensor"] = {"scale": 5.0}
+    try:
+        assert same(compiled(x), x * 5)  # the entry is guarded
+    finally:
+        CLASS_REGISTRY["Tensor"] = {"scale": 3.0}
+    assert not compiled.breaks
+
+
+class LayerView(Sequence):
+    """transformers' _PerLayerConfigView: a Sequence built in the trace, iterated through
+    Sequence.__iter__ (a generator that stops on the IndexError its __getitem__ raises)."""
+
+    def __init__(self, count):
+        self._count = count
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, index):
+        if index < 0 or index >= len(self):
+            raise IndexError("list index out of range")
+        return index + 1
+
+
+def test_a_sequence_built_in_the_trace_iterates_until_its_index_error():
+    def fn(a):
+        for scale in LayerView(3):
+            a = a * scale
+        return a, len(LayerView(2))
+
+    compiled = Compiled(fn)
+    got = compiled(x)
+    assert same(got[0], x * 6) and got[1] == 2
+    assert not compiled.breaks
+
+
+def test_a_builtin_exception_raised_and_caught_in_the_trace():
+    def fn(a, k):
+        try:  # no tensor op inside: those under try/except are a break by design
+            if k > 1:
+                raise ValueError("too big", 5)
+            shift = 1
+        except ValueError as error:
+            shift = -error.args[1]
+        return (a + shift) * 2
+
+    compiled = Compiled(fn)
+    assert same(compiled(x, 0), (x + 1) * 2)
+    assert same(compiled(x, 5), (x - 5) * 2)
+    assert not compiled.breaks
+
+
+def test_an_uncaught_exception_raised_in_the_trace_reaches_the_caller():
+    def fn(a):
+        b = a + 1
+        raise KeyError("missing")
+        return b
+
+    compiled = Compiled(fn)
+    with pytest.raises(KeyError, match="missing"):
+        compiled(x)
+
+
+def test_environment_lookups_are_guarded_on_their_key(monkeypatch):
+    monkeypatch.delenv("EMBER_TEST_FLAG", raising=False)
+
+    def fn(a):
+        if os.environ.get("EMBER_TEST_FLAG", "0") == "1":
+            return a + 1
+        return a - 1
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x - 1)
+    monkeypatch.setenv("EMBER_TEST_FLAG", "1")
+    assert same(compiled(x), x + 1)
+    monkeypatch.setenv("EMBER_TEST_FLAG", "0")
+    assert same(compiled(x), x - 1)
+    assert not compiled.breaks
+    assert compiled.backend.graph_count == 3

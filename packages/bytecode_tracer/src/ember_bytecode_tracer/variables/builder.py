@@ -40,6 +40,7 @@ from ember_bytecode_tracer.variables.builtins import BuiltinVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.environ import EnvironVariable, is_environ
 from ember_bytecode_tracer.variables.functions import (
     PartialVariable,
     UserFunctionVariable,
@@ -279,6 +280,8 @@ def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
     if source is None:
         raise Unsupported(f"a {type(value).__name__} without a source")
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    if is_environ(value):
+        return EnvironVariable(value, source=source)
     return UserDefinedObjectVariable(value, source=source)
 
 

@@ -122,6 +122,9 @@ def _len(tx, args, kwargs):
         return ConstantVariable(len(value.items))
     if isinstance(value, ConstantVariable):
         return ConstantVariable(len(value.value))
+    own = getattr(value, "python_len", None)  # objects with a Python __len__
+    if own is not None:
+        return own(tx)
     return ConstantVariable(len(value.unpack(tx)))
 
 

@@ -26,3 +26,16 @@ class ExceptionVariable(VariableTracker):
 
     def as_python_constant(self) -> Any:
         raise Unsupported("an exception object is not a constant")
+
+
+def is_builtin_exception(cls: Any) -> bool:
+    """A builtin exception class (IndexError, KeyError...): its instances hold only args."""
+    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
+
+
+def build_exception(cls: type, args: list[VariableTracker], kwargs) -> ExceptionVariable:
+    """`IndexError("...")` in the trace: an exception object, to be raised (and maybe caught)
+    in the trace; its arguments must be known at trace time."""
+    if kwargs or not all(a.is_python_constant() for a in args):
+        raise Unsupported(f"{cls.__name__}() with arguments unknown at trace time")
+    return ExceptionVariable(TracedException(cls, *(a.as_python_constant() for a in args)))

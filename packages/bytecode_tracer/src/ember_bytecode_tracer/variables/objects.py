@@ -10,7 +10,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 
 if TYPE_CHECKING:
@@ -103,10 +103,14 @@ class TypeVariable(VariableTracker):
             from ember_bytecode_tracer.variables.builtins import constant_fold
 
             return constant_fold(self.cls, args, kwargs)
+        from ember_bytecode_tracer.variables.exceptions import build_exception, is_builtin_exception
         from ember_bytecode_tracer.variables.traced_objects import (
             TracedObjectVariable,
             traceable_class_refusal,
         )
+
+        if is_builtin_exception(self.cls):
+            return build_exception(self.cls, args, kwargs)
 
         refusal = traceable_class_refusal(self.cls)
         if refusal is None:
@@ -200,6 +204,30 @@ class UserDefinedObjectVariable(VariableTracker):
         else:
             found = getattr(value, name)
         return wrap_value(tx, found, AttrSource(self.source, name))
+
+    def dict_contents(self, tx) -> VariableTracker:
+        """The entries of a dict subclass instance, as dict's own methods see them: guarded
+        by its keys and each value, read through dict's lookup (refused when the subclass
+        overrides what the guards would read through)."""
+        from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+        from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+
+        value, cls = self.value, type(self.value)
+        overridden = [
+            n for n in ("__getitem__", "__iter__") if getattr(cls, n) is not getattr(dict, n)
+        ]
+        if not isinstance(value, dict) or overridden or self.source is None:
+            raise Unsupported(f"dict methods of a {cls.__name__} ({overridden or 'no source'})")
+        if not all(is_constant_value(k) for k in value):
+            raise Unsupported("dict with non-constant keys")
+        tx.output.add_guard(
+            Guard(
+                self.source, GuardKind.DICT_KEYS, (cls, tuple(value)), user_location=tx.location()
+            )
+        )
+        items = {k: wrap_value(tx, v, ItemSource(self.source, k)) for k, v in value.items()}
+        return ConstDictVariable(items)
 
     def call_method(self, tx, name, args, kwargs):
         # Dunder methods (obj[k], len(obj)...) dispatch on the type: inline Python ones.

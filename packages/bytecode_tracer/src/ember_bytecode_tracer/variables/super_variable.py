@@ -41,7 +41,15 @@ class SuperVariable(VariableTracker):
             return _NoOpCall()
         if klass is object and name == "__getattribute__" and hasattr(self.obj, "generic_getattr"):
             return _GenericGetattr(self.obj)
+        if klass is dict and name in _DICT_READS and hasattr(self.obj, "dict_contents"):
+            # A dict subclass reaching dict's own lookup (transformers' _CanRecordRegistry).
+            from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
+
+            return BoundMethodOfTracker(self.obj.dict_contents(tx), name)
         raise Unsupported(f"super().{name} is a {type(attribute).__name__}")
+
+
+_DICT_READS = ("get", "__getitem__", "__contains__", "__len__", "keys", "values", "items")
 
 
 class _NoOpCall(VariableTracker):

@@ -149,14 +149,33 @@ class TracedObjectVariable(VariableTracker):
                 return self.call_method(tx, name, [], {}).truthiness(tx)
         return True
 
+    def python_len(self, tx) -> VariableTracker:
+        return self.call_method(tx, "__len__", [], {})
+
     def unpack(self, tx) -> list[VariableTracker]:
-        if inspect.getattr_static(self.cls, "__iter__", None) is None:
+        method = inspect.getattr_static(self.cls, "__iter__", None)
+        if method is None:
             raise Unsupported(f"iterating over a {self.cls.__qualname__}")
+        if inspect.isgeneratorfunction(method):  # collections.abc.Sequence.__iter__
+            return _run_generator(tx, method, self._attr_source("__iter__"), [self])
         iterator = self.call_method(tx, "__iter__", [], {})
         return iterator.unpack(tx)
 
     def __repr__(self) -> str:
         return f"TracedObjectVariable({self.cls.__qualname__})"
+
+
+def _run_generator(tx, fn: Any, fn_source, args: list[VariableTracker]) -> list[VariableTracker]:
+    """What iterating a call of the generator function `fn` produces, run to its end in the
+    trace (as generator expressions made in the trace are)."""
+    from ember_bytecode_tracer.translator.core import MAX_INLINE_DEPTH, InliningTranslator
+
+    if tx.depth >= MAX_INLINE_DEPTH:
+        raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
+    generator = InliningTranslator.prepare(tx, fn, fn_source, args, {}, None)
+    generator.yielded = []
+    generator.run()
+    return generator.yielded
 
 
 def _class_source(cls: type) -> Source | None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.exceptions import ExceptionVariable, is_builtin_exception
 
 
 @handler("PUSH_EXC_INFO")
@@ -37,3 +37,21 @@ def reraise(tx, inst):
     if isinstance(raised, ExceptionVariable):
         raise raised.raised
     raise Unsupported("re-raising an exception the trace did not raise")
+
+
+@handler("RAISE_VARARGS")
+def raise_varargs(tx, inst):
+    """`raise E(...)` / `raise E` / `raise E from C` of a builtin exception made in the trace:
+    followed into a matching `except` clause; uncaught, a graph break after which Python
+    raises it as eager code does. A bare `raise` (re-raise) is a break."""
+    if inst.arg == 0:
+        raise Unsupported("bare raise")
+    if inst.arg == 2:
+        tx.pop()  # the cause: only attached to the exception object, which no trace keeps
+    raised = tx.pop()
+    if isinstance(raised, ExceptionVariable):
+        raise raised.raised
+    exc_type = raised.as_python_constant() if raised.is_python_constant() else None
+    if isinstance(exc_type, type) and is_builtin_exception(exc_type):
+        raise TracedException(exc_type)
+    raise Unsupported(f"raising {raised}")
