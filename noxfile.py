@@ -156,6 +156,16 @@ def opinfo(session: nox.Session) -> None:
 
 
 @nox.session(python=MAIN_PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """The long tracer fuzzer run (not in plain `nox`; integration_tests/test_fuzz_tracer.py
+    is the bounded one): generated programs compiled vs eager. posargs go to
+    tools/fuzz_tracer.py, e.g. `nox -s fuzz -- --count 2000 --seed 7 --jobs 4`."""
+    install(session, *(local(p.path) for p in PACKAGES))
+    args = session.posargs or ["--count", "10000", "--seed", "0", "--jobs", "2"]
+    session.run("python", "tools/fuzz_tracer.py", "--out", "fuzz_out", *args)
+
+
+@nox.session(python=MAIN_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, and the forbidden-import checker."""
     install(session, "ruff")
