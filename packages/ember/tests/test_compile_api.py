@@ -78,7 +78,7 @@ def test_ember_backend_works_under_torch_compile():
         ({"backend": 3}, "name or a callable"),
         ({"fullgraph": "yes"}, "fullgraph"),
         ({"mode": "fastest"}, "mode"),
-        ({"dynamic": True}, "dynamic"),
+        ({"dynamic": "yes"}, "dynamic"),
         ({"options": [1]}, "options"),
     ],
 )
