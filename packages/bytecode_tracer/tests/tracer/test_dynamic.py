@@ -259,3 +259,18 @@ def test_nonzero_capture_flag(capture):
         assert "nonzero" in compiled.backend.ops(0)
     else:
         assert compiled.breaks
+
+
+def test_branch_on_a_data_dependent_size_is_a_graph_break():
+    def fn(x):
+        idx = torch.nonzero(x > 0)
+        if idx.shape[0] > 3:
+            return idx.sum() + 1
+        return idx.sum() - 1
+
+    compiled = Compiled(fn, dynamic=True, capture_dynamic_output_shape_ops=True)
+    for _ in range(4):
+        x = torch.randn(8)
+        assert same(compiled(x), fn(x))
+    assert any("data-dependent size" in b.reason for b in compiled.breaks)
+    assert not compiled.compiler.skipped  # the condition is computed in the graph

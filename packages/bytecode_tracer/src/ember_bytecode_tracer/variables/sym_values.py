@@ -19,6 +19,7 @@ import sympy
 import torch
 import torch.fx
 
+import ember_symbolic as es
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 
@@ -54,16 +55,23 @@ class SymNodeVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         """The trace needs a constant here: specialize (the env records `expr == value`;
         a dim marked dynamic raises ConstraintViolationError naming the line)."""
-        return self.python_type()(self.value)
+        return _decide(self.python_type(), self.value)
 
     def truthiness(self, tx: InstructionTranslator) -> bool:
-        return bool(self.value)  # the env decides it and records the guard
+        return _decide(bool, self.value)  # the env decides it and records the guard
 
     def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         raise Unsupported(f"attribute {name!r} of a symbolic {self.python_type().__name__}")
 
     def __repr__(self) -> str:
         return f"SymNodeVariable({self.value})"
+
+
+def _decide(pytype: type, value: Any) -> Any:
+    try:
+        return pytype(value)
+    except es.DataDependentError as exc:  # a size only the graph's run will know: a break
+        raise Unsupported(f"a decision on a data-dependent size: {exc}") from exc
 
 
 def wrap_scalar(value: Any, node: torch.fx.Node | None = None) -> VariableTracker:
@@ -238,6 +246,15 @@ def _extreme(fn):
     return build
 
 
+def _relation(fn):
+    def build(output, expr, pytype):
+        lhs, rhs = expr.args
+        args = (fx_of(output, lhs, int), fx_of(output, rhs, int))
+        return _call(output, expr, bool, "call_function", fn, args)
+
+    return build
+
+
 _BUILDERS = {
     "Add": _add,
     "Mul": _mul,
@@ -248,4 +265,10 @@ _BUILDERS = {
     "Mod": _mod,
     "Max": _extreme(torch.sym_max),
     "Min": _extreme(torch.sym_min),
+    "StrictGreaterThan": _relation(operator.gt),
+    "GreaterThan": _relation(operator.ge),
+    "StrictLessThan": _relation(operator.lt),
+    "LessThan": _relation(operator.le),
+    "Equality": _relation(operator.eq),
+    "Unequality": _relation(operator.ne),
 }
