@@ -649,3 +649,18 @@ def test_idiom_is_one_graph_under_fullgraph(name):
     explained = ember.explain(fn)(*make_args())
     assert explained.graph_count == 1, str(explained)
     assert explained.graph_break_count == 0, str(explained)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_ambient_autocast_recompiles_and_keeps_its_casts(backend):
+    def fn(a, b):
+        return torch.mm(a, b).relu() + 1
+
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    compiled = ember.compile(fn, backend=backend)
+    assert same(compiled(a, b), fn(a, b))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected, got = fn(a, b), compiled(a, b)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    assert torch.allclose(got.float(), expected.float(), atol=1e-2, rtol=1e-2)
+    assert not torch.is_autocast_enabled("cpu")

@@ -24,6 +24,7 @@ import torch
 import ember_frame_hook as fh
 from ember_bytecode_tracer import codegen
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
+from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.exc import BackendCompilerFailed, SkipFrame, Unsupported
 from ember_bytecode_tracer.guards import (
@@ -71,6 +72,7 @@ class FrameRecord:
     runner: Callable | None = None  # the closure the new code calls
     input_names: list[str] = field(default_factory=list)  # its arguments, frame locals by name
     recompile_reason: str | None = None  # why the cached entries did not fit this call
+    pinned_locals: tuple = ()  # (name, object) of locals guarded by identity (cache_groups)
 
 
 class CompiledFrame(fh.GuardedCode):
@@ -216,14 +218,14 @@ class FrameCompiler:
         self.suppress_errors = suppress_errors
         self.records: list[FrameRecord] = []
         self.skipped: list[tuple[types.CodeType, str]] = []  # frames left to run as they are
+        self._crowded_out: set[tuple] = set()  # (code, group) warned about a full cache
 
     def __call__(self, frame: fh.Frame, cache: fh.CacheView) -> fh.GuardedCode | None:
         code = frame.f_code
         if is_skipped(code):
             fh.skip_code(code)
             return None
-        if cache.full:
-            self._give_up(frame, cache)
+        if cache.full and not self._room_for(frame, cache):
             return None
         if not has_tensor_work(frame):
             fh.skip_code(code)
@@ -269,6 +271,26 @@ class FrameCompiler:
             )  # fmt: skip
             self.dynamic = STATIC_POLICY
             return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=None)
+
+    def _room_for(self, frame: fh.Frame, cache: fh.CacheView) -> bool:
+        """On a full cache: the limit counts only the entries of this frame's group (other
+        functions sharing the code object are not recompiles, cache_groups.py)."""
+        same = group_entries(cache.entries, frame.f_locals)
+        if len(same) == len(cache.entries):
+            self._give_up(frame, cache)  # all of them tried for this very function
+            return False
+        # Other functions' entries fill the cache: they keep them, this call runs as is
+        # (its callees are still compiled); its own retries are counted the same way.
+        key = (frame.f_code, group_key(frame.f_locals, cache.entries))
+        if key not in self._crowded_out:
+            self._crowded_out.add(key)
+            log.warning(
+                "ember: the cache of %s (%s:%d) is full with %d entries for other closures of "
+                "the same code; this one runs eagerly",
+                frame.f_code.co_name, frame.f_code.co_filename, frame.f_code.co_firstlineno,
+                len(cache.entries) - len(same),
+            )  # fmt: skip
+        return False
 
     def _give_up(self, frame: fh.Frame, cache: fh.CacheView) -> None:
         reason = None
@@ -547,6 +569,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     guards.append(
         Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, output.entry_grad_mode)
     )
+    guards += output.entry_autocast.guards()
     tensor_sources = [i.source for i in output.inputs if isinstance(i.value, torch.Tensor)]
     if len(tensor_sources) > 1:
         guards.append(
@@ -564,6 +587,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     guard = output.dynamic.wrap_guard(guard, frame.f_globals)
     output.dynamic.commit()
     record.guards = guard
+    record.pinned_locals = pinned_locals(guards)
     record.new_code = new_code
     if log.isEnabledFor(logging.DEBUG):
         log.debug(

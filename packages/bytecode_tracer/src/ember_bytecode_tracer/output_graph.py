@@ -82,6 +82,9 @@ class OutputGraph:
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
         # Grad mode when the frame started (made before the trace switches it): guarded.
         self.entry_grad_mode = torch.is_grad_enabled()
+        from ember_bytecode_tracer.variables.autocast_context import AutocastState
+
+        self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
         self.containers_by_id: dict[int, tuple[Any, Any]] = {}
@@ -221,6 +224,7 @@ class OutputGraph:
         """Finishes the graph with `outputs`, calls the backend, installs the result."""
         from ember_bytecode_tracer.exc import BackendCompilerFailed
 
+        self.entry_autocast.wrap_graph(self.graph)
         self.graph.output(tuple(outputs))
         remove_unused_pure_nodes(self.graph)
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)

@@ -406,3 +406,18 @@ def test_mutated_lists_that_alias_on_a_later_call_retrace():
     shared, shared_eager = [], []
     assert same(compiled(shared, shared, x), fn(shared_eager, shared_eager, x))
     assert shared == shared_eager == [1]
+
+
+def test_ambient_autocast_state_is_guarded():
+    def fn(a, b):
+        return torch.mm(a, b) + 1
+
+    compiled = Compiled(fn)
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    assert same(compiled(a, b), fn(a, b))
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
+            expected, got = fn(a, b), compiled(a, b)
+        assert got.dtype == expected.dtype == dtype and same(got, expected)
+    assert same(compiled(a, b), fn(a, b)) and compiled(a, b).dtype == torch.float32
+    assert compiled.backend.graph_count == 3  # none, bf16, fp16

@@ -156,6 +156,10 @@ TORCH_STATE: dict[str, str] = {
     "inference_mode": "is_inference_mode_enabled",
     "default_dtype": "get_default_dtype",
     "deterministic_algorithms": "are_deterministic_algorithms_enabled",
+    # Autocast a frame is called under changes the dtypes its ops produce.
+    "any_autocast": "_C._is_any_autocast_enabled",
+    "autocast_enabled": "is_autocast_enabled",  # with the device type as `arg`
+    "autocast_dtype": "get_autocast_dtype",  # with the device type as `arg`
 }
 
 
@@ -164,6 +168,7 @@ class TorchStateSource(RootSource):
     """`torch.is_grad_enabled()` and friends: global state a graph was traced under."""
 
     name: str
+    arg: str | None = None  # a literal argument of the call (a device type)
 
     def __post_init__(self) -> None:
         if self.name not in TORCH_STATE:
@@ -172,10 +177,14 @@ class TorchStateSource(RootSource):
             )
 
     def access(self, base_expr: str) -> str:
-        return f"torch.{TORCH_STATE[self.name]}()"
+        arg = "" if self.arg is None else repr(self.arg)
+        return f"torch.{TORCH_STATE[self.name]}({arg})"
 
     def step(self, base_value: Any, scope: Scope) -> Any:
-        return getattr(torch, TORCH_STATE[self.name])()
+        fn = torch
+        for part in TORCH_STATE[self.name].split("."):
+            fn = getattr(fn, part)
+        return fn() if self.arg is None else fn(self.arg)
 
 
 @dataclass(frozen=True)
