@@ -170,7 +170,17 @@ def select_scatter(a, src, dim, index):
 @register_decomposition(aten.as_strided_scatter.default)
 def as_strided_scatter(a, src, size, stride, storage_offset=None):
     offset = a.storage_offset() if storage_offset is None else storage_offset
-    return prims.as_strided_scatter(a, convert(src, a.dtype), list(size), list(stride), offset)
+    src = convert(src, a.dtype)
+    # aten addresses a's memory (its clone keeps a's strides), the prim a's row-major order:
+    # for a dense permuted a (index_add's result, written in place by a backward formula)
+    # scatter into a in memory order, then permute back
+    order = sorted(range(a.dim()), key=lambda d: -a.stride(d))
+    if not a.is_contiguous() and order != list(range(a.dim())):
+        in_memory = prims.permute(a, order)
+        if in_memory.is_contiguous():
+            out = prims.as_strided_scatter(in_memory, src, list(size), list(stride), offset)
+            return prims.permute(out, [order.index(d) for d in range(a.dim())])
+    return prims.as_strided_scatter(a, src, list(size), list(stride), offset)
 
 
 @register_decomposition(aten.diagonal_scatter.default)
