@@ -101,6 +101,33 @@ def integration(session: nox.Session) -> None:
     session.run("pytest", "integration_tests", *zoo_tests, *session.posargs)
 
 
+def unpinned_constraints(session: nox.Session, *names: str) -> Path:
+    """constraints.txt without the pins of `names` (pip then resolves their newest release)."""
+    kept = [
+        line
+        for line in CONSTRAINTS.read_text().splitlines()
+        if line.split("==")[0].strip().lower() not in names
+    ]
+    path = Path(session.create_tmp()) / "constraints-unpinned.txt"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+@nox.session(python=MAIN_PYTHON)
+def hf_latest(session: nox.Session) -> None:
+    """The HF integration tests (library defaults, one graph per family) against the newest
+    transformers release pip resolves, everything else pinned; prints the version tested."""
+    pins = str(unpinned_constraints(session, "transformers", "huggingface-hub", "tokenizers",
+                                    "safetensors"))  # fmt: skip
+    packages = [local(p.path) for p in PACKAGES]
+    session.install("-c", pins, "--build-constraint", pins, *packages, "torch", "pytest")
+    session.install("-c", pins, "--upgrade", "transformers")
+    session.run(
+        "python", "-c", "import transformers; print('transformers', transformers.__version__)"
+    )
+    session.run("pytest", "-q", "integration_tests/test_hf_defaults.py", *session.posargs)
+
+
 PY312_PINS = {
     # the registry's cp312 torch is the CUDA build (about 4.7 GB with its nvidia wheels); it
     # runs on the CPU, and it brings the triton release it was built against
