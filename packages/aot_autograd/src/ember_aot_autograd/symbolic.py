@@ -98,12 +98,22 @@ class SymbolNodes:
         expr = env.simplify(value.node.expr)
         if expr.is_Integer:
             return int(expr)
-        return self._build(expr)
+        # a SymFloat's divisions are true divisions; a SymInt's are exact/floor divisions
+        self._real = isinstance(value, torch.SymFloat)
+        try:
+            return self._build(expr)
+        finally:
+            self._real = False
+
+    _real = False
 
     def _build(self, expr: sympy.Expr) -> Any:
         if expr.is_Integer:
             return int(expr)
-        known = self.nodes.get(expr)
+        if expr.is_Number:
+            return float(expr)
+        key = (expr, self._real) if not isinstance(expr, sympy.Symbol) else expr
+        known = self.nodes.get(key)
         if known is not None:
             return known
         if isinstance(expr, sympy.Symbol):
@@ -113,13 +123,14 @@ class SymbolNodes:
             node = reader()
         else:
             node = self._compose(expr)
-        self.nodes[expr] = node
+        self.nodes[key] = node
         return node
 
     def _compose(self, expr: sympy.Expr) -> Any:
         num, den = expr.as_numer_denom()
-        if den != 1:  # an exact division the env proved (sizes after a divisibility guard)
-            return self._emit(operator.floordiv, [self._build(num), self._build(den)])
+        if den != 1:  # true division of a float; else exact (the env proved divisibility)
+            op = operator.truediv if self._real else operator.floordiv
+            return self._emit(op, [self._build(num), self._build(den)])
         kind = type(expr).__name__
         builder = _COMPOSERS.get(kind)
         if builder is None:
@@ -127,7 +138,7 @@ class SymbolNodes:
         return builder(self, expr)
 
     def _emit(self, op: Callable, args: Sequence[Any]) -> Any:
-        if all(isinstance(a, int) for a in args):
+        if all(isinstance(a, int | float) for a in args):
             return op(*args)
         node = self.graph.call_function(op, tuple(args))
         # SymInt arithmetic gives the value (our SymNode computes the expression)

@@ -20,7 +20,7 @@ import torch.fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from .add_folds import Fold, find_folds
-from .errors import LoweringError
+from .errors import DynamicShapeUnsupported, LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.readwrite import ReadWriteHandler
 from .indexing import index_vars, product
@@ -32,6 +32,7 @@ from .layout import (
     contiguous_layout,
     is_channels_last,
     layout_of_tensor,
+    size_expr,
 )
 from .lowering import lowering_for, prim_name
 from .lowering.view_ops import INJECTIVE_VIEWS
@@ -103,6 +104,10 @@ class GraphLowering:
         self.extern_counts: Counter[str] = Counter()
         self.current_node: torch.fx.Node | None = None
         self._names = Counter[str]()
+        #: size symbols given as graph inputs (SymInt placeholders) -> input position
+        self.size_inputs: dict[sympy.Symbol, int] = {}
+        #: the env owning the size symbols (None for a static graph): hints, ranges, proofs
+        self.shape_env: Any = None
 
     # -- naming and registration -------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -291,12 +296,33 @@ class GraphLowering:
         return self
 
     def _input(self, node: torch.fx.Node, example: Any, position: int) -> Any:
+        val = node.meta.get("val")
+        self._note_env(val)
+        if isinstance(val, torch.SymInt):  # a size input: its symbol (the wrapper binds it)
+            expr = size_expr(val)
+            if isinstance(expr, sympy.Symbol):
+                self.size_inputs.setdefault(expr, position)
+            return expr
         if not isinstance(example, torch.Tensor):
             return example  # ints and other Python values pass through to lowerings
+        if isinstance(val, torch.Tensor) and _has_symbolic_layout(val):
+            example = val  # the graph's own metadata: its symbolic sizes
         buffer = InputBuffer(self.new_name("arg"), layout_of_tensor(example), position=position)
         self.buffers[buffer.name] = buffer
         self.graph_inputs.append(buffer.name)
         return TensorBox(buffer)
+
+    def _note_env(self, val: Any) -> None:
+        """The ShapeEnv of symbolic example values (size hints, ranges), from their SymInts."""
+        if self.shape_env is not None:
+            return
+        sizes = [val] if isinstance(val, torch.SymInt) else []
+        if isinstance(val, torch.Tensor):
+            sizes = [s for s in (*val.shape, *val.stride()) if isinstance(s, torch.SymInt)]
+        for size in sizes:
+            self.shape_env = getattr(size.node, "shape_env", None)
+            if self.shape_env is not None:
+                return
 
     def _constant(self, node: torch.fx.Node) -> Any:
         value = operator.attrgetter(str(node.target))(self.gm)
@@ -370,8 +396,9 @@ class GraphLowering:
             return
         for got, want in zip(got_leaves, want_leaves, strict=False):
             if isinstance(got, IRNode) and isinstance(want, torch.Tensor):
-                size = [int(s) for s in got.get_size()]
-                if size != list(want.shape) or got.get_dtype() != want.dtype:
+                size = [sympy.expand(s) for s in got.get_size()]
+                wanted = [sympy.expand(size_expr(s)) for s in want.shape]
+                if size != wanted or got.get_dtype() != want.dtype:
                     raise LoweringError(
                         f"lowering of {node.target} at node {node.name} built "
                         f"{got.get_dtype()}{size}, but the prim's meta says "
@@ -465,12 +492,32 @@ def _touches_complex(node: torch.fx.Node) -> bool:
 
 
 def _same_strides(got: Layout, want: Layout) -> bool:
-    if [int(s) for s in got.size] != [int(s) for s in want.size]:
+    """Equal sizes and strides (size-1 dims aside), proven: symbolic ones must be the same
+    expression (different expressions count as different, which only costs a copy)."""
+    if [sympy.expand(s) for s in got.size] != [sympy.expand(s) for s in want.size]:
         return False
     return all(
-        int(n) <= 1 or sympy.Integer(a) == sympy.Integer(b)
+        n == 1 or sympy.expand(sympy.sympify(a) - b) == 0
         for a, b, n in zip(got.stride, want.stride, got.size, strict=False)
     )
+
+
+#: code generators that take symbolic sizes (kernels with size arguments)
+SYMBOLIC_TARGETS = frozenset({"cpp"})
+
+
+def _has_symbolic_layout(t: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _has_symbolic_sizes(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        for leaf in tree_flatten(node.meta.get("val"))[0]:
+            if isinstance(leaf, torch.SymInt):
+                return True
+            if isinstance(leaf, torch.Tensor) and _has_symbolic_layout(leaf):
+                return True
+    return False
 
 
 def lower(
@@ -488,6 +535,10 @@ def lower(
     from .dump import log_lowering  # local: dump imports graph for typing only
     from .verifier import verify
 
+    if target not in SYMBOLIC_TARGETS and _has_symbolic_sizes(gm):
+        raise DynamicShapeUnsupported(
+            f"the {target} code generator takes static sizes only; this graph has symbolic ones"
+        )
     if target == "cpp":  # a Triton template could not fuse a sliced product's readers
         gm = batch_step_matmuls(gm)
     lowering = GraphLowering(gm, example_inputs, target=target).run()

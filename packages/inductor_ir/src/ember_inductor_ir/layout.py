@@ -40,8 +40,12 @@ class Layout:
         terms = [i * s for i, s, n in zip(index, self.stride, self.size, strict=True) if n != 1]
         return self.offset + sympy.Add(*terms)
 
-    def storage_numel(self) -> int:
-        """Elements of storage this layout spans (0 for an empty tensor)."""
+    def storage_numel(self) -> int | Expr:
+        """Elements of storage this layout spans (0 for an empty tensor); an expression over
+        the size symbols when the layout is symbolic (symbols are >= 2: never empty)."""
+        if any(getattr(s, "free_symbols", None) for s in (*self.size, *self.stride, self.offset)):
+            last = sympy.Add(*[(n - 1) * st for n, st in zip(self.size, self.stride, strict=False)])
+            return sympy.expand(self.offset + last + 1)
         sizes = [static_int(s, "buffer size") for s in self.size]
         if any(n == 0 for n in sizes):
             return 0
@@ -127,13 +131,23 @@ def contiguous_layout(
 
 
 def layout_of_tensor(t: torch.Tensor) -> FixedLayout:
-    """The fixed layout of a real or fake tensor (static sizes only)."""
-    for s in (*t.shape, *t.stride(), t.storage_offset()):
-        if not isinstance(s, int):
-            raise DynamicShapeUnsupported(
-                f"tensor with symbolic size/stride {tuple(t.shape)}: the loop IR supports "
-                "static shapes only for now; compile with dynamic=False"
-            )
+    """The fixed layout of a real or fake tensor. Symbolic sizes and strides (SymInts of
+    ember-symbolic-shapes) become their sympy expressions over the env's size symbols."""
     return FixedLayout(
-        t.device, t.dtype, list(t.shape), list(t.stride()), sympy.Integer(t.storage_offset())
+        t.device,
+        t.dtype,
+        [size_expr(s) for s in t.shape],
+        [size_expr(s) for s in t.stride()],
+        sympy.sympify(size_expr(t.storage_offset())),
     )
+
+
+def size_expr(value: object) -> object:
+    """An int as is; a SymInt as its (simplified) sympy expression."""
+    if isinstance(value, int):
+        return value
+    node = getattr(value, "node", None)
+    expr = getattr(node, "expr", None)
+    if expr is None:
+        raise DynamicShapeUnsupported(f"size {value!r} is neither an int nor a symbolic size")
+    return int(expr) if expr.is_Integer else expr

@@ -30,6 +30,10 @@ def _mod(a: Any, b: Any) -> Any:
     return sympy.Mod(_sympy(a), _sympy(b))
 
 
+def _symbolic(*values: Any) -> bool:
+    return any(isinstance(v, sympy.Basic) and v.free_symbols for v in values)
+
+
 def _static(value: Any) -> Any:
     """An int where the expression is a number (lowerings then see plain ints)."""
     return int(value) if isinstance(value, sympy.Basic) and value.is_Integer else value
@@ -46,6 +50,7 @@ SIZE_OPS: dict[Any, Callable[..., Any]] = {
     operator.sub: lambda a, b: _static(_sympy(a) - _sympy(b)),
     operator.mul: lambda a, b: _static(_sympy(a) * _sympy(b)),
     operator.floordiv: lambda a, b: _static(_floordiv(a, b)),
+    operator.truediv: lambda a, b: a / b if not _symbolic(a, b) else _sympy(a) / _sympy(b),
     operator.mod: lambda a, b: _static(_mod(a, b)),
     torch.sym_max: lambda a, b: _static(sympy.Max(_sympy(a), _sympy(b))),
     torch.sym_min: lambda a, b: _static(sympy.Min(_sympy(a), _sympy(b))),

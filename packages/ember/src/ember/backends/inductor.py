@@ -162,6 +162,12 @@ def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target
 
     if not artifact_cache.enabled():
         return None
+    if has_symbolic_sizes(gm):
+        # not stored: a symbolic graph's artifact would need its size bindings saved too
+        # (its C++ kernels still come from the kernel cache, keyed by their source)
+        log.info("codegen artifact cache bypassed: symbolic sizes")
+        artifact_cache.count("bypasses", "codegen_")
+        return None
     try:
         return graph_key(graph_to_source(gm), target)
     except NotSerializable as reason:

@@ -5,17 +5,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import sympy
 import torch
 
+from ..errors import DynamicShapeUnsupported
 from ..nodes import Pointwise, TensorBox
 from .registry import register_lowering
 
 
 def _filled(shape: Sequence[Any], value: Any, dtype: torch.dtype, device: Any) -> TensorBox:
+    if getattr(value, "free_symbols", None):  # a size (symbolic): computed by the kernel
+        return TensorBox(
+            Pointwise(torch.device(device), dtype, _size_value(value, dtype), list(shape))
+        )
+
     def inner_fn(ops: Any, index: Any) -> Any:
         return ops.constant(value, dtype)
 
     return TensorBox(Pointwise(torch.device(device), dtype, inner_fn, list(shape)))
+
+
+def _size_value(value: sympy.Expr, dtype: torch.dtype) -> Any:
+    """A body computing a symbolic scalar: an integer expression as int64 index math; a
+    float one (``2 / numel`` of a mean's gradient) as c * P / Q with P, Q integer
+    expressions of the sizes, divided in ``dtype``."""
+    if value.is_integer:
+        return lambda ops, index: ops.to_dtype(ops.index_expr(value, torch.int64), dtype)
+    num, den = value.as_numer_denom()
+    c_num, p = num.as_coeff_Mul()
+    c_den, q = den.as_coeff_Mul()
+    if not (p.is_integer and q.is_integer):
+        raise DynamicShapeUnsupported(f"a scalar {value} that is not a ratio of sizes")
+    coeff = float(c_num) / float(c_den)
+
+    def inner_fn(ops: Any, index: Any) -> Any:
+        ratio = ops.truediv(
+            ops.to_dtype(ops.index_expr(p, torch.int64), dtype),
+            ops.to_dtype(ops.index_expr(q, torch.int64), dtype),
+        )
+        return ratio if coeff == 1.0 else ops.mul(ops.constant(coeff, dtype), ratio)
+
+    return inner_fn
 
 
 @register_lowering("full")

@@ -100,8 +100,14 @@ class Schedule(list):  # list[KernelGroup]
         allocations: dict[str, Allocation],
         frees: dict[str, list[str]],
         fallback_counts: dict[str, int],
+        shape_env: Any = None,
+        size_inputs: dict | None = None,
     ) -> None:
         super().__init__(groups)
+        #: symbolic sizes: the env owning their symbols (hints for code generators'
+        #: heuristics, ranges), and the size symbols passed as graph inputs -> position
+        self.shape_env = shape_env
+        self.size_inputs = dict(size_inputs or {})
         self.buffers = buffers
         self.graph_inputs = graph_inputs
         self.graph_outputs = graph_outputs
@@ -113,6 +119,14 @@ class Schedule(list):  # list[KernelGroup]
 
     def layout(self, name: str) -> Layout:
         return self.buffers[name].layout
+
+    def size_hint(self, expr: Any) -> int:
+        """A size's value on the example inputs (what heuristics decide with; never a
+        correctness decision)."""
+        expr = sympy.sympify(expr)
+        if expr.is_Integer:
+            return int(expr)
+        return int(self.shape_env.size_hint(expr))
 
     def describe(self) -> str:
         lines = [g.describe() for g in self]

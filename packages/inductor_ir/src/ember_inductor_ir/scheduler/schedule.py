@@ -178,6 +178,8 @@ def schedule(lowering: GraphLowering) -> Schedule:
         allocations=allocations,
         frees=frees,
         fallback_counts=dict(lowering.fallback_counts),
+        shape_env=lowering.shape_env,
+        size_inputs=lowering.size_inputs,
     )
 
 

@@ -16,7 +16,9 @@ from ember_codegen.cpp.loader import ERROR_MESSAGES, LoadedKernelLibrary
 from ember_codegen.exc import KernelRuntimeError
 from ember_inductor_ir import Schedule
 
+from .dynamic_wrapper import DynamicWrapper, SizeBinder
 from .kernel import KernelSource, build_kernel
+from .size_bindings import bound
 from .source import graph_source
 from .wrapper import WrapperBuilder, check_cpu, runtime_namespace
 
@@ -60,7 +62,9 @@ def _kernel_functions(library: LoadedKernelLibrary, kernels: Sequence[KernelSour
     functions = {}
     for kernel in kernels:
         fn = library.cdll[kernel.name]
-        fn.argtypes = [ctypes.c_void_p] * len(kernel.params)
+        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int64] * len(
+            kernel.size_params
+        )
         fn.restype = None
         functions[f"_k_{kernel.name}"] = fn
     return functions
@@ -84,9 +88,11 @@ def compile_cpp(
     check_cpu(sched)
     kernels = [build_kernel(g, sched) for g in sched if g.extern is None]
     cpp_source = graph_source(kernels)
-    wrapper = WrapperBuilder(
-        sched, {k.name: k for k in kernels}, trusted_inputs=trusted_inputs
-    ).build()
+    binder = SizeBinder(sched, kernels) if sched.shape_env is not None else None
+    with bound(binder.hints() if binder is not None else {}):  # the example's binding
+        wrapper = WrapperBuilder(
+            sched, {k.name: k for k in kernels}, trusted_inputs=trusted_inputs
+        ).build()
     generated = time.perf_counter()
     builder = builder if builder is not None else default_builder()
     namespace = {**runtime_namespace(), **wrapper.namespace}
@@ -96,6 +102,12 @@ def compile_cpp(
         namespace.update(_kernel_functions(library, kernels))
         namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
     namespace["_raise_kernel_error"] = _error_raiser(library)
+    if binder is not None:  # one wrapper per binding of the size symbols, same kernels
+        call = DynamicWrapper(sched, kernels, namespace, binder, trusted_inputs)
+        output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
+        return CompiledGraph(
+            call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts
+        )
     key = content_key(["ember-cpp-wrapper", cpp_source, wrapper.source])
     path = builder.cache.subdirectory("wrapper") / f"{key}.py"
     if not path.exists():

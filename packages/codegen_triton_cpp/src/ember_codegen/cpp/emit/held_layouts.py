@@ -14,9 +14,11 @@ from typing import Any
 from ember_inductor_ir import Schedule
 from ember_inductor_ir.layout import Layout
 
+from .size_bindings import concrete
+
 
 def _ints(values: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)
+    return tuple(concrete(v) for v in values)
 
 
 #: a static tensor layout: (sizes, strides, storage offset)
@@ -24,7 +26,7 @@ Triple = tuple[tuple[int, ...], tuple[int, ...], int]
 
 
 def triple(layout: Layout) -> Triple:
-    return _ints(layout.size), _ints(layout.stride), int(layout.offset)
+    return _ints(layout.size), _ints(layout.stride), concrete(layout.offset)
 
 
 def extent(layout: Triple) -> int:

@@ -17,6 +17,7 @@ Parallelism (decided from the static sizes):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,8 @@ class KernelSource:
     #: allocates nothing)
     register_only: set[str]
     mode: str
+    #: size symbols the kernel takes as int64 arguments after the pointers (symbolic sizes)
+    size_params: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -94,13 +97,17 @@ def plan_segments(nodes: list[ScheduledNode]) -> list[_Segment]:
     return segments
 
 
-def _static(values: list[Any], what: str) -> list[int]:
+def _sizes(values: list[Any]) -> list[Any]:
+    """Loop sizes: ints, or sympy expressions over size symbols (kernel arguments)."""
     out = []
     for v in values:
-        if not getattr(v, "is_Integer", False):
-            raise CodegenError(f"{what} {v} is symbolic; the C++ target needs static sizes")
-        out.append(int(v))
+        v = sympy.sympify(v)
+        out.append(int(v) if v.is_Integer else v)
     return out
+
+
+def _is_static(value: Any) -> bool:
+    return isinstance(value, int)
 
 
 class KernelBuilder:
@@ -113,14 +120,14 @@ class KernelBuilder:
         self._column_block = False
         self._segment_accs: list[tuple[list[LaneAcc], list]] = []
         self.sched = sched
-        self.sizes = _static(group.sizes, "kernel size")
-        self.rsizes = _static(group.reduction_sizes, "reduction size")
+        self.sizes = _sizes(group.sizes)
+        self.rsizes = _sizes(group.reduction_sizes)
         self.outer_vars, self.red_vars = group.index_vars()
         # Loop variables' ranges let index printing drop divisions and modulos that are
         # provably whole (x % n with x < n): they block vectorization of the inner loop.
         self._ranges = {
-            **{v: sympy.Integer(n) for v, n in zip(self.outer_vars, self.sizes, strict=True)},
-            **{v: sympy.Integer(n) for v, n in zip(self.red_vars, self.rsizes, strict=True)},
+            **{v: sympy.sympify(n) for v, n in zip(self.outer_vars, self.sizes, strict=True)},
+            **{v: sympy.sympify(n) for v, n in zip(self.red_vars, self.rsizes, strict=True)},
         }
         self._index_text: dict[sympy.Expr, str] = {}
         self.params: dict[str, bool] = {}
@@ -145,18 +152,29 @@ class KernelBuilder:
 
     # -- decisions -----------------------------------------------------------------------
     def _choose_mode(self) -> str:
-        outer = int(product([sympy.Integer(s) for s in self.sizes]))
-        red = int(product([sympy.Integer(s) for s in self.rsizes]))
+        if not all(_is_static(s) for s in self.sizes):
+            # one kernel for every size: parallel over the outer loops, which costs a few
+            # microseconds at small sizes and is what large ones need
+            return "outer"
+        # a symbolic reduction decides by its example size: a heuristic, correct for any size
+        outer = self._hint(product([sympy.sympify(s) for s in self.sizes]))
+        red = self._hint(product([sympy.sympify(s) for s in self.rsizes]))
         if outer * max(red, 1) < PARALLEL_MIN_WORK:
             return "serial"
         if self.rsizes and outer < SPLIT_MAX_OUTER:
             return "split"
         return "outer"
 
+    def _hint(self, expr: Any) -> int:
+        return self.sched.size_hint(expr)
+
     def _row_scratch_buffers(self) -> set[str]:
         """Internal ``full`` buffers: written and read at the same (outer, reduction) point
         only inside this group (fusion checked that), so one row of scratch per outer point
-        holds them. Not in split mode (threads share a row) nor for column kernels."""
+        holds them. Not in split mode (threads share a row) nor for column kernels, nor for
+        a symbolic reduction (the row is a fixed-size array)."""
+        if not all(_is_static(s) for s in self.rsizes):
+            return set()
         rnumel = int(product([sympy.Integer(s) for s in self.rsizes]))
         if self.column or self.mode == "split" or not 0 < rnumel <= ROW_SCRATCH_MAX:
             return set()
@@ -286,13 +304,30 @@ class KernelBuilder:
             f"{'' if p.written else 'const '}{cpp_type(p.dtype).storage}* EMBER_RESTRICT {p.buffer}"
             for p in params
         )
+        size_params = self._size_params(out.lines)
+        decls += "".join(f", const int64_t {name}" for name in size_params)
         lines = [f"// {self.group.describe()}", f"EMBER_KERNEL void {name}({decls}) {{"]
         lines += ["  " + line for line in self._preamble]
         lines += out.lines
         lines.append("}")
         return KernelSource(
-            name, "\n".join(lines), params, self.may_fail, self.register_only, self.mode
+            name,
+            "\n".join(lines),
+            params,
+            self.may_fail,
+            self.register_only,
+            self.mode,
+            size_params,
         )
+
+    def _size_params(self, lines: list[str]) -> list[str]:
+        """The size symbols the kernel's code names: int64 arguments, in symbol order."""
+        env = self.sched.shape_env
+        if env is None:
+            return []
+        text = "\n".join([*self._preamble, *lines])
+        names = sorted({str(s) for s in env.var_to_val}, key=lambda n: (len(n), n))
+        return [n for n in names if re.search(rf"\b{n}\b", text)]
 
     def _outer_loops(self, out: CodeWriter, parallel: bool) -> None:
         depth = len(self.sizes)
@@ -304,7 +339,7 @@ class KernelBuilder:
                 out.line(f"#pragma omp parallel for{clause}")
             if k == depth - 1 and not self.rsizes:
                 simd_at = (len(out.lines), "  " * out.level)
-            out.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+            out.line(f"for (int64_t {var} = 0; {var} < {cpp_index(size)}; ++{var}) {{")
             out.level += 1
         if depth == 0:  # a scalar kernel: one outer point
             out.line("{")
@@ -340,11 +375,11 @@ class KernelBuilder:
         # ran 47x slower). Collapse only what the threads need, and keep the innermost
         # loop out where it is the one to vectorize: pointwise kernels and reductions so
         # short that the reduction loop unrolls inside it.
-        long_reduction = int(product([sympy.Integer(s) for s in self.rsizes])) > SHORT_REDUCTION
-        last = depth if long_reduction else depth - 1
+        long_reduction = self._hint(product([sympy.sympify(s) for s in self.rsizes]))
+        last = depth if long_reduction > SHORT_REDUCTION else depth - 1
         running = 1
         for k in range(last):
-            running *= self.sizes[k]
+            running *= self._hint(self.sizes[k])
             if running >= MIN_PARALLEL_ITERATIONS:
                 return 0, k + 1
         return 0, last
@@ -352,7 +387,7 @@ class KernelBuilder:
     def _outer_point(self, out: CodeWriter) -> None:
         self._locals = {}
         self.handler.reset_scopes()
-        rnumel = int(product([sympy.Integer(s) for s in self.rsizes]))
+        rnumel = product([sympy.sympify(s) for s in self.rsizes])
         for name in sorted(self.row_scratch):
             out.line(f"{cpp_type(self.buffer_dtype(name)).storage} {name}_row[{rnumel}];")
         for segment in plan_segments(self.group.nodes):
@@ -371,6 +406,8 @@ class KernelBuilder:
     def _column_eligible(self) -> bool:
         if self.mode not in ("outer", "serial") or not self.sizes or not self.rsizes:
             return False
+        if not _is_static(self.sizes[-1]) or not _is_static(self.rsizes[-1]):
+            return False  # lane blocks need a static trip count
         segments = plan_segments(self.group.nodes)
         loops = [s for s in segments if s.kind == "loop"]
         if len(loops) != 1 or segments[0] is not loops[0] or len(self._segment_accs) != 1:
@@ -465,7 +502,9 @@ class KernelBuilder:
             self._column_segment(out, body)
             return
         out.extend(self._prologue.lines)
-        if lanes_apply(self._lane_accs, self._lane_dtypes, self.rsizes[-1]):
+        if _is_static(self.rsizes[-1]) and lanes_apply(
+            self._lane_accs, self._lane_dtypes, self.rsizes[-1]
+        ):
             self._lane_segment(out, body)
         else:
             self._scalar_segment(out, body)
@@ -492,14 +531,14 @@ class KernelBuilder:
             nowait = " nowait" if self._merge else ""
             out.line(f"#pragma omp for schedule(static){clause}{nowait}")
         for k, (var, size) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
-            out.line("  " * k + f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+            out.line("  " * k + f"for (int64_t {var} = 0; {var} < {cpp_index(size)}; ++{var}) {{")
         out.extend(body.lines)
         for k in reversed(range(len(self.rsizes))):
             out.line("  " * k + "}")
 
     def _lane_segment(self, out: CodeWriter, body: CodeWriter) -> None:
         heads = [
-            f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{"
+            f"for (int64_t {var} = 0; {var} < {cpp_index(size)}; ++{var}) {{"
             for var, size in zip(self.red_vars[:-1], self.rsizes[:-1], strict=True)
         ]
         lines = lane_loops(

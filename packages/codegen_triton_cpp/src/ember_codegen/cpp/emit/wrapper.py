@@ -29,6 +29,7 @@ from ember_primops import get_prim, is_prim
 
 from .held_layouts import Triple, extent, is_contiguous, preferred_layouts, triple
 from .kernel import KernelSource
+from .size_bindings import concrete, is_symbolic, value_of
 
 #: Library prims whose aten op takes the same arguments: the wrapper calls aten directly.
 #: The prim's own kernel re-checks its arguments on meta tensors every call (~40 us, an
@@ -77,7 +78,7 @@ def library_call(extern: ExternKernel) -> Any:
 
 
 def _ints(values: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)
+    return tuple(concrete(v) for v in values)
 
 
 @dataclass
@@ -109,6 +110,8 @@ class _Writer:
         """Python source for an extern argument that is not a tensor."""
         if value is None or isinstance(value, (bool, int, str)):
             return repr(value)
+        if is_symbolic(value):  # a size argument: this binding's value
+            return repr(concrete(value))
         if isinstance(value, float):
             return repr(value) if math.isfinite(value) else self.const(value, "c")
         if isinstance(value, (list, tuple)):
@@ -206,14 +209,14 @@ class WrapperBuilder:
                 )
             self.live.discard(donor)
         elif self.pool_storages:
-            storage = int(layout.storage_numel())
+            storage = concrete(layout.storage_numel())
             w.line(f"{name} = _pool.take({want[0]}, {want[1]}, {want[2]}, {dtype}, {storage})")
             self.pooled[name] = (dtype, storage)
         elif want[2] == 0 and extent(want) == numel:
             w.line(f"{name} = _empty_strided({want[0]}, {want[1]}, dtype={dtype})")
         else:
             w.line(
-                f"{name} = _as_strided(_empty({layout.storage_numel()}, dtype={dtype}), "
+                f"{name} = _as_strided(_empty({concrete(layout.storage_numel())}, dtype={dtype}), "
                 f"{want[0]}, {want[1]}, {want[2]})"
             )
         if donor is not None and donor in self.pooled:
@@ -244,8 +247,9 @@ class WrapperBuilder:
         w = self.w
         kernel = self.kernels[group_name]
         pointers = [self._ptr(p.buffer) for p in kernel.params]
+        sizes = [str(value_of(n)) for n in kernel.size_params]
         fn = f"_k_{group_name}"
-        w.line(f"{fn}({', '.join(pointers)})")
+        w.line(f"{fn}({', '.join([*pointers, *sizes])})")
         if kernel.may_fail:
             w.line(f"if _error.value: _raise_kernel_error({group_name!r})")
 
@@ -323,7 +327,9 @@ class WrapperBuilder:
     def _outputs(self) -> None:
         items = []
         for spec in self.sched.graph_outputs:
-            if spec.name is None:
+            if spec.name is None and is_symbolic(spec.constant):
+                items.append(self.w.literal(spec.constant))  # a size output: this binding's
+            elif spec.name is None:
                 items.append(self.w.const(spec.constant, "out"))
             else:
                 items.append(self._strided_view(spec.name, spec.layout))

@@ -1,0 +1,205 @@
+"""Symbolic shapes below the tracer (issue 13): aot_eager and inductor on graphs whose sizes
+are symbols, against eager, with counts of what was compiled.
+
+- the pipeline alone (aot -> lower -> schedule -> C++ codegen) compiles a symbolic graph
+  once and runs it at several sizes, with as many C++ builds as one static compile;
+- the backends called with a tracer-style symbolic graph compile one forward and one
+  backward for every batch size;
+- through ember.compile (the tracer's automatic dynamic shapes): 20 batch sizes, at most 2
+  graphs, and a training step with a varying batch size matching eager's gradients.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+
+import pytest
+import torch
+import torch.fx
+
+import ember
+import ember_symbolic as es
+from ember.backends.aot_eager import aot_eager
+from ember.backends.inductor import inductor
+from ember.stats import counters
+
+BACKENDS = {"aot_eager": aot_eager, "inductor": inductor}
+
+
+def symbolic_graph(fn, args, dims):
+    """`fn` traced by torch.fx with example values of symbolic sizes, as the tracer makes
+    them: `dims[i]` is {dim: Dim} for a tensor argument, "int" for a SymInt one."""
+    env = es.ShapeEnv()
+    mode = es.fake_mode(env)
+    gm = torch.fx.symbolic_trace(fn)
+    fakes = []
+    for i, (arg, dim) in enumerate(zip(args, dims, strict=True)):
+        if isinstance(arg, torch.Tensor):
+            fake = es.fake_tensor(mode, arg, f"a{i}", dims=dim or {}, default=es.DimDynamic.STATIC)
+            fakes.append(fake.requires_grad_(arg.requires_grad))
+        else:
+            fakes.append(env.create_symint(arg, f"a{i}", dynamic=es.DimDynamic.DYNAMIC))
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            value = super().run_node(node)
+            if node.op != "output":
+                node.meta["example_value"] = value
+            return value
+
+    with mode:
+        Recorder(gm).run(*fakes)
+    return gm
+
+
+def block(x, n, w1, w2, lw, lb):
+    """A residual MLP block with a layer norm, a view on the batch size and an int input."""
+    h = torch.nn.functional.layer_norm(x, (x.size(-1),), lw, lb)
+    h = torch.relu(h @ w1.t()) @ w2.t()
+    y = (h + x).view(x.size(0), -1) * n
+    return y.softmax(-1) + torch.arange(x.size(0)).float()[:, None]
+
+
+def _params():
+    torch.manual_seed(0)
+    # features and hidden sizes that no batch size below equals (the tracer guards a batch
+    # size equal to a static one separately: its own recompile, not these stages')
+    shapes = [(48, 40), (40, 48), (40,), (40,)]
+    return [(torch.randn(*s) * 0.3).requires_grad_() for s in shapes]
+
+
+def _so_files(root: pathlib.Path) -> int:
+    return len(list(root.rglob("*.so")))
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch, tmp_path):
+    counters.clear()
+    ember.reset()
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    yield
+    ember.reset()
+
+
+def _prim_graph(fn, args, dims):
+    """The inference prim graph aot makes of `fn` (symbolic when dims mark sizes dynamic)."""
+    from ember_aot_autograd import aot_module
+    from ember_primops import decomposition_table
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    gm = symbolic_graph(fn, args, dims)
+    if not dims[0]:  # static: the plain torch-level graph, traced on the real inputs
+        gm = torch.fx.symbolic_trace(fn)
+    with torch.no_grad():
+        aot_module(gm, args, keep, None, decomposition_table())
+    return graphs[0]
+
+
+def test_pipeline_compiles_once_for_every_size_with_a_static_compiles_builds(tmp_path):
+    from ember_codegen import compile_graph
+    from ember_inductor_ir import lower, schedule
+
+    params = [p.detach() for p in _params()]
+
+    def args(b):
+        return [torch.randn(b, 40), 3, *params]
+
+    dims = [{0: es.Dim()}, "int", None, None, None, None]
+    symbolic = _prim_graph(block, args(4), dims)
+    compiled = compile_graph(schedule(lower(symbolic, args(4))), target="cpp")
+    builds = _so_files(tmp_path / "cache")
+    for b, n in ((4, 3), (7, 2), (2, 5), (13, 1)):
+        a = args(b)
+        a[1] = n
+        (out,) = compiled(a)
+        torch.testing.assert_close(out, block(*a), rtol=1e-5, atol=1e-5)
+    assert _so_files(tmp_path / "cache") == builds  # no build for a new size
+
+    static = _prim_graph(block, args(4), [None] * 6)
+    static_inputs = [a for a in args(4) if isinstance(a, torch.Tensor)]
+    static_cache = tmp_path / "static"
+    os.environ["EMBER_CACHE_DIR"] = str(static_cache)  # restored by the fixture's monkeypatch
+    compile_graph(schedule(lower(static, static_inputs)), target="cpp")
+    assert builds == _so_files(static_cache) == 1
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_backend_compiles_one_forward_and_backward_for_20_batch_sizes(backend):
+    params = _params()
+
+    def args(b, n=3):
+        return [torch.randn(b, 40), n, *params]
+
+    dims = [{0: es.Dim()}, "int", None, None, None, None]
+    compiled = BACKENDS[backend](symbolic_graph(block, args(4), dims), args(4))
+    for b in range(2, 22):
+        a = args(b, n=b % 4 + 1)
+        for p in params:
+            p.grad = None
+        out = compiled(*a)
+        out.sum().backward()
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        ref = block(*a)
+        ref.sum().backward()
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+        for got, want in zip(grads, [p.grad for p in params], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    stats = counters[backend]
+    assert (stats["forward_graphs"], stats["backward_graphs"]) == (1, 1)
+    assert stats["forward_runs"] == stats["backward_runs"] == 20
+    if backend == "inductor":
+        assert not stats["static_specializations"]  # compiled symbolically, not per size
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_ember_compile_20_batch_sizes(backend, tmp_path):
+    params = [p.detach() for p in _params()]
+
+    def fn(x, w1, w2, lw, lb):
+        return block(x, 2, w1, w2, lw, lb)
+
+    compiled = ember.compile(fn, backend=backend)
+    for b in range(2, 22):
+        x = torch.randn(b, 40)
+        torch.testing.assert_close(compiled(x, *params), fn(x, *params), rtol=1e-5, atol=1e-5)
+    assert counters[backend]["forward_graphs"] <= 2
+    if backend == "inductor":
+        assert not counters["inductor"]["static_specializations"]
+        # a build per compiled graph: the first call's static one, then the symbolic one
+        assert _so_files(tmp_path / "cache") == counters["inductor"]["forward_graphs"] <= 2
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_training_step_with_a_varying_batch_size(backend):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    reference = copy.deepcopy(model)
+
+    def loss_of(net, x, y):
+        return torch.nn.functional.mse_loss(net(x), y)
+
+    compiled_loss = ember.compile(lambda x, y: loss_of(model, x, y), backend=backend)
+    for b in (3, 5, 8, 2, 11, 6):
+        x, y = torch.randn(b, 8), torch.randn(b, 4)
+        model.zero_grad()
+        reference.zero_grad()
+        loss = compiled_loss(x, y)
+        loss.backward()
+        expected = loss_of(reference, x, y)
+        expected.backward()
+        torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    assert counters[backend]["forward_graphs"] <= 2
+    assert counters[backend]["backward_graphs"] <= 2
+    assert not counters["inductor"]["static_specializations"]  # symbolic kernels
+    assert not counters["graph_fallbacks"]

@@ -1,0 +1,108 @@
+"""Compiled graphs with symbolic sizes: the size symbols are read from each call's inputs,
+and the Python wrapper written for that binding (cached) calls the kernels compiled once
+for all sizes, passing the symbols' values as their int64 size arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ember_inductor_ir import DynamicShapeUnsupported, Schedule
+
+from .kernel import KernelSource
+from .size_bindings import bound
+from .wrapper import WrapperBuilder
+
+#: wrappers kept per compiled graph (one per distinct binding of its size symbols); past
+#: this the oldest is dropped (a wrapper is ~1 ms of Python to write, no C++ build)
+MAX_WRAPPERS = 64
+
+
+def _reader(kind: str, position: int, dim: int) -> Callable[[Sequence[Any]], int]:
+    if kind == "size":
+        return lambda args: args[position].shape[dim]
+    if kind == "stride":
+        return lambda args: args[position].stride(dim)
+    return lambda args: int(args[position])
+
+
+class SizeBinder:
+    """Where each size symbol is read from: a graph input's size or stride, or a size input."""
+
+    def __init__(self, sched: Schedule, kernels: Sequence[KernelSource]) -> None:
+        self.env = sched.shape_env
+        sources: dict[str, tuple[str, int, int]] = {}
+        self.tensor_positions = []
+        for name in sched.graph_inputs:
+            buffer = sched.buffers[name]
+            position = buffer.position
+            self.tensor_positions.append(position)
+            layout = buffer.layout
+            for kind, values in (("size", layout.size), ("stride", layout.stride)):
+                for dim, value in enumerate(values):
+                    if getattr(value, "is_Symbol", False):
+                        sources.setdefault(value.name, (kind, position, dim))
+        for symbol, position in sched.size_inputs.items():
+            sources.setdefault(symbol.name, ("int", position, 0))
+        needed = {n for k in kernels for n in k.size_params}
+        for buffer in sched.buffers.values():
+            layout = buffer.layout
+            for value in (*layout.size, *layout.stride, layout.offset):
+                needed |= {s.name for s in getattr(value, "free_symbols", ())}
+        missing = needed - set(sources)
+        if missing:
+            raise DynamicShapeUnsupported(
+                f"size symbols {sorted(missing)} are not a size of any graph input"
+            )
+        self.names = sorted(needed, key=lambda n: (len(n), n))
+        self.readers = [_reader(*sources[n]) for n in self.names]
+
+    def read(self, args: Sequence[Any]) -> tuple[int, ...]:
+        return tuple(read(args) for read in self.readers)
+
+    def hints(self) -> dict[str, int]:
+        by_name = {str(s): int(v) for s, v in self.env.var_to_val.items()}
+        return {n: by_name[n] for n in self.names}
+
+
+class DynamicWrapper:
+    """`call(args)` of a compiled graph with symbolic sizes (args: every graph input, ints
+    for size inputs)."""
+
+    def __init__(
+        self,
+        sched: Schedule,
+        kernels: Sequence[KernelSource],
+        namespace: dict[str, Any],
+        binder: SizeBinder,
+        trusted_inputs: bool,
+    ) -> None:
+        self.sched = sched
+        self.kernels = {k.name: k for k in kernels}
+        self.namespace = namespace
+        self.binder = binder
+        self.trusted_inputs = trusted_inputs
+        self.calls: dict[tuple[int, ...], Callable] = {}
+        positions = binder.tensor_positions
+        self.select = lambda args: [args[p] for p in positions]
+
+    def __call__(self, args: Sequence[Any]) -> list[torch.Tensor]:
+        key = self.binder.read(args)
+        call = self.calls.get(key)
+        if call is None:
+            call = self._write(key)
+        return call(self.select(args))
+
+    def _write(self, key: tuple[int, ...]) -> Callable:
+        with bound(dict(zip(self.binder.names, key, strict=True))):
+            wrapper = WrapperBuilder(
+                self.sched, self.kernels, trusted_inputs=self.trusted_inputs
+            ).build()
+        namespace = {**self.namespace, **wrapper.namespace}
+        exec(compile(wrapper.source, f"<ember wrapper {key}>", "exec"), namespace)
+        if len(self.calls) >= MAX_WRAPPERS:
+            self.calls.pop(next(iter(self.calls)))
+        call = self.calls[key] = namespace["call"]
+        return call
