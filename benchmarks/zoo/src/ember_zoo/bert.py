@@ -51,8 +51,7 @@ def make(size: str) -> CaseParts:
         max_position_embeddings=max(512, s.seq),
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
-        use_cache=False,
-        attn_implementation="eager",
+        # library defaults: sdpa attention, use_cache as the config says (issue 14)
     )
     model = BertForMaskedLM(config)
     input_ids = torch.randint(1, s.vocab, (s.batch, s.seq))

@@ -46,8 +46,7 @@ def make(size: str) -> CaseParts:
         # GPT-2's default bos/eos (50256) lie outside the tiny vocabulary.
         bos_token_id=s.vocab - 1,
         eos_token_id=s.vocab - 1,
-        use_cache=False,
-        attn_implementation="eager",
+        # library defaults: sdpa attention, use_cache as the config says (issue 14)
     )
     model = GPT2LMHeadModel(config)
     # transformers cannot infer the loss from this class name and warns; name it explicitly.

@@ -60,8 +60,7 @@ def make(size: str) -> CaseParts:
         num_key_value_heads=s.kv_heads,
         max_position_embeddings=max(2048, s.seq),
         attention_dropout=0.0,
-        use_cache=False,
-        attn_implementation="eager",
+        # library defaults: sdpa attention, use_cache as the config says (issue 14)
     )
     model = LlamaForCausalLM(config)
     input_ids = torch.randint(0, s.vocab, (s.batch, s.seq))
