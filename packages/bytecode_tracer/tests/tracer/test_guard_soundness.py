@@ -421,3 +421,27 @@ def test_ambient_autocast_state_is_guarded():
         assert got.dtype == expected.dtype == dtype and same(got, expected)
     assert same(compiled(a, b), fn(a, b)) and compiled(a, b).dtype == torch.float32
     assert compiled.backend.graph_count == 3  # none, bf16, fp16
+
+
+class _Bag:
+    pass
+
+
+BAG = _Bag()
+
+
+def _reads_optional_attributes(a):
+    return a * getattr(BAG, "k", 2) + (1 if hasattr(BAG, "j") else 0)
+
+
+def test_getattr_default_and_hasattr_guard_the_attribute_presence():
+    def set_both():
+        BAG.k, BAG.j = 5, None
+
+    def drop_j():
+        del BAG.j
+
+    def drop_k():
+        del BAG.k
+
+    _check(_reads_optional_attributes, _x, [set_both, drop_j, drop_k])

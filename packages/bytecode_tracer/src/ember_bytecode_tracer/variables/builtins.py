@@ -241,14 +241,31 @@ def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) > 2:
         if has_attribute(tx, obj, name) is False:
+            _guard_absent(tx, obj, name)
             return args[2]
         try:
             return obj.var_getattr(tx, name)
         except Unsupported:
             if has_attribute(tx, obj, name) is False:
+                _guard_absent(tx, obj, name)
                 return args[2]
             raise
     return obj.var_getattr(tx, name)
+
+
+def _guard_absent(tx, obj: VariableTracker, name: str) -> None:
+    """The trace took the missing-attribute path: setting it later must retrace."""
+    if obj.source is not None and not isinstance(obj, ConstantVariable):
+        from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind
+
+        source = AttrSource(obj.source, name)
+        tx.output.add_guard(Guard(source, GuardKind.ABSENT, user_location=tx.location()))
+
+
+def _guard_present(tx, obj: VariableTracker, name: str) -> None:
+    """Reading the attribute records the guards its value needs, which fail once it is gone."""
+    if obj.source is not None and not isinstance(obj, ConstantVariable):
+        obj.var_getattr(tx, name)
 
 
 @rule(hasattr)
@@ -257,6 +274,7 @@ def _hasattr(tx, args, kwargs):
     answer = has_attribute(tx, obj, name)
     if answer is None:
         raise Unsupported(f"hasattr({obj}, {name!r}) is not known at trace time")
+    (_guard_present if answer else _guard_absent)(tx, obj, name)
     return ConstantVariable(answer)
 
 
