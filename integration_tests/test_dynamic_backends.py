@@ -12,6 +12,7 @@ are symbols, against eager, with counts of what was compiled.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import pathlib
 
@@ -203,3 +204,43 @@ def test_training_step_with_a_varying_batch_size(backend):
     assert counters[backend]["backward_graphs"] <= 2
     assert not counters["inductor"]["static_specializations"]  # symbolic kernels
     assert not counters["graph_fallbacks"]
+
+
+def attention(x, n, wq, wo, lw, lb):
+    """Batch and sequence length symbolic, heads reshaped from the width, an int input."""
+    b, t, d = x.size(0), x.size(1), x.size(2)
+    h = torch.nn.functional.layer_norm(x, (d,), lw, lb)
+    q = (h @ wq).view(b, t, 4, d // 4).transpose(1, 2)
+    a = torch.softmax(q @ q.transpose(-1, -2) / math.sqrt(8), dim=-1)
+    o = (a @ q).transpose(1, 2).reshape(b, t, d) @ wo
+    return (o + x) * n
+
+
+def test_inductor_attention_block_symbolic_batch_and_length(tmp_path):
+    torch.manual_seed(0)
+    params = [(torch.randn(*s) * 0.2).requires_grad_() for s in ((32, 32), (32, 32), (32,), (32,))]
+
+    def args(b, t, n):
+        return [torch.randn(b, t, 32), n, *params]
+
+    dims = [{0: es.Dim(), 1: es.Dim()}, "int", None, None, None, None]
+    compiled = inductor(symbolic_graph(attention, args(2, 5, 3), dims), args(2, 5, 3))
+    builds = _so_files(tmp_path / "cache")
+    for b, t, n in ((2, 5, 3), (3, 7, 2), (4, 3, 5), (2, 33, 1)):
+        a = args(b, t, n)
+        for p in params:
+            p.grad = None
+        out = compiled(*a)
+        out.sum().backward()
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        ref = attention(*a)
+        ref.sum().backward()
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+        for got, want in zip(grads, [p.grad for p in params], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+    stats = counters["inductor"]
+    assert (stats["forward_graphs"], stats["backward_graphs"]) == (1, 1)
+    assert not stats["static_specializations"] and not counters["inductor_fallbacks"]
+    assert _so_files(tmp_path / "cache") == builds == 2  # forward and backward, built once

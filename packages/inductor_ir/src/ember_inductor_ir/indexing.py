@@ -137,6 +137,14 @@ def upper_bound(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr]) -> int | No
         return total + 1
     if expr.is_Mul:
         coeff, rest = expr.as_coeff_Mul()
+        if rest.is_Mul and coeff == 1:  # a product of non-negative factors (symbolic sizes)
+            largest = 1
+            for factor in rest.args:
+                bound = upper_bound(factor, var_ranges)
+                if bound is None:
+                    return None
+                largest *= bound - 1
+            return largest + 1
         if coeff.is_Integer and int(coeff) >= 0:
             bound = upper_bound(rest, var_ranges)
             return None if bound is None else int(coeff) * (bound - 1) + 1

@@ -32,6 +32,8 @@ def verify(lowering: GraphLowering) -> None:
     }
     dtypes = {name: b.get_dtype() for name, b in lowering.buffers.items()}
     seen_ops: set[str] = set()
+    env = lowering.shape_env
+    sizes = frozenset(env.var_to_val) | frozenset(env.unbacked) if env is not None else frozenset()
     for op in lowering.operations:
         if isinstance(op, ExternKernel):
             for arg in op.tensor_args():
@@ -42,7 +44,7 @@ def verify(lowering: GraphLowering) -> None:
                 defined.add(out.name)
             continue
         _check_registered(lowering, op.name, seen_ops)
-        _verify_buffer(op, defined, dtypes)
+        _verify_buffer(op, defined, dtypes, sizes)
         defined.add(op.name)
     for spec in lowering.graph_outputs:
         if spec.name is not None and spec.name not in defined:
@@ -57,7 +59,10 @@ def _check_registered(lowering: GraphLowering, name: str, seen: set[str]) -> Non
     seen.add(name)
 
 
-def _verify_buffer(buf: ComputedBuffer, defined: set[str], dtypes: dict) -> None:
+def _verify_buffer(
+    buf: ComputedBuffer, defined: set[str], dtypes: dict, sizes: frozenset = frozenset()
+) -> None:
+    """``sizes``: the graph's size symbols (kernel arguments, not loop variables)."""
     if buf.data is None:
         raise VerificationError(f"{buf.name} has no computation")
     layout = buf.layout
@@ -80,7 +85,7 @@ def _verify_buffer(buf: ComputedBuffer, defined: set[str], dtypes: dict) -> None
     for name, expr in rw.reads:
         if name not in defined:
             raise VerificationError(f"{buf.name} loads {name}, which is not written before it")
-        stray = {s for s in expr.free_symbols if not _indirect(s)} - allowed
+        stray = {s for s in expr.free_symbols if not _indirect(s)} - allowed - sizes
         if stray:
             raise VerificationError(f"{buf.name} loads {name} at {expr}: unknown vars {stray}")
     if [name for name, _ in rw.writes] != [buf.name]:
