@@ -55,6 +55,18 @@ def test_split_collapse_and_as_strided(check):
     check(f, x)
 
 
+def test_as_strided_of_views_over_a_computed_value(check):
+    # stft's frames: as_strided over unsqueeze(squeeze(<computed>)) reads the computed
+    # value's buffer (realized under the views), not a copy or nothing
+    x = torch.randn(1, 1, 20)
+
+    def f(a):
+        v = prims.expand_dims(prims.squeeze(prims.exp(a), [0, 1]), [0])
+        return (prims.neg(prims.as_strided(v, [1, 5, 4], [20, 3, 1], 1)),)
+
+    check(f, x)
+
+
 def test_rev_and_strided_input(check):
     x = torch.randn(6, 4).t()  # non-contiguous input layout
     check(lambda a: (prims.rev(prims.sin(a), [0]),), x)

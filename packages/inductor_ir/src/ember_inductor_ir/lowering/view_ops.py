@@ -81,6 +81,10 @@ def lower_as_strided(
     ctx: Any, a: TensorBox, size: Sequence[int], stride: Sequence[int], storage_offset: int
 ) -> TensorBox:
     ctx.realize(a)
+    base = a
+    while isinstance(inner := views.unwrap(base), views.View) and inner.layout_map is not None:
+        base = inner.base  # strided views (stft's squeeze/unsqueeze) over a computed value:
+    ctx.realize(base)  # its buffer is the storage they view
     if views.storage_view(a) is None:
         ctx.realize_copy(a)  # pragma: no cover - a view strides cannot express
     found = views.storage_view(a)
