@@ -66,7 +66,7 @@ def cpu_float_ops() -> list[Any]:
 
 @dataclasses.dataclass
 class Outcome:
-    status: str  # pass | fail | skipped
+    status: str  # pass | eager (right, run eagerly: a declared stage limitation) | fail | skipped
     category: str = ""  # one of _classify.CATEGORIES when status == "fail"
     detail: str = ""
     sample: int | str = ""
@@ -200,6 +200,10 @@ def run_entry(op: Any, backend: str, *, grads: bool, max_samples: int | None) ->
         return _check(op, backend, samples, random, phases)
 
 
+#: the worse of two chunks' outcomes decides an entry's
+_RANK = {"skipped": 0, "pass": 1, "eager": 2, "fail": 3}
+
+
 def _check(op, backend, samples, random, phases) -> dict[str, Outcome]:
     """Chunks of samples, one program each; the first failing chunk decides."""
     outcomes: dict[str, Outcome] = {}
@@ -210,9 +214,9 @@ def _check(op, backend, samples, random, phases) -> dict[str, Outcome]:
             if isinstance(outcome.sample, int):  # phases may share one Outcome: copy
                 outcome = dataclasses.replace(outcome, sample=outcome.sample + start)
             previous = outcomes.get(phase)
-            if previous is None or (previous.status == "pass" and outcome.status == "fail"):
+            if previous is None or _RANK[outcome.status] > _RANK[previous.status]:
                 outcomes[phase] = outcome
-            elif previous.status == "pass":
+            elif previous.status == outcome.status == "pass":
                 previous.metadata_only |= outcome.metadata_only
                 previous.fallbacks = tuple(sorted({*previous.fallbacks, *outcome.fallbacks}))
         if all(o.status == "fail" for o in outcomes.values()):
@@ -228,7 +232,8 @@ def _check_program(op, backend, samples, random, phases) -> dict[str, Outcome]:
         return dict.fromkeys(phases, _first_failing_sample(op, backend, samples, err))
     stats = dict(ember.counters[backend])
     fallbacks = tuple(sorted(ember.counters["inductor_fallbacks"]))
-    if not stats.get("forward_runs"):
+    eager_graphs = dict(ember.counters["graph_fallbacks"])  # declared stage limitations
+    if not stats.get("forward_runs") and not eager_graphs:
         failure = Outcome("fail", "no_graph", f"no compiled graph ran: counters {stats}", "all")
         return dict.fromkeys(phases, failure)
     expected_inputs = _fresh(program.tensors)
@@ -246,6 +251,11 @@ def _check_program(op, backend, samples, random, phases) -> dict[str, Outcome]:
         outcomes["backward"] = _check_grads(
             backend, samples, random, (expected, expected_inputs), (actual, inputs), forward
         )
+    if eager_graphs:  # right results, but (some of) the program ran eagerly: not a pass
+        detail = f"graphs run eagerly: {eager_graphs}"[:300]
+        for phase, outcome in outcomes.items():
+            if outcome.status == "pass":
+                outcomes[phase] = Outcome("eager", "", detail, "all")
     return outcomes
 
 

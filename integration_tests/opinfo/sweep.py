@@ -85,7 +85,7 @@ def main() -> int:
                     reason = f"{phase} {outcome.category}: {outcome.detail}"[:90]
                     failures.setdefault((backend, op_key(op)), reason)
                     print(outcome.repro(op_key(op), backend, phase), flush=True)
-                elif args.verbose:
+                elif args.verbose or outcome.status == "eager":
                     print(f"{outcome.status:7s} {backend} {phase} {op_key(op)}", flush=True)
         for phase, outcomes in results.items():
             denominator = (
@@ -128,6 +128,9 @@ def _print_table(backend, phase, outcomes, denominator, seconds, args) -> None:
         print(f"  gradients outside any backward graph (view outputs) {no_graph:4d}")
     if backend == "inductor":
         print(f"  with fallback kernels {with_fallbacks:4d}")
+    print(
+        f"eager           {statuses['eager']:4d}  (right results, graph run eagerly: a declared limitation)"
+    )
     print(f"skipped         {statuses['skipped']:4d}  (no sample eager accepts / sample error)")
     for category in CATEGORIES:
         print(f"fail {category:13s} {categories[category]:4d}")
