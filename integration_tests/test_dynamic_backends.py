@@ -244,3 +244,21 @@ def test_inductor_attention_block_symbolic_batch_and_length(tmp_path):
     assert (stats["forward_graphs"], stats["backward_graphs"]) == (1, 1)
     assert not stats["static_specializations"] and not counters["inductor_fallbacks"]
     assert _so_files(tmp_path / "cache") == builds == 2  # forward and backward, built once
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_ember_compile_dynamic_true_attention_over_lengths(backend, tmp_path):
+    """dynamic=True: every size symbolic from the first call (width and heads' size too:
+    d // 4 is a floor division the env proves exact), one graph for every length."""
+    torch.manual_seed(0)
+    params = [torch.randn(*s) * 0.2 for s in ((32, 32), (32, 32), (32,), (32,))]
+    compiled = ember.compile(attention, backend=backend, dynamic=True)
+    for t in range(3, 40, 3):
+        x = torch.randn(2, t, 32)
+        torch.testing.assert_close(
+            compiled(x, 2, *params), attention(x, 2, *params), rtol=1e-4, atol=1e-4
+        )
+    assert counters[backend]["forward_graphs"] == 1
+    if backend == "inductor":
+        assert not counters["inductor"]["static_specializations"]
+        assert _so_files(tmp_path / "cache") == 1

@@ -28,6 +28,7 @@ from .layout import (
     FixedLayout,
     FlexibleLayout,
     Layout,
+    canonical_size,
     channels_last_strides,
     contiguous_layout,
     is_channels_last,
@@ -338,7 +339,7 @@ class GraphLowering:
             return args[0][args[1]]
         size_op = SIZE_OPS.get(node.target)
         if size_op is not None:  # size arithmetic: an int, or an expression over symbols
-            return size_op(*args)
+            return canonical_size(size_op(*args), self.shape_env)
         lowering = lowering_for(node.target)
         if lowering is not None and _touches_complex(node):
             # The loop IR has no complex types (no code generator emits them): such prims
@@ -396,8 +397,9 @@ class GraphLowering:
             return
         for got, want in zip(got_leaves, want_leaves, strict=False):
             if isinstance(got, IRNode) and isinstance(want, torch.Tensor):
-                size = [sympy.expand(s) for s in got.get_size()]
-                wanted = [sympy.expand(size_expr(s)) for s in want.shape]
+                env = self.shape_env
+                size = [sympy.expand(canonical_size(s, env)) for s in got.get_size()]
+                wanted = [sympy.expand(canonical_size(size_expr(s), env)) for s in want.shape]
                 if size != wanted or got.get_dtype() != want.dtype:
                     raise LoweringError(
                         f"lowering of {node.target} at node {node.name} built "

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy
 import torch
 
 from .errors import DynamicShapeUnsupported
-from .indexing import Expr, as_exprs, contiguous_strides, static_int
+from .indexing import Expr, FloorDiv, as_exprs, contiguous_strides, static_int
 
 
 @dataclass
@@ -150,4 +151,16 @@ def size_expr(value: object) -> object:
     expr = getattr(node, "expr", None)
     if expr is None:
         raise DynamicShapeUnsupported(f"size {value!r} is neither an int nor a symbolic size")
-    return int(expr) if expr.is_Integer else expr
+    return int(expr) if expr.is_Integer else canonical_size(expr)
+
+
+def canonical_size(expr: Any, env: Any = None) -> Any:
+    """A size expression in one form, so that equal sizes compare equal: simplified by the
+    env (exact divisions it proved become plain quotients) and with floor divisions written
+    as the loop IR's FloorDiv."""
+    if not isinstance(expr, sympy.Basic) or not expr.free_symbols:
+        return expr
+    if env is not None:
+        expr = expr.replace(FloorDiv, lambda a, b: sympy.floor(a / b))
+        expr = env.simplify(expr)
+    return expr.replace(sympy.floor, lambda x: FloorDiv(*x.as_numer_denom()))

@@ -130,6 +130,9 @@ def _variance(ctx: Any, a: TensorBox, dims: Sequence[int], correction: float) ->
 
     def finish(ops: Any, x: Any) -> Any:
         # Like eager: a non-positive denominator gives inf/nan, not an error.
+        if getattr(count, "free_symbols", None):  # symbolic sizes: counted in the kernel
+            n = ops.to_dtype(ops.index_expr(count, torch.int64), dtype)
+            return ops.truediv(x, ops.sub(n, ops.constant(float(correction), dtype)))
         return ops.truediv(x, ops.constant(float(count) - float(correction), dtype))
 
     return pointwise([m2], _nan_if_empty(count, finish, dtype), dtype)

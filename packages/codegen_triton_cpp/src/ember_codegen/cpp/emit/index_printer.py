@@ -34,6 +34,17 @@ class IndexPrinter(StrPrinter):
         )
         return f"(({inner}) % {self._paren(modulus)})"
 
+    def _print_floor(self, expr: sympy.Expr) -> str:
+        # floor(n / d) of sizes (ember-symbolic-shapes' form of a size's floor division)
+        num, den = expr.args[0].as_numer_denom()
+        return f"(({self._print(num)}) / {self._paren(den)})"
+
+    def _print_Mul(self, expr: sympy.Expr) -> str:
+        num, den = expr.as_numer_denom()
+        if den != 1:  # a size the env proved divisible (s0/4): exact integer division
+            return f"(({self._print(num)}) / {self._paren(den)})"
+        return super()._print_Mul(expr)
+
     def _print_Mod(self, expr: sympy.Expr) -> str:
         a, b = expr.args
         return f"ember::remainder<int64_t>({self._print(a)}, {self._print(b)})"
