@@ -352,3 +352,53 @@ def test_environment_lookups_are_guarded_on_their_key(monkeypatch):
     assert same(compiled(x), x - 1)
     assert not compiled.breaks
     assert compiled.backend.graph_count == 3
+
+
+class _PerLayerMixin:
+    def __getattribute__(self, key):
+        # transformers' HeterogeneousConfigMixin: reached through the next class's super()
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None and key in spec:
+            return spec[key]
+        return super().__getattribute__(key)
+
+
+class LayeredConfig(AliasedConfig, _PerLayerMixin):
+    pass
+
+
+def test_chained_getattribute_hooks_through_super():
+    config = LayeredConfig(2)
+
+    def fn(a):
+        return a * config.num_layers
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x * 2)
+    config._spec = {"n_layer": 5}
+    assert same(compiled(x), x * 5)
+    assert not compiled.breaks
+
+
+_SENTINEL = object()
+_OTHER = object()
+
+
+class Marked:
+    def __init__(self, kind):
+        self.kind = kind
+
+
+def test_identity_of_objects_read_from_the_frame_is_guarded():
+    marked = Marked(_SENTINEL)
+
+    def fn(a):
+        return a + 1 if marked.kind is _SENTINEL else a - 1  # dataclasses.fields' test
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x + 1)
+    marked.kind = _OTHER
+    assert same(compiled(x), x - 1)
+    marked.kind = _SENTINEL
+    assert same(compiled(x), x + 1)
+    assert not compiled.breaks

@@ -238,6 +238,12 @@ class InstructionTranslator:
 
             if is_constant_value(value):
                 return ConstantVariable(value)
+            if name == "__class__" and isinstance(value, type):
+                # super()'s cell (3.12 reads it with LOAD_DEREF): the class whose body
+                # defined the method, fixed with the function found on a guarded type.
+                from ember_bytecode_tracer.variables.objects import TypeVariable
+
+                return TypeVariable(value)
             raise Unsupported(f"closure variable {name!r} of a function without a source")
         index = self.code.co_freevars.index(name)
         source = AttrSource(

@@ -140,9 +140,32 @@ def is_op(tx, inst):
         same = False  # a constant is never the same object as a non-constant tracker
     elif isinstance(left, TracedObjectVariable) or isinstance(right, TracedObjectVariable):
         same = False  # an object built in the trace has one tracker, compared above
+    elif (found := _sourced_identity(tx, left, right)) is not None:
+        same = found
     else:
         raise Unsupported("identity comparison of values not known at trace time")
     tx.push(ConstantVariable(same != bool(inst.arg)))
+
+
+def _sourced_identity(tx, left, right) -> bool | None:
+    """`a is b` for two objects read from the frame (a dataclass field's `_field_type is
+    _FIELD` sentinel test): answered now, guarded as aliasing or distinct."""
+    from ember_bytecode_tracer.guards import Guard, GuardKind
+
+    values = [getattr(v, "value", getattr(v, "module", None)) for v in (left, right)]
+    if left.source is None or right.source is None or any(v is None for v in values):
+        return None
+    same = values[0] is values[1]
+    if same:
+        guard = Guard(
+            left.source, GuardKind.TENSOR_ALIASING, right.source, user_location=tx.location()
+        )
+    else:
+        guard = Guard(
+            left.source, GuardKind.NO_TENSOR_ALIASING, (right.source,), user_location=tx.location()
+        )
+    tx.output.add_guard(guard)
+    return same
 
 
 @handler("CONTAINS_OP")
