@@ -263,14 +263,14 @@ class FrameCompiler:
         except BackendCompilerFailed as exc:
             if not getattr(exc, "symbolic", False):
                 raise
-            # A backend that cannot take symbolic sizes yet: this compile and the later ones
-            # of this compiler are static (a new size recompiles, as with dynamic=False).
+            # A backend that cannot take symbolic sizes yet: this code's compiles are static
+            # from now on (a new size recompiles, as with dynamic=False).
             log.warning(
                 "ember: backend failed on a graph with symbolic sizes for %s (%s); compiling "
-                "with static shapes from now on", frame.f_code.co_name, exc,
+                "it with static shapes from now on", frame.f_code.co_name, exc,
             )  # fmt: skip
-            self.dynamic = STATIC_POLICY
-            return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=None)
+            self.dynamic.state(frame.f_code).static_only = True
+            return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic)
 
     def _room_for(self, frame: fh.Frame, cache: fh.CacheView) -> bool:
         """On a full cache: the limit counts only the entries of this frame's group (other

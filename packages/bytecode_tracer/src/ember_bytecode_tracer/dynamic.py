@@ -113,6 +113,7 @@ class CodeState:
     ints: dict[Source, int] = field(default_factory=dict)
     dynamic_dims: dict[Source, set[int]] = field(default_factory=dict)
     dynamic_ints: set[Source] = field(default_factory=set)
+    static_only: bool = False  # the backend failed on this code's symbolic graph
 
 
 class DynamicPolicy:
@@ -167,7 +168,7 @@ class DynamicTrace:
 
     @property
     def mode(self) -> bool | None:
-        return self.policy.mode
+        return False if self.state.static_only else self.policy.mode
 
     @property
     def is_symbolic(self) -> bool:

@@ -274,3 +274,24 @@ def test_branch_on_a_data_dependent_size_is_a_graph_break():
         assert same(compiled(x), fn(x))
     assert any("data-dependent size" in b.reason for b in compiled.breaks)
     assert not compiled.compiler.skipped  # the condition is computed in the graph
+
+
+def test_backend_refusing_symbolic_graphs_gets_static_ones(caplog):
+    seen = []
+
+    def static_only(gm, example_inputs):
+        values = [n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"]
+        if any(isinstance(s, torch.SymInt) for v in values for s in v.shape):
+            raise NotImplementedError("symbolic sizes")
+        seen.append(gm)
+        return gm.forward
+
+    compiled = Compiled(batch_fn)
+    compiled.compiler.backend = static_only
+    w = torch.randn(8, 4)
+    with caplog.at_level(logging.WARNING, logger="ember.tracer"):
+        for b in (2, 3, 4, 5):
+            x = torch.randn(b, 8)
+            assert same(compiled(x, w), batch_fn(x, w))
+    assert len(seen) == 4  # one static compile per size, no crash
+    assert any("static shapes" in r.getMessage() for r in caplog.records)
