@@ -47,6 +47,7 @@ from ember_bytecode_tracer.variables.autocast_context import (
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
+from ember_bytecode_tracer.variables.object_identity import distinct_object_guards
 from ember_bytecode_tracer.variables.objects import NullVariable
 
 log = logging.getLogger("ember.tracer")
@@ -570,6 +571,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
         Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, output.entry_grad_mode)
     )
     guards += output.entry_autocast.guards()
+    guards += distinct_object_guards(output)
     tensor_sources = [i.source for i in output.inputs if isinstance(i.value, torch.Tensor)]
     if len(tensor_sources) > 1:
         guards.append(

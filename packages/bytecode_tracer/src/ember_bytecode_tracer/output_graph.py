@@ -88,6 +88,9 @@ class OutputGraph:
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
         self.containers_by_id: dict[int, tuple[Any, Any]] = {}
+        # Modules and plain objects read so far: (object, first source), by id (for
+        # attribute writes; variables/object_identity.py).
+        self.objects_by_id: dict[int, tuple[Any, Source]] = {}
         self.in_user_try = False  # set by the translator for the current instruction
         self.rng = RngPlan()  # the default generator's state through the trace
         # Open `with` blocks that must not contain graph ops (dispatch-disabling guards).

@@ -445,3 +445,27 @@ def test_getattr_default_and_hasattr_guard_the_attribute_presence():
         del BAG.k
 
     _check(_reads_optional_attributes, _x, [set_both, drop_j, drop_k])
+
+
+class _State:
+    def __init__(self):
+        self.v = 1
+
+
+STATE = _State()
+
+
+def _writes_through_argument_reads_through_global(a, obj):
+    obj.v = obj.v + 10
+    return a * STATE.v
+
+
+def test_attribute_write_through_one_source_is_seen_through_another():
+    compiled = Compiled(_writes_through_argument_reads_through_global)
+    x = torch.ones(2)
+    for make in (lambda: STATE, _State, lambda: STATE):
+        STATE.v = 1
+        obj = make()
+        expected = _writes_through_argument_reads_through_global(x, obj)
+        STATE.v, obj.v = 1, 1
+        assert same(compiled(x, obj), expected)

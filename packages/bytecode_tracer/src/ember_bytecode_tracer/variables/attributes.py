@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.object_identity import canonical_source
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 def load_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -> VariableTracker:
     if obj.source is not None:
-        written = tx.output.side_effects.attributes.get((obj.source, name))
+        written = tx.output.side_effects.attributes.get((canonical_source(tx, obj), name))
         if written is not None:
             return written
     return obj.var_getattr(tx, name)
@@ -37,4 +38,4 @@ def store_attribute(
         module = obj.module
         if name in module._parameters or name in module._buffers or name in module._modules:
             raise Unsupported(f"reassigning parameter, buffer or submodule {name!r}")
-    tx.output.side_effects.attributes[(obj.source, name)] = value
+    tx.output.side_effects.attributes[(canonical_source(tx, obj), name)] = value

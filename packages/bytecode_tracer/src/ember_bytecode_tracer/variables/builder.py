@@ -48,6 +48,7 @@ from ember_bytecode_tracer.variables.functions import (
 )
 from ember_bytecode_tracer.variables.lists import ListVariable, SizeVariable, TupleVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import (
     PythonModuleVariable,
     TypeVariable,
@@ -125,6 +126,7 @@ def _wrap(tx: InstructionTranslator, value: Any, source: Source | None) -> Varia
         # submodules by class), so the twelve layers of a BERT encoder share one trace.
         if source is not None:
             guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+            note_object(tx, value, source)
         return NNModuleVariable(value, source=source)
     if isinstance(value, tuple) and hasattr(type(value), "_fields") and source is not None:
         from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
@@ -282,6 +284,7 @@ def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
     if is_environ(value):
         return EnvironVariable(value, source=source)
+    note_object(tx, value, source)
     return UserDefinedObjectVariable(value, source=source)
 
 
