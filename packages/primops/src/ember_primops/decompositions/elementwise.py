@@ -33,7 +33,7 @@ special_scaled_modified_bessel_k0:scaled_modified_bessel_k0
 special_scaled_modified_bessel_k1:scaled_modified_bessel_k1
 special_spherical_bessel_j0:spherical_bessel_j0 special_airy_ai:airy_ai
 """
-_SAME_DTYPE_UNARY = "abs neg bitwise_not"
+_SAME_DTYPE_UNARY = "neg bitwise_not"  # abs: below (complex in, real out)
 _ROUNDING_UNARY = "ceil floor round trunc"  # identity on integers
 _BOOL_UNARY = "isnan isinf isfinite signbit"
 
@@ -184,10 +184,33 @@ def div_mode(a, b, *, rounding_mode=None):
     return prims.trunc(prims.div(x, y))
 
 
+@register_decomposition(aten.abs.default)
+def abs_(a):
+    if a.is_complex():  # |z| = hypot(re, im): real dtype, no overflow, as eager computes it
+        parts = prims.view_as_real(a)
+        last = parts.dim() - 1
+        re, im = (prims.squeeze(_select_last(parts, k), [last]) for k in (0, 1))
+        return prims.hypot(re, im)
+    return prims.abs(a)
+
+
+def _select_last(parts: torch.Tensor, k: int) -> torch.Tensor:
+    start = [0] * parts.dim()
+    limit = list(parts.shape)
+    start[-1], limit[-1] = k, k + 1
+    return prims.slice(parts, start, limit)
+
+
 @register_decomposition(aten.sign.default, aten.sgn.default)
 def sign(a):
     if a.dtype == torch.bool:
         return prims.clone(a)
+    if a.is_complex():  # sgn (eager's sign refuses complex): z / |z|, and 0 at 0
+        magnitude = abs_(a)
+        unit = prims.div(a, convert(magnitude, a.dtype))
+        zero = prims.scalar_tensor(0, dtype=magnitude.dtype, device=a.device)
+        at_zero = prims.eq(magnitude, zero)
+        return prims.where(at_zero, convert(zero, a.dtype), unit)
     return prims.sign(a)
 
 
