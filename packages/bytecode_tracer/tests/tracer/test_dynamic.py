@@ -295,3 +295,20 @@ def test_backend_refusing_symbolic_graphs_gets_static_ones(caplog):
             assert same(compiled(x, w), batch_fn(x, w))
     assert len(seen) == 4  # one static compile per size, no crash
     assert any("static shapes" in r.getMessage() for r in caplog.records)
+
+
+def test_size_comparisons_guard_relations_instead_of_specializing():
+    def fn(x, y):
+        out = x + y if x.size() == y.size() else x.sum() + y.sum()
+        if x.shape[1:] == (4,):
+            out = out * 2
+        return out
+
+    compiled = Compiled(fn)
+    for b in (2, 3, 5):
+        x, y = torch.randn(b, 4), torch.randn(b, 4)
+        mark_dynamic(x, 0)
+        mark_dynamic(y, 0)
+        assert same(compiled(x, y), fn(x, y))
+    assert compiled.backend.graph_count == 1
+    assert "L['x'].size()[0] == L['y'].size()[0]" in compiled.compiler.records[0].guards.source_code

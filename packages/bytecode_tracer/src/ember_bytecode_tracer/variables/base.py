@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.translator.core import InstructionTranslator
 
 
+PROBING = [0]  # > 0 while is_python_constant() asks
+
+
 class VariableTracker:
     source: Source | None = None
 
@@ -28,10 +31,15 @@ class VariableTracker:
         raise Unsupported(f"type of {self} is not known at trace time")
 
     def is_python_constant(self) -> bool:
+        # Asking must not decide anything: a symbolic size inside (sym_values.py) raises
+        # Unsupported while PROBING instead of specializing itself.
+        PROBING[0] += 1
         try:
             self.as_python_constant()
         except Unsupported:
             return False
+        finally:
+            PROBING[0] -= 1
         return True
 
     def as_python_constant(self) -> Any:

@@ -21,7 +21,7 @@ import torch.fx
 
 import ember_symbolic as es
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import PROBING, VariableTracker
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -55,6 +55,8 @@ class SymNodeVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         """The trace needs a constant here: specialize (the env records `expr == value`;
         a dim marked dynamic raises ConstraintViolationError naming the line)."""
+        if PROBING[0]:
+            raise Unsupported("a symbolic value is not a constant")
         return _decide(self.python_type(), self.value)
 
     def truthiness(self, tx: InstructionTranslator) -> bool:
@@ -85,11 +87,29 @@ def wrap_scalar(value: Any, node: torch.fx.Node | None = None) -> VariableTracke
     return ConstantVariable(value)
 
 
+def has_symbolic(var: VariableTracker) -> bool:
+    """A symbolic scalar, or a tuple/list/Size holding one."""
+    if isinstance(var, SymNodeVariable):
+        return True
+    items = getattr(var, "items", None)
+    return isinstance(items, list) and any(has_symbolic(v) for v in items)
+
+
+def example_of(var: VariableTracker) -> Any:
+    """The trace-time value with symbolic scalars left as SymInts (never specialized)."""
+    if isinstance(var, SymNodeVariable):
+        return var.value
+    items = getattr(var, "items", None)
+    if isinstance(items, list) and has_symbolic(var):
+        return var.python_type()(example_of(v) for v in items)
+    return var.as_python_constant()
+
+
 def sym_operator(
     tx: InstructionTranslator, fn: Any, args: list[VariableTracker]
 ) -> VariableTracker:
     """`fn` on symbolic scalars (and constants), evaluated on the example values."""
-    values = [a.value if isinstance(a, SymNodeVariable) else a.as_python_constant() for a in args]
+    values = [example_of(a) for a in args]
     try:
         result = fn(*values)
     except Exception as exc:

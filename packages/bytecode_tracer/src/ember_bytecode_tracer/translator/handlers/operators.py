@@ -16,7 +16,7 @@ from ember_bytecode_tracer.variables.lists import (
     TupleVariable,
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, sym_operator
+from ember_bytecode_tracer.variables.sym_values import has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
@@ -47,8 +47,9 @@ def apply_operator(tx, fn, args):
     if any(isinstance(a, TensorVariable) for a in args):
         node_args = tuple(as_node_arg(tx, a) for a in args)
         return wrap_graph_value(tx, *tx.output.create_node("call_function", fn, node_args, {}))
-    if any(isinstance(a, SymNodeVariable) for a in args) and not any(
-        isinstance(a, BaseListVariable) for a in args
+    if any(has_symbolic(a) for a in args) and not (
+        fn in (operator.add, operator.iadd, operator.mul)
+        and any(isinstance(a, BaseListVariable) for a in args)
     ):
         return sym_operator(tx, fn, args)  # sizes and ints: a symbolic expression
     if all(isinstance(a, BaseListVariable) or a.is_python_constant() for a in args):
