@@ -4,6 +4,7 @@ name."""
 
 from __future__ import annotations
 
+import sys
 import types
 
 import pytest
@@ -469,3 +470,29 @@ def test_attribute_write_through_one_source_is_seen_through_another():
         expected = _writes_through_argument_reads_through_global(x, obj)
         STATE.v, obj.v = 1, 1
         assert same(compiled(x, obj), expected)
+
+
+BUMPS = 0
+
+
+def _bump():
+    global BUMPS
+    BUMPS += 1
+    return BUMPS
+
+
+def _writes_global_reads_it_through_the_module(a):
+    first = _bump()
+    return a * first + BUMPS * 10 + sys.modules[__name__].BUMPS * 100
+
+
+def test_global_write_is_seen_through_the_module_object():
+    global BUMPS
+    compiled = Compiled(_writes_global_reads_it_through_the_module)
+    x = torch.ones(1)
+    for _ in range(2):
+        BUMPS = 0
+        expected = _writes_global_reads_it_through_the_module(x)
+        BUMPS = 0
+        assert same(compiled(x), expected)
+        assert BUMPS == 1

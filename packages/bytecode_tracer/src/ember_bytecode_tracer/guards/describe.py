@@ -42,10 +42,13 @@ _NAMED = (
 
 
 def _describe_object(obj: Any) -> str:
-    if isinstance(obj, _NAMED):  # their names are plain attributes: safe to read
-        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
-        return f"<{type(obj).__name__} {name} at {id(obj):#x}>"
-    return f"{summarize(obj)} at {id(obj):#x}"
+    try:
+        if isinstance(obj, _NAMED):  # their names are plain attributes: safe to read
+            name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
+            return f"<{type(obj).__name__} {name} at {id(obj):#x}>"
+        return f"{summarize(obj)} at {id(obj):#x}"
+    except Exception:  # a raising __getattr__/__repr__ (torch.classes): never fail a compile
+        return f"<{type(obj).__name__} object at {id(obj):#x}>"
 
 
 _DESCRIBE: dict[GuardKind, Callable[[Guard], str]] = {

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.object_identity import canonical_source
-from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
+from ember_bytecode_tracer.variables.objects import PythonModuleVariable, UserDefinedObjectVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.translator.core import InstructionTranslator
@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 
 
 def load_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -> VariableTracker:
+    if (
+        isinstance(obj, PythonModuleVariable)
+        and obj.module.__dict__ is tx.output.f_globals
+        and name in tx.output.side_effects.global_writes
+    ):  # the frame's own module, reached as an object: its pending global writes
+        return tx.output.side_effects.global_writes[name]
     if obj.source is not None:
         written = tx.output.side_effects.attributes.get((canonical_source(tx, obj), name))
         if written is not None:
