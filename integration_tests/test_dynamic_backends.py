@@ -262,3 +262,31 @@ def test_ember_compile_dynamic_true_attention_over_lengths(backend, tmp_path):
     if backend == "inductor":
         assert not counters["inductor"]["static_specializations"]
         assert _so_files(tmp_path / "cache") == 1
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_tiny_gpt2_over_lengths(backend, tmp_path):
+    """HF GPT-2 (library defaults, a tiny config, no KV cache) over 12 lengths: the first
+    call static, then one symbolic graph; with inductor one C++ build per graph."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=128,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    model = transformers.GPT2LMHeadModel(config).eval()
+    compiled = ember.compile(model, backend=backend)
+    with torch.no_grad():
+        for length in range(4, 40, 3):
+            ids = torch.randint(0, 100, (1, length))
+            torch.testing.assert_close(
+                compiled(ids, use_cache=False).logits,
+                model(ids, use_cache=False).logits,
+                rtol=1e-4,
+                atol=1e-4,
+            )
+    assert counters[backend]["forward_graphs"] <= 2
+    assert not counters["graph_fallbacks"]
+    if backend == "inductor":
+        assert not counters["inductor"]["static_specializations"]
+        assert _so_files(tmp_path / "cache") == counters["inductor"]["forward_graphs"]

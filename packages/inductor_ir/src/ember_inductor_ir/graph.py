@@ -543,8 +543,15 @@ def lower(
         )
     if target == "cpp":  # a Triton template could not fuse a sliced product's readers
         gm = batch_step_matmuls(gm)
-    lowering = GraphLowering(gm, example_inputs, target=target).run()
-    verify(lowering)
+    try:
+        lowering = GraphLowering(gm, example_inputs, target=target).run()
+        verify(lowering)
+    except (TypeError, NotImplementedError) as exc:
+        # a lowering that needs a static size met a symbol (int() of a sympy expression):
+        # declared as such, so that the caller may compile static specializations
+        if not _has_symbolic_sizes(gm):
+            raise
+        raise DynamicShapeUnsupported(f"a lowering needs static sizes: {exc}") from exc
     log_lowering(lowering)
     return lowering
 

@@ -47,9 +47,17 @@ def _in_range(ops: Any, index: Expr, low: Expr, high: Expr) -> Any:
     """low <= index < high, as a bool value."""
     i = ops.index_expr(index, torch.int64)
     return ops.logical_and(
-        ops.ge(i, ops.constant(int(low), torch.int64)),
-        ops.lt(i, ops.constant(int(high), torch.int64)),
+        ops.ge(i, _index_value(ops, low)),
+        ops.lt(i, _index_value(ops, high)),
     )
+
+
+def _index_value(ops: Any, value: Expr) -> Any:
+    """An int64 bound: a constant, or (symbolic sizes) the expression computed in the kernel."""
+    value = sympy.sympify(value)
+    if value.free_symbols:
+        return ops.index_expr(value, torch.int64)
+    return ops.constant(int(value), torch.int64)
 
 
 #: A cat of this many inputs or more is a library copy (aten's cat into planned storage) of

@@ -14,7 +14,7 @@ from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.cpp.build import CppBuilder, default_builder
 from ember_codegen.cpp.loader import ERROR_MESSAGES, LoadedKernelLibrary
 from ember_codegen.exc import KernelRuntimeError
-from ember_inductor_ir import Schedule
+from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .dynamic_wrapper import DynamicWrapper, SizeBinder
 from .kernel import KernelSource, build_kernel
@@ -86,13 +86,20 @@ def compile_cpp(
     WrapperBuilder); the wrapper then skips checking them (~0.25 us an input)."""
     start = time.perf_counter()
     check_cpu(sched)
-    kernels = [build_kernel(g, sched) for g in sched if g.extern is None]
-    cpp_source = graph_source(kernels)
-    binder = SizeBinder(sched, kernels) if sched.shape_env is not None else None
-    with bound(binder.hints() if binder is not None else {}):  # the example's binding
-        wrapper = WrapperBuilder(
-            sched, {k.name: k for k in kernels}, trusted_inputs=trusted_inputs
-        ).build()
+    try:
+        kernels = [build_kernel(g, sched) for g in sched if g.extern is None]
+        cpp_source = graph_source(kernels)
+        binder = SizeBinder(sched, kernels) if sched.shape_env is not None else None
+        with bound(binder.hints() if binder is not None else {}):  # the example's binding
+            wrapper = WrapperBuilder(
+                sched, {k.name: k for k in kernels}, trusted_inputs=trusted_inputs
+            ).build()
+    except TypeError as exc:
+        # emission that needs a static size met a symbol: declared, so that the caller
+        # may compile static specializations instead
+        if sched.shape_env is None:
+            raise
+        raise DynamicShapeUnsupported(f"C++ emission needs static sizes: {exc}") from exc
     generated = time.perf_counter()
     builder = builder if builder is not None else default_builder()
     namespace = {**runtime_namespace(), **wrapper.namespace}
