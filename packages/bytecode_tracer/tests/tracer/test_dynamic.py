@@ -312,3 +312,17 @@ def test_size_comparisons_guard_relations_instead_of_specializing():
         assert same(compiled(x, y), fn(x, y))
     assert compiled.backend.graph_count == 1
     assert "L['x'].size()[0] == L['y'].size()[0]" in compiled.compiler.records[0].guards.source_code
+
+
+def test_index_with_a_symbolic_int_selects_without_specializing():
+    def fn(x, n):
+        return x[n] * 2 + x[n - 1]
+
+    compiled = Compiled(fn)
+    x = torch.randn(10, 3)
+    for n in (2, 3, 5, 9):
+        assert same(compiled(x, n), fn(x, n))
+    assert compiled.backend.graph_count == 2
+    assert "select" in compiled.backend.ops(1)
+    with pytest.raises(IndexError):
+        compiled(x, 12)

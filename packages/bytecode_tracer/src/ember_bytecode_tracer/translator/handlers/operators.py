@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 
+import torch
+
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.core import BINARY_OPS
 from ember_bytecode_tracer.translator.registry import handler
@@ -16,7 +18,7 @@ from ember_bytecode_tracer.variables.lists import (
     TupleVariable,
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-from ember_bytecode_tracer.variables.sym_values import has_symbolic, sym_operator
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
@@ -186,6 +188,10 @@ def contains_op(tx, inst):
 
 
 def subscript(tx, container, key):
+    if isinstance(container, TensorVariable) and isinstance(key, SymNodeVariable):
+        # x[n] with a symbolic n: Tensor.__getitem__ would specialize n (__index__)
+        args = (container.node, 0, as_node_arg(tx, key))
+        return wrap_graph_value(tx, *tx.output.create_node("call_function", torch.select, args, {}))
     if isinstance(container, TensorVariable):
         return apply_operator(tx, operator.getitem, [container, key])
     if isinstance(container, BaseListVariable | ConstDictVariable):
