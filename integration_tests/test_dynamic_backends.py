@@ -290,3 +290,60 @@ def test_tiny_gpt2_over_lengths(backend, tmp_path):
     if backend == "inductor":
         assert not counters["inductor"]["static_specializations"]
         assert _so_files(tmp_path / "cache") == counters["inductor"]["forward_graphs"]
+
+
+TRITON_CHILD = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import ember_symbolic as es
+from test_dynamic_backends import _params, block, symbolic_graph
+from ember.backends.inductor import inductor
+from ember.backends.inductor_settings import inductor_settings
+from ember.stats import counters
+
+params = _params()
+def args(b, n):
+    return [torch.randn(b, 40), n, *params]
+dims = [{0: es.Dim()}, "int", None, None, None, None]
+settings = inductor_settings(options={"target": "triton", "dynamic_specializations": 3})
+compiled = inductor(symbolic_graph(block, args(4, 3), dims), args(4, 3), settings=settings)
+for b in (4, 5, 6, 7, 8, 5):
+    a = args(b, 3)
+    for p in params:
+        p.grad = None
+    out = compiled(*a)
+    out.sum().backward()
+    grads = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    ref = block(*a)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    for got, p in zip(grads, params):
+        torch.testing.assert_close(got, p.grad, rtol=1e-4, atol=1e-4)
+print(json.dumps(dict(counters["inductor"])))
+"""
+
+
+def test_triton_interpreter_specializes_per_size_up_to_the_limit(tmp_path):
+    """The Triton target takes static sizes only: a symbolic graph gets one static compile
+    per batch size (at most options['dynamic_specializations']), later sizes run as FX
+    graphs; correct throughout (TRITON_INTERPRET=1, in a child so it is set before import)."""
+    pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "EMBER_CACHE_DIR": str(tmp_path / "c")}
+    here = str(pathlib.Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-c", TRITON_CHILD, here],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    stats = json.loads(out.stdout.strip().splitlines()[-1])
+    assert stats["static_specializations"] == 6  # 3 sizes x (forward, backward)
+    assert stats["specialization_overflow_runs"] == 4  # sizes 7 and 8, each way
