@@ -347,6 +347,9 @@ def _make_extreme(fn):
     return run
 
 
+_MAX_UNROLLED_EXTREME = 64
+
+
 def _extreme_of_tensors(tx, fn, better, values: list[VariableTracker]) -> VariableTracker:
     # Python keeps the current best unless `candidate > best` (max) is true: for one-element
     # tensors of one shape, dtype and device, torch.where on that comparison picks the same
@@ -363,6 +366,8 @@ def _extreme_of_tensors(tx, fn, better, values: list[VariableTracker]) -> Variab
             raise Unsupported(f"{fn.__name__}() over tensors of different shapes or dtypes")
     if first.numel() != 1:
         raise Unsupported(f"{fn.__name__}() over tensors with more than one element")
+    if len(values) > _MAX_UNROLLED_EXTREME:  # one comparison node per item: keep graphs small
+        raise Unsupported(f"{fn.__name__}() over {len(values)} tensors")
     import torch
 
     best = values[0]
