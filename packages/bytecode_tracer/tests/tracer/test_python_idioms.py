@@ -357,3 +357,65 @@ def test_distribution_built_in_the_trace(validate):
     torch.manual_seed(0)
     assert same(compiled(loc), expected)
     assert compiled.backend.graph_count == 1
+
+
+def _break_in_handler(a):
+    b = a * 2
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        print("handling")
+        c = b + 1
+    return c
+
+
+def _break_in_finally(a):
+    b = a * 2
+    try:
+        c = b + 1
+    finally:
+        print("finally")
+        d = b * 3
+    return c + d
+
+
+def _break_before_bare_reraise(a):
+    b = a * 2
+    try:
+        try:
+            int("bad")
+        except ValueError:
+            print("inner handler")
+            raise
+    except ValueError as exc:
+        b = b + len(str(exc))
+    return b
+
+
+def _break_in_try_inside_no_grad(a):
+    b = a * 2
+    with torch.no_grad():
+        try:
+            print("in try in no_grad")
+            c = b * 3
+        finally:
+            d = b + 1
+    return c + d + b, c.requires_grad
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _break_in_handler,
+        _break_in_finally,
+        _break_before_bare_reraise,
+        _break_in_try_inside_no_grad,
+    ],
+)
+def test_graph_break_in_handlers_and_finally_blocks_matches_eager(fn, capsys):
+    compiled = Compiled(fn)
+    x = torch.randn(3, requires_grad=True)
+    expected = fn(x)
+    for _ in range(2):
+        assert same(compiled(x), expected)
+        assert torch.is_grad_enabled()
