@@ -156,3 +156,36 @@ def test_inference_graph_sizes_are_nodes():
     assert len(fw.graphs) == 1
     targets = {n.target for n in fw.graphs[0].graph.nodes}
     assert torch.ops.aten.sym_size.int in targets and operator.mul in targets
+
+
+def test_guards_recorded_by_a_late_trace_are_checked_per_call():
+    """A variant traced at call time (not when the caller built its guard function) whose
+    decomposition branches on a size: the branch's guard is checked on each call, and a
+    call it rejects runs a static variant traced for its own sizes."""
+    from ember_aot_autograd import aot_function
+
+    aten = torch.ops.aten
+
+    def branchy_relu(x):  # a decomposition whose result depends on a size branch
+        if x.shape[0] > 6:
+            return aten.mul.Tensor(x, 2.0)
+        return aten.mul.Tensor(x, 3.0)
+
+    def fn(x):
+        return torch.relu(x) + 1
+
+    x = torch.randn(4, 3)
+    gm, _env = symbolic_graph(fn, [x], [{0: es.Dim()}])
+    values = [n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"]
+    fw = Compilers()
+    compiled = aot_function(
+        gm, fw, decompositions={aten.relu.default: branchy_relu}, example_values=values
+    )
+    with torch.no_grad():
+        for n in (4, 5, 8, 9, 3):
+            x = torch.randn(n, 3)
+            expected = x * (2.0 if n > 6 else 3.0) + 1
+            torch.testing.assert_close(compiled(x), expected)
+    # one symbolic variant (n <= 6) and one static variant per size it rejected
+    assert len(fw.graphs) == 3
+    assert compiled.traces["inference"] == 3

@@ -26,7 +26,12 @@ from ember_aot_autograd.runtime import (
     training_plan,
     training_runner,
 )
-from ember_aot_autograd.symbolic import DynamicSignature, env_of, is_symbolic_value
+from ember_aot_autograd.symbolic import (
+    DynamicSignature,
+    env_of,
+    is_symbolic_value,
+    symbol_readers,
+)
 from ember_aot_autograd.trace import META_KEY, trace_to_aten
 from ember_aot_autograd.tracer import DecompositionTable
 
@@ -101,13 +106,42 @@ class AotFunction:
         )
         if self.example_values is not None:
             self.artifact_store = None  # the on-disk store keys concrete shapes
+        self.static_variants: dict[tuple, Callable] = {}
 
     def __call__(self, *args: Any) -> Any:
         key = self.signature(args)
         runner = self.variants.get(key)
         if runner is None:
-            runner = self.variants[key] = self._compile(args)
+            runner = self.variants[key] = self._compile_late(args)
         return runner(args)
+
+    def _compile_late(self, args: Sequence[Any]) -> Callable:
+        """A variant compiled at call time. A symbolic trace may record shape guards (a
+        decomposition branching on a size) after the caller built its guard function from
+        the env: those are checked here on each call; where one fails, the call runs a
+        static variant traced for its own sizes."""
+        env = self.shape_env
+        before = len(env.guards()) if env is not None else 0
+        runner = self._compile(args)
+        late = env.guards()[before:] if env is not None else []
+        if not late:
+            return runner
+        log.info(
+            "symbolic variant recorded %d shape guards after compile: checked per call", len(late)
+        )
+        return LateGuardedRunner(runner, [g.expr for g in late], self)
+
+    def _compile_static(self, args: Sequence[Any]) -> Callable:
+        """A variant traced on `args` themselves (their sizes), keyed by them."""
+        key = _signature(args)
+        runner = self.static_variants.get(key)
+        if runner is None:
+            values, self.example_values = self.example_values, None
+            try:
+                runner = self.static_variants[key] = self._compile(args)
+            finally:
+                self.example_values = values
+        return runner
 
     def _compile(self, args: Sequence[Any]) -> Callable:
         if self.artifact_store is not None:
@@ -151,6 +185,29 @@ class AotFunction:
             value if is_symbolic_value(value) else arg
             for arg, value in zip(args, self.example_values, strict=True)
         ]
+
+
+class LateGuardedRunner:
+    """A symbolic variant whose trace recorded shape guards nobody else checks: each call
+    binds the size symbols from its arguments and checks them; a call they reject runs a
+    static variant for its sizes."""
+
+    def __init__(self, runner: Callable, conditions: list, owner: AotFunction) -> None:
+        self.runner = runner
+        self.conditions = conditions
+        self.owner = owner
+        self.readers = symbol_readers(owner.example_values)
+
+    def __call__(self, args: Sequence[Any]) -> Any:
+        values = {symbol: read(args) for symbol, read in self.readers.items()}
+        if all(_holds(c.xreplace(values)) for c in self.conditions):
+            return self.runner(args)
+        return self.owner._compile_static(args)(args)
+
+
+def _holds(condition: Any) -> bool:
+    """A guard with every symbol bound: true or false (unbound symbols: not proven)."""
+    return not getattr(condition, "free_symbols", None) and bool(condition)
 
 
 class ArtifactStore(Protocol):

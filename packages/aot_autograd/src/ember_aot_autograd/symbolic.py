@@ -217,3 +217,22 @@ class DynamicSignature:
                 for i, v in enumerate(args)
             ),
         )
+
+
+def symbol_readers(example_values: Sequence[Any]) -> dict[sympy.Symbol, Callable]:
+    """For each size symbol of the example values, how to read its value from the
+    run-time arguments (a tensor argument's size or a SymInt argument's int)."""
+    readers: dict[sympy.Symbol, Callable] = {}
+    for position, value in enumerate(example_values):
+        if isinstance(value, torch.SymInt):
+            expr = value.node.expr
+            if isinstance(expr, sympy.Symbol):
+                readers.setdefault(expr, lambda args, p=position: sympy.Integer(int(args[p])))
+        elif isinstance(value, torch.Tensor):
+            for dim, size in enumerate(value.shape):
+                expr = size.node.expr if isinstance(size, torch.SymInt) else None
+                if isinstance(expr, sympy.Symbol):
+                    readers.setdefault(
+                        expr, lambda args, p=position, d=dim: sympy.Integer(args[p].shape[d])
+                    )
+    return readers
