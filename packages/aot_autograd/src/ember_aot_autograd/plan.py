@@ -19,7 +19,7 @@ from ember_aot_autograd.errors import AotAutogradError
 from ember_aot_autograd.outputs import Constant, FromGraph, OutputSpec, SameAsInput, ViewOfInput
 from ember_aot_autograd.tensor_table import ViewStep
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2
 _PLAIN = (type(None), bool, int, float, str)
 
 
@@ -38,6 +38,9 @@ class RunnerPlan:
     grad_slots: tuple[int, ...] = ()  # training: primal position of each backward output
     symbolic_saved: tuple[int, ...] = ()  # training: saved values that are sizes (SymInts)
     num_saved: int = 0  # training: values the forward saves for the backward
+    # training: per backward output, the bitmask of the tangents it depends on (its
+    # gradient is None when all of them are absent, as eager's; see missing_tangents.py)
+    grad_masks: tuple[int, ...] = ()
 
 
 def _plain(value: Any, what: str) -> Any:
@@ -114,6 +117,7 @@ def plan_to_data(plan: RunnerPlan) -> dict:
         "num_fw_outputs": plan.num_fw_outputs,
         "tangent_outputs": list(plan.tangent_outputs),
         "grad_slots": list(plan.grad_slots),
+        "grad_masks": list(plan.grad_masks),
     }
 
 
@@ -133,4 +137,5 @@ def plan_from_data(data: dict) -> RunnerPlan:
         num_fw_outputs=data["num_fw_outputs"],
         tangent_outputs=tuple(data["tangent_outputs"]),
         grad_slots=tuple(data["grad_slots"]),
+        grad_masks=tuple(data["grad_masks"]),
     )

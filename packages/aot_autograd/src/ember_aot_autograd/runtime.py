@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_structure
 
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
+from ember_aot_autograd.missing_tangents import TangentPresence, tangent_masks
 from ember_aot_autograd.outputs import FromGraph
 from ember_aot_autograd.partition.common import Partition
 from ember_aot_autograd.plan import RunnerPlan
@@ -109,6 +110,7 @@ def training_plan(joint: JointGraph, partition: Partition) -> RunnerPlan:
         grad_slots=tuple(grad_slots),
         symbolic_saved=tuple(partition.symbolic_saved),
         num_saved=partition.num_saved,
+        grad_masks=tangent_masks(partition.bw_gm, partition.num_saved),
     )
 
 
@@ -172,6 +174,8 @@ def plan_runner(
     symbolic_saved = set(plan.symbolic_saved)  # saved values that are sizes (ints)
     n_saved = plan.num_saved
     Tensor = torch.Tensor
+    presence = TangentPresence(tangent_outputs, plan.grad_masks or (0,) * len(grad_slots))
+    all_present = (1 << len(tangent_outputs)) - 1
 
     def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> list[Any]:
         """A saved value sharing storage with a primal the wrapper writes afterwards is
@@ -187,6 +191,8 @@ def plan_runner(
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *primals):
+            # an output the loss did not use gets None, not zeros (missing_tangents.py)
+            ctx.set_materialize_grads(False)
             outputs = compiled_fw(*primals)
             saved = outputs[n_fw:]
             if symbolic_saved:  # sizes the backward needs: ints, kept beside the tensors
@@ -217,11 +223,16 @@ def plan_runner(
             if symbolic_saved:
                 tensors = iter(saved)
                 saved = [ctx.sizes[k] if k in ctx.sizes else next(tensors) for k in range(n_saved)]
-            tangents = [grad_outputs[k].contiguous() for k in tangent_outputs]
+            tangents, present = presence.tangents(ctx, grad_outputs)
             grads = compiled_bw(*saved, *tangents)
             result: list[torch.Tensor | None] = [None] * n_primals
-            for slot, grad in zip(grad_slots, grads, strict=True):
-                result[slot] = grad
+            if present == all_present:
+                for slot, grad in zip(grad_slots, grads, strict=True):
+                    result[slot] = grad
+            else:  # gradients reached only from absent tangents stay None, as eager's
+                for slot, grad, keep in zip(grad_slots, grads, presence.kept(present), strict=True):
+                    if keep:
+                        result[slot] = grad
             return tuple(result)
 
     def run(args: Sequence[Any]) -> Any:
