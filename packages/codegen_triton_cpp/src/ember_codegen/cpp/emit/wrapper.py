@@ -253,7 +253,7 @@ class WrapperBuilder:
         if kernel.may_fail:
             w.line(f"if _error.value: _raise_kernel_error({group_name!r})")
 
-    def _extern(self, extern: ExternKernel) -> None:
+    def _extern(self, extern: ExternKernel, dead: set[str] = frozenset()) -> None:
         w = self.w
         if extern.writes_out and not extern.fallback:
             self._extern_out(extern)
@@ -272,6 +272,8 @@ class WrapperBuilder:
         )
         fresh = not extern.fallback and extern.kernel_name in FRESH_RESULTS
         for out in extern.outputs:
+            if out.name in dead:  # freed where it is made: read by nobody, left unbound
+                continue  # (aten's meta can disagree with the kernel on unused outputs)
             leaf = f"(_r[{out.index}] if isinstance(_r, _sequences) else _r)"
             if out.index:
                 leaf = f"_r[{out.index}]"  # only a sequence has a second result
@@ -349,7 +351,7 @@ class WrapperBuilder:
         for group in self.sched:
             w.line(f"# {group.describe()}")
             if group.extern is not None:
-                self._extern(group.extern)
+                self._extern(group.extern, dead=set(self.sched.frees.get(group.name, ())))
             else:
                 kernel = self.kernels[group.name]
                 for node in group.nodes:
