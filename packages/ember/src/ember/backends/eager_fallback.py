@@ -11,7 +11,10 @@ Two kinds of limitation are declared, never discovered by catching whatever a st
 Such a graph runs eagerly: the same ops in the same order, so the results are eager's. Each
 one is counted in ``ember.counters["graph_fallbacks"]`` by the op refused or the layout met
 (``"aten.item.default"``, ``"torch.sparse_coo"``) and logged as a warning.
-Any other exception from a stage is a bug: it surfaces as ``BackendCompilerFailed``.
+Any other exception from a stage is checked against eager (eager_probe.py): if eager raises on
+the same graph too, the error is the user's (an op eager refuses by dtype) and the graph runs
+eagerly so that the call raises eager's exception, counted in ``ember.counters["eager_errors"]``
+by its type; if eager runs it, the stage has a bug: it surfaces as ``BackendCompilerFailed``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ember.backends.eager_probe import eager_error
 from ember.stats import counters
 
 log = logging.getLogger("ember.backends")
@@ -56,6 +60,25 @@ def _refused(backend: str, reason: BaseException) -> None:
     _fall_back(backend, str(getattr(reason, "op", type(reason).__name__)), str(reason))
 
 
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [""])[0]  # without the notes fx's Interpreter adds
+
+
+def _users_error(backend: str, gm: torch.fx.GraphModule, inputs: Any, failure: Exception) -> bool:
+    """Whether eager raises on `gm` too (then the graph runs eagerly, raising as eager);
+    counted and logged."""
+    error = eager_error(gm, inputs)
+    if error is None:
+        return False
+    counters["eager_errors"][type(error).__name__] += 1
+    log.warning(
+        "%s: eager raises on this graph too (%s: %s); it runs eagerly so that the call raises "
+        "eager's error (the stage said: %s: %s)",
+        backend, type(error).__name__, _first_line(error), type(failure).__name__, failure,
+    )  # fmt: skip
+    return True
+
+
 def eager_on_limitation(backend: str, compile_fn: Callable) -> Callable:
     """``compile_fn(gm, example_inputs)`` wrapped: a declared limitation at compile time, or
     while a later call traces a new variant (grad mode, shapes), runs the graph eagerly."""
@@ -71,6 +94,10 @@ def eager_on_limitation(backend: str, compile_fn: Callable) -> Callable:
         except limitations as reason:
             _refused(backend, reason)
             return gm.forward
+        except Exception as failure:
+            if not _users_error(backend, gm, example_inputs, failure):
+                raise
+            return gm.forward
         eager = []  # set once a new variant hits a limitation: eager from then on
 
         def run(*args: Any) -> Any:
@@ -82,6 +109,10 @@ def eager_on_limitation(backend: str, compile_fn: Callable) -> Callable:
                 _refused(backend, reason)
                 eager.append(reason)
                 return gm.forward(*args)
+            except Exception as failure:  # a new variant's trace, or the compiled graph
+                if not _users_error(backend, gm, args, failure):
+                    raise
+                return gm.forward(*args)  # raises as eager does (the graphs are functional)
 
         run.__dict__.update(getattr(compiled, "__dict__", {}))  # e.g. aot_module's aot_function
         return run
