@@ -49,6 +49,7 @@ from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.object_identity import distinct_object_guards
 from ember_bytecode_tracer.variables.objects import NullVariable
+from ember_bytecode_tracer.variables.validation_checks import check_appliers
 
 log = logging.getLogger("ember.tracer")
 _runner_ids = iter(range(10**9))
@@ -399,6 +400,7 @@ def _runner(
         else None
     )
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
+    checks = output.check_appliers  # argument checks deferred to run time, before any result
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
 
     def runner(*args):
@@ -423,6 +425,8 @@ def _runner(
             torch._C._set_grad_enabled(grad_mode_after)
         if rng is not None:
             rng.leave(incoming)
+        for check in checks:  # before any result or side effect reaches the caller
+            check(outs)
         values = [recipe(outs, L, f_globals) for recipe in recipes]
         for effect in side_effects:
             effect(outs, L, f_globals)
@@ -432,6 +436,7 @@ def _runner(
 
 
 def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
+    output.check_appliers = check_appliers(output, builder.output_index)
     effects = []
     se = output.side_effects
     for _source, tracker in se.containers.items():

@@ -311,7 +311,8 @@ def _type(tx, args, kwargs):
 
     if len(args) != 1:
         raise Unsupported("type() with three arguments")
-    return TypeVariable(args[0].python_type())
+    # An object built in the trace knows where its class lives (its attributes are guarded).
+    return TypeVariable(args[0].python_type(), source=getattr(args[0], "cls_source", None))
 
 
 def _trace_time_key(tx, key: VariableTracker, item: VariableTracker, what: str) -> Any:

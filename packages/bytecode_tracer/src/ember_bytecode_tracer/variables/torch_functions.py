@@ -92,6 +92,12 @@ class TorchFunctionVariable(VariableTracker):
             except TypeError as exc:  # a bad call: let Python raise it as eager would
                 raise Unsupported(f"torch.{fn.__name__}(): {exc}") from exc
             return ConstantVariable(result)
+        if fn is torch._is_all_true:  # an argument check that raises: run after the graph
+            from ember_bytecode_tracer.variables.validation_checks import deferred_all_true
+
+            deferred = deferred_all_true(tx, args, kwargs)
+            if deferred is not None:
+                return deferred
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
         node, value = tx.output.create_node("call_function", fn, node_args, node_kwargs)

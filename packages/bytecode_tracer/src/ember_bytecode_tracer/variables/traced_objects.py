@@ -105,6 +105,9 @@ class TracedObjectVariable(VariableTracker):
             return UserMethodVariable(attribute.__func__, owner, fn_source=None)
         if inspect.isfunction(attribute):
             return self._method(tx, attribute, name)
+        getter = inspect.getattr_static(type(attribute), "__get__", None)
+        if inspect.isfunction(getter) and not hasattr(type(attribute), "__set__"):
+            return self._non_data_descriptor(tx, name, attribute, getter)
         source = self._attr_source(name)
         if source is not None:
             from ember_bytecode_tracer.variables.builder import wrap_value
@@ -114,6 +117,23 @@ class TracedObjectVariable(VariableTracker):
         if is_constant_value(value):
             return ConstantVariable(value)
         raise Unsupported(f"class attribute {self.cls.__qualname__}.{name} without a source")
+
+    def _non_data_descriptor(self, tx, name: str, attribute: Any, getter: Any) -> VariableTracker:
+        """A Python non-data descriptor (torch.distributions' lazy_property): its __get__,
+        inlined with the object (the table was checked first, as the instance dict is)."""
+        from ember_bytecode_tracer.guards import AttrSource, ItemSource, TypeSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+        from ember_bytecode_tracer.variables.objects import TypeVariable
+
+        if self.cls_source is None:
+            raise Unsupported(f"descriptor {self.cls.__qualname__}.{name} without a source")
+        depth = next(i for i, k in enumerate(self.cls.__mro__) if name in vars(k))
+        owner = ItemSource(AttrSource(self.cls_source, "__mro__"), depth)
+        source = ItemSource(AttrSource(owner, "__dict__"), name)
+        descriptor = wrap_value(tx, attribute, source)
+        fn_source = AttrSource(TypeSource(source), "__get__")
+        cls = TypeVariable(self.cls, source=self.cls_source)
+        return tx.inline_call(getter, fn_source, [descriptor, self, cls], {})
 
     def _method(self, tx, fn: Any, name: str) -> VariableTracker:
         # The class is identity-guarded through its source, and so are its methods with it.

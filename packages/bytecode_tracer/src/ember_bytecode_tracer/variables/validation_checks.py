@@ -1,0 +1,128 @@
+"""Argument checks that branch on a tensor only to raise: run after the graph, not in it.
+
+`torch.distributions` validates its parameters (and `log_prob`'s value) with
+`if not torch._is_all_true(valid): raise ValueError(...)`: a branch on tensor data. For the
+library sites listed in `SITES` (identified by their code objects, never by name) the trace
+takes the passing side, the graph computes `valid.all()` as an extra output, and the runner
+checks it right after the graph ran, before any result or side effect of the frame is
+handed back: a failing check raises the site's exception, as eager code would (the message
+names the same parameter and constraint; it does not print the values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+
+if TYPE_CHECKING:
+    import torch.fx
+
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+
+def _local_text(tx: InstructionTranslator, name: str) -> str:
+    value = tx.symbolic_locals.get(name)
+    if value is None:
+        return "?"
+    if value.is_python_constant():
+        return str(value.as_python_constant())
+    if hasattr(value, "value"):  # an object read from the frame (a Constraint)
+        return repr(value.value)
+    return type(value).__name__
+
+
+def _class_name(tx: InstructionTranslator) -> str:
+    owner = tx.symbolic_locals.get("self")
+    try:
+        return owner.python_type().__name__
+    except (Unsupported, AttributeError):
+        return "distribution"
+
+
+def _parameter_message(tx: InstructionTranslator) -> str:
+    return (
+        f"Expected parameter {_local_text(tx, 'param')} of distribution {_class_name(tx)} to "
+        f"satisfy the constraint {_local_text(tx, 'constraint')}, but found invalid values "
+        f"(checked after the compiled graph ran)"
+    )
+
+
+def _sample_message(tx: InstructionTranslator) -> str:
+    return (
+        f"Expected value argument to be within the support of the distribution "
+        f"{_class_name(tx)}, but found invalid values (checked after the compiled graph ran)"
+    )
+
+
+def _sites() -> dict[Any, tuple[type[BaseException], Callable[[Any], str]]]:
+    from torch.distributions.distribution import Distribution
+
+    return {
+        Distribution.__init__.__code__: (ValueError, _parameter_message),
+        Distribution._validate_sample.__code__: (ValueError, _sample_message),
+    }
+
+
+SITES = _sites()
+
+
+@dataclass
+class RuntimeCheck:
+    """`node` (a bool tensor) must be true after the graph ran, else `error` is raised."""
+
+    node: torch.fx.Node
+    error: type[BaseException]
+    message: str
+    location: str
+
+
+class DeferredAllTrueVariable(VariableTracker):
+    """`torch._is_all_true(valid)` at a known raising site: true while tracing, checked at
+    run time."""
+
+    def __init__(self, node: torch.fx.Node, site: tuple[type[BaseException], Callable]) -> None:
+        super().__init__()
+        self.node = node
+        self.site = site
+
+    def python_type(self) -> type:
+        return torch.Tensor
+
+    def truthiness(self, tx: InstructionTranslator) -> bool:
+        error, message = self.site
+        tx.output.runtime_checks.append(RuntimeCheck(self.node, error, message(tx), tx.location()))
+        return True
+
+    def __repr__(self) -> str:
+        return f"DeferredAllTrueVariable({self.node.name})"
+
+
+def deferred_all_true(tx: InstructionTranslator, args, kwargs) -> VariableTracker | None:
+    """The tracker for `torch._is_all_true(...)` when called at a known site, else None."""
+    from ember_bytecode_tracer.variables.tensor import TensorVariable
+
+    site = SITES.get(tx.code)
+    if site is None or kwargs or len(args) != 1 or not isinstance(args[0], TensorVariable):
+        return None
+    node, _ = tx.output.create_node("call_method", "all", (args[0].node,), {})
+    return DeferredAllTrueVariable(node, site)
+
+
+def check_appliers(output: Any, output_index: Callable[[torch.fx.Node], int]) -> list[Callable]:
+    """One `check(outs)` per runtime check of the trace (outputs registered now)."""
+    appliers = []
+    for check in output.runtime_checks:
+        index = output_index(check.node)
+
+        def apply(outs, index=index, check=check):
+            if not bool(outs[index]):
+                raise check.error(check.message)
+
+        appliers.append(apply)
+    return appliers
