@@ -28,12 +28,16 @@ class UndecomposedOpError(AotAutogradError):
         )
 
 
-class InputMutationError(AotAutogradError):
-    """A mutation of a graph input that the runtime wrapper cannot replay faithfully."""
+class InputMutationError(UnsupportedOpError):
+    """A write to a graph input that the runtime wrapper cannot replay faithfully (inputs
+    sharing storage where none covers the others, or one requires grad): a declared
+    limitation, like any UnsupportedOpError."""
 
     def __init__(self, index: int, why: str) -> None:
         self.index = index
-        super().__init__(f"input {index}: {why}")
+        super().__init__(
+            "aliased_input_write", f"input {index}: {why}", "pass non-overlapping tensors"
+        )
 
 
 class GraphNotFunctionalError(AotAutogradError):

@@ -18,6 +18,7 @@ from ember_aot_autograd.errors import InputMutationError, UnsupportedOpError
 from ember_aot_autograd.graph_checks import clean
 from ember_aot_autograd.outputs import Constant, FromGraph, OutputSpec, SameAsInput, ViewOfInput
 from ember_aot_autograd.symbolic import static_fake
+from ember_aot_autograd.tensor_table import storage_key
 from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
 
 
@@ -61,11 +62,24 @@ class TraceSession:
         # input index -> the history its alias starts with: a write recorded under no_grad
         # (an optimizer step) leaves it, one recorded by autograd replaces it
         self.entry_grad_fns: dict[int, Any] = {}
+        # inputs sharing storage with another input where one of them requires grad: its
+        # alias is a clone (own storage), so a write could not reach the others
+        self.grad_aliased: list[int] = []
 
     def make_inputs(
         self, example_inputs: Sequence[Any], requires_grad: Sequence[bool], prefix: str
     ) -> list[Any]:
         """Fake leaves (placeholders) for tensor inputs; other values are specialized."""
+        sharing: dict[int, list[int]] = {}  # storage -> tensor inputs viewing it
+        for index, value in enumerate(example_inputs):
+            if isinstance(value, torch.Tensor) and value.layout == torch.strided:
+                sharing.setdefault(storage_key(value), []).append(index)
+        self.grad_aliased = [
+            i
+            for group in sharing.values()
+            if len(group) > 1 and any(requires_grad[k] for k in group)
+            for i in group
+        ]
         for index, (value, grad) in enumerate(zip(example_inputs, requires_grad, strict=True)):
             if isinstance(value, torch.SymInt):  # a symbolic int input: a placeholder
                 self.tracer.add_symint_input(value, f"{prefix}_{len(self.tensor_inputs)}")
@@ -110,12 +124,12 @@ class TraceSession:
             state = tracer.table.get(fake).storage
             if not state.mutated:
                 continue
-            if state.input_index != index:
+            if index in self.grad_aliased:
                 raise InputMutationError(
-                    index,
-                    f"shares storage with input {state.input_index} and is written; "
-                    "pass non-overlapping tensors",
+                    index, "written while sharing storage with another input (one requires grad)"
                 )
+            if state.input_index != index:
+                continue  # an alias of the owner: its write comes back with the owner's
             mutated.append(index)
             mutation_nodes.append(tracer.read(fake))
         leaves, treespec = tree_flatten(output)

@@ -15,6 +15,8 @@ import torch
 import torch.fx
 from torch._ops import OpOverload
 
+from ember_aot_autograd.dense import is_dense
+
 
 @dataclass(frozen=True)
 class ViewStep:
@@ -42,6 +44,11 @@ class StorageState:
     value: torch.Tensor  # fresh tensor whose node holds the current contents of `base`
     input_index: int | None = None  # graph input that owns this storage, if any
     version: int = 0  # bumped on each write
+    # graph inputs viewing this storage; the owner (`base`) is one that covers the others,
+    # so that writing it back carries every write; `uncontained` when none does (writes
+    # then refused: the functional value of `base` could not hold them)
+    inputs: list[torch.Tensor] = field(default_factory=list)
+    uncontained: bool = False
 
     @property
     def mutated(self) -> bool:
@@ -81,14 +88,32 @@ class TensorTable:
         key = storage_key(tensor)
         known = self.storages.get(key)
         if known is not None and input_index is not None:
-            # an input viewing a storage another input owns: alias of it, read as itself
-            entry = Entry(tensor, known, node, chain=(), version=known.version)
-            entry.chain = (_as_strided_step(tensor, known.base),)
-            self.entries[id(tensor)] = entry
-            return entry
+            return self._add_aliasing_input(tensor, node, known, input_index)
         state = StorageState(base=tensor, value=tensor, input_index=input_index)
+        if input_index is not None:
+            state.inputs.append(tensor)
         self.storages[key] = state
         entry = Entry(tensor, state, node)
+        self.entries[id(tensor)] = entry
+        return entry
+
+    def _add_aliasing_input(
+        self, tensor: torch.Tensor, node: torch.fx.Node, state: StorageState, input_index: int
+    ) -> Entry:
+        """An input viewing a storage another input owns: read as itself until the storage is
+        written, then regenerated from the owner's value. An input covering the owner (x
+        after x[:, 0]) becomes the owner, before anything was traced."""
+        if state.version == 0 and covers(tensor, state.base) and not covers(state.base, tensor):
+            for other in state.inputs:
+                self.entries[id(other)].chain = (_as_strided_step(other, tensor),)
+            state.base = state.value = tensor
+            state.input_index = input_index
+            entry = Entry(tensor, state, node)
+        else:
+            entry = Entry(tensor, state, node, chain=(_as_strided_step(tensor, state.base),))
+            entry.version = state.version
+        state.inputs.append(tensor)
+        state.uncontained = not all(covers(state.base, t) for t in state.inputs)
         self.entries[id(tensor)] = entry
         return entry
 
@@ -110,6 +135,29 @@ class TensorTable:
         entry.version = -1
         self.entries[id(tensor)] = entry
         return entry
+
+
+def _span(tensor: torch.Tensor) -> tuple[int, int] | None:
+    """The first and last storage element `tensor` reads; None for symbolic or empty."""
+    values = [tensor.storage_offset(), *tensor.shape, *tensor.stride()]
+    if not all(type(v) is int for v in values) or tensor.numel() == 0:
+        return None
+    first = tensor.storage_offset()
+    return first, first + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
+
+
+def covers(outer: torch.Tensor, inner: torch.Tensor) -> bool:
+    """Whether every element of `inner` is an element of `outer` (same storage): `outer`
+    dense, of the same dtype, its span around `inner`'s."""
+    a, b = _span(outer), _span(inner)
+    return (
+        a is not None
+        and b is not None
+        and outer.dtype == inner.dtype
+        and is_dense(outer)
+        and a[0] <= b[0]
+        and b[1] <= a[1]
+    )
 
 
 def _as_strided_step(tensor: torch.Tensor, base: torch.Tensor) -> ViewStep:

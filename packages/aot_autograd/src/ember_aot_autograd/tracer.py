@@ -29,7 +29,11 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ember_aot_autograd.dense import is_dense
-from ember_aot_autograd.errors import UndecomposedOpError, UnsupportedOpError
+from ember_aot_autograd.errors import (
+    InputMutationError,
+    UndecomposedOpError,
+    UnsupportedOpError,
+)
 from ember_aot_autograd.functional_rules import SPECIAL_RULES, functionalize_mutation
 from ember_aot_autograd.op_kinds import returns_views, written_arguments
 from ember_aot_autograd.symbolic import SYM_TYPES, SymbolNodes, static_fake
@@ -137,6 +141,12 @@ class FunctionalTracer(TorchDispatchMode):
         if new.dtype != target.dtype:
             new = self.call(aten._to_copy.default, new, dtype=target.dtype)
         state = entry.storage
+        if state.uncontained:
+            raise InputMutationError(
+                state.input_index,
+                "written while sharing storage with another input that it does not contain "
+                "(or of another dtype)",
+            )
         base = state.base
         if not entry.chain:
             if new.stride() != base.stride() and base.numel() > 1:
