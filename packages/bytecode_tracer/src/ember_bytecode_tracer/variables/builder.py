@@ -7,6 +7,7 @@ object's identity or type, a container's length or keys.
 
 from __future__ import annotations
 
+import abc
 import builtins as py_builtins
 import enum
 import functools
@@ -20,6 +21,7 @@ from torch import nn
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import (
     AttrSource,
+    DictKeysSource,
     Guard,
     GuardKind,
     ItemSource,
@@ -28,6 +30,7 @@ from ember_bytecode_tracer.guards import (
 from ember_bytecode_tracer.variables import (  # noqa: F401  (register their rules)
     collections_types,
     iterator_tools,
+    object_copy,
 )
 from ember_bytecode_tracer.variables.autograd_calls import autograd_call_tracker
 from ember_bytecode_tracer.variables.autograd_function import (
@@ -173,10 +176,15 @@ def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None
         cls = ListVariable if type(value) is list else TupleVariable
         return cls(items, source=source)
     if type(value) is dict:
-        if not all(is_constant_value(k) for k in value):
+        if not all(is_constant_value(k) or _is_class_key(k) for k in value):
             raise Unsupported("dict with non-constant keys")
-        if source is not None:
+        if source is not None and all(is_constant_value(k) for k in value):
             guard(tx, source, GuardKind.DICT_KEYS, (type(value), tuple(value.keys())))
+        elif source is not None:  # classes as keys: each key's identity, by position
+            guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
+            for i, k in enumerate(value):
+                kind = GuardKind.EQUALS_MATCH if is_constant_value(k) else GuardKind.ID_MATCH
+                guard(tx, ItemSource(DictKeysSource(source), i), kind, k)
         # keys without a literal (dtypes, devices) reach their values by position: the
         # DICT_KEYS guard above pins every key's position
         items = {
@@ -185,6 +193,12 @@ def _wrap_container(tx: InstructionTranslator, value: Any, source: Source | None
         }
         return ConstDictVariable(items, source=source)
     return _wrap_other(tx, value, source)
+
+
+def _is_class_key(key: Any) -> bool:
+    """A class or a typing special form as a dict key (a table of handlers by type): the
+    dict is guarded by length and each key by identity at its position."""
+    return type(key) in (type, abc.ABCMeta) or type(key).__module__ == "typing"
 
 
 def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -245,6 +245,10 @@ def _getattr(tx, args, kwargs):
             return args[2]
         try:
             return obj.var_getattr(tx, name)
+        except TracedException as exc:  # the trace established it is missing
+            if exc.exc_type is AttributeError:
+                return args[2]
+            raise
         except Unsupported:
             if has_attribute(tx, obj, name) is False:
                 _guard_absent(tx, obj, name)
@@ -272,6 +276,15 @@ def _guard_present(tx, obj: VariableTracker, name: str) -> None:
 def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     answer = has_attribute(tx, obj, name)
+    if answer is None and hasattr(obj, "generic_getattr") and obj.source is None:
+        # An object made in the trace whose Python __getattribute__ decides: run it.
+        try:
+            obj.var_getattr(tx, name)
+            answer = True
+        except TracedException as exc:
+            if exc.exc_type is not AttributeError:
+                raise
+            answer = False
     if answer is None:
         raise Unsupported(f"hasattr({obj}, {name!r}) is not known at trace time")
     (_guard_present if answer else _guard_absent)(tx, obj, name)
@@ -298,6 +311,10 @@ def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
     value = getattr(obj, "value", None)
     if value is None:
         value = getattr(obj, "module", None)
+    if value is None:
+        from ember_bytecode_tracer.variables.objects import TypeVariable
+
+        value = obj.cls if isinstance(obj, TypeVariable) else None
     if value is not None:
         return hasattr(value, name)
     if isinstance(obj, TensorVariable):

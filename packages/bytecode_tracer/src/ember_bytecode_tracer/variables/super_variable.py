@@ -41,6 +41,9 @@ class SuperVariable(VariableTracker):
             return _NoOpCall()
         if klass is object and name == "__getattribute__" and hasattr(self.obj, "generic_getattr"):
             return _GenericGetattr(self.obj)
+        if klass is object and name in _OBJECT_WRITES and hasattr(self.obj, _OBJECT_WRITES[name]):
+            # object.__setattr__/__delattr__ on an object made in the trace: its own table.
+            return _BoundCall(getattr(self.obj, _OBJECT_WRITES[name]))
         if klass is dict and name in _DICT_READS and hasattr(self.obj, "dict_contents"):
             # A dict subclass reaching dict's own lookup (transformers' _CanRecordRegistry).
             from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
@@ -50,6 +53,25 @@ class SuperVariable(VariableTracker):
 
 
 _DICT_READS = ("get", "__getitem__", "__contains__", "__len__", "keys", "values", "items")
+
+
+_OBJECT_WRITES = {"__setattr__": "generic_setattr", "__delattr__": "generic_delattr"}
+
+
+class _BoundCall(VariableTracker):
+    """A tracker's own implementation of an object slot, called with constant names."""
+
+    def __init__(self, method) -> None:
+        super().__init__()
+        self.method = method
+
+    def call_function(self, tx, args, kwargs):
+        from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+        if kwargs or not args:
+            raise Unsupported("object.__setattr__/__delattr__ take positional arguments")
+        self.method(tx, args[0].as_python_constant(), *args[1:])
+        return ConstantVariable(None)
 
 
 class _NoOpCall(VariableTracker):

@@ -84,7 +84,11 @@ class TracedObjectVariable(VariableTracker):
 
             return TypeVariable(self.cls, source=self.cls_source)
         if name == "__dict__":
-            raise Unsupported(f"the __dict__ of a {self.cls.__qualname__} built in the trace")
+            from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+
+            view = ConstDictVariable({})
+            view.items = self.attrs  # the table itself: writes through the view are the object's
+            return view
         try:
             attribute = inspect.getattr_static(self.cls, name)
         except AttributeError:
@@ -149,6 +153,18 @@ class TracedObjectVariable(VariableTracker):
         if hasattr(type(descriptor), "__set__"):  # a property with a setter, a data descriptor
             raise Unsupported(f"setting {self.cls.__qualname__}.{name}, a data descriptor")
         self.attrs[name] = value
+
+    def delete_attribute(self, tx, name: str) -> None:
+        self.generic_delattr(tx, name)
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__ on the table (a class-level default shows through again)."""
+        descriptor = inspect.getattr_static(self.cls, name, None)
+        if hasattr(type(descriptor), "__delete__"):
+            raise Unsupported(f"deleting {self.cls.__qualname__}.{name}, a data descriptor")
+        if name not in self.attrs:
+            raise TracedException(AttributeError, name)
+        del self.attrs[name]
 
     # ---- protocols -------------------------------------------------------------------
     def call_method(self, tx, name, args, kwargs):

@@ -146,6 +146,13 @@ def store_attr(tx, inst):
     store_attribute(tx, obj, inst.argval, value)
 
 
+@handler("DELETE_ATTR")
+def delete_attr(tx, inst):
+    from ember_bytecode_tracer.variables.object_copy import delete_attribute
+
+    delete_attribute(tx, tx.pop(), inst.argval)
+
+
 @handler("IMPORT_NAME")
 def import_name(tx, inst):
     # Only imports of modules already loaded: importing those has no effect to replay.

@@ -1,0 +1,239 @@
+"""`copy.deepcopy` / `copy.copy` in a trace, made from what the trace knows of the value.
+
+The copy is never made at trace time from the real object: it is built from the trackers of
+the value's state, so every part of the original the copy depends on is read through its
+source and guarded like any other read (a plain object's `__dict__`: its keys and each
+value; a list's length and items; a dict's keys and values). Pending attribute writes of the
+trace are seen. Mutable parts are copied into new trackers (lists, dicts, objects made in
+the trace), immutable ones are shared, as `copy.deepcopy` does. Objects whose copying is
+customised (`__deepcopy__`, `__reduce__`, `__getstate__`/`__setstate__`, `copyreg`, slots,
+`__getattr__`, C types) and tensors are a graph break naming the value.
+
+The copy of an object is a `CopiedObjectVariable`: a `TracedObjectVariable` (rebuilt after
+the graph if it escapes) whose class may define Python attribute hooks (`__getattribute__`,
+`__setattr__`, `__delattr__`, e.g. transformers' configs with their strict-dataclass
+validation); they are inlined, and their `super()`/`object` calls reach the object's own
+attribute table.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import copyreg
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builtins import rule
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
+from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable, _class_source
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_HOOKS = ("__getattribute__", "__setattr__", "__delattr__")
+# Methods whose presence changes what copy.copy/deepcopy do with an instance.
+_COPY_PROTOCOL = ("__deepcopy__", "__copy__", "__setstate__", "__getattr__")
+_DEFAULT_PROTOCOL = {
+    "__reduce_ex__": object.__reduce_ex__,
+    "__reduce__": object.__reduce__,
+    "__getstate__": getattr(object, "__getstate__", None),
+}
+
+
+def copy_refusal(cls: type) -> str | None:
+    """Why instances of `cls` cannot be copied in the trace, or None when they can: the
+    default protocol (`cls.__new__(cls)`, then the instance dict) over Python classes whose
+    attribute hooks, if any, are Python functions."""
+    if type(cls) not in (type, abc.ABCMeta):
+        return f"its metaclass is {type(cls).__name__}"
+    if cls in copyreg.dispatch_table:
+        return "copyreg registers a reducer for it"
+    for name, default in _DEFAULT_PROTOCOL.items():
+        if default is not None and getattr(cls, name, default) is not default:
+            return f"it customises {name}"
+    for name in _COPY_PROTOCOL:
+        if hasattr(cls, name):
+            return f"it defines {name}"
+    for klass in cls.__mro__[:-1]:
+        own = vars(klass)
+        if not klass.__flags__ & _HEAPTYPE:
+            return f"it derives from {klass.__name__}, implemented in C"
+        if own.get("__slots__", ()) or "__new__" in own or "__del__" in own:
+            return "it defines __slots__, __new__ or __del__"
+        for hook in _HOOKS:
+            if hook in own and not inspect.isfunction(own[hook]):
+                return f"its {hook} is not a Python function"
+    return None
+
+
+class CopiedObjectVariable(TracedObjectVariable):
+    """An object made in the trace by copying another (the original is left alone)."""
+
+    def _hook(self, name: str) -> Any:
+        hook = inspect.getattr_static(self.cls, name, None)
+        return hook if inspect.isfunction(hook) else None
+
+    def has_attribute(self, name: str) -> bool | None:
+        if self._hook("__getattribute__") is not None:
+            return None  # the hook decides: hasattr/getattr run it (builtins._probe)
+        return super().has_attribute(name)
+
+    def var_getattr(self, tx, name):
+        hook = self._hook("__getattribute__")
+        if hook is None or name == "__class__":
+            return self.generic_getattr(tx, name)
+        args = [self, ConstantVariable(name)]
+        return tx.inline_call(hook, self._attr_source("__getattribute__"), args, {})
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__: the instance's table, then the class."""
+        return TracedObjectVariable.var_getattr(self, tx, name)
+
+    def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        hook = self._hook("__setattr__")
+        if hook is None:
+            self.generic_setattr(tx, name, value)
+            return
+        args = [self, ConstantVariable(name), value]
+        tx.inline_call(hook, self._attr_source("__setattr__"), args, {})
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        TracedObjectVariable.store_attribute(self, tx, name, value)
+
+    def delete_attribute(self, tx, name: str) -> None:
+        hook = self._hook("__delattr__")
+        if hook is None:
+            self.generic_delattr(tx, name)
+            return
+        tx.inline_call(hook, self._attr_source("__delattr__"), [self, ConstantVariable(name)], {})
+
+    def __repr__(self) -> str:
+        return f"CopiedObjectVariable({self.cls.__qualname__})"
+
+
+class _Copier:
+    """One copy.deepcopy (deep=True) or copy.copy call: its memo keeps shared parts shared."""
+
+    def __init__(self, tx: InstructionTranslator, deep: bool) -> None:
+        self.tx = tx
+        self.deep = deep
+        self.memo: dict[int, VariableTracker] = {}
+        self.keep: list[VariableTracker] = []  # ids stay unique while the memo is in use
+
+    def copy(self, value: VariableTracker) -> VariableTracker:
+        known = self.memo.get(id(value))
+        if known is not None:
+            return known
+        result = self._copy(value)
+        self.memo[id(value)] = result
+        self.keep.append(value)
+        return result
+
+    def part(self, value: VariableTracker) -> VariableTracker:
+        return self.copy(value) if self.deep else value
+
+    def _copy(self, value: VariableTracker) -> VariableTracker:
+        from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
+
+        if isinstance(value, ConstantVariable | SymNodeVariable):
+            return value  # immutable: copies are the value itself
+        if type(value) is TupleVariable:
+            items = [self.part(item) for item in value.items]
+            if all(a is b for a, b in zip(items, value.items, strict=True)):
+                return value
+            return TupleVariable(items)
+        if type(value) is ListVariable:
+            return ListVariable([self.part(item) for item in value.items])
+        if type(value) is ConstDictVariable and value.dict_type is dict:
+            return ConstDictVariable({k: self.part(v) for k, v in value.items.items()})
+        if isinstance(value, TracedObjectVariable):
+            self._check_class(value.cls)
+            made = CopiedObjectVariable(value.cls, value.cls_source)
+            self.memo[id(value)] = made  # cycles reach the copy
+            made.attrs = {k: self.part(v) for k, v in value.attrs.items()}
+            return made
+        if type(value) is UserDefinedObjectVariable and value.source is not None:
+            return self._copy_object(value)
+        what = value.python_type().__name__ if _knows_type(value) else repr(value)
+        raise Unsupported(f"copy.{'deepcopy' if self.deep else 'copy'} of a {what}")
+
+    def _check_class(self, cls: type) -> None:
+        refusal = copy_refusal(cls)
+        if refusal is not None:
+            raise Unsupported(f"copying a {cls.__qualname__} in the trace ({refusal})")
+
+    def _copy_object(self, value: UserDefinedObjectVariable) -> VariableTracker:
+        from ember_bytecode_tracer.guards import AttrSource, TypeSource
+        from ember_bytecode_tracer.variables.builder import wrap_value
+        from ember_bytecode_tracer.variables.object_identity import canonical_source
+
+        tx, cls = self.tx, type(value.value)
+        self._check_class(cls)
+        # The state copy.deepcopy reads: the instance dict (keys and values guarded).
+        state = wrap_value(tx, vars(value.value), AttrSource(value.source, "__dict__"))
+        if not isinstance(state, ConstDictVariable):
+            raise Unsupported(f"copying a {cls.__qualname__}: its __dict__ is not a plain dict")
+        attrs = dict(state.items)
+        writes = tx.output.side_effects.attributes
+        owner = canonical_source(tx, value)
+        for (source, name), written in list(writes.items()):
+            if source == owner:  # written earlier in this trace
+                attrs[name] = written
+        cls_source = _class_source(cls) or TypeSource(value.source)
+        made = CopiedObjectVariable(cls, cls_source)
+        self.memo[id(value)] = made
+        made.attrs = {k: self.part(v) for k, v in attrs.items()}
+        return made
+
+
+def _knows_type(value: VariableTracker) -> bool:
+    try:
+        value.python_type()
+    except Exception:
+        return False
+    return True
+
+
+def _copy_rule(deep: bool):
+    def copy_call(tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"copy.{'deepcopy' if deep else 'copy'} with a memo")
+        return _Copier(tx, deep).copy(args[0])
+
+    return copy_call
+
+
+rule(copy.deepcopy)(_copy_rule(deep=True))
+rule(copy.copy)(_copy_rule(deep=False))
+
+
+@rule(setattr)
+def _setattr(tx, args, kwargs):
+    from ember_bytecode_tracer.variables.attributes import store_attribute
+
+    if len(args) != 3 or kwargs:
+        raise Unsupported("setattr() takes three arguments")
+    store_attribute(tx, args[0], args[1].as_python_constant(), args[2])
+    return ConstantVariable(None)
+
+
+@rule(delattr)
+def _delattr(tx, args, kwargs):
+    if len(args) != 2 or kwargs:
+        raise Unsupported("delattr() takes two arguments")
+    delete_attribute(tx, args[0], args[1].as_python_constant())
+    return ConstantVariable(None)
+
+
+def delete_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -> None:
+    """`del obj.name`: on objects made in the trace only (no replay of deletions)."""
+    if not isinstance(obj, TracedObjectVariable):
+        raise Unsupported(f"deleting attribute {name!r} of {obj}")
+    obj.delete_attribute(tx, name)
