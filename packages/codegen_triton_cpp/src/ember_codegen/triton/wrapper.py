@@ -95,9 +95,9 @@ class TritonWrapperBuilder(WrapperBuilder):
         w.line(f"    {jit_launch}")
 
     # matmul templates replace an extern (and its epilogue group): template_launch.py
-    def _extern(self, extern: ExternKernel) -> None:
+    def _extern(self, extern: ExternKernel, dead: set[str] = frozenset()) -> None:
         if not self.templates.at_extern(self, extern):
-            super()._extern(extern)
+            super()._extern(extern, dead=dead)
 
     def _free(self, group_name: str) -> None:
         self.templates.free(self, group_name, super()._free)

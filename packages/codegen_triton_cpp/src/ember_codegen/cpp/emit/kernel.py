@@ -502,9 +502,8 @@ class KernelBuilder:
             self._column_segment(out, body)
             return
         out.extend(self._prologue.lines)
-        if _is_static(self.rsizes[-1]) and lanes_apply(
-            self._lane_accs, self._lane_dtypes, self.rsizes[-1]
-        ):
+        # a symbolic length decides by its example value (the lane loop has a run-time tail)
+        if lanes_apply(self._lane_accs, self._lane_dtypes, self._hint(self.rsizes[-1])):
             self._lane_segment(out, body)
         else:
             self._scalar_segment(out, body)
@@ -549,7 +548,7 @@ class KernelBuilder:
             _dedent(body.lines),
             _marker,
             split=self.mode == "split",
-            lanes=lane_count(self.rsizes[-1], self._loads_bytes),
+            lanes=lane_count(self._hint(self.rsizes[-1]), self._loads_bytes),
         )
         out.extend(["  " * out.level + line for line in lines])
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from .index_printer import cpp_index
 
 LANES = 16
 #: lanes of a loop that loads 1-byte values (bool masks): with 16, GCC picks 8-byte vectors
@@ -158,7 +161,7 @@ def lane_loops(
     accs: list[LaneAcc],
     outer_heads: list[str],
     var: str,
-    extent: int,
+    extent: Any,
     body: list[str],
     marker: Callable[[str], str],
     split: bool = False,
@@ -172,7 +175,13 @@ def lane_loops(
     loop when there is only the one), each thread folding its share into its own lanes;
     the caller merges the threads' scalar accumulators. ``lanes``: see lane_count.
     """
-    full = extent - extent % lanes
+    if isinstance(extent, int):
+        full = extent - extent % lanes
+        full_text, extent_text, tail = str(full), str(extent), full < extent
+    else:  # a symbolic length (a kernel argument): whole blocks and the tail at run time
+        extent_text = cpp_index(extent)
+        full_text = f"({extent_text} - {extent_text} % {lanes})"
+        tail = True
     lines: list[str] = []
     for acc in accs:
         lines += LANE_FORMS[acc.rtype].wide(acc.name, acc.init, lanes)
@@ -193,8 +202,10 @@ def lane_loops(
 
     if split and not depth:
         lines.append("#pragma omp for schedule(static) nowait")
-    lines.append(f"{pad}for (int64_t rc = 0; rc < {full}; rc += {CHUNK}) {{")
-    lines.append(f"{pad}  const int64_t rc_end = rc + {CHUNK} < {full} ? rc + {CHUNK} : {full};")
+    lines.append(f"{pad}for (int64_t rc = 0; rc < {full_text}; rc += {CHUNK}) {{")
+    lines.append(
+        f"{pad}  const int64_t rc_end = rc + {CHUNK} < {full_text} ? rc + {CHUNK} : {full_text};"
+    )
     for acc in accs:
         chunk = LANE_FORMS[acc.rtype].chunk(acc.name, acc.init, lanes)
         lines += [f"{pad}  {text}" for text in chunk]
@@ -215,9 +226,11 @@ def lane_loops(
         lines += [f"{pad}    {f}" for f in flushes]
         lines.append(f"{pad}  }}")
     lines.append(f"{pad}}}")
-    if full < extent:
+    if tail:
         guard = "if (tid == 0) " if split and not depth else ""  # the tail once, not per thread
-        lines.append(f"{pad}{guard}for (int64_t {var} = {full}; {var} < {extent}; ++{var}) {{")
+        lines.append(
+            f"{pad}{guard}for (int64_t {var} = {full_text}; {var} < {extent_text}; ++{var}) {{"
+        )
         lines += with_updates(lambda a: LANE_FORMS[a.rtype].tail(a.name, a.value), pad + "  ")
         lines.append(f"{pad}}}")
     for k in reversed(range(depth)):
