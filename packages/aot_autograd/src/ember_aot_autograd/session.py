@@ -16,7 +16,13 @@ from torch.utils._pytree import tree_flatten
 
 from ember_aot_autograd.errors import InputMutationError, UnsupportedOpError
 from ember_aot_autograd.graph_checks import clean
-from ember_aot_autograd.outputs import Constant, FromGraph, OutputSpec, SameAsInput, ViewOfInput
+from ember_aot_autograd.outputs import (
+    Constant,
+    FromGraph,
+    OutputSpec,
+    SameAsInput,
+    view_of_input,
+)
 from ember_aot_autograd.symbolic import static_fake
 from ember_aot_autograd.tensor_table import storage_key
 from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
@@ -146,7 +152,7 @@ class TraceSession:
                 spec_leaves.append(SameAsInput(owner))
             elif owner is not None:
                 # a view of an input: rebuilt from the real input so that it aliases it
-                spec_leaves.append(ViewOfInput(owner, entry.chain))
+                spec_leaves.append(view_of_input(owner, entry.chain, self.inputs))
             else:
                 spec_leaves.append(FromGraph(len(user_nodes)))
                 user_tensors.append(leaf)
