@@ -12,6 +12,7 @@ are symbols, against eager, with counts of what was compiled.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import pathlib
@@ -330,7 +331,6 @@ def test_triton_interpreter_specializes_per_size_up_to_the_limit(tmp_path):
     per batch size (at most options['dynamic_specializations']), later sizes run as FX
     graphs; correct throughout (TRITON_INTERPRET=1, in a child so it is set before import)."""
     pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
-    import json
     import subprocess
     import sys
 
@@ -347,3 +347,42 @@ def test_triton_interpreter_specializes_per_size_up_to_the_limit(tmp_path):
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert stats["static_specializations"] == 6  # 3 sizes x (forward, backward)
     assert stats["specialization_overflow_runs"] == 4  # sizes 7 and 8, each way
+
+
+SECOND_PROCESS = """
+import json, sys, torch, ember
+sys.path.insert(0, sys.argv[1])
+from test_dynamic_backends import attention
+torch.manual_seed(0)
+params = [torch.randn(*s) * 0.2 for s in ((32, 32), (32, 32), (32,), (32,))]
+compiled = ember.compile(attention, backend="inductor", dynamic=True)
+for t in map(int, sys.argv[2].split(",")):
+    x = torch.randn(2, t, 32)
+    torch.testing.assert_close(compiled(x, 2, *params), attention(x, 2, *params), rtol=1e-4, atol=1e-4)
+print(json.dumps(dict(ember.counters["inductor"])))
+"""
+
+
+def test_second_process_reuses_the_symbolic_kernels_for_new_sizes(tmp_path):
+    """The C++ kernel cache keys the kernels' source, which names no size: a second process
+    compiling the same symbolic graph builds nothing, even for sizes the first never ran."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache")}
+    here = str(pathlib.Path(__file__).parent)
+    first = subprocess.run(
+        [sys.executable, "-c", SECOND_PROCESS, here, "5,7"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    builds = _so_files(tmp_path / "cache")
+    assert builds == 1
+    second = subprocess.run(
+        [sys.executable, "-c", SECOND_PROCESS, here, "11,30,4"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert _so_files(tmp_path / "cache") == builds  # no new build
+    stats = json.loads(second.stdout.strip().splitlines()[-1])
+    assert stats["forward_graphs"] == 1 and not stats.get("static_specializations")
