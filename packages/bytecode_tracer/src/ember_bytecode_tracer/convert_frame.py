@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 import ember_frame_hook as fh
@@ -168,7 +169,7 @@ def is_skipped(code: types.CodeType) -> bool:
 
 
 def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, torch.Tensor | torch.nn.Module):
+    if isinstance(value, torch.Tensor | torch.nn.Module | np.ndarray):  # arrays: traced as tensors
         return True
     if depth < 2 and isinstance(value, list | tuple):
         return any(_holds_tensor_state(v, depth + 1) for v in value)
@@ -190,7 +191,7 @@ def _is_torch_global(value: Any) -> bool:
     """torch itself, one of its modules, or a torch function bound to a global name
     (`from torch import arange`, an op handed around as a value): factory-only frames too."""
     if isinstance(value, types.ModuleType):
-        return value.__name__.startswith("torch")
+        return value.__name__.startswith("torch") or value is np  # NumPy factories too
     if callable(value) and not isinstance(value, type):
         module = getattr(value, "__module__", None) or ""
         return module == "torch" or module.startswith(("torch.", "torch._ops"))

@@ -19,6 +19,7 @@ from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
+from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable, array_recipe
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -156,6 +157,8 @@ class RecipeBuilder:
             return construct
         if isinstance(value, TracedObjectVariable):
             return self._object_recipe(value)
+        if isinstance(value, NumpyArrayVariable):
+            return array_recipe(self, value)
         if isinstance(value, ConstantVariable):
             constant = value.value
             if type(constant) is set:  # mutable: a fresh one per call, as eager code makes

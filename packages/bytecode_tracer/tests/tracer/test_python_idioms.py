@@ -331,20 +331,7 @@ def test_custom_autograd_function_is_one_node_with_its_own_backward():
     assert "_ScaledSquare_apply" in compiled.backend.ops()
 
 
-@pytest.mark.parametrize(
-    "validate",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="argument validation reads `self.__dict__` of the object built in the "
-                "trace (traced_objects.py refuses it)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("validate", [False, True])  # True: checked after the graph
 def test_distribution_built_in_the_trace(validate):
     def fn(loc):
         d = torch.distributions.Normal(loc, torch.ones_like(loc), validate_args=validate)

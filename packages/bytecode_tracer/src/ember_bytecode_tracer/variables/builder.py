@@ -51,6 +51,7 @@ from ember_bytecode_tracer.variables.functions import (
 )
 from ember_bytecode_tracer.variables.lists import ListVariable, SizeVariable, TupleVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.numpy_rules import numpy_tracker
 from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import (
     PythonModuleVariable,
@@ -202,6 +203,9 @@ def _is_class_key(key: Any) -> bool:
 
 
 def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
+    array_or_function = numpy_tracker(tx, value, source)  # ndarrays, NumPy calls with a rule
+    if array_or_function is not None:
+        return array_or_function
     function_class = autograd_function_of(value)
     if function_class is not None:  # MyFunction.apply of a torch.autograd.Function
         if source is not None:

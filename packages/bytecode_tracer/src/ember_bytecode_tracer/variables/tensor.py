@@ -103,6 +103,10 @@ class TensorMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         name = self.name
         example = self.tensor.example
+        if name == "numpy" and not args and not kwargs:  # the same node, seen as an array
+            from ember_bytecode_tracer.variables.numpy_arrays import array_of_tensor
+
+            return array_of_tensor(tx, self.tensor)
         if name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name in AUTOGRAD_METHODS:

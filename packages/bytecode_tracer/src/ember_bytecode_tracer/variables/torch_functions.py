@@ -92,6 +92,12 @@ class TorchFunctionVariable(VariableTracker):
             except TypeError as exc:  # a bad call: let Python raise it as eager would
                 raise Unsupported(f"torch.{fn.__name__}(): {exc}") from exc
             return ConstantVariable(result)
+        if fn in (torch.from_numpy, torch.as_tensor, torch.tensor):
+            from ember_bytecode_tracer.variables.numpy_arrays import tensor_from_array
+
+            tensor = tensor_from_array(tx, fn, args, kwargs)
+            if tensor is not None:
+                return tensor
         if fn is torch._is_all_true:  # an argument check that raises: run after the graph
             from ember_bytecode_tracer.variables.validation_checks import deferred_all_true
 

@@ -9,6 +9,7 @@ import torch
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.core import BINARY_OPS
 from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.variables import numpy_rules
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import (
@@ -18,6 +19,7 @@ from ember_bytecode_tracer.variables.lists import (
     TupleVariable,
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable, apply_array_operator
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -44,6 +46,8 @@ INPLACE_TO_PLAIN = {v: NB_OPERATORS[k] for k, v in INPLACE_OPERATORS.items()}
 
 def apply_operator(tx, fn, args):
     """Runs `fn` on trackers: a graph node when a tensor is involved, else at trace time."""
+    if any(isinstance(a, NumpyArrayVariable) for a in args):  # NumPy semantics, in place too
+        return apply_array_operator(tx, fn, args)
     if fn in INPLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
         fn = INPLACE_TO_PLAIN[fn]  # `n += t` for a non-tensor n rebinds n: not in place
     if any(isinstance(a, TensorVariable) for a in args):
@@ -143,6 +147,8 @@ def is_op(tx, inst):
         same = False  # a constant is never the same object as a non-constant tracker
     elif isinstance(left, TracedObjectVariable) or isinstance(right, TracedObjectVariable):
         same = False  # an object built in the trace has one tracker, compared above
+    elif isinstance(left, NumpyArrayVariable) or isinstance(right, NumpyArrayVariable):
+        same = False  # likewise an array (np.asarray(a) returns a's own tracker)
     elif (found := _sourced_identity(tx, left, right)) is not None:
         same = found
     else:
@@ -188,6 +194,8 @@ def contains_op(tx, inst):
 
 
 def subscript(tx, container, key):
+    if isinstance(container, NumpyArrayVariable):
+        return numpy_rules.getitem(tx, container, key)
     if isinstance(container, TensorVariable) and isinstance(key, SymNodeVariable):
         # x[n] with a symbolic n: Tensor.__getitem__ would specialize n (__index__)
         args = (container.node, 0, as_node_arg(tx, key))
@@ -227,6 +235,9 @@ def build_slice(tx, inst):
 
 
 def store_subscript(tx, container, key, value):
+    if isinstance(container, NumpyArrayVariable):
+        numpy_rules.setitem(tx, container, key, value)
+        return
     if isinstance(container, TensorVariable):
         node_args = (container.node, as_node_arg(tx, key), as_node_arg(tx, value))
         tx.output.create_node("call_function", operator.setitem, node_args, {})

@@ -1,0 +1,249 @@
+"""NumPy arrays in the trace: each array is a tensor in the graph with NumPy's dtype.
+
+An `np.ndarray` read from the frame becomes a graph input loaded as `torch.from_numpy(a)`
+(`NumpyTensorSource`, memory shared as NumPy views share it), guarded by type, dtype,
+shape, strides and writeability. `tensor.numpy()` and `torch.from_numpy(a)` inside the trace
+connect the two worlds on the same node. NumPy functions, methods and operators map to
+torch ops through `numpy_rules.RULES`, which compute NumPy's result dtype (NumPy's own type
+resolution, run on dtypes at trace time) and cast before the op. After the graph, an array
+result is rebuilt with `.numpy()` of its output tensor; a NumPy scalar (`np.float32`) where
+NumPy returns one (full reductions, 0-d ufunc results, integer indexing).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, Source
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+if TYPE_CHECKING:
+    import torch.fx
+
+    from ember_bytecode_tracer.translator.core import InstructionTranslator
+
+
+@cache
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    try:
+        return torch.from_numpy(np.empty((0,), dtype=dtype)).dtype
+    except TypeError:
+        raise Unsupported(f"NumPy dtype {dtype} has no torch equivalent") from None
+
+
+@cache
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty((0,), dtype=dtype).numpy().dtype
+
+
+@dataclass(frozen=True)
+class NumpyTensorSource(Source):
+    """`torch.from_numpy(base)`: the tensor sharing an array's memory (a graph input)."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"torch.from_numpy({base_expr})"
+
+    def step(self, base_value: Any, scope: Any) -> Any:
+        return torch.from_numpy(base_value)
+
+
+class NumpyArrayVariable(VariableTracker):
+    """An ndarray (or, with `scalar`, a NumPy scalar) held as a graph tensor of its dtype."""
+
+    def __init__(
+        self,
+        node: torch.fx.Node,
+        example: torch.Tensor,
+        *,
+        scalar: bool = False,
+        source: Source | None = None,
+    ) -> None:
+        super().__init__(source=source)
+        self.node = node
+        self.example = example
+        self.scalar = scalar and example.dim() == 0
+
+    @property
+    def dtype(self) -> np.dtype:
+        return numpy_dtype(self.example.dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape = tuple(self.example.shape)
+        if not all(type(s) is int for s in shape):
+            raise Unsupported("a NumPy array with a symbolic size")
+        return shape
+
+    def python_type(self) -> type:
+        return self.dtype.type if self.scalar else np.ndarray
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported("a NumPy array's values are not known at trace time")
+
+    def truthiness(self, tx: InstructionTranslator) -> bool:
+        raise Unsupported("branching on a NumPy array's value (data-dependent control flow)")
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        from ember_bytecode_tracer.variables import numpy_rules
+
+        return numpy_rules.array_attribute(tx, self, name)
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        from ember_bytecode_tracer.variables import numpy_rules
+
+        if not self.shape:
+            raise Unsupported("iterating over a 0-d NumPy array")
+        return [numpy_rules.getitem(tx, self, ConstantVariable(i)) for i in range(self.shape[0])]
+
+    def python_len(self, tx: InstructionTranslator) -> VariableTracker:
+        if not self.shape:
+            raise Unsupported("len() of a 0-d NumPy array")
+        return ConstantVariable(self.shape[0])
+
+    def __repr__(self) -> str:
+        kind = "scalar" if self.scalar else "ndarray"
+        return f"NumpyArrayVariable({self.node.name}: {kind} {self.shape} {self.dtype})"
+
+
+def wrap_array(tx: InstructionTranslator, value: np.ndarray, source: Source) -> VariableTracker:
+    """An ndarray read from the frame: a graph input, guarded by what the trace relied on."""
+    dtype = value.dtype
+    if dtype.kind not in "biufc" or not dtype.isnative:
+        raise Unsupported(f"a NumPy array of dtype {dtype} (not a native numeric dtype)")
+    if not value.flags.writeable:
+        raise Unsupported("a read-only NumPy array (torch.from_numpy needs a writeable one)")
+    if any(s < 0 or s % dtype.itemsize for s in value.strides):
+        raise Unsupported("a NumPy array with negative or unaligned strides")
+    facts = [
+        (source, GuardKind.TYPE_MATCH, np.ndarray),
+        (AttrSource(AttrSource(source, "dtype"), "str"), GuardKind.EQUALS_MATCH, dtype.str),
+        (AttrSource(source, "shape"), GuardKind.EQUALS_MATCH, tuple(value.shape)),
+        (AttrSource(source, "strides"), GuardKind.EQUALS_MATCH, tuple(value.strides)),
+        (
+            AttrSource(AttrSource(source, "flags"), "writeable"),
+            GuardKind.EQUALS_MATCH,
+            True,
+        ),
+    ]
+    for where, kind, expected in facts:
+        tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
+    known = _arrays_seen(tx.output)
+    seen = known.get(id(value))
+    if seen is not None and seen[0] is value:  # the same array reached two ways
+        tx.output.add_guard(Guard(source, GuardKind.TENSOR_ALIASING, seen[1].source))
+        return seen[1]
+    if known:  # distinct arrays traced as distinct: a later call aliasing them retraces
+        others = tuple(tracker.source for _, tracker in known.values())
+        tx.output.add_guard(Guard(source, GuardKind.NO_TENSOR_ALIASING, others))
+    tensor = torch.from_numpy(value)
+    # A static fake (the guards above pin shape and strides): arrays never get symbolic sizes.
+    fake = tx.output.fake_mode.from_tensor(tensor, static_shapes=True)
+    node = tx.output._new_input(NumpyTensorSource(source), tensor, fake).node
+    tracker = NumpyArrayVariable(node, fake, source=source)
+    known[id(value)] = (value, tracker)
+    return tracker
+
+
+def _arrays_seen(output: Any) -> dict[int, tuple[np.ndarray, NumpyArrayVariable]]:
+    found = getattr(output, "_numpy_arrays", None)
+    if found is None:
+        found = output._numpy_arrays = {}
+    return found
+
+
+def array_of_tensor(tx: InstructionTranslator, tensor: Any) -> NumpyArrayVariable:
+    """`tensor.numpy()` in the trace: the same node, seen as an array (memory shared)."""
+    example = tensor.example
+    if example.requires_grad:
+        raise Unsupported("Tensor.numpy() on a tensor that requires grad (eager raises)")
+    if example.device.type != "cpu" or example.layout != torch.strided:
+        raise Unsupported("Tensor.numpy() on a non-CPU or non-strided tensor")
+    if example.is_conj() or example.is_neg():
+        raise Unsupported("Tensor.numpy() on a tensor with a conjugate/negative bit")
+    numpy_dtype(example.dtype)  # raises for dtypes NumPy lacks (bfloat16)
+    return NumpyArrayVariable(tensor.node, example)
+
+
+def array_recipe(builder: Any, value: NumpyArrayVariable):
+    """How the runner rebuilds an array (or NumPy scalar) from the graph's outputs."""
+    if value.node.op == "placeholder" and value.source is not None:
+        from ember_bytecode_tracer.reconstruct import source_loader
+
+        load = source_loader(value.source)  # the caller's own array
+        return lambda outs, L, G: load(L, G)
+    index = builder.output_index(value.node)
+    if value.scalar:
+        return lambda outs, L, G: outs[index].numpy()[()]
+    return lambda outs, L, G: outs[index].numpy()
+
+
+def is_array_operand(value: VariableTracker) -> bool:
+    return isinstance(value, NumpyArrayVariable)
+
+
+# Python operators on arrays: the NumPy ufunc each one is.
+OPERATOR_UFUNCS = {
+    operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+    operator.truediv: np.divide, operator.floordiv: np.floor_divide,
+    operator.mod: np.remainder, operator.pow: np.power, operator.lt: np.less,
+    operator.le: np.less_equal, operator.eq: np.equal, operator.ne: np.not_equal,
+    operator.gt: np.greater, operator.ge: np.greater_equal, operator.and_: np.bitwise_and,
+    operator.or_: np.bitwise_or, operator.xor: np.bitwise_xor, operator.neg: np.negative,
+    operator.invert: np.invert, operator.abs: np.absolute, operator.pos: np.positive,
+}  # fmt: skip
+INPLACE_OPERATORS = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
+    operator.ior: operator.or_, operator.ixor: operator.xor,
+}  # fmt: skip
+
+
+def apply_array_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]):
+    """`a + b`, `a < 2`, `-a`, `a @ b`, `a += 1` where an operand is a NumPy array."""
+    from ember_bytecode_tracer.variables import numpy_rules
+
+    if any(not isinstance(a, NumpyArrayVariable) and _is_tensor(a) for a in args):
+        raise Unsupported("an operator mixing a NumPy array and a torch tensor")
+    if fn in INPLACE_OPERATORS:
+        target = args[0]
+        result = apply_array_operator(tx, INPLACE_OPERATORS[fn], args)
+        if not isinstance(target, NumpyArrayVariable):
+            return result  # `n += a` for a Python number rebinds n
+        return numpy_rules.write_into(tx, target, result, what=f"{fn.__name__}")
+    if fn is operator.matmul or fn is operator.imatmul:
+        return numpy_rules.matmul(tx, *args)
+    ufunc = OPERATOR_UFUNCS.get(fn)
+    if ufunc is None:
+        raise Unsupported(f"operator {fn.__name__} on a NumPy array")
+    return numpy_rules.apply_ufunc(tx, ufunc, args)
+
+
+def _is_tensor(value: VariableTracker) -> bool:
+    from ember_bytecode_tracer.variables.tensor import TensorVariable
+
+    return isinstance(value, TensorVariable)
+
+
+def tensor_from_array(tx: InstructionTranslator, fn: Any, args, kwargs) -> VariableTracker | None:
+    """`torch.from_numpy(a)` / `torch.as_tensor(a)` (the same memory: the same node) and
+    `torch.tensor(a)` (a copy) on an array of the trace; None for other arguments."""
+    from ember_bytecode_tracer.variables.tensor import TensorVariable
+
+    if len(args) != 1 or kwargs or not isinstance(args[0], NumpyArrayVariable):
+        return None
+    array = args[0]
+    if fn is torch.tensor:
+        node, example = tx.output.create_node("call_function", torch.clone, (array.node,), {})
+        return TensorVariable(node, example)
+    return TensorVariable(array.node, array.example)
