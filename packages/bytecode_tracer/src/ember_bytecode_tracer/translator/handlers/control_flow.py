@@ -9,6 +9,7 @@ from ember_bytecode_tracer.variables.dicts import DictViewVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable, LiveListIterator
 from ember_bytecode_tracer.variables.lists import ListVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.value_ranges import decided_truth
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -18,7 +19,10 @@ def jump(tx, inst):
 
 def _condition(tx, value) -> bool:
     if isinstance(value, TensorVariable):
-        raise Unsupported("branch on a tensor's value (data-dependent control flow)")
+        known = decided_truth(value)  # a random draw against a constant outside its range
+        if known is None:
+            raise Unsupported("branch on a tensor's value (data-dependent control flow)")
+        return known
     return value.truthiness(tx)
 
 
