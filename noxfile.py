@@ -70,6 +70,7 @@ nox.options.sessions = [
     "bytecode_layer",
     "integration",
     "torch-3.12",
+    "hf_latest",
 ]
 
 
@@ -101,15 +102,18 @@ def integration(session: nox.Session) -> None:
     session.run("pytest", "integration_tests", *zoo_tests, *session.posargs)
 
 
-def unpinned_constraints(session: nox.Session, *names: str) -> Path:
-    """constraints.txt without the pins of `names` (pip then resolves their newest release)."""
-    kept = [
-        line
-        for line in CONSTRAINTS.read_text().splitlines()
-        if line.split("==")[0].strip().lower() not in names
-    ]
-    path = Path(session.create_tmp()) / "constraints-unpinned.txt"
-    path.write_text("\n".join(kept) + "\n")
+def rewritten_constraints(session: nox.Session, pins: dict[str, str | None]) -> Path:
+    """constraints.txt with the pins of `pins`' keys replaced by their values; None drops the
+    pin (pip then resolves the newest release)."""
+    lines = []
+    for line in CONSTRAINTS.read_text().splitlines():
+        name = line.split("==")[0].strip().lower()
+        if name not in pins:
+            lines.append(line)
+        elif pins[name] is not None:
+            lines.append(pins[name])
+    path = Path(session.create_tmp()) / f"constraints-{session.name}.txt"
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -117,8 +121,8 @@ def unpinned_constraints(session: nox.Session, *names: str) -> Path:
 def hf_latest(session: nox.Session) -> None:
     """The HF integration tests (library defaults, one graph per family) against the newest
     transformers release pip resolves, everything else pinned; prints the version tested."""
-    pins = str(unpinned_constraints(session, "transformers", "huggingface-hub", "tokenizers",
-                                    "safetensors"))  # fmt: skip
+    newest = ("transformers", "huggingface-hub", "tokenizers", "safetensors")
+    pins = str(rewritten_constraints(session, dict.fromkeys(newest)))
     packages = [local(p.path) for p in PACKAGES]
     session.install("-c", pins, "--build-constraint", pins, *packages, "torch", "pytest")
     session.install("-c", pins, "--upgrade", "transformers")
@@ -128,34 +132,16 @@ def hf_latest(session: nox.Session) -> None:
     session.run("pytest", "-q", "integration_tests/test_hf_defaults.py", *session.posargs)
 
 
-PY312_PINS = {
-    # the registry's cp312 torch is the CUDA build (about 4.7 GB with its nvidia wheels); it
-    # runs on the CPU, and it brings the triton release it was built against
-    "torch": "torch==2.13.0",
-    "triton": None,
-}
-
-
-def py312_constraints(session: nox.Session) -> Path:
-    """constraints.txt with the torch pins that exist for CPython 3.12."""
-    lines = []
-    for line in CONSTRAINTS.read_text().splitlines():
-        name = line.split("==")[0].strip()
-        if name in PY312_PINS:
-            if PY312_PINS[name] is not None:
-                lines.append(PY312_PINS[name])
-            continue
-        lines.append(line)
-    path = Path(session.create_tmp()) / "constraints-3.12.txt"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+# the registry's cp312 torch is the CUDA build (about 4.7 GB with its nvidia wheels); it runs
+# on the CPU, and it brings the triton release it was built against
+PY312_PINS = {"torch": "torch==2.13.0", "triton": None}
 
 
 @nox.session(name="torch-3.12", python="3.12")
 def torch_312(session: nox.Session) -> None:
     """Every torch package's unit tests and the integration tests on CPython 3.12 (the
     tracer's 3.12 bytecode path end to end), in one venv so the big wheel installs once."""
-    pins = str(py312_constraints(session))
+    pins = str(rewritten_constraints(session, PY312_PINS))
     packages = [local(p.path) + "[test]" for p in PACKAGES]
     session.install(
         "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
@@ -215,7 +201,8 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Frame-hook overhead, tracer overhead and first-call time vs torch.compile, bytes saved
     for backward per partitioner, eager vs torch.compile vs Ember (inductor) on the zoo
-    (posargs go to the zoo benchmark), then compile time cold and warm."""
+    (posargs go to the zoo benchmark), SDPA, a varying-length stream (dynamic shapes), then
+    compile time cold and warm."""
     install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
     session.run("python", "benchmarks/frame_hook_overhead.py")
     session.run("python", "benchmarks/tracer_overhead.py")
@@ -224,6 +211,9 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/zoo_baseline.py", "--size", "real",
         "--compilers", "eager,torch.compile,ember", *session.posargs,
     )  # fmt: skip
+    session.run("python", "benchmarks/sdpa.py")
+    # a stream of varying sequence lengths: total time and steady per-call time (issue 13)
+    session.run("python", "benchmarks/dynamic_shapes.py")
     # first call in fresh processes, cold and with the cache the cold run filled
     session.run(
         "python", "benchmarks/compile_time.py", "--models", "mlp,gpt2,t5", "--mode", "train"
