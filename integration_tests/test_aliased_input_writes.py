@@ -52,3 +52,20 @@ def test_inputs_neither_covering_the_other_run_eagerly(backend):
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(base, eager_base)
     assert ember.counters["graph_fallbacks"]["aliased_input_write"] == 1
+
+
+def _add_own_row(x):
+    with torch.no_grad():
+        x.add_(x[0])  # fuzz 1:205: eager refuses the partial overlap
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_reading_its_own_memory_raises_eagers_error(backend):
+    ember.reset()
+    with pytest.raises(RuntimeError) as expected:
+        _add_own_row(torch.ones(3, 4))
+    with pytest.raises(RuntimeError) as got:
+        ember.compile(_add_own_row, backend=backend)(torch.ones(3, 4))
+    assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)
+    assert ember.counters["graph_fallbacks"]["aten.add_.Tensor"] == 1

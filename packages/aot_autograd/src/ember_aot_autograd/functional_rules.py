@@ -8,7 +8,7 @@ another treatment, get a rule registered here by decorator.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,6 +26,7 @@ from ember_aot_autograd.op_kinds import (
     returns_views,
     written_arguments,
 )
+from ember_aot_autograd.overlap import overlaps_itself, shares_memory
 
 if TYPE_CHECKING:
     from ember_aot_autograd.tracer import FunctionalTracer
@@ -62,6 +63,7 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
         after = [tuple(bound[name].shape) for name in written if bound[name] is not None]
         if before != after:
             raise UnsupportedOpError(func, "resizes its out= tensor", "pass a correctly sized out")
+        _check_overlap(func, bound, written)
         f_args, f_kwargs = call_by_name(functional, bound)
         new_values = _as_tuple(tracer.call(functional, *f_args, **f_kwargs))
         for name, value in zip(written, new_values, strict=True):
@@ -77,6 +79,25 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
             tracer.write(bound[name], value)
     results = outputs[:n_results]
     return results[0] if n_results == 1 else results
+
+
+def _check_overlap(func: OpOverload, bound: dict, written: Sequence[str]) -> None:
+    """Eager refuses (or computes in its own visiting order) a write into memory the op
+    also reads through another view, or into a self-overlapping tensor; the functional
+    form would not match it. Refused, so the graph runs eagerly (overlap.py)."""
+    targets = [bound[name] for name in written if isinstance(bound[name], torch.Tensor)]
+    reads = [
+        t
+        for name, value in bound.items()
+        if name not in written
+        for t in (value if isinstance(value, list | tuple) else (value,))
+        if isinstance(t, torch.Tensor)
+    ]
+    for target in targets:
+        if overlaps_itself(target):
+            raise UnsupportedOpError(func, "writes a tensor whose elements overlap (expanded)")
+        if any(shares_memory(target, t) for t in reads):
+            raise UnsupportedOpError(func, "writes memory it also reads through another view")
 
 
 def _check_cast(func: OpOverload, value: Any, target: Any) -> None:
