@@ -10,10 +10,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running Tensor.__getitem__ ",
     (
         "aot_eager",
-        "__rmatmul__",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "aot_eager",
         "allclose",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
@@ -34,10 +30,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward decomposition: PrimDtypeError: ember_prims.view_as_real: input has dtype torch.com",
     (
         "aot_eager",
-        "cholesky",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
         "combinations",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
@@ -50,10 +42,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
         "aot_eager",
-        "cumprod",
-    ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
-    (
-        "aot_eager",
         "equal",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
@@ -62,52 +50,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.exponential_ draws r",
     (
         "aot_eager",
-        "gather",
-    ): "forward decomposition: PrimInputError: ember_prims.scatter_add: a, index and src need the ",
-    (
-        "aot_eager",
         "geometric",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.geometric_ draws ran",
     (
         "aot_eager",
-        "index_fill",
-    ): "forward aot: UnsupportedOpError: aten._unique.default: has an output shape that depends on",
-    (
-        "aot_eager",
-        "index_put",
-    ): "forward decomposition: DataDependentIndex: indexing with a boolean mask has a data-depende",
-    (
-        "aot_eager",
-        "index_reduce.mean",
-    ): "backward mismatch: gradient output 8: Tensor-likes are not close! | Mismatched elements: 2",
-    (
-        "aot_eager",
         "item",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.item() reads tensor ",
-    (
-        "aot_eager",
-        "linalg.cholesky",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.det",
-    ): "backward mismatch: gradient output 2: Tensor-likes are not close! | Mismatched elements: 2",
-    (
-        "aot_eager",
-        "linalg.eig",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.eigvals",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.inv",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.ldl_factor",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
     (
         "aot_eager",
         "linalg.lstsq",
@@ -118,60 +66,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running linalg_lstsq on exa",
     (
         "aot_eager",
-        "linalg.lu_factor",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.matrix_power",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.slogdet",
-    ): "backward mismatch: gradient output 2: Tensor-likes are not close! | Mismatched elements: 2",
-    (
-        "aot_eager",
-        "linalg.solve",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.tensorinv",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.tensorsolve",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "linalg.vander",
-    ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
-    (
-        "aot_eager",
-        "linspace.tensor_overload",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
         "log_normal",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.log_normal_ draws ra",
     (
         "aot_eager",
-        "logdet",
-    ): "backward mismatch: gradient output 2: Tensor-likes are not close! | Mismatched elements: 2",
-    (
-        "aot_eager",
-        "logspace.tensor_overload",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "masked.cumprod",
-    ): "backward decomposition: RuntimeError: argmax(): does not support bool input",
-    (
-        "aot_eager",
         "masked_select",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    (
-        "aot_eager",
-        "matmul",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "aot_eager",
         "max_pool2d_with_indices_backward",
@@ -182,28 +82,8 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.mul",
     (
         "aot_eager",
-        "mvlgamma.mvlgamma_p_1",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "mvlgamma.mvlgamma_p_3",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "mvlgamma.mvlgamma_p_5",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "nanquantile",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "aot_eager",
         "narrow",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    (
-        "aot_eager",
-        "native_group_norm",
-    ): "forward aot: UnsupportedOpError: aten.unsqueeze_.default: changes a tensor's sizes or stri",
     (
         "aot_eager",
         "nn.functional.alpha_dropout",
@@ -240,14 +120,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "nn.functional.gaussian_nll_loss",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running gaussian_nll_loss o",
-    (
-        "aot_eager",
-        "nn.functional.linear",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "aot_eager",
-        "nn.functional.linear_cross_entropy",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "aot_eager",
         "nn.functional.linear_cross_entropy.chunked",
@@ -279,7 +151,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "aot_eager",
         "normal.in_place",
-    ): "forward aot: UnsupportedOpError: aten.normal_.default: mutates an argument and has no out-",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.normal_ draws random",
     (
         "aot_eager",
         "normal.number_mean",
@@ -288,14 +160,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "pca_lowrank",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
-    (
-        "aot_eager",
-        "polar",
-    ): "forward decomposition: PrimDtypeError: ember_prims.sign: input has dtype torch.complex64, ",
-    (
-        "aot_eager",
-        "quantile",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "aot_eager",
         "rand_like",
@@ -322,40 +186,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
         "aot_eager",
-        "resize_",
-    ): "forward aot: UnsupportedOpError: aten.resize_.default: changes a tensor's sizes or strides",
-    (
-        "aot_eager",
-        "resize_as_",
-    ): "forward aot: UnsupportedOpError: aten.resize_as_.default: changes a tensor's sizes or stri",
-    (
-        "aot_eager",
-        "signal.windows.kaiser",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "aot_eager",
-        "sparse.mm.reduce",
-    ): "forward aot: NotImplementedError: Cannot access storage of SparseCsrTensorImpl",
-    (
-        "aot_eager",
-        "sparse.sampled_addmm",
-    ): "forward aot: NotImplementedError: Cannot access storage of SparseCsrTensorImpl",
-    (
-        "aot_eager",
-        "stft",
-    ): "forward aot: UnsupportedOpError: aten.transpose_.default: changes a tensor's sizes or stri",
-    (
-        "aot_eager",
         "svd_lowrank",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a map inside a",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a set inside a",
     (
         "aot_eager",
         "tensor_split",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    (
-        "aot_eager",
-        "to_sparse",
-    ): "forward aot: NotImplementedError: Cannot access storage of SparseTensorImpl",
     (
         "aot_eager",
         "uniform",
@@ -374,10 +210,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running Tensor.__getitem__ ",
     (
         "inductor",
-        "__rmatmul__",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "inductor",
         "allclose",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
@@ -392,10 +224,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "cauchy",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.cauchy_ draws random",
-    (
-        "inductor",
-        "cholesky",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
     (
         "inductor",
         "combinations",
@@ -426,18 +254,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.item() reads tensor ",
     (
         "inductor",
-        "linalg.cholesky",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linalg.inv",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linalg.ldl_factor",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
         "linalg.lstsq",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running linalg_lstsq on exa",
     (
@@ -446,44 +262,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running linalg_lstsq on exa",
     (
         "inductor",
-        "linalg.lu_factor",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linalg.matrix_power",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linalg.solve",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linalg.tensorinv",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linalg.tensorsolve",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "linspace.tensor_overload",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
         "log_normal",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.log_normal_ draws ra",
     (
         "inductor",
-        "logspace.tensor_overload",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
         "masked_select",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    (
-        "inductor",
-        "matmul",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "inductor",
         "max_pool2d_with_indices_backward",
@@ -492,22 +276,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "multinomial",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.mul",
-    (
-        "inductor",
-        "mvlgamma.mvlgamma_p_1",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "mvlgamma.mvlgamma_p_3",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "mvlgamma.mvlgamma_p_5",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "nanquantile",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "inductor",
         "narrow",
@@ -534,10 +302,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: dropout3d draws random numb",
     (
         "inductor",
-        "nn.functional.embedding_bag",
-    ): "forward codegen: RuntimeError: The size of tensor a (2) must match the size of tensor b (3",
-    (
-        "inductor",
         "nn.functional.feature_alpha_dropout.with_train",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: feature_alpha_dropout draws",
     (
@@ -552,14 +316,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "nn.functional.gaussian_nll_loss",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running gaussian_nll_loss o",
-    (
-        "inductor",
-        "nn.functional.linear",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
-    (
-        "inductor",
-        "nn.functional.linear_cross_entropy",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "inductor",
         "nn.functional.linear_cross_entropy.chunked",
@@ -595,7 +351,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     (
         "inductor",
         "normal.in_place",
-    ): "forward aot: UnsupportedOpError: aten.normal_.default: mutates an argument and has no out-",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.normal_ draws random",
     (
         "inductor",
         "normal.number_mean",
@@ -604,10 +360,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "pca_lowrank",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: _VariableFunctionsClass.ran",
-    (
-        "inductor",
-        "quantile",
-    ): "forward aot: UnsupportedOpError: aten.squeeze_.dim: changes a tensor's sizes or strides in",
     (
         "inductor",
         "rand_like",
@@ -634,40 +386,12 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
         "inductor",
-        "resize_",
-    ): "forward aot: UnsupportedOpError: aten.resize_.default: changes a tensor's sizes or strides",
-    (
-        "inductor",
-        "resize_as_",
-    ): "forward aot: UnsupportedOpError: aten.resize_as_.default: changes a tensor's sizes or stri",
-    (
-        "inductor",
-        "signal.windows.kaiser",
-    ): "forward aot: UnsupportedOpError: aten.item.default: reads tensor data into Python (data-de",
-    (
-        "inductor",
-        "sparse.mm.reduce",
-    ): "forward aot: NotImplementedError: Cannot access storage of SparseCsrTensorImpl",
-    (
-        "inductor",
-        "sparse.sampled_addmm",
-    ): "forward aot: NotImplementedError: Cannot access storage of SparseCsrTensorImpl",
-    (
-        "inductor",
-        "stft",
-    ): "forward aot: UnsupportedOpError: aten.transpose_.default: changes a tensor's sizes or stri",
-    (
-        "inductor",
         "svd_lowrank",
-    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a map inside a",
+    ): "forward tracer: Unsupported: graph break under fullgraph=True: constructing a set inside a",
     (
         "inductor",
         "tensor_split",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
-    (
-        "inductor",
-        "to_sparse",
-    ): "forward aot: NotImplementedError: Cannot access storage of SparseTensorImpl",
     (
         "inductor",
         "uniform",
