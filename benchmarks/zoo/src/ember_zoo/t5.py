@@ -65,9 +65,8 @@ def make(size: str) -> CaseParts:
         pad_token_id=0,
         eos_token_id=1,
         decoder_start_token_id=0,
-        # sdpa attention (the library default); the cache stays off: building T5's cache
-        # deep-copies its config, still a graph break in the tracer (issue 14)
-        use_cache=False,
+        # library defaults otherwise: sdpa attention, use_cache (the cache is built from a
+        # deep copy of the config, traced since issue 14)
     )
     model = T5ForConditionalGeneration(config)
     # Ids start at 2 so no pad (0) / eos (1) tokens appear mid-sequence.
