@@ -257,3 +257,26 @@ def test_a_dict_keyed_by_classes_is_guarded_by_key_identity():
     finally:
         del HANDLERS[bool]
         HANDLERS[float] = _negate
+
+
+class Pair:
+    def __init__(self, shared: bool):
+        self.a = []
+        self.b = self.a if shared else []
+        self.other = Config()
+        self.again = self.other if shared else Config()
+
+
+@pytest.mark.parametrize("first_shared", [True, False])
+def test_parts_shared_or_distinct_in_the_original_are_so_in_the_copy(first_shared):
+    def fn(t, pair):
+        c = copy.deepcopy(pair)
+        c.a.append(1)
+        c.other.layers = 10
+        return t * len(c.b) + c.again.layers
+
+    compiled = Compiled(fn)
+    for shared in (first_shared, not first_shared, first_shared):
+        pair = Pair(shared)
+        torch.testing.assert_close(compiled(x, pair), fn(x, Pair(shared)))
+        assert pair.a == [] and pair.other.layers == 2

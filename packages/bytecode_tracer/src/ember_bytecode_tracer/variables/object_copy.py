@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import rule
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable, _class_source
 
 if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.translator.core import InstructionTranslator
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
@@ -125,16 +126,43 @@ class _Copier:
         self.tx = tx
         self.deep = deep
         self.memo: dict[int, VariableTracker] = {}
-        self.keep: list[VariableTracker] = []  # ids stay unique while the memo is in use
+        self.keep: list[Any] = []  # ids stay unique while the memo is in use
+        # The mutable parts of real objects' state, by identity, with the source each was
+        # first reached at: the copy shares what they share, so that is guarded.
+        self.mutable_parts: dict[int, Source] = {}
 
     def copy(self, value: VariableTracker) -> VariableTracker:
-        known = self.memo.get(id(value))
+        key = _memo_key(value)
+        known = self.memo.get(key)
         if known is not None:
             return known
-        result = self._copy(value)
-        self.memo[id(value)] = result
         self.keep.append(value)
+        result = self._copy(value)
+        self.memo[key] = result
         return result
+
+    def guard_distinct_parts(self) -> None:
+        """Mutable parts distinct when traced stay distinct (two copies, as deepcopy makes
+        of two objects); parts reached twice are one object by the wrapping's own guards."""
+        from ember_bytecode_tracer.guards import Guard, GuardKind
+
+        sources = list(self.mutable_parts.values())
+        if len(sources) > 1:
+            guard = Guard(sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(sources[1:]))
+            self.tx.output.add_guard(guard)
+
+    def _note_mutable(self, real: Any, tracker: VariableTracker) -> None:
+        if is_constant_value(real) or tracker.source is None:
+            return
+        self.keep.append(real)
+        self.mutable_parts.setdefault(id(real), tracker.source)
+        if type(real) in (list, tuple) and isinstance(tracker, TupleVariable | ListVariable):
+            for item, part in zip(real, tracker.items, strict=False):
+                self._note_mutable(item, part)
+        elif type(real) is dict and isinstance(tracker, ConstDictVariable):
+            for k, item in real.items():
+                if k in tracker.items:
+                    self._note_mutable(item, tracker.items[k])
 
     def part(self, value: VariableTracker) -> VariableTracker:
         return self.copy(value) if self.deep else value
@@ -156,7 +184,7 @@ class _Copier:
         if isinstance(value, TracedObjectVariable):
             self._check_class(value.cls)
             made = CopiedObjectVariable(value.cls, value.cls_source)
-            self.memo[id(value)] = made  # cycles reach the copy
+            self.memo[_memo_key(value)] = made  # cycles reach the copy
             made.attrs = {k: self.part(v) for k, v in value.attrs.items()}
             return made
         if type(value) is UserDefinedObjectVariable and value.source is not None:
@@ -181,6 +209,10 @@ class _Copier:
         if not isinstance(state, ConstDictVariable):
             raise Unsupported(f"copying a {cls.__qualname__}: its __dict__ is not a plain dict")
         attrs = dict(state.items)
+        if self.deep:
+            for name, real in vars(value.value).items():
+                if name in attrs:
+                    self._note_mutable(real, attrs[name])
         writes = tx.output.side_effects.attributes
         owner = canonical_source(tx, value)
         for (source, name), written in list(writes.items()):
@@ -188,9 +220,16 @@ class _Copier:
                 attrs[name] = written
         cls_source = _class_source(cls) or TypeSource(value.source)
         made = CopiedObjectVariable(cls, cls_source)
-        self.memo[id(value)] = made
+        self.memo[_memo_key(value)] = made
         made.attrs = {k: self.part(v) for k, v in attrs.items()}
         return made
+
+
+def _memo_key(value: VariableTracker) -> int:
+    """One copy per object: a real object reached at two sources is two trackers."""
+    if type(value) is UserDefinedObjectVariable:
+        return id(value.value)
+    return id(value)
 
 
 def _knows_type(value: VariableTracker) -> bool:
@@ -205,7 +244,10 @@ def _copy_rule(deep: bool):
     def copy_call(tx, args, kwargs):
         if len(args) != 1 or kwargs:
             raise Unsupported(f"copy.{'deepcopy' if deep else 'copy'} with a memo")
-        return _Copier(tx, deep).copy(args[0])
+        copier = _Copier(tx, deep)
+        result = copier.copy(args[0])
+        copier.guard_distinct_parts()
+        return result
 
     return copy_call
 
