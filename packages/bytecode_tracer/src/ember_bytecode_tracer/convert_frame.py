@@ -428,34 +428,40 @@ def _runner(
             rng.leave(incoming)
         for check in checks:  # before any result or side effect reaches the caller
             check(outs)
+        # Everything is read before anything is written (reconstruct.py: sources name the
+        # values the frame saw at entry), and each write is applied once.
         values = [recipe(outs, L, f_globals) for recipe in recipes]
-        for effect in side_effects:
-            effect(outs, L, f_globals)
+        applies = [write(outs, L, f_globals) for write in side_effects]
+        for apply in applies:
+            apply()
         return values[0] if single else tuple(values)
 
     return runner
 
 
 def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
+    """The writes of a call (reconstruct.Write): each reads its target and new value, and
+    returns the step that writes it, run once everything has been read."""
     output.check_appliers = check_appliers(output, builder.output_index)
-    effects = []
     se = output.side_effects
-    for _source, tracker in se.containers.items():
-        recipe = builder.recipe(tracker)  # same-object recipes write the new contents
-        effects.append(recipe)
+    for tracker in se.containers.values():
+        builder.recipe(tracker)  # registers the container's same-object write
+    effects = builder.writes
     for (source, name), tracker in se.attributes.items():
         recipe = builder.recipe(tracker)
         load = source_loader(source)
 
         def set_attribute(outs, L, G, load=load, name=name, recipe=recipe):
-            setattr(load(L, G), name, recipe(outs, L, G))
+            target, new = load(L, G), recipe(outs, L, G)
+            return lambda: setattr(target, name, new)
 
         effects.append(set_attribute)
     for name, tracker in se.global_writes.items():
         recipe = builder.recipe(tracker)
 
         def set_global(outs, L, G, name=name, recipe=recipe):
-            G[name] = recipe(outs, L, G)
+            new = recipe(outs, L, G)
+            return lambda: G.__setitem__(name, new)
 
         effects.append(set_global)
     return effects

@@ -4,6 +4,12 @@ A recipe is a function `(outputs, L, G) -> value`: `outputs` are the compiled gr
 results, `L` the frame's locals at entry and `G` its globals. Tensors come from graph
 outputs, constants are baked in, values with a source are loaded again through it, and
 containers are rebuilt from their items.
+
+A source names a value as the frame saw it at entry, so a recipe only reads: writes to
+objects that existed before the frame (a mutated list or dict, an attribute, a global) are
+`Write`s, run in two phases per call: every write first reads what it needs (its target and
+its new value) while the recipes read theirs, and only then do all of them apply. Nothing is
+read after something was written, and each write happens once per call.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import VariableTracker
 
 Recipe = Callable[[tuple, dict, dict], Any]
+# A write reads what it needs and returns the step that applies it (phase two).
+Write = Callable[[tuple, dict, dict], Callable[[], None]]
 # Per-call scratch kept in the runner's `L` (no local can have this name): the objects built
 # in the trace, rebuilt once per call.
 REBUILT_OBJECTS = "<rebuilt objects>"
@@ -50,6 +58,10 @@ class RecipeBuilder:
         self.mutated = mutated or set()
         self._objects: dict[int, Recipe] = {}
         self._keep: list[VariableTracker] = []
+        # same-object writes of mutated containers (one per container, whichever recipe
+        # reaches it first), then attribute and global writes (convert_frame)
+        self.writes: list[Write] = []
+        self._written: set[int] = set()
 
     def output_index(self, node: torch.fx.Node) -> int:
         if node not in self._index:
@@ -77,6 +89,12 @@ class RecipeBuilder:
         self._keep.append(value)  # ids stay unique while the recipes are built
         parts = {name: self.recipe(v) for name, v in value.attrs.items()}
         return build
+
+    def _write_once(self, value: VariableTracker, write: Write) -> None:
+        if id(value) not in self._written:
+            self._written.add(id(value))
+            self._keep.append(value)  # ids stay unique while the recipes are built
+            self.writes.append(write)
 
     def recipe(self, value: VariableTracker) -> Recipe:
         if isinstance(value, TensorVariable):
@@ -109,15 +127,15 @@ class RecipeBuilder:
                 load = source_loader(value.source)
                 return lambda outs, L, G: load(L, G)
             if value.source is not None and kind is list:
-                # The same list object the frame had, with its new contents.
+                # The same list object the frame had, given its new contents by a write.
                 load = source_loader(value.source)
 
                 def same_list(outs, L, G):
-                    target = load(L, G)
-                    target[:] = [p(outs, L, G) for p in parts]
-                    return target
+                    target, new = load(L, G), [p(outs, L, G) for p in parts]
+                    return lambda: target.__setitem__(slice(None), new)
 
-                return same_list
+                self._write_once(value, same_list)
+                return lambda outs, L, G: load(L, G)
             return lambda outs, L, G: kind(p(outs, L, G) for p in parts)
         if isinstance(value, ConstDictVariable):
             if value.source is not None and id(value) not in self.mutated:
@@ -131,11 +149,15 @@ class RecipeBuilder:
                 def same_dict(outs, L, G):
                     target = load(L, G)
                     new = {k: p(outs, L, G) for k, p in parts.items()}
-                    target.clear()
-                    target.update(new)
-                    return target
 
-                return same_dict
+                    def apply() -> None:
+                        target.clear()
+                        target.update(new)
+
+                    return apply
+
+                self._write_once(value, same_dict)
+                return lambda outs, L, G: load(L, G)
             return lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items())
         if isinstance(value, ConstructedObjectVariable):
             cls = value.cls
