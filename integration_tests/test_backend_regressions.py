@@ -43,3 +43,35 @@ def test_stft_frames_through_inductor(tmp_path, monkeypatch):
     (expected,) = torch.autograd.grad(f(x), x)
     torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
     assert ember.counters["inductor"]["backward_runs"] == 1
+
+
+def test_tensor_written_after_autograd_saved_it_through_aot_eager():
+    # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
+    # autograd's version check; eager's forward runs and its backward raises: so do ours
+    scale = torch.nn.Parameter(torch.tensor(0.75))
+
+    def f(y):
+        d = {"a": y * scale + 1.0, "b": scale * 2}
+        y.clamp_(min=-0.5)
+        return d
+
+    ember.reset()
+    compiled = ember.compile(f, backend="aot_eager")
+    torch.manual_seed(0)
+    y = torch.randn(2, 4)
+    y_eager = y.clone()
+    want, got = f(y_eager), compiled(y)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(y, y_eager)
+    assert ember.counters["aot_eager"]["forward_runs"] == 1
+    for d in (want, got):
+        try:
+            d["a"].sum().backward()
+        except RuntimeError as error:
+            assert "modified by an inplace operation" in str(error)
+        else:
+            raise AssertionError("backward through the written saved tensor ran")
+    for d in (want, got):  # a loss that never reaches the written tensor works in both
+        scale.grad = None
+        d["b"].sum().backward()
+        torch.testing.assert_close(scale.grad, torch.tensor(2.0))

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from ember_aot_autograd.saved_values import SavedValues
 from ember_aot_autograd.session import TraceInfo, TraceSession
 from ember_aot_autograd.tracer import DecompositionTable
 
@@ -24,6 +25,9 @@ class JointGraph:
     info: TraceInfo
     tangent_outputs: list[int]  # forward outputs (by position) that receive a tangent
     grad_inputs: list[int]  # function inputs whose gradients the joint graph returns
+    # (bitmask of tangents, message): eager's backward raises `message` when one of those
+    # tangents is present (a saved tensor was written in place; saved_values.py)
+    stale_saved: tuple[tuple[int, str], ...] = ()
 
     @property
     def num_primals(self) -> int:
@@ -56,8 +60,9 @@ def trace_joint(
     session = TraceSession(decompositions, strict, shape_env)
     tracer = session.tracer
     inputs = session.make_inputs(example_inputs, requires_grad, "primals")
+    saved = SavedValues(tracer)
     with session.fake_mode:
-        with tracer, torch.enable_grad():
+        with tracer, torch.enable_grad(), saved.hooks():
             output = fn(*inputs)
         collected = session.collect(output)
         # forward outputs: the new values of written inputs (differentiable when the write
@@ -93,6 +98,7 @@ def trace_joint(
                     allow_unused=True,
                 )
         grad_nodes = [tracer.read(g) if g is not None else None for g in grads]
+        stale = saved.stale_masks([forward_tensors[p] for p in tangent_outputs])
     outputs = [*collected.mutation_nodes, *collected.user_nodes, *grad_nodes]
     gm = session.build_module(outputs)
-    return JointGraph(gm, session.info(collected), tangent_outputs, grad_inputs)
+    return JointGraph(gm, session.info(collected), tangent_outputs, grad_inputs, stale)

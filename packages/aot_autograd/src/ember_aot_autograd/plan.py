@@ -41,6 +41,9 @@ class RunnerPlan:
     # training: per backward output, the bitmask of the tangents it depends on (its
     # gradient is None when all of them are absent, as eager's; see missing_tangents.py)
     grad_masks: tuple[int, ...] = ()
+    # training: (bitmask of tangents, message) per saved tensor the forward wrote after
+    # autograd saved it: a backward with one of those tangents raises as eager's (saved_values)
+    stale_saved: tuple[tuple[int, str], ...] = ()
 
 
 def _plain(value: Any, what: str) -> Any:
@@ -118,6 +121,7 @@ def plan_to_data(plan: RunnerPlan) -> dict:
         "tangent_outputs": list(plan.tangent_outputs),
         "grad_slots": list(plan.grad_slots),
         "grad_masks": list(plan.grad_masks),
+        "stale_saved": [[mask, message] for mask, message in plan.stale_saved],
     }
 
 
@@ -138,4 +142,5 @@ def plan_from_data(data: dict) -> RunnerPlan:
         tangent_outputs=tuple(data["tangent_outputs"]),
         grad_slots=tuple(data["grad_slots"]),
         grad_masks=tuple(data["grad_masks"]),
+        stale_saved=tuple((mask, message) for mask, message in data.get("stale_saved", ())),
     )

@@ -111,6 +111,7 @@ def training_plan(joint: JointGraph, partition: Partition) -> RunnerPlan:
         symbolic_saved=tuple(partition.symbolic_saved),
         num_saved=partition.num_saved,
         grad_masks=tangent_masks(partition.bw_gm, partition.num_saved),
+        stale_saved=joint.stale_saved,
     )
 
 
@@ -176,6 +177,7 @@ def plan_runner(
     Tensor = torch.Tensor
     presence = TangentPresence(tangent_outputs, plan.grad_masks or (0,) * len(grad_slots))
     all_present = (1 << len(tangent_outputs)) - 1
+    stale_saved = plan.stale_saved
 
     def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> list[Any]:
         """A saved value sharing storage with a primal the wrapper writes afterwards is
@@ -224,6 +226,9 @@ def plan_runner(
                 tensors = iter(saved)
                 saved = [ctx.sizes[k] if k in ctx.sizes else next(tensors) for k in range(n_saved)]
             tangents, present = presence.tangents(ctx, grad_outputs)
+            for mask, message in stale_saved:  # eager's backward reads a written saved tensor
+                if mask & present:
+                    raise RuntimeError(message)
             grads = compiled_bw(*saved, *tangents)
             result: list[torch.Tensor | None] = [None] * n_primals
             if present == all_present:

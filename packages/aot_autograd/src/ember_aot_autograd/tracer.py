@@ -179,6 +179,11 @@ class FunctionalTracer(TorchDispatchMode):
         state.value = self._freeze(new)
         state.version += 1
 
+    def snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`_freeze` from outside an op (a saved-tensor hook, while this tracer is active)."""
+        with _disable_current_modes(), self.fake_mode:
+            return self._freeze(tensor)
+
     def _freeze(self, tensor: torch.Tensor) -> torch.Tensor:
         """A private program tensor holding `tensor`'s current node: later writes to
         `tensor`'s storage (it may be a view the program still holds) cannot reach it."""
