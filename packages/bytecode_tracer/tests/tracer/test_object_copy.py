@@ -280,3 +280,18 @@ def test_parts_shared_or_distinct_in_the_original_are_so_in_the_copy(first_share
         pair = Pair(shared)
         torch.testing.assert_close(compiled(x, pair), fn(x, Pair(shared)))
         assert pair.a == [] and pair.other.layers == 2
+
+
+@pytest.mark.parametrize("how", ["statement", "setattr"])
+def test_a_write_to_a_real_object_goes_through_its_python_setattr(how):
+    def fn(t, config):
+        if how == "statement":
+            config.num_layers = 5  # the hook stores it as `layers`
+        else:
+            setattr(config, "num_layers", 5)  # noqa: B010  (the builtin is what is tested)
+        return t * config.layers
+
+    compiled = Compiled(fn, fullgraph=True)
+    config = AliasedConfig()
+    torch.testing.assert_close(compiled(x, config), x * 5)
+    assert vars(config) == {"layers": 5, "decoder_layers": 3, "decoder_scale": 0.5}

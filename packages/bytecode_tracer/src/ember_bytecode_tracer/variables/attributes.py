@@ -38,6 +38,34 @@ def store_attribute(
         return
     if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:
         raise Unsupported(f"setting attribute {name!r} on {obj}")
+    if isinstance(obj, UserDefinedObjectVariable):
+        hook = _setattr_hook(obj)
+        if hook is not None:  # a Python __setattr__ (aliases, validation): run it
+            from ember_bytecode_tracer.guards import AttrSource, TypeSource
+            from ember_bytecode_tracer.variables.constant import ConstantVariable
+
+            fn_source = AttrSource(TypeSource(obj.source), "__setattr__")
+            tx.inline_call(hook, fn_source, [obj, ConstantVariable(name), value], {})
+            return
+    record_attribute_write(tx, obj, name, value)
+
+
+def _setattr_hook(obj: UserDefinedObjectVariable):
+    """The Python __setattr__ of the object's class; None for object's own."""
+    import inspect
+
+    hook = inspect.getattr_static(type(obj.value), "__setattr__")
+    if hook is object.__setattr__:
+        return None
+    if not inspect.isfunction(hook):
+        raise Unsupported(f"setting an attribute of a {type(obj.value).__name__} (C __setattr__)")
+    return hook
+
+
+def record_attribute_write(
+    tx: InstructionTranslator, obj: VariableTracker, name: str, value: VariableTracker
+) -> None:
+    """object.__setattr__ on a real object: seen by later reads, replayed after the graph."""
     if isinstance(obj, NNModuleVariable) and name in ("training",):
         raise Unsupported("changing a module's training flag inside a traced region")
     if isinstance(obj, NNModuleVariable):

@@ -205,6 +205,12 @@ class UserDefinedObjectVariable(VariableTracker):
             found = getattr(value, name)
         return wrap_value(tx, found, AttrSource(self.source, name))
 
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """object.__setattr__ reached from a Python __setattr__: a write replayed later."""
+        from ember_bytecode_tracer.variables.attributes import record_attribute_write
+
+        record_attribute_write(tx, self, name, value)
+
     def dict_contents(self, tx) -> VariableTracker:
         """The entries of a dict subclass instance, as dict's own methods see them: guarded
         by its keys and each value, read through dict's lookup (refused when the subclass
