@@ -12,7 +12,7 @@ def test_int64_index_arithmetic_when_sizes_do_not_fit_int32(check, monkeypatch):
     # buffers over 2**31 elements do not fit a CI machine: force the int64 path instead
     from ember_codegen.triton import kernel
 
-    monkeypatch.setattr(kernel, "fits_int32", lambda *bounds: False)
+    monkeypatch.setattr(kernel, "fits_int32_for_every_size", lambda env, *bounds: False)
     x = torch.randn(6, 40)
 
     def f(a):

@@ -505,7 +505,7 @@ def _same_strides(got: Layout, want: Layout) -> bool:
 
 
 #: code generators that take symbolic sizes (kernels with size arguments)
-SYMBOLIC_TARGETS = frozenset({"cpp"})
+SYMBOLIC_TARGETS = frozenset({"cpp", "triton"})
 
 
 def _has_symbolic_layout(t: torch.Tensor) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ember_codegen.cache import atomic_write, content_key, ensure_private_dir
+from ember_codegen.cpp.emit.size_bindings import concrete
 from ember_inductor_ir import Schedule
 
 from .cache import interpreting, triton_root
@@ -32,13 +33,13 @@ log = logging.getLogger("ember.autotune")
 
 def layout_record(sched: Schedule, name: str) -> list:
     """A buffer's layout as plain data: [size, stride, offset, dtype name, storage numel]."""
-    layout = sched.layout(name)
+    layout = sched.layout(name)  # symbolic sizes: the current binding's values
     return [
-        [int(s) for s in layout.size],
-        [int(s) for s in layout.stride],
-        int(layout.offset),
+        [concrete(s) for s in layout.size],
+        [concrete(s) for s in layout.stride],
+        concrete(layout.offset),
         str(layout.dtype).removeprefix("torch."),
-        int(layout.storage_numel()),
+        concrete(layout.storage_numel()),
     ]
 
 

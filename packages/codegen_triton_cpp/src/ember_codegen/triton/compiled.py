@@ -12,8 +12,10 @@ from typing import Any
 import torch
 
 from ember_codegen.cache import atomic_write, content_key
+from ember_codegen.cpp.emit.dynamic_wrapper import DynamicWrapper, SizeBinder
+from ember_codegen.cpp.emit.size_bindings import bound, concrete
 from ember_codegen.exc import CodegenError
-from ember_inductor_ir import Schedule
+from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .autotune import (
     autotune_kernel,
@@ -26,7 +28,7 @@ from .cache import configure_triton_cache, interpreting, load_module, module_sou
 from .kernel import GroupKernels, TritonKernel, build_group
 from .launch import direct_launch, direct_launches_enabled
 from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
-from .wrapper import build_wrapper, graph_device, runtime_namespace
+from .wrapper import TritonWrapperBuilder, build_wrapper, graph_device, runtime_namespace
 
 output_code_log = logging.getLogger("ember.output_code")
 perf_log = logging.getLogger("ember.perf")
@@ -101,8 +103,15 @@ def compile_triton(
     configure_triton_cache()
     autotune = autotune or mode in ("max-autotune", "max-autotune-no-cudagraphs")
     device = graph_device(sched)
-    groups = [build_group(g, sched) for g in sched if g.extern is None]
     policy = matmul_policy(matmul)
+    if sched.shape_env is not None:
+        # symbolic sizes: kernels take them as arguments (symbolic.py); the matmul template
+        # and autotuning decide on static sizes and are not used
+        try:
+            return _compile_symbolic(sched, device)
+        except TypeError as exc:  # emission that needs a static size met a symbol
+            raise DynamicShapeUnsupported(f"Triton emission needs static sizes: {exc}") from exc
+    groups = [build_group(g, sched) for g in sched if g.extern is None]
     templates = plan_templates(sched, policy, autotune)
     source = module_source(
         [k.code for g in groups for k in g.kernels] + [t.code for t in templates]
@@ -150,6 +159,43 @@ def compile_triton(
     return compiled
 
 
+def _compile_symbolic(sched: Schedule, device: torch.device) -> CompiledGraph:
+    """One kernel module for every size: the size symbols are kernel arguments, read from
+    each call's inputs (SizeBinder) by a wrapper written per binding (DynamicWrapper, the
+    C++ target's machinery with the Triton wrapper builder)."""
+    start = time.perf_counter()
+    groups = [build_group(g, sched) for g in sched if g.extern is None]
+    kernels = [k for g in groups for k in g.kernels]
+    source = module_source([k.code for k in kernels])
+    module, path = load_module(source)
+    by_name = {g.name: g for g in groups}
+    binder = SizeBinder(sched, kernels)
+    hints = binder.hints()
+    with bound(hints):  # the example inputs' binding: warm-up compile and the shown wrapper
+        layouts = {p: layout_record(sched, p) for g in groups for k in g.kernels for p in k.params}
+        if device.type == "cuda" and not interpreting():
+            compile_parallel(groups, module, layouts, device, hints)
+        shown = build_wrapper(sched, by_name)
+    namespace = runtime_namespace(device)
+    for kernel in kernels:
+        namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
+
+    def build() -> Any:
+        return TritonWrapperBuilder(sched, by_name).build()
+
+    call = DynamicWrapper(sched, build, namespace, binder)
+    output_code_log.info("triton kernels %s (symbolic sizes):\n%s", path, source)
+    perf_log.info(
+        "compile_graph(triton, symbolic): %d kernels in %.3fs",
+        len(kernels), time.perf_counter() - start,
+    )  # fmt: skip
+    compiled = CompiledGraph(
+        call, source, shown.source, groups, sched.fallback_counts, device, path
+    )
+    compiled.launch_layouts = layouts
+    return compiled
+
+
 def _rnumel(sched: Schedule, group_name: str) -> int:
     group = next(g for g in sched if g.name == group_name)
     n = 1
@@ -168,28 +214,38 @@ def _autotune(groups: list[GroupKernels], module: Any, sched: Schedule, device: 
 
 
 def compile_parallel(
-    groups: list[GroupKernels], module: Any, layouts: dict[str, list], device: torch.device
+    groups: list[GroupKernels],
+    module: Any,
+    layouts: dict[str, list],
+    device: torch.device,
+    sizes: dict[str, int] | None = None,
 ) -> None:
     """Compile every kernel for its launch signature in a thread pool (Triton's compiler
     releases the GIL in its native passes), so the first call only launches; each binary
-    then gets its direct launch (launch.py). `layouts`: each parameter's layout record."""
+    then gets its direct launch (launch.py). `layouts`: each parameter's layout record;
+    `sizes`: the size symbols' values to warm up with (their binary serves every value:
+    size arguments are not specialized)."""
+    sizes = sizes or {}
 
-    def warm(item: tuple[GroupKernels, TritonKernel]) -> None:
-        group, kernel = item
-        args = scratch_args_from(kernel, group, layouts, device)
+    def warm(item: tuple[GroupKernels, TritonKernel, tuple[int]]) -> None:
+        group, kernel, grid = item
+        args = [*scratch_args_from(kernel, group, layouts, device)]
+        args += [sizes[n] for n in kernel.size_params]
         cfg = kernel.config
         binary = getattr(module, kernel.name).warmup(
             *args,
-            grid=kernel.grid(),
+            grid=grid,
             **cfg.constexprs(kernel.reduction),
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
         if direct_launches_enabled():
-            kernel.direct = direct_launch(binary, kernel.params, args)
+            kernel.direct = direct_launch(binary, [*kernel.params, *kernel.size_params], args)
 
     # kernels over nothing are never launched (the wrapper skips them): nothing to compile
-    items = [(g, k) for g in groups for k in g.kernels if k.xnumel > 0]
+    with bound(sizes):  # grids of symbolic kernels: at the warm-up sizes (threads below
+        # do not see this binding)
+        items = [(g, k, k.grid()) for g in groups for k in g.kernels if concrete(k.xnumel) > 0]
     if not items:
         return
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:

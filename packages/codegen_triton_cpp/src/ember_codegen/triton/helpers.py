@@ -7,6 +7,13 @@ from __future__ import annotations
 
 HELPERS = """
 @triton.jit
+def _em_trip(n):
+    # a loop bound that is a kernel argument (a symbolic row length); the CPU interpreter
+    # replaces it (interpreter_reduce.py: its range() cannot take an argument tensor)
+    return n
+
+
+@triton.jit
 def _em_round_bf16(x):
     # float32 -> nearest bfloat16 (ties to even), still as float32: exact everywhere (the
     # CPU interpreter's own float32 -> bfloat16 cast truncates)

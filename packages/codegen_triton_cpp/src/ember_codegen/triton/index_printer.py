@@ -43,7 +43,16 @@ def _print(expr: sympy.Expr) -> str:
                 text += f" + {triton_index(term)}"
         return f"({text})"
     if expr.is_Mul:
+        num, den = expr.as_numer_denom()
+        if den != 1:  # a size the env proved divisible (s0/4): exact integer division
+            return f"({triton_index(num)} // {triton_index(den)})"
         return "(" + " * ".join(triton_index(a) for a in expr.args) + ")"
+    if isinstance(expr, sympy.floor):  # floor(n / d) of sizes (ember-symbolic-shapes' form)
+        num, den = expr.args[0].as_numer_denom()
+        return f"({triton_index(num)} // {triton_index(den)})"
+    if isinstance(expr, sympy.Mod):  # floored, as sympy's Mod (Triton's % truncates)
+        a, b = (triton_index(x) for x in expr.args)
+        return f"((({a} % {b}) + {b}) % {b})"
     if isinstance(expr, FloorDiv):
         base, div = expr.args
         return f"({triton_index(base)} // {triton_index(div)})"

@@ -61,7 +61,14 @@ def _welford(mean: Any, m2: Any, w: Any, _semantic: Any = None, **_: Any) -> Any
     return _tensor(new_mean, mean), _tensor(new_m2, m2), _tensor(total, w)
 
 
+def _trip(n: Any, _semantic: Any = None, **_: Any) -> Any:
+    """A loop bound passed as a kernel argument, as the Python int the interpreter's range()
+    needs (it holds the argument as a one-element array)."""
+    return int(np.asarray(n.handle.data).reshape(-1)[0]) if hasattr(n, "handle") else n
+
+
 REDUCE_SHIMS = {
+    "_em_trip": _trip,  # not a reduction: the same module attribute swap
     "_em_reduce_maximum": _axis_reduce(lambda d: np.max(d, axis=1, keepdims=True)),
     "_em_reduce_minimum": _axis_reduce(lambda d: np.min(d, axis=1, keepdims=True)),
     "_em_reduce_mul": _axis_reduce(lambda d: np.prod(d, axis=1, keepdims=True, dtype=d.dtype)),

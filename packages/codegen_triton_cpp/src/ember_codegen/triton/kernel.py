@@ -23,9 +23,11 @@ import sympy
 import torch
 
 from ember_codegen.cpp.emit.kernel import plan_segments
+from ember_codegen.cpp.emit.size_bindings import concrete
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule
 from ember_inductor_ir.indexing import (
+    FloorDiv,
     ModularIndexing,
     contiguous_strides,
     product,
@@ -34,10 +36,17 @@ from ember_inductor_ir.indexing import (
 
 from .dtypes import compute_type, is_reduced_float, store_cast
 from .heuristics import LaunchConfig, cdiv, choose_kind, default_config, next_power_of_2
-from .index_printer import fits_int32, triton_index
+from .index_printer import triton_index
 from .op_table import TritonValue
 from .ops_handler import CodeWriter, TritonOpsHandler
 from .reduction_emit import ReductionEmitter
+from .symbolic import (
+    collapse_contiguous,
+    fits_int32_for_every_size,
+    size_params,
+    sizes_of,
+    symbolic_choice,
+)
 
 XINDEX = sympy.Symbol("xindex", integer=True, nonnegative=True)
 XROW = sympy.Symbol("xrow", integer=True, nonnegative=True)
@@ -73,15 +82,19 @@ class TritonKernel:
     code: str
     params: list[str]  # buffer / workspace names, in argument order
     kind: str
-    xnumel: int  # points of the launch grid's axis
+    #: points of the launch grid's axis: an int, or a sympy expression over size symbols
+    #: (its value is the wrapper's binding: size_bindings.concrete)
+    xnumel: Any
     reduction: bool
     config: LaunchConfig
     # set after the warm-up compile on a GPU (launch.DirectLaunch): the wrapper then calls
     # the binary's launcher itself
     direct: Any = field(default=None, compare=False, repr=False)
+    #: size symbols the kernel takes as int arguments after the pointers (symbolic sizes)
+    size_params: list[str] = field(default_factory=list)
 
     def grid(self, config: LaunchConfig | None = None) -> tuple[int]:
-        return (cdiv(self.xnumel, (config or self.config).XBLOCK),)
+        return (cdiv(concrete(self.xnumel), (config or self.config).XBLOCK),)
 
 
 @dataclass
@@ -94,21 +107,18 @@ class GroupKernels:
     workspaces: list[Workspace] = field(default_factory=list)
 
 
-def _static(values: list[Any], what: str) -> list[int]:
-    out = []
-    for v in values:
-        if not getattr(v, "is_Integer", False):
-            raise CodegenError(f"{what} {v} is symbolic; the Triton target needs static sizes")
-        out.append(int(v))
-    return out
-
-
-def _digits(flat: sympy.Symbol, variables: list[sympy.Symbol], sizes: list[int]) -> dict:
-    strides = [int(s) for s in contiguous_strides([sympy.Integer(n) for n in sizes])]
-    return {
-        var: (sympy.Integer(0) if n == 1 else ModularIndexing(flat, stride, n))
-        for var, n, stride in zip(variables, sizes, strides, strict=True)
-    }
+def _digits(flat: sympy.Symbol, variables: list[sympy.Symbol], sizes: list[Any]) -> dict:
+    """Each loop variable as a digit of the flat index (sizes: ints or size expressions)."""
+    strides = contiguous_strides([sympy.sympify(n) for n in sizes])
+    digits = {}
+    for k, (var, n, stride) in enumerate(zip(variables, sizes, strides, strict=True)):
+        if n == 1:
+            digits[var] = sympy.Integer(0)
+        elif k == 0 and not isinstance(n, int):  # flat < numel: the leading digit needs no %
+            digits[var] = FloorDiv(flat, stride)
+        else:
+            digits[var] = ModularIndexing(flat, stride, sympy.sympify(n))
+    return digits
 
 
 class KernelBuilder(ReductionEmitter):
@@ -123,19 +133,26 @@ class KernelBuilder(ReductionEmitter):
         part: str | None = None,
     ) -> None:
         self.group, self.sched, self.kind, self.config, self.part = group, sched, kind, config, part
-        sizes = _static(group.sizes, "kernel size")
-        rsizes = _static(group.reduction_sizes, "reduction size")
-        self.xnumel = int(product([sympy.Integer(n) for n in sizes]))
-        self.rnumel = int(product([sympy.Integer(n) for n in rsizes]))
+        # sizes are ints, or sympy expressions over size symbols (kernel arguments)
+        sizes, rsizes = sizes_of(group.sizes), sizes_of(group.reduction_sizes)
+        self.symbolic = not all(isinstance(n, int) for n in (*sizes, *rsizes))
+        self.xnumel = sizes_of([product([sympy.sympify(n) for n in sizes])])[0]
+        self.rnumel = sizes_of([product([sympy.sympify(n) for n in rsizes])])[0]
         outer_vars, red_vars = group.index_vars()
         x = XROW if part == "partial" else XINDEX
         self._subs = {**_digits(x, outer_vars, sizes), **_digits(RINDEX, red_vars, rsizes)}
-        self._ranges = {XINDEX: sympy.Integer(self.xnumel), XROW: sympy.Integer(self.xnumel),
-                        RINDEX: sympy.Integer(self.rnumel)}  # fmt: skip
+        #: symbolic kernels: flat index of each axis' variables (see symbolic.collapse_contiguous)
+        self._flat_axes = [(x, outer_vars, sizes), (RINDEX, red_vars, rsizes)]
+        self._ranges = {XINDEX: sympy.sympify(self.xnumel), XROW: sympy.sympify(self.xnumel),
+                        RINDEX: sympy.sympify(self.rnumel)}  # fmt: skip
         if part == "partial":
             self._ranges[XINDEX] = sympy.Integer(self.xnumel * config.NSPLIT)
-        self.int64 = not fits_int32(self.xnumel * max(config.NSPLIT, 1) * max(self.rnumel, 1),
-                                    *self._storage_sizes())  # fmt: skip
+        # int32 only where every size in the symbols' ranges is proven to fit
+        self.int64 = not fits_int32_for_every_size(
+            sched.shape_env,
+            sympy.sympify(self.xnumel) * max(config.NSPLIT, 1) * sympy.Max(self.rnumel, 1),
+            *self._storage_sizes(),
+        )
         self.register_only = {
             n.buffer.name
             for n in group.nodes
@@ -160,7 +177,7 @@ class KernelBuilder(ReductionEmitter):
         #: read elements other threads of the block wrote, so it waits for them first
         self.unsynced_stores: set[str] = set()
 
-    def _storage_sizes(self) -> list[int]:
+    def _storage_sizes(self) -> list[Any]:
         out = []
         for name in self.group.reads | set(self.group.buffer_names()):
             buf = self.sched.buffers.get(name)
@@ -187,13 +204,17 @@ class KernelBuilder(ReductionEmitter):
         return self._index(expr)[0]
 
     def _flat(self, expr: sympy.Expr) -> sympy.Expr:
-        return simplify_index(sympy.expand(expr).xreplace(self._subs), self._ranges)
+        expr = sympy.expand(expr)
+        if self.symbolic:
+            for flat, variables, sizes in self._flat_axes:
+                expr = collapse_contiguous(expr, flat, variables, sizes)
+        return simplify_index(expr.xreplace(self._subs), self._ranges)
 
     def _index(self, expr: sympy.Expr) -> tuple[str, frozenset[str]]:
         """Text of an index (in xindex / rindex) and the axes it varies along."""
         hit = self._index_cache.get(expr)
         if hit is None:
-            flat = simplify_index(sympy.expand(expr).xreplace(self._subs), self._ranges)
+            flat = self._flat(expr)
             axes = set()
             for sym in flat.free_symbols:
                 axes.add("x" if sym in (XINDEX, XROW) else "r" if sym == RINDEX else "other")
@@ -311,23 +332,30 @@ class KernelBuilder(ReductionEmitter):
                 else:
                     self._loop_segment(segment, main)
         params = list(self.params)
-        args = ", ".join(f"ptr_{p}" for p in params)
+        sizes = size_params(self.sched.shape_env, main.lines)
+        args = ", ".join([*(f"ptr_{p}" for p in params), *sizes])
         consts = "XBLOCK: tl.constexpr" + (", RBLOCK: tl.constexpr" if reduction else "")
+        # size arguments are not specialized (== 1, multiple of 16): one binary every size
+        jit = f"@triton.jit(do_not_specialize={sizes!r})" if sizes else "@triton.jit"
+        widen = [f"    {n} = {n}.to(tl.int64)" for n in sizes] if self.int64 else []
         lines = [
             f"# {self.group.describe()}",
-            "@triton.jit",
+            jit,
             f"def {name}({args}{', ' if args else ''}{consts}):",
+            *widen,  # products of sizes are computed in int64 (the index type)
             *main.lines,
         ]
         xnumel = self.xnumel * (self.config.NSPLIT if self.part == "partial" else 1)
         kind = self.part or self.kind
-        return TritonKernel(name, "\n".join(lines), params, kind, xnumel, reduction, self.config)
+        return TritonKernel(name, "\n".join(lines), params, kind, xnumel, reduction, self.config,
+                            size_params=sizes)  # fmt: skip
 
     def _header(self, out: CodeWriter, reduction: bool) -> None:
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         arange = "tl.arange(0, {}).to(tl.int64)" if self.int64 else "tl.arange(0, {})"
         nsplit = self.config.NSPLIT
         xnumel = self.xnumel * (nsplit if self.part == "partial" else 1)
+        xnumel = triton_index(sympy.sympify(xnumel))
         out.line(f"xoffset = {pid} * XBLOCK")
         if not reduction:
             out.line(f"xindex = xoffset + {arange.format('XBLOCK')}")
@@ -340,10 +368,13 @@ class KernelBuilder(ReductionEmitter):
             out.line(f"xrow = xindex // {nsplit}")
             out.line(f"rstart = (xindex % {nsplit}) * {self.config.CHUNK}")
         elif self.kind == "persistent" or self.part == "finish":
-            rnumel = nsplit if self.part == "finish" else self.rnumel
+            rnumel = nsplit if self.part == "finish" else triton_index(sympy.sympify(self.rnumel))
             out.line("rindex = rbase")
             out.line(f"rmask = rindex < {rnumel}")
             out.line("rxmask = xmask & rmask")
+
+    def _rnumel_text(self) -> str:
+        return triton_index(sympy.sympify(self.rnumel))
 
     def _loop_segment(self, segment: Any, main: CodeWriter) -> None:
         self._seg = LOOP
@@ -369,8 +400,11 @@ class KernelBuilder(ReductionEmitter):
                 loop = f"for roffset in range(0, {self.config.CHUNK}, RBLOCK):"
             else:
                 self._body.line("rindex = roffset + rbase")
-                loop = f"for roffset in range(0, {self.rnumel}, RBLOCK):"
-            self._body.line(f"rmask = rindex < {self.rnumel}")
+                bound = self._rnumel_text()
+                if not isinstance(self.rnumel, int):
+                    bound = f"_em_trip({bound})"  # a kernel argument (see helpers.py)
+                loop = f"for roffset in range(0, {bound}, RBLOCK):"
+            self._body.line(f"rmask = rindex < {self._rnumel_text()}")
             self._body.line("rxmask = xmask & rmask")
             with self.handler.scope(self._body):
                 for node in segment.nodes:
@@ -396,10 +430,13 @@ def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
     if group.device is not None and group.device.type not in ("cuda", "cpu"):
         raise CodegenError(f"{group.name} runs on {group.device}; the Triton target runs CUDA")
     builder = KernelBuilder(group, sched, "pointwise", LaunchConfig(1))
-    xnumel, rnumel = builder.xnumel, builder.rnumel
     reduction = bool(group.reduction_sizes)
-    kind = choose_kind(xnumel, rnumel if reduction else None, reduction and _split_ok(group))
-    config = default_config(kind, xnumel, rnumel)
+    if builder.symbolic:
+        kind, config = symbolic_choice(builder.xnumel, builder.rnumel, reduction, sched)
+    else:
+        xnumel, rnumel = builder.xnumel, builder.rnumel
+        kind = choose_kind(xnumel, rnumel if reduction else None, reduction and _split_ok(group))
+        config = default_config(kind, xnumel, rnumel)
     if kind != "split":
         builder = KernelBuilder(group, sched, kind, config)
         return GroupKernels(group.name, [builder.build(group.name)], builder.register_only)

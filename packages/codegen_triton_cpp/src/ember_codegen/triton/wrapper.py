@@ -3,10 +3,12 @@
 The C++ target's wrapper (cpp/emit/wrapper.py) already does the target-neutral work:
 input guards, allocation per the memory plan (reusing dead storages), extern ops through
 aten, frees, outputs. This builder only changes what a loops group turns into (workspaces
-plus one launch per kernel, ``kernel[grid](buffers..., XBLOCK=..)``) and binds the
-allocation helpers to the graph's device. Grids and block sizes are literals computed from
-static sizes, so a call makes no host-device synchronisation and allocates the same sizes
-every time (what a CUDA graph replay needs).
+plus one launch per kernel, ``kernel[grid](buffers..., sizes..., XBLOCK=..)``) and binds
+the allocation helpers to the graph's device. Grids, block sizes and size arguments are
+literals computed from static sizes, or from the binding of the size symbols a symbolic
+graph's wrapper is written for (cpp/emit/dynamic_wrapper.py: one wrapper per binding), so a
+call makes no host-device synchronisation and allocates the same sizes every time (what a
+CUDA graph replay needs).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from typing import Any
 
 import torch
 
+from ember_codegen.cpp.emit.size_bindings import concrete, value_of
 from ember_codegen.cpp.emit.wrapper import PRIM_IMPLEMENTATIONS, WrapperBuilder, WrapperCode
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
 from ember_inductor_ir.extern import ExternKernel
 
+from .index_printer import INT32_LIMIT
 from .kernel import GroupKernels, TritonKernel
 from .launch import POINTER_ALIGNMENT, DirectLaunch, alignment_check, current_stream_getter
 from .template_choice import TemplateKernel
@@ -59,6 +63,8 @@ class TritonWrapperBuilder(WrapperBuilder):
         direct = kernel.direct
         if direct is None:
             return None
+        if any(value_of(n) > INT32_LIMIT for n in kernel.size_params):
+            return None  # the binary took its size arguments as int32 (warmed up on hints)
         for name in direct.aligned & set(self.sched.constants):  # addresses known now
             if self.sched.constants[name].data_ptr() % POINTER_ALIGNMENT:
                 return None
@@ -68,7 +74,7 @@ class TritonWrapperBuilder(WrapperBuilder):
         w = self.w
         cfg = kernel.config
         consts = cfg.constexprs(kernel.reduction)
-        args = [*kernel.params]
+        args = [*kernel.params, *(str(value_of(n)) for n in kernel.size_params)]
         jit_args = [*args, *(f"{k}={v}" for k, v in consts.items())]
         jit_args += [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
         jit_launch = f"_k_{kernel.name}[{kernel.grid()}]({', '.join(jit_args)})"
@@ -114,7 +120,7 @@ class TritonWrapperBuilder(WrapperBuilder):
             dtype = w.const(ws.dtype, "dtype")
             w.line(f"{ws.name} = _empty_strided(({ws.numel},), (1,), dtype={dtype})")
         for kernel in group.kernels:
-            if kernel.xnumel == 0:
+            if concrete(kernel.xnumel) == 0:
                 w.line(f"# {kernel.name}: nothing to compute (empty)")
                 continue
             self._launch(kernel)

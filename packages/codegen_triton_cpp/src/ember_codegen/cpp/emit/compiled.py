@@ -110,7 +110,13 @@ def compile_cpp(
         namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
     namespace["_raise_kernel_error"] = _error_raiser(library)
     if binder is not None:  # one wrapper per binding of the size symbols, same kernels
-        call = DynamicWrapper(sched, kernels, namespace, binder, trusted_inputs)
+        by_name = {k.name: k for k in kernels}
+        call = DynamicWrapper(
+            sched,
+            lambda: WrapperBuilder(sched, by_name, trusted_inputs=trusted_inputs).build(),
+            namespace,
+            binder,
+        )
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
         return CompiledGraph(
             call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts
