@@ -110,6 +110,44 @@ def run_small(failures):
             print(f"{name:16s} ERROR\n{traceback.format_exc()[-1500:]}")
 
 
+def layer_softmax(x, w):
+    return torch.softmax(F.layer_norm(x, (x.shape[-1],)) @ w, -1) * x.shape[0]
+
+
+def run_dynamic_reduce_overhead(failures):
+    """A symbolic function (dynamic=True) under reduce-overhead at 4 sizes, each called 3
+    times: one graph, symbolic Triton kernels, one CUDA-graph capture per size (at most
+    options['cudagraph_sizes'] = 3 here: the fourth size runs uncaptured)."""
+    ember.reset()
+    label = "dynamic/reduce-overhead"
+    try:
+        w = torch.randn(64, 48, device="cuda")
+        compiled = ember.compile(
+            layer_softmax, mode="reduce-overhead", dynamic=True, options={"cudagraph_sizes": 3}
+        )
+        ok = True
+        for rows in (7, 130, 1000, 33):
+            for _ in range(3):
+                x = torch.randn(rows, 64, device="cuda")
+                ok &= close(compiled(x, w), layer_softmax(x, w), 1e-4)
+        torch.cuda.synchronize()
+        stats, graphs = ember.counters["inductor"], ember.counters["cudagraphs"]
+        print(
+            f"{label:24s} {'ok' if ok else 'MISMATCH'} graphs fw={stats['forward_graphs']} "
+            f"static_specializations={stats['static_specializations']} "
+            f"captures={graphs['captures']} replays={graphs['replays']} "
+            f"uncaptured_size_runs={graphs['uncaptured_size_runs']} "
+            f"(want 1 graph, 0 specializations, 3 captures, 3 uncaptured runs)"
+        )
+        expected = (stats["forward_graphs"], stats["static_specializations"], graphs["captures"],
+                    graphs["uncaptured_size_runs"]) == (1, 0, 3, 3)  # fmt: skip
+        if not ok or not expected:
+            failures.append(label)
+    except Exception:
+        failures.append(label)
+        print(f"{label:24s} ERROR\n{traceback.format_exc()[-2500:]}")
+
+
 def run_zoo(failures, mode):
     for name in ember_zoo.names():
         for train in (False, True):
@@ -169,6 +207,7 @@ def main():
     failures: list[str] = []
     run_small(failures)
     run_sdpa(failures)
+    run_dynamic_reduce_overhead(failures)
     run_zoo(failures, None)
     run_zoo(failures, "reduce-overhead")
     print(f"smoke failures: {len(failures)} {failures}")

@@ -7,12 +7,21 @@ call to call, so they are read in place; every other tensor input is copied into
 parameter addresses. Outputs are copied out of the graph's memory after each replay, so a
 later replay cannot overwrite a tensor the caller holds. Another input shape, dtype or device
 means another compiled graph (the tracer's guards and the aot runtime's plan see to that),
-hence another runner and another capture: a guard change recaptures.
+hence another runner and another capture: a guard change recaptures. A graph with symbolic
+sizes is one runner for every size: it keeps one capture per concrete size signature (each
+tensor input's sizes and strides, each int input), for the first `max_sizes` signatures it
+meets (options["cudagraph_sizes"], default 8; first come, kept: no eviction, so a size
+seen again never recaptures); a later new size runs the compiled graph without a capture
+(counted in counters["cudagraphs"]["uncaptured_size_runs"]), known sizes keep replaying.
 
 Capture needs a warm-up call first (Triton compiles its kernels on first launch and the
-caching allocator must see the sizes once). A graph that fails to capture, or a runner with
-more parameter sets than MAX_CAPTURES, runs without CUDA graphs; counted in
-counters["cudagraphs"] (captures, replays, capture_failures, too_many_captures).
+caching allocator must see the sizes once; a new size is warmed up on the capture stream
+right before its capture). A graph that fails to capture, or a runner with more parameter
+sets than MAX_CAPTURES, runs without CUDA graphs; counted in counters["cudagraphs"]
+(captures, replays, capture_failures, too_many_captures, uncaptured_size_runs).
+
+The CUDA calls sit behind a small `CaptureBackend` (capture, replay, eligible), so that the
+keying above is tested on the CPU with the capture machinery stubbed.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
@@ -28,6 +38,8 @@ from ember.stats import counters
 log = logging.getLogger("ember.perf")
 WARMUP_CALLS = 1
 MAX_CAPTURES = 64
+#: concrete size signatures captured per runner (options["cudagraph_sizes"])
+DEFAULT_MAX_SIZES = 8
 
 
 @dataclass
@@ -37,14 +49,43 @@ class _Capture:
     outputs: list
 
 
-class CudaGraphRunner:
-    """Wraps ``compiled(inputs: list) -> list`` of one prim graph whose tensors are on CUDA."""
+class CaptureBackend(Protocol):
+    def eligible(self, inputs: Sequence) -> bool: ...
 
-    def __init__(self, compiled: Callable[[list], list], name: str) -> None:
+    def capture(self, compiled: Callable[[list], list], inputs: Sequence, name: str) -> Any: ...
+
+    def replay(self, capture: Any, inputs: Sequence) -> list | None: ...
+
+
+def size_signature(inputs: Sequence) -> tuple:
+    """What one capture is valid for besides parameter addresses: every tensor input's sizes
+    and strides (a capture holds static copies of that layout) and every int input (a
+    SymInt of the graph arrives as an int)."""
+    return tuple(
+        (tuple(x.shape), x.stride()) if isinstance(x, torch.Tensor) else x
+        for x in inputs
+        if isinstance(x, (torch.Tensor, int))
+    )
+
+
+class CudaGraphRunner:
+    """Wraps ``compiled(inputs: list) -> list`` of one prim graph whose tensors are on CUDA.
+    ``max_sizes``: concrete size signatures captured (a symbolic graph meets several)."""
+
+    def __init__(
+        self,
+        compiled: Callable[[list], list],
+        name: str,
+        max_sizes: int = DEFAULT_MAX_SIZES,
+        backend: CaptureBackend | None = None,
+    ) -> None:
         self.compiled = compiled
         self.name = name
+        self.max_sizes = max_sizes
+        self.backend = backend if backend is not None else CudaCaptures()
         self.calls = 0
-        self.captures: dict[tuple[int, ...], _Capture] = {}
+        self.captures: dict[tuple, Any] = {}  # (size signature, parameter addresses) -> capture
+        self.sizes: set[tuple] = set()  # size signatures captured (at most max_sizes)
         self.disabled = False
 
     # kernel_count / fallback_counts stay visible for the backend's counters
@@ -52,25 +93,48 @@ class CudaGraphRunner:
         return getattr(self.compiled, name)
 
     def __call__(self, inputs: Sequence) -> list:
-        if self.disabled or not _all_cuda(inputs):
+        if self.disabled or not self.backend.eligible(inputs):
             return self.compiled(list(inputs))
         self.calls += 1
         if self.calls <= WARMUP_CALLS:
             return self.compiled(list(inputs))
-        key = tuple(x.data_ptr() if _is_parameter(x) else 0 for x in inputs)
+        sizes = size_signature(inputs)
+        key = (sizes, tuple(x.data_ptr() if _is_parameter(x) else 0 for x in inputs))
         capture = self.captures.get(key)
         if capture is None:
+            if sizes not in self.sizes and len(self.sizes) >= self.max_sizes:
+                if not counters["cudagraphs"]["uncaptured_size_runs"]:
+                    log.warning(
+                        "%s: %d size signatures captured (options['cudagraph_sizes']); "
+                        "new sizes run without CUDA graphs",
+                        self.name,
+                        self.max_sizes,
+                    )
+                counters["cudagraphs"]["uncaptured_size_runs"] += 1
+                return self.compiled(list(inputs))
             if len(self.captures) >= MAX_CAPTURES:
                 counters["cudagraphs"]["too_many_captures"] += 1
                 self.disabled = True
                 return self.compiled(list(inputs))
-            capture = self._capture(inputs)
+            capture = self.backend.capture(self.compiled, inputs, self.name)
             if capture is None:
+                self.disabled = True  # a graph that fails to capture runs without them
                 return self.compiled(list(inputs))
+            self.sizes.add(sizes)
             self.captures[key] = capture
-        return self._replay(capture, inputs)
+        outputs = self.backend.replay(capture, inputs)
+        if outputs is None:
+            return self.compiled(list(inputs))  # the compiled graph relayouts it itself
+        return outputs
 
-    def _capture(self, inputs: Sequence) -> _Capture | None:
+
+class CudaCaptures:
+    """The CUDA graph machinery of CudaGraphRunner."""
+
+    def eligible(self, inputs: Sequence) -> bool:
+        return _all_cuda(inputs)
+
+    def capture(self, compiled: Callable[[list], list], inputs: Sequence, name: str):
         statics = [
             StaticInput(x) if isinstance(x, torch.Tensor) and not _is_parameter(x) else x
             for x in inputs
@@ -79,27 +143,24 @@ class CudaGraphRunner:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # one more warm-up on the capture stream
-            self.compiled(list(values))
+            compiled(list(values))
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
-                outputs = self.compiled(list(values))
+                outputs = compiled(list(values))
         except Exception as error:
-            log.warning(
-                "CUDA graph capture of %s failed (%s); running without it", self.name, error
-            )
+            log.warning("CUDA graph capture of %s failed (%s); running without it", name, error)
             counters["cudagraphs"]["capture_failures"] += 1
-            self.disabled = True
             return None
         counters["cudagraphs"]["captures"] += 1
         return _Capture(graph, statics, outputs)
 
-    def _replay(self, capture: _Capture, inputs: Sequence) -> list:
+    def replay(self, capture: _Capture, inputs: Sequence) -> list | None:
         for static, value in zip(capture.static_inputs, inputs, strict=True):
             if isinstance(static, StaticInput) and not static.load(value):
                 counters["cudagraphs"]["layout_fallbacks"] += 1
-                return self.compiled(list(inputs))  # the compiled graph relayouts it itself
+                return None
         capture.graph.replay()
         counters["cudagraphs"]["replays"] += 1
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in capture.outputs]

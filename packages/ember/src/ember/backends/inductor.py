@@ -121,7 +121,7 @@ def _target_key(target: str, settings: InductorSettings) -> str:
 
 def _finish(compiled: Callable, target: str, settings: InductorSettings, kind: str) -> Callable:
     if settings.cudagraphs and target == "triton" and torch.cuda.is_available():
-        return CudaGraphRunner(compiled, kind)
+        return CudaGraphRunner(compiled, kind, max_sizes=settings.cudagraph_sizes)
     return compiled
 
 

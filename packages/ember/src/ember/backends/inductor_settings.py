@@ -4,7 +4,7 @@ Modes (torch.compile's names): "default"; "reduce-overhead" runs GPU graphs unde
 "max-autotune" also benchmarks kernel configurations (and the Triton matmul template against
 cuBLAS); "max-autotune-no-cudagraphs" autotunes without CUDA graphs. Options override single
 settings: {"target": "cpp" | "triton", "max_autotune": bool, "triton.cudagraphs": bool,
-"dynamic_specializations": int}.
+"dynamic_specializations": int, "cudagraph_sizes": int}.
 `EMBER_INDUCTOR_TARGET=triton` forces the Triton target (with TRITON_INTERPRET=1 it runs on CPU
 tensors: that is how CI tests the GPU code path).
 """
@@ -30,7 +30,10 @@ _OPTION_FIELDS = {
     "max_autotune": "autotune",
     "triton.cudagraphs": "cudagraphs",
     "dynamic_specializations": "dynamic_specializations",
+    "cudagraph_sizes": "cudagraph_sizes",
 }
+#: options that take an int >= 0
+_COUNT_FIELDS = ("dynamic_specializations", "cudagraph_sizes")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class InductorSettings:
     #: per concrete size signature, at most this many times; later sizes run the prim graph
     #: as an FX graph (size_specialization.py)
     dynamic_specializations: int = 8
+    #: under CUDA graphs, a graph with symbolic sizes keeps one capture per concrete size
+    #: signature for the first this many signatures; later sizes run without a capture
+    #: (cudagraphs.py)
+    cudagraph_sizes: int = 8
 
     def describe(self) -> str:
         return f"target={self.target} autotune={self.autotune} cudagraphs={self.cudagraphs}"
@@ -66,7 +73,7 @@ def inductor_settings(
             )
         if field == "target":
             value = _checked_target(value, "options['target']")
-        elif field == "dynamic_specializations":
+        elif field in _COUNT_FIELDS:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise EmberError(f"inductor option {key!r} must be an int >= 0, got {value!r}")
         elif not isinstance(value, bool):
