@@ -20,6 +20,7 @@ from .dynamic_wrapper import DynamicWrapper, SizeBinder
 from .kernel import KernelSource, build_kernel
 from .size_bindings import bound
 from .source import graph_source
+from .symbolic_wrapper import symbolic_call
 from .wrapper import WrapperBuilder, check_cpu, runtime_namespace
 
 output_code_log = logging.getLogger("ember.output_code")
@@ -109,14 +110,18 @@ def compile_cpp(
         namespace.update(_kernel_functions(library, kernels))
         namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
     namespace["_raise_kernel_error"] = _error_raiser(library)
-    if binder is not None:  # one wrapper per binding of the size symbols, same kernels
-        by_name = {k.name: k for k in kernels}
-        call = DynamicWrapper(
-            sched,
-            lambda: WrapperBuilder(sched, by_name, trusted_inputs=trusted_inputs).build(),
-            namespace,
-            binder,
+    symbolic = None  # one wrapper for every binding of the size symbols
+    if binder is not None:
+        symbolic = symbolic_call(sched, kernels, namespace, binder, trusted_inputs)
+    if symbolic is not None:
+        call, shown = symbolic
+        output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
+        output_code_log.info("wrapper (every size):\n%s", shown.source)
+        return CompiledGraph(
+            call, cpp_source, shown.source, kernels, library, sched.fallback_counts
         )
+    if binder is not None:  # the fallback: one wrapper per binding, same kernels
+        call = DynamicWrapper(sched, kernels, namespace, binder, trusted_inputs)
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
         return CompiledGraph(
             call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts

@@ -11,8 +11,9 @@ import torch
 
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
-from .size_bindings import bound
-from .wrapper import WrapperCode
+from .kernel import KernelSource
+from .size_bindings import WRAPPER_STATS, bound
+from .wrapper import WrapperBuilder
 
 #: wrappers kept per compiled graph (one per distinct binding of its size symbols); past
 #: this the oldest is dropped (a wrapper is ~1 ms of Python to write, no C++ build)
@@ -30,8 +31,7 @@ def _reader(kind: str, position: int, dim: int) -> Callable[[Sequence[Any]], int
 class SizeBinder:
     """Where each size symbol is read from: a graph input's size or stride, or a size input."""
 
-    def __init__(self, sched: Schedule, kernels: Sequence[Any]) -> None:
-        """`kernels`: each with `size_params` (the size symbols it takes as arguments)."""
+    def __init__(self, sched: Schedule, kernels: Sequence[KernelSource]) -> None:
         self.env = sched.shape_env
         sources: dict[str, tuple[str, int, int]] = {}
         self.tensor_positions = []
@@ -56,6 +56,8 @@ class SizeBinder:
             raise DynamicShapeUnsupported(
                 f"size symbols {sorted(missing)} are not a size of any graph input"
             )
+        #: symbol name -> where it is read: ("size" | "stride" | "int", position, dim)
+        self.sources = sources
         self.names = sorted(needed, key=lambda n: (len(n), n))
         self.readers = [_reader(*sources[n]) for n in self.names]
 
@@ -69,20 +71,21 @@ class SizeBinder:
 
 class DynamicWrapper:
     """`call(args)` of a compiled graph with symbolic sizes (args: every graph input, ints
-    for size inputs). `build()` writes the wrapper (WrapperCode) for the current binding:
-    the C++ target's WrapperBuilder, or a subclass of it (the Triton target's)."""
+    for size inputs)."""
 
     def __init__(
         self,
         sched: Schedule,
-        build: Callable[[], WrapperCode],
+        kernels: Sequence[KernelSource],
         namespace: dict[str, Any],
         binder: SizeBinder,
+        trusted_inputs: bool,
     ) -> None:
         self.sched = sched
-        self.build = build
+        self.kernels = {k.name: k for k in kernels}
         self.namespace = namespace
         self.binder = binder
+        self.trusted_inputs = trusted_inputs
         self.calls: dict[tuple[int, ...], Callable] = {}
         positions = binder.tensor_positions
         self.select = lambda args: [args[p] for p in positions]
@@ -96,9 +99,12 @@ class DynamicWrapper:
 
     def _write(self, key: tuple[int, ...]) -> Callable:
         with bound(dict(zip(self.binder.names, key, strict=True))):
-            wrapper = self.build()
+            wrapper = WrapperBuilder(
+                self.sched, self.kernels, trusted_inputs=self.trusted_inputs
+            ).build()
         namespace = {**self.namespace, **wrapper.namespace}
         exec(compile(wrapper.source, f"<ember wrapper {key}>", "exec"), namespace)
+        WRAPPER_STATS["wrapper_execs"] += 1
         if len(self.calls) >= MAX_WRAPPERS:
             self.calls.pop(next(iter(self.calls)))
         call = self.calls[key] = namespace["call"]

@@ -1,33 +1,235 @@
 """Symbolic sizes in the wrapper: the C++ kernels are compiled once with the size symbols as
-int64 arguments; the Python wrapper around them is written for one binding of the symbols
-(the values read from a call's inputs) and cached per binding, so every int the wrapper
-prints (buffer sizes, strides, views, kernel size arguments) is that binding's."""
+int64 arguments. The Python wrapper around them is written either
+
+- once for every binding (`symbolic(env)`, symbolic_wrapper.py): `concrete()` and
+  `value_of()` return `PySize`s, which print as Python expressions over locals named after
+  the symbols (read from the inputs at the top of `call`) and decide comparisons only where
+  they hold for every binding (structural equality, or proved by the env's ranges), raising
+  `NeedsConcreteSizes` where a decision would depend on the values; or
+- per binding (`bound(values)`, dynamic_wrapper.py, the fallback): every int the wrapper
+  prints (buffer sizes, strides, views, kernel size arguments) is that binding's."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import sympy
+from sympy.printing.str import StrPrinter
 
-#: symbol name -> value (by name: the same symbol may be rebuilt with other assumptions)
-_BINDINGS: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar(
+#: symbol name -> value (by name: the same symbol may be rebuilt with other assumptions), or
+#: a SymbolicSizes (the wrapper is written for every binding)
+_BINDINGS: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "ember_cpp_size_bindings", default=MappingProxyType({})
 )
 
 
+#: wrappers of symbolic graphs: "symbolic" (graphs one wrapper serves), "per_binding_fallback"
+#: (graphs whose wrapper is written per binding), "wrapper_execs" (wrapper sources exec'd)
+WRAPPER_STATS: Counter = Counter()
+
+
+class NeedsConcreteSizes(Exception):
+    """A wrapper decision that holds for some bindings of the size symbols and not others:
+    the graph's wrapper is written per binding instead (the declared fallback)."""
+
+
+class SymbolicSizes:
+    """The binding `symbolic(env)` installs: sizes stay expressions; `used` collects the
+    symbols the wrapper reads (their locals are assigned at the top of `call`)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.used: set[str] = set()
+
+    def size(self, expr: sympy.Basic) -> int | PySize:
+        if not expr.free_symbols:
+            return int(expr)
+        self.used |= {s.name for s in expr.free_symbols}
+        return PySize(expr, self)
+
+    def decide(self, condition: sympy.Basic) -> bool:
+        known = self.env.static_value(condition) if self.env is not None else None
+        if known is None:
+            raise NeedsConcreteSizes(f"{condition} depends on the sizes' values")
+        return bool(known)
+
+    def canonical(self, expr: sympy.Basic) -> sympy.Basic:
+        simplified = self.env.simplify(expr) if self.env is not None else expr
+        return sympy.expand(simplified)
+
+
+def _sym(value: Any) -> sympy.Basic:
+    return value.expr if isinstance(value, PySize) else sympy.sympify(value)
+
+
+class PySize:
+    """A size of every binding: prints as Python over the symbols' locals (python_size);
+    equal only when structurally equal; ordered only where the env proves the order."""
+
+    __slots__ = ("_key", "expr", "sizes")
+
+    def __init__(self, expr: sympy.Basic, sizes: SymbolicSizes) -> None:
+        self.expr = expr
+        self.sizes = sizes
+        self._key = sizes.canonical(expr)
+
+    def __repr__(self) -> str:
+        return python_size(self.expr)
+
+    __str__ = __repr__
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PySize):
+            return self._key == other._key
+        if isinstance(other, int | sympy.Basic):
+            return self._key == self.sizes.canonical(sympy.sympify(other))
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __bool__(self) -> bool:
+        """Nonzero unless structurally 0 (callers print more, never less, when unsure)."""
+        return self._key != 0
+
+    def _arith(self, other: Any, fn: Any) -> int | PySize:
+        if not isinstance(other, int | PySize | sympy.Basic):
+            return NotImplemented
+        return self.sizes.size(sympy.sympify(fn(self.expr, _sym(other))))
+
+    def __add__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: a + b)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: b + a)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: a - b)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: b - a)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: a * b)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: b * a)
+
+    def _order(self, other: Any, relation: Any) -> bool:
+        if not isinstance(other, int | PySize | sympy.Basic):
+            return NotImplemented
+        return self.sizes.decide(relation(self.expr, _sym(other)))
+
+    def __lt__(self, other: Any) -> bool:
+        return self._order(other, sympy.Lt)
+
+    def __le__(self, other: Any) -> bool:
+        return self._order(other, sympy.Le)
+
+    def __gt__(self, other: Any) -> bool:
+        return self._order(other, sympy.Gt)
+
+    def __ge__(self, other: Any) -> bool:
+        return self._order(other, sympy.Ge)
+
+    def __index__(self) -> int:
+        raise NeedsConcreteSizes(f"{self.expr} used as an int")
+
+    __int__ = __index__
+
+
+class _PythonSizePrinter(StrPrinter):
+    """Sympy size expressions -> Python integer arithmetic over the symbols' locals (sizes
+    are non-negative, so // and % are the floor division and modulo the IR means)."""
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return expr.name
+
+    def _print_FloorDiv(self, expr: sympy.Expr) -> str:
+        base, divisor = expr.args
+        return f"({self._print(base)}) // {self._paren(divisor)}"
+
+    def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
+        base, divisor, modulus = expr.args
+        return f"(({self._print(base)}) // {self._paren(divisor)}) % {self._paren(modulus)}"
+
+    def _print_floor(self, expr: sympy.Expr) -> str:
+        num, den = expr.args[0].as_numer_denom()
+        return f"({self._print(num)}) // {self._paren(den)}"
+
+    def _print_Mul(self, expr: sympy.Expr) -> str:
+        num, den = expr.as_numer_denom()
+        if den != 1:  # a size the env proved divisible (s0/4): exact integer division
+            return f"({self._print(num)}) // {self._paren(den)}"
+        return super()._print_Mul(expr)
+
+    def _print_Mod(self, expr: sympy.Expr) -> str:
+        a, b = expr.args
+        return f"({self._print(a)}) % {self._paren(b)}"
+
+    def _print_Max(self, expr: sympy.Expr) -> str:
+        return f"max({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Min(self, expr: sympy.Expr) -> str:
+        return f"min({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Pow(self, expr: sympy.Expr, rational: bool = False) -> str:
+        base, exponent = expr.args
+        if exponent.is_Integer and int(exponent) > 0:
+            return "(" + " * ".join([self._paren(base)] * int(exponent)) + ")"
+        raise NeedsConcreteSizes(f"size {expr} has a non-integer power")
+
+    def _print_Rational(self, expr: sympy.Expr) -> str:
+        raise NeedsConcreteSizes(f"size {expr} has a fraction")
+
+    def _print_Function(self, expr: sympy.Expr) -> str:
+        raise NeedsConcreteSizes(f"size {expr} uses {type(expr).__name__}")
+
+    def _paren(self, expr: sympy.Expr) -> str:
+        text = self._print(expr)
+        return text if expr.is_Atom else f"({text})"
+
+
+_PRINTER = _PythonSizePrinter()
+
+
+def python_size(expr: Any) -> str:
+    """Python source of a size expression over locals named after its symbols."""
+    return _PRINTER.doprint(sympy.sympify(expr))
+
+
+@contextlib.contextmanager
+def symbolic(env: Any) -> Iterator[SymbolicSizes]:
+    """Write the wrapper for every binding: see SymbolicSizes and PySize."""
+    sizes = SymbolicSizes(env)
+    token = _BINDINGS.set(sizes)
+    try:
+        yield sizes
+    finally:
+        _BINDINGS.reset(token)
+
+
 def concrete(value: Any) -> int:
-    """`value` as an int, its size symbols replaced by the current binding."""
-    if isinstance(value, int):
+    """`value` as an int, its size symbols replaced by the current binding (a PySize when
+    the wrapper is written for every binding)."""
+    if isinstance(value, int | PySize):
         return value
     expr = sympy.sympify(value)
     if not isinstance(expr, sympy.Basic):
         return int(expr)
     if expr.free_symbols:
         values = _BINDINGS.get()
+        if isinstance(values, SymbolicSizes):
+            return values.size(expr)
         expr = sympy.sympify(
             expr.xreplace(
                 {s: sympy.Integer(values[s.name]) for s in expr.free_symbols if s.name in values}
@@ -42,7 +244,10 @@ def concrete(value: Any) -> int:
 
 def value_of(name: str) -> int:
     """The bound value of the size symbol called `name`."""
-    return _BINDINGS.get()[name]
+    values = _BINDINGS.get()
+    if isinstance(values, SymbolicSizes):
+        return values.size(sympy.Symbol(name, integer=True, positive=True))
+    return values[name]
 
 
 def is_symbolic(value: Any) -> bool:

@@ -156,6 +156,15 @@ class WrapperBuilder:
     def _layout_args(self, layout: Layout) -> str:
         return f"{_ints(layout.size)}, {_ints(layout.stride)}"
 
+    def _unpack_inputs(self) -> None:
+        inputs = self.sched.graph_inputs
+        if inputs:
+            self.w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
+
+    def _prologue(self) -> list[str]:
+        """Lines written before the body once it is known (a subclass's size reads)."""
+        return []
+
     def _guard_inputs(self) -> None:
         """Inputs with another shape or dtype raise, other strides are copied (_relayout);
         inputs whose layout the caller guarantees (``trusted_inputs``) are taken as they are."""
@@ -344,9 +353,7 @@ class WrapperBuilder:
             w.namespace[name] = value  # baked into the graph; read by name
             self.live.add(name)
             self.held[name] = triple(self.sched.layout(name))
-        inputs = self.sched.graph_inputs
-        if inputs:
-            w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
+        self._unpack_inputs()
         self._guard_inputs()
         for group in self.sched:
             w.line(f"# {group.describe()}")
@@ -361,7 +368,7 @@ class WrapperBuilder:
                 self._loops(group.name)
             self._free(group.name)
         self._outputs()
-        source = "def call(args):\n" + "\n".join(w.lines) + "\n"
+        source = "def call(args):\n" + "\n".join([*self._prologue(), *w.lines]) + "\n"
         return WrapperCode(source, w.namespace, [g.name for g in self.sched if g.extern is None])
 
 

@@ -1,0 +1,100 @@
+"""One wrapper for every binding of a graph's size symbols.
+
+The kernels take the size symbols as int64 arguments; this wrapper reads the symbols from
+the call's inputs into locals named after them (``s0 = args[0].shape[1]``) and prints every
+size, stride, offset, storage size, view and kernel size argument as a Python expression
+over those locals (size_bindings.PySize), so one ``exec`` of one source serves every size.
+Planning decisions (held layouts, storage takeovers, view elision) are made only where they
+hold for every binding; where one would depend on the values (NeedsConcreteSizes), the graph
+keeps the per-binding wrapper (dynamic_wrapper.py), logged and counted in WRAPPER_STATS.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ember_inductor_ir import Schedule
+
+from .dynamic_wrapper import SizeBinder
+from .kernel import KernelSource
+from .size_bindings import WRAPPER_STATS, NeedsConcreteSizes, SymbolicSizes, symbolic
+from .wrapper import WrapperBuilder, WrapperCode
+
+log = logging.getLogger("ember.output_code")
+
+_READS = {
+    "size": "args[{position}].shape[{dim}]",
+    "stride": "args[{position}].stride({dim})",
+    "int": "int(args[{position}])",
+}
+
+
+class SymbolicWrapperBuilder(WrapperBuilder):
+    """The C++ wrapper with sizes as expressions: called with every graph input (size
+    inputs included), it reads the symbols it uses first."""
+
+    def __init__(
+        self,
+        sched: Schedule,
+        kernels: dict[str, KernelSource],
+        binder: SizeBinder,
+        sizes: SymbolicSizes,
+        *,
+        trusted_inputs: bool = False,
+    ) -> None:
+        """Build it inside `symbolic(env)`, whose SymbolicSizes is `sizes`."""
+        self.sizes = sizes
+        self.binder = binder
+        super().__init__(sched, kernels, trusted_inputs=trusted_inputs)
+
+    def _unpack_inputs(self) -> None:
+        inputs = self.sched.graph_inputs
+        positions = self.binder.tensor_positions
+        if not inputs:
+            return
+        if positions == list(range(len(positions))) and not self.sched.size_inputs:
+            super()._unpack_inputs()
+            return
+        picked = ", ".join(f"args[{p}]" for p in positions)
+        self.w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = {picked}")
+
+    def _prologue(self) -> list[str]:
+        taken = {*self.sched.buffers, *self.sched.constants, "args", "_r"}
+        lines = []
+        for name in sorted(self.sizes.used, key=lambda n: (len(n), n)):
+            source = self.binder.sources.get(name)
+            if source is None:
+                raise NeedsConcreteSizes(f"size symbol {name} is not read from any input")
+            if name in taken or name.startswith(("p_", "_")):
+                raise NeedsConcreteSizes(f"size symbol {name} collides with a wrapper name")
+            kind, position, dim = source
+            lines.append(f"    {name} = {_READS[kind].format(position=position, dim=dim)}")
+        return lines
+
+
+def symbolic_call(
+    sched: Schedule,
+    kernels: Sequence[KernelSource],
+    namespace: dict[str, Any],
+    binder: SizeBinder,
+    trusted_inputs: bool,
+) -> tuple[Callable, WrapperCode] | None:
+    """`call(args)` serving every binding and its wrapper, or None where the wrapper needs
+    concrete sizes (logged and counted; the caller writes it per binding)."""
+    by_name = {k.name: k for k in kernels}
+    try:
+        with symbolic(sched.shape_env) as sizes:
+            wrapper = SymbolicWrapperBuilder(
+                sched, by_name, binder, sizes, trusted_inputs=trusted_inputs
+            ).build()
+    except NeedsConcreteSizes as reason:
+        WRAPPER_STATS["per_binding_fallback"] += 1
+        log.info("wrapper written per binding of the size symbols: %s", reason)
+        return None
+    scope = {**namespace, **wrapper.namespace}
+    exec(compile(wrapper.source, "<ember symbolic wrapper>", "exec"), scope)
+    WRAPPER_STATS["symbolic"] += 1
+    WRAPPER_STATS["wrapper_execs"] += 1
+    return scope["call"], wrapper
