@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_map
 import ember_frame_hook as fh
 import ember_symbolic as es
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
+from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
@@ -190,7 +191,9 @@ class OutputGraph:
             )
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
-        detector = RandomOpDetector()
+        # meta kernels skip a few argument checks of eager's (eager_checks.py): a call
+        # eager refuses is a graph break, where eager's kernel raises its own error
+        detector = RandomOpDetector(check=refuse_as_eager)
         try:
             with self.fake_mode, detector:
                 if op == "call_method":

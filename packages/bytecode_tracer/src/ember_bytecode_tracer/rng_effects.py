@@ -21,7 +21,9 @@ state read in the trace may only be passed back to `set_rng_state`, never used a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -147,13 +149,19 @@ class RngPlan:
 
 
 class RandomOpDetector(TorchDispatchMode):
-    """Notes whether computing an example value ran an op that draws random numbers."""
+    """Notes whether computing an example value ran an op that draws random numbers; runs
+    `check(func, args, kwargs)` on each op first when given (eager_checks.py), so that one
+    mode serves both."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: Callable[[Any, tuple, dict], None] | None = None) -> None:
         super().__init__()
         self.drew = False
+        self.check = check
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.check is not None:
+            self.check(func, args, kwargs)
         if torch.Tag.nondeterministic_seeded in func.tags:
             self.drew = True
-        return func(*args, **(kwargs or {}))
+        return func(*args, **kwargs)
