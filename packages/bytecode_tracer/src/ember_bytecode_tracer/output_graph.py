@@ -211,6 +211,9 @@ class OutputGraph:
             self.rng.draw(_target_name(target))
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["example_value"] = example
+        if detector.drew:
+            # its draw advances the generator even when nothing reads the result
+            node.meta["draws_random"] = True
         self.op_count += 1
         if self.dynamic.env.unbacked:
             self._note_unbacked(node, example)
@@ -315,7 +318,12 @@ def is_mutating(node: torch.fx.Node) -> bool:
 
 def remove_unused_pure_nodes(graph: torch.fx.Graph) -> None:
     for node in reversed(list(graph.nodes)):
-        if node.op in ("call_function", "call_method") and not node.users and not is_mutating(node):
+        if (
+            node.op in ("call_function", "call_method")
+            and not node.users
+            and not is_mutating(node)
+            and not node.meta.get("draws_random")
+        ):
             graph.erase_node(node)
 
 

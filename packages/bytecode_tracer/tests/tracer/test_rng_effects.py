@@ -8,7 +8,9 @@ import pytest
 import torch
 from torch.testing._internal.common_utils import freeze_rng_state
 
+import ember_frame_hook as fh
 from conftest import Compiled, same
+from ember_bytecode_tracer.convert_frame import FrameCompiler
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import INCOMING, RngPlan, RngState
 
@@ -160,3 +162,23 @@ def test_restoring_a_seeded_state_equals_set_rng_state():
     plan.restore(RngState(11))
     plan.runtime().enter()
     assert torch.equal(torch.get_rng_state(), expected)
+
+
+def test_an_unread_random_draw_still_advances_the_generator():
+    # torch.rand(3) whose result nothing reads: eager's generator moves on all the same
+    def draw_and_add(x):
+        torch.rand(3)
+        return x + 1
+
+    states = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        if compiled:
+            with fh.eval_frame(FrameCompiler(lambda gm, inputs: gm.forward)):
+                draw_and_add(torch.ones(2))
+                draw_and_add(torch.ones(2))
+        else:
+            draw_and_add(torch.ones(2))
+            draw_and_add(torch.ones(2))
+        states.append(torch.rand(4))
+    assert torch.equal(states[0], states[1])
