@@ -189,3 +189,30 @@ def test_training_step_with_a_varying_batch(fresh):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     assert counters["inductor"]["backward_graphs"] == 1
     _one_symbolic_compile(fresh)
+
+
+@case
+def test_tiny_gpt2_over_lengths(fresh):
+    """HF GPT-2 (library defaults, tiny config, no KV cache): the first length static, then
+    one symbolic graph whose Triton kernels serve every later length."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=128,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    model = transformers.GPT2LMHeadModel(config).eval()
+    compiled = ember.compile(model, backend="inductor", options=TRITON)
+    with torch.no_grad():
+        for length in (4, 9, 17, 30):
+            ids = torch.randint(0, 100, (1, length))
+            torch.testing.assert_close(
+                compiled(ids, use_cache=False).logits,
+                model(ids, use_cache=False).logits,
+                rtol=1e-4,
+                atol=1e-4,
+            )
+    stats = counters["inductor"]
+    assert stats["forward_graphs"] == 2 and not stats["static_specializations"]
+    assert len(_modules(fresh / "cache")) == 2  # the static graph's and the symbolic one's
+    assert not counters["graph_fallbacks"]
