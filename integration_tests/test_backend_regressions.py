@@ -75,3 +75,22 @@ def test_tensor_written_after_autograd_saved_it_through_aot_eager():
         scale.grad = None
         d["b"].sum().backward()
         torch.testing.assert_close(scale.grad, torch.tensor(2.0))
+
+
+def test_sizes_returned_from_a_symbolic_graph_through_aot_eager():
+    # automatic dynamic shapes: the second size makes the graph symbolic; its size outputs
+    # (an int, a torch.Size rebuilt by the tracer) ran the graph eagerly ("output: symbolic
+    # sizes are not supported"); now computed per call from the inputs' sizes
+    def f(x):
+        return x.sum(0), x.shape[0] * 2, x.size()
+
+    ember.reset()
+    compiled = ember.compile(f, backend="aot_eager")
+    for rows in (3, 5, 7, 4):
+        x = torch.randn(rows, 4)
+        got, want = compiled(x), f(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] and type(got[1]) is int and type(got[2]) is torch.Size
+    assert not ember.counters["graph_fallbacks"]
+    assert ember.counters["aot_eager"]["forward_graphs"] == 2  # static, then one symbolic
+    assert ember.counters["aot_eager"]["forward_runs"] == 4

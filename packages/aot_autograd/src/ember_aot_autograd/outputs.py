@@ -2,7 +2,8 @@
 
 Each leaf of the function's output is one of: a graph output, a graph input returned as is,
 a view of a graph input (regenerated outside the graph so that it aliases the real input as
-in eager), or a constant (a non-tensor value fixed at trace time).
+in eager), a size of a symbolic variant (an int, float or bool computed from the sizes of the
+call's inputs, outside the graph), or a constant (a non-tensor value fixed at trace time).
 """
 
 from __future__ import annotations
@@ -105,12 +106,51 @@ def _is_size(value: Any) -> bool:
     return isinstance(value, torch.SymInt | torch.SymFloat)
 
 
+class SizeOfInputs:
+    """A SymInt/SymFloat/SymBool output of a symbolic variant (`x.shape[0] * 2`): its
+    expression evaluated per call from the sizes of the call's inputs (cached per binding),
+    as the Python int, float or bool eager returns."""
+
+    def __init__(self, expr: Any, kind: type, readers: dict[sympy.Symbol, Callable]) -> None:
+        self.expr, self.kind, self.readers = expr, kind, readers
+        self._values: dict[tuple, Any] = {}
+
+    def value(self, inputs: list[Any]) -> Any:
+        values = {symbol: read(inputs) for symbol, read in self.readers.items()}
+        key = tuple(values.values())
+        known = self._values.get(key)
+        if known is None:
+            known = self._values[key] = self.kind(self.expr.xreplace(values))
+        return known
+
+
+_SIZE_KINDS = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+def size_output(value: Any, example_values: list[Any]) -> SizeOfInputs | Constant:
+    """The output leaf for a SymInt/SymFloat/SymBool the function returns; sizes that no
+    input's size determines (data-dependent ones) raise UnsupportedOpError."""
+    kind = _SIZE_KINDS[type(value)]
+    expr = value.node.shape_env.simplify(value.node.expr)
+    if not expr.free_symbols:
+        return Constant(kind(expr))
+    readers = symbol_readers(example_values)
+    missing = expr.free_symbols - readers.keys()
+    if missing:
+        raise UnsupportedOpError(
+            "output", f"a symbolic {kind.__name__} {expr} depends on {sorted(map(str, missing))},"
+            " which are not sizes of any input (a data-dependent size)"
+        )  # fmt: skip
+    chosen = {s: readers[s] for s in sorted(expr.free_symbols, key=str)}
+    return SizeOfInputs(expr, kind, chosen)
+
+
 @dataclass(frozen=True)
 class Constant:
     value: Any
 
 
-Leaf = FromGraph | SameAsInput | ViewOfInput | Constant
+Leaf = FromGraph | SameAsInput | ViewOfInput | SizeOfInputs | Constant
 
 
 @dataclass(frozen=True)
@@ -132,6 +172,8 @@ class OutputSpec:
                 for step in leaf.steps(inputs):
                     tensor = step.apply(tensor)
                 values.append(tensor)
+            elif isinstance(leaf, SizeOfInputs):
+                values.append(leaf.value(inputs))
             else:
                 values.append(leaf.value)
         return tree_unflatten(values, self.treespec)

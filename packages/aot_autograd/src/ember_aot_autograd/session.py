@@ -14,13 +14,14 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
-from ember_aot_autograd.errors import InputMutationError, UnsupportedOpError
+from ember_aot_autograd.errors import InputMutationError
 from ember_aot_autograd.graph_checks import clean
 from ember_aot_autograd.outputs import (
     Constant,
     FromGraph,
     OutputSpec,
     SameAsInput,
+    size_output,
     view_of_input,
 )
 from ember_aot_autograd.symbolic import static_fake
@@ -142,7 +143,8 @@ class TraceSession:
         spec_leaves, user_tensors, user_nodes = [], [], []
         for leaf in leaves:
             if isinstance(leaf, torch.SymInt | torch.SymFloat | torch.SymBool):
-                raise UnsupportedOpError("output", "symbolic sizes are not supported")
+                spec_leaves.append(size_output(leaf, self.inputs))  # from the inputs' sizes
+                continue
             if not isinstance(leaf, torch.Tensor):
                 spec_leaves.append(Constant(leaf))
                 continue
