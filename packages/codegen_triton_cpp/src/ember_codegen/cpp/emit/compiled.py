@@ -121,7 +121,13 @@ def compile_cpp(
             call, cpp_source, shown.source, kernels, library, sched.fallback_counts
         )
     if binder is not None:  # the fallback: one wrapper per binding, same kernels
-        call = DynamicWrapper(sched, kernels, namespace, binder, trusted_inputs)
+        by_name = {k.name: k for k in kernels}
+        call = DynamicWrapper(
+            sched,
+            lambda: WrapperBuilder(sched, by_name, trusted_inputs=trusted_inputs).build(),
+            namespace,
+            binder,
+        )
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
         return CompiledGraph(
             call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts

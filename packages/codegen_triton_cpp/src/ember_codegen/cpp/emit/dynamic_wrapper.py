@@ -11,9 +11,8 @@ import torch
 
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
-from .kernel import KernelSource
 from .size_bindings import WRAPPER_STATS, bound
-from .wrapper import WrapperBuilder
+from .wrapper import WrapperCode
 
 #: wrappers kept per compiled graph (one per distinct binding of its size symbols); past
 #: this the oldest is dropped (a wrapper is ~1 ms of Python to write, no C++ build)
@@ -31,7 +30,8 @@ def _reader(kind: str, position: int, dim: int) -> Callable[[Sequence[Any]], int
 class SizeBinder:
     """Where each size symbol is read from: a graph input's size or stride, or a size input."""
 
-    def __init__(self, sched: Schedule, kernels: Sequence[KernelSource]) -> None:
+    def __init__(self, sched: Schedule, kernels: Sequence[Any]) -> None:
+        """`kernels`: each with `size_params` (the size symbols it takes as arguments)."""
         self.env = sched.shape_env
         sources: dict[str, tuple[str, int, int]] = {}
         self.tensor_positions = []
@@ -71,21 +71,20 @@ class SizeBinder:
 
 class DynamicWrapper:
     """`call(args)` of a compiled graph with symbolic sizes (args: every graph input, ints
-    for size inputs)."""
+    for size inputs). `build()` writes the wrapper (WrapperCode) for the current binding:
+    the C++ target's WrapperBuilder, or a subclass of it (the Triton target's)."""
 
     def __init__(
         self,
         sched: Schedule,
-        kernels: Sequence[KernelSource],
+        build: Callable[[], WrapperCode],
         namespace: dict[str, Any],
         binder: SizeBinder,
-        trusted_inputs: bool,
     ) -> None:
         self.sched = sched
-        self.kernels = {k.name: k for k in kernels}
+        self.build = build
         self.namespace = namespace
         self.binder = binder
-        self.trusted_inputs = trusted_inputs
         self.calls: dict[tuple[int, ...], Callable] = {}
         positions = binder.tensor_positions
         self.select = lambda args: [args[p] for p in positions]
@@ -99,9 +98,7 @@ class DynamicWrapper:
 
     def _write(self, key: tuple[int, ...]) -> Callable:
         with bound(dict(zip(self.binder.names, key, strict=True))):
-            wrapper = WrapperBuilder(
-                self.sched, self.kernels, trusted_inputs=self.trusted_inputs
-            ).build()
+            wrapper = self.build()
         namespace = {**self.namespace, **wrapper.namespace}
         exec(compile(wrapper.source, f"<ember wrapper {key}>", "exec"), namespace)
         WRAPPER_STATS["wrapper_execs"] += 1
