@@ -192,10 +192,31 @@ def _check_efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p
     _check_mask("sdpa_efficient", attn_bias, query)
 
 
+def kernel_bias(attn_bias: torch.Tensor | None) -> torch.Tensor | None:
+    """The bias in the layout the memory-efficient kernels read: unit stride in the last dim
+    and rows starting on 16-element boundaries. Eager's sdpa aligns the mask this way before
+    calling them; a bias our kernels computed (or recomputed for the backward) may be laid
+    out otherwise. The values are the same; grad_bias's layout never depends on it."""
+    if attn_bias is None:
+        return None
+    last = attn_bias.size(-1)
+    aligned = attn_bias.stride(-1) == 1 and all(
+        stride % 16 == 0 or size == 1
+        for size, stride in zip(attn_bias.shape[:-1], attn_bias.stride()[:-1], strict=True)
+    )
+    if aligned:
+        return attn_bias
+    padded = attn_bias.new_empty((*attn_bias.shape[:-1], -(-last // 16) * 16))
+    padded = padded[..., :last]
+    padded.copy_(attn_bias)
+    return padded
+
+
 def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale):
     return aten._scaled_dot_product_efficient_attention(
-        query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale=scale
-    )
+        query, key, value, kernel_bias(attn_bias), compute_log_sumexp, dropout_p, is_causal,
+        scale=scale,
+    )  # fmt: skip
 
 
 _define(
@@ -222,8 +243,8 @@ def _efficient_backward(
     dropout_p, grad_input_mask, is_causal, scale,
 ):  # fmt: skip
     return aten._scaled_dot_product_efficient_attention_backward(
-        grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
-        dropout_p, grad_input_mask, is_causal, scale=scale,
+        grad_out, query, key, value, kernel_bias(attn_bias), out, logsumexp, philox_seed,
+        philox_offset, dropout_p, grad_input_mask, is_causal, scale=scale,
     )  # fmt: skip
 
 

@@ -122,3 +122,24 @@ def test_dropout_takes_the_math_path_as_eager_does():
     counts = mode.decomposed_counts
     assert not any("flash" in k for k in counts), counts
     assert any("bernoulli" in k or "dropout" in k for k in counts), counts
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(2, 4, 8, 24).transpose(-1, -2),  # last dim strided
+        lambda: torch.randn(2, 4, 8, 24),  # rows of 24: not on 16-element boundaries
+        lambda: torch.randn(1, 1, 8, 32).expand(2, 4, 8, 32),  # broadcast, aligned rows
+    ],
+)
+def test_efficient_kernels_get_the_bias_aligned_as_eager_aligns_it(make):
+    from ember_primops.attention import kernel_bias
+
+    bias = make()
+    aligned = kernel_bias(bias)
+    assert torch.equal(aligned, bias)
+    assert aligned.stride(-1) == 1
+    for size, stride in zip(aligned.shape[:-1], aligned.stride()[:-1], strict=True):
+        assert stride % 16 == 0 or size == 1
+    if bias.stride(-1) == 1 and bias.stride(-2) % 16 == 0:
+        assert aligned is bias  # already in the kernels' layout: no copy
