@@ -17,7 +17,8 @@ import dis
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.exc import TracedException, Unsupported
+import ember_symbolic as es
+from ember_bytecode_tracer.exc import TracedException, TracerError, Unsupported
 from ember_bytecode_tracer.translator.registry import lookup
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -45,6 +46,11 @@ class GeneratorYield(Exception):
 
     def __init__(self, value: VariableTracker) -> None:
         self.value = value
+
+
+# Raised through `step` on purpose: the translator's own control flow, the tracer's errors,
+# and a dim the user marked dynamic that the trace forced to a constant (the user's error).
+_PROPAGATED = (ReturnValue, GeneratorYield, TracerError, es.ConstraintViolationError)
 
 
 class InstructionTranslator:
@@ -141,6 +147,15 @@ class InstructionTranslator:
                 exc.location = self.location()
                 exc.user_stack = self.user_stack()
             raise
+        except _PROPAGATED:
+            raise
+        except Exception as exc:
+            # A Python error at trace time (`range(2.0)`, a tracer bug): a graph break before
+            # this instruction, which then runs as plain Python and raises its own error (after
+            # the graph and the writes of the code before it), never a crash where eager works
+            error = Unsupported(f"{type(exc).__name__} raised at trace time: {exc}")
+            error.location, error.user_stack = self.location(), self.user_stack()
+            raise error from exc
 
     def _enter_handler(self, inst: Instruction, exc: TracedException) -> bool:
         """Follows the exception table as CPython would: unwind the stack to the handler's
