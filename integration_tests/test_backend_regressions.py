@@ -94,3 +94,28 @@ def test_sizes_returned_from_a_symbolic_graph_through_aot_eager():
     assert not ember.counters["graph_fallbacks"]
     assert ember.counters["aot_eager"]["forward_graphs"] == 2  # static, then one symbolic
     assert ember.counters["aot_eager"]["forward_runs"] == 4
+
+
+def test_input_viewing_a_written_input_through_aot_eager():
+    # fuzz 2026:3725: a resume function got t1 = w[0].unsqueeze(0) and w, wrote w and read
+    # t1; aot's variants were keyed without the inputs' aliasing (and symbolic example
+    # values never alias), so t1 silently kept its old value
+    def f(w, t1):
+        w += w.tanh()
+        return t1 + t1
+
+    ember.reset()
+    compiled = ember.compile(f, backend="aot_eager")
+    for n, alias in ((4, False), (4, True), (5, True), (6, False), (7, True)):
+        torch.manual_seed(n)
+        w = torch.randn(n)
+        w2 = w.clone()
+
+        def view(t, alias=alias):
+            return t[0].unsqueeze(0) if alias else t[0].unsqueeze(0).clone()
+
+        want, got = f(w, view(w)), compiled(w2, view(w2))
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(w2, w)
+    assert not ember.counters["graph_fallbacks"]
+    assert ember.counters["aot_eager"]["forward_runs"] == 5

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import torch
 import torch.fx
 
+from ember_aot_autograd.aliasing import alias_pattern
 from ember_aot_autograd.errors import BadArgumentError
 from ember_aot_autograd.joint import JointGraph, trace_joint
 from ember_aot_autograd.module_state import module_state, swapped_state
@@ -40,9 +41,10 @@ PartitionFn = Callable[[JointGraph], Partition]
 
 
 def _signature(args: Sequence[Any]) -> tuple:
-    """What a compiled variant depends on: grad mode, and each input's kind.
+    """What a compiled variant depends on: grad mode, each input's kind, and which inputs
+    share a storage (aliasing.py).
 
-    Computed on every call (~0.3 us a tensor): one comprehension, sizes kept as torch.Size
+    Computed on every call (~0.4 us a tensor): one comprehension, sizes kept as torch.Size
     (a tuple, equal to and hashed like one) rather than copied."""
     return (
         torch.is_grad_enabled(),
@@ -54,6 +56,7 @@ def _signature(args: Sequence[Any]) -> tuple:
                 for v in args
             ]
         ),
+        alias_pattern(args),
     )
 
 
@@ -131,6 +134,9 @@ class AotFunction:
         )
         return LateGuardedRunner(runner, [g.expr for g in late], self)
 
+    def _run_static(self, args: Sequence[Any]) -> Any:
+        return self._compile_static(args)(args)
+
     def _compile_static(self, args: Sequence[Any]) -> Callable:
         """A variant traced on `args` themselves (their sizes), keyed by them."""
         key = _signature(args)
@@ -144,7 +150,12 @@ class AotFunction:
         return runner
 
     def _compile(self, args: Sequence[Any]) -> Callable:
-        if self.artifact_store is not None:
+        if self.example_values is not None and alias_pattern(args) is not None:
+            # inputs sharing storage: the symbolic example values do not (each input has a
+            # fake of its own), so a write through one would not reach the others; these
+            # calls run static variants, traced on each call's own tensors
+            return self._run_static
+        if self.artifact_store is not None and alias_pattern(args) is None:
             runner = self.artifact_store.load(args)
             if runner is not None:
                 return runner
@@ -166,14 +177,14 @@ class AotFunction:
                 log.debug("compiling training variant of %s", self.fn)
                 partition = self.partition_fn(joint)
                 runner = training_runner(joint, partition, args, self.fw_compiler, self.bw_compiler)
-                if self.artifact_store is not None:
+                if self.artifact_store is not None and alias_pattern(args) is None:
                     plan = training_plan(joint, partition)
                     self.artifact_store.save(args, plan, partition.fw_gm, partition.bw_gm)
                 return runner
         self.traces["inference"] += 1
         gm = trace_to_aten(self.fn, traced, self.decompositions, strict=self.strict, shape_env=env)
         runner = inference_runner(gm, gm.meta[META_KEY], args, self.fw_compiler)
-        if self.artifact_store is not None:
+        if self.artifact_store is not None and alias_pattern(args) is None:
             self.artifact_store.save(args, inference_plan(gm.meta[META_KEY]), gm, None)
         return runner
 

@@ -18,6 +18,8 @@ import sympy
 import torch
 import torch.fx
 
+from ember_aot_autograd.aliasing import alias_pattern
+
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 aten = torch.ops.aten
 
@@ -216,6 +218,7 @@ class DynamicSignature:
                 else (type(v) if i in symbolic else ("value", v))
                 for i, v in enumerate(args)
             ),
+            alias_pattern(args),  # inputs sharing storage (aliasing.py)
         )
 
 
