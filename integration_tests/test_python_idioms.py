@@ -579,8 +579,7 @@ NOT_ONE_GRAPH_UNDER_TORCH_COMPILE = {"deque_ops", "numpy_reduce_matmul"}
 ONE_GRAPH_IN_EMBER = {"numpy_reduce_matmul"}
 
 # Gaps: (reason). Strict: a fixed gap fails the suite until it is moved out of this table.
-XFAIL = {
-}
+XFAIL = {}
 
 
 def same(a, b) -> bool:
