@@ -48,6 +48,16 @@ def test_sparse_tensors_run_the_graph_eagerly(backend):
     assert ember.counters["graph_fallbacks"]["torch.sparse_coo"] == 1
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dtypes_no_prim_takes_run_the_graph_eagerly(backend):
+    def f(x):
+        return x.chalf().real * 2  # complex32: eager's support is experimental, no prim takes it
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(f, backend=backend)(x), f(x))
+    assert ember.counters["graph_fallbacks"]["torch.complex32"] == 1
+
+
 def test_a_limitation_met_by_a_later_variant_runs_that_call_eagerly():
     from ember_aot_autograd import UnsupportedOpError
 

@@ -2,8 +2,9 @@
 
 Two kinds of limitation are declared, never discovered by catching whatever a stage raises:
 
-- tensor kinds the stages do not trace (sparse, mkldnn, ... anything not strided), read from
-  the graph's example values before compiling;
+- tensor kinds the stages do not trace (sparse, mkldnn, ... anything not strided; dtypes the
+  prims do not take, such as complex32), read from the graph's example values before
+  compiling;
 - ember-aot-autograd's ``UnsupportedOpError``: an op it refuses by design (one that reads
   tensor data into Python, such as the info check of aten's linalg composites), and
   ember-primops' ``DataDependentIndex`` (a boolean-mask index: no prim has its shape).
@@ -32,6 +33,8 @@ log = logging.getLogger("ember.backends")
 
 #: tensor layouts the aot, decomposition and lowering stages handle
 TRACED_LAYOUTS = frozenset({torch.strided})
+#: dtypes no prim takes (eager's support for them is partial and experimental)
+UNTRACED_DTYPES = frozenset({torch.complex32})
 
 
 def _limitations() -> tuple[type[BaseException], ...]:
@@ -41,13 +44,18 @@ def _limitations() -> tuple[type[BaseException], ...]:
     return (UnsupportedOpError, DataDependentIndex)
 
 
-def untraced_layout(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str | None:
-    """The first input or value of a layout the stages do not trace, described; else None."""
+def untraced_tensor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str | None:
+    """The first input or value of a layout or dtype the stages do not trace, described;
+    else None."""
     values = [*example_inputs, *(n.meta.get("example_value") for n in gm.graph.nodes)]
     for value in values:
         for leaf in torch.utils._pytree.tree_leaves(value):
-            if isinstance(leaf, torch.Tensor) and leaf.layout not in TRACED_LAYOUTS:
+            if not isinstance(leaf, torch.Tensor):
+                continue
+            if leaf.layout not in TRACED_LAYOUTS:
                 return f"{leaf.layout} tensor {tuple(leaf.shape)}"
+            if leaf.dtype in UNTRACED_DTYPES:
+                return f"{leaf.dtype} tensor {tuple(leaf.shape)}"
     return None
 
 
@@ -85,7 +93,7 @@ def eager_on_limitation(backend: str, compile_fn: Callable) -> Callable:
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         limitations = _limitations()
-        untraced = untraced_layout(gm, example_inputs)
+        untraced = untraced_tensor(gm, example_inputs)
         if untraced is not None:
             _fall_back(backend, untraced.split(" tensor")[0], f"{untraced}: not traced")
             return gm.forward
