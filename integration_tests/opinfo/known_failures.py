@@ -26,10 +26,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ): "forward tracer: Unsupported: graph break under fullgraph=True: Tensor.cauchy_ draws random",
     (
         "aot_eager",
-        "chalf",
-    ): "forward decomposition: PrimDtypeError: ember_prims.view_as_real: input has dtype torch.com",
-    (
-        "aot_eager",
         "combinations",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: running _VariableFunctionsC",
     (
@@ -136,10 +132,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "aot_eager",
         "nn.functional.scaled_dot_product_attention",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: scaled_dot_product_attentio",
-    (
-        "aot_eager",
-        "nn.functional.triplet_margin_with_distance_loss",
-    ): "forward aot: NameError: name 'PairwiseDistance' is not defined",
     (
         "aot_eager",
         "nonzero",
@@ -336,10 +328,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "inductor",
         "nn.functional.scaled_dot_product_attention",
     ): "forward tracer: Unsupported: graph break under fullgraph=True: scaled_dot_product_attentio",
-    (
-        "inductor",
-        "nn.functional.triplet_margin_with_distance_loss",
-    ): "forward aot: NameError: name 'PairwiseDistance' is not defined",
     (
         "inductor",
         "nonzero",

@@ -201,3 +201,18 @@ def test_real_transformers_model_output():
     got, want = compiled(x), fn(x)
     assert same(got[0], want[0]) and same(got[1], want[1]) and len(got[2]) == len(want[2])
     assert compiled.backend.graph_count == 1 and not compiled.breaks
+
+
+def test_a_module_handed_to_a_functional_loss_is_traced_where_it_is_called():
+    # F.triplet_margin_with_distance_loss(..., distance_function=module): the Python-level
+    # function is inlined so the module's forward is traced, not put in the graph as an object
+    import torch.nn.functional as F
+
+    def loss(a, p, n, fn):
+        return F.triplet_margin_with_distance_loss(a, p, n, distance_function=fn)
+
+    a, p, n = (torch.randn(5, 10) for _ in range(3))
+    for fn in (torch.nn.PairwiseDistance(), lambda u, v: (u - v).abs().sum(-1)):
+        compiled = Compiled(loss)
+        assert same(compiled(a, p, n, fn), loss(a, p, n, fn))
+        assert compiled.backend.graph_count == 1 and not compiled.breaks

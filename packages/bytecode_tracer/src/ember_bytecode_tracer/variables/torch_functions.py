@@ -69,6 +69,20 @@ def _folding_value(arg: VariableTracker) -> Any:
     return getattr(arg, "example", None) if hasattr(arg, "example") else arg.as_python_constant()
 
 
+def _passes_python_callable(args, kwargs) -> bool:
+    from ember_bytecode_tracer.variables.functions import (
+        NestedUserFunctionVariable,
+        PartialVariable,
+        UserFunctionVariable,
+        UserMethodVariable,
+    )
+    from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+
+    callables = (NNModuleVariable, UserFunctionVariable, UserMethodVariable,
+                 NestedUserFunctionVariable, PartialVariable)  # fmt: skip
+    return any(isinstance(a, callables) for a in (*args, *kwargs.values()))
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn: Any) -> None:
         super().__init__()
@@ -104,6 +118,11 @@ class TorchFunctionVariable(VariableTracker):
             deferred = deferred_all_true(tx, args, kwargs)
             if deferred is not None:
                 return deferred
+        if isinstance(fn, types.FunctionType) and _passes_python_callable(args, kwargs):
+            # a Python-level torch function handed a module or a function of the user's (a
+            # loss's distance_function): inlined, so the callable is traced where it is
+            # called instead of landing in the graph as an object FX cannot print
+            return tx.inline_call(fn, None, list(args), kwargs)
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
         node, value = tx.output.create_node("call_function", fn, node_args, node_kwargs)
