@@ -37,7 +37,6 @@ CASES = {
         _float_at_double_vector,
         lambda: (torch.randn(3, 4), torch.randn(4, dtype=torch.float64)),
     ),
-    "softmax_int64": (_softmax_of_int64, lambda: (torch.arange(6).reshape(2, 3),)),
     "long@double_vector": (
         _long_at_double_vector,
         lambda: (torch.arange(12).reshape(3, 4), torch.randn(4, dtype=torch.float64)),
@@ -67,6 +66,18 @@ def test_eager_refusals_raise_eagers_exception(backend, case):
         assert type(got) is type(expected)
         assert str(got) == str(expected)
     assert ember.counters["eager_errors"][type(expected).__name__] == 1
+    assert not ember.counters[backend]["forward_runs"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_refusals_the_tracer_knows_break_before_the_backend(backend):
+    # softmax of int64: the tracer's table of eager-only checks (eager_checks.py) breaks the
+    # graph before the call, so eager raises it; no backend ever sees the refused op
+    x = torch.arange(6).reshape(2, 3)
+    expected = _raised(_softmax_of_int64, x)
+    got = _raised(ember.compile(_softmax_of_int64, backend=backend), x)
+    assert type(got) is type(expected) and str(got) == str(expected)
+    assert not ember.counters["eager_errors"]
     assert not ember.counters[backend]["forward_runs"]
 
 
