@@ -143,7 +143,9 @@ def _span(tensor: torch.Tensor) -> tuple[int, int] | None:
     if not all(type(v) is int for v in values) or tensor.numel() == 0:
         return None
     first = tensor.storage_offset()
-    return first, first + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    return first, first + sum(
+        (n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True)
+    )
 
 
 def covers(outer: torch.Tensor, inner: torch.Tensor) -> bool:
