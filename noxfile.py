@@ -151,7 +151,10 @@ def torch_312(session: nox.Session) -> None:
     # each package's tests in its own pytest process: their conftest files share names
     for path in tests:
         session.run("pytest", "-q", path, *session.posargs)
-    session.run("pytest", "-q", "integration_tests", *session.posargs)
+    # test_wheels installs each wheel alone through constraints.txt, whose torch pin exists
+    # for 3.11 only: it runs in the integration session
+    ignored = "--ignore=integration_tests/test_wheels.py"
+    session.run("pytest", "-q", "integration_tests", ignored, *session.posargs)
 
 
 @nox.session(python=MAIN_PYTHON)
