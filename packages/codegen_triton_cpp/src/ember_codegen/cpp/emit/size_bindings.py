@@ -19,7 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 import sympy
-from sympy.printing.str import StrPrinter
+
+from .index_printer import IntegerExprPrinter
 
 #: symbol name -> value (by name: the same symbol may be rebuilt with other assumptions), or
 #: a SymbolicSizes (the wrapper is written for every binding)
@@ -147,30 +148,13 @@ class PySize:
     __int__ = __index__
 
 
-class _PythonSizePrinter(StrPrinter):
+class _PythonSizePrinter(IntegerExprPrinter):
     """Sympy size expressions -> Python integer arithmetic over the symbols' locals (sizes
     are non-negative, so // and % are the floor division and modulo the IR means)."""
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return expr.name
-
-    def _print_FloorDiv(self, expr: sympy.Expr) -> str:
-        base, divisor = expr.args
-        return f"({self._print(base)}) // {self._paren(divisor)}"
 
     def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
         base, divisor, modulus = expr.args
         return f"(({self._print(base)}) // {self._paren(divisor)}) % {self._paren(modulus)}"
-
-    def _print_floor(self, expr: sympy.Expr) -> str:
-        num, den = expr.args[0].as_numer_denom()
-        return f"({self._print(num)}) // {self._paren(den)}"
-
-    def _print_Mul(self, expr: sympy.Expr) -> str:
-        num, den = expr.as_numer_denom()
-        if den != 1:  # a size the env proved divisible (s0/4): exact integer division
-            return f"({self._print(num)}) // {self._paren(den)}"
-        return super()._print_Mul(expr)
 
     def _print_Mod(self, expr: sympy.Expr) -> str:
         a, b = expr.args
@@ -182,21 +166,11 @@ class _PythonSizePrinter(StrPrinter):
     def _print_Min(self, expr: sympy.Expr) -> str:
         return f"min({', '.join(self._print(a) for a in expr.args)})"
 
-    def _print_Pow(self, expr: sympy.Expr, rational: bool = False) -> str:
-        base, exponent = expr.args
-        if exponent.is_Integer and int(exponent) > 0:
-            return "(" + " * ".join([self._paren(base)] * int(exponent)) + ")"
-        raise NeedsConcreteSizes(f"size {expr} has a non-integer power")
+    def _quotient(self, num: sympy.Expr, den: sympy.Expr) -> str:
+        return f"({self._print(num)}) // {self._paren(den)}"
 
-    def _print_Rational(self, expr: sympy.Expr) -> str:
-        raise NeedsConcreteSizes(f"size {expr} has a fraction")
-
-    def _print_Function(self, expr: sympy.Expr) -> str:
-        raise NeedsConcreteSizes(f"size {expr} uses {type(expr).__name__}")
-
-    def _paren(self, expr: sympy.Expr) -> str:
-        text = self._print(expr)
-        return text if expr.is_Atom else f"({text})"
+    def _refuse(self, what: str) -> Exception:
+        return NeedsConcreteSizes(f"size {what}")
 
 
 _PRINTER = _PythonSizePrinter()
