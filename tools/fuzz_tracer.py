@@ -50,9 +50,9 @@ import fuzz_programs
 RTOL, ATOL = 1e-4, 1e-5
 ROUNDS = ("base", "values", "python", "structure", "base_again")
 
-# generator features off by default: each found a tracer bug the report lists (--exclude
-# adds more, --include brings one back)
-KNOWN_BROKEN: frozenset[str] = frozenset({"dtype_cast"})
+# generator features off by default while a tracer bug they found is open (--exclude adds
+# more, --include brings one back); dtype_cast's bug is fixed, so none is off now
+KNOWN_BROKEN: frozenset[str] = frozenset()
 # compare globals/arguments after a call where eager raised (off: see compare())
 STATE_AFTER_ERROR = os.environ.get("EMBER_FUZZ_STATE_AFTER_ERROR") == "1"
 # tensors of one round share a dtype unless this is on (see round_configs)

@@ -8,7 +8,8 @@
 #         matmul (aten vs the Triton matmul template, gpu_kernels.py --only matmul),
 #         kernels (benchmarks/gpu_kernels.py), opinfo (sharded OpInfo sweep on cuda),
 #         models (benchmarks/zoo_baseline.py --device cuda), dynamic (benchmarks/dynamic_shapes.py),
-#         compile (cold/warm compile time).
+#         compile (cold/warm compile time), fuzz (tools/fuzz_tracer.py on the host's CPU cores:
+#         FUZZ_COUNT programs from FUZZ_START, seed FUZZ_SEED, FUZZ_JOBS workers).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -61,6 +62,14 @@ for stage in "$@"; do
     compile)
       python3 benchmarks/compile_time.py --device cuda --size real --mode train \
         --models "${COMPILE_MODELS:-gpt2,resnet}" 2>&1 | tee "$OUT/compile.txt" || status=1 ;;
+    fuzz)
+      start=${FUZZ_START:-0}
+      timeout ${FUZZ_TIMEOUT:-560} python3 tools/fuzz_tracer.py --count ${FUZZ_COUNT:-5000} \
+        --start $start --seed ${FUZZ_SEED:-2027} --jobs ${FUZZ_JOBS:-15} --timeout 60 \
+        --out /tmp/fuzz-$start 2>&1 | tail -20 | tee "$OUT/fuzz-$start.txt" || status=1
+      if ls /tmp/fuzz-$start/fail_* > /dev/null 2>&1; then
+        tar -czf "$OUT/fuzz-fail-$start.tgz" -C /tmp/fuzz-$start . ; status=1
+      fi ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done
