@@ -33,6 +33,7 @@ from ember.backends.aot_eager import SIZE_OPS, count_aten_fallbacks, counting_gr
 from ember.backends.cudagraphs import CudaGraphRunner
 from ember.backends.device_placement import move_scalar_work
 from ember.backends.eager_fallback import eager_on_limitation
+from ember.backends.foreign_sizes import has_foreign_sizes
 from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
@@ -272,8 +273,11 @@ def inductor(
     example_inputs: list[torch.Tensor],
     settings: InductorSettings | None = None,
 ) -> Callable:
-    compile_fn = functools.partial(_inductor, settings=settings)
-    return eager_on_limitation("inductor", compile_fn)(gm, example_inputs)
+    compile_fn = eager_on_limitation("inductor", functools.partial(_inductor, settings=settings))
+    if has_foreign_sizes(example_inputs):  # Dynamo's dynamic sizes: one compile per size
+        limit = (settings or DEFAULT_SETTINGS).dynamic_specializations
+        return SizeSpecializer(gm, "dynamo", compile_fn, limit, "sizes of another shape env")
+    return compile_fn(gm, example_inputs)
 
 
 def _inductor(

@@ -66,6 +66,8 @@ def static_graph(gm: torch.fx.GraphModule, args: Sequence[Any]) -> torch.fx.Grap
                 value = mode.from_tensor(value)
             if node.op != "output":
                 node.meta["val"] = value
+                if "example_value" in node.meta:  # a torch-level graph's (the tracer's) too
+                    node.meta["example_value"] = value
             return value
 
     with mode:
