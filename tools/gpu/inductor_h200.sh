@@ -9,7 +9,8 @@
 #         kernels (benchmarks/gpu_kernels.py), opinfo (sharded OpInfo sweep on cuda),
 #         models (benchmarks/zoo_baseline.py --device cuda), dynamic (benchmarks/dynamic_shapes.py),
 #         compile (cold/warm compile time), fuzz (tools/fuzz_tracer.py on the host's CPU cores:
-#         FUZZ_COUNT programs from FUZZ_START, seed FUZZ_SEED, FUZZ_JOBS workers).
+#         FUZZ_COUNT programs from FUZZ_START, seed FUZZ_SEED, FUZZ_JOBS workers),
+#         stage_ab (benchmarks/stage_ab.py: Ember's/PyTorch's tracer x backend crossed, AB_MODELS).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -70,6 +71,12 @@ for stage in "$@"; do
       if ls /tmp/fuzz-$start/fail_* > /dev/null 2>&1; then
         tar -czf "$OUT/fuzz-fail-$start.tgz" -C /tmp/fuzz-$start . ; status=1
       fi ;;
+    stage_ab)
+      for mode in infer train; do
+        python3 benchmarks/stage_ab.py --device cuda --size real --repeats 5 --mode $mode \
+          --models "${AB_MODELS:-mlp,transformer_block,gpt2,bert}" --json "$OUT/stage_ab_$mode.json" \
+          2>&1 | grep -v '^\[transformers\]' | tee "$OUT/stage_ab_$mode.txt" || status=1
+      done ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done
