@@ -13,6 +13,7 @@ import torch
 import ember_frame_hook as fh
 from ember.backends import lookup_backend
 from ember.config import config
+from ember.distributed.ddp_split import split_for_ddp
 from ember.exc import EmberError
 from ember.logs import configure_from_env, log_record
 from ember.stats import clear as clear_counters
@@ -41,6 +42,8 @@ def compile(
     if disable:
         return model
     backend_fn = lookup_backend(backend, mode, options)
+    if config.optimize_ddp:
+        backend_fn = split_for_ddp(backend_fn)
     configure_from_env()
     fh.set_cache_limit(config.cache_size_limit)
     compiler = FrameCompiler(
