@@ -85,9 +85,15 @@ PyObject *ember_code_cache_lookup(CodeCache *cache, PyObject *f_locals) {
          * our own references and re-find the entry afterwards. */
         Py_INCREF(entries);
         GuardedCodeObject *entry = (GuardedCodeObject *)Py_NewRef(PyList_GET_ITEM(entries, i));
-        PyObject *verdict = PyObject_CallOneArg(entry->guard, f_locals);
-        int passed = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
-        Py_XDECREF(verdict);
+        int passed;
+        if (Py_IS_TYPE(entry->guard, &GuardProgram_Type)) {
+            passed = ember_guard_program_run(entry->guard, f_locals); /* no Python call */
+        }
+        else {
+            PyObject *verdict = PyObject_CallOneArg(entry->guard, f_locals);
+            passed = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
+            Py_XDECREF(verdict);
+        }
         if (passed != 0) {
             Py_ssize_t now = -1;
             if (passed > 0 && cache->entries == entries) {

@@ -4,6 +4,7 @@
  * cache of guarded substitute code. Each file implements one concept:
  *   types.c         GuardedCode, Frame (what the callback sees), CacheView
  *   code_cache.c    the per-code cache stored in co_extra
+ *   guard_program.c GuardProgram: a guard as instructions run in C
  *   thread_state.c  the per-thread setting and installing the eval function
  *   eval_frame.c    the eval function itself
  *   module.c        the Python-facing functions
@@ -34,6 +35,13 @@ extern PyTypeObject CacheView_Type;
 PyObject *ember_frame_view_new(EmberFrame *frame, PyObject *f_locals);
 /* The state of a code object's cache, handed to the callback. */
 PyObject *ember_cache_view_new(PyObject *code, PyObject *entries, int limit);
+
+/* ---- guard_program.c ------------------------------------------------- */
+
+extern PyTypeObject GuardProgram_Type;
+int ember_guard_program_init(void); /* readies the type */
+/* 1 passed, 0 failed (an Exception counts as failing), -1 other error set. */
+int ember_guard_program_run(PyObject *program, PyObject *f_locals);
 
 /* ---- code_cache.c ----------------------------------------------------- */
 

@@ -118,7 +118,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__C(void) {
     if (PyType_Ready(&GuardedCode_Type) < 0 || PyType_Ready(&Frame_Type) < 0 ||
-        PyType_Ready(&CacheView_Type) < 0) {
+        PyType_Ready(&CacheView_Type) < 0 || ember_guard_program_init() < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -136,7 +136,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         PyModule_AddObjectRef(module, "GuardError", ember_GuardError) < 0 ||
         PyModule_AddObjectRef(module, "GuardedCode", (PyObject *)&GuardedCode_Type) < 0 ||
         PyModule_AddObjectRef(module, "Frame", (PyObject *)&Frame_Type) < 0 ||
-        PyModule_AddObjectRef(module, "CacheView", (PyObject *)&CacheView_Type) < 0) {
+        PyModule_AddObjectRef(module, "CacheView", (PyObject *)&CacheView_Type) < 0 ||
+        PyModule_AddObjectRef(module, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0) {
         goto fail;
     }
     return module;

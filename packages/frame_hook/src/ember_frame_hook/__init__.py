@@ -3,7 +3,8 @@
 The hook is the bottom stage of Ember. For each Python function frame that starts on a
 thread where the hook is on, it looks in the frame's code object for a cached
 ``GuardedCode`` whose ``guard(f_locals)`` passes and runs that entry's code instead of
-the frame's own. On a miss it calls the thread's callback, ``callback(frame, cache)``,
+the frame's own (a guard may be a ``GuardProgram``, checks run in C without a Python
+call). On a miss it calls the thread's callback, ``callback(frame, cache)``,
 which returns a ``GuardedCode`` to cache and run, or ``None`` to run the original code.
 
 This package needs nothing but CPython 3.11 or 3.12; it knows nothing of torch.
@@ -19,6 +20,7 @@ from ember_frame_hook._C import (
     Frame,
     GuardedCode,
     GuardError,
+    GuardProgram,
     cache_entries,
     get_cache_limit,
     get_eval_frame,
@@ -40,6 +42,7 @@ __all__ = [
     "CacheView",
     "Frame",
     "GuardError",
+    "GuardProgram",
     "GuardedCode",
     "cache_entries",
     "eval_frame",
