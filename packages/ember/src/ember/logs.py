@@ -12,7 +12,7 @@ from ember_bytecode_tracer.bytecode import decode, format_instructions
 TRACER_ARTIFACTS = ("graph", "guards", "bytecode", "graph_breaks", "recompiles")
 # ... and artifacts the lower stages log on `ember.<name>` themselves: the umbrella only sets
 # those loggers' levels, so a stage installed alone logs through plain `logging`.
-STAGE_ARTIFACTS = ("aot", "ir", "fusion", "output_code", "perf", "dynamic")
+STAGE_ARTIFACTS = ("aot", "ir", "fusion", "output_code", "perf", "dynamic", "autotune")
 ARTIFACTS = TRACER_ARTIFACTS + STAGE_ARTIFACTS
 log = logging.getLogger("ember")
 _enabled: set[str] = set()
