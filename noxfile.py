@@ -204,7 +204,8 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Frame-hook overhead, tracer overhead and first-call time vs torch.compile, bytes saved
     for backward per partitioner, eager vs torch.compile vs Ember (inductor) on the zoo
-    (posargs go to the zoo benchmark), SDPA, a varying-length stream (dynamic shapes), then
+    (posargs go to the zoo benchmark), SDPA, tracer x backend crossed (stage_ab.py), per-call
+    overhead of tiny models (call_overhead.py), a varying-length stream (dynamic shapes), then
     compile time cold and warm."""
     install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
     session.run("python", "benchmarks/frame_hook_overhead.py")
@@ -215,6 +216,9 @@ def bench(session: nox.Session) -> None:
         "--compilers", "eager,torch.compile,ember", *session.posargs,
     )  # fmt: skip
     session.run("python", "benchmarks/sdpa.py")
+    # tracer x backend crossed (Ember's and PyTorch's), and per-call overhead of tiny models
+    session.run("python", "benchmarks/stage_ab.py", "--size", "tiny")
+    session.run("python", "benchmarks/call_overhead.py")
     # a stream of varying sequence lengths: total time and steady per-call time (issue 13)
     session.run("python", "benchmarks/dynamic_shapes.py")
     # first call in fresh processes, cold and with the cache the cold run filled
