@@ -135,3 +135,13 @@ def _spread_of_integers(args: tuple, kwargs: dict) -> str | None:
     if d is not None and not (d.is_floating_point or d.is_complex):
         return "std and var only support floating point and complex dtypes"
     return None
+
+
+@check(aten.mm, aten.mv, aten.addmm, aten.addmm_, aten.addmv, aten.addmv_, aten.addbmm)
+def _matrix_product_dtypes(args: tuple, kwargs: dict) -> str | None:
+    # mm/mv/addmm's meta kernels promote; eager's refuse operands of different dtypes
+    # (fuzz 3001:2431: float32 @ float64 with an unused result ran instead of raising)
+    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
+    if len(dtypes) > 1:
+        return f"matrix product operands must share a dtype, got {sorted(map(str, dtypes))}"
+    return None

@@ -107,3 +107,30 @@ def test_bitwise_op_on_floats_raises_as_in_eager():
         fn(a.float(), b.float())
     with pytest.raises(NotImplementedError):
         compiled(a.float(), b.float())
+
+
+MATRIX_PRODUCTS = {
+    "mm": lambda a, b: torch.mm(a, b),
+    "mv": lambda a, b: torch.mv(a, b[:, 0]),
+    "matmul_vector": lambda a, b: a @ b[:, 0],
+    "addmm": lambda a, b: torch.addmm(torch.zeros(3, 2, dtype=a.dtype), a, b),
+    "addbmm": lambda a, b: torch.addbmm(torch.zeros(3, 2, dtype=a.dtype), a[None], b[None]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX_PRODUCTS))
+def test_matrix_product_of_mixed_dtypes_raises_as_in_eager(name):
+    product = MATRIX_PRODUCTS[name]
+
+    def fn(x, w):
+        _unused = product(x, w)  # fuzz 3001:2431: dead, yet eager raises for mixed dtypes
+        return x + 1
+
+    compiled = Compiled(fn)
+    x, w = torch.randn(3, 4), torch.randn(4, 2)
+    assert same(compiled(x, w), fn(x, w))
+    with pytest.raises(RuntimeError):
+        fn(x, w.double())
+    with pytest.raises(RuntimeError):
+        compiled(x, w.double())
+    assert any("must share a dtype" in b.reason for b in compiled.breaks)
