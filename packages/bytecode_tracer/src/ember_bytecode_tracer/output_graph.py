@@ -22,6 +22,7 @@ import ember_frame_hook as fh
 import ember_symbolic as es
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.eager_checks import refuse_as_eager
+from ember_bytecode_tracer.example_rules import rule_for
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
@@ -195,8 +196,12 @@ class OutputGraph:
         # eager refuses is a graph break, where eager's kernel raises its own error
         detector = RandomOpDetector(check=refuse_as_eager)
         try:
+            # ops whose device code would specialize symbolic sizes (example_rules.py)
+            rule = rule_for(op, target, fake_args, fake_kwargs)
             with self.fake_mode, detector:
-                if op == "call_method":
+                if rule is not None:
+                    example = rule()
+                elif op == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
                     example = target(*fake_args, **fake_kwargs)

@@ -1,0 +1,244 @@
+"""Example values computed by a rule instead of by running the op on fake tensors.
+
+The tracer computes each node's example value by calling the op on fake tensors. For a few
+ops that is wrong under symbolic sizes: their device code inspects concrete sizes before any
+meta kernel runs. `F.scaled_dot_product_attention` on CUDA picks its kernel (cuDNN, flash,
+memory-efficient or math) in C++ from the shapes; handed symbolic sizes, that choice turns a
+sequence length into a constant (a guard `Eq(s0, 78)`: one graph per length) or fails
+("SymIntArrayRef expected to contain only concrete integers").
+
+A rule computes such an example value without specializing, while the graph node stays the
+original op (so a backend still runs eager's fused kernel). `rule_for` returns a thunk to run
+under the trace's fake mode, or None where the plain call is right (CPU, static sizes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ExampleRule = Callable[[tuple, dict], Callable[[], Any] | None]
+_RULES: dict[Any, ExampleRule] = {}
+
+
+def example_rule(target: Any) -> Callable[[ExampleRule], ExampleRule]:
+    def register(rule: ExampleRule) -> ExampleRule:
+        _RULES[target] = rule
+        return rule
+
+    return register
+
+
+def rule_for(op: str, target: Any, fake_args: tuple, fake_kwargs: dict) -> Callable[[], Any] | None:
+    """The thunk computing `target(*fake_args, **fake_kwargs)`'s example value by rule, or
+    None. Runs outside the fake mode (a rule may consult aten on static fakes of its own)."""
+    if op != "call_function":
+        return None
+    try:
+        rule = _RULES.get(target)
+    except TypeError:  # an unhashable callable
+        return None
+    return rule(fake_args, fake_kwargs) if rule is not None else None
+
+
+# ---- scaled dot-product attention ------------------------------------------------------
+
+_SDPA_PARAMS = (
+    "query",
+    "key",
+    "value",
+    "attn_mask",
+    "dropout_p",
+    "is_causal",
+    "scale",
+    "enable_gqa",
+)
+_SDPA_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
+                  "enable_gqa": False}  # fmt: skip
+
+# aten's SDPBackend numbering (torch.nn.attention.SDPBackend)
+MATH, FLASH, EFFICIENT, CUDNN = 0, 1, 2, 3
+
+
+def _bind(args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    if len(args) > len(_SDPA_PARAMS) or not set(kwargs) <= set(_SDPA_PARAMS):
+        return None
+    bound = dict(_SDPA_DEFAULTS)
+    bound.update(zip(_SDPA_PARAMS, args, strict=False))
+    if set(kwargs) & set(_SDPA_PARAMS[: len(args)]):
+        return None  # given twice: the plain call raises eager's TypeError
+    bound.update(kwargs)
+    return bound if all(p in bound for p in _SDPA_PARAMS[:3]) else None
+
+
+def _is_symbolic(t: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride(), t.storage_offset()))
+
+
+def _hint(value: Any) -> int | None:
+    if isinstance(value, torch.SymInt):
+        hint = getattr(value.node, "hint", None)
+        return int(hint) if hint is not None else None
+    return int(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as written (never a guard): both ints, or SymInts of one expression."""
+    if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+        return a.node.expr == b.node.expr
+    return type(a) is int and type(b) is int and a == b
+
+
+def _hints(values: Any) -> list[int] | None:
+    out = [_hint(v) for v in values]
+    return None if any(v is None for v in out) else out
+
+
+@example_rule(F.scaled_dot_product_attention)
+def sdpa_rule(args: tuple, kwargs: dict) -> Callable[[], Any] | None:
+    bound = _bind(args, kwargs)
+    if bound is None:
+        return None
+    q, k, v, mask = (bound[p] for p in ("query", "key", "value", "attn_mask"))
+    tensors = [t for t in (q, k, v, mask) if t is not None]
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    if q.device.type != "cuda" or not any(_is_symbolic(t) for t in tensors):
+        return None  # the plain call chooses as eager does without specializing
+    constants = (bound["dropout_p"], bound["is_causal"], bound["scale"], bound["enable_gqa"])
+    if not all(c is None or type(c) in (bool, int, float) for c in constants):
+        return None
+    if torch.is_autocast_enabled("cuda"):
+        return None  # eager chooses after autocast's casts; leave that to the plain call
+    hinted = [_static_twin(t) for t in tensors]
+    if any(t is None for t in hinted):
+        return None  # a size only known at run time
+    statics = dict(zip(("query", "key", "value", "attn_mask"), hinted, strict=False))
+    backend = choose_backend(statics, bound)
+
+    def compute() -> torch.Tensor:
+        out = torch.ops.aten._scaled_dot_product_attention_math(
+            q, k, v, mask, bound["dropout_p"], bound["is_causal"], None,
+            scale=bound["scale"], enable_gqa=bound["enable_gqa"],
+        )[0]  # fmt: skip
+        strides = sdpa_output_strides(backend, q, statics["query"], out.shape)
+        if all(_same(a, b) for a, b in zip(strides, out.stride(), strict=True)):
+            return out
+        laid_out = torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device)
+        return laid_out.copy_(out)  # keeps the autograd link to q, k, v
+
+    return compute
+
+
+# The backend eager picks, from static fakes at the sizes of this call. Kept a module
+# attribute so tests can stand in for a GPU's choice.
+def choose_backend(statics: dict[str, torch.Tensor | None], bound: dict[str, Any]) -> int:
+    """aten's own choice at this call's sizes, or MATH where this torch has no CUDA kernels.
+    Runs eager's input checks first: an input eager refuses raises here too."""
+    if not torch.backends.cuda.is_built():
+        return MATH
+    mode = _static_mode()
+    args = (statics["query"], statics["key"], statics["value"], statics.get("attn_mask"))
+    options = {"scale": bound["scale"], "enable_gqa": bound["enable_gqa"]}
+    with mode:
+        F.scaled_dot_product_attention(
+            *args, dropout_p=bound["dropout_p"], is_causal=bound["is_causal"], **options
+        )
+        return int(
+            torch._fused_sdp_choice(*args, bound["dropout_p"], bound["is_causal"], **options)
+        )
+
+
+_static_modes: list[Any] = []
+
+
+def _static_mode() -> Any:
+    """One FakeTensorMode without a ShapeEnv, for the static twins (made on first use)."""
+    if not _static_modes:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        _static_modes.append(FakeTensorMode())
+    return _static_modes[0]
+
+
+def _static_twin(t: torch.Tensor) -> torch.Tensor | None:
+    """A fake of `t`'s device, dtype and layout at the sizes of this call (no symbols)."""
+    sizes, strides = _hints(t.shape), _hints(t.stride())
+    offset = _hint(t.storage_offset())
+    if sizes is None or strides is None or offset is None:
+        return None
+    meta = torch.empty_strided(sizes, strides, dtype=t.dtype, device="meta")
+    if offset:
+        meta = meta.as_strided(sizes, strides, offset)
+    mode = _static_mode()
+    with torch._C._DisableTorchDispatch():
+        fake = mode.fake_tensor_converter.from_meta_and_device(mode, meta, t.device)
+    if t.requires_grad:
+        fake.requires_grad_(True)
+    return fake
+
+
+# ---- the layout each CUDA kernel gives its output ------------------------------------------
+# Read from aten's CUDA sources: the math path returns a matmul's contiguous result; the
+# memory-efficient kernel writes (B, L, H, E) and returns it transposed; flash writes into
+# `empty_like(query.transpose(1, 2))` (the query's own layout when that is dense, else
+# (B, L, H, E)), from a query padded to a multiple of 8 in the head dim when it is not one;
+# cuDNN allocates with the query's layout (dense, in the order of the query's strides).
+
+
+def _dense_strides(sizes: Any, order: list[int]) -> tuple:
+    """Strides of a dense tensor whose dims run `order`, innermost first."""
+    strides: list[Any] = [0] * len(sizes)
+    step: Any = 1
+    for d in order:
+        strides[d] = step
+        step = step * sizes[d]
+    return tuple(strides)
+
+
+def _stride_order(strides: list[int]) -> list[int]:
+    """Dims innermost first by stride (a stable sort; a zero stride counts as outermost)."""
+    big = max(strides, default=0) + 1
+    return sorted(range(len(strides)), key=lambda d: strides[d] if strides[d] else big)
+
+
+def _dense(sizes: list[int], strides: list[int]) -> bool:
+    """Non-overlapping and dense (dims of size 1 do not count), as aten tests it."""
+    expected = 1
+    for d in sorted((d for d in range(len(sizes)) if sizes[d] != 1), key=lambda d: strides[d]):
+        if strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return True
+
+
+def sdpa_output_strides(
+    backend: int, query: torch.Tensor, static_query: torch.Tensor, shape: Any
+) -> tuple:
+    """The strides (symbolic where `shape` is) of the output eager's kernel `backend` gives for
+    `query` (its layout read from `static_query`, its twin at this call's sizes)."""
+    n = len(shape)
+    if backend == MATH or n != 4:
+        return _dense_strides(shape, list(range(n - 1, -1, -1)))
+    if backend == EFFICIENT:
+        return _dense_strides(shape, [3, 1, 2, 0])
+    sizes, strides = list(static_query.shape), list(static_query.stride())
+    same_shape = _same(shape[3], query.shape[3])  # B, H, L are the query's by construction
+    if backend == FLASH:
+        head = sizes[3]
+        if head % 8:
+            padded = (*shape[:3], -(-head // 8) * 8)
+            return _dense_strides(padded, [3, 2, 1, 0])
+        t_sizes = [sizes[0], sizes[2], sizes[1], sizes[3]]
+        t_strides = [strides[0], strides[2], strides[1], strides[3]]
+        if same_shape and _dense(t_sizes, t_strides):
+            return tuple(query.stride())
+        return _dense_strides(shape, [3, 1, 2, 0])
+    if backend == CUDNN:
+        if same_shape and _dense(sizes, strides):
+            return tuple(query.stride())
+        return _dense_strides(shape, _stride_order(strides))
+    return _dense_strides(shape, [3, 2, 1, 0])
