@@ -19,6 +19,7 @@ from .extern import ExternKernel, TensorArg
 from .handlers.interpret import InterpretHandler
 from .indexing import static_int
 from .layout import Layout
+from .lowering.collectives import is_collective
 from .scheduler.kernel_group import KernelGroup, Schedule
 
 
@@ -115,6 +116,9 @@ def _run_extern(kernel: ExternKernel, memory: _Memory) -> None:
         lambda a: memory.tensor(a) if isinstance(a, TensorArg) else a, (kernel.args, kernel.kwargs)
     )
     result = kernel.kernel(*args, **kwargs)
+    if is_collective(kernel.kernel):
+        # results are copied into the interpreter's storage: wait for the data first
+        result = torch.ops._c10d_functional.wait_tensor.default(result)
     leaves = result if isinstance(result, (tuple, list)) else [result]
     for out in kernel.outputs:
         _view(memory.storages[out.name], out.layout).copy_(leaves[out.index])

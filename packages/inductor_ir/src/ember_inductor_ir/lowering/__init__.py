@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401 (imported for their registrations)
     attention,
+    collectives,
     conversion,
     convolution,
     creation,

@@ -16,6 +16,7 @@ from ..errors import SchedulingError
 from ..extern import ExternKernel
 from ..layout import FlexibleLayout
 from ..nodes import ComputedBuffer
+from .collectives import spread_collectives
 from .dce import eliminate_dead_code
 from .dependencies import Operation, reads_of, writes_of
 from .fusion import Refused, form_group
@@ -147,7 +148,7 @@ def schedule(lowering: GraphLowering) -> Schedule:
             buf.layout.freeze()
     outputs = {spec.name for spec in lowering.graph_outputs if spec.name is not None}
     ops = eliminate_dead_code(lowering.operations, outputs)
-    drafts = _order(_fuse(ops))
+    drafts = spread_collectives(_order(_fuse(ops)))
     groups: list[KernelGroup] = []
     for k, draft in enumerate(drafts):
         first = draft.ops[0]
