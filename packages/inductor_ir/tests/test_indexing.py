@@ -7,6 +7,7 @@ from ember_inductor_ir.indexing import (
     ModularIndexing,
     flat_to_multi,
     index_vars,
+    known_le,
     multi_to_flat,
     simplify_index,
 )
@@ -41,3 +42,57 @@ def test_digits_and_floors_keep_non_negative_operands():
     # A negative coefficient could still go negative: left as it is.
     kept = ModularIndexing(4 * i0 + 5 - i1, sympy.Integer(1), two)
     assert kept.args[0] == 4 * i0 + 5 - i1
+
+
+# -- symbolic sizes (dynamic shapes): folds proven for every value of the size symbols --
+
+S0 = sympy.Symbol("s0", integer=True, positive=True)
+
+
+def test_symbolic_reshape_round_trip_folds_to_plain_strides():
+    # [2, s0, 64] viewed as [2*s0, 64] and back: a row index over 2*s0 rows of 64.
+    i0, i1 = index_vars("i", 2)
+    (r0,) = index_vars("r", 1)
+    index = r0 + 64 * ModularIndexing(64 * i0 * S0 + 64 * i1 + r0, 64, 2 * S0)
+    assert simplify_index(index, {i0: 2, i1: S0, r0: 64}) == 64 * i0 * S0 + 64 * i1 + r0
+
+
+def test_symbolic_head_split_folds():
+    # [2, s0, 4, 16] -> [2*s0, 64] -> [2, s0, 4, 16] (BERT's head split over a symbolic length)
+    i0, i1, i2, i3 = index_vars("i", 4)
+    flat = 64 * i0 * S0 + 16 * i1 + 64 * i2 + i3
+    row = 64 * S0 * ModularIndexing(flat, 64 * S0, 2) + 64 * ModularIndexing(flat, 64, S0)
+    index = 16 * i1 + i3 + 64 * ModularIndexing(16 * i1 + i3 + row, 64, 2 * S0)
+    got = simplify_index(index, {i0: 2, i1: 4, i2: S0, i3: 16})
+    assert got == 64 * i0 * S0 + 16 * i1 + 64 * i2 + i3
+
+
+def test_symbolic_digits_merge_inside_a_digit():
+    i0, i1 = index_vars("i", 2)
+    x = 256 * i0 + i1
+    row = 256 * S0 * FloorDiv(x, 256 * S0) + 256 * ModularIndexing(x, 256, S0)
+    index = i1 + 256 * ModularIndexing(i1 + row, 256, 2 * S0)
+    assert simplify_index(index, {i0: 2 * S0, i1: 256}) == 256 * i0 + i1
+
+
+def test_symbolic_fold_needs_a_proof_for_every_size():
+    # i1 runs to s0 + 1: the row can reach 2*s0 + 1 > 2*s0 rows, the digit must stay.
+    i0, i1 = index_vars("i", 2)
+    (r0,) = index_vars("r", 1)
+    index = r0 + 64 * ModularIndexing(64 * i0 * S0 + 64 * i1 + r0, 64, 2 * S0)
+    assert simplify_index(index, {i0: 2, i1: S0 + 1, r0: 64}) == index
+    # a symbol that may be negative (a Python int, not a size) proves nothing
+    n = sympy.Symbol("n", integer=True)
+    assert simplify_index(ModularIndexing(i0, 1, n), {i0: 4}) == ModularIndexing(i0, 1, n)
+    # whole multiples of a symbolic divisor leave the floor; a remainder of unknown sign stays
+    assert FloorDiv(6 * S0 * i0 + i1, 2 * S0) == 3 * i0 + FloorDiv(i1, 2 * S0)
+    assert FloorDiv(6 * S0 * i0 - i1, 2 * S0).args[0] == 6 * S0 * i0 - i1
+
+
+def test_known_le_uses_only_what_holds_for_every_size():
+    assert known_le(64, 64 * S0)  # s0 >= 1
+    assert not known_le(65, 64 * S0)  # s0 == 1 breaks it
+    assert known_le(128 * S0, 2 * S0 * 64)
+    assert not known_le(S0, 2)
+    n = sympy.Symbol("n", integer=True)
+    assert not known_le(0, n)

@@ -59,29 +59,51 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
-        if divisor.is_Integer and base.is_Add:
-            # Terms that are whole multiples of the divisor leave the floor.
+        if base.is_Add and (divisor.is_Integer or divisor.is_positive):
+            # Terms that are whole multiples of the divisor (a size symbol's too: 64*i*s
+            # over 64*s) leave the floor.
             outside, inside = [], []
             for term in base.args:
-                coeff, rest = term.as_coeff_Mul()
-                if coeff.is_Integer and int(coeff) % int(divisor) == 0:
-                    outside.append(sympy.Integer(int(coeff) // int(divisor)) * rest)
-                else:
+                quotient = _whole_quotient(term, divisor)
+                if quotient is None:
                     inside.append(term)
+                else:
+                    outside.append(quotient)
             if outside:
                 # The constant's multiples of the divisor leave too: what stays inside must
                 # remain non-negative (C++ divides truncating), else do not simplify.
-                rest, shift = _split_constant(sympy.Add(*inside), int(divisor))
+                rest, shift = _split_constant(sympy.Add(*inside), divisor)
                 if rest.is_nonnegative:
                     return sympy.Add(*outside) + shift + FloorDiv(rest, divisor)
         return None
 
 
-def _split_constant(expr: Expr, period: int) -> tuple[Expr, int]:
+def _whole_quotient(term: Expr, divisor: Expr) -> Expr | None:
+    """term / divisor when it is a polynomial with integer coefficients (for every value of
+    the size symbols), else None."""
+    if divisor.is_Integer:
+        coeff, rest = term.as_coeff_Mul()
+        if coeff.is_Integer and int(divisor) != 0 and int(coeff) % int(divisor) == 0:
+            return sympy.Integer(int(coeff) // int(divisor)) * rest
+        return None
+    quotient = term / divisor
+    numer, denom = quotient.as_numer_denom()
+    if denom != 1 or not all(c.is_Integer for c in _coefficients(numer)):
+        return None
+    return quotient
+
+
+def _coefficients(expr: Expr) -> list[Expr]:
+    return [term.as_coeff_Mul()[0] for term in sympy.Add.make_args(sympy.expand(expr))]
+
+
+def _split_constant(expr: Expr, period: Expr) -> tuple[Expr, int]:
     """(expr - k*period, k) with the constant term of the first reduced into [0, period)."""
+    if not period.is_Integer:
+        return expr, 0
     constant, _ = expr.as_coeff_Add()
-    k = int(constant) // period if constant.is_Integer else 0
-    return expr - k * period, k
+    k = int(constant) // int(period) if constant.is_Integer else 0
+    return expr - k * int(period), k
 
 
 class ModularIndexing(sympy.Function):
@@ -96,16 +118,13 @@ class ModularIndexing(sympy.Function):
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
-        if divisor.is_Integer and modulus.is_Integer and base.is_Add:
-            # Terms that are multiples of divisor*modulus do not change the digit.
-            period = int(divisor) * int(modulus)
-            if period == 0:
+        if base.is_Add:
+            # Terms that are multiples of divisor*modulus do not change the digit (a symbolic
+            # period too: 128*i*s under a digit of period 128*s).
+            period = divisor * modulus
+            if period == 0 or not (period.is_Integer or period.is_positive):
                 return None  # a digit of an empty range: nothing to simplify
-            kept = [
-                t
-                for t in base.args
-                if not (t.as_coeff_Mul()[0].is_Integer and int(t.as_coeff_Mul()[0]) % period == 0)
-            ]
+            kept = [t for t in base.args if _whole_quotient(t, period) is None]
             if len(kept) != len(base.args):
                 # Keep the base non-negative (C++'s % truncates): shift the constant into
                 # [0, period), and give up if the rest could still go negative.
@@ -115,40 +134,78 @@ class ModularIndexing(sympy.Function):
         return None
 
 
-def upper_bound(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr]) -> int | None:
-    """An exclusive integer upper bound of a non-negative index expression, if one is known."""
+def upper_bound(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr]) -> Expr | None:
+    """An exclusive upper bound of a non-negative index expression, if one is known: an
+    integer, or an expression over the size symbols when the loops' ranges are symbolic
+    (a size symbol ``s`` not among the loop variables is bounded by ``s + 1``)."""
     if expr.is_Integer:
-        return int(expr) + 1
+        return expr + 1
     if isinstance(expr, sympy.Symbol):
         bound = var_ranges.get(expr)
-        return int(bound) if bound is not None and bound.is_Integer else None
-    if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
-        return int(expr.args[2])
-    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
+        if bound is not None:
+            return sympy.sympify(bound)
+        return expr + 1 if expr.is_nonnegative else None
+    if isinstance(expr, ModularIndexing):
+        modulus = expr.args[2]
+        return modulus if modulus.is_Integer or modulus.is_positive else None
+    if isinstance(expr, FloorDiv):
         inner = upper_bound(expr.args[0], var_ranges)
-        return None if inner is None else (inner - 1) // int(expr.args[1]) + 1
+        divisor = expr.args[1]
+        if inner is None:
+            return None
+        if divisor.is_Integer and inner.is_Integer:
+            return sympy.Integer((int(inner) - 1) // int(divisor) + 1)
+        return inner if divisor.is_positive else None  # x // d <= x for d >= 1
     if expr.is_Add:
-        total = 0
-        for term in expr.args:
-            bound = upper_bound(term, var_ranges)
-            if bound is None:
-                return None
-            total += bound - 1
-        return total + 1
+        bounds = [upper_bound(term, var_ranges) for term in expr.args]
+        if any(b is None for b in bounds):
+            return None
+        return sympy.expand(sympy.Add(*[b - 1 for b in bounds]) + 1)
+    if expr.is_Pow:
+        base, exp = expr.args
+        bound = upper_bound(base, var_ranges)
+        if bound is None or not (exp.is_Integer and int(exp) > 0):
+            return None
+        return sympy.expand((bound - 1) ** exp + 1)
     if expr.is_Mul:
         coeff, rest = expr.as_coeff_Mul()
-        if rest.is_Mul and coeff == 1:  # a product of non-negative factors (symbolic sizes)
-            largest = 1
-            for factor in rest.args:
-                bound = upper_bound(factor, var_ranges)
-                if bound is None:
-                    return None
-                largest *= bound - 1
-            return largest + 1
-        if coeff.is_Integer and int(coeff) >= 0:
-            bound = upper_bound(rest, var_ranges)
-            return None if bound is None else int(coeff) * (bound - 1) + 1
+        if not (coeff.is_Integer and int(coeff) >= 0):
+            return None
+        largest = sympy.Integer(coeff)
+        for factor in sympy.Mul.make_args(rest):  # non-negative factors (sizes, indices)
+            bound = upper_bound(factor, var_ranges)
+            if bound is None:
+                return None
+            largest = largest * (bound - 1)
+        return sympy.expand(largest + 1)
     return None
+
+
+def known_le(a: Expr, b: Expr) -> bool:
+    """Whether a <= b is proven for every value of the symbols: b - a, with each positive
+    integer symbol written as ``1 + t`` (t >= 0), expands to a sum of non-negative terms
+    (non-negative coefficients times non-negative symbols)."""
+    diff = sympy.expand(sympy.sympify(b) - sympy.sympify(a))
+    if diff.is_Integer:
+        return int(diff) >= 0
+    shifted = {
+        s: s + 1 for s in diff.free_symbols if s.is_positive and s.is_integer
+    }  # s + 1 with s >= 0 stands for a symbol >= 1: the same expression in a shifted symbol
+    if shifted:
+        diff = sympy.expand(diff.xreplace(shifted))
+    for term in sympy.Add.make_args(diff):
+        coeff, rest = term.as_coeff_Mul()
+        if not (coeff.is_Rational and coeff >= 0 and (rest == 1 or _nonneg_product(rest))):
+            return False
+    return True
+
+
+def _nonneg_product(expr: Expr) -> bool:
+    """A product of symbols (and digits) that are each non-negative."""
+    return all(
+        f.is_nonnegative or (f.is_Pow and f.args[0].is_nonnegative)
+        for f in sympy.Mul.make_args(expr)
+    )
 
 
 def _digits(expr: Expr) -> tuple[Expr, Expr, Expr | None] | None:
@@ -161,50 +218,68 @@ def _digits(expr: Expr) -> tuple[Expr, Expr, Expr | None] | None:
 
 
 def _fold_bounded(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
-    """Drop digits that are provably whole: x % m with x < m is x, x // d with x < d is 0."""
+    """Drop digits that are provably whole: x % m with x < m is x, x // d with x < d is 0.
+    The bounds may be symbolic (loops to a size symbol): the fold is proven for every size."""
 
     def fold(node: Expr) -> Expr:
         if isinstance(node, ModularIndexing):
             base, div, mod = node.args
             bound = upper_bound(base, var_ranges)
-            if bound is not None and div.is_Integer and mod.is_Integer:
-                if bound <= int(div):
+            if bound is not None:
+                if known_le(bound, div):
                     return sympy.Integer(0)
-                if bound <= int(div) * int(mod):
+                if known_le(bound, div * mod):
                     return FloorDiv(base, div)
         if isinstance(node, FloorDiv):
             base, div = node.args
             bound = upper_bound(base, var_ranges)
-            if bound is not None and div.is_Integer and bound <= int(div):
+            if bound is not None and known_le(bound, div):
                 return sympy.Integer(0)
         return node
 
     return expr.replace(lambda e: isinstance(e, (ModularIndexing, FloorDiv)), fold)
 
 
+def _parse_digit(term: Expr) -> tuple[Expr, tuple[Expr, Expr, Expr | None]] | None:
+    """A term as (coefficient, digit): ``k * digit`` where the coefficient may be a product
+    of size symbols (``256*s0*(x // (256*s0))``), or ``k * x`` for a symbol x (x // 1)."""
+    coeff, rest = term.as_coeff_Mul()
+    if not coeff.is_Integer:
+        return None
+    if rest.is_Symbol:
+        return coeff, (rest, sympy.Integer(1), None)
+    factors = sympy.Mul.make_args(rest)
+    digits = [f for f in factors if isinstance(f, (FloorDiv, ModularIndexing))]
+    if len(digits) != 1:
+        return None
+    digit = _digits(digits[0])
+    assert digit is not None
+    return term / digits[0], digit
+
+
 def _merge_digits(expr: Expr) -> Expr:
-    """Merge adjacent mixed-radix digits of one base: k*x%a + k*a*(x//a)%b -> k*(x%(a*b))."""
+    """Merge adjacent mixed-radix digits of one base: k*x%a + k*a*(x//a)%b -> k*(x%(a*b)).
+    The radices and coefficients may be symbolic (a loop over ``2*s0`` rows)."""
     if not expr.is_Add:
         return expr
     terms = list(expr.args)
     changed = True
     while changed:
         changed = False
-        parsed = []
-        for term in terms:
-            coeff, rest = term.as_coeff_Mul()
-            digit = _digits(rest) if coeff.is_Integer else None
-            if digit is None and coeff.is_Integer and rest.is_Symbol:
-                digit = (rest, sympy.Integer(1), None)
-            parsed.append((coeff, digit))
-        for a, (coeff_a, dig_a) in enumerate(parsed):
-            if dig_a is None or dig_a[2] is None:
+        parsed = [_parse_digit(term) for term in terms]
+        for a, found_a in enumerate(parsed):
+            if found_a is None or found_a[1][2] is None:
                 continue
-            base, div, mod = dig_a
-            for b, (coeff_b, dig_b) in enumerate(parsed):
-                if b == a or dig_b is None:
+            coeff_a, (base, div, mod) = found_a
+            for b, found_b in enumerate(parsed):
+                if b == a or found_b is None:
                     continue
-                if dig_b[0] == base and dig_b[1] == div * mod and coeff_b == coeff_a * mod:
+                coeff_b, dig_b = found_b
+                if (
+                    dig_b[0] == base
+                    and sympy.expand(dig_b[1] - div * mod) == 0
+                    and sympy.expand(coeff_b - coeff_a * mod) == 0
+                ):
                     merged_mod = None if dig_b[2] is None else mod * dig_b[2]
                     if merged_mod is None:
                         merged = FloorDiv(base, div)
@@ -224,7 +299,9 @@ def simplify_index(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr] | None = 
     var_ranges = var_ranges or {}
     expr = sympy.expand(as_expr(expr))
     for _ in range(8):
-        new = _merge_digits(_fold_bounded(expr, var_ranges))
+        new = _fold_bounded(expr, var_ranges)
+        # digits merge inside digits' bases too (a reshape of a reshape)
+        new = new.replace(lambda e: e.is_Add, _merge_digits)
         new = sympy.expand(new)
         if new == expr:
             break

@@ -17,7 +17,7 @@ import sympy
 import torch
 
 from .errors import DynamicShapeUnsupported
-from .indexing import Expr, FloorDiv, as_exprs, contiguous_strides, static_int
+from .indexing import Expr, FloorDiv, as_exprs, contiguous_strides, known_le, static_int
 
 
 @dataclass
@@ -112,14 +112,26 @@ def is_channels_last(layout: Layout) -> bool:
 
 def stride_order(layout: Layout) -> list[int]:
     """Dimensions from outermost to innermost in storage. Size-1 dims keep their logical
-    place; symbolic or zero strides (broadcasts) give the logical order."""
+    place; zero strides (broadcasts), or symbolic strides whose order is not proven for
+    every size (``64*s0`` > ``64`` is), give the logical order."""
     rank = len(layout.size)
     real = [d for d in range(rank) if layout.size[d] != 1]
-    if any(not getattr(layout.stride[d], "is_Integer", False) for d in real) or any(
-        int(layout.stride[d]) == 0 for d in real
-    ):
+    strides = {d: layout.stride[d] for d in real}
+    if any(s == 0 for s in strides.values()):
         return list(range(rank))
-    order = iter(sorted(real, key=lambda d: -int(layout.stride[d])))  # stable on ties
+    ordered: list[int] = []
+    for d in real:  # insertion sort by proven comparisons, stable on ties
+        at = len(ordered)
+        while at > 0:
+            mine, theirs = strides[d], strides[ordered[at - 1]]
+            if known_le(theirs, mine) and not known_le(mine, theirs):
+                at -= 1  # proven at least as large, and not always equal: further out
+            elif known_le(mine, theirs):
+                break
+            else:
+                return list(range(rank))  # no order proven for every size
+        ordered.insert(at, d)
+    order = iter(ordered)
     return [next(order) if d in real else d for d in range(rank)]
 
 

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten
 
-from ..layout import FixedLayout, Layout
+from ..layout import FixedLayout, Layout, size_expr
 from ..nodes import IRNode, TensorBox
 from ..views import storage_view
 from .registry import register_lowering
@@ -34,13 +34,16 @@ ATTENTION_PRIMS = (
 )
 
 
-def dense_in_order(size: Sequence[int], stride: Sequence[int]) -> list[int]:
-    """Dense strides for ``size`` whose dims are ordered as ``stride`` orders them."""
+def dense_in_order(size: Sequence[Any], stride: Sequence[int]) -> list[Any]:
+    """Dense strides for ``size`` whose dims are ordered as ``stride`` orders them (sizes
+    may be symbolic: the strides are then products of size expressions)."""
     order = sorted(range(len(size)), key=lambda d: (stride[d], -d))  # innermost first
-    dense, step = [0] * len(size), 1
+    dense: list[Any] = [0] * len(size)
+    step: Any = sympy.Integer(1)
     for d in order:
         dense[d] = step
-        step *= max(int(size[d]), 1)
+        n = sympy.sympify(size[d])
+        step = step * (max(int(n), 1) if n.is_Integer else n)
     return dense
 
 
@@ -49,16 +52,27 @@ def _static(values: Sequence[Any]) -> list[int] | None:
     return [int(e) for e in exprs] if all(e.is_Integer for e in exprs) else None
 
 
+def _stride_hints(ctx: Any, traced: torch.Tensor) -> list[int] | None:
+    """The traced strides' values on the example inputs: they only order the dims of a
+    dense layout (dense for every size whatever the order), never a correctness decision."""
+    strides = [size_expr(s) for s in traced.stride()]
+    if all(isinstance(s, int) for s in strides):
+        return strides  # type: ignore[return-value]
+    env = ctx.shape_env
+    if env is None:
+        return None
+    return [s if isinstance(s, int) else int(env.size_hint(s)) for s in strides]
+
+
 def _as_fed(ctx: Any, value: IRNode, traced: torch.Tensor) -> IRNode:
     ctx._realize_view_base(value)  # a transposed computed value: computed once, read as a view
     if storage_view(value) is not None:
         return value
-    size = _static(value.get_size())
-    if size is None:
-        return value  # symbolic sizes: the extern argument's default copy
-    layout = FixedLayout(
-        value.get_device(), value.get_dtype(), size, dense_in_order(size, traced.stride())
-    )
+    size = list(value.get_size())
+    hints = _stride_hints(ctx, traced)
+    if hints is None:
+        return value  # no order known: the extern argument's default copy
+    layout = FixedLayout(value.get_device(), value.get_dtype(), size, dense_in_order(size, hints))
     return TensorBox(ctx.realize_copy(value, layout))
 
 
