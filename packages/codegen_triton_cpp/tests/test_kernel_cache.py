@@ -120,3 +120,14 @@ def test_damaged_entry_is_not_found(fresh_cache, damage):
     assert fresh_cache.lookup(key) is None
     fresh_cache.discard(entry)
     assert not path.exists() and not entry.sidecar_path.exists()
+
+
+def test_entry_copied_under_another_key_is_not_found(fresh_cache):
+    x, y = content_key(["entry-x"]), content_key(["entry-y"])
+    _publish_fake(fresh_cache, x, b"library x")
+    _publish_fake(fresh_cache, y, b"library y")
+    ex, ey = fresh_cache.entry(x), fresh_cache.entry(y)
+    ey.library_path.write_bytes(ex.library_path.read_bytes())
+    ey.sidecar_path.write_bytes(ex.sidecar_path.read_bytes())
+    assert fresh_cache.lookup(x) == ex.library_path
+    assert fresh_cache.lookup(y) is None

@@ -4,14 +4,17 @@ Layout under the root (EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cach
 
     cpp/<key[:2]>/<key>.cpp    the kernel source (kept for debugging and output_code logs)
     cpp/<key[:2]>/<key>.so     the shared object
-    cpp/<key[:2]>/<key>.json   sidecar: sha256 and size of the .so bytes
+    cpp/<key[:2]>/<key>.json   sidecar: the entry's own key, sha256 and size of the .so bytes
     cpp/<key[:2]>/<key>.lock   advisory lock held while one process builds the entry
     toolchain/<probe>.json     the compiler probe (see cpp/toolchain.py)
 
 Every file is written to a temporary name in its final directory and published with
 os.replace, the .so before its sidecar, so a reader never sees a half-written file. An entry
-is loaded only when the .so's bytes hash to the sidecar's digest; anything else (truncated,
-corrupt, sidecar missing) is deleted and rebuilt under the entry's lock.
+is loaded only when its sidecar names its own key (an entry copied or moved under another
+key's name is internally consistent but holds another library: loading it would fail on a
+missing kernel, or run the wrong one) and the .so's bytes hash to the sidecar's digest;
+anything else (another key, truncated, corrupt, sidecar missing or of an older format) is
+deleted and rebuilt under the entry's lock.
 """
 
 from __future__ import annotations
@@ -162,13 +165,21 @@ class KernelCache:
         return entry.library_path if self.verify(entry) else None
 
     def verify(self, entry: CacheEntry, *, warn: bool = True) -> bool:
-        """True when the .so exists and its bytes match the sidecar's size and sha256."""
+        """True when the sidecar names this entry's key and the .so's bytes match its size
+        and sha256."""
         try:
             sidecar = json.loads(entry.sidecar_path.read_text())
             data = entry.library_path.read_bytes()
         except (OSError, ValueError):
             return False
         if not isinstance(sidecar, dict):
+            return False
+        if sidecar.get("key") != entry.key:
+            if warn:
+                log.warning(
+                    "kernel cache entry %s belongs to key %r; it will be rebuilt",
+                    entry.library_path, sidecar.get("key"),
+                )  # fmt: skip
             return False
         ok = len(data) == sidecar.get("size") and (
             hashlib.sha256(data).hexdigest() == sidecar.get("sha256")
@@ -186,7 +197,12 @@ class KernelCache:
     def publish(self, entry: CacheEntry, built_library: Path, **metadata: object) -> Path:
         """Moves a freshly built .so into place, then writes its sidecar (the commit point)."""
         data = built_library.read_bytes()
-        sidecar = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), **metadata}
+        sidecar = {
+            **metadata,
+            "key": entry.key,  # checked on load: the entry is this key's, not a copy of another
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+        }
         os.replace(built_library, entry.library_path)
         atomic_write(entry.sidecar_path, json.dumps(sidecar, sort_keys=True).encode())
         return entry.library_path

@@ -104,6 +104,38 @@ def test_corrupt_entry_is_rebuilt_not_loaded(fresh_builder, damage):
     run_negate(fresh_builder.compile(source))
 
 
+def test_entry_of_another_key_is_rebuilt_not_loaded(fresh_builder):
+    """An entry copied under another key's name is internally consistent (its sidecar
+    matches its .so) but holds another library: rebuilt, never loaded."""
+    other, wanted = scale_source(), negate_source("another-key")
+    (x,) = fresh_builder.build_many([other])
+    (y,) = fresh_builder.build_many([wanted])
+    cache = fresh_builder.cache
+    source_entry, target = cache.entry(x.key), cache.entry(y.key)
+    for name in ("library_path", "sidecar_path", "source_path"):
+        getattr(target, name).write_bytes(getattr(source_entry, name).read_bytes())
+    assert cache.lookup(y.key) is None
+    (rebuilt,) = fresh_builder.build_many([wanted])
+    assert not rebuilt.cache_hit and rebuilt.key == y.key
+    assert json.loads(target.sidecar_path.read_text())["key"] == y.key
+    assert target.source_path.read_text() == wanted
+    run_negate(fresh_builder.compile(wanted))
+    assert fresh_builder.build_many([wanted])[0].cache_hit
+
+
+def test_sidecar_without_a_key_is_rebuilt(fresh_builder):
+    """An entry of the previous format (no key in its sidecar) is rebuilt once."""
+    source = negate_source("keyless-sidecar")
+    (built,) = fresh_builder.build_many([source])
+    sidecar_path = fresh_builder.cache.entry(built.key).sidecar_path
+    sidecar = json.loads(sidecar_path.read_text())
+    del sidecar["key"]
+    sidecar_path.write_text(json.dumps(sidecar))
+    (rebuilt,) = fresh_builder.build_many([source])
+    assert not rebuilt.cache_hit
+    run_negate(fresh_builder.compile(source))
+
+
 def test_compile_error_is_typed_and_cleans_up(fresh_builder):
     source = '#include "ember_runtime.h"\nEMBER_KERNEL void broken() { undeclared_thing(); }\n'
     with pytest.raises(CppCompileError, match="undeclared_thing") as info:

@@ -231,6 +231,7 @@ def test_autotune_benchmarks_caches_and_reuses_the_decision(tmp_path, monkeypatc
         _, first = compile_triton_fn(f, *inputs, autotune=True)
     (decision,) = _decisions(tmp_path)
     entry = json.loads(decision.read_text())
+    assert entry["key"] == decision.name.removesuffix(".matmul.json")
     assert entry["choice"] in ("template", "aten") and entry["aten_ms"] > 0
     assert len(entry["template_ms"]) >= 1
     assert any("wins (aten + epilogue" in r.getMessage() for r in caplog.records)
@@ -247,6 +248,13 @@ def test_autotune_benchmarks_caches_and_reuses_the_decision(tmp_path, monkeypatc
     assert _decisions(tmp_path) == [decision]
     _template_ran(second, fused=True)
     torch.testing.assert_close(second(inputs)[0], want, atol=1e-4, rtol=1e-4)
+
+    # another key's decision copied under this name: ignored, benchmarked again
+    decision.write_text(json.dumps({**entry, "key": "0" * 64}))
+    monkeypatch.setattr(template_choice, "time_ms", lambda run, device: 1.0)
+    _, third = compile_triton_fn(f, *inputs, autotune=True)
+    assert json.loads(decision.read_text())["key"] == entry["key"]
+    torch.testing.assert_close(third(inputs)[0], want, atol=1e-4, rtol=1e-4)
 
 
 def test_storage_freed_after_the_extern_is_not_reused_before_the_template(check):

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -46,13 +47,53 @@ def test_max_autotune_benchmarks_and_caches_the_winner(compile_prims):
     _, compiled = compile_prims(_chain, a, b, mode="max-autotune")
     torch.testing.assert_close(compiled([a, b]), list(_chain(a, b)))
     root = os.path.join(os.environ["EMBER_CACHE_DIR"], "triton", "autotune")
-    entries = os.listdir(root)
+    entries = [e for e in os.listdir(root) if not e.endswith(".matmul.json")]
     assert entries
     with open(os.path.join(root, entries[0])) as handle:
-        config = json.load(handle)
-    assert {"XBLOCK", "num_warps"} <= set(config)
+        entry = json.load(handle)
+    assert entry["key"] == entries[0].removesuffix(".json")
+    assert {"XBLOCK", "num_warps"} <= set(entry["config"])
     _, again = compile_prims(_chain, a, b, autotune=True)  # read back from the cache
     assert [k.config for k in again.kernels] == [k.config for k in compiled.kernels]
+
+
+def _other(a, b):
+    return (prims.cos(prims.sub(a, b)),)
+
+
+def test_kernel_module_of_another_key_is_rewritten_not_imported(compile_prims):
+    """A kernel module copied under another key's name is replaced by the right source
+    before it is imported (the module cache compares the file with the source)."""
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    _, x = compile_prims(_other, a, b)
+    sched, y = compile_prims(_chain, a, b)
+    y.module_path.write_bytes(x.module_path.read_bytes())
+    sys.modules.pop(f"ember_triton_{y.module_path.stem[:24]}", None)  # as a fresh process
+    again = compile_graph(sched, target="triton")
+    assert again.module_path == y.module_path
+    assert y.module_path.read_text() == y.triton_source
+    torch.testing.assert_close(again([a, b]), list(_chain(a, b)))
+
+
+def test_autotune_entry_of_another_key_or_corrupt_is_retuned(compile_prims, tmp_path, monkeypatch):
+    from ember_codegen.triton.autotune import _load_winner
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))  # only this test's entries
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    root = Path(os.environ["EMBER_CACHE_DIR"]) / "triton" / "autotune"
+    compile_prims(_chain, a, b, autotune=True)
+    entries = sorted(p for p in root.glob("*.json") if not p.name.endswith(".matmul.json"))
+    for path in entries:
+        assert _load_winner(path) is not None
+        entry = json.loads(path.read_text())
+        # another key's consistent entry under this name (what a copy or a move leaves)
+        path.write_text(json.dumps({**entry, "key": "0" * 64}))
+        assert _load_winner(path) is None
+    entries[0].write_text('{"key": ')  # truncated
+    assert _load_winner(entries[0]) is None
+    _, again = compile_prims(_chain, a, b, autotune=True)  # re-tuned, rewritten
+    torch.testing.assert_close(again([a, b]), list(_chain(a, b)))
+    assert all(json.loads(p.read_text())["key"] == p.stem for p in entries)
 
 
 def test_heuristics_pick_the_kernel_kind():

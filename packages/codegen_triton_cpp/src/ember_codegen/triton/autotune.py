@@ -2,8 +2,9 @@
 
 Benchmarks run on scratch buffers (zero-filled, so indirect indices stay in range) with
 the kernel's real layouts. Winners are cached on disk per kernel source, kind, sizes and
-device under ``<cache>/triton/autotune/<key>.json`` (atomic writes), so a second process
-skips the benchmark. On a GPU the timer is ``triton.testing.do_bench``; under the CPU
+device under ``<cache>/triton/autotune/<key>.json`` (``{"key", "config"}``, atomic writes;
+an entry naming another key is ignored and re-tuned), so a second process skips the
+benchmark. On a GPU the timer is ``triton.testing.do_bench``; under the CPU
 interpreter a wall-clock median (only the mechanism is tested there, not the choice).
 """
 
@@ -115,11 +116,9 @@ def autotune_kernel(
     if kernel.kind == "partial":
         candidates = candidate_configs("split", xnumel // kernel.config.NSPLIT, rnumel)
     path = _cache_path(kernel, candidates, device)
-    if path.exists():
-        try:
-            return LaunchConfig(**json.loads(path.read_text()))
-        except (ValueError, TypeError):
-            log.warning("ignoring a corrupt autotune cache entry %s", path)
+    cached = _load_winner(path)
+    if cached is not None:
+        return cached
     timings = []
     for config in candidates:
         try:
@@ -130,5 +129,23 @@ def autotune_kernel(
         return kernel.config
     best_ms, best = min(timings, key=lambda t: t[0])
     log.info("autotune %s: %s (%.4f ms of %d)", kernel.name, best.describe(), best_ms, len(timings))
-    atomic_write(path, json.dumps(asdict(best)).encode())
+    atomic_write(path, json.dumps({"key": path.stem, "config": asdict(best)}).encode())
     return best
+
+
+def _load_winner(path: Path) -> LaunchConfig | None:
+    """The winner recorded at `path`, or None: missing, corrupt, or an entry of another key
+    (copied or moved under this name: it was tuned for another kernel) is re-tuned."""
+    try:
+        entry = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        entry = None
+    try:
+        if isinstance(entry, dict) and entry.get("key") == path.stem:
+            return LaunchConfig(**entry["config"])
+    except (KeyError, TypeError):
+        pass
+    log.warning("ignoring an autotune cache entry %s that is corrupt or another key's", path)
+    return None

@@ -196,15 +196,18 @@ def choose(
     epilogue = kernels.get(plan.epilogue_group) if plan.epilogue_group else None
     aten_code = [k.code for k in epilogue.kernels] if epilogue else []
     path = _cache_path(plan, aten_code, device)
+    key = path.name.removesuffix(".matmul.json")
     if path.exists():
         try:
             entry = json.loads(path.read_text())
+            if entry["key"] != key:  # another key's decision copied or moved here
+                raise KeyError("key")
             plan.config = TemplateConfig(**entry["config"])
             log.info("matmul %s: %s (cached decision %s)", plan.spec.describe(), entry["choice"],
                      path.name)  # fmt: skip
             return entry["choice"] == "template"
         except (ValueError, TypeError, KeyError):
-            log.warning("ignoring a corrupt matmul decision %s", path)
+            log.warning("ignoring a corrupt or another key's matmul decision %s", path)
     names = set(plan.params)
     if epilogue is not None:
         names |= {p for k in epilogue.kernels for p in k.params}
@@ -231,7 +234,7 @@ def choose(
         plan.spec.describe(), choice, " + epilogue" if epilogue else "", aten_ms, best_ms,
         best.describe(), len(timings),
     )  # fmt: skip
-    entry = {"choice": choice, "config": asdict(best), "aten_ms": aten_ms,
+    entry = {"key": key, "choice": choice, "config": asdict(best), "aten_ms": aten_ms,
              "template_ms": {c.describe(): ms for ms, c in timings}}  # fmt: skip
     atomic_write(path, json.dumps(entry, indent=1).encode())
     return choice == "template"
