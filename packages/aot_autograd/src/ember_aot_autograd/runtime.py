@@ -17,6 +17,7 @@ import torch.fx
 from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_structure
 
+from ember_aot_autograd._events import emit
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
 from ember_aot_autograd.missing_tangents import TangentPresence, tangent_masks
@@ -43,6 +44,7 @@ def _checked(gm: torch.fx.GraphModule, kind: str = "inference") -> torch.fx.Grap
     assert_functional(gm)
     assert_has_val(gm)
     graph_log.debug("%s graph:%s", kind, _Code(gm))
+    emit("graph", gm=gm, stage=f"aot_{kind}")  # prim level: decomposed while traced
     return gm
 
 

@@ -28,6 +28,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ember_aot_autograd._events import stage
 from ember_aot_autograd.dense import is_dense
 from ember_aot_autograd.errors import (
     InputMutationError,
@@ -201,7 +202,7 @@ class FunctionalTracer(TorchDispatchMode):
         args, kwargs = tree_map(self._lift_constant, (args, kwargs))
         if self.decompositions is not None and func in self.decompositions:
             self.report.decomposed[str(func)] += 1
-            with self:
+            with self, stage("decompose"):  # its time shows as the decompose stage's
                 return self.decompositions[func](*args, **kwargs)
         rule = SPECIAL_RULES.get(func)
         if rule is not None:

@@ -24,6 +24,7 @@ import torch
 
 import ember_frame_hook as fh
 from ember_bytecode_tracer import codegen
+from ember_bytecode_tracer._events import emit
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
 from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
@@ -237,10 +238,12 @@ class FrameCompiler:
         if cache.entries and hasattr(cache.entries[0], "record"):
             reason = cache.entries[0].record.guards.failure_reason(frame.f_locals)
             reason = reason or "the cached code was compiled by another ember.compile call"
+        emit("frame_start", code=code)
         try:
             record, new_code, guard = self._trace(frame)
         except SkipFrame as exc:
             log.debug("ember: not compiling %s: %s", code.co_name, exc)
+            emit("frame_skipped", code=code, reason=str(exc))
             self.skipped.append((code, str(exc)))
             fh.skip_code(code)
             return None
@@ -249,6 +252,7 @@ class FrameCompiler:
                 log.warning(
                     "ember: backend failed for %s; running it eagerly", code.co_name, exc_info=True
                 )
+                emit("frame_skipped", code=code, reason="backend failed (suppress_errors)")
                 fh.skip_code(code)
                 return None
             raise
@@ -305,6 +309,7 @@ class FrameCompiler:
             "on. The guard that kept failing: %s",
             code.co_name, code.co_filename, code.co_firstlineno, cache.limit, reason or "unknown",
         )  # fmt: skip
+        emit("frame_skipped", code=code, reason=f"cache limit; failing guard: {reason}")
         fh.skip_code(code)
 
 

@@ -17,6 +17,8 @@ from ember.distributed.ddp_split import split_for_ddp
 from ember.exc import EmberError
 from ember.logs import configure_from_env, log_record
 from ember.stats import clear as clear_counters
+from ember.trace import configure as configure_trace
+from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -45,18 +47,27 @@ def compile(
     if config.optimize_ddp:
         backend_fn = split_for_ddp(backend_fn)
     configure_from_env()
+    if configure_trace() is not None:  # EMBER_TRACE_DIR: record what this compile does
+        backend_fn, on_record = traced_backend(backend_fn), _log_and_trace
+    else:
+        on_record = log_record
     fh.set_cache_limit(config.cache_size_limit)
     compiler = FrameCompiler(
         backend_fn,
         fullgraph=fullgraph,
         suppress_errors=config.suppress_errors,
-        on_record=log_record,
+        on_record=on_record,
         dynamic=dynamic,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
     )
     if isinstance(model, torch.nn.Module):
         return OptimizedModule(model, compiler)
     return _wrap_function(model, compiler)
+
+
+def _log_and_trace(record) -> None:
+    log_record(record)
+    on_frame(record)
 
 
 def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:

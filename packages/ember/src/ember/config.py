@@ -13,6 +13,8 @@ class Config:
     # nonzero, masked_select, boolean-mask indexing, unique: with symbolic shapes on, an
     # unbacked size symbol keeps the graph going; off, these ops are a graph break.
     capture_dynamic_output_shape_ops: bool = False
+    # a folder for the structured compile trace (ember.trace; EMBER_TRACE_DIR sets it too)
+    trace_dir: str | None = None
     # graphs traced inside a DDP forward compile as one piece per DDP bucket, so each
     # bucket's all-reduce starts while backward still runs (ember/distributed/ddp_split.py)
     optimize_ddp: bool = True

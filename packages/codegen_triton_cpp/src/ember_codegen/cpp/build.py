@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember_codegen._events import emit, stage
 from ember_codegen._version import __version__
 from ember_codegen.cache import KernelCache, atomic_write, content_key, temporary_path
 from ember_codegen.cpp.loader import LoadedKernelLibrary
@@ -125,6 +126,7 @@ class CppBuilder:
             }
             for key, future in futures.items():
                 results[key] = future.result()  # re-raises the first CppCompileError
+        emit("cache", level="kernel", hits=len(sources) - len(misses), misses=len(misses))
         perf_log.info(
             "build_many: %d sources, %d cache hits, %d compiled in %.3fs",
             len(sources), len(sources) - len(misses), len(misses), time.perf_counter() - start,
@@ -133,10 +135,11 @@ class CppBuilder:
 
     def compile_many(self, sources: Sequence[str]) -> list[LoadedKernelLibrary]:
         """Builds (in parallel) and loads one library per source, in order."""
-        return [
-            LoadedKernelLibrary(r.library_path, key=r.key, source_path=r.source_path)
-            for r in self.build_many(sources)
-        ]
+        with stage("cpp_build"):  # compile (or find in the cache) and load
+            return [
+                LoadedKernelLibrary(r.library_path, key=r.key, source_path=r.source_path)
+                for r in self.build_many(sources)
+            ]
 
     def compile(self, source: str) -> LoadedKernelLibrary:
         return self.compile_many([source])[0]

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ember_codegen._events import stage
 from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.cpp.emit.dynamic_wrapper import DynamicWrapper, SizeBinder
 from ember_codegen.cpp.emit.size_bindings import bound, concrete
@@ -132,7 +133,8 @@ def compile_triton(
         if p not in {ws.name for ws in g.workspaces}
     }
     if device.type == "cuda" and not interpreting():
-        compile_parallel(launched, module, layouts, device)
+        with stage("triton_build"):
+            compile_parallel(launched, module, layouts, device)
     wrapper = build_wrapper(sched, by_name, templates)
     namespace = {**runtime_namespace(device), **wrapper.namespace}
     for kernel in (k for g in groups for k in g.kernels):

@@ -18,6 +18,7 @@ from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.registry import register_backend
 from ember.stats import counters
+from ember.trace.hooks import emit
 
 log = logging.getLogger("ember.aot")
 #: ops that read sizes (symbolic shapes): part of every graph, no fallback
@@ -48,6 +49,7 @@ def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
         is_op = node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
         if is_op and target.namespace != "ember_prims" and target not in SIZE_OPS:
             counters["aten_fallbacks"][str(target)] += 1
+            emit("fallback", kind="aten", op=str(target), count=1)
             log.info("aten op without decomposition kept in the graph: %s", target)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ember.stats import counters
+from ember.trace.hooks import emit
 
 log = logging.getLogger("ember.cache")
 
@@ -49,6 +50,7 @@ def count(event: str, level: str = "") -> None:
     """cache_hits / cache_misses / cache_bypasses under counters['inductor'] (level-prefixed
     for the codegen level)."""
     counters["inductor"][f"{level}cache_{event}"] += 1
+    emit("cache", level=level.rstrip("_") or "aot", result=event)
 
 
 def code_fingerprint() -> str:

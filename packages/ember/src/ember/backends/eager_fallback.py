@@ -28,6 +28,7 @@ import torch
 
 from ember.backends.eager_probe import eager_error
 from ember.stats import counters
+from ember.trace.hooks import emit
 
 log = logging.getLogger("ember.backends")
 
@@ -61,6 +62,7 @@ def untraced_tensor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str 
 
 def _fall_back(backend: str, key: str, reason: str) -> None:
     counters["graph_fallbacks"][key] += 1
+    emit("fallback", kind="graph", backend=backend, op=key, reason=reason)
     log.warning("%s: this graph runs eagerly (a stage limitation): %s", backend, reason)
 
 
@@ -79,6 +81,7 @@ def _users_error(backend: str, gm: torch.fx.GraphModule, inputs: Any, failure: E
     if error is None:
         return False
     counters["eager_errors"][type(error).__name__] += 1
+    emit("fallback", kind="eager_error", backend=backend, op=type(error).__name__)
     log.warning(
         "%s: eager raises on this graph too (%s: %s); it runs eagerly so that the call raises "
         "eager's error (the stage said: %s: %s)",

@@ -40,6 +40,8 @@ from ember.backends.registry import register_backend, register_backend_configura
 from ember.backends.size_specialization import SizeSpecializer, has_symbolic_sizes
 from ember.exc import EmberError
 from ember.stats import counters
+from ember.trace import stage
+from ember.trace.kernels import emit_fallbacks, emit_kernels
 
 log = logging.getLogger("ember.cache")
 TARGETS = {"cpu": "cpp", "cuda": "triton"}  # device type -> ember-codegen target
@@ -147,6 +149,7 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
         counters["inductor_fallbacks"][str(prim)] += count
     for op, count in aten.items():
         counters["aten_fallbacks"][op] += count
+    emit_fallbacks(fallbacks, aten)
 
     runs = f"{kind}_runs"
 
@@ -220,13 +223,18 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             if hit is not None:
                 artifact_cache.count("hits", "codegen_")
                 compiled, aten = hit
+                emit_kernels(gm, None, compiled, target)
                 compiled = _finish(compiled, target, settings, kind)
                 return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
         count_aten_fallbacks(gm)
-        lowering = lower(gm, example_inputs, target=target)  # stage: lower
-        scheduled = schedule(lowering)  # stage: schedule
+        with stage("lower"):
+            lowering = lower(gm, example_inputs, target=target)
+        with stage("schedule"):
+            scheduled = schedule(lowering)
         options = _codegen_options(target, settings)
-        compiled = codegen(scheduled, target=target, **options)  # stage: codegen
+        with stage("codegen"):
+            compiled = codegen(scheduled, target=target, **options)
+        emit_kernels(gm, scheduled, compiled, target)
         if key is not None:
             try:
                 CodegenArtifacts().save(key, compiled, _aten_ops(gm))
@@ -253,6 +261,7 @@ def compile_graph_source(
     if hit is not None:
         artifact_cache.count("hits", "codegen_")
         compiled, aten = hit
+        emit_kernels(None, None, compiled, target)
         compiled = _finish(compiled, target, settings, kind)
         return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
     gm = graph_from_source(source)
@@ -299,12 +308,13 @@ def _inductor(
             min_cut_rematerialization_partition,
             functools.partial(compile_graph_source, settings=settings),
         )
-    return aot_module(  # stages: aot + decompose
-        gm,
-        example_inputs,
-        fw_compiler=compile_prim_graph("forward", settings),
-        bw_compiler=compile_prim_graph("backward", settings),
-        decompositions=decompositions,
-        partition_fn=min_cut_rematerialization_partition,
-        artifact_store=store,
-    )
+    with stage("aot"):  # and decompose (ember_aot_autograd times it)
+        return aot_module(
+            gm,
+            example_inputs,
+            fw_compiler=compile_prim_graph("forward", settings),
+            bw_compiler=compile_prim_graph("backward", settings),
+            decompositions=decompositions,
+            partition_fn=min_cut_rematerialization_partition,
+            artifact_store=store,
+        )

@@ -1,0 +1,5 @@
+import sys
+
+from ember.report.cli import main
+
+sys.exit(main())

@@ -1,0 +1,193 @@
+"""Reads trace files (ember.trace's JSON lines) into plain objects for the report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Graph:
+    id: int
+    stage: str  # torch | aot_forward | aot_backward | aot_inference | prim
+    frame: int | None
+    parent: int | None
+    code: str
+    rows: list[list[str]]
+    inputs: list[str] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict)  # compile seconds by stage
+    kernels: list[dict] = field(default_factory=list)  # the kernels compiled from it
+    wrapper: str | None = None
+
+
+@dataclass
+class Frame:
+    id: int
+    code: dict = field(default_factory=dict)  # name, qualname, file, line, last_line
+    file_text: str = ""
+    graphs: list[int] = field(default_factory=list)
+    breaks: list[dict] = field(default_factory=list)
+    recompile: str | None = None
+    guards: list[dict] = field(default_factory=list)
+    shape_guards: list[dict] = field(default_factory=list)
+    guard_source: str = ""
+    bytecode: tuple[str, str] = ("", "")
+    stages: dict[str, float] = field(default_factory=dict)
+    skipped: str | None = None  # ran eagerly: why
+    t: float = 0.0
+
+
+@dataclass
+class Trace:
+    path: Path
+    process: dict = field(default_factory=dict)
+    frames: dict[int, Frame] = field(default_factory=dict)
+    graphs: dict[int, Graph] = field(default_factory=dict)
+    caches: list[dict] = field(default_factory=list)
+    fallbacks: list[dict] = field(default_factory=list)
+    stages: list[dict] = field(default_factory=list)
+
+    def frame(self, fid: int) -> Frame:
+        return self.frames.setdefault(fid, Frame(fid))
+
+    def stage_totals(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for s in self.stages:
+            totals[s["name"]] = totals.get(s["name"], 0.0) + s["seconds"]
+        return totals
+
+
+def trace_files(path: str | Path) -> list[Path]:
+    path = Path(path)
+    if path.is_dir():
+        return sorted(path.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+    return [path]
+
+
+def load(path: str | Path) -> list[Trace]:
+    """Every trace file under `path` (a directory or one file), oldest first."""
+    return [load_file(p) for p in trace_files(path)]
+
+
+def load_file(path: Path) -> Trace:
+    trace = Trace(path)
+    blobs: dict[str, str] = {}
+
+    def resolve(value: Any) -> Any:  # blob references -> their text (blobs come first)
+        if isinstance(value, dict):
+            if set(value) == {"blob"}:
+                return blobs.get(value["blob"], "")
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        return value
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a process killed mid-write: keep what is whole
+                continue
+            if record["event"] == "blob":
+                blobs[record["id"]] = record["text"]
+                continue
+            reader = _READERS.get(record["event"])
+            if reader is not None:
+                reader(trace, resolve(record), text)
+    return trace
+
+
+def _process(trace: Trace, r: dict, text) -> None:
+    trace.process = r
+
+
+def _graph(trace: Trace, r: dict, text) -> None:
+    rows = json.loads(text(r.get("table")) or "[]")
+    trace.graphs[r["id"]] = Graph(
+        r["id"], r["stage"], r.get("frame"), r.get("parent"), text(r.get("code")), rows,
+        r.get("inputs", []),
+    )  # fmt: skip
+
+
+def _frame(trace: Trace, r: dict, text) -> None:
+    frame = trace.frame(r["frame"])
+    code = dict(r["code"])
+    frame.file_text = text(code.pop("file_text", None))
+    frame.code, frame.graphs, frame.t = code, list(r.get("graphs", [])), r["t"]
+
+
+def _bytecode(trace: Trace, r: dict, text) -> None:
+    trace.frame(r["frame"]).bytecode = (text(r.get("original")), text(r.get("rewritten")))
+
+
+def _guards(trace: Trace, r: dict, text) -> None:
+    frame = trace.frame(r["frame"])
+    frame.guards, frame.shape_guards = r.get("guards", []), r.get("shape_guards", [])
+    frame.guard_source = text(r.get("source"))
+
+
+def _break(trace: Trace, r: dict, text) -> None:
+    trace.frame(r["frame"]).breaks.append(r)
+
+
+def _recompile(trace: Trace, r: dict, text) -> None:
+    trace.frame(r["frame"]).recompile = r["reason"]
+
+
+def _stage(trace: Trace, r: dict, text) -> None:
+    trace.stages.append(r)
+    target = trace.graphs.get(r.get("graph")) if r.get("graph") is not None else None
+    owner = target.stages if target is not None else trace.frame(r["frame"]).stages
+    if r.get("frame") is None and target is None:
+        return
+    owner[r["name"]] = owner.get(r["name"], 0.0) + r["seconds"]
+
+
+def _kernels(trace: Trace, r: dict, text) -> None:
+    prim = (r.get("prim_graph") or {}).get("graph_id")
+    graph = trace.graphs.get(prim) or trace.graphs.get(r.get("graph"))
+    if graph is None:
+        return
+    for kernel in r.get("kernels", []):
+        graph.kernels.append({**kernel, "code": text(kernel.get("code"))})
+    if r.get("source"):
+        graph.kernels.append({"name": "(whole module)", "fused_nodes": [], "extern": None,
+                              "language": r.get("target"), "code": text(r["source"])})  # fmt: skip
+    graph.wrapper = text(r.get("wrapper")) or None
+
+
+def _cache(trace: Trace, r: dict, text) -> None:
+    trace.caches.append(r)
+
+
+def _fallback(trace: Trace, r: dict, text) -> None:
+    trace.fallbacks.append(r)
+    if r.get("kind") == "eager_frame":
+        frame = trace.frame(r["frame"]) if r.get("frame") is not None else None
+        if frame is not None and not frame.code:
+            code = dict(r["code"]) if isinstance(r.get("code"), dict) else {}
+            frame.file_text = text(code.pop("file_text", None))
+            frame.code, frame.skipped, frame.t = code, r.get("reason", ""), r["t"]
+
+
+_READERS = {
+    "process": _process,
+    "graph": _graph,
+    "frame": _frame,
+    "bytecode": _bytecode,
+    "guards": _guards,
+    "graph_break": _break,
+    "recompile": _recompile,
+    "stage": _stage,
+    "kernels": _kernels,
+    "cache": _cache,
+    "fallback": _fallback,
+}

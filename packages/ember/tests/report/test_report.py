@@ -1,0 +1,168 @@
+"""`python -m ember.report`: the trace as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+import torch
+
+import ember
+import ember.trace
+from ember.report import load, render
+from ember.report.highlight import highlight
+from ember.report.suggest import suggest
+
+
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+class Elements(HTMLParser):
+    """Tags, ids and classes of a page; flags any resource fetched from elsewhere."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.classes: list[str] = []
+        self.tags: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        self.classes += (attrs.get("class") or "").split()
+        for name in ("src", "href"):
+            if (attrs.get(name) or "#").split(":")[0] in ("http", "https", "file", "//"):
+                self.external.append(attrs[name])
+        if tag == "link":
+            self.external.append(str(attrs))
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("trace")
+    ember.reset()
+    ember.config.trace_dir = str(directory)
+    try:
+        compiled = ember.compile(toy_example, backend="aot_eager")
+        for sign in (1, -1):
+            a, b = torch.randn(6), sign * torch.rand(6)
+            torch.testing.assert_close(compiled(a, b), toy_example(a, b))
+        a, b = torch.randn(7, dtype=torch.float64), torch.rand(7, dtype=torch.float64)
+        torch.testing.assert_close(compiled(a, b), toy_example(a, b))  # a recompile
+    finally:
+        ember.config.trace_dir = None
+        ember.trace.close()
+    return directory
+
+
+def test_the_page_has_an_index_sections_and_marks(trace_dir):
+    (trace,) = load(trace_dir)
+    page = render([trace])
+    elements = Elements()
+    elements.feed(page)
+    frames = len(trace.frames)
+    assert frames >= 4  # toy_example twice (one recompile) and its resume functions
+    assert elements.classes.count("frame-row") == frames
+    assert elements.classes.count("frame") == frames
+    assert {"p0-frame-index", "p0-stages", "p0-cache", "frame-filter"} <= elements.ids
+    assert elements.classes.count("break-line") == 2  # the `if` line of both toy frames
+    assert elements.classes.count("suggestion") == 2
+    assert elements.classes.count("recompile") == 1
+    assert "stage-chart" in elements.classes and "svg" in elements.tags
+    assert elements.classes.count("graph-table") == len(trace.graphs)
+    assert "guards" in elements.classes
+    assert elements.external == []  # self-contained: no stylesheet, script or image links
+    assert "<script>" in page and "<style>" in page
+
+
+def test_the_break_line_is_the_if_statement(trace_dir):
+    (trace,) = load(trace_dir)
+    line = toy_example.__code__.co_firstlineno + 2
+    page = render([trace])
+    assert f'class="line break-line" data-line="{line}"' in page
+    first = trace.frames[min(trace.frames)]
+    assert first.breaks and first.breaks[0]["location"].endswith(f":{line}")
+
+
+def test_command_line_writes_the_file(trace_dir, tmp_path):
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "ember.report", str(trace_dir), "-o", str(out)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out.resolve())
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_command_line_refuses_a_folder_without_traces(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "ember.report", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "no *.jsonl trace files" in done.stderr
+
+
+def test_a_truncated_trace_still_renders(trace_dir, tmp_path):
+    (path,) = trace_dir.glob("*.jsonl")
+    lines = path.read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n" + lines[len(lines) // 2][:10])
+    (trace,) = load(cut)
+    assert trace.frames and "<!DOCTYPE html>" in render([trace])
+
+
+@pytest.mark.parametrize(
+    ("reason", "title"),
+    [
+        ("branch on a tensor's value (data-dependent control flow)", "Data-dependent branch"),
+        ("Tensor.item() reads tensor data into Python", "Tensor value read into Python"),
+        ("call to builtin print() (it has effects outside the graph)", "print() in compiled code"),
+        (
+            "call to getpid, a function implemented in C (its effects are not in the graph)",
+            "Call the tracer cannot follow",
+        ),
+    ],
+)
+def test_suggestions_for_common_break_reasons(reason, title):
+    assert suggest(reason).title == title
+
+
+def test_suggestion_reasons_are_the_tracers_own():
+    """The tracer's actual wording for a print and an .item() break gets a suggestion."""
+
+    def f(x):
+        y = x.sin()
+        v = y.sum().item()
+        return y * v
+
+    (brk,) = ember.explain(f)(torch.randn(3)).breaks
+    assert suggest(brk.reason) is not None
+
+
+def test_highlighter_escapes_and_marks_tokens():
+    out = highlight('if x < 1:  # "c"\n    s = "<b>"', "python")
+    assert '<span class="tok-keyword">if</span>' in out
+    assert '<span class="tok-comment"># &quot;c&quot;</span>' in out
+    assert "<b>" not in out
+    cpp = highlight("for (int64_t i = 0; i < n; ++i) { a[i] = 1.0f; } // done", "cpp")
+    assert '<span class="tok-keyword">int64_t</span>' in cpp and "tok-comment" in cpp
+    assert highlight("<x>", "unknown") == "&lt;x&gt;"
+
+
+def test_trace_graph_rows_are_json(trace_dir):
+    (path,) = trace_dir.glob("*.jsonl")
+    tables = [json.loads(r["text"]) for r in map(json.loads, path.read_text().splitlines())
+              if r["event"] == "blob" and r["kind"] == "graph_table"]  # fmt: skip
+    assert tables and all(row[0] in ("placeholder", "call_function", "call_method", "call_module",
+                                     "get_attr", "output") for t in tables for row in t)  # fmt: skip
