@@ -160,6 +160,9 @@ TORCH_STATE: dict[str, str] = {
     "any_autocast": "_C._is_any_autocast_enabled",
     "autocast_enabled": "is_autocast_enabled",  # with the device type as `arg`
     "autocast_dtype": "get_autocast_dtype",  # with the device type as `arg`
+    # the default process group a traced collective with group=None runs over (it raises,
+    # making the guard false, once torch.distributed is shut down)
+    "default_process_group": "distributed.distributed_c10d._get_default_group",
 }
 
 

@@ -40,6 +40,7 @@ from ember_bytecode_tracer.variables.autograd_function import (
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import RULES as TRACE_TIME_RULES
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable
+from ember_bytecode_tracer.variables.collectives import collective_tracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -240,7 +241,11 @@ def _wrap_other(tx: InstructionTranslator, value: Any, source: Source | None):
         if source is not None and not _is_torch_namespace_source(tx, source):
             guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value)
-    special = autograd_call_tracker(value) or optimizer_tracker(value, source)
+    special = (
+        autograd_call_tracker(value)
+        or collective_tracker(value)
+        or optimizer_tracker(value, source)
+    )
     if special is not None:  # engine calls (a break), optimizers, clip_grad_norm_
         if source is not None and not _is_torch_namespace_source(tx, source):
             kind = GuardKind.TYPE_MATCH if source is special.source else GuardKind.ID_MATCH
