@@ -16,6 +16,7 @@ from ember_bytecode_tracer.variables.constant import ConstantVariable, is_consta
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, SliceVariable, TupleVariable
+from ember_bytecode_tracer.variables.sym_builtins import TORCH_SYM_FUNCTIONS, call_symbolic
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ IMPURE = {builtins.print, builtins.input, builtins.open, builtins.id, builtins.b
 # Pure builtins that run at trace time when all their arguments are constants.
 PURE_ON_CONSTANTS = {abs, all, any, bool, chr, divmod, float, format, int, len, max, min, ord,
                      pow, repr, round, sorted, str, sum, tuple, list, set, frozenset, reversed,
-                     math.sqrt, math.ceil, math.floor, math.log, math.exp, math.pi.__class__,
+                     math.sqrt, math.ceil, math.floor, math.trunc, math.log, math.exp, math.pi.__class__,
                      math.prod, math.isfinite, math.isnan, math.isinf, math.gcd, math.cos,
                      math.sin, math.tan, math.log2, math.log10, math.erf, math.tanh,
                      operator.index, isinstance, issubclass, callable}  # fmt: skip
@@ -63,6 +64,9 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if fn in IMPURE:
             raise Unsupported(f"call to builtin {fn.__name__}() (it has effects outside the graph)")
+        symbolic = call_symbolic(tx, fn, args, kwargs)  # sizes kept symbolic (sym_builtins.py)
+        if symbolic is not None:
+            return symbolic
         handler = RULES.get(fn)
         if handler is not None:
             return handler(tx, args, kwargs)
@@ -402,6 +406,8 @@ def _extreme_of_tensors(tx, fn, better, values: list[VariableTracker]) -> Variab
 
 RULES[min] = _make_extreme(min)
 RULES[max] = _make_extreme(max)
+for _fn in TORCH_SYM_FUNCTIONS:  # on constants they fold; on sizes, sym_builtins.py
+    RULES[_fn] = lambda tx, args, kwargs, fn=_fn: constant_fold(fn, args, kwargs)
 
 
 @rule(abs)

@@ -167,6 +167,11 @@ def _build(output: OutputGraph, expr: sympy.Basic, pytype: type) -> Any:
         return int(expr)
     if expr.is_Number:
         return float(expr)
+    if pytype is float and expr.is_integer:
+        # float(n) of a size: the int expression, converted in the graph (an int would
+        # change the dtype of what it multiplies: x.long() * float(n) is a float tensor)
+        node = fx_of(output, expr, int)
+        return _call(output, expr, float, "call_function", torch.sym_float, (node,))
     if isinstance(expr, sympy.Symbol):
         return _symbol_node(output, expr)
     kind = _BUILDERS.get(type(expr).__name__)
