@@ -132,13 +132,18 @@ _GENERATED = ("<frozen", "<eval_with_key", "<ember")
 _TORCH_ALLOWED = (os.path.join(os.path.dirname(torch.__file__), "nn", "modules", ""),)
 
 
-def _owned_by(compiler: FrameCompiler, check: Callable[[dict], bool]) -> Callable[[dict], bool]:
+def _owned_by(compiler: FrameCompiler, guards: Any) -> Callable[[dict], bool]:
     """The entry's guard, plus: the hook's active callback is the compiler that made it.
 
     Cache entries live on the code object, shared by every ember.compile of a function;
     without this, compiling the same function for another backend would reuse the first
-    backend's code. Run-only mode (setting False) runs whatever is cached.
+    backend's code. Run-only mode (setting False) runs whatever is cached. The guard is
+    native (a GuardProgram run in C, guards/native.py) unless EMBER_NATIVE_GUARDS=0.
     """
+    program = guards.native_for(compiler) if hasattr(guards, "native_for") else None
+    if program is not None:
+        return program
+    check = guards.check
     current = fh.get_eval_frame
 
     def guard(f_locals: dict) -> bool:
@@ -256,7 +261,7 @@ class FrameCompiler:
                 fh.skip_code(code)
                 return None
             raise
-        entry = CompiledFrame(new_code, _owned_by(self, guard.check))
+        entry = CompiledFrame(new_code, _owned_by(self, guard))
         record.recompile_reason = reason
         entry.record = record
         self.records.append(record)

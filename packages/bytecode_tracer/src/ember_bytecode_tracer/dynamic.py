@@ -307,6 +307,10 @@ class ShapeGuardedCheck:
     def __call__(self, f_locals: dict[str, Any]) -> bool:
         return self.check(f_locals)
 
+    def native_for(self, owner: Any = None) -> Any:
+        """The base's native guard with the shape conditions run last (guards/native.py)."""
+        return self.base.native_for(owner, extra=self._shapes)
+
     def failure_reason(self, f_locals: dict[str, Any]) -> str | None:
         reason = self.base.failure_reason(f_locals)
         if reason is not None:

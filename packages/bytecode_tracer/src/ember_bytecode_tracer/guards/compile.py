@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ember_bytecode_tracer.guards import checks, module_paths
+from ember_bytecode_tracer.guards import checks, module_paths, native
 from ember_bytecode_tracer.guards.describe import explain_failure, summarize
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.plan import implied_type, plan
@@ -47,9 +47,10 @@ _counter = itertools.count()
 class CompiledGuard:
     """One compiled check of many guards; call it with a frame's f_locals.
 
-    `check` is the generated function itself: hand it to `ember_frame_hook.GuardedCode`
-    to save the ~60 ns a Python-level `__call__` adds per frame, and keep this object
-    next to it (GuardedCode instances take attributes) for `failure_reason`.
+    `check` is the generated Python function, the reference: what logs show and what
+    `failure_reason` explains. `native_for(owner)` is the same check as an
+    `ember_frame_hook.GuardProgram` run in C (guards/native.py), which is what the frame
+    hook gets; `native` is that program without the owner test.
     """
 
     def __init__(
@@ -59,6 +60,8 @@ class CompiledGuard:
         source_code: str,
         f_globals: dict[str, Any],
         f_builtins: dict[str, Any],
+        assembled: native.Assembler | None = None,
+        untranslated: tuple[Guard, ...] = (),
     ) -> None:
         self.guards = guards
         self.check = check
@@ -66,6 +69,39 @@ class CompiledGuard:
         self.f_globals = f_globals
         self.f_builtins = f_builtins
         self._singles: list[GuardFn] | None = None
+        self._assembled = assembled
+        self.untranslated = untranslated  # guards the native program runs as Python
+        self._fallback: GuardFn | None = None
+        if untranslated:
+            self._fallback = _generate(untranslated, f_globals, f_builtins, assembled.physical)[0]  # type: ignore[union-attr]
+
+    @property
+    def native(self) -> GuardFn:
+        """The guard as a GuardProgram (no owner test), whatever the mode."""
+        program = self._program(None, None)
+        assert program is not None
+        return program
+
+    def native_for(self, owner: Any = None, extra: GuardFn | None = None) -> GuardFn | None:
+        """What the frame hook should run: the thread's hook setting is `owner` (or
+        False, run-only), every guard holds, then `extra(L)` (shape guards). A
+        GuardProgram; in verify mode a function that runs it and the Python form and
+        insists they agree; None in mode '0' (the caller wraps `check` itself)."""
+        mode = native.native_mode()
+        if mode == "0" or self._assembled is None:
+            return None
+        program = self._program(owner, extra)
+        if mode == "verify":
+            return native.verifying(program, _python_form(owner, self.check, extra))
+        return program
+
+    def _program(self, owner: Any, extra: GuardFn | None) -> GuardFn | None:
+        if self._assembled is None:
+            return None
+        checks = tuple(c for c in (self._fallback, extra) if c is not None)
+        return native.build_program(
+            self._assembled, self.f_globals, self.f_builtins, owner=owner, python_checks=checks
+        )
 
     def __call__(self, f_locals: dict[str, Any]) -> bool:
         return self.check(f_locals)
@@ -112,7 +148,27 @@ def compile_guards(
     planned = plan(guards)
     physical = _physical_paths(planned, Scope(f_locals or {}, f_globals, f_builtins), f_locals)
     check, source_code = _generate(planned, f_globals, f_builtins, physical)
-    return CompiledGuard(planned, check, source_code, f_globals, f_builtins)
+    assembled, untranslated = native.assemble(planned, physical)
+    source_code += (
+        f"# native: {len(assembled.code)} instructions, {assembled.nregs} registers"
+        f"{f', {len(untranslated)} guards run as Python' if untranslated else ''}\n"
+    )
+    return CompiledGuard(
+        planned, check, source_code, f_globals, f_builtins, assembled, tuple(untranslated)
+    )
+
+
+def _python_form(owner: Any, check: GuardFn, extra: GuardFn | None) -> GuardFn:
+    """What a native program with this owner and extra computes, in plain Python."""
+    from ember_frame_hook import get_eval_frame
+
+    def guard(f_locals: dict[str, Any]) -> bool:
+        setting = get_eval_frame()
+        if owner is not None and setting is not owner and setting is not False:
+            return False
+        return bool(check(f_locals)) and (extra is None or bool(extra(f_locals)))
+
+    return guard
 
 
 def _physical_paths(

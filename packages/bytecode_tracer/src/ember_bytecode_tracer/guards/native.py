@@ -1,0 +1,347 @@
+"""Native guards: a planned guard set as an `ember_frame_hook.GuardProgram`, run in C.
+
+The generated Python guard (compile.py) stays the reference: it is what logs show, what
+`failure_reason` explains, and what any guard this module cannot translate falls back
+to. Here each guard becomes a few register-machine instructions (guard_program.c in
+ember_frame_hook documents them); every instruction does what the Python expression of
+the same guard does, exceptions included, so the two answer alike on every input.
+
+Sources get one register each, loaded on first use in the planned order (so a base's
+type check runs before reads through it, as in the Python guard), reading the same
+physical paths (module_paths). Guards of kinds with no translation run as one generated
+Python function called from the program (`CHECK_CALL`), after everything else.
+
+`EMBER_NATIVE_GUARDS` picks the mode: `1` (default) native, `0` the Python guard only,
+`verify` both on every call, raising `GuardMismatch` when they disagree (for tests).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import ember_frame_hook as fh
+from ember_bytecode_tracer.guards.checks import (
+    _SINGLETON_TYPES,
+    _contiguity_decides_strides,
+)
+from ember_bytecode_tracer.guards.constants import needs_slow_equal, strict_equal
+from ember_bytecode_tracer.guards.guard import Guard, GuardKind
+from ember_bytecode_tracer.guards.sources import (
+    TORCH_STATE,
+    AttrSource,
+    BuiltinSource,
+    DictKeysSource,
+    DictValuesSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+    TorchStateSource,
+    TypeSource,
+)
+from ember_bytecode_tracer.guards.tensor_spec import DYNAMIC_MIN_SIZE, TensorSpec
+
+Instruction = tuple[str, int, int, Any]  # (opname, dst, src, arg)
+_L, _G, _B = 0, 1, 2  # registers holding the frame's namespaces
+_ROOTS = {LocalSource: _L, GlobalSource: _G, BuiltinSource: _B}
+MODES = ("0", "1", "verify")
+_mode = os.environ.get("EMBER_NATIVE_GUARDS", "1")
+
+
+class GuardMismatch(AssertionError):
+    """verify mode: the native and the Python guard answered differently."""
+
+
+def native_mode() -> str:
+    return _mode
+
+
+def set_native_mode(mode: str) -> str:
+    """Set the mode for guards compiled from now on ('0', '1', 'verify'); returns the old."""
+    global _mode
+    if mode not in MODES:
+        raise ValueError(f"native guard mode must be one of {MODES}, got {mode!r}")
+    old, _mode = _mode, mode
+    return old
+
+
+class Assembler:
+    """Builds one program: registers for sources, instructions for guards."""
+
+    def __init__(self, physical: Callable[[Source], Source]) -> None:
+        self.physical = physical
+        self.code: list[Instruction] = []
+        self.nregs = 3
+        self._regs: dict[Any, int] = {}
+        self._scratch: int | None = None
+
+    def emit(self, op: str, dst: int, src: int, arg: Any = None) -> None:
+        self.code.append((op, dst, src, arg))
+
+    def check(self, op: str, src: int, arg: Any = None) -> None:
+        self.emit(op, 0, src, arg)
+
+    def new_reg(self) -> int:
+        self.nregs += 1
+        return self.nregs - 1
+
+    def scratch(self) -> int:
+        """A register for a value read once (a tensor's dtype), overwritten freely."""
+        if self._scratch is None:
+            self._scratch = self.new_reg()
+        return self._scratch
+
+    def value(self, source: Source) -> int:
+        """The register holding the value the guard reads for `source` (physical path)."""
+        return self._reg(self.physical(source))
+
+    def _reg(self, source: Source) -> int:
+        if source in self._regs:
+            return self._regs[source]
+        reg = _LOADERS[type(source)](self, source)  # translatable() checked the type
+        self._regs[source] = reg
+        return reg
+
+    def load(self, op: str, src: int, arg: Any = None) -> int:
+        dst = self.new_reg()
+        self.emit(op, dst, src, arg)
+        return dst
+
+
+def _load_root(asm: Assembler, source: Source) -> int:
+    return asm.load("LOAD_ITEM", _ROOTS[type(source)], source.name)  # type: ignore[attr-defined]
+
+
+def _load_torch_state(asm: Assembler, source: TorchStateSource) -> int:
+    # `torch.<path>(arg)`, reading each attribute on every call as the Python guard does
+    fn = asm._regs.get(("torch",))
+    if fn is None:
+        fn = asm._regs[("torch",)] = asm.load("LOAD_CONST", -1, torch)
+    for part in TORCH_STATE[source.name].split("."):
+        fn = asm.load("LOAD_ATTR", fn, part)
+    return asm.load("CALL", fn, () if source.arg is None else (source.arg,))
+
+
+_LOADERS: dict[type, Callable[[Assembler, Any], int]] = {
+    LocalSource: _load_root,
+    GlobalSource: _load_root,
+    BuiltinSource: _load_root,
+    TorchStateSource: _load_torch_state,
+    AttrSource: lambda asm, s: asm.load("LOAD_ATTR", asm._reg(s.base), s.attr),
+    ItemSource: lambda asm, s: asm.load("LOAD_ITEM", asm._reg(s.base), s.key),
+    TypeSource: lambda asm, s: asm.load("LOAD_TYPE", asm._reg(s.base)),
+    DictKeysSource: lambda asm, s: asm.load("LOAD_LIST", asm._reg(s.base)),
+    DictValuesSource: lambda asm, s: asm.load("LOAD_VALUES", asm._reg(s.base)),
+}
+
+# ---- one translation per guard kind (mirrors checks.py's emitters) ------------------
+
+Translator = Callable[[Guard, Assembler], None]
+TRANSLATORS: dict[GuardKind, Translator] = {}
+
+
+def translator(kind: GuardKind) -> Callable[[Translator], Translator]:
+    def register(fn: Translator) -> Translator:
+        TRANSLATORS[kind] = fn
+        return fn
+
+    return register
+
+
+@translator(GuardKind.TYPE_MATCH)
+def _type_match(guard: Guard, asm: Assembler) -> None:
+    asm.check("CHECK_TYPE", asm.value(guard.source), guard.expected)
+
+
+@translator(GuardKind.ID_MATCH)
+def _id_match(guard: Guard, asm: Assembler) -> None:
+    asm.check("CHECK_IS", asm.value(guard.source), guard.expected)
+
+
+@translator(GuardKind.NONE_MATCH)
+def _none_match(guard: Guard, asm: Assembler) -> None:
+    asm.check("CHECK_IS", asm.value(guard.source), None)
+
+
+@translator(GuardKind.NOT_NONE)
+def _not_none(guard: Guard, asm: Assembler) -> None:
+    asm.check("CHECK_IS_NOT", asm.value(guard.source), None)
+
+
+@translator(GuardKind.EQUALS_MATCH)
+def _equals_match(guard: Guard, asm: Assembler) -> None:
+    v, expected = asm.value(guard.source), guard.expected
+    kind = type(expected)
+    if kind in _SINGLETON_TYPES:
+        asm.check("CHECK_IS", v, expected)
+    elif needs_slow_equal(expected):
+        asm.check("CHECK_CALL", v, (strict_equal, (expected,)))
+    else:
+        asm.check("CHECK_TYPE", v, kind)
+        asm.check("CHECK_EQ", v, tuple(expected) if kind is torch.Size else expected)
+        if kind is tuple:  # (1, 2) == (True, 2): the items' types must match too
+            asm.check("CHECK_ITEM_TYPES", v, tuple(type(item) for item in expected))
+
+
+@translator(GuardKind.TENSOR_MATCH)
+def _tensor_match(guard: Guard, asm: Assembler) -> None:
+    spec: TensorSpec = guard.expected
+    t, s = asm.value(guard.source), asm.scratch()
+    asm.check("CHECK_TYPE", t, spec.tensor_type)  # makes the reads below safe
+    asm.emit("LOAD_ATTR", s, t, "shape")
+    asm.check("CHECK_DIMS", s, (spec.sizes, DYNAMIC_MIN_SIZE if None in spec.sizes else None))
+    asm.emit("LOAD_ATTR", s, t, "dtype")
+    asm.check("CHECK_IS", s, spec.dtype)
+    if spec.device.type in ("cpu", "meta"):
+        asm.emit("LOAD_ATTR", s, t, f"is_{spec.device.type}")
+        asm.check("CHECK_TRUE", s)
+    else:
+        asm.emit("LOAD_ATTR", s, t, "device")
+        asm.check("CHECK_EQ", s, spec.device)
+    if spec.strides is None or all(st is None for st in spec.strides):
+        asm.emit("LOAD_ATTR", s, t, "layout")
+        asm.check("CHECK_IS", s, spec.layout)
+    asm.emit("LOAD_ATTR", s, t, "requires_grad")
+    asm.check("CHECK_TRUE" if spec.requires_grad else "CHECK_FALSE", s)
+    if spec.dtype.is_complex:  # lazily conjugated/negated views read memory differently
+        for method in ("is_conj", "is_neg"):
+            asm.emit("CALL_METHOD", s, t, method)
+            asm.check("CHECK_FALSE", s)
+    if _contiguity_decides_strides(spec):
+        asm.emit("CALL_METHOD", s, t, "is_contiguous")
+        asm.check("CHECK_TRUE", s)
+    elif spec.strides is not None and any(st is not None for st in spec.strides):
+        asm.emit("CALL_METHOD", s, t, "stride")
+        asm.check("CHECK_DIMS", s, (spec.strides, None))
+
+
+@translator(GuardKind.LEN_MATCH)
+def _len_match(guard: Guard, asm: Assembler) -> None:
+    kind, length = guard.expected
+    v = asm.value(guard.source)
+    asm.check("CHECK_TYPE", v, kind)
+    asm.check("CHECK_LEN", v, length)
+
+
+@translator(GuardKind.DICT_KEYS)
+def _dict_keys(guard: Guard, asm: Assembler) -> None:
+    kind, keys = guard.expected
+    v = asm.value(guard.source)
+    asm.check("CHECK_TYPE", v, kind)
+    asm.check("CHECK_KEYS", v, list(keys))
+    if any(type(k) is not str for k in keys):  # {1: ...} and {True: ...} have equal keys
+        asm.check("CHECK_ITEM_TYPES", v, tuple(type(k) for k in keys))
+
+
+@translator(GuardKind.MODULE_TRAINING)
+def _module_training(guard: Guard, asm: Assembler) -> None:
+    s = asm.scratch()
+    asm.emit("LOAD_ATTR", s, asm.value(guard.source), "training")
+    asm.check("CHECK_IS", s, guard.expected)
+
+
+@translator(GuardKind.TENSOR_ALIASING)
+def _tensor_aliasing(guard: Guard, asm: Assembler) -> None:
+    asm.check("CHECK_SAME", asm.value(guard.source), asm.value(guard.expected))
+
+
+@translator(GuardKind.NO_TENSOR_ALIASING)
+def _no_tensor_aliasing(guard: Guard, asm: Assembler) -> None:
+    asm.check("CHECK_DISTINCT", -1, tuple(asm.value(s) for s in guard.sources()))
+
+
+@translator(GuardKind.ABSENT)
+def _absent(guard: Guard, asm: Assembler) -> None:
+    source = guard.source
+    if type(source) in _ROOTS:
+        asm.check("CHECK_NOT_IN", _ROOTS[type(source)], source.name)  # type: ignore[attr-defined]
+    elif isinstance(source, AttrSource):
+        asm.check("CHECK_NO_ATTR", asm.value(source.base), source.attr)
+    elif isinstance(source, ItemSource):
+        asm.check("CHECK_NOT_IN", asm.value(source.base), source.key)
+    else:  # translatable() lets no other source through
+        raise AssertionError(f"ABSENT on {type(source).__name__}")
+
+
+# ---- whole programs -------------------------------------------------------------------
+
+
+def assemble(
+    guards: tuple[Guard, ...],
+    physical: Callable[[Source], Source],
+) -> tuple[Assembler, list[Guard]]:
+    """Instructions for `guards` (already planned), and the guards left untranslated."""
+    asm = Assembler(physical)
+    left: list[Guard] = []
+    for guard in guards:
+        if translatable(guard, physical):
+            TRANSLATORS[guard.kind](guard, asm)
+        else:
+            left.append(guard)
+    return asm, left
+
+
+def translatable(guard: Guard, physical: Callable[[Source], Source]) -> bool:
+    """Whether every step `guard` needs has a native form (checked before emitting any)."""
+    if guard.kind not in TRANSLATORS:
+        return False
+    if guard.kind is GuardKind.ABSENT and not isinstance(
+        guard.source, AttrSource | ItemSource | LocalSource | GlobalSource | BuiltinSource
+    ):
+        return False
+    sources = guard.sources()
+    if guard.kind is GuardKind.ABSENT:
+        sources = () if guard.source.base is None else (guard.source.base,)
+    for source in sources:
+        node: Source | None = physical(source)
+        while node is not None:
+            if type(node) not in _LOADERS:
+                return False
+            node = node.base
+    return True
+
+
+def build_program(
+    asm: Assembler,
+    f_globals: dict[str, Any],
+    f_builtins: dict[str, Any],
+    *,
+    owner: Any = None,
+    python_checks: tuple[Callable[[dict[str, Any]], bool], ...] = (),
+) -> fh.GuardProgram:
+    """The program: `owner` first (the thread's hook setting must be it or False, see
+    convert_frame._owned_by), then the translated guards, then each of `python_checks`
+    called with f_locals (untranslated guards, shape guards)."""
+    head = [] if owner is None else [("CHECK_OWNER", 0, -1, owner)]
+    tail = [("CHECK_CALL", 0, _L, (check, ())) for check in python_checks]
+    return fh.GuardProgram(tuple(head + asm.code + tail), asm.nregs, f_globals, f_builtins)
+
+
+def verifying(native: Callable[[dict], bool], python: Callable[[dict], bool]) -> Callable:
+    """verify mode: run both, insist on the same answer."""
+
+    def guard(f_locals: dict[str, Any]) -> bool:
+        expected = bool(python(f_locals))
+        got = bool(native(f_locals))
+        if got != expected:
+            raise GuardMismatch(
+                f"native guard says {got}, Python guard says {expected} for {sorted(f_locals)}"
+            )
+        return expected
+
+    guard.native = native  # type: ignore[attr-defined]
+    return guard
+
+
+def describe_program(program: fh.GuardProgram) -> str:
+    """One instruction a line, for logs and tests."""
+    lines = []
+    for i, (op, dst, src, arg) in enumerate(program.instructions):
+        target = f"r{dst} = " if op.startswith(("LOAD", "CALL")) else ""
+        text = arg.__name__ if isinstance(arg, type) else repr(arg)
+        lines.append(f"{i:4d}  {target}{op} r{src} {text[:80]}")
+    return "\n".join(lines)
