@@ -256,9 +256,9 @@ def even_prefix(x):  # a multiple of a floor division
 
 
 SIZE_SNIPPETS = [window, clipped, as_int, halves, split_three, ceil_half, even_prefix]
-# The C++ size printer (ember_codegen/cpp/emit/size_bindings.py) prints 2*floor(s0/2) as
-# `2*(s0) // 2` (= s0) and refuses ceiling(s0/2), after which the wrapper computes a wrong
-# size: silently wrong outputs. Marked here so the fix flips them.
+# Codegen's Python size printer (size_bindings.python_size) writes a floor quotient without
+# parentheses: 2*floor(s0/2) as `2*(s0) // 2` (= s0) and ceil(s0/2) = -floor(-s0/2) as
+# `-(-s0) // 2` (= floor(s0/2)): silently wrong sizes. Marked so the fix flips them.
 INDUCTOR_SIZE_PRINTER_BUG = {ceil_half, even_prefix}
 
 
@@ -267,7 +267,9 @@ INDUCTOR_SIZE_PRINTER_BUG = {ceil_half, even_prefix}
 def test_size_builtins_compile_once_across_sizes(request, backend, fn):
     if backend == "inductor" and fn in INDUCTOR_SIZE_PRINTER_BUG:
         request.applymarker(
-            pytest.mark.xfail(strict=True, reason="codegen's Python size printer: 2*floor, ceiling")
+            pytest.mark.xfail(
+                strict=True, reason="codegen's Python size printer: unparenthesized //"
+            )
         )
     compiled = ember.compile(fn, backend=backend)
     for n in (4, 5, 6, 7, 9, 12):
