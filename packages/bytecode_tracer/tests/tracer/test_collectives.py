@@ -100,3 +100,13 @@ def test_async_op_is_a_graph_break():
     x = torch.randn(4)
     assert same(c(x), f(x))
     assert any("async_op" in b.reason for b in c.breaks)
+
+
+def test_rank_and_world_size_are_trace_time_constants():
+    def f(x):
+        return x * dist.get_rank() + dist.get_world_size()
+
+    c = Compiled(f)
+    x = torch.randn(4)
+    assert same(c(x), f(x))
+    assert c.backend.graph_count == 1 and not c.breaks

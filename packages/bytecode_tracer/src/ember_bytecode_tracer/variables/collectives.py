@@ -66,6 +66,12 @@ def _value(tracker: VariableTracker) -> Any:
 
 def _group_name(tx: InstructionTranslator, group: VariableTracker) -> tuple[str, int]:
     """The group's name and size, guarding the group by identity."""
+    value = _process_group(tx, group)
+    return value.group_name, value.size()
+
+
+def _process_group(tx: InstructionTranslator, group: VariableTracker) -> Any:
+    """The ProcessGroup a collective runs over (None: the default one), guarded by identity."""
     import torch.distributed as dist
 
     from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
@@ -86,7 +92,7 @@ def _group_name(tx: InstructionTranslator, group: VariableTracker) -> tuple[str,
             raise Unsupported("a collective before torch.distributed is initialized")
         value = dist.distributed_c10d._get_default_group()
         guard(tx, TorchStateSource("default_process_group"), GuardKind.ID_MATCH, value)
-    return value.group_name, value.size()
+    return value
 
 
 def _reduce_op(tx: InstructionTranslator, op: VariableTracker) -> str:
@@ -212,6 +218,17 @@ def _c10d_reduce_scatter(tx, a):
     _synchronous(a)
     out = _reduce_scatter(tx, a["input"], a["op"], 0, a["group"])
     return _copy_back(tx, a["output"], out)
+
+
+@_rule((C10D, "get_rank"), NO_GROUP)
+def _c10d_get_rank(tx, a):
+    """The rank in the group: a constant of the trace, which is guarded on the group."""
+    return ConstantVariable(_process_group(tx, a["group"]).rank())
+
+
+@_rule((C10D, "get_world_size"), NO_GROUP)
+def _c10d_get_world_size(tx, a):
+    return ConstantVariable(_process_group(tx, a["group"]).size())
 
 
 class CollectiveVariable(VariableTracker):
