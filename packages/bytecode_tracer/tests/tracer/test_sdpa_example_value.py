@@ -185,6 +185,7 @@ CASES = {
              {"attn_mask": torch.randn(2, 1, 10, 13)}),
     "bool_mask": (lambda: (bshd(2, 10, 4, 16), bshd(2, 13, 4, 16), bshd(2, 13, 4, 16)),
                   {"attn_mask": torch.rand(10, 13) > 0.3}),
+    "fused_qkv": (lambda: fused_qkv(2, 10, 4, 16), {"is_causal": True}),  # offsets, gaps
     "value_dim": (lambda: (bshd(2, 10, 4, 16), bshd(2, 13, 4, 16), bshd(2, 13, 4, 8)), {}),
     "three_dims": (lambda: (torch.randn(3, 10, 16), torch.randn(3, 13, 16),
                             torch.randn(3, 13, 16)), {"scale": 0.5}),
