@@ -3,7 +3,8 @@
 The model is compiled with `ember.compile(model)` (the `inductor` backend: tracer -> aot
 autograd -> prims -> loop IR -> fused C++/OpenMP kernels), checked against eager PyTorch, then
 both are timed interleaved (eager, Ember, eager, Ember, ...) and the median ratio is printed,
-for inference and for a training step.
+for inference and for a training step. Everything the compiles did is traced (ember.trace) and
+the run ends by writing the HTML compile report (ember.report) and printing its path.
 
     python examples/inductor_demo.py [model] [--size tiny|real]   # default: transformer_block real
 """
@@ -11,12 +12,16 @@ for inference and for a training step.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 import ember
+import ember.trace
+from ember.report import write_report
 from ember_zoo import build, output_tensors
 
 
@@ -44,7 +49,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default="transformer_block")
     parser.add_argument("--size", default="real", choices=("tiny", "real"))
+    parser.add_argument("--report", default="build/ember_demo/report.html", help="HTML report")
     args = parser.parse_args()
+    trace_dir = Path(args.report).parent / "trace"
+    shutil.rmtree(trace_dir, ignore_errors=True)  # this run's trace only
+    ember.config.trace_dir = str(trace_dir)
     case = build(args.model, args.size)
     compiled = ember.compile(case.model)  # backend="inductor", the default
 
@@ -79,6 +88,8 @@ def main() -> None:
 
     compare("inference", infer(case.model), infer(compiled))
     compare("training step", train(case.model), train(compiled))
+    ember.trace.close()
+    print(f"  compile report: {write_report(trace_dir, args.report).resolve()}")
 
 
 if __name__ == "__main__":

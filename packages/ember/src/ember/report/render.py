@@ -19,6 +19,7 @@ STAGE_ORDER = ("trace", "backend", "aot", "decompose", "lower", "schedule", "cod
                "cpp_build", "triton_build")  # fmt: skip
 STAGE_COLOURS = ("#4c6ef5", "#868e96", "#7048e8", "#ae3ec9", "#1098ad", "#0ca678", "#f59f00",
                  "#e8590c", "#c92a2a")  # fmt: skip
+OPEN_NODES = 30  # a frame's graphs up to this many nodes are shown unfolded
 GRAPH_LABELS = {"torch": "torch-level graph (tracer)", "aot_forward": "forward (aot, prims)",
                 "aot_backward": "backward (aot, prims)",
                 "aot_inference": "inference (aot, prims)", "prim": "prim graph"}  # fmt: skip
@@ -140,7 +141,7 @@ def _per_graph(trace: Trace) -> str:
     for g in sorted(torch_graphs, key=lambda g: g.id):
         seconds = _graph_stage_seconds(trace, g)
         frame = trace.frames.get(g.frame)
-        where = frame.code.get("name", "?") if frame is not None else "?"
+        where = frame.code.get("qualname", "?") if frame is not None else "?"
         rows.append([f"graph {g.id}", where, str(len(g.rows))]
                     + [f"{seconds.get(n, 0.0):.3f}" for n in names]
                     + [f"{sum(seconds.values()):.3f}"])  # fmt: skip
@@ -268,7 +269,7 @@ def _graph(trace: Trace, graph: Graph, depth: int = 0) -> str:
     )  # fmt: skip
     return (
         f'<details class="graph" id="{e(str(trace.path.name))}-graph-{graph.id}" '
-        f'data-stage="{e(graph.stage)}"{" open" if depth == 0 else ""}>'
+        f'data-stage="{e(graph.stage)}"{" open" if depth == 0 and len(rows) <= OPEN_NODES else ""}>'
         f"<summary>graph {graph.id}: {e(GRAPH_LABELS.get(graph.stage, graph.stage))}, "
         f"{len(graph.rows)} nodes{inputs}</summary>"
         + table(["op", "name", "target", "args", "kwargs", "value"], rows, "graph-table")

@@ -13,4 +13,5 @@
   }
   document.getElementById("expand-all").addEventListener("click", function () { setAll(true); });
   document.getElementById("collapse-all").addEventListener("click", function () { setAll(false); });
+  document.body.setAttribute("data-ready", "yes");  // the script ran (the browser test reads it)
 })();
