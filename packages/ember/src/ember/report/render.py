@@ -256,7 +256,12 @@ def _source(frame: Frame) -> str:
 
 
 def _graph(trace: Trace, graph: Graph, depth: int = 0) -> str:
-    rows = [[c for c in row[:6]] for row in graph.rows]
+    rows = [list(row[:6]) for row in graph.rows]
+    header = ["op", "name", "target", "args", "kwargs", "value"]
+    computed_by = {n: k["name"] for k in graph.kernels for n in k.get("fused_nodes") or ()}
+    if computed_by:  # which kernel computes each node (the fusion, seen from the graph)
+        header.append("kernel")
+        rows = [[*row, computed_by.get(row[1], "")] for row in rows]
     children = sorted(
         (g for g in trace.graphs.values() if g.parent == graph.id), key=lambda g: g.id
     )
@@ -272,8 +277,8 @@ def _graph(trace: Trace, graph: Graph, depth: int = 0) -> str:
         f'data-stage="{e(graph.stage)}"{" open" if depth == 0 and len(rows) <= OPEN_NODES else ""}>'
         f"<summary>graph {graph.id}: {e(GRAPH_LABELS.get(graph.stage, graph.stage))}, "
         f"{len(graph.rows)} nodes{inputs}</summary>"
-        + table(["op", "name", "target", "args", "kwargs", "value"], rows, "graph-table")
-        + f'<details><summary>code</summary><pre class="code">{highlight(graph.code, "python")}'
+        + table(header, rows, "graph-table")
+        + f'<details><summary>code</summary><pre class="code">{highlight(graph.code.strip(chr(10)), "python")}'
         "</pre></details>"
         + (f'<div class="kernels"><h4>Kernels ({len(graph.kernels)})</h4>{kernels}</div>'
            if graph.kernels else "")
