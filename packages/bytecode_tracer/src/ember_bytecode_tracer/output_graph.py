@@ -69,6 +69,8 @@ class OutputGraph:
         self.f_globals = f_globals
         self.code_name = code_name
         self.where_tx: Any = None  # the translator running the current instruction
+        # Set while the backend compiles: guards its own tracing adds name the backend
+        self.backend_where: str | None = None
         # One ShapeEnv per trace (its guards name the user's line) and a fake mode over it.
         self.dynamic = (dynamic or STATIC_POLICY).begin(code, self.user_location)
         self.dynamic.output = self
@@ -102,6 +104,8 @@ class OutputGraph:
         self.check_appliers: list[Callable] = []  # set with the runner's recipes
 
     def user_location(self) -> str:
+        if self.backend_where is not None:
+            return self.backend_where
         tx = self.where_tx
         return tx.location() if tx is not None else ""
 
@@ -247,13 +251,16 @@ class OutputGraph:
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         gm.graph.lint()
         example_inputs = [graph_input.value for graph_input in self.inputs]
+        name = getattr(backend, "__name__", type(backend).__name__)
+        self.backend_where = f"backend {name} compiling the graph ending at {location}"
         try:
             compiled = backend(gm, example_inputs)
         except Exception as exc:
-            name = getattr(backend, "__name__", type(backend).__name__)
             failure = BackendCompilerFailed(name, exc, location)
             failure.symbolic = self.dynamic.is_symbolic  # the caller may retry static
             raise failure from exc
+        finally:
+            self.backend_where = None
         if not callable(compiled):
             raise BackendCompilerFailed(
                 getattr(backend, "__name__", repr(backend)),

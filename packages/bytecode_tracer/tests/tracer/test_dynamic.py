@@ -326,3 +326,25 @@ def test_index_with_a_symbolic_int_selects_without_specializing():
     assert "select" in compiled.backend.ops(1)
     with pytest.raises(IndexError):
         compiled(x, 12)
+
+
+def test_guards_a_backend_adds_name_the_backend():
+    """A backend that retraces the graph on the symbolic example values may add guards of its
+    own (aten's CUDA sdpa kernel choice did): they say so, instead of naming the user's line."""
+
+    def specializing_backend(gm, example_inputs):
+        x = next(n for n in gm.graph.nodes if n.op == "placeholder").meta["example_value"]
+        assert x.shape[0] == 5  # reading the size as a constant: the guard Eq(s0, 5)
+        return gm.forward
+
+    def f(x):
+        return x * 2
+
+    compiled = Compiled(f, dynamic=True)
+    compiled.compiler.backend = specializing_backend
+    assert torch.equal(compiled(torch.ones(5)), torch.ones(5) * 2)
+    source = compiled.compiler.records[0].guards.source_code
+    line = f.__code__.co_firstlineno + 1
+    assert "L['x'].size()[0] == 5" in source
+    assert "backend specializing_backend compiling the graph ending at" in source
+    assert f"test_dynamic.py:{line}" in source
