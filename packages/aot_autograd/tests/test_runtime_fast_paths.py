@@ -5,7 +5,7 @@ import torch
 from torch.utils._pytree import tree_structure
 
 from conftest import CountingCompiler, check_against_eager
-from ember_aot_autograd import aot_function
+from ember_aot_autograd import aot_function, aot_module
 from ember_aot_autograd.api import _signature
 from ember_aot_autograd.outputs import FromGraph, OutputSpec, SameAsInput
 from ember_aot_autograd.plan import RunnerPlan
@@ -69,3 +69,70 @@ def test_signature_keys_equal_shapes_alike():
     compiled = aot_function(lambda x: (x + 1,), fw)
     compiled(a), compiled(b), compiled(torch.randn(4))
     assert fw.calls == 2
+
+
+class _Affine(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 3))
+
+    def forward(self, x):
+        return (x @ self.weight).relu()
+
+
+def _guarded(module, example, compiler):
+    gm = torch.fx.symbolic_trace(module)
+    return aot_module(gm, [example], compiler, inputs_guarded=True)
+
+
+def test_guarded_inputs_skip_the_signature_in_the_warmed_grad_mode(monkeypatch):
+    """Under the caller's guards the warmed variant runs without its signature; its results
+    and gradients are eager's."""
+    torch.manual_seed(0)
+    module, x = _Affine(), torch.randn(2, 3)
+    run = _guarded(module, x, CountingCompiler())
+    signatures = []
+    original = run.aot_function.signature
+    monkeypatch.setattr(
+        run.aot_function, "signature", lambda a: signatures.append(1) or original(a)
+    )
+    out = run(x)
+    out.sum().backward()
+    got = module.weight.grad.clone()
+    module.weight.grad = None
+    module(x).sum().backward()
+    torch.testing.assert_close(out, module(x))
+    torch.testing.assert_close(got, module.weight.grad)
+    assert signatures == []
+
+
+def test_guarded_inputs_in_another_grad_mode_take_the_checked_path():
+    torch.manual_seed(0)
+    module, x = _Affine(), torch.randn(2, 3)
+    compiler = CountingCompiler()
+    run = _guarded(module, x, compiler)  # training variant: forward + backward
+    assert compiler.calls == 2
+    with torch.no_grad():
+        out = run(x)
+        torch.testing.assert_close(out, module(x))
+    assert compiler.calls == 3 and not out.requires_grad  # an inference variant was traced
+
+
+def test_a_variant_writing_an_input_keeps_the_checked_path():
+    """Writes make storage sharing between inputs matter: such variants are dispatched on
+    their signature (aliased inputs get a variant of their own) even under guards."""
+
+    class Accumulate(torch.nn.Module):
+        def forward(self, acc, x):
+            acc.add_(x)
+            return x * 2  # reads the write where x shares acc's storage
+
+    gm = torch.fx.symbolic_trace(Accumulate())
+    acc, x = torch.zeros(4), torch.ones(4)
+    run = aot_module(gm, [acc, x], CountingCompiler(), inputs_guarded=True)
+    base = torch.ones(8)
+    out = run(base[:4], base[:4])  # the same storage twice
+    expected = torch.ones(8)
+    expected_out = Accumulate()(expected[:4], expected[:4])
+    torch.testing.assert_close(base, expected)
+    torch.testing.assert_close(out, expected_out)

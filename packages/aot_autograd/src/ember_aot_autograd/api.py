@@ -277,6 +277,7 @@ def aot_module(
     *,
     strict: bool = False,
     artifact_store: ArtifactStore | None = None,
+    inputs_guarded: bool = False,
 ) -> Callable:
     """The Dynamo-backend-shaped entry: `gm(*inputs)` compiled; returns `compiled(*inputs)`.
 
@@ -284,6 +285,12 @@ def aot_module(
     so gradients reach them and buffer updates are written back. `artifact_store` (see
     ArtifactStore) is asked for each variant before tracing and handed each compiled one. The variant for
     `example_inputs` under the current grad mode is compiled now; others on first use.
+
+    `inputs_guarded=True` is the caller's promise, as a tracer's guards give it, that every
+    call passes inputs of the example inputs' kinds (shapes, dtypes, devices, requires_grad);
+    then a call in the same grad mode runs the compiled variant without computing its
+    signature, where that variant writes no input (so storage sharing between inputs cannot
+    change its result). Other calls take the checked path.
     """
     if not isinstance(gm, torch.nn.Module):
         raise BadArgumentError(f"aot_module needs an nn.Module/GraphModule, got {type(gm)}")
@@ -306,11 +313,43 @@ def aot_module(
         example_values=None if values is None else [*(t for _, t in state), *values],
     )
 
-    def run(*args: Any) -> Any:
-        return compiled(*[tensor for _, tensor in state], *args)
+    tensors = tuple(tensor for _, tensor in state)  # the same objects on every call
+    variant = _warm(compiled, list(tensors), example_inputs)
+    if inputs_guarded and variant is not None:
+        run = _guarded_run(compiled, variant, tensors)
+    elif tensors:
+
+        def run(*args: Any) -> Any:
+            return compiled(*tensors, *args)
+
+    else:
+
+        def run(*args: Any) -> Any:
+            return compiled(*args)
 
     run.aot_function = compiled  # type: ignore[attr-defined]
-    _warm(compiled, [tensor for _, tensor in state], example_inputs)
+    return run
+
+
+def _guarded_run(compiled: AotFunction, variant: Callable, tensors: tuple) -> Callable:
+    """`run(*args)` for inputs_guarded: the warmed variant straight away in its grad mode
+    (the one thing a guarded caller may still change: it is checked, one C call)."""
+    grad_mode = torch.is_grad_enabled()
+    grad_enabled = torch.is_grad_enabled
+    if tensors:
+
+        def run(*args: Any) -> Any:
+            if grad_enabled() == grad_mode:
+                return variant((*tensors, *args))
+            return compiled(*tensors, *args)
+
+    else:
+
+        def run(*args: Any) -> Any:
+            if grad_enabled() == grad_mode:
+                return variant(args)
+            return compiled(*args)
+
     return run
 
 
@@ -326,12 +365,19 @@ def _example_values(gm: torch.nn.Module) -> list[Any] | None:
     return values if any(is_symbolic_value(v) for v in values) else None
 
 
-def _warm(compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]):
-    """Compiles the variant the example inputs call for, without running it."""
+def _warm(
+    compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]
+) -> Callable | None:
+    """Compiles the variant the example inputs call for, without running it; returns it
+    where a guarded caller may run it unchecked: a static variant of distinct storages
+    that writes no input (plan_runner marks that), else None."""
     args = [*state, *example_inputs]
     key = compiled.signature(args)
     if key not in compiled.variants:
         compiled.variants[key] = compiled._compile(args)
+    variant = compiled.variants[key]
+    static = compiled.signature is _signature and key[2] is None  # key[2]: alias_pattern
+    return variant if static and getattr(variant, "writes_inputs", True) is False else None
 
 
 def partition_report(

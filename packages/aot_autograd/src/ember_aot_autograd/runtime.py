@@ -165,6 +165,7 @@ def plan_runner(
                 outputs = compiled_fw(*select(args))
             return finish(args, outputs)
 
+        run_inference.writes_inputs = bool(plan.mutated_inputs)  # see aot_module's inputs_guarded
         return run_inference
     if compiled_bw is None:
         raise ValueError("a training plan needs a compiled backward graph")
@@ -245,4 +246,5 @@ def plan_runner(
     def run(args: Sequence[Any]) -> Any:
         return finish(args, CompiledFunction.apply(*select(args)))
 
+    run.writes_inputs = bool(plan.mutated_inputs)
     return run

@@ -317,4 +317,6 @@ def _inductor(
             decompositions=decompositions,
             partition_fn=min_cut_rematerialization_partition,
             artifact_store=store,
+            # the caller (our tracer, or Dynamo: the backend convention) guards the inputs' kinds
+            inputs_guarded=True,
         )
