@@ -7,15 +7,20 @@ wrapper's own constants, encoded by the caller's `encode` (dtypes, aten ops, ten
 Loading execs the wrapper again and, on a GPU, warms every binary up from the caches to give
 it its direct launch; a wrapper that launches a binary directly whose launcher cannot be
 reached now is refused (`NotRestorable`), so the caller compiles afresh.
-Graphs with a matmul template are not written (the choice is cached on its own).
+Graphs with a matmul template are not written (the choice is cached on its own), nor those
+whose wrapper is written per binding of the size symbols; a graph with symbolic sizes keeps
+each kernel's size arguments and point count (an expression) and the example sizes its
+binaries are warmed up on.
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+import sympy
 import torch
 
 from .cache import configure_triton_cache, interpreting, load_module
@@ -36,6 +41,8 @@ class NotRestorable(Exception):
 def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
     if compiled.templates:
         raise NotRestorable("a graph with a matmul template")
+    if not isinstance(compiled._call, types.FunctionType):  # a wrapper written per binding
+        raise NotRestorable(f"the wrapper is a {type(compiled._call).__name__}, not one source")
     runtime = set(runtime_namespace(compiled.device))
     namespace = {
         name: encode(value)
@@ -55,9 +62,10 @@ def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
                     "code": k.code,
                     "params": list(k.params),
                     "kind": k.kind,
-                    "xnumel": k.xnumel,
+                    "xnumel": _size_text(k.xnumel),
                     "reduction": k.reduction,
                     "config": asdict(k.config),
+                    "size_params": list(k.size_params),
                 }
                 for k in g.kernels
             ],
@@ -73,6 +81,7 @@ def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
         "launch_layouts": compiled.launch_layouts,
         "namespace": namespace,
         "fallback_counts": {str(k): v for k, v in compiled.fallback_counts.items()},
+        "size_hints": dict(compiled.size_hints),
     }
 
 
@@ -86,7 +95,8 @@ def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> A
     groups = [_group(g) for g in payload["groups"]]
     module, path = load_module(payload["triton_source"])
     if device.type == "cuda" and not interpreting():
-        compile_parallel(groups, module, payload["launch_layouts"], device)
+        hints = payload.get("size_hints") or None  # symbolic kernels: warmed on these
+        compile_parallel(groups, module, payload["launch_layouts"], device, hints)
     source = payload["wrapper_source"]
     namespace = {**runtime_namespace(device)}
     namespace.update({name: decode(value) for name, value in payload["namespace"].items()})
@@ -111,7 +121,24 @@ def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> A
         path,
     )
     compiled.launch_layouts = payload["launch_layouts"]
+    compiled.size_hints = dict(payload.get("size_hints", {}))
     return compiled
+
+
+def _size_text(value: Any) -> int | str:
+    """A kernel's point count: an int, or a symbolic size as text (read back by _size)."""
+    expr = sympy.sympify(value)
+    return int(expr) if expr.is_Integer else sympy.srepr(expr)
+
+
+def _size(data: int | str) -> Any:
+    if isinstance(data, int):
+        return data
+    # srepr names each symbol with its assumptions and each function (FloorDiv...) by name
+    from ember_inductor_ir import indexing
+
+    names = {n: getattr(indexing, n) for n in ("FloorDiv", "ModularIndexing")}
+    return sympy.sympify(data, locals=names)
 
 
 def _group(data: dict) -> GroupKernels:
@@ -121,9 +148,10 @@ def _group(data: dict) -> GroupKernels:
             k["code"],
             list(k["params"]),
             k["kind"],
-            k["xnumel"],
+            _size(k["xnumel"]),
             k["reduction"],
             LaunchConfig(**k["config"]),
+            size_params=list(k.get("size_params", ())),
         )
         for k in data["kernels"]
     ]

@@ -28,6 +28,7 @@ from .autotune import (
 from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
 from .kernel import GroupKernels, TritonKernel, build_group
 from .launch import direct_launch, direct_launches_enabled
+from .symbolic_wrapper import symbolic_triton_call
 from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
 from .wrapper import TritonWrapperBuilder, build_wrapper, graph_device, runtime_namespace
 
@@ -62,6 +63,8 @@ class CompiledGraph:
         #: each kernel parameter's layout record (autotune.layout_record): what a cached
         #: graph needs to warm its binaries up again
         self.launch_layouts: dict[str, list] = {}
+        #: symbolic sizes: the size symbols' example values (the layouts' and warm-up's)
+        self.size_hints: dict[str, int] = {}
 
     @property
     def kernels(self) -> list[TritonKernel]:
@@ -163,8 +166,9 @@ def compile_triton(
 
 def _compile_symbolic(sched: Schedule, device: torch.device) -> CompiledGraph:
     """One kernel module for every size: the size symbols are kernel arguments, read from
-    each call's inputs (SizeBinder) by a wrapper written per binding (DynamicWrapper, the
-    C++ target's machinery with the Triton wrapper builder)."""
+    each call's inputs (SizeBinder) by one wrapper for every binding (symbolic_wrapper.py),
+    or, where that wrapper would need concrete sizes, by a wrapper written per binding
+    (DynamicWrapper, the C++ target's machinery with the Triton wrapper builder)."""
     start = time.perf_counter()
     groups = [build_group(g, sched) for g in sched if g.extern is None]
     kernels = [k for g in groups for k in g.kernels]
@@ -181,11 +185,16 @@ def _compile_symbolic(sched: Schedule, device: torch.device) -> CompiledGraph:
     namespace = runtime_namespace(device)
     for kernel in kernels:
         namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
+    symbolic = symbolic_triton_call(sched, by_name, namespace, binder)
+    if symbolic is not None:  # one wrapper for every binding
+        call, shown = symbolic
+        output_code_log.info("wrapper (every size):\n%s", shown.source)
+    else:  # the fallback: one wrapper per binding, same kernels
 
-    def build() -> Any:
-        return TritonWrapperBuilder(sched, by_name).build()
+        def build() -> Any:
+            return TritonWrapperBuilder(sched, by_name).build()
 
-    call = DynamicWrapper(sched, build, namespace, binder)
+        call = DynamicWrapper(sched, build, namespace, binder)
     output_code_log.info("triton kernels %s (symbolic sizes):\n%s", path, source)
     perf_log.info(
         "compile_graph(triton, symbolic): %d kernels in %.3fs",
@@ -195,6 +204,7 @@ def _compile_symbolic(sched: Schedule, device: torch.device) -> CompiledGraph:
         call, source, shown.source, groups, sched.fallback_counts, device, path
     )
     compiled.launch_layouts = layouts
+    compiled.size_hints = hints
     return compiled
 
 

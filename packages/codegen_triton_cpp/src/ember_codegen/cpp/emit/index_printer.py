@@ -8,56 +8,9 @@ contract), where C++'s truncating ``/`` and ``%`` equal floor division and modul
 from __future__ import annotations
 
 import sympy
-from sympy.printing.str import StrPrinter
 
 from ember_codegen.exc import CodegenError
-
-
-class IntegerExprPrinter(StrPrinter):
-    """What every printer of integer size/index arithmetic shares: symbols by name, floor
-    divisions (FloorDiv, sympy's floor(n/d), a Mul the env proved divisible) as the target's
-    integer quotient, positive integer powers as products, and a refusal for anything else.
-    Subclasses say how a quotient is written and what a refusal raises."""
-
-    def _quotient(self, num: sympy.Expr, den: sympy.Expr) -> str:
-        raise NotImplementedError
-
-    def _refuse(self, what: str) -> Exception:
-        raise NotImplementedError
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return expr.name
-
-    def _print_FloorDiv(self, expr: sympy.Expr) -> str:
-        base, divisor = expr.args
-        return self._quotient(base, divisor)
-
-    def _print_floor(self, expr: sympy.Expr) -> str:
-        # floor(n / d) of sizes (ember-symbolic-shapes' form of a size's floor division)
-        num, den = expr.args[0].as_numer_denom()
-        return self._quotient(num, den)
-
-    def _print_Mul(self, expr: sympy.Expr) -> str:
-        num, den = expr.as_numer_denom()
-        if den != 1:  # a size the env proved divisible (s0/4): exact integer division
-            return self._quotient(num, den)
-        return super()._print_Mul(expr)
-
-    def _print_Pow(self, expr: sympy.Expr, rational: bool = False) -> str:
-        base, exponent = expr.args
-        if exponent.is_Integer and int(exponent) > 0:
-            return "(" + " * ".join([self._paren(base)] * int(exponent)) + ")"
-        raise self._refuse(f"{expr} has a non-integer power")
-
-    def _print_Rational(self, expr: sympy.Expr) -> str:
-        raise self._refuse(f"{expr} is a fraction")
-
-    def _print_Function(self, expr: sympy.Expr) -> str:
-        raise self._refuse(f"{expr} uses {type(expr).__name__}, which this printer does not know")
-
-    def _paren(self, expr: sympy.Expr) -> str:
-        text = self._print(expr)
-        return text if expr.is_Atom else f"({text})"
+from ember_codegen.size_printing import IntegerExprPrinter  # shared with the Python printer
 
 
 class IndexPrinter(IntegerExprPrinter):

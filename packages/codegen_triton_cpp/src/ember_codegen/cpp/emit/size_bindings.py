@@ -20,7 +20,8 @@ from typing import Any
 
 import sympy
 
-from .index_printer import IntegerExprPrinter
+# the Python size printer and its refusal are target-neutral (the Triton wrapper's too)
+from ember_codegen.size_printing import NeedsConcreteSizes, python_size
 
 #: symbol name -> value (by name: the same symbol may be rebuilt with other assumptions), or
 #: a SymbolicSizes (the wrapper is written for every binding)
@@ -32,11 +33,6 @@ _BINDINGS: contextvars.ContextVar[Any] = contextvars.ContextVar(
 #: wrappers of symbolic graphs: "symbolic" (graphs one wrapper serves), "per_binding_fallback"
 #: (graphs whose wrapper is written per binding), "wrapper_execs" (wrapper sources exec'd)
 WRAPPER_STATS: Counter = Counter()
-
-
-class NeedsConcreteSizes(Exception):
-    """A wrapper decision that holds for some bindings of the size symbols and not others:
-    the graph's wrapper is written per binding instead (the declared fallback)."""
 
 
 class SymbolicSizes:
@@ -146,39 +142,6 @@ class PySize:
         raise NeedsConcreteSizes(f"{self.expr} used as an int")
 
     __int__ = __index__
-
-
-class _PythonSizePrinter(IntegerExprPrinter):
-    """Sympy size expressions -> Python integer arithmetic over the symbols' locals (sizes
-    are non-negative, so // and % are the floor division and modulo the IR means)."""
-
-    def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
-        base, divisor, modulus = expr.args
-        return f"(({self._print(base)}) // {self._paren(divisor)}) % {self._paren(modulus)}"
-
-    def _print_Mod(self, expr: sympy.Expr) -> str:
-        a, b = expr.args
-        return f"({self._print(a)}) % {self._paren(b)}"
-
-    def _print_Max(self, expr: sympy.Expr) -> str:
-        return f"max({', '.join(self._print(a) for a in expr.args)})"
-
-    def _print_Min(self, expr: sympy.Expr) -> str:
-        return f"min({', '.join(self._print(a) for a in expr.args)})"
-
-    def _quotient(self, num: sympy.Expr, den: sympy.Expr) -> str:
-        return f"({self._print(num)}) // {self._paren(den)}"
-
-    def _refuse(self, what: str) -> Exception:
-        return NeedsConcreteSizes(f"size {what}")
-
-
-_PRINTER = _PythonSizePrinter()
-
-
-def python_size(expr: Any) -> str:
-    """Python source of a size expression over locals named after its symbols."""
-    return _PRINTER.doprint(sympy.sympify(expr))
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ember_codegen.symbolic_reads import SymbolicReads  # the symbol reads, shared with Triton
 from ember_inductor_ir import Schedule
 
 from .dynamic_wrapper import SizeBinder
@@ -24,16 +25,10 @@ from .wrapper import WrapperBuilder, WrapperCode
 
 log = logging.getLogger("ember.output_code")
 
-_READS = {
-    "size": "args[{position}].shape[{dim}]",
-    "stride": "args[{position}].stride({dim})",
-    "int": "int(args[{position}])",
-}
 
-
-class SymbolicWrapperBuilder(WrapperBuilder):
+class SymbolicWrapperBuilder(SymbolicReads, WrapperBuilder):
     """The C++ wrapper with sizes as expressions: called with every graph input (size
-    inputs included), it reads the symbols it uses first."""
+    inputs included), it reads the symbols it uses first (SymbolicReads)."""
 
     def __init__(
         self,
@@ -48,30 +43,6 @@ class SymbolicWrapperBuilder(WrapperBuilder):
         self.sizes = sizes
         self.binder = binder
         super().__init__(sched, kernels, trusted_inputs=trusted_inputs)
-
-    def _unpack_inputs(self) -> None:
-        inputs = self.sched.graph_inputs
-        positions = self.binder.tensor_positions
-        if not inputs:
-            return
-        if positions == list(range(len(positions))) and not self.sched.size_inputs:
-            super()._unpack_inputs()
-            return
-        picked = ", ".join(f"args[{p}]" for p in positions)
-        self.w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = {picked}")
-
-    def _prologue(self) -> list[str]:
-        taken = {*self.sched.buffers, *self.sched.constants, "args", "_r"}
-        lines = []
-        for name in sorted(self.sizes.used, key=lambda n: (len(n), n)):
-            source = self.binder.sources.get(name)
-            if source is None:
-                raise NeedsConcreteSizes(f"size symbol {name} is not read from any input")
-            if name in taken or name.startswith(("p_", "_")):
-                raise NeedsConcreteSizes(f"size symbol {name} collides with a wrapper name")
-            kind, position, dim = source
-            lines.append(f"    {name} = {_READS[kind].format(position=position, dim=dim)}")
-        return lines
 
 
 def symbolic_call(

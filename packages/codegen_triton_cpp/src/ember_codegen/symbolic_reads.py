@@ -1,0 +1,55 @@
+"""What a wrapper serving every binding of the size symbols does first, on either target:
+read each symbol it uses from the call's inputs into a local named after it
+(``s0 = args[0].shape[1]``), then pick the tensor inputs out of ``args``.
+
+A mixin over a target's wrapper builder (the C++ one, cpp/emit/symbolic_wrapper.py; the
+Triton one, triton/symbolic_wrapper.py): the builder sets ``binder`` (where each symbol is
+read: cpp/emit/dynamic_wrapper.SizeBinder) and ``sizes`` (the SymbolicSizes it is built
+under, whose ``used`` names the symbols its printed sizes refer to). Target-neutral.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember_codegen.size_printing import NeedsConcreteSizes
+
+_READS = {
+    "size": "args[{position}].shape[{dim}]",
+    "stride": "args[{position}].stride({dim})",
+    "int": "int(args[{position}])",
+}
+
+
+class SymbolicReads:
+    """`_unpack_inputs` and `_prologue` of a wrapper called with every graph input (size
+    inputs included) that reads the size symbols it uses first."""
+
+    sched: Any
+    binder: Any
+    sizes: Any
+    w: Any
+
+    def _unpack_inputs(self) -> None:
+        inputs = self.sched.graph_inputs
+        positions = self.binder.tensor_positions
+        if not inputs:
+            return
+        if positions == list(range(len(positions))) and not self.sched.size_inputs:
+            super()._unpack_inputs()  # type: ignore[misc]
+            return
+        picked = ", ".join(f"args[{p}]" for p in positions)
+        self.w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = {picked}")
+
+    def _prologue(self) -> list[str]:
+        taken = {*self.sched.buffers, *self.sched.constants, "args", "_r"}
+        lines = []
+        for name in sorted(self.sizes.used, key=lambda n: (len(n), n)):
+            source = self.binder.sources.get(name)
+            if source is None:
+                raise NeedsConcreteSizes(f"size symbol {name} is not read from any input")
+            if name in taken or name.startswith(("p_", "_")):
+                raise NeedsConcreteSizes(f"size symbol {name} collides with a wrapper name")
+            kind, position, dim = source
+            lines.append(f"    {name} = {_READS[kind].format(position=position, dim=dim)}")
+        return lines
