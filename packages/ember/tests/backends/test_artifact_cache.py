@@ -181,3 +181,36 @@ def test_graphs_with_lifted_constants_are_cached(tmp_path):
     warm = run()
     assert warm["cache_hits"] == 1 and warm["codegen_cache_hits"] == 2
     assert warm.get("codegen_cache_misses", 0) == 0 and warm["backward_runs"] == 1
+
+
+def test_entries_of_another_key_are_rebuilt_not_loaded(tmp_path):
+    """Each entry file copied over another key's (internally consistent, wrong graph):
+    detected by the key recorded inside, rebuilt, and the results still match eager."""
+    cache = tmp_path / "cache"
+    run_child(cache)
+    for level in ("aot", "codegen"):
+        entries = sorted((cache / "artifacts" / level).rglob("*.json"))
+        assert len(entries) >= 2
+        data = [p.read_bytes() for p in entries]
+        for path, other in zip(entries, data[1:] + data[:1], strict=True):
+            path.write_bytes(other)
+    rebuilt = run_child(cache)
+    assert rebuilt["cache_misses"] == 2 and rebuilt.get("cache_hits", 0) == 0
+    assert rebuilt["codegen_cache_misses"] == 3 and not rebuilt.get("codegen_cache_hits")
+    assert run_child(cache)["cache_hits"] == 2
+
+
+def test_artifact_dir_refuses_another_keys_entry(tmp_path, monkeypatch):
+    from ember.backends.artifact_cache import ArtifactDir
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    store = ArtifactDir("codegen")
+    x, y = "a" * 64, "b" * 64
+    store.save(x, {"graph": "x"})
+    store.save(y, {"graph": "y"})
+    store.path(y).write_bytes(store.path(x).read_bytes())
+    assert store.load(x) == {"graph": "x"}
+    assert store.load(y) is None and not store.path(y).exists()  # deleted: rebuilt on save
+    store.save(y, {"graph": "y"})
+    store.path(y).write_bytes(store.path(y).read_bytes()[:-20])  # truncated
+    assert store.load(y) is None

@@ -1,7 +1,8 @@
 """Level 1 of the artifact cache: a prim-level graph -> its generated C++ (or Triton) and wrapper.
 
 Key: the graph's source, each placeholder's layout, the codegen target and the code
-fingerprint. Entry: the C++ source (its kernel library comes from ember-codegen's kernel
+fingerprint. A graph with symbolic sizes is keyed by its symbolic form, never by the example
+sizes (symbolic_key.py): one entry serves every size its guards admit, in any process. Entry: the C++ source (its kernel library comes from ember-codegen's kernel
 cache, rebuilt there if it went missing), the wrapper source, the kernels' signatures, and the
 wrapper's namespace written as plain data (dtypes, ops and importable functions by name,
 constant tensors as bytes, and their data pointers as "the pointer of that constant", taken
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-from collections.abc import Callable
+import logging
+import types
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from ember.backends.artifact_cache import ArtifactDir, code_fingerprint
 
+log = logging.getLogger("ember.cache")
 LEVEL = "codegen"
 _BUILT_IN = {"__builtins__", "call", "_error", "_raise_kernel_error"}
 
@@ -32,6 +36,18 @@ def graph_key(source: Any, target: str) -> str:
     from ember_codegen.cache import content_key
 
     return content_key(["ember-artifact-codegen", code_fingerprint(), target, source.identity()])
+
+
+def symbolic_graph_key(gm: torch.fx.GraphModule, env: Any, target: str) -> str:
+    """The key of a graph with symbolic sizes (raises NotCacheable): see symbolic_key.py."""
+    from ember.backends.symbolic_key import SymbolicUncacheable, symbolic_identity
+    from ember_codegen.cache import content_key
+
+    try:
+        identity = symbolic_identity(gm, env)
+    except SymbolicUncacheable as reason:
+        raise NotCacheable(str(reason)) from reason
+    return content_key(["ember-artifact-codegen-symbolic", code_fingerprint(), target, identity])
 
 
 def _resolve(module: str, qualname: str) -> Any:
@@ -94,6 +110,8 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
         return _triton_payload(compiled, aten_fallbacks)
     if not hasattr(compiled, "cpp_source"):
         raise NotCacheable(f"{type(compiled).__name__} is not a C++ or Triton compiled graph")
+    if not isinstance(compiled._call, types.FunctionType):  # a wrapper written per binding
+        raise NotCacheable(f"the wrapper is a {type(compiled._call).__name__}, not one source")
     runtime = set(runtime_namespace())
     globals_ = compiled._call.__globals__
     namespace = {}
@@ -117,6 +135,7 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
             "may_fail": k.may_fail,
             "register_only": sorted(k.register_only),
             "mode": k.mode,
+            "size_params": list(k.size_params),
         }
         for k in compiled.kernels
     ]
@@ -180,6 +199,7 @@ def from_payload(payload: dict, origin: str) -> Any:
             k["may_fail"],
             set(k["register_only"]),
             k["mode"],
+            list(k.get("size_params", ())),
         )
         for k in payload["kernels"]
     ]
@@ -194,7 +214,9 @@ def from_payload(payload: dict, origin: str) -> Any:
         library = compile_source(payload["cpp_source"])
         for kernel in kernels:
             fn = library.cdll[kernel.name]
-            fn.argtypes = [ctypes.c_void_p] * len(kernel.params)
+            fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int64] * len(
+                kernel.size_params
+            )
             fn.restype = None
             namespace[f"_k_{kernel.name}"] = fn
         namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
@@ -211,14 +233,21 @@ def from_payload(payload: dict, origin: str) -> Any:
 
 
 class CodegenArtifacts:
-    """Level-1 entries: load/save a compiled graph by its graph key."""
+    """Level-1 entries: load/save a compiled graph by its graph key. A symbolic graph's
+    entry also holds the condition guards it was compiled under (`guards`): a hit needs
+    them to hold on `env`'s sizes, and records them there (symbolic_key.py)."""
 
     def __init__(self) -> None:
         self.store = ArtifactDir(LEVEL)
 
-    def load(self, key: str) -> tuple[Any, dict] | None:
+    def load(self, key: str, env: Any = None) -> tuple[Any, dict] | None:
+        from ember.backends.symbolic_key import replay_guards
+
         payload = self.store.load(key)
         if payload is None:
+            return None
+        if not replay_guards(env, payload.get("guards", ())):
+            log.info("codegen artifact %s: its guards fail on these sizes", key)
             return None
         origin = str(self.store.path(key))
         if payload.get("target") == "triton":
@@ -226,5 +255,14 @@ class CodegenArtifacts:
             return None if compiled is None else (compiled, payload["aten_fallbacks"])
         return from_payload(payload, origin), payload["aten_fallbacks"]
 
-    def save(self, key: str, compiled: Any, aten_fallbacks: dict[str, int]) -> None:
-        self.store.save(key, to_payload(compiled, aten_fallbacks))
+    def save(
+        self,
+        key: str,
+        compiled: Any,
+        aten_fallbacks: dict[str, int],
+        guards: Sequence[str] = (),
+    ) -> None:
+        payload = to_payload(compiled, aten_fallbacks)
+        if guards:
+            payload["guards"] = list(guards)
+        self.store.save(key, payload)

@@ -161,20 +161,18 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
 
 
 def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target: _target_key
-    from ember.backends.codegen_artifact import graph_key
+    from ember.backends.codegen_artifact import NotCacheable, graph_key, symbolic_graph_key
+    from ember.backends.symbolic_key import shape_env_of
     from ember_aot_autograd import NotSerializable, graph_to_source
 
     if not artifact_cache.enabled():
         return None
-    if has_symbolic_sizes(gm):
-        # not stored: a symbolic graph's artifact would need its size bindings saved too
-        # (its C++ kernels still come from the kernel cache, keyed by their source)
-        log.info("codegen artifact cache bypassed: symbolic sizes")
-        artifact_cache.count("bypasses", "codegen_")
-        return None
     try:
+        env = shape_env_of(gm) if has_symbolic_sizes(gm) else None
+        if env is not None:  # keyed by its symbolic form: one entry for every size
+            return symbolic_graph_key(gm, env, target)
         return graph_key(graph_to_source(gm), target)
-    except NotSerializable as reason:
+    except (NotSerializable, NotCacheable) as reason:
         log.info("codegen artifact cache bypassed: %s", reason)
         artifact_cache.count("bypasses", "codegen_")
         return None
@@ -204,6 +202,7 @@ def compile_prim_graph(kind: str, settings: InductorSettings = DEFAULT_SETTINGS)
 def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         from ember.backends.codegen_artifact import CodegenArtifacts, NotCacheable
+        from ember.backends.symbolic_key import condition_guards, shape_env_of
         from ember_codegen import compile_graph as codegen
         from ember_inductor_ir import lower, schedule
 
@@ -218,8 +217,9 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             counters["inductor_fallbacks"]["mixed_device_graph"] += 1
             return counting_graph_runner("inductor", kind)(gm, example_inputs)
         key = _codegen_key(gm, _target_key(target, settings))
+        env = shape_env_of(gm) if key is not None else None
         if key is not None:
-            hit = CodegenArtifacts().load(key)
+            hit = CodegenArtifacts().load(key, env)
             if hit is not None:
                 artifact_cache.count("hits", "codegen_")
                 compiled, aten = hit
@@ -237,7 +237,7 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
         emit_kernels(gm, scheduled, compiled, target)
         if key is not None:
             try:
-                CodegenArtifacts().save(key, compiled, _aten_ops(gm))
+                CodegenArtifacts().save(key, compiled, _aten_ops(gm), condition_guards(env))
                 artifact_cache.count("misses", "codegen_")
             except NotCacheable as reason:
                 log.info("codegen artifact cache bypassed: %s", reason)

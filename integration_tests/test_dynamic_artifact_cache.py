@@ -1,0 +1,105 @@
+"""The codegen artifact cache keys a graph with symbolic sizes by its symbolic form (issue 13):
+a second process compiling the same dynamic program reuses the first one's artifacts and
+runs sizes the first never saw with no lowering, no code generation and no C++ build,
+matching eager (inference, and training with a backward graph)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, torch, ember
+    import ember_codegen, ember_inductor_ir
+    from ember_codegen.cpp import build
+    from ember_codegen.cpp.emit.size_bindings import WRAPPER_STATS
+
+    work = {"lower": 0, "codegen": 0, "cpp_builds": 0}
+
+    def counting(name, fn):
+        def wrapped(*args, **kwargs):
+            work[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    ember_inductor_ir.lower = counting("lower", ember_inductor_ir.lower)
+    ember_codegen.compile_graph = counting("codegen", ember_codegen.compile_graph)
+    build.build_library = counting("cpp_builds", build.build_library)
+
+    def fn(x, w):
+        h = torch.relu(x @ w).softmax(-1)
+        return h.sum(1) * 2 + x.size(1), (h * x).mean()
+
+    torch.manual_seed(0)
+    w = torch.randn(16, 16, requires_grad=True)
+    compiled = ember.compile(fn, dynamic=True)
+    for b, t in json.loads(sys.argv[1]):
+        x = torch.randn(b, t, 16)
+        with torch.no_grad():
+            for got, want in zip(compiled(x, w), fn(x, w)):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        got = compiled(x, w)
+        sum(o.sum() for o in got).backward()
+        grad, w.grad = w.grad, None
+        sum(o.sum() for o in fn(x, w)).backward()
+        torch.testing.assert_close(grad, w.grad, rtol=1e-4, atol=1e-4)
+        w.grad = None
+    print(json.dumps({
+        "inductor": dict(ember.counters["inductor"]),
+        "wrappers": dict(WRAPPER_STATS),
+        "work": work,
+    }))
+    """
+)
+
+
+def run_child(cache: Path, sizes: list) -> dict:
+    env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
+    env.pop("EMBER_ARTIFACT_CACHE", None)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(sizes)],
+        env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_runs_unseen_sizes_without_building(tmp_path):
+    cache = tmp_path / "cache"
+    cold = run_child(cache, [[2, 3], [3, 5]])
+    stats = cold["inductor"]
+    # inference, forward and backward: symbolic graphs, compiled once each and saved
+    assert stats["codegen_cache_misses"] == 3 and not stats.get("codegen_cache_bypasses")
+    assert not stats.get("static_specializations")
+    assert cold["work"]["codegen"] == 3 and cold["work"]["cpp_builds"] >= 1
+    entries = list((cache / "artifacts" / "codegen").rglob("*.json"))
+    assert len(entries) == 3
+    libraries = sorted(p.name for p in cache.rglob("*.so"))
+
+    warm = run_child(cache, [[4, 7], [5, 9], [6, 2]])  # sizes the first process never saw
+    stats = warm["inductor"]
+    assert stats["codegen_cache_hits"] == 3 and not stats.get("codegen_cache_misses")
+    assert warm["work"] == {"lower": 0, "codegen": 0, "cpp_builds": 0}
+    assert not warm["wrappers"]  # no wrapper written: each came from its entry
+    assert stats["forward_runs"] >= 6 and stats["backward_runs"] == 3
+    assert sorted(p.name for p in cache.rglob("*.so")) == libraries
+
+
+def test_entry_of_another_symbolic_graph_is_rebuilt(tmp_path):
+    """An entry copied over another key's file: detected by the key it records, rebuilt."""
+    cache = tmp_path / "cache"
+    run_child(cache, [[2, 3]])
+    entries = sorted((cache / "artifacts" / "codegen").rglob("*.json"))
+    data = [p.read_bytes() for p in entries]
+    for path, other in zip(entries, data[1:] + data[:1], strict=True):
+        path.write_bytes(other)  # each entry now holds another graph's artifact
+    rebuilt = run_child(cache, [[4, 7]])
+    assert rebuilt["inductor"]["codegen_cache_misses"] == 3
+    assert not rebuilt["inductor"].get("codegen_cache_hits")
+    assert rebuilt["work"]["codegen"] == 3
+    assert run_child(cache, [[3, 4]])["inductor"]["codegen_cache_hits"] == 3
