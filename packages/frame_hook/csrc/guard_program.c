@@ -47,6 +47,7 @@ typedef enum {
     OP_CHECK_NOT_IN,     /* arg not in reg[src] */
     OP_CHECK_CALL,       /* arg[0](reg[src], *arg[1]) is truthy: the escape hatch */
     OP_CHECK_OWNER,      /* the thread's hook setting is arg or False */
+    OP_CHECK_NATIVE,     /* arg = (capsule, data): a C check a plug-in provides */
     OP_COUNT
 } Opcode;
 
@@ -55,8 +56,16 @@ static const char *const op_names[OP_COUNT] = {
     "CALL_METHOD", "LOAD_LIST",     "LOAD_VALUES", "CHECK_TYPE",       "CHECK_IS",
     "CHECK_IS_NOT", "CHECK_SAME",   "CHECK_DISTINCT", "CHECK_EQ",      "CHECK_TRUE",
     "CHECK_FALSE", "CHECK_LEN",     "CHECK_ITEM_TYPES", "CHECK_KEYS",  "CHECK_DIMS",
-    "CHECK_NO_ATTR", "CHECK_NOT_IN", "CHECK_CALL", "CHECK_OWNER",
+    "CHECK_NO_ATTR", "CHECK_NOT_IN", "CHECK_CALL", "CHECK_OWNER", "CHECK_NATIVE",
 };
+
+/* CHECK_NATIVE's plug-in: a PyCapsule named EMBER_NATIVE_CHECK holding a function
+ * `int check(PyObject *value, PyObject *data)` that answers 1 (passes), 0 (fails) or
+ * -1 with an exception set, exactly as the Python checks it stands for would. It
+ * lets a package that knows a type's C layout (the tracer's tensor check, built
+ * against torch) add checks without this extension knowing the type. */
+#define EMBER_NATIVE_CHECK "ember_frame_hook.native_check"
+typedef int (*ember_native_check)(PyObject *value, PyObject *data);
 
 /* The registers that hold the frame's namespaces when a program starts. */
 enum { REG_LOCALS = 0, REG_GLOBALS = 1, REG_BUILTINS = 2, REG_FIRST_FREE = 3 };
@@ -73,7 +82,9 @@ typedef struct {
                           CHECK_DIMS: minimum of an unchecked dim, or -1 */
     Py_ssize_t *ints;  /* CHECK_DISTINCT: registers; CHECK_DIMS: dims (ANY_DIM) */
     Py_ssize_t nints;
-    PyObject *extra;   /* CHECK_CALL: the callable; CHECK_DIMS: the static tuple or NULL */
+    PyObject *extra;   /* CHECK_CALL: the callable; CHECK_DIMS: the static tuple or NULL;
+                          CHECK_NATIVE: the data */
+    ember_native_check native; /* CHECK_NATIVE: the plug-in's function */
     int has_int_key;   /* LOAD_ITEM: arg is an exact int that fits n */
     int needs_src;     /* reads reg[src] (checked to be loaded when it runs) */
 } Instr;
@@ -400,6 +411,9 @@ int ember_guard_program_run(PyObject *program, PyObject *f_locals) {
             ok = setting == in->arg || setting == Py_False;
             break;
         }
+        case OP_CHECK_NATIVE:
+            ok = in->native(value, in->extra);
+            break;
         default: /* decode() lets no other opcode in */
             PyErr_SetString(PyExc_SystemError, "GuardProgram: bad opcode");
             result = -1;
@@ -589,6 +603,16 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
         }
         in->extra = PyTuple_GET_ITEM(arg, 0);
         break;
+    case OP_CHECK_NATIVE: {
+        PyObject *capsule = PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2
+                                ? PyTuple_GET_ITEM(arg, 0) : NULL;
+        if (capsule == NULL || !PyCapsule_IsValid(capsule, EMBER_NATIVE_CHECK)) {
+            return bad(pc, "CHECK_NATIVE takes (capsule '" EMBER_NATIVE_CHECK "', data)");
+        }
+        in->native = (ember_native_check)PyCapsule_GetPointer(capsule, EMBER_NATIVE_CHECK);
+        in->extra = PyTuple_GET_ITEM(arg, 1);
+        break;
+    }
     default:
         break;
     }

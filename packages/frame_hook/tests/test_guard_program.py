@@ -276,3 +276,32 @@ def test_no_reference_leak_per_call():
     for _ in range(1000):
         assert p(f_locals)
     assert sys.getrefcount(value) == before
+
+
+def native_capsule(check):
+    """A CHECK_NATIVE capsule around a Python function, through ctypes (tests only)."""
+    import ctypes
+
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object)
+    function = proto(check)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.cast(function, ctypes.c_void_p), b"ember_frame_hook.native_check", None)
+    return capsule, function  # keep the ctypes function alive with the capsule
+
+
+def test_native_check_plug_in():
+    seen = []
+
+    def check(value, data):
+        seen.append((value, data))
+        return 1 if value == data else 0
+
+    capsule, keep = native_capsule(check)
+    p = program(local("x"), ("CHECK_NATIVE", 0, 3, (capsule, 5)))
+    assert p({"x": 5}) and not p({"x": 6})
+    assert seen == [(5, 5), (6, 5)]
+    with pytest.raises(ValueError, match="CHECK_NATIVE"):
+        program(("CHECK_NATIVE", 0, L, (object(), 5)))
+    del keep
