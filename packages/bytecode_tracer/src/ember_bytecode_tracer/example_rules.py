@@ -184,9 +184,10 @@ def _static_twin(t: torch.Tensor) -> torch.Tensor | None:
 # ---- the layout each CUDA kernel gives its output ------------------------------------------
 # Read from aten's CUDA sources: the math path returns a matmul's contiguous result; the
 # memory-efficient kernel writes (B, L, H, E) and returns it transposed; flash writes into
-# `empty_like(query.transpose(1, 2))` (the query's own layout when that is dense, else
-# (B, L, H, E)), from a query padded to a multiple of 8 in the head dim when it is not one;
-# cuDNN allocates with the query's layout (dense, in the order of the query's strides).
+# `empty_like(query.transpose(1, 2))` and cuDNN allocates matching the query: both give the
+# query's own strides when it is dense, else a dense tensor in the order of its strides
+# (`empty_like` of a strided tensor with gaps keeps its dim order); flash first pads a head dim
+# that is not a multiple of 8 (into a contiguous tensor) and slices the output back.
 
 
 def _dense_strides(sizes: Any, order: list[int]) -> tuple:
@@ -227,18 +228,11 @@ def sdpa_output_strides(
         return _dense_strides(shape, [3, 1, 2, 0])
     sizes, strides = list(static_query.shape), list(static_query.stride())
     same_shape = _same(shape[3], query.shape[3])  # B, H, L are the query's by construction
-    if backend == FLASH:
-        head = sizes[3]
-        if head % 8:
-            padded = (*shape[:3], -(-head // 8) * 8)
-            return _dense_strides(padded, [3, 2, 1, 0])
-        t_sizes = [sizes[0], sizes[2], sizes[1], sizes[3]]
-        t_strides = [strides[0], strides[2], strides[1], strides[3]]
-        if same_shape and _dense(t_sizes, t_strides):
-            return tuple(query.stride())
-        return _dense_strides(shape, [3, 1, 2, 0])
-    if backend == CUDNN:
+    if backend == FLASH and sizes[3] % 8:
+        padded = (*shape[:3], -(-sizes[3] // 8) * 8)
+        return _dense_strides(padded, [3, 2, 1, 0])
+    if backend in (FLASH, CUDNN):
         if same_shape and _dense(sizes, strides):
-            return tuple(query.stride())
+            return tuple(query.stride())  # empty_like keeps them, size-1 dims' included
         return _dense_strides(shape, _stride_order(strides))
     return _dense_strides(shape, [3, 2, 1, 0])

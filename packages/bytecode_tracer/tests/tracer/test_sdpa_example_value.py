@@ -86,8 +86,14 @@ def test_flash_rule_matches_eager_cpu_flash_for_dense_queries(layout):
 
 def test_flash_rule_for_queries_with_gaps_and_odd_head_dims():
     q, _, _ = fused_qkv(2, 12, 4, 16)
-    # empty_like(q.transpose(1, 2)) of a tensor with gaps is a contiguous (B, L, H, E)
+    # empty_like(q.transpose(1, 2)) of a tensor with gaps: dense, in its dims' order
     assert er.sdpa_output_strides(er.FLASH, q, q, q.shape) == (12 * 64, 16, 64, 1)
+    q = torch.randn(2, 4, 12, 32)[..., :16]  # gaps, heads outermost
+    assert er.sdpa_output_strides(er.FLASH, q, q, q.shape) == (4 * 12 * 16, 12 * 16, 16, 1)
+    # aten's flash meta kernel agrees (empty_like of the query, gaps and all)
+    meta = torch.empty_strided(q.shape, q.stride(), device="meta")
+    out = torch.ops.aten._scaled_dot_product_flash_attention(meta, meta, meta)[0]
+    assert er.sdpa_output_strides(er.FLASH, q, q, q.shape) == out.stride()
     q = bshd(2, 12, 4, 20)  # padded to 24 (a contiguous tensor), then sliced back to 20
     assert er.sdpa_output_strides(er.FLASH, q, q, q.shape) == (4 * 12 * 24, 12 * 24, 24, 1)
 
