@@ -148,3 +148,21 @@ def test_env_variable_turns_it_on(tmp_path, monkeypatch):
     recs = records(tmp_path)
     assert recs[0]["event"] == "process"
     assert {"frame", "graph_break"} <= {r["event"] for r in recs}
+
+
+def test_a_recording_failure_never_fails_the_compile(tmp_path, monkeypatch, caplog):
+    def broken(gm):
+        raise RuntimeError("cannot describe")
+
+    monkeypatch.setattr("ember.trace.writer.graph_rows", broken)
+    ember.config.trace_dir = str(tmp_path)
+    try:
+        compiled = ember.compile(toy_example, backend="eager")
+        a, b = torch.randn(4), torch.randn(4)
+        torch.testing.assert_close(compiled(a, b), toy_example(a, b))
+    finally:
+        ember.config.trace_dir = None
+        ember.trace.close()
+    warnings = [r for r in caplog.records if r.name == "ember.trace"]
+    assert len(warnings) == 1 and "could not record" in warnings[0].getMessage()
+    assert any(r["event"] == "frame" for r in records(tmp_path))  # the rest was recorded

@@ -66,11 +66,14 @@ def traced_backend(backend: Callable) -> Callable:
         writer = _writer
         if writer is None:
             return backend(gm, example_inputs)
-        gid = writer.begin_graph(gm, example_inputs)
+        gid = None
+        with writer.guarded("graph"):
+            gid = writer.begin_graph(gm, example_inputs)
         try:
             return backend(gm, example_inputs)
         finally:
-            writer.end_graph(gid)
+            with writer.guarded("graph end"):
+                writer.end_graph(gid)
 
     return compile_graph
 
@@ -78,7 +81,8 @@ def traced_backend(backend: Callable) -> Callable:
 def on_frame(record: Any) -> None:
     """The frame compiler's on_record: the frame's events (after the EMBER_LOGS lines)."""
     if _writer is not None:
-        write_frame(_writer, record)
+        with _writer.guarded("frame"):
+            write_frame(_writer, record)
 
 
 __all__ = [

@@ -11,6 +11,7 @@ graph and stage name when the graph's compile ends, or per frame for `trace`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -20,6 +21,7 @@ import sys
 import time
 import types
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import torch
 
 from ember.trace.describe import code_info, graph_rows
 
+log = logging.getLogger("ember.trace")
 BLOB_MIN = 256  # strings at least this long are written once as a blob and referred to
 
 
@@ -48,6 +51,7 @@ class TraceWriter(logging.Handler):
         self.graph_stack: list[int] = []
         self._stages: list[list] = []  # [name, start, child seconds]
         self._totals: dict[tuple, list] = {}  # (frame, graph, stage) -> [seconds, count]
+        self._warned = False
         self.write("process", pid=os.getpid(), argv=sys.argv, python=sys.version.split()[0],
                    torch=torch.__version__, started=time.time())  # fmt: skip
 
@@ -58,11 +62,24 @@ class TraceWriter(logging.Handler):
         if kind is None:
             return
         payload = getattr(record, "ember_payload", {})
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, **payload)
-        else:
-            self.write(kind, **payload)
+        with self.guarded(kind):
+            handler = _HANDLERS.get(kind)
+            if handler is not None:
+                handler(self, **payload)
+            else:
+                self.write(kind, **payload)
+
+    @contextlib.contextmanager
+    def guarded(self, what: str) -> Iterator[None]:
+        """A failure to record never fails the compile: warned about once, then quiet."""
+        try:
+            with self.lock:
+                yield
+        except Exception:
+            if not self._warned:
+                self._warned = True
+                log.warning("ember.trace: could not record %r (tracing goes on)", what,
+                            exc_info=True)  # fmt: skip
 
     def close(self) -> None:
         self.flush_stages(None)
@@ -184,7 +201,9 @@ class TraceWriter(logging.Handler):
         self.begin_stage("backend")
         return gid
 
-    def end_graph(self, gid: int) -> None:
+    def end_graph(self, gid: int | None) -> None:
+        if gid is None:  # its begin failed (and was warned about)
+            return
         self.end_stage("backend")
         self.flush_stages(gid)
         if self.graph_stack and self.graph_stack[-1] == gid:
