@@ -80,7 +80,8 @@ def test_symbolic_fold_needs_a_proof_for_every_size():
     i0, i1 = index_vars("i", 2)
     (r0,) = index_vars("r", 1)
     index = r0 + 64 * ModularIndexing(64 * i0 * S0 + 64 * i1 + r0, 64, 2 * S0)
-    assert simplify_index(index, {i0: 2, i1: S0 + 1, r0: 64}) == index
+    got = simplify_index(index, {i0: 2, i1: S0 + 1, r0: 64})
+    assert got == r0 + 64 * ModularIndexing(i0 * S0 + i1, 1, 2 * S0)
     # a symbol that may be negative (a Python int, not a size) proves nothing
     n = sympy.Symbol("n", integer=True)
     assert simplify_index(ModularIndexing(i0, 1, n), {i0: 4}) == ModularIndexing(i0, 1, n)
@@ -96,3 +97,16 @@ def test_known_le_uses_only_what_holds_for_every_size():
     assert not known_le(S0, 2)
     n = sympy.Symbol("n", integer=True)
     assert not known_le(0, n)
+
+
+def test_common_factor_of_a_symbolic_divisor():
+    # GQA: query head i1 of 4 reads kv head i1 // 2 through a (kv, 2, s0, 16) expand
+    i1, i2, i3 = index_vars("i", 4)[1:]
+    index = FloorDiv(16 * i1 * S0 + 16 * i2 + i3, 32 * S0)
+    assert simplify_index(index, {i1: 4, i2: S0, i3: 16}) == FloorDiv(i1, 2)
+    # i2 may reach s0 (its range is s0 + 1): only the factor 16 leaves, s0 stays
+    got = simplify_index(index, {i1: 4, i2: S0 + 1, i3: 16})
+    assert got == FloorDiv(i1 * S0 + i2, 2 * S0)
+    # static sizes too: (432*i1 + 16*i2 + i3) // 864 with 16*i2 + i3 < 432
+    static = FloorDiv(432 * i1 + 16 * i2 + i3, 864)
+    assert simplify_index(static, {i1: 4, i2: 27, i3: 16}) == FloorDiv(i1, 2)

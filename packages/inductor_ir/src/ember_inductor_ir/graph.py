@@ -23,7 +23,7 @@ from .add_folds import Fold, find_folds
 from .errors import DynamicShapeUnsupported, LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.readwrite import ReadWriteHandler
-from .indexing import index_vars, product
+from .indexing import index_vars, known_le, product
 from .layout import (
     FixedLayout,
     FlexibleLayout,
@@ -202,7 +202,7 @@ class GraphLowering:
         if not (isinstance(node, TensorBox) and isinstance(unwrap(node), Pointwise)):
             return
         base_numel, view_numel = product(node.get_size()), product(value.get_size())
-        if base_numel.is_Integer and view_numel.is_Integer and base_numel <= view_numel:
+        if known_le(base_numel, view_numel):  # proven for every size when symbolic
             self.realize(node)
 
     def extern(

@@ -230,11 +230,17 @@ def _fold_bounded(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
                     return sympy.Integer(0)
                 if known_le(bound, div * mod):
                     return FloorDiv(base, div)
+            common = _common_factor(base, div, var_ranges)
+            if common is not None:
+                return ModularIndexing(common[0], common[1], mod)
         if isinstance(node, FloorDiv):
             base, div = node.args
             bound = upper_bound(base, var_ranges)
             if bound is not None and known_le(bound, div):
                 return sympy.Integer(0)
+            common = _common_factor(base, div, var_ranges)
+            if common is not None:
+                return FloorDiv(*common)
         return node
 
     return expr.replace(lambda e: isinstance(e, (ModularIndexing, FloorDiv)), fold)
@@ -255,6 +261,37 @@ def _parse_digit(term: Expr) -> tuple[Expr, tuple[Expr, Expr, Expr | None]] | No
     digit = _digits(digits[0])
     assert digit is not None
     return term / digits[0], digit
+
+
+def _common_factor(
+    base: Expr, divisor: Expr, var_ranges: Mapping[sympy.Symbol, Expr]
+) -> tuple[Expr, Expr] | None:
+    """(k, m) with (g*k + r) // (g*m) == k // m: a factor g of the divisor that divides
+    every term of the base but a remainder r proven in [0, g) ("(16*s*i + 16*j + l) //
+    (32*s)" with 16*j + l < 16*s is i // 2: GQA's shared heads over a symbolic length)."""
+    terms = sympy.Add.make_args(base)
+    candidates = set()
+    for term in terms:
+        try:
+            g = sympy.gcd(term, divisor)
+        except (sympy.PolynomialError, TypeError, ValueError):
+            continue
+        if g != 1 and g.is_positive:
+            candidates.add(g)
+    for g in sorted(candidates, key=sympy.default_sort_key):
+        if _whole_quotient(divisor, g) is None:
+            continue
+        whole, rest = [], []
+        for term in terms:
+            quotient = _whole_quotient(term, g)
+            (rest if quotient is None else whole).append(term if quotient is None else quotient)
+        remainder = sympy.Add(*rest)
+        if not whole or not rest or not remainder.is_nonnegative:
+            continue
+        bound = upper_bound(remainder, var_ranges)
+        if bound is not None and known_le(bound, g):
+            return sympy.Add(*whole), _whole_quotient(divisor, g)
+    return None
 
 
 def _merge_digits(expr: Expr) -> Expr:

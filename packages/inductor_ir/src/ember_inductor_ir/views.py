@@ -227,38 +227,67 @@ def as_strided(
 
 
 def _reshape_groups(old: list[Expr], new: list[Expr]) -> list[tuple[list[int], list[int]]] | None:
-    """Pair runs of old and new dims with equal products (None when sizes are symbolic)."""
-    if not all(s.is_Integer for s in (*old, *new)):
-        return None
+    """Pair runs of old and new dims with equal products. Symbolic sizes pair where one
+    run's product divides the other's for every size (``[1, s0, 4, 16]`` and ``[s0, 64]``:
+    ``[1, s0] | [s0]``, ``[4, 16] | [64]``); None where no such pairing is proven."""
     groups: list[tuple[list[int], list[int]]] = []
     i = j = 0
     while i < len(old) or j < len(new):
         gi: list[int] = []
         gj: list[int] = []
-        pi = pj = 1
+        pi: Expr = sympy.Integer(1)
+        pj: Expr = sympy.Integer(1)
         if i < len(old):
             gi.append(i)
-            pi *= int(old[i])
+            pi = pi * old[i]
             i += 1
         if j < len(new):
             gj.append(j)
-            pj *= int(new[j])
+            pj = pj * new[j]
             j += 1
-        while pi != pj:
-            if pi < pj:
+        while sympy.expand(pi - pj) != 0:
+            grow_old = _divides(pi, pj)
+            if grow_old is None:
+                return None
+            if grow_old:
                 if i >= len(old):
                     return None
                 gi.append(i)
-                pi *= int(old[i])
+                pi = pi * old[i]
                 i += 1
             else:
                 if j >= len(new):
                     return None
                 gj.append(j)
-                pj *= int(new[j])
+                pj = pj * new[j]
                 j += 1
         groups.append((gi, gj))
     return groups
+
+
+def _divides(a: Expr, b: Expr) -> bool | None:
+    """True when the run of product a grows (a divides b), False when the run of b grows,
+    None when neither division is proven for every value of the size symbols."""
+    if a.is_Integer and b.is_Integer:
+        return int(a) < int(b)  # static sizes: grow the smaller run, as always
+    for num, den, answer in ((b, a, True), (a, b, False)):
+        if den == 0:
+            continue
+        numer, denom = sympy.fraction(sympy.cancel(num / den))
+        if denom == 1 and _integer_polynomial(numer):
+            return answer
+    return None
+
+
+def _integer_polynomial(expr: Expr) -> bool:
+    """A polynomial in the size symbols with integer coefficients (an integer for every
+    value of the symbols)."""
+    if expr.is_Integer:
+        return True
+    symbols = sorted(expr.free_symbols, key=str)
+    if not expr.is_polynomial(*symbols):
+        return False
+    return all(c.is_Integer for c in sympy.Poly(expr, *symbols).coeffs())
 
 
 def reshape(base: IRNode, shape: Sequence[object]) -> View:
