@@ -1,7 +1,8 @@
 """The codegen artifact cache keys a graph with symbolic sizes by its symbolic form (issue 13):
 a second process compiling the same dynamic program reuses the first one's artifacts and
 runs sizes the first never saw with no lowering, no code generation and no C++ build,
-matching eager (inference, and training with a backward graph)."""
+matching eager (inference, and training with a backward graph). On the C++ target, and on
+the Triton target under its CPU interpreter (where the triton extra is installed)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 CHILD = textwrap.dedent(
     """
-    import json, sys, torch, ember
+    import json, os, sys, torch, ember
     import ember_codegen, ember_inductor_ir
     from ember_codegen.cpp import build
     from ember_codegen.cpp.emit.size_bindings import WRAPPER_STATS
+
+    from ember.backends import artifact_cache
+    if os.environ.get("PINNED_FINGERPRINT"):  # the first child's (see run_child)
+        artifact_cache._fingerprint = os.environ["PINNED_FINGERPRINT"]
 
     work = {"lower": 0, "codegen": 0, "cpp_builds": 0}
 
@@ -37,7 +44,8 @@ CHILD = textwrap.dedent(
 
     torch.manual_seed(0)
     w = torch.randn(16, 16, requires_grad=True)
-    compiled = ember.compile(fn, dynamic=True)
+    options = {"target": "triton"} if os.environ.get("TRITON_INTERPRET") == "1" else None
+    compiled = ember.compile(fn, dynamic=True, options=options)
     for b, t in json.loads(sys.argv[1]):
         x = torch.randn(b, t, 16)
         with torch.no_grad():
@@ -53,35 +61,58 @@ CHILD = textwrap.dedent(
         "inductor": dict(ember.counters["inductor"]),
         "wrappers": dict(WRAPPER_STATS),
         "work": work,
+        "fingerprint": artifact_cache.code_fingerprint(),
     }))
     """
 )
 
 
-def run_child(cache: Path, sizes: list) -> dict:
+TARGETS = ["cpp", "triton"]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    if request.param == "triton":
+        pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
+    return request.param
+
+
+#: the first child's code fingerprint, given to the later ones: in a working tree that
+#: others edit meanwhile, a changed stage source would (rightly) change every key
+_FINGERPRINT: dict[Path, str] = {}
+
+
+def run_child(cache: Path, sizes: list, target: str = "cpp") -> dict:
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
+    env["PINNED_FINGERPRINT"] = _FINGERPRINT.get(cache, "")
     env.pop("EMBER_ARTIFACT_CACHE", None)
+    env.pop("TRITON_INTERPRET", None)
+    if target == "triton":
+        env["TRITON_INTERPRET"] = "1"
     out = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(sizes)],
         env=env, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    _FINGERPRINT.setdefault(cache, result["fingerprint"])
+    return result
 
 
-def test_second_process_runs_unseen_sizes_without_building(tmp_path):
+def test_second_process_runs_unseen_sizes_without_building(tmp_path, target):
     cache = tmp_path / "cache"
-    cold = run_child(cache, [[2, 3], [3, 5]])
+    cold = run_child(cache, [[2, 3], [3, 5]], target)
     stats = cold["inductor"]
     # inference, forward and backward: symbolic graphs, compiled once each and saved
     assert stats["codegen_cache_misses"] == 3 and not stats.get("codegen_cache_bypasses")
     assert not stats.get("static_specializations")
-    assert cold["work"]["codegen"] == 3 and cold["work"]["cpp_builds"] >= 1
+    assert cold["work"]["codegen"] == 3 and cold["wrappers"]["symbolic"] == 3
+    assert cold["work"]["cpp_builds"] >= (target == "cpp")
     entries = list((cache / "artifacts" / "codegen").rglob("*.json"))
     assert len(entries) == 3
     libraries = sorted(p.name for p in cache.rglob("*.so"))
 
-    warm = run_child(cache, [[4, 7], [5, 9], [6, 2]])  # sizes the first process never saw
+    warm = run_child(cache, [[4, 7], [5, 9], [6, 2]], target)  # sizes never seen before
     stats = warm["inductor"]
     assert stats["codegen_cache_hits"] == 3 and not stats.get("codegen_cache_misses")
     assert warm["work"] == {"lower": 0, "codegen": 0, "cpp_builds": 0}
@@ -90,16 +121,16 @@ def test_second_process_runs_unseen_sizes_without_building(tmp_path):
     assert sorted(p.name for p in cache.rglob("*.so")) == libraries
 
 
-def test_entry_of_another_symbolic_graph_is_rebuilt(tmp_path):
+def test_entry_of_another_symbolic_graph_is_rebuilt(tmp_path, target):
     """An entry copied over another key's file: detected by the key it records, rebuilt."""
     cache = tmp_path / "cache"
-    run_child(cache, [[2, 3]])
+    run_child(cache, [[2, 3]], target)
     entries = sorted((cache / "artifacts" / "codegen").rglob("*.json"))
     data = [p.read_bytes() for p in entries]
     for path, other in zip(entries, data[1:] + data[:1], strict=True):
         path.write_bytes(other)  # each entry now holds another graph's artifact
-    rebuilt = run_child(cache, [[4, 7]])
+    rebuilt = run_child(cache, [[4, 7]], target)
     assert rebuilt["inductor"]["codegen_cache_misses"] == 3
     assert not rebuilt["inductor"].get("codegen_cache_hits")
     assert rebuilt["work"]["codegen"] == 3
-    assert run_child(cache, [[3, 4]])["inductor"]["codegen_cache_hits"] == 3
+    assert run_child(cache, [[3, 4]], target)["inductor"]["codegen_cache_hits"] == 3
