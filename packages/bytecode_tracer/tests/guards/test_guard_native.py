@@ -32,6 +32,7 @@ from ember_bytecode_tracer.guards import (
     TypeSource,
     compile_guards,
     native,
+    native_tensor,
 )
 from ember_bytecode_tracer.guards.native import GuardMismatch, describe_program
 
@@ -44,6 +45,17 @@ def native_mode_on() -> Any:
     old = native.set_native_mode("1")
     yield
     native.set_native_mode(old)
+
+
+@pytest.fixture(autouse=True, params=["attribute reads", "C++ tensor check"])
+def tensor_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with tensor matches as attribute reads and, where built, as the
+    C++ check (native_tensor.py)."""
+    if request.param == "attribute reads":
+        monkeypatch.setattr(native_tensor, "capsule", lambda: None)
+    elif native_tensor.capsule() is None:
+        pytest.skip("the C++ tensor check is not built")
+    return request.param
 
 
 class Holder:
@@ -208,12 +220,14 @@ def build(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
     return compiled
 
 
-def test_the_scene_passes_natively() -> None:
+def test_the_scene_passes_natively(tensor_path: str) -> None:
     f_locals, f_globals = scene()
     compiled = build(f_locals, f_globals)
     assert agree(compiled, f_locals)
     kinds = {op for op, *_ in compiled.native.instructions}
-    assert {"CHECK_DIMS", "CHECK_KEYS", "CHECK_DISTINCT", "CHECK_SAME", "LOAD_VALUES"} <= kinds
+    assert {"CHECK_KEYS", "CHECK_DISTINCT", "CHECK_SAME", "LOAD_VALUES"} <= kinds
+    tensor_op = "CHECK_DIMS" if tensor_path == "attribute reads" else "CHECK_NATIVE"
+    assert tensor_op in kinds
 
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
@@ -336,7 +350,7 @@ def test_owner_and_extra_checks() -> None:
 def test_program_is_readable() -> None:
     f_locals, f_globals = scene()
     text = describe_program(build(f_locals, f_globals).native)
-    assert "CHECK_DIMS" in text and "LOAD_ITEM r0 'x'" in text
+    assert "CHECK_TYPE r" in text and "LOAD_ITEM r0 'x'" in text
 
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@ the same guard does, exceptions included, so the two answer alike on every input
 
 Sources get one register each, loaded on first use in the planned order (so a base's
 type check runs before reads through it, as in the Python guard), reading the same
-physical paths (module_paths). Guards of kinds with no translation run as one generated
+physical paths (module_paths). A tensor match is one call of the C++ check where that is
+built (native_tensor.py), else attribute reads and comparisons. Guards of kinds with no translation run as one generated
 Python function called from the program (`CHECK_CALL`), after everything else.
 
 `EMBER_NATIVE_GUARDS` picks the mode: `1` (default) native, `0` the Python guard only,
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 
 import ember_frame_hook as fh
+from ember_bytecode_tracer.guards import native_tensor
 from ember_bytecode_tracer.guards.checks import (
     _SINGLETON_TYPES,
     _contiguity_decides_strides,
@@ -190,8 +192,14 @@ def _equals_match(guard: Guard, asm: Assembler) -> None:
 @translator(GuardKind.TENSOR_MATCH)
 def _tensor_match(guard: Guard, asm: Assembler) -> None:
     spec: TensorSpec = guard.expected
-    t, s = asm.value(guard.source), asm.scratch()
+    t = asm.value(guard.source)
     asm.check("CHECK_TYPE", t, spec.tensor_type)  # makes the reads below safe
+    data = native_tensor.spec_data(spec)
+    capsule = native_tensor.capsule() if data is not None else None
+    if capsule is not None:  # the C++ check, built (native_tensor.py): one call
+        asm.check("CHECK_NATIVE", t, (capsule, data))
+        return
+    s = asm.scratch()
     asm.emit("LOAD_ATTR", s, t, "shape")
     asm.check("CHECK_DIMS", s, (spec.sizes, DYNAMIC_MIN_SIZE if None in spec.sizes else None))
     asm.emit("LOAD_ATTR", s, t, "dtype")
