@@ -142,3 +142,17 @@ def test_code_from_exec_and_stdin_is_compiled():
     namespace = {"torch": torch}
     exec(compile("def f(a):\n    return a.sin() + 1\n", "<stdin>", "exec"), namespace)
     check(namespace["f"], x, ops=["sin", "add"])
+
+
+def test_device_flags_are_trace_time_constants():
+    """x.is_cpu (F.interpolate's deterministic-algorithms check reads it) is a constant of the
+    guarded device, as is_cuda: no graph break."""
+
+    def fn(x):
+        y = x + 1 if x.is_cpu else x - 1
+        return y * 2 if not x.is_xpu and not x.is_cuda else y
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1 and compiled.backend.op_count == 2

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # Tensor attributes that are plain metadata under static shapes: known at trace time.
 STATIC_ATTRIBUTES = {
     "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_leaf",
-    "is_quantized", "is_meta", "layout", "is_nested", "is_mps",
+    "is_quantized", "is_meta", "layout", "is_nested", "is_mps", "is_cpu", "is_xpu",
 }  # fmt: skip
 # Methods that read data out of the tensor into Python: a graph break.
 DATA_DEPENDENT_METHODS = {
