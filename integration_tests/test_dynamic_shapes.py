@@ -256,21 +256,13 @@ def even_prefix(x):  # a multiple of a floor division
 
 
 SIZE_SNIPPETS = [window, clipped, as_int, halves, split_three, ceil_half, even_prefix]
-# Codegen's Python size printer (size_bindings.python_size) writes a floor quotient without
-# parentheses: 2*floor(s0/2) as `2*(s0) // 2` (= s0) and ceil(s0/2) = -floor(-s0/2) as
-# `-(-s0) // 2` (= floor(s0/2)): silently wrong sizes. Marked so the fix flips them.
-INDUCTOR_SIZE_PRINTER_BUG = {ceil_half, even_prefix}
+# 2*floor(s0/2) and ceil(s0/2) once printed as `2*(s0) // 2` (= s0) and `-(-s0) // 2` by
+# codegen's Python size printer: ceil_half and even_prefix through inductor guard that fix.
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("fn", SIZE_SNIPPETS, ids=lambda f: f.__name__)
-def test_size_builtins_compile_once_across_sizes(request, backend, fn):
-    if backend == "inductor" and fn in INDUCTOR_SIZE_PRINTER_BUG:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True, reason="codegen's Python size printer: unparenthesized //"
-            )
-        )
+def test_size_builtins_compile_once_across_sizes(backend, fn):
     compiled = ember.compile(fn, backend=backend)
     for n in (4, 5, 6, 7, 9, 12):
         x = torch.randn(n, 8)

@@ -1,7 +1,7 @@
 """Integer size/index arithmetic as source text: the part every code generator shares.
 
 `IntegerExprPrinter` knows what all of them print alike (symbols by name, floor quotients in
-their three sympy forms, positive integer powers as products, a refusal for anything
+their three sympy forms, ceiling quotients of sizes, positive integer powers as products, a refusal for anything
 else); a target's printer says how it writes a quotient, Mod, Max/Min and what a refusal
 raises. `python_size` prints a size as Python over locals named after its symbols: what the
 wrappers of both targets (C++ and Triton) use where one wrapper serves every binding of the
@@ -45,6 +45,13 @@ class IntegerExprPrinter(StrPrinter):
         num, den = expr.args[0].as_numer_denom()
         return self._quotient(num, den)
 
+    def _print_ceiling(self, expr: sympy.Expr) -> str:
+        # ceiling(n / d) of sizes, n >= 0 and d > 0: the quotient of n + d - 1
+        num, den = expr.args[0].as_numer_denom()
+        if not (den.is_positive and num.is_nonnegative):
+            raise self._refuse(f"{expr} may round a negative quotient")
+        return self._quotient(num + den - 1, den)
+
     def _print_Mul(self, expr: sympy.Expr) -> str:
         num, den = expr.as_numer_denom()
         if den != 1:  # a size the env proved divisible (s0/4): exact integer division
@@ -69,16 +76,18 @@ class IntegerExprPrinter(StrPrinter):
 
 
 class PythonSizePrinter(IntegerExprPrinter):
-    """Sympy size expressions -> Python integer arithmetic over the symbols' locals (sizes
-    are non-negative, so // and % are the floor division and modulo the IR means)."""
+    """Sympy size expressions -> Python integer arithmetic over the symbols' locals: // and %
+    are the floor division and modulo the IR means, for negative operands too (ceil(s0/2)
+    is -floor(-s0/2)). Every operator result is parenthesized whole, so that a product or a
+    negation around it applies to the result."""
 
     def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
         base, divisor, modulus = expr.args
-        return f"(({self._print(base)}) // {self._paren(divisor)}) % {self._paren(modulus)}"
+        return f"((({self._print(base)}) // {self._paren(divisor)}) % {self._paren(modulus)})"
 
     def _print_Mod(self, expr: sympy.Expr) -> str:
         a, b = expr.args
-        return f"({self._print(a)}) % {self._paren(b)}"
+        return f"(({self._print(a)}) % {self._paren(b)})"
 
     def _print_Max(self, expr: sympy.Expr) -> str:
         return f"max({', '.join(self._print(a) for a in expr.args)})"
@@ -87,7 +96,8 @@ class PythonSizePrinter(IntegerExprPrinter):
         return f"min({', '.join(self._print(a) for a in expr.args)})"
 
     def _quotient(self, num: sympy.Expr, den: sympy.Expr) -> str:
-        return f"({self._print(num)}) // {self._paren(den)}"
+        # parenthesized whole: inside a product, `2*(s0) // 2` would be (2*s0)//2
+        return f"(({self._print(num)}) // {self._paren(den)})"
 
     def _refuse(self, what: str) -> Exception:
         return NeedsConcreteSizes(f"size {what}")

@@ -36,10 +36,27 @@ class Ranges:
 
 
 def test_sizes_print_as_python_over_the_symbols():
-    assert python_size(FloorDiv(s0 * s1, 4)) == "(s0*s1) // 4"
-    assert python_size(ModularIndexing(s0, 2, s1)) == "((s0) // 2) % s1"
+    assert python_size(FloorDiv(s0 * s1, 4)) == "((s0*s1) // 4)"
+    assert python_size(ModularIndexing(s0, 2, s1)) == "(((s0) // 2) % s1)"
     assert python_size(sympy.Max(s0, s1 + 1)) in ("max(s0, s1 + 1)", "max(s1 + 1, s0)")
     assert eval(python_size(sympy.floor(s0 / 3) * 2 + sympy.Mod(s1, 5)), {"s0": 7, "s1": 12}) == 6
+
+
+def test_quotients_inside_products_and_ceilings_keep_their_value():
+    # `2*(s0) // 2` (= s0) was printed for 2*floor(s0/2): silently wrong buffer sizes
+    cases = [
+        2 * sympy.floor(s0 / 2),
+        sympy.ceiling(s0 / 2),
+        -sympy.floor(-s0 / 2),
+        3 * sympy.Mod(s0, 4),
+        2 * sympy.ceiling(s0 / 4) + FloorDiv(s1, 3) * s0,
+        -ModularIndexing(s0, 2, 3) * 5,
+    ]
+    for expr in cases:
+        text = python_size(expr)
+        for v0, v1 in ((1, 1), (5, 7), (6, 9), (13, 2), (31, 40)):
+            want = int(expr.subs({s0: v0, s1: v1}))
+            assert eval(text, {"s0": v0, "s1": v1}) == want, (expr, text, v0, v1)
 
 
 def test_decisions_hold_for_every_binding_or_raise():

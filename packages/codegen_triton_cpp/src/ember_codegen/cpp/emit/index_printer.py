@@ -15,6 +15,9 @@ from ember_codegen.size_printing import IntegerExprPrinter  # shared with the Py
 
 class IndexPrinter(IntegerExprPrinter):
     def _quotient(self, num: sympy.Expr, den: sympy.Expr) -> str:
+        if num.could_extract_minus_sign() or num.is_negative:
+            # -floor(-s0/2) (a ceiling): C++'s / truncates toward zero, floordiv rounds down
+            return f"ember::floordiv<int64_t>({self._print(num)}, {self._print(den)})"
         return f"(({self._print(num)}) / {self._paren(den)})"
 
     def _refuse(self, what: str) -> Exception:
