@@ -6,11 +6,19 @@ in interleaved rounds; the figure is the median ns per guard call.
 
 - ember python: the generated Python function (`CompiledGuard.check`, the reference);
 - ember native: the same guards as an `ember_frame_hook.GuardProgram` run in C
-  (`CompiledGuard.native`), what the frame hook runs since issue 15;
+  (`CompiledGuard.native`), what the frame hook runs since issue 15, with tensor matches
+  as one call of the C++ tensor check where it is built (`python -m
+  ember_bytecode_tracer.guards.native_tensor`; this script builds it unless
+  --no-build);
+- ember native getters: the same program with tensor matches as attribute reads (what
+  runs where the C++ check is not built);
 - torch.compile: the C++ GuardManager of Dynamo's cache entry (`guard_manager.check`).
 
 None of them includes the owner test (is this compiler the thread's hook callback?),
 one C instruction natively and a Python closure call (~80 ns) in the Python form.
+
+Figures are the median over rounds (and the minimum, `_min_ns`, less sensitive to a busy
+machine).
 
 Cases: HF GPT-2 (transformers, library defaults: SDPA, use_cache) from the zoo, and a
 pointwise function of 24 tensors.
@@ -35,6 +43,7 @@ import torch._dynamo.eval_frame as dynamo_eval_frame
 import ember
 import ember_frame_hook as fh
 from ember_bytecode_tracer import convert_frame
+from ember_bytecode_tracer.guards import native, native_tensor
 from ember_zoo import build
 
 # ---- capturing each compiler's guard and the f_locals it gets -----------------------
@@ -104,6 +113,7 @@ def measure(case: str, fn, args, kwargs, calls: int, rounds: int) -> dict[str, A
     candidates = {
         "ember_python": guards.check,
         "ember_native": guards.native,
+        "ember_native_getters": _without_tensor_check(guards),
         "floor": id,  # one C call from the timing loop: what no guard can go below
     }
     if guards.native(f_locals) is not True or guards.check(f_locals) is not True:
@@ -116,10 +126,23 @@ def measure(case: str, fn, args, kwargs, calls: int, rounds: int) -> dict[str, A
         for name, check in candidates.items():
             samples[name].append(per_call_ns(check, f_locals, calls))
     result: dict[str, Any] = {f"{k}_ns": statistics.median(v) for k, v in samples.items()}
+    result.update({f"{k}_min_ns": min(v) for k, v in samples.items()})
+    result["tensor_check_built"] = native_tensor.capsule() is not None
     result["guards"] = len(guards.guards)
     result["instructions"] = len(guards.native.instructions)
     result["untranslated"] = len(guards.untranslated)
     return result
+
+
+def _without_tensor_check(guards) -> Any:
+    """The guards' program with tensor matches as attribute reads (no C++ check)."""
+    saved = native_tensor.capsule
+    native_tensor.capsule = lambda: None
+    try:
+        assembled, _ = native.assemble(guards.guards, guards._assembled.physical)
+    finally:
+        native_tensor.capsule = saved
+    return native.build_program(assembled, guards.f_globals, guards.f_builtins)
 
 
 def _outer_code(fn) -> Any:
@@ -160,7 +183,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--no-build", action="store_true", help="don't build the C++ check")
     args = parser.parse_args()
+    if not args.no_build and native_tensor.capsule() is None:
+        native_tensor.build()
     results = {
         "pointwise24": measure("pointwise24", *pointwise_case(), args.calls, args.rounds),
         f"gpt2_{args.size}": measure(
@@ -177,8 +203,9 @@ def main() -> None:
             continue
         print(f"{case}: {numbers['guards']} guards, {numbers['instructions']} instructions")
         for key, value in numbers.items():
-            if key.endswith("_ns"):
-                print(f"  {key[:-3]:>14}: {value:10.0f} ns per guard call")
+            if key.endswith("_ns") and not key.endswith("_min_ns"):
+                low = numbers[key[:-3] + "_min_ns"]
+                print(f"  {key[:-3]:>20}: {value:10.0f} ns per guard call (min {low:.0f})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

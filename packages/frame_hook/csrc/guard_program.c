@@ -19,6 +19,7 @@
  * comparisons (`t.dtype is D`, `t.shape == (2, 3)`) that the tracer emits.
  */
 #include "ember.h"
+#include <math.h>
 
 typedef enum {
     /* loads: reg[dst] = ... */
@@ -48,6 +49,8 @@ typedef enum {
     OP_CHECK_CALL,       /* arg[0](reg[src], *arg[1]) is truthy: the escape hatch */
     OP_CHECK_OWNER,      /* the thread's hook setting is arg or False */
     OP_CHECK_NATIVE,     /* arg = (capsule, data): a C check a plug-in provides */
+    OP_CHECK_FLOAT,      /* type(v) is float and v is arg bit for bit: NaN matches NaN,
+                            -0.0 differs from 0.0 */
     OP_COUNT
 } Opcode;
 
@@ -57,6 +60,7 @@ static const char *const op_names[OP_COUNT] = {
     "CHECK_IS_NOT", "CHECK_SAME",   "CHECK_DISTINCT", "CHECK_EQ",      "CHECK_TRUE",
     "CHECK_FALSE", "CHECK_LEN",     "CHECK_ITEM_TYPES", "CHECK_KEYS",  "CHECK_DIMS",
     "CHECK_NO_ATTR", "CHECK_NOT_IN", "CHECK_CALL", "CHECK_OWNER", "CHECK_NATIVE",
+    "CHECK_FLOAT",
 };
 
 /* CHECK_NATIVE's plug-in: a PyCapsule named EMBER_NATIVE_CHECK holding a function
@@ -414,6 +418,16 @@ int ember_guard_program_run(PyObject *program, PyObject *f_locals) {
         case OP_CHECK_NATIVE:
             ok = in->native(value, in->extra);
             break;
+        case OP_CHECK_FLOAT: {
+            double want = PyFloat_AS_DOUBLE(in->arg);
+            if (!PyFloat_CheckExact(value)) {
+                ok = 0;
+                break;
+            }
+            double got = PyFloat_AS_DOUBLE(value);
+            ok = isnan(want) ? isnan(got) : got == want && signbit(got) == signbit(want);
+            break;
+        }
         default: /* decode() lets no other opcode in */
             PyErr_SetString(PyExc_SystemError, "GuardProgram: bad opcode");
             result = -1;
@@ -532,6 +546,11 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
     case OP_CALL:
         if (!PyTuple_Check(arg)) {
             return bad(pc, "CALL takes a tuple of arguments");
+        }
+        break;
+    case OP_CHECK_FLOAT:
+        if (!PyFloat_CheckExact(arg)) {
+            return bad(pc, "CHECK_FLOAT takes a float");
         }
         break;
     case OP_CHECK_TYPE:

@@ -105,6 +105,15 @@ def test_equality_truth_and_length():
     assert f({"x": 0}) and f({"x": []}) and not f({"x": 3})
 
 
+def test_floats_bit_for_bit():
+    zero = program(local("x"), ("CHECK_FLOAT", 0, 3, 0.0))
+    assert zero({"x": 0.0}) and not zero({"x": -0.0}) and not zero({"x": 0}) and not zero({})
+    nan = program(local("x"), ("CHECK_FLOAT", 0, 3, float("nan")))
+    assert nan({"x": float("nan")}) and not nan({"x": 1.5})
+    with pytest.raises(ValueError, match="CHECK_FLOAT"):
+        program(("CHECK_FLOAT", 0, L, 1))
+
+
 def test_dict_keys_in_order():
     p = program(local("x"), ("CHECK_KEYS", 0, 3, ["a", "b"]))
     assert p({"x": {"a": 1, "b": 2}})

@@ -78,6 +78,7 @@ def scene() -> tuple[dict[str, Any], dict[str, Any]]:
     obj.flag = True
     obj.ratio = 0.0  # strict equality (-0.0 differs)
     obj.nan = float("nan")
+    obj.cplx = 1 + 2j  # strict equality through Python (CHECK_CALL)
     obj.size = torch.Size([2, 3])
     obj.dev = torch.device("cpu")
     x = torch.randn(4, 5)
@@ -127,6 +128,7 @@ def guards_for(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> list[Guar
         g(AttrSource(obj, "flag"), K.EQUALS_MATCH),
         g(AttrSource(obj, "ratio"), K.EQUALS_MATCH),
         g(AttrSource(obj, "nan"), K.EQUALS_MATCH),
+        g(AttrSource(obj, "cplx"), K.EQUALS_MATCH),
         g(AttrSource(obj, "size"), K.EQUALS_MATCH),
         g(AttrSource(obj, "dev"), K.EQUALS_MATCH),
         Guard(AttrSource(obj, "missing"), K.ABSENT),
@@ -185,6 +187,9 @@ MUTATIONS = {
     "flag": lambda L, G: _set(L["obj"], "flag", 1),
     "ratio -0.0": lambda L, G: _set(L["obj"], "ratio", -0.0),
     "nan stays nan": lambda L, G: _set(L["obj"], "nan", float("nan")),
+    "nan a number": lambda L, G: _set(L["obj"], "nan", 1.0),
+    "ratio an int": lambda L, G: _set(L["obj"], "ratio", 0),
+    "cplx": lambda L, G: _set(L["obj"], "cplx", 1 + 3j),
     "size tuple": lambda L, G: _set(L["obj"], "size", (2, 3)),
     "dev meta": lambda L, G: _set(L["obj"], "dev", torch.device("meta")),
     "attr appears": lambda L, G: _set(L["obj"], "missing", 1),
@@ -225,7 +230,8 @@ def test_the_scene_passes_natively(tensor_path: str) -> None:
     compiled = build(f_locals, f_globals)
     assert agree(compiled, f_locals)
     kinds = {op for op, *_ in compiled.native.instructions}
-    assert {"CHECK_KEYS", "CHECK_DISTINCT", "CHECK_SAME", "LOAD_VALUES"} <= kinds
+    assert {"CHECK_KEYS", "CHECK_DISTINCT", "CHECK_SAME", "LOAD_VALUES", "CHECK_FLOAT"} <= kinds
+    assert "CHECK_CALL" in kinds  # the complex constant
     tensor_op = "CHECK_DIMS" if tensor_path == "attribute reads" else "CHECK_NATIVE"
     assert tensor_op in kinds
 

@@ -180,6 +180,8 @@ def _equals_match(guard: Guard, asm: Assembler) -> None:
     kind = type(expected)
     if kind in _SINGLETON_TYPES:
         asm.check("CHECK_IS", v, expected)
+    elif kind is float and needs_slow_equal(expected):  # NaN, 0.0 or -0.0
+        asm.check("CHECK_FLOAT", v, expected)  # strict_equal for a float, in C
     elif needs_slow_equal(expected):
         asm.check("CHECK_CALL", v, (strict_equal, (expected,)))
     else:
