@@ -38,7 +38,7 @@ from ember_inductor_ir.indexing import FloorDiv
 
 from .index_printer import INT32_LIMIT
 from .kernel import GroupKernels, TritonKernel
-from .launch import POINTER_ALIGNMENT, alignment_check
+from .launch import POINTER_ALIGNMENT, DirectLaunch, alignment_check
 from .wrapper import TritonWrapperBuilder
 
 log = logging.getLogger("ember.output_code")
@@ -68,6 +68,17 @@ class SymbolicTritonWrapperBuilder(SymbolicReads, TritonWrapperBuilder):
         self.binder = binder
         super().__init__(sched, groups)
 
+    def _direct(self, kernel: TritonKernel) -> DirectLaunch | None:
+        """The binary's direct launch unless a constant's address is not aligned as it was
+        specialized; whether the size arguments still fit int32 is checked per call."""
+        direct = kernel.direct
+        if direct is None:
+            return None
+        for name in direct.aligned & set(self.sched.constants):
+            if self.sched.constants[name].data_ptr() % POINTER_ALIGNMENT:
+                return None
+        return direct
+
     def _launch(self, kernel: TritonKernel) -> None:
         w = self.w
         cfg = kernel.config
@@ -78,10 +89,7 @@ class SymbolicTritonWrapperBuilder(SymbolicReads, TritonWrapperBuilder):
         jit_args = [*args, *(f"{k}={v}" for k, v in consts.items())]
         jit_args += [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
         jit_launch = f"_k_{kernel.name}[({grid},)]({', '.join(jit_args)})"
-        direct = kernel.direct
-        for name in (direct.aligned if direct is not None else set()) & set(self.sched.constants):
-            if self.sched.constants[name].data_ptr() % POINTER_ALIGNMENT:
-                direct = None  # a constant's address the binary was not specialized for
+        direct = self._direct(kernel)
         if direct is None:
             w.line(jit_launch)
             return
