@@ -46,7 +46,8 @@ typedef enum {
     OP_CHECK_DIMS,       /* reg[src] (a shape or strides) matches arg = (dims, min) */
     OP_CHECK_NO_ATTR,    /* not hasattr(reg[src], arg) */
     OP_CHECK_NOT_IN,     /* arg not in reg[src] */
-    OP_CHECK_CALL,       /* arg[0](reg[src], *arg[1]) is truthy: the escape hatch */
+    OP_CHECK_CALL,       /* arg[0](reg[src], *arg[1]) is truthy: the escape hatch; with
+                            arg[2] True its exceptions propagate instead of failing */
     OP_CHECK_OWNER,      /* the thread's hook setting is arg or False */
     OP_CHECK_NATIVE,     /* arg = (capsule, data): a C check a plug-in provides */
     OP_CHECK_FLOAT,      /* type(v) is float and v is arg bit for bit: NaN matches NaN,
@@ -83,6 +84,7 @@ typedef struct {
     int src;
     PyObject *arg;     /* borrowed from the instruction tuple the program keeps */
     Py_ssize_t n;      /* LOAD_ITEM: int index; CHECK_LEN: length; CHECK_SAME: register;
+                          CHECK_CALL: 1 when its exceptions propagate;
                           CHECK_DIMS: minimum of an unchecked dim, or -1 */
     Py_ssize_t *ints;  /* CHECK_DISTINCT: registers; CHECK_DIMS: dims (ANY_DIM) */
     Py_ssize_t nints;
@@ -408,6 +410,10 @@ int ember_guard_program_run(PyObject *program, PyObject *f_locals) {
             PyObject *verdict = PyObject_Vectorcall(in->extra, stack, (size_t)nextra + 1, NULL);
             ok = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
             Py_XDECREF(verdict);
+            if (ok < 0 && in->n) {
+                result = -1; /* a raising check: its exception propagates */
+                continue;
+            }
             break;
         }
         case OP_CHECK_OWNER: {
@@ -614,13 +620,14 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
         break;
     }
     case OP_CHECK_CALL:
-        if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 2 ||
+        if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) < 2 || PyTuple_GET_SIZE(arg) > 3 ||
             !PyCallable_Check(PyTuple_GET_ITEM(arg, 0)) ||
             !PyTuple_Check(PyTuple_GET_ITEM(arg, 1)) ||
             PyTuple_GET_SIZE(PyTuple_GET_ITEM(arg, 1)) > 7) {
-            return bad(pc, "CHECK_CALL takes (callable, (up to 7 extra arguments))");
+            return bad(pc, "CHECK_CALL takes (callable, (up to 7 extra arguments)[, raises])");
         }
         in->extra = PyTuple_GET_ITEM(arg, 0);
+        in->n = PyTuple_GET_SIZE(arg) == 3 && PyTuple_GET_ITEM(arg, 2) == Py_True;
         break;
     case OP_CHECK_NATIVE: {
         PyObject *capsule = PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2

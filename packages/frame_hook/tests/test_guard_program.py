@@ -164,6 +164,16 @@ def test_escape_hatch_gets_the_value_and_extra_arguments():
     assert seen == [(5, 5), (6, 5)]
 
 
+def test_a_raising_call_fails_or_propagates_as_asked():
+    def boom(value):
+        raise ValueError("boom")
+
+    assert program(("CHECK_CALL", 0, L, (boom, ())))({}) is False
+    assert program(("CHECK_CALL", 0, L, (boom, (), False)))({}) is False
+    with pytest.raises(ValueError, match="boom"):
+        program(("CHECK_CALL", 0, L, (boom, (), True)))({})
+
+
 def test_exceptions_fail_the_guard_but_base_exceptions_propagate():
     assert program(local("x"), ("LOAD_ATTR", 4, 3, "bad"))({"x": Boom()}) is False
     with pytest.raises(KeyboardInterrupt):

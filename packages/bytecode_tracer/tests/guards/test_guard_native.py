@@ -352,6 +352,12 @@ def test_owner_and_extra_checks() -> None:
         fh.set_eval_frame(previous)
     assert seen == [f_locals]
 
+    def raising(f_locals: dict[str, Any]) -> bool:
+        raise ZeroDivisionError  # a shape guard that raises: raised, as from the Python form
+
+    with pytest.raises(ZeroDivisionError):
+        compiled.native_for(None, extra=raising)(f_locals)
+
 
 def test_program_is_readable() -> None:
     f_locals, f_globals = scene()

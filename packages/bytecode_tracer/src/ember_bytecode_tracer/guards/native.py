@@ -327,7 +327,8 @@ def build_program(
     convert_frame._owned_by), then the translated guards, then each of `python_checks`
     called with f_locals (untranslated guards, shape guards)."""
     head = [] if owner is None else [("CHECK_OWNER", 0, -1, owner)]
-    tail = [("CHECK_CALL", 0, _L, (check, ())) for check in python_checks]
+    # their exceptions propagate, as from the Python form (a generated guard catches its own)
+    tail = [("CHECK_CALL", 0, _L, (check, (), True)) for check in python_checks]
     return fh.GuardProgram(tuple(head + asm.code + tail), asm.nregs, f_globals, f_builtins)
 
 
