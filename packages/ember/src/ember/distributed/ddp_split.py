@@ -123,8 +123,7 @@ def _compile_pieces(split: torch.fx.GraphModule, example_inputs: list, backend: 
         elif node.op == "call_module":
             piece = getattr(split, node.target)
             args = torch.fx.node.map_arg(node.args, env.__getitem__)
-            with torch.enable_grad():
-                env[node] = piece(*args)
+            env[node] = piece(*args)  # in the grad mode the graph was traced under
             compiled = backend(piece, list(args))
             setattr(split, node.target, _CompiledPiece(compiled))
         elif node.op == "call_function":
