@@ -14,11 +14,14 @@ under the trace's fake mode, or None where the plain call is right (CPU, static 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+log = logging.getLogger("ember.dynamic")
 
 ExampleRule = Callable[[tuple, dict], Callable[[], Any] | None]
 _RULES: dict[Any, ExampleRule] = {}
@@ -117,7 +120,13 @@ def sdpa_rule(args: tuple, kwargs: dict) -> Callable[[], Any] | None:
     if any(t is None for t in hinted):
         return None  # a size only known at run time
     statics = dict(zip(("query", "key", "value", "attn_mask"), hinted, strict=False))
-    backend = choose_backend(statics, bound)
+    try:
+        backend = choose_backend(statics, bound)
+    except Exception as exc:
+        # eager's input checks (or anything else aten's choice raises): the plain call
+        # raises it again, as eager would, or decides as it did before this rule
+        log.debug("sdpa example rule left to the plain call: %s: %s", type(exc).__name__, exc)
+        return None
 
     def compute() -> torch.Tensor:
         out = torch.ops.aten._scaled_dot_product_attention_math(

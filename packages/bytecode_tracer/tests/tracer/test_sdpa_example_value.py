@@ -265,3 +265,16 @@ def test_static_sizes_and_cpu_keep_the_plain_call(monkeypatch):
         er.rule_for("call_function", F.scaled_dot_product_attention, (torch.ones(1, 2),) * 3, {})
         is None
     )
+
+
+@needs_cuda_build
+def test_a_failing_kernel_choice_leaves_the_plain_call(monkeypatch):
+    def failing(statics, bound):
+        raise RuntimeError("no kernel choice here")
+
+    monkeypatch.setattr(er, "choose_backend", failing)
+    trace = Trace()
+    q = trace.input("q", bshd(2, 10, 4, 16), dynamic_dims=[2])
+    node, example = trace.sdpa(q, q, q)  # aten's composite, as before the rule (math here)
+    assert node.target is F.scaled_dot_product_attention
+    assert hints(example.shape) == [2, 4, 10, 16]
