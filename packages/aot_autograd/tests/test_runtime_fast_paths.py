@@ -1,6 +1,7 @@
 """The per-call path of the runtime wrappers: graph inputs picked by a slice when they lead,
 a flat tuple of graph outputs returned as is, everything else rebuilt by the output spec."""
 
+import pytest
 import torch
 from torch.utils._pytree import tree_structure
 
@@ -136,3 +137,22 @@ def test_a_variant_writing_an_input_keeps_the_checked_path():
     expected_out = Accumulate()(expected[:4], expected[:4])
     torch.testing.assert_close(base, expected)
     torch.testing.assert_close(out, expected_out)
+
+
+def test_backward_under_create_graph_is_once_differentiable():
+    """A plain backward runs the compiled backward directly (grad mode is off there); under
+    create_graph=True it runs once-differentiable: the gradients are eager's and
+    differentiating them again raises (the compiled backward has no backward)."""
+    torch.manual_seed(0)
+    w = torch.randn(3, 3, requires_grad=True)
+    x = torch.randn(2, 3)
+    compiled = aot_function(lambda x, w: (x @ w).tanh(), CountingCompiler())
+    (expected,) = torch.autograd.grad((x @ w).tanh().sum(), [w])
+    seed = torch.ones(2, 3, requires_grad=True)
+    (grad,) = torch.autograd.grad(compiled(x, w), [w], seed, create_graph=True)
+    torch.testing.assert_close(grad, expected)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        grad.sum().backward()
+    (plain,) = torch.autograd.grad(compiled(x, w).sum(), [w])
+    torch.testing.assert_close(plain, expected)
+    assert not plain.requires_grad

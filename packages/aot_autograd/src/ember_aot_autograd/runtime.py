@@ -193,6 +193,29 @@ def plan_runner(
             for t in saved
         ]
 
+    def run_backward(ctx, *grad_outputs):
+        saved = ctx.saved_tensors  # raises like eager on a second backward
+        if symbolic_saved:
+            tensors = iter(saved)
+            saved = [ctx.sizes[k] if k in ctx.sizes else next(tensors) for k in range(n_saved)]
+        tangents, present = presence.tangents(ctx, grad_outputs)
+        for mask, message in stale_saved:  # eager's backward reads a written saved tensor
+            if mask & present:
+                raise RuntimeError(message)
+        grads = compiled_bw(*saved, *tangents)
+        result: list[torch.Tensor | None] = [None] * n_primals
+        if present == all_present:
+            for slot, grad in zip(grad_slots, grads, strict=True):
+                result[slot] = grad
+        else:  # gradients reached only from absent tangents stay None, as eager's
+            for slot, grad, keep in zip(grad_slots, grads, presence.kept(present), strict=True):
+                if keep:
+                    result[slot] = grad
+        return tuple(result)
+
+    grad_enabled = torch.is_grad_enabled
+    differentiable_once = once_differentiable(run_backward)
+
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *primals):
@@ -208,8 +231,10 @@ def plan_runner(
             # inside a custom Function may not be written in place (a ReLU(inplace) reading
             # the output), so outputs leave as plain aliases, as eager's ops return them.
             fw_outputs = tuple(
-                o.detach() if isinstance(o, torch.Tensor) and o._is_view() else o
-                for o in outputs[:n_fw]
+                [
+                    o.detach() if isinstance(o, Tensor) and o._is_view() else o
+                    for o in outputs[:n_fw]
+                ]
             )
             if non_differentiable:
                 ctx.mark_non_differentiable(
@@ -222,26 +247,13 @@ def plan_runner(
             return fw_outputs
 
         @staticmethod
-        @once_differentiable
         def backward(ctx, *grad_outputs):
-            saved = ctx.saved_tensors  # raises like eager on a second backward
-            if symbolic_saved:
-                tensors = iter(saved)
-                saved = [ctx.sizes[k] if k in ctx.sizes else next(tensors) for k in range(n_saved)]
-            tangents, present = presence.tangents(ctx, grad_outputs)
-            for mask, message in stale_saved:  # eager's backward reads a written saved tensor
-                if mask & present:
-                    raise RuntimeError(message)
-            grads = compiled_bw(*saved, *tangents)
-            result: list[torch.Tensor | None] = [None] * n_primals
-            if present == all_present:
-                for slot, grad in zip(grad_slots, grads, strict=True):
-                    result[slot] = grad
-            else:  # gradients reached only from absent tangents stay None, as eager's
-                for slot, grad, keep in zip(grad_slots, grads, presence.kept(present), strict=True):
-                    if keep:
-                        result[slot] = grad
-            return tuple(result)
+            # The compiled backward is not differentiable: under create_graph=True (grad
+            # mode on) once_differentiable runs it and makes a double backward raise; in a
+            # plain backward grad mode is already off, and its no_grad would be a no-op.
+            if grad_enabled():
+                return differentiable_once(ctx, *grad_outputs)
+            return run_backward(ctx, *grad_outputs)
 
     def run(args: Sequence[Any]) -> Any:
         return finish(args, CompiledFunction.apply(*select(args)))
