@@ -74,6 +74,21 @@ def test_corrupt_probe_file_is_probed_again(tmp_path):
     assert discover_toolchain(cache) == first
 
 
+def test_probe_of_another_key_is_probed_again(tmp_path):
+    """Another compiler's or host's probe copied under this key's name is not used."""
+    import json
+
+    cache = KernelCache(tmp_path / "cache")
+    first = discover_toolchain(cache)
+    (probe,) = (cache.root / "toolchain").glob("*.json")
+    entry = json.loads(probe.read_text())
+    assert entry["probe_key"] == probe.stem
+    probe.write_text(json.dumps({**entry, "probe_key": "0" * 64, "version": "another cc"}))
+    toolchain_module._toolchains.clear()
+    assert discover_toolchain(cache) == first  # probed again, not the copy's "another cc"
+    assert json.loads(probe.read_text())["probe_key"] == probe.stem
+
+
 def test_header_digest_covers_the_runtime_header():
     assert len(runtime_header_digest()) == 64
     assert (toolchain_module.RUNTIME_DIR / "ember_runtime.h").is_file()

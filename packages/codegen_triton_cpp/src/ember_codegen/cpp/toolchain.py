@@ -132,7 +132,8 @@ def discover_toolchain(cache: KernelCache) -> Toolchain:
     toolchain = _read_probe(probe_path)
     if toolchain is None:
         toolchain = probe_toolchain(compiler)
-        atomic_write(probe_path, json.dumps(asdict(toolchain), indent=1).encode())
+        entry = {**asdict(toolchain), "probe_key": probe_path.stem}  # checked on read
+        atomic_write(probe_path, json.dumps(entry, indent=1).encode())
         log.info("probed %s: openmp=%s arch=%s", toolchain.version, toolchain.has_openmp,
                  toolchain.arch_flags)  # fmt: skip
     _toolchains[memo_key] = toolchain
@@ -170,10 +171,14 @@ def _cpu_flags() -> str:
 
 
 def _read_probe(path: Path) -> Toolchain | None:
+    """The probe saved at `path`; None (probe again) when missing, corrupt, or another
+    compiler's or host's probe copied or moved under this name (its key says so)."""
     try:
         data = json.loads(path.read_text())
+        if data.pop("probe_key") != path.stem:
+            return None
         return Toolchain(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
 
