@@ -72,15 +72,18 @@ class CompiledGuard:
         self._assembled = assembled
         self.untranslated = untranslated  # guards the native program runs as Python
         self._fallback: GuardFn | None = None
-        if untranslated:
-            self._fallback = _generate(untranslated, f_globals, f_builtins, assembled.physical)[0]  # type: ignore[union-attr]
+        self._native: GuardFn | None = None
+        if untranslated and assembled is not None:  # one Python function for all of them
+            physical = assembled.physical
+            self._fallback = _generate(untranslated, f_globals, f_builtins, physical)[0]
 
     @property
     def native(self) -> GuardFn:
-        """The guard as a GuardProgram (no owner test), whatever the mode."""
-        program = self._program(None, None)
-        assert program is not None
-        return program
+        """The guard as a GuardProgram (no owner test), whatever the mode (built once)."""
+        if self._native is None:
+            self._native = self._program(None, None)
+            assert self._native is not None
+        return self._native
 
     def native_for(self, owner: Any = None, extra: GuardFn | None = None) -> GuardFn | None:
         """What the frame hook should run: the thread's hook setting is `owner` (or
