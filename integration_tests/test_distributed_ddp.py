@@ -66,3 +66,11 @@ def test_find_unused_parameters(results):
     assert value["max_difference"] < 1e-5
     # two graphs (with and without the extra layer), each split
     assert value["ddp"]["split_graphs"] == 2
+
+
+def test_changing_batch_size_splits_the_symbolic_graph(results):
+    value = scenario(results, "dynamic_batch")
+    assert value["max_grad_difference"] < 1e-5
+    # a static trace, then one symbolic trace for every later size, both split
+    assert value["ddp"] == {"graphs_seen": 2, "split_graphs": 2, "pieces": 2 * PIECES}
+    assert value["graph_fallbacks"] == 0

@@ -163,9 +163,30 @@ def find_unused_parameters(rank: int, world: int) -> dict:
     }
 
 
+def dynamic_batch(rank: int, world: int) -> dict:
+    """Batch sizes that change: the second trace is symbolic and split too (its pieces take
+    the batch size as an int input), one graph for every later size."""
+    ember.reset()
+    eager, compiled, eager_inner, inner = ddp_pair(True, "aot_eager")
+    differences = []
+    for step, rows in enumerate((8, 12, 16, 20)):
+        x = torch.randn(rows, WIDTH, generator=torch.Generator().manual_seed(10 * step + rank))
+        for model in (eager, compiled):
+            model.zero_grad()
+            model(x).square().mean().backward()
+        pairs = zip(eager_inner.parameters(), inner.parameters(), strict=True)
+        differences.append(max((p.grad - q.grad).abs().max().item() for p, q in pairs))
+    return {
+        "max_grad_difference": max(differences),
+        "ddp": dict(ember.counters["ddp"]),
+        "graph_fallbacks": sum(ember.counters["graph_fallbacks"].values()),
+    }
+
+
 SCENARIOS = {
     "ddp_buckets_inductor": ddp_buckets_inductor,
     "ddp_inner_compiled": ddp_inner_compiled,
     "no_sync_accumulation": no_sync_accumulation,
     "find_unused_parameters": find_unused_parameters,
+    "dynamic_batch": dynamic_batch,
 }

@@ -60,6 +60,8 @@ class DDPSplitter:
 
     def compile(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         params = self._parameter_placeholders(gm, example_inputs)
+        sizes = _bind_size_symbols(gm)
+        example_inputs = [*example_inputs, *(example_inputs[i].size(d) for i, d in sizes)]
         pieces, buckets = assign_buckets(gm, params, self.caps)
         count = max(pieces.values(), default=0) + 1
         counters["ddp"]["graphs_seen"] += 1
@@ -74,7 +76,14 @@ class DDPSplitter:
             count, [b.nbytes for b in buckets], self.caps.caps,
         )  # fmt: skip
         _compile_pieces(split, example_inputs, self.backend)
-        return split.forward
+        if not sizes:
+            return split.forward
+        run = split.forward
+
+        def with_sizes(*args):
+            return run(*args, *(args[i].size(d) for i, d in sizes))
+
+        return with_sizes
 
     def _parameter_placeholders(
         self, gm: torch.fx.GraphModule, example_inputs: list
@@ -87,6 +96,40 @@ class DDPSplitter:
             for node, value in zip(placeholders, example_inputs, strict=True)
             if isinstance(value, torch.Tensor) and id(value) in owned
         }
+
+
+def _bind_size_symbols(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
+    """Size symbols that only an input tensor's shape carries become int inputs of their own.
+
+    The tracer reads a size where an op needs it; split_module needs an input binding every
+    size symbol a piece's tensors mention, to hand it to that piece. Returns, per added
+    input, (index of the tensor input, dim) to read it from at call time."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    bound = {
+        value.node.expr
+        for n in placeholders
+        if isinstance(value := n.meta.get("example_value"), torch.SymInt)
+    }
+    sources: list[tuple[int, int]] = []
+    anchor = placeholders[-1] if placeholders else None
+    for index, node in enumerate(placeholders):
+        value = node.meta.get("example_value")
+        if not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if not isinstance(size, torch.SymInt) or not getattr(expr, "is_Symbol", False):
+                continue
+            if expr in bound:
+                continue
+            with gm.graph.inserting_after(anchor):
+                anchor = gm.graph.placeholder(f"ember_size_{index}_{dim}")
+            anchor.meta["example_value"] = size
+            bound.add(expr)
+            sources.append((index, dim))
+    if sources:
+        gm.recompile()
+    return sources
 
 
 def _pieces_return_tuples(split: torch.fx.GraphModule) -> None:
