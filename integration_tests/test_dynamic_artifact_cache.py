@@ -42,6 +42,12 @@ CHILD = textwrap.dedent(
         h = torch.relu(x @ w).softmax(-1)
         return h.sum(1) * 2 + x.size(1), (h * x).mean()
 
+    def with_constant(x, w):
+        scale = torch.tensor([0.5, -1.0, 2.0, 4.0] * 4)  # lifted into the graphs
+        return (torch.relu(x @ w) * scale).sum(1) + scale.sum()
+
+    fn = with_constant if sys.argv[2:] == ["constant"] else fn
+
     torch.manual_seed(0)
     w = torch.randn(16, 16, requires_grad=True)
     options = {"target": "triton"} if os.environ.get("TRITON_INTERPRET") == "1" else None
@@ -82,7 +88,7 @@ def target(request) -> str:
 _FINGERPRINT: dict[Path, str] = {}
 
 
-def run_child(cache: Path, sizes: list, target: str = "cpp") -> dict:
+def run_child(cache: Path, sizes: list, target: str = "cpp", program: str = "") -> dict:
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
     env["PINNED_FINGERPRINT"] = _FINGERPRINT.get(cache, "")
     env.pop("EMBER_ARTIFACT_CACHE", None)
@@ -90,7 +96,7 @@ def run_child(cache: Path, sizes: list, target: str = "cpp") -> dict:
     if target == "triton":
         env["TRITON_INTERPRET"] = "1"
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(sizes)],
+        [sys.executable, "-c", CHILD, json.dumps(sizes), *([program] if program else [])],
         env=env, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
@@ -134,3 +140,13 @@ def test_entry_of_another_symbolic_graph_is_rebuilt(tmp_path, target):
     assert not rebuilt["inductor"].get("codegen_cache_hits")
     assert rebuilt["work"]["codegen"] == 3
     assert run_child(cache, [[3, 4]], target)["inductor"]["codegen_cache_hits"] == 3
+
+
+def test_graphs_with_lifted_constants_are_keyed_by_their_bytes(tmp_path):
+    cache = tmp_path / "cache"
+    cold = run_child(cache, [[2, 3]], program="constant")
+    assert cold["inductor"]["codegen_cache_misses"] == 3
+    assert not cold["inductor"].get("codegen_cache_bypasses")
+    warm = run_child(cache, [[5, 4], [3, 9]], program="constant")
+    assert warm["inductor"]["codegen_cache_hits"] == 3
+    assert warm["work"] == {"lower": 0, "codegen": 0, "cpp_builds": 0}

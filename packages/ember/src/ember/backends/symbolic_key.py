@@ -4,7 +4,8 @@ A symbolic graph's compiled code (kernels taking the size symbols as arguments, 
 reading them from the inputs) serves every size its shape env admits, so its key holds what
 the code depends on, never the example sizes:
 
-* the graph's code and each node's value in symbolic form (sizes, strides and offsets as
+* the graph's code, its lifted constant tensors (layout and a hash of their bytes), and
+  each node's value in symbolic form (sizes, strides and offsets as
   expressions over the symbols: what duck sizing shared, what 0/1 specialized, what a
   divisibility guard simplified);
 * each symbol's kind (size or int), how it was marked, and its range (the declared one
@@ -22,6 +23,7 @@ compiled under fewer guards is valid under more). The ranges they narrowed are i
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,9 +98,10 @@ def symbolic_identity(gm: torch.fx.GraphModule, env: Any) -> str:
     where something is not captured: submodules, attributes, unknown globals, unbacked)."""
     if env.unbacked:
         raise SymbolicUncacheable("data-dependent (unbacked) sizes")
+    constants = [_describe_constant(gm, node) for node in gm.graph.nodes if node.op == "get_attr"]
     for node in gm.graph.nodes:
-        if node.op in ("get_attr", "call_module"):
-            raise SymbolicUncacheable(f"the graph reads attribute {node.target!r} ({node.op})")
+        if node.op == "call_module":
+            raise SymbolicUncacheable(f"the graph calls submodule {node.target!r}")
     code = gm.graph.python_code(root_module="self")
     for name, value in code.globals.items():
         if name not in _SAFE_GLOBALS:
@@ -109,7 +112,23 @@ def symbolic_identity(gm: torch.fx.GraphModule, env: Any) -> str:
         if node.op != "output"
     ]
     symbols = sorted(env.var_to_val, key=lambda s: (len(s.name), s.name))
-    return "\n".join([code.src, *values, *_env_state(env, symbols)])
+    return "\n".join([code.src, *constants, *values, *_env_state(env, symbols)])
+
+
+def _describe_constant(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
+    """A lifted constant tensor by its layout and the hash of its bytes."""
+    from ember_aot_autograd import NotSerializable, encode_tensor
+
+    value = getattr(gm, node.target, None) if "." not in node.target else None
+    if not isinstance(value, torch.Tensor):
+        raise SymbolicUncacheable(f"the graph reads attribute {node.target!r} (not a tensor)")
+    try:
+        data = encode_tensor(value, f"constant {node.target}")
+    except NotSerializable as reason:
+        raise SymbolicUncacheable(str(reason)) from reason
+    meta = sorted((k, v) for k, v in data.items() if k != "data")
+    digest = hashlib.sha256(data["data"].encode()).hexdigest()
+    return f"constant {node.target} {meta} {digest}"
 
 
 def condition_guards(env: Any) -> list[str]:
