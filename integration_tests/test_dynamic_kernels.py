@@ -119,3 +119,22 @@ def test_bert_heads_and_mask_over_a_symbolic_length(schedules):
     static, symbolic = _compare(_bert_attention, make_args, [33, 17, 50, 33], schedules)
     assert len(list(symbolic)) == len(list(static))
     assert _divisions(_loop_sources(symbolic)) <= _divisions(_loop_sources(static))
+
+
+def _scaled_relu(x):
+    return torch.relu(x) * 2.0 + 1.0
+
+
+def test_symbolic_kernel_runs_serial_or_parallel_by_its_run_size(schedules):
+    """A static compile makes a small kernel serial and a large one parallel; a symbolic
+    kernel makes that choice per run (a serial loop nest and an OpenMP one), not a parallel
+    region for every size."""
+    static, symbolic = _compare(
+        _scaled_relu, lambda n: [torch.randn(n, 64)], [5, 3, 9, 700, 1100], schedules
+    )
+    assert "omp parallel" not in "".join(_loop_sources(static))  # 5 x 64: serial
+    (source,) = _loop_sources(symbolic)
+    parallel, serial = source.split("} else {")
+    assert re.search(r"if \([^)]*s\d[^)]* >= \d+\) \{", parallel)
+    assert "#pragma omp parallel for" in parallel
+    assert "omp parallel" not in serial and "#pragma omp simd" in serial

@@ -153,8 +153,9 @@ class KernelBuilder:
     # -- decisions -----------------------------------------------------------------------
     def _choose_mode(self) -> str:
         if not all(_is_static(s) for s in self.sizes):
-            # one kernel for every size: parallel over the outer loops, which costs a few
-            # microseconds at small sizes and is what large ones need
+            # one kernel for every size: parallel over the outer loops when the run's work
+            # is what a static compile would parallelize (decided at run time, see
+            # _serial_or_parallel); small sizes run serial loops as a static compile does
             return "outer"
         # a symbolic reduction decides by its example size: a heuristic, correct for any size
         outer = self._hint(product([sympy.sympify(s) for s in self.sizes]))
@@ -164,6 +165,31 @@ class KernelBuilder:
         if self.rsizes and outer < SPLIT_MAX_OUTER:
             return "split"
         return "outer"
+
+    def _serial_or_parallel(self, lines: list[str]) -> list[str]:
+        """For symbolic sizes, the static compile's serial/parallel choice made per run:
+        the loop nest twice, with its OpenMP team only where the run's work reaches
+        PARALLEL_MIN_WORK. Small sizes then run as a serial kernel does, without entering
+        a parallel region (about 1 us a kernel even for one thread)."""
+        team = [k for k, line in enumerate(lines) if "#pragma omp parallel for" in line]
+        if all(_is_static(s) for s in self.sizes) or len(team) != 1:
+            return lines
+        serial = list(lines)
+        pragma = serial[team[0]]
+        if "parallel for simd" in pragma:
+            serial[team[0]] = pragma.replace("parallel for simd", "simd", 1)
+            serial[team[0]] = re.sub(r" collapse\(\d+\)", "", serial[team[0]])
+        else:
+            del serial[team[0]]
+        work = product([sympy.sympify(s) for s in [*self.sizes, *self.rsizes]])
+        indent = "  "
+        return [
+            f"{indent}if ({cpp_index(work)} >= {PARALLEL_MIN_WORK}) {{",
+            *[indent + line for line in lines],
+            f"{indent}}} else {{",
+            *[indent + line for line in serial],
+            f"{indent}}}",
+        ]
 
     def _hint(self, expr: Any) -> int:
         return self.sched.size_hint(expr)
@@ -308,7 +334,7 @@ class KernelBuilder:
         decls += "".join(f", const int64_t {name}" for name in size_params)
         lines = [f"// {self.group.describe()}", f"EMBER_KERNEL void {name}({decls}) {{"]
         lines += ["  " + line for line in self._preamble]
-        lines += out.lines
+        lines += self._serial_or_parallel(out.lines) if self.mode == "outer" else out.lines
         lines.append("}")
         return KernelSource(
             name,
