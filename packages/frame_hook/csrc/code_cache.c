@@ -75,11 +75,23 @@ static void move_to_front(PyObject *list, Py_ssize_t index) {
     items[0] = item;
 }
 
+static PyObject *lookup_entries(CodeCache *cache, PyObject *entries, PyObject *f_locals,
+                                EmberGuardRun *run);
+
 PyObject *ember_code_cache_lookup(CodeCache *cache, PyObject *f_locals) {
     PyObject *entries = cache->entries;
     if (entries == NULL) {
         return Py_None;
     }
+    EmberGuardRun run; /* guard programs share the instructions they have in common */
+    ember_guard_run_init(&run);
+    PyObject *found = lookup_entries(cache, entries, f_locals, &run);
+    ember_guard_run_clear(&run);
+    return found;
+}
+
+static PyObject *lookup_entries(CodeCache *cache, PyObject *entries, PyObject *f_locals,
+                                EmberGuardRun *run) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
         /* Guards are Python code: they may reset() the cache under us, so hold
          * our own references and re-find the entry afterwards. */
@@ -87,9 +99,10 @@ PyObject *ember_code_cache_lookup(CodeCache *cache, PyObject *f_locals) {
         GuardedCodeObject *entry = (GuardedCodeObject *)Py_NewRef(PyList_GET_ITEM(entries, i));
         int passed;
         if (Py_IS_TYPE(entry->guard, &GuardProgram_Type)) {
-            passed = ember_guard_program_run(entry->guard, f_locals); /* no Python call */
+            passed = ember_guard_run_next(run, entry->guard, f_locals); /* no Python call */
         }
         else {
+            Py_CLEAR(run->last); /* Python code ran: the next program starts afresh */
             PyObject *verdict = PyObject_CallOneArg(entry->guard, f_locals);
             passed = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
             Py_XDECREF(verdict);

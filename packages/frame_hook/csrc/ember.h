@@ -43,6 +43,21 @@ int ember_guard_program_init(void); /* readies the type */
 /* 1 passed, 0 failed (an Exception counts as failing), -1 other error set. */
 int ember_guard_program_run(PyObject *program, PyObject *f_locals);
 
+/* Running the programs of one code object's entries in turn over one frame: a
+ * program that repeats the first instructions of the one run before it starts
+ * where they differ, with its registers (or fails at once, when it repeats the
+ * instruction that failed). */
+typedef struct {
+    PyObject **regs;
+    Py_ssize_t size;
+    PyObject *last;  /* the program run last (a strong reference) */
+    int result;      /* its answer */
+    Py_ssize_t stop; /* the instruction that decided it */
+} EmberGuardRun;
+void ember_guard_run_init(EmberGuardRun *run);
+int ember_guard_run_next(EmberGuardRun *run, PyObject *program, PyObject *f_locals);
+void ember_guard_run_clear(EmberGuardRun *run);
+
 /* ---- code_cache.c ----------------------------------------------------- */
 
 typedef struct CodeCache {

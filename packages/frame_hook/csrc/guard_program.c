@@ -105,7 +105,12 @@ typedef struct {
     PyObject *globals;
     PyObject *builtins;
     PyObject *weakrefs;
+    unsigned long long serial;        /* unique per program, never reused */
+    unsigned long long shared_with;   /* serial of the program shared_length is for */
+    Py_ssize_t shared_length;         /* instructions in common with that program */
 } GuardProgramObject;
+
+static unsigned long long next_serial = 1;
 
 static PyObject *str_values; /* interned "values" */
 
@@ -285,28 +290,14 @@ static int item_types_match(PyObject *value, PyObject *types) {
     return result;
 }
 
-/* 1: every check passed; 0: one failed (or an Exception was raised); -1: a
- * BaseException that is not an Exception, left set. */
-int ember_guard_program_run(PyObject *program, PyObject *f_locals) {
-    GuardProgramObject *p = (GuardProgramObject *)program;
-    PyObject *small[64];
-    PyObject **regs = small;
-    if (p->nregs > 64) {
-        regs = PyMem_Calloc((size_t)p->nregs, sizeof(PyObject *));
-        if (regs == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    else {
-        memset(small, 0, sizeof(small));
-    }
-    regs[REG_LOCALS] = Py_NewRef(f_locals);
-    regs[REG_GLOBALS] = Py_NewRef(p->globals);
-    regs[REG_BUILTINS] = Py_NewRef(p->builtins);
-
+/* Runs p's instructions from `start` over `regs` (p->nregs of them, 0-2 set).
+ * 1: every check passed; 0: one failed (or an Exception was raised); -1: a
+ * BaseException that is not an Exception, left set. `*stop` is the instruction
+ * that decided a 0 or -1. */
+static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py_ssize_t *stop) {
     int result = 1;
-    for (Py_ssize_t pc = 0; pc < p->ncode && result == 1; pc++) {
+    Py_ssize_t pc;
+    for (pc = start; pc < p->ncode && result == 1; pc++) {
         const Instr *in = &p->code[pc];
         PyObject *value = in->needs_src ? regs[in->src] : NULL;
         PyObject *loaded = NULL;
@@ -455,13 +446,157 @@ int ember_guard_program_run(PyObject *program, PyObject *f_locals) {
             result = 0;
         }
     }
-    for (Py_ssize_t i = 0; i < p->nregs; i++) {
-        Py_XDECREF(regs[i]);
+    *stop = pc - 1; /* the loop stepped past the deciding instruction */
+    return result;
+}
+
+static PyObject **new_registers(Py_ssize_t n, PyObject **small, Py_ssize_t nsmall) {
+    if (n <= nsmall) {
+        memset(small, 0, (size_t)nsmall * sizeof(PyObject *));
+        return small;
     }
+    PyObject **regs = PyMem_Calloc((size_t)n, sizeof(PyObject *));
+    if (regs == NULL) {
+        PyErr_NoMemory();
+    }
+    return regs;
+}
+
+static void set_namespaces(PyObject **regs, GuardProgramObject *p, PyObject *f_locals) {
+    Py_XSETREF(regs[REG_LOCALS], Py_NewRef(f_locals));
+    Py_XSETREF(regs[REG_GLOBALS], Py_NewRef(p->globals));
+    Py_XSETREF(regs[REG_BUILTINS], Py_NewRef(p->builtins));
+}
+
+static void clear_registers(PyObject **regs, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_CLEAR(regs[i]);
+    }
+}
+
+int ember_guard_program_run(PyObject *program, PyObject *f_locals) {
+    GuardProgramObject *p = (GuardProgramObject *)program;
+    PyObject *small[64];
+    PyObject **regs = new_registers(p->nregs, small, 64);
+    if (regs == NULL) {
+        return -1;
+    }
+    set_namespaces(regs, p, f_locals);
+    Py_ssize_t stop;
+    int result = run_code(p, regs, 0, &stop);
+    clear_registers(regs, p->nregs);
     if (regs != small) {
         PyMem_Free(regs);
     }
     return result;
+}
+
+/* ---- sharing checks between the entries of one code object --------------- */
+
+/* Whether two instruction constants make their instructions behave alike: the same
+ * object, or plain data of the same types, equal item by item, floats bit for bit
+ * (0.0 and -0.0 make CHECK_FLOAT differ though `==` says they are equal). */
+static int same_constant(PyObject *a, PyObject *b) {
+    if (a == b) {
+        return 1;
+    }
+    if (Py_TYPE(a) != Py_TYPE(b)) {
+        return 0;
+    }
+    if (PyFloat_CheckExact(a)) {
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return memcmp(&x, &y, sizeof(double)) == 0;
+    }
+    if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a) || PyBytes_CheckExact(a)) {
+        int equal = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (equal < 0) {
+            PyErr_Clear();
+        }
+        return equal == 1;
+    }
+    if (PyTuple_CheckExact(a) || PyList_CheckExact(a)) {
+        Py_ssize_t n = Py_SIZE(a);
+        if (Py_SIZE(b) != n) {
+            return 0;
+        }
+        PyObject **x = PyTuple_CheckExact(a) ? ((PyTupleObject *)a)->ob_item
+                                             : ((PyListObject *)a)->ob_item;
+        PyObject **y = PyTuple_CheckExact(b) ? ((PyTupleObject *)b)->ob_item
+                                             : ((PyListObject *)b)->ob_item;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!same_constant(x[i], y[i])) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return 0; /* other objects: only the very same one */
+}
+
+static Py_ssize_t common_prefix(GuardProgramObject *a, GuardProgramObject *b) {
+    if (a->globals != b->globals || a->builtins != b->builtins) {
+        return 0; /* register 1 or 2 would differ */
+    }
+    Py_ssize_t n = a->ncode < b->ncode ? a->ncode : b->ncode, i = 0;
+    for (; i < n; i++) {
+        const Instr *x = &a->code[i], *y = &b->code[i];
+        if (x->op != y->op || x->dst != y->dst || x->src != y->src ||
+            !same_constant(x->arg, y->arg)) {
+            break;
+        }
+    }
+    return i;
+}
+
+void ember_guard_run_init(EmberGuardRun *run) {
+    memset(run, 0, sizeof(*run));
+}
+
+int ember_guard_run_next(EmberGuardRun *run, PyObject *program, PyObject *f_locals) {
+    GuardProgramObject *p = (GuardProgramObject *)program;
+    Py_ssize_t start = 0;
+    GuardProgramObject *last = (GuardProgramObject *)run->last;
+    if (last != NULL && run->result == 0) {
+        if (p->shared_with != last->serial) { /* both are immutable: compute once */
+            p->shared_with = last->serial;
+            p->shared_length = common_prefix(last, p);
+        }
+        /* The instructions before run->stop passed and the one at it failed, over the
+         * same frame: where `p` repeats them, their outcome is known. */
+        if (p->shared_length > run->stop) {
+            return 0;
+        }
+        start = p->shared_length;
+    }
+    if (p->nregs > run->size) {
+        PyObject **grown = PyMem_Calloc((size_t)p->nregs, sizeof(PyObject *));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (run->regs != NULL) {
+            memcpy(grown, run->regs, (size_t)run->size * sizeof(PyObject *));
+            PyMem_Free(run->regs);
+        }
+        run->regs = grown;
+        run->size = p->nregs;
+    }
+    if (start == 0) {
+        clear_registers(run->regs, run->size);
+        set_namespaces(run->regs, p, f_locals);
+    }
+    Py_XSETREF(run->last, Py_NewRef(program));
+    run->result = run_code(p, run->regs, start, &run->stop);
+    return run->result;
+}
+
+void ember_guard_run_clear(EmberGuardRun *run) {
+    if (run->regs != NULL) {
+        clear_registers(run->regs, run->size);
+        PyMem_Free(run->regs);
+    }
+    Py_CLEAR(run->last);
+    ember_guard_run_init(run);
 }
 
 /* ---- building ----------------------------------------------------------- */
@@ -688,6 +823,7 @@ static PyObject *guard_program_new(PyTypeObject *type, PyObject *args, PyObject 
         return NULL;
     }
     self->vectorcall = guard_program_vectorcall;
+    self->serial = next_serial++;
     self->code = code;
     self->ncode = n;
     self->nregs = nregs;

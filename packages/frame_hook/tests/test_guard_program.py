@@ -15,7 +15,9 @@ L, G, B = 0, 1, 2
 
 
 def program(*code, nregs=8, f_globals=None, f_builtins=None):
-    return fh.GuardProgram(tuple(code), nregs, f_globals or {}, f_builtins or {})
+    f_globals = {} if f_globals is None else f_globals
+    f_builtins = {} if f_builtins is None else f_builtins
+    return fh.GuardProgram(tuple(code), nregs, f_globals, f_builtins)
 
 
 def local(name, reg=3):
@@ -324,3 +326,86 @@ def test_native_check_plug_in():
     with pytest.raises(ValueError, match="CHECK_NATIVE"):
         program(("CHECK_NATIVE", 0, L, (object(), 5)))
     del keep
+
+
+def test_entries_share_the_instructions_they_have_in_common():
+    """A later entry's program starts where it differs from the one that just failed."""
+    calls = []
+
+    def counted(value):
+        calls.append(value)
+        return True
+
+    def f(x, n):
+        return "original"
+
+    namespaces = {"f_globals": {}, "f_builtins": {}}  # one function's: shared by its entries
+
+    def entry(n_expected, dims):
+        return program(
+            local("x"),
+            ("CHECK_CALL", 0, 3, (counted, ())),  # the shared prefix: runs once per call
+            local("n", 4),
+            ("CHECK_EQ", 0, 4, n_expected),
+            ("LOAD_ATTR", 5, 3, "shape"),
+            ("CHECK_DIMS", 0, 5, (dims, None)),
+            **namespaces,
+        )
+
+    class T:
+        def __init__(self, shape):
+            self.shape = shape
+
+    first, second, third = entry(1, (2,)), entry(1, (3,)), entry(2, (3,))
+    table = iter([first, second, third])
+
+    def callback(frame, cache):
+        if frame.f_code is not f.__code__:
+            return None
+        return fh.GuardedCode(f.__code__, next(table))
+
+    fh.set_eval_frame(callback)
+    try:
+        f(T((2,)), 1)  # compiles `first`
+        f(T((3,)), 1)  # first fails at CHECK_DIMS: compiles `second`
+        f(T((3,)), 2)  # both fail: compiles `third`
+        calls.clear()
+        f(T((2,)), 1)  # third fails at CHECK_EQ; second repeats that: skipped; first shares
+        assert len(calls) == 1
+        assert fh.cache_entries(f.__code__)[0].guard is first
+        calls.clear()
+        f(T((3,)), 2)  # first fails at CHECK_EQ; third starts there and passes
+        assert len(calls) == 1
+        assert fh.cache_entries(f.__code__)[0].guard is third
+        assert len(fh.cache_entries(f.__code__)) == 3  # no recompile
+    finally:
+        fh.set_eval_frame(None)
+
+
+def test_float_constants_are_shared_bit_for_bit_only():
+    def f(x):
+        return x
+
+    g, b = {}, {}
+    zero, minus_zero = (
+        program(local("x"), ("CHECK_FLOAT", 0, 3, 0.0), f_globals=g, f_builtins=b),
+        program(local("x"), ("CHECK_FLOAT", 0, 3, -0.0), f_globals=g, f_builtins=b),
+    )
+    table = iter([zero, minus_zero])
+
+    def callback(frame, cache):
+        if frame.f_code is not f.__code__:
+            return None
+        return fh.GuardedCode(f.__code__, next(table))
+
+    fh.set_eval_frame(callback)
+    try:
+        f(0.0)
+        f(-0.0)  # zero fails: -0.0 must not be skipped as "the same instruction"
+        assert len(fh.cache_entries(f.__code__)) == 2
+        f(0.0)  # minus_zero (most recent) fails, zero passes
+        f(-0.0)
+        assert len(fh.cache_entries(f.__code__)) == 2
+        assert sorted(e.hits for e in fh.cache_entries(f.__code__)) == [1, 1]
+    finally:
+        fh.set_eval_frame(None)
