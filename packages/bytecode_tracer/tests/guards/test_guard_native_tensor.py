@@ -22,7 +22,7 @@ from ember_bytecode_tracer.guards import (
     native_tensor,
 )
 
-pytestmark = pytest.mark.skipif(
+needs_build = pytest.mark.skipif(
     native_tensor.capsule() is None,
     reason="the C++ tensor check is not built (python -m ember_bytecode_tracer.guards.native_tensor)",
 )
@@ -85,6 +85,7 @@ def compiled_for(spec: TensorSpec) -> Any:
     return compile_guards([Guard(LocalSource("x"), GuardKind.TENSOR_MATCH, spec)], {})
 
 
+@needs_build
 def test_eligible_specs_use_the_native_check() -> None:
     ops = [op for op, *_ in compiled_for(TensorSpec.of(torch.randn(2))).native.instructions]
     assert "CHECK_NATIVE" in ops and "CHECK_DIMS" not in ops
@@ -92,6 +93,7 @@ def test_eligible_specs_use_the_native_check() -> None:
     assert "CHECK_NATIVE" not in sub  # other classes: attribute reads
 
 
+@needs_build
 def test_every_spec_against_every_tensor() -> None:
     values = tensors()
     passed = 0
@@ -104,6 +106,7 @@ def test_every_spec_against_every_tensor() -> None:
     assert passed > len(values)  # each tensor at least matches its own spec
 
 
+@needs_build
 def test_torch_function_modes_see_the_same_reads() -> None:
     class Counting(torch.overrides.TorchFunctionMode):
         calls = 0
@@ -121,3 +124,14 @@ def test_torch_function_modes_see_the_same_reads() -> None:
             assert check({"x": t})
         counts.append(Counting.calls)
     assert counts[0] == counts[1] > 0
+
+
+def test_a_broken_build_is_not_used(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "tensor_check"
+    folder.mkdir()
+    (folder / "ember_tensor_check.so").write_bytes(b"not a shared object")
+    monkeypatch.setattr(native_tensor, "cache_dir", lambda: folder)
+    monkeypatch.setattr(native_tensor, "_loaded", {})
+    assert native_tensor.capsule() is None
+    ops = [op for op, *_ in compiled_for(TensorSpec.of(torch.randn(2))).native.instructions]
+    assert "CHECK_DIMS" in ops

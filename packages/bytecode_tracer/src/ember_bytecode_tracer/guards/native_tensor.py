@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ _SOURCE = Path(__file__).with_name("tensor_check.cpp")
 _NAME = "ember_tensor_check"
 _EXACT_TYPES = (torch.Tensor, torch.nn.Parameter)  # classes whose getters it reproduces
 _loaded: dict[str, Any] = {}
+log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
@@ -43,7 +45,12 @@ def capsule() -> Any | None:
         return None
     if "capsule" not in _loaded:
         built = sorted(cache_dir().glob(f"{_NAME}*.so"))
-        _loaded["capsule"] = _import(built[0]).capsule() if built else None
+        _loaded["capsule"] = None
+        if built:
+            try:
+                _loaded["capsule"] = _import(built[0]).capsule()
+            except Exception as exc:  # a broken build: tensor matches read attributes
+                log.warning("ember: cannot load the C++ tensor check %s: %s", built[0], exc)
     return _loaded["capsule"]
 
 
