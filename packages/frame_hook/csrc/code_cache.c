@@ -86,7 +86,11 @@ PyObject *ember_code_cache_lookup(CodeCache *cache, PyObject *f_locals) {
     EmberGuardRun run; /* guard programs share the instructions they have in common */
     ember_guard_run_init(&run);
     PyObject *found = lookup_entries(cache, entries, f_locals, &run);
+    /* Dropping the registers can run finalizers: not with a guard's exception set. */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
     ember_guard_run_clear(&run);
+    PyErr_Restore(type, value, traceback);
     return found;
 }
 
