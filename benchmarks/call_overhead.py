@@ -7,8 +7,12 @@ Rows: a 3-layer MLP, an attention block, HF GPT-2 with library defaults (tiny co
 compiled function). Columns: eager, torch.compile (default mode), Ember (inductor), timed
 interleaved (a batch of calls of each in turn, per round); the median per-call time over
 rounds, and Ember / torch.compile per row (issue 15's target: at most 0.8x on each).
+`--clock thread` times the calling thread's CPU time instead of wall time: with one torch
+thread every call runs on it, and on a shared machine this leaves out time spent waiting
+for a core.
 
-    python benchmarks/call_overhead.py [--calls 300] [--rounds 15] [--rows mlp,gpt2] [--json PATH]
+    python benchmarks/call_overhead.py [--calls 300] [--rounds 15] [--rows mlp,gpt2]
+                                       [--clock wall|thread] [--json PATH]
 """
 
 from __future__ import annotations
@@ -148,7 +152,10 @@ def _leaves(out: Any) -> list[torch.Tensor]:
     return [t.detach().clone() for t in leaves if isinstance(t, torch.Tensor)]
 
 
-def measure(program: Program, calls: int, rounds: int) -> Result:
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def measure(program: Program, calls: int, rounds: int, clock: str = "wall") -> Result:
     result = Result(program.name)
     steps: dict[str, Callable[[], Any]] = {}
     reference: list[torch.Tensor] = []
@@ -173,26 +180,27 @@ def measure(program: Program, calls: int, rounds: int) -> Result:
             steps[column] = step
         except Exception as exc:  # a failing column is a result
             result.errors[column] = zb._reason(exc)
+    now = CLOCKS[clock]
     samples: dict[str, list[float]] = {c: [] for c in steps}
     for _ in range(rounds):
         for column, step in steps.items():
-            start = time.perf_counter()
+            start = now()
             for _ in range(calls):
                 step()
-            samples[column].append((time.perf_counter() - start) / calls * 1e6)
+            samples[column].append((now() - start) / calls * 1e6)
     result.us = {c: statistics.median(s) for c, s in samples.items()}
     if result.us.get("ember") and result.us.get("torch.compile"):
         result.ratio = result.us["ember"] / result.us["torch.compile"]
     return result
 
 
-def render(results: list[Result], env: dict[str, Any], calls: int, rounds: int) -> str:
+def render(results: list[Result], env: dict[str, Any], calls: int, rounds: int, clock: str) -> str:
     lines = [
         f"## Per-call overhead, batch 1, {env['cpu_threads']} CPU thread ({env['date']})",
         "",
         f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}; "
         f"{env['cpu']}; load average {env['loadavg']}; median over {rounds} interleaved rounds "
-        f"of {calls} calls.",
+        f"of {calls} calls; {clock} clock.",
         "",
         "| program | eager us | torch.compile us | ember us | ember / torch.compile |",
         "|---|---|---|---|---|",
@@ -216,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=300, help="calls per timed sample")
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -228,9 +237,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for name in rows:
         zb.log(name)
-        results.append(measure(PROGRAMS[name], args.calls, args.rounds))
+        results.append(measure(PROGRAMS[name], args.calls, args.rounds, args.clock))
         zb.log("  " + ", ".join(f"{c} {us:.1f} us" for c, us in results[-1].us.items()))
-    print(render(results, env, args.calls, args.rounds))
+    env["clock"] = args.clock
+    print(render(results, env, args.calls, args.rounds, args.clock))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "rows": [asdict(r) for r in results]}, f, indent=2)
