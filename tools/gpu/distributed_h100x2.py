@@ -8,8 +8,11 @@ For every (model, wrapper, compiler): tokens/s (all ranks together, median of ti
 peak memory per GPU (torch.cuda.max_memory_allocated on each rank; the max over ranks),
 and from a torch.profiler trace of two steps the fraction of each collective's time
 (all-reduce for DDP, all-gather / reduce-scatter for FSDP2) that overlaps compute: on CUDA
-the NCCL kernels against the other kernels, on the CPU the gloo collectives against the
-main thread's aten ops. Rank 0 prints a table and writes the JSON.
+the NCCL kernels' intervals against the union of every other kernel's (backward kernels,
+but also DDP's own bucket copies, which is why a one-graph DDP still shows some overlap;
+open the traces, --trace-dir, to see which), on the CPU the gloo collectives against the
+main thread's aten ops and autograd nodes. Rank 0 prints a table and writes the JSON.
+Medians of few steps on a shared host are noisy: use --steps 20 or more for figures.
 
 Wrapping: DDP as `compiler(DDP(model))` (DDP's bucket split happens inside the compiler:
 torch.compile's DDPOptimizer, Ember's ember.distributed); FSDP2 as `fully_shard` on each
