@@ -98,7 +98,14 @@ def _ember_reduce_overhead(model: torch.nn.Module) -> Callable[..., Any]:
     return ember.compile(model, backend="inductor", mode="reduce-overhead")
 
 
+def _ember_autotune(model: torch.nn.Module) -> Callable[..., Any]:
+    import ember
+
+    return ember.compile(model, backend="autotune")
+
+
 register_compiler("ember", _ember_inductor, _reset_ember)
+register_compiler("ember-autotune", _ember_autotune, _reset_ember)
 register_compiler("ember-reduce-overhead", _ember_reduce_overhead, _reset_ember)
 register_compiler(
     "torch.compile-reduce-overhead",

@@ -6,19 +6,31 @@ ThreadPoolExecutor on purpose: a ProcessPoolExecutor would have to start Python 
 (seconds with imports) and, under the spawn start method, re-import the user's __main__
 module in each worker, which re-runs an unguarded script. Threads that drive subprocesses
 are spawn-safe by construction and start instantly.
+
+Progress: `run_jobs` and `progress_counter` report each finished build as a
+`kernels_built` event (`done`, `total`) on the `ember.events` logger, the pipe the stages
+share with the umbrella (its progress line and trace writer) without importing it: a record
+whose `ember_event` attribute is the kind and `ember_payload` the payload, sent only while a
+listener has set that logger's level to DEBUG (otherwise one attribute test).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 ENV_WORKERS = "EMBER_COMPILE_WORKERS"
 MAX_DEFAULT_WORKERS = 32
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
+_events = logging.getLogger("ember.events")
+T = TypeVar("T")
 
 
 def pool_size() -> int:
@@ -52,6 +64,45 @@ def shutdown_pool() -> None:
         pool, _pool = _pool, None
     if pool is not None:
         pool.shutdown(wait=True)
+
+
+def report_built(done: int, total: int, what: str = "kernels") -> None:
+    """One `kernels_built` event: `done` of `total` builds of the current batch finished."""
+    if 0 < _events.level <= logging.DEBUG:
+        payload = {"what": what, "done": done, "total": total}
+        _events.debug(
+            "kernels_built", extra={"ember_event": "kernels_built", "ember_payload": payload}
+        )
+
+
+def progress_counter(total: int, what: str = "kernels") -> Callable[[], None]:
+    """Reports 0 of `total` now; the returned tick() (thread-safe) reports one more done."""
+    lock = threading.Lock()
+    done = 0
+    report_built(0, total, what)
+
+    def tick() -> None:
+        nonlocal done
+        with lock:
+            done += 1
+            count = done
+        report_built(count, total, what)
+
+    return tick
+
+
+def run_jobs(jobs: Sequence[Callable[[], T]], what: str = "kernels") -> list[T]:
+    """The jobs' results in order, run on the compile pool (a single job inline: no pool
+    round trip), each finished one reported; the first failing job's error is re-raised."""
+    tick = progress_counter(len(jobs), what)
+    if len(jobs) == 1:
+        result = jobs[0]()
+        tick()
+        return [result]
+    futures = [compile_pool().submit(job) for job in jobs]
+    for _ in concurrent.futures.as_completed(futures):
+        tick()
+    return [future.result() for future in futures]
 
 
 def _forget_pool_in_child() -> None:

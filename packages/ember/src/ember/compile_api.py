@@ -16,6 +16,7 @@ from ember.config import config
 from ember.distributed.ddp_split import split_for_ddp
 from ember.exc import EmberError
 from ember.logs import configure_from_env, log_record
+from ember.progress import ProgressFrameCompiler
 from ember.stats import clear as clear_counters
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
@@ -52,7 +53,7 @@ def compile(
     else:
         on_record = log_record
     fh.set_cache_limit(config.cache_size_limit)
-    compiler = FrameCompiler(
+    compiler = ProgressFrameCompiler(  # the status line of slow compiles (progress.py)
         backend_fn,
         fullgraph=fullgraph,
         suppress_errors=config.suppress_errors,

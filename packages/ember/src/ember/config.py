@@ -13,6 +13,9 @@ class Config:
     # nonzero, masked_select, boolean-mask indexing, unique: with symbolic shapes on, an
     # unbacked size symbol keeps the graph going; off, these ops are a graph break.
     capture_dynamic_output_shape_ops: bool = False
+    # a compile running longer than 2 s draws one status line on stderr when it is a
+    # terminal (stage, kernels built, elapsed; ember/progress.py); False: never
+    progress: bool = True
     # a folder for the structured compile trace (ember.trace; EMBER_TRACE_DIR sets it too)
     trace_dir: str | None = None
     # graphs traced inside a DDP forward compile as one piece per DDP bucket, so each

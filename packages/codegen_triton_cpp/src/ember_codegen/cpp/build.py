@@ -8,6 +8,7 @@ sends the misses of a whole graph to the compile pool together.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import subprocess
@@ -22,7 +23,7 @@ from ember_codegen.cache import KernelCache, atomic_write, content_key, temporar
 from ember_codegen.cpp.loader import LoadedKernelLibrary
 from ember_codegen.cpp.toolchain import Toolchain, discover_toolchain, runtime_header_digest
 from ember_codegen.exc import CppCompileError
-from ember_codegen.workers import compile_pool
+from ember_codegen.workers import run_jobs
 
 output_code_log = logging.getLogger("ember.output_code")
 perf_log = logging.getLogger("ember.perf")
@@ -112,20 +113,15 @@ class CppBuilder:
                 results[key] = BuildResult(key, entry.library_path, entry.source_path, True, 0.0)
             else:
                 misses[key] = source
-        if len(misses) == 1:  # no pool round trip for a single kernel
-            (key, source), = misses.items()  # fmt: skip
-            results[key] = build_library(
-                source, self.toolchain, self.cache, self.extra_flags, key=key
-            )
-        elif misses:
-            futures = {
-                key: compile_pool().submit(
+        if misses:  # in parallel on the compile pool, each finished build reported (k/n)
+            jobs = [
+                functools.partial(
                     build_library, source, self.toolchain, self.cache, self.extra_flags, key=key
                 )
                 for key, source in misses.items()
-            }
-            for key, future in futures.items():
-                results[key] = future.result()  # re-raises the first CppCompileError
+            ]
+            # re-raises the first CppCompileError
+            results.update(zip(misses, run_jobs(jobs), strict=True))
         emit("cache", level="kernel", hits=len(sources) - len(misses), misses=len(misses))
         perf_log.info(
             "build_many: %d sources, %d cache hits, %d compiled in %.3fs",

@@ -16,6 +16,7 @@ from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.cpp.emit.dynamic_wrapper import DynamicWrapper, SizeBinder
 from ember_codegen.cpp.emit.size_bindings import bound, concrete
 from ember_codegen.exc import CodegenError
+from ember_codegen.workers import progress_counter
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .autotune import (
@@ -260,8 +261,14 @@ def compile_parallel(
         items = [(g, k, k.grid()) for g in groups for k in g.kernels if concrete(k.xnumel) > 0]
     if not items:
         return
+    tick = progress_counter(len(items))  # each built binary reported (the progress line)
+
+    def warm_and_report(item: tuple[GroupKernels, TritonKernel, tuple[int]]) -> None:
+        warm(item)
+        tick()
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
-        list(pool.map(warm, items))
+        list(pool.map(warm_and_report, items))
 
 
 __all__ = ["CompiledGraph", "compile_triton", "launcher"]

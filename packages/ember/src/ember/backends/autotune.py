@@ -56,6 +56,7 @@ from ember.backends.inductor import inductor
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
 from ember.exc import EmberError
+from ember.progress import stage
 from ember.stats import counters
 
 log = logging.getLogger("ember.autotune")
@@ -313,10 +314,11 @@ def autotune(
             failures[name] = f"{type(error).__name__}: {error}"
         compile_s[name] = time.perf_counter() - start
     runs_before = _run_counts()
-    times, run_failures = time_candidates(
-        gm, compiled, example_inputs,
-        budget_s=plan.time_budget_s, warmup=plan.warmup, max_runs=plan.max_runs,
-    )  # fmt: skip
+    with stage("autotune timing"):
+        times, run_failures = time_candidates(
+            gm, compiled, example_inputs,
+            budget_s=plan.time_budget_s, warmup=plan.warmup, max_runs=plan.max_runs,
+        )  # fmt: skip
     _restore_run_counts(runs_before)
     failures.update(run_failures)
     for name, reason in failures.items():

@@ -1,0 +1,80 @@
+"""The progress line of slow compiles: drawn on a terminal (a pseudo-TTY here), rewritten in
+place with kernel counts, cleared at the end; absent when stderr is not a terminal or
+`ember.config.progress` is False."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CHILD = textwrap.dedent(
+    """
+    import sys, torch, ember, ember.progress
+    ember.progress.AFTER_S = 0.0  # the test hook: draw from the start
+    ember.config.progress = sys.argv[1] == "on"
+
+    def f(x):
+        return (x.sin() * 2).cos().sum(1) + 1
+
+    x = torch.randn(64, 32)
+    out = ember.compile(f, backend="inductor")(x)
+    torch.testing.assert_close(out, f(x))
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+    print("DONE", flush=True)
+    """
+)
+
+
+def run_child(tmp_path, setting: str, on_tty: bool) -> str:
+    """The child's stdout+stderr; a fresh kernel cache makes it build (a slow compile)."""
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
+    env.pop("EMBER_LOGS", None)
+    command = [sys.executable, "-c", CHILD, setting]
+    if not on_tty:
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout + out.stderr
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, env=env, stdout=follower, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=600) == 0, b"".join(chunks)[-3000:]
+    return b"".join(chunks).decode(errors="replace")
+
+
+LINE = re.compile(r"\r(ember: compiling f \(<string>:\d+\) \| [^\r\n]*?)\s*(?=\r)")
+
+
+def test_line_is_drawn_updated_and_cleared_on_a_terminal(tmp_path):
+    output = run_child(tmp_path, "on", on_tty=True)
+    lines = LINE.findall(output)
+    assert len(lines) >= 2, output  # rewritten in place, more than once
+    assert len(set(lines)) >= 2, lines  # and it changes (elapsed time at least)
+    assert any(re.search(r"\| kernels \d+/\d+ \|", line) for line in lines), lines
+    assert any(re.search(r"\| \d+\.\ds$", line) for line in lines), lines
+    assert any("inductor" in line for line in lines), lines  # the stage: the backend
+    # cleared at the end: blanks over the line, then the cursor back at its start
+    before_done = output[: output.index("DONE")]
+    assert re.search(r"\r {20,}\r$", before_done), repr(before_done[-200:])
+
+
+@pytest.mark.parametrize(("setting", "on_tty"), [("on", False), ("off", True)])
+def test_no_line_without_a_terminal_or_with_progress_off(tmp_path, setting, on_tty):
+    output = run_child(tmp_path, setting, on_tty)
+    assert "DONE" in output
+    assert "ember: compiling" not in output and "\r" not in output.replace("\r\n", "\n")
