@@ -1,13 +1,13 @@
 """Collectives inside compiled functions on 2 CPU processes over gloo, against eager.
 
-Scenarios: distributed/collective_scenarios.py (launched by distributed/launch.py).
+Scenarios: distributed_ranks/collective_scenarios.py (launched by distributed_ranks/launch.py).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch.distributed as dist
-from distributed.launch import run_ranks
+from distributed_ranks.launch import run_ranks
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(),

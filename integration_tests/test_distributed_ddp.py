@@ -1,7 +1,7 @@
 """DDP under ember.compile on 2 CPU processes over gloo, against eager DDP.
 
-The scenarios run in two subprocess ranks (distributed/ddp_scenarios.py, launched by
-distributed/launch.py, bounded by a timeout); each test reads one scenario's result.
+The scenarios run in two subprocess ranks (distributed_ranks/ddp_scenarios.py, launched by
+distributed_ranks/launch.py, bounded by a timeout); each test reads one scenario's result.
 The model is 5 Linear layers with a bucket cap of one Linear(32, 32): the graph is split
 into 4 pieces (the last two layers share the first bucket, whose cap is reached only once
 the 4th layer joins it), each compiled on its own.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch.distributed as dist
-from distributed.launch import run_ranks
+from distributed_ranks.launch import run_ranks
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(),

@@ -1,6 +1,6 @@
 """FSDP2 (`torch.distributed.fsdp.fully_shard` per block and on the root) under ember.compile
 on 2 CPU processes over gloo, against eager FSDP2 (torch 2.13 runs fully_shard on CPU
-with gloo). Scenarios: distributed/fsdp_scenarios.py.
+with gloo). Scenarios: distributed_ranks/fsdp_scenarios.py.
 
 FSDP's hooks (all-gather before a block, reshard after, reduce-scatter in backward) run
 eagerly: the root's trace breaks at each sharded block's call, and each block's forward
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch.distributed as dist
-from distributed.launch import run_ranks
+from distributed_ranks.launch import run_ranks
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(),

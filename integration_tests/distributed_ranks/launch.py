@@ -1,6 +1,6 @@
 """Runs a scenario module on 2 CPU ranks over gloo (127.0.0.1, a free port), bounded in time.
 
-Each rank is a subprocess running `python -m distributed.launch <module> <rank> <world> <port>`;
+Each rank is a subprocess running `python -m distributed_ranks.launch <module> <rank> <world> <port>`;
 the module's `SCENARIOS` run in order, and every rank prints one JSON line with each
 scenario's result (or its traceback); the test reads rank 0's values and every rank's errors.
 """
@@ -35,7 +35,15 @@ def run_ranks(module: str, world: int = 2, timeout: float = 120.0) -> dict:
     env.setdefault("OMP_NUM_THREADS", "1")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "distributed.launch", module, str(rank), str(world), str(port)],
+            [
+                sys.executable,
+                "-m",
+                "distributed_ranks.launch",
+                module,
+                str(rank),
+                str(world),
+                str(port),
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -74,7 +82,7 @@ def _main(module: str, rank: int, world: int, port: int) -> None:
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
-    scenarios = importlib.import_module(f"distributed.{module}").SCENARIOS
+    scenarios = importlib.import_module(f"distributed_ranks.{module}").SCENARIOS
     results = {}
     for name, scenario in scenarios.items():
         try:
