@@ -49,6 +49,18 @@ def test_sparse_tensors_run_the_graph_eagerly(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_compressed_sparse_inputs_run_the_graph_eagerly(backend):
+    # CSR tensors have no strides: a stride read before the fallback raised in inductor
+    def f(a, b, c):
+        return torch.sparse.sampled_addmm(a, b, c, beta=0.6, alpha=0.2)
+
+    a, b, c = torch.eye(3).to_sparse_csr(), torch.randn(3, 3), torch.randn(3, 3)
+    got = ember.compile(f, backend=backend)(a, b, c)
+    torch.testing.assert_close(got.to_dense(), f(a, b, c).to_dense())
+    assert ember.counters["graph_fallbacks"]["torch.sparse_csr"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_dtypes_no_prim_takes_run_the_graph_eagerly(backend):
     def f(x):
         return x.chalf().real * 2  # complex32: eager's support is experimental, no prim takes it
