@@ -134,6 +134,7 @@ def guards_for(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> list[Guar
         Guard(AttrSource(obj, "missing"), K.ABSENT),
         Guard(ItemSource(AttrSource(obj, "cfg"), "zz"), K.ABSENT),
         Guard(LocalSource("absent_local"), K.ABSENT),
+        Guard(AttrSource(mod, "extra"), K.ABSENT),  # read from the module's four dicts
         Guard(GlobalSource("B_VAL"), K.ABSENT),
         g(mod, K.TYPE_MATCH),
         g(mod, K.MODULE_TRAINING),
@@ -205,6 +206,12 @@ MUTATIONS = {
         lin=L["mod"]._modules.pop("lin")
     ),
     "layers shorter": lambda L, G: L["mod"].layers.__delitem__(1),
+    "module attr appears": lambda L, G: _set(L["mod"], "extra", 1),
+    "module buffer appears": lambda L, G: L["mod"].register_buffer("extra", torch.ones(1)),
+    "module child appears": lambda L, G: L["mod"].add_module("extra", torch.nn.ReLU()),
+    "module parameter appears": lambda L, G: L["mod"].register_parameter(
+        "extra", torch.nn.Parameter(torch.ones(1))
+    ),
     "n bool": lambda L, G: L.update(n=True),
     "s other": lambda L, G: L.update(s="abd"),
     "t item types": lambda L, G: L.update(t=(1, 1, "x")),
@@ -232,6 +239,9 @@ def test_the_scene_passes_natively(tensor_path: str) -> None:
     kinds = {op for op, *_ in compiled.native.instructions}
     assert {"CHECK_KEYS", "CHECK_DISTINCT", "CHECK_SAME", "LOAD_VALUES", "CHECK_FLOAT"} <= kinds
     assert "CHECK_CALL" in kinds  # the complex constant
+    names = [arg for op, _, _, arg in compiled.native.instructions if op == "CHECK_NOT_IN"]
+    assert names.count("extra") == 4  # hasattr's four places, without nn.Module.__getattr__
+    assert "'extra' not in" in compiled.source_code
     tensor_op = "CHECK_DIMS" if tensor_path == "attribute reads" else "CHECK_NATIVE"
     assert tensor_op in kinds
 
@@ -268,7 +278,7 @@ def test_random_mixes_of_mutations() -> None:
     for _ in range(150):
         f_locals, f_globals = scene()
         compiled = build(f_locals, f_globals)
-        for name in rng.sample(names, rng.randint(1, 3)):
+        for name in rng.sample(names, rng.randint(0, 3)):
             # an earlier mutation may have removed what this one changes
             with contextlib.suppress(KeyError, IndexError, AttributeError):
                 MUTATIONS[name](f_locals, f_globals)

@@ -52,6 +52,10 @@ class EmitContext(Protocol):
         """A fresh local variable name (for `:=` inside an expression)."""
         ...
 
+    def module_absent(self, source: Source) -> bool:
+        """Whether ABSENT on `source` reads the module's dicts (module_paths)."""
+        ...
+
 
 Emitter = Callable[[Guard, EmitContext], str]
 EMITTERS: dict[GuardKind, Emitter] = {}
@@ -276,4 +280,10 @@ def _no_tensor_aliasing(guard: Guard, ctx: EmitContext) -> str:
 @emitter(GuardKind.ABSENT)
 def _absent(guard: Guard, ctx: EmitContext) -> str:
     base = guard.source.base
+    if ctx.module_absent(guard.source):  # an nn.Module attribute: its four dicts
+        name, module = guard.source.attr, ctx.value(base)  # type: ignore[attr-defined, arg-type]
+        return " and ".join(f"{name!r} not in {module}.{d}" for d in MODULE_STORAGE)
     return guard.source.absent(ctx.value(base) if base is not None else "")
+
+
+MODULE_STORAGE = ("__dict__", "_parameters", "_buffers", "_modules")  # where hasattr looks

@@ -204,6 +204,10 @@ def _physical_paths(
             cache[source] = module_paths.physical_source(source, pinned.get, value_of)
         return cache[source]
 
+    def module_absent(source: Source) -> bool:
+        return module_paths.absent_from_module_dicts(source, pinned.get, value_of)
+
+    physical.module_absent = module_absent  # type: ignore[attr-defined]  # read by ABSENT
     return physical
 
 
@@ -273,6 +277,10 @@ class _Codegen:
 
     def local(self, hint: str) -> str:
         return self._fresh(hint)
+
+    def module_absent(self, source: Source) -> bool:
+        test = getattr(self.physical, "module_absent", None)
+        return test is not None and test(source)
 
     # ----------------------------------------------------------------------------------
     def _expr(self, source: Source) -> str:

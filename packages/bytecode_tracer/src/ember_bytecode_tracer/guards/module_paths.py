@@ -56,6 +56,26 @@ def physical_source(source: Source, type_of: TypeOf, value_of: ValueOf) -> Sourc
     return _with_base(source, physical_base)
 
 
+def absent_from_module_dicts(source: Source, type_of: TypeOf, value_of: ValueOf) -> bool:
+    """Whether ABSENT on `source` (`not hasattr(module, name)`) may be checked as `name`
+    missing from the module's instance `__dict__` and its `_parameters`, `_buffers` and
+    `_modules`: the base's class is pinned and resolves the name only through nn.Module's
+    `__getattr__`, so those four dicts are all `hasattr` can find it in, and the Python
+    `__getattr__` that raises AttributeError (~1 us) never runs."""
+    if not isinstance(source, AttrSource):
+        return False
+    cls = type_of(source.base)
+    if cls is None or not _resolves_through_module_getattr(cls, source.attr):
+        return False
+    module = value_of(source.base)
+    if module is _UNKNOWN or type(module) is not cls:
+        return False
+    instance_dict = getattr(module, "__dict__", None)
+    return type(instance_dict) is dict and all(
+        type(instance_dict.get(name)) is dict for name in MODULE_DICTS
+    )
+
+
 def unknown() -> Any:
     """The marker a ValueOf returns when it has no live value."""
     return _UNKNOWN

@@ -28,6 +28,7 @@ import ember_frame_hook as fh
 from ember_bytecode_tracer.guards import native_tensor
 from ember_bytecode_tracer.guards.checks import (
     _SINGLETON_TYPES,
+    MODULE_STORAGE,
     _contiguity_decides_strides,
 )
 from ember_bytecode_tracer.guards.constants import needs_slow_equal, strict_equal
@@ -96,6 +97,10 @@ class Assembler:
         if self._scratch is None:
             self._scratch = self.new_reg()
         return self._scratch
+
+    def module_absent(self, source: Source) -> bool:
+        test = getattr(self.physical, "module_absent", None)
+        return test is not None and test(source)
 
     def value(self, source: Source) -> int:
         """The register holding the value the guard reads for `source` (physical path)."""
@@ -269,6 +274,9 @@ def _absent(guard: Guard, asm: Assembler) -> None:
     source = guard.source
     if type(source) in _ROOTS:
         asm.check("CHECK_NOT_IN", _ROOTS[type(source)], source.name)  # type: ignore[attr-defined]
+    elif isinstance(source, AttrSource) and asm.module_absent(source):
+        for storage in MODULE_STORAGE:  # an nn.Module attribute: its four dicts
+            asm.check("CHECK_NOT_IN", asm.value(AttrSource(source.base, storage)), source.attr)
     elif isinstance(source, AttrSource):
         asm.check("CHECK_NO_ATTR", asm.value(source.base), source.attr)
     elif isinstance(source, ItemSource):
