@@ -169,9 +169,27 @@ def test_the_storage_pool_is_bounded():
     assert pool.held_bytes == 400
     pool.give(torch.empty(1000), torch.float32, 1000)  # larger than the budget: not kept
     assert pool.held_bytes == 400
-    taken = pool.take((10, 10), (10, 1), 0, torch.float32, 100)
+    taken = pool.take((10, 10), (10, 1), 0, torch.float32, 96)
     assert taken.shape == (10, 10) and pool.held_bytes == 0
     assert StoragePool(limit_bytes=0).take((2,), (1,), 0, torch.float32, 2).shape == (2,)
+
+
+def test_the_storage_pool_serves_nearby_sizes_from_one_size_class():
+    # a symbolic graph called at lengths 41, 42, 43...: a call's buffers serve the next
+    # lengths of their size class (classes are 1/8 apart: 41..44 rows of 64 share one)
+    from ember_codegen.cpp.emit.wrapper import StoragePool, size_class
+
+    pool = StoragePool(limit_bytes=1 << 20)
+    first = pool.take((41, 64), (64, 1), 0, torch.float32, 41 * 64)
+    assert first.untyped_storage().nbytes() == 4 * size_class(41 * 64) >= 4 * 41 * 64
+    pool.give(first, torch.float32, 41 * 64)
+    second = pool.take((43, 64), (64, 1), 0, torch.float32, 43 * 64)
+    assert second.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+    assert pool.held_bytes == 0
+    # a storage too small for a request's class is never handed out for it
+    pool.give(torch.empty(100), torch.float32, 100)  # serves class 96, not 104
+    assert pool.take((100,), (1,), 0, torch.float32, 100).untyped_storage().nbytes() == 416
+    assert all(size_class(n) >= n and size_class(n) * 8 <= n * 9 for n in range(1, 5000))
 
 
 def test_an_extern_reading_a_buffer_as_is_gets_its_own_layout_when_held_transposed(check):
