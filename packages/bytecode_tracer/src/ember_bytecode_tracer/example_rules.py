@@ -14,12 +14,14 @@ under the trace's fake mode, or None where the plain call is right (CPU, static 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils._pytree import tree_flatten
 
 log = logging.getLogger("ember.dynamic")
 
@@ -33,6 +35,25 @@ def example_rule(target: Any) -> Callable[[ExampleRule], ExampleRule]:
         return rule
 
     return register
+
+
+def dispatch_context(fake_args: tuple, fake_kwargs: dict) -> Any:
+    """Where an op runs on device fakes of symbolic size, aten's composite kernels run through
+    the Python dispatcher: on a machine with a GPU, C++ composites (`matmul` on CUDA) read
+    `tensor.sizes()`, which FakeTensorMode answers by `int()` of each size, a guard
+    `Eq(s0, 77)` per dim (one graph per length); their Python kernels keep sizes symbolic.
+    CPU fakes keep the plain dispatch (their composites never read sizes that way)."""
+    flat, _ = tree_flatten((fake_args, fake_kwargs))
+    for value in flat:
+        if (
+            isinstance(value, torch.Tensor)
+            and value.device.type != "cpu"
+            and any(isinstance(s, torch.SymInt) for s in value.shape)
+        ):
+            from torch._dispatch.python import enable_python_dispatcher
+
+            return enable_python_dispatcher()
+    return contextlib.nullcontext()
 
 
 def rule_for(op: str, target: Any, fake_args: tuple, fake_kwargs: dict) -> Callable[[], Any] | None:
@@ -142,23 +163,24 @@ def sdpa_rule(args: tuple, kwargs: dict) -> Callable[[], Any] | None:
     return compute
 
 
-# The backend eager picks, from static fakes at the sizes of this call. Kept a module
-# attribute so tests can stand in for a GPU's choice.
+# The kernel eager runs at this call's sizes. Kept a module attribute so tests can stand in
+# for a GPU's choice.
 def choose_backend(statics: dict[str, torch.Tensor | None], bound: dict[str, Any]) -> int:
-    """aten's own choice at this call's sizes, or MATH where this torch has no CUDA kernels.
-    Runs eager's input checks first: an input eager refuses raises here too."""
-    if not torch.backends.cuda.is_built():
-        return MATH
-    mode = _static_mode()
+    """Which kernel aten picks for static twins at this call's sizes, read off the layout of
+    its output (aten's kernel choice reads the device and the twins' concrete sizes; asked
+    directly, `torch._fused_sdp_choice` answers from its meta kernel: always math). Runs
+    eager's input checks too: an input eager refuses raises here."""
     args = (statics["query"], statics["key"], statics["value"], statics.get("attn_mask"))
-    options = {"scale": bound["scale"], "enable_gqa": bound["enable_gqa"]}
-    with mode:
-        F.scaled_dot_product_attention(
-            *args, dropout_p=bound["dropout_p"], is_causal=bound["is_causal"], **options
-        )
-        return int(
-            torch._fused_sdp_choice(*args, bound["dropout_p"], bound["is_causal"], **options)
-        )
+    with _static_mode():
+        out = F.scaled_dot_product_attention(
+            *args, dropout_p=bound["dropout_p"], is_causal=bound["is_causal"],
+            scale=bound["scale"], enable_gqa=bound["enable_gqa"],
+        )  # fmt: skip
+    query = statics["query"]
+    for backend in (CUDNN, FLASH, EFFICIENT, MATH):
+        if sdpa_output_strides(backend, query, query, out.shape) == tuple(out.stride()):
+            return backend
+    raise NotImplementedError(f"sdpa output strides {out.stride()} match no kernel's layout")
 
 
 _static_modes: list[Any] = []

@@ -22,7 +22,7 @@ import ember_frame_hook as fh
 import ember_symbolic as es
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.eager_checks import refuse_as_eager
-from ember_bytecode_tracer.example_rules import rule_for
+from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
@@ -202,7 +202,7 @@ class OutputGraph:
         try:
             # ops whose device code would specialize symbolic sizes (example_rules.py)
             rule = rule_for(op, target, fake_args, fake_kwargs)
-            with self.fake_mode, detector:
+            with self.fake_mode, detector, dispatch_context(fake_args, fake_kwargs):
                 if rule is not None:
                     example = rule()
                 elif op == "call_method":

