@@ -50,7 +50,7 @@ def fake_clock(seconds: dict[str, float]):
 
 
 def fast_options(**extra):
-    return {"time_budget_s": 0.0, "warmup": 1, "max_runs": 3, **extra}
+    return {"time_budget_s": 0.0, "warmup": 1, "min_runs": 1, "max_runs": 3, **extra}
 
 
 def f(x, y):
@@ -83,6 +83,13 @@ def test_inductor_kept_when_it_wins():
     torch.testing.assert_close(compiled(x, y), f(x, y))
     assert autotune.last_decisions()[-1].choice == "inductor"
     assert ember.counters["inductor"]["forward_runs"] == 1  # the user's call, not the timing
+
+
+def test_at_least_min_runs_rounds_past_the_budget():
+    fake_clock({"inductor": 0.1})
+    options = {"time_budget_s": 0.0, "warmup": 0, "min_runs": 4, "max_runs": 10}
+    ember.compile(f, backend="autotune", options=options)(torch.randn(6, 8), torch.randn(8, 8))
+    assert autotune.last_decisions()[-1].runs == {"eager": 4, "aot_eager": 4, "inductor": 4}
 
 
 def test_a_win_within_the_margin_keeps_the_simpler_candidate():
@@ -164,6 +171,30 @@ def test_autotune_log_shows_timings_and_choice(caplog, monkeypatch):
     assert line.endswith("-> inductor (timed)")
 
 
+def test_each_decision_is_an_event_for_the_compile_trace():
+    seen = []
+
+    class Sink(logging.Handler):
+        def emit(self, record):
+            seen.append((record.ember_event, record.ember_payload))
+
+    events = logging.getLogger("ember.events")
+    sink, level = Sink(logging.DEBUG), events.level
+    events.addHandler(sink)
+    events.setLevel(logging.DEBUG)
+    try:
+        fake_clock({"inductor": 0.1})
+        ember.compile(f, backend="autotune", options=fast_options())(
+            torch.randn(6, 8), torch.randn(8, 8)
+        )
+    finally:
+        events.removeHandler(sink)
+        events.setLevel(level)
+    (payload,) = [p for kind, p in seen if kind == "autotune"]
+    assert payload["choice"] == "inductor" and payload["source"] == "timed"
+    assert payload["timings_ms"]["inductor"] == 100.0
+
+
 @pytest.mark.parametrize(
     ("options", "says"),
     [
@@ -172,6 +203,7 @@ def test_autotune_log_shows_timings_and_choice(caplog, monkeypatch):
         ({"time_budget_s": -1}, "'time_budget_s' must be a number >= 0"),
         ({"max_runs": 0}, "'max_runs' must be an int >= 1"),
         ({"budget": 1.0}, "also takes ['candidates', 'time_budget_s'"),
+        ({"min_runs": 0}, "'min_runs' must be an int >= 1"),
     ],
 )
 def test_bad_options_are_typed_errors(options, says):
@@ -205,7 +237,7 @@ CHILD = textwrap.dedent(
         return torch.relu(x @ y).sin() + y.sum(0)
 
     x, y = torch.randn(6, 8), torch.randn(8, 8)
-    options = {"time_budget_s": 0.0, "warmup": 1, "max_runs": 2}
+    options = {"time_budget_s": 0.0, "warmup": 1, "min_runs": 1, "max_runs": 2}
     out = ember.compile(f, backend="autotune", options=options)(x, y)
     torch.testing.assert_close(out, f(x, y))
     (decision,) = autotune.last_decisions()

@@ -25,13 +25,15 @@ sources); a later process compiles only the kept candidate, without timing anyth
 
 Options (`ember.compile(fn, backend="autotune", options={...})`): "candidates" (a list of the
 names above), "time_budget_s" (timing per graph, default 1.0), "warmup" (untimed runs per
-candidate, default 2), "max_runs" (timed runs per candidate at most, default 50), "margin";
+candidate, default 2), "min_runs" / "max_runs" (timed runs per candidate: at least 3, past
+the budget if need be, so one noisy run never decides alone; at most 50), "margin";
 inductor's own options ("target", "dynamic_specializations", ...) are passed on to the
 inductor candidates.
 
 Observability: `EMBER_LOGS=autotune` logs each graph's timings and choice;
-`last_decisions()` returns the recent `Decision`s (for reports); `ember.counters["autotune"]`
-counts graphs, timed / stored / untimed decisions, `kept_<name>`, `timing_runs`,
+`last_decisions()` returns the recent `Decision`s (for reports), each also sent as an
+`autotune` event on the `ember.events` logger (the compile trace records it);
+`ember.counters["autotune"]` counts graphs, timed / stored / untimed decisions, `kept_<name>`, `timing_runs`,
 `candidate_failures`. Timing runs are not counted in the candidates' `*_runs` counters.
 """
 
@@ -42,7 +44,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -60,6 +62,7 @@ from ember.progress import stage
 from ember.stats import counters
 
 log = logging.getLogger("ember.autotune")
+_events = logging.getLogger("ember.events")  # structured events (ember.trace's writer)
 LEVEL = "autotune"  # artifact cache level of stored decisions
 
 
@@ -114,6 +117,7 @@ class AutotunePlan:
     requested: tuple[str, ...] = ()  # on-request candidates asked for by mode/options
     time_budget_s: float = 1.0
     warmup: int = 2
+    min_runs: int = 3
     max_runs: int = 50
     margin: float = 0.03
     inductor: InductorSettings = field(default_factory=InductorSettings)
@@ -156,7 +160,13 @@ def clear_decisions() -> None:
 
 # -- options ------------------------------------------------------------------------------
 
-_PLAN_OPTIONS = {"time_budget_s": float, "warmup": int, "max_runs": int, "margin": float}
+_PLAN_OPTIONS = {
+    "time_budget_s": float,
+    "warmup": int,
+    "min_runs": int,
+    "max_runs": int,
+    "margin": float,
+}
 
 
 def autotune_plan(mode: str | None = None, options: dict[str, Any] | None = None) -> AutotunePlan:
@@ -180,7 +190,7 @@ def autotune_plan(mode: str | None = None, options: dict[str, Any] | None = None
 
 
 def _number(name: str, value: Any, kind: type) -> Any:
-    minimum = 1 if name == "max_runs" else 0
+    minimum = 1 if name in ("min_runs", "max_runs") else 0
     ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
     if not ok or value < minimum:
         raise AutotuneOptionError(
@@ -317,7 +327,8 @@ def autotune(
     with stage("autotune timing"):
         times, run_failures = time_candidates(
             gm, compiled, example_inputs,
-            budget_s=plan.time_budget_s, warmup=plan.warmup, max_runs=plan.max_runs,
+            budget_s=plan.time_budget_s, warmup=plan.warmup,
+            min_runs=min(plan.min_runs, plan.max_runs), max_runs=plan.max_runs,
         )  # fmt: skip
     _restore_run_counts(runs_before)
     failures.update(run_failures)
@@ -356,6 +367,10 @@ def _compile(name: str, gm: torch.fx.GraphModule, example_inputs: list, plan: Au
 
 def _keep(decision: Decision, compiled: Callable) -> Callable:
     _decisions.append(decision)
+    if 0 < _events.level <= logging.DEBUG:  # for the compile trace, when one is recorded
+        _events.debug(
+            "autotune", extra={"ember_event": "autotune", "ember_payload": asdict(decision)}
+        )
     stats = counters["autotune"]
     stats[f"kept_{decision.choice}"] += 1
     if decision.source == "stored":

@@ -9,7 +9,7 @@ backward (ones as the outputs' gradients): aot backends split the two into a pai
 graphs, and the pair is decided together, by their sum.
 
 Candidates are timed in interleaved rounds (one run each per round) until the time budget
-is spent, so a load spike on this shared machine hits every candidate alike; the figure
+is spent (and at least `min_runs` rounds are done), so a load spike on this shared machine hits every candidate alike; the figure
 kept is the median of a candidate's runs.
 
 Test hook: `set_measure(fn)` replaces the clock: `fn(name, run) -> seconds` is called for
@@ -116,6 +116,7 @@ def time_candidates(
     *,
     budget_s: float,
     warmup: int,
+    min_runs: int,
     max_runs: int,
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Seconds per timed run of each candidate, and the candidates that raised (dropped)."""
@@ -150,7 +151,7 @@ def time_candidates(
                     times[name].append(measure(name, lambda: one_run(fn, inputs)))  # noqa: B023
                     counters["autotune"]["timing_runs"] += 1
                 rounds += 1
-                if time.perf_counter() - start >= budget_s:
+                if rounds >= min_runs and time.perf_counter() - start >= budget_s:
                     break
     finally:
         fh.set_eval_frame(previous)
