@@ -32,6 +32,12 @@ def test_tensor_parallel_mlp_is_one_graph(results):
     assert value["unsharded_difference"] < 1e-4
     assert value["graph_count"] == 1 and value["breaks"] == []
     assert value["forward_graphs"] == 1
+    # the collective and its wait are extern kernels of the compiled graph, not fallbacks
+    assert value["collectives"] == {
+        "_c10d_functional.all_reduce.default": 1,
+        "_c10d_functional.wait_tensor.default": 1,
+    }
+    assert value["aten_fallbacks"] == {} and value["inductor_fallbacks"] == {}
     (ops,) = value["ops"]
     assert ops.count("matmul") == 2
     assert ops.index("matmul") < ops.index("all_reduce.default") < ops.index("wait_tensor.default")

@@ -46,6 +46,9 @@ def tensor_parallel_mlp(rank: int, world: int) -> dict:
         "again_difference": (got_again - expected).abs().max().item(),
         "unsharded_difference": (got - full).abs().max().item(),
         "forward_graphs": ember.counters["inductor"]["forward_graphs"],
+        "collectives": dict(ember.counters["collectives"]),
+        "aten_fallbacks": dict(ember.counters["aten_fallbacks"]),
+        "inductor_fallbacks": dict(ember.counters["inductor_fallbacks"]),
         **_explain_ops(mlp, x, w1_local, w2_local),
     }
 

@@ -23,6 +23,7 @@ from ember.trace.hooks import emit
 log = logging.getLogger("ember.aot")
 #: ops that read sizes (symbolic shapes): part of every graph, no fallback
 SIZE_OPS = frozenset({torch.ops.aten.sym_size.int})
+COLLECTIVES_NAMESPACE = "_c10d_functional"
 
 
 def counting_graph_runner(backend: str, kind: str) -> Callable:
@@ -47,7 +48,11 @@ def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         target = node.target
         is_op = node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
-        if is_op and target.namespace != "ember_prims" and target not in SIZE_OPS:
+        if is_op and target.namespace == COLLECTIVES_NAMESPACE:
+            # torch.distributed's functional collectives stay aten ops by design (no
+            # decomposition; the loop IR makes them extern kernels): counted on their own
+            counters["collectives"][str(target)] += 1
+        elif is_op and target.namespace != "ember_prims" and target not in SIZE_OPS:
             counters["aten_fallbacks"][str(target)] += 1
             emit("fallback", kind="aten", op=str(target), count=1)
             log.info("aten op without decomposition kept in the graph: %s", target)

@@ -29,7 +29,12 @@ from collections.abc import Callable
 import torch
 
 from ember.backends import artifact_cache
-from ember.backends.aot_eager import SIZE_OPS, count_aten_fallbacks, counting_graph_runner
+from ember.backends.aot_eager import (
+    COLLECTIVES_NAMESPACE,
+    SIZE_OPS,
+    count_aten_fallbacks,
+    counting_graph_runner,
+)
 from ember.backends.cudagraphs import CudaGraphRunner
 from ember.backends.device_placement import move_scalar_work
 from ember.backends.eager_fallback import eager_on_limitation
@@ -134,7 +139,7 @@ def _aten_ops(gm: torch.fx.GraphModule) -> dict[str, int]:
         target = node.target
         if (
             isinstance(target, torch._ops.OpOverload)
-            and target.namespace != "ember_prims"
+            and target.namespace not in ("ember_prims", COLLECTIVES_NAMESPACE)
             and target not in SIZE_OPS
         ):
             found[str(target)] = found.get(str(target), 0) + 1
