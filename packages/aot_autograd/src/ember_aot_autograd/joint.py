@@ -61,7 +61,7 @@ def trace_joint(
     tracer = session.tracer
     inputs = session.make_inputs(example_inputs, requires_grad, "primals")
     saved = SavedValues(tracer)
-    with session.fake_mode:
+    with session.fake_mode, session.dispatch():
         with tracer, torch.enable_grad(), saved.hooks():
             output = fn(*inputs)
         collected = session.collect(output)

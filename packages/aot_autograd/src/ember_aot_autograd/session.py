@@ -5,6 +5,7 @@ Shared by the inference trace (trace.py) and the joint trace (joint.py).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from ember_aot_autograd.outputs import (
     size_output,
     view_of_input,
 )
-from ember_aot_autograd.symbolic import static_fake
+from ember_aot_autograd.symbolic import static_fake, symbolic_dispatch
 from ember_aot_autograd.tensor_table import storage_key
 from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
 
@@ -111,6 +112,11 @@ class TraceSession:
             self.tensor_inputs.append(index)
             self.inputs.append(fake)
         return self.inputs
+
+    def dispatch(self) -> contextlib.AbstractContextManager:
+        """How the trace dispatches: the Python dispatcher where an input has symbolic sizes
+        (symbolic.symbolic_dispatch), else as usual."""
+        return symbolic_dispatch(self.inputs)
 
     def _fake(self, value: torch.Tensor) -> torch.Tensor:
         if isinstance(value, FakeTensor) or value.device.type == "meta":

@@ -10,6 +10,7 @@ over them (sympy's tree, rebuilt). Each such node's meta['val'] is the SymInt.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -43,6 +44,20 @@ def env_of(values: Iterable[Any]) -> Any | None:
                 if isinstance(size, torch.SymInt):
                     return size.node.shape_env
     return None
+
+
+def symbolic_dispatch(values: Iterable[Any]) -> contextlib.AbstractContextManager:
+    """The dispatch a trace over these example values runs under: the Python dispatcher where
+    a tensor has a symbolic size. Aten's C++ composites (`constant_pad_nd` on any device;
+    on a machine with a GPU, `matmul` and friends on CUDA fakes) read `tensor.sizes()`, which
+    FakeTensorMode answers with `int()` of each size: a guard `Eq(s0, 77)` per dim, so one
+    compile per length ("added at backend ... compiling the graph"). Through the Python
+    dispatcher those composites decompose in Python, where sizes stay symbolic."""
+    if any(is_symbolic_value(v) for v in values if isinstance(v, torch.Tensor)):
+        from torch._dispatch.python import enable_python_dispatcher
+
+        return enable_python_dispatcher()
+    return contextlib.nullcontext()
 
 
 def static_fake(mode: Any, tensor: torch.Tensor) -> torch.Tensor:

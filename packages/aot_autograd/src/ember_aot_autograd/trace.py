@@ -31,7 +31,7 @@ def trace_to_aten(
     """
     session = TraceSession(decompositions, strict, shape_env)
     inputs = session.make_inputs(example_inputs, [False] * len(example_inputs), "arg")
-    with session.fake_mode:
+    with session.fake_mode, session.dispatch():
         with session.tracer, torch.no_grad():
             output = fn(*inputs)
         collected = session.collect(output)
