@@ -369,15 +369,17 @@ def _warm(
     compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]
 ) -> Callable | None:
     """Compiles the variant the example inputs call for, without running it; returns it
-    where a guarded caller may run it unchecked: a static variant of distinct storages
-    that writes no input (plan_runner marks that), else None."""
+    where a guarded caller may run it unchecked: a variant that writes no input
+    (plan_runner marks that), static or symbolic, else None. Storage sharing between the
+    inputs cannot change what such a variant computes, and a symbolic one compiled here,
+    while the caller compiles, has its shape guards in the caller's guard function (only
+    variants compiled later, at call time, need LateGuardedRunner)."""
     args = [*state, *example_inputs]
     key = compiled.signature(args)
     if key not in compiled.variants:
         compiled.variants[key] = compiled._compile(args)
     variant = compiled.variants[key]
-    static = compiled.signature is _signature and key[2] is None  # key[2]: alias_pattern
-    return variant if static and getattr(variant, "writes_inputs", True) is False else None
+    return variant if getattr(variant, "writes_inputs", True) is False else None
 
 
 def partition_report(
