@@ -202,18 +202,20 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Frame-hook overhead, tracer overhead and first-call time vs torch.compile, bytes saved
-    for backward per partitioner, eager vs torch.compile vs Ember (inductor) on the zoo
+    """Frame-hook overhead, guard and tracer overhead and first-call time vs torch.compile,
+    bytes saved for backward per partitioner, eager vs torch.compile vs Ember (inductor and
+    autotune) on the zoo
     (posargs go to the zoo benchmark), SDPA, tracer x backend crossed (stage_ab.py), per-call
     overhead of tiny models (call_overhead.py), a varying-length stream (dynamic shapes), then
     compile time cold and warm."""
     install(session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers")
     session.run("python", "benchmarks/frame_hook_overhead.py")
     session.run("python", "benchmarks/tracer_overhead.py")
+    session.run("python", "benchmarks/guard_overhead.py")
     session.run("python", "benchmarks/saved_activations.py")
     session.run(
         "python", "benchmarks/zoo_baseline.py", "--size", "real",
-        "--compilers", "eager,torch.compile,ember", *session.posargs,
+        "--compilers", "eager,torch.compile,ember,ember-autotune", *session.posargs,
     )  # fmt: skip
     session.run("python", "benchmarks/sdpa.py")
     # tracer x backend crossed (Ember's and PyTorch's), and per-call overhead of tiny models
