@@ -7,7 +7,11 @@ trace that accepted them would compile a graph that runs where eager raises (or,
 result is unused, drop the op altogether; fuzz 2026:128). `EagerKernelChecks` runs the check
 registered for each aten op while an example value is computed; a failing check raises, which
 the tracer turns into a graph break, so the op runs eagerly at the break and raises eager's
-own error. Checks are keyed by the aten op (all its overloads), one function per rule.
+own error. Checks are keyed by the aten op (all its overloads), one function per rule (an op
+may have several). Most refusals are CPU kernels compiled for fewer dtypes than the meta
+kernel accepts ("floor_vml_cpu" not implemented for 'Bool'): a table of the dtype kinds each
+op's CPU kernel lacks (`_CPU_KIND_GAPS`, found by running ~300 op/dtype calls on 'cpu' and
+'meta'); they are checked on CPU tensors only, where they were measured.
 (`refuse_as_eager` runs in the RandomOpDetector mode the tracer already has around an example
 value's computation: one more mode would cost a Python hop per op.)
 """
@@ -21,14 +25,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 aten = torch.ops.aten
-# aten op -> check(args, kwargs): the reason eager's kernel refuses the call, or None
-CHECKS: dict[Any, Callable[[tuple, dict], str | None]] = {}
+Check = Callable[[tuple, dict], str | None]
+# aten op -> checks(args, kwargs): each the reason eager's kernel refuses the call, or None
+CHECKS: dict[Any, list[Check]] = {}
 
 
 def check(*packets: Any) -> Callable:
-    def register(fn: Callable[[tuple, dict], str | None]) -> Callable:
+    def register(fn: Check) -> Check:
         for packet in packets:
-            CHECKS[packet] = fn
+            CHECKS.setdefault(packet, []).append(fn)
         return fn
 
     return register
@@ -40,8 +45,7 @@ class EagerKernelCheckFailed(RuntimeError):
 
 def refuse_as_eager(func: Any, args: tuple, kwargs: dict) -> None:
     """Raises EagerKernelCheckFailed where eager's kernel refuses `func(*args, **kwargs)`."""
-    rule = CHECKS.get(func.overloadpacket)
-    if rule is not None:
+    for rule in CHECKS.get(func.overloadpacket, ()):
         reason = rule(args, kwargs)
         if reason is not None:
             raise EagerKernelCheckFailed(f"{func}: {reason}")
@@ -145,3 +149,182 @@ def _matrix_product_dtypes(args: tuple, kwargs: dict) -> str | None:
     if len(dtypes) > 1:
         return f"matrix product operands must share a dtype, got {sorted(map(str, dtypes))}"
     return None
+
+
+# ---- dtype kinds CPU kernels are not compiled for ------------------------------------------
+
+BOOL, INTEGER, FLOATING, COMPLEX = "bool", "integer", "floating", "complex"
+_RANK = {BOOL: 0, INTEGER: 1, FLOATING: 2, COMPLEX: 3}
+
+
+def _kind(dtype: torch.dtype) -> str:
+    if dtype is torch.bool:
+        return BOOL
+    if dtype.is_complex:
+        return COMPLEX
+    return FLOATING if dtype.is_floating_point else INTEGER
+
+
+def _promoted_kind(values: Any) -> str | None:
+    """The kind of the dtype operands promote to: the highest kind among them (a 0-dim tensor
+    or a Python number changes the dtype within a kind, never the kind)."""
+    kinds = [_kind(d) for d in (_dtype(v) for v in values) if d is not None]
+    return max(kinds, key=_RANK.__getitem__) if kinds else None
+
+
+def _on_cpu(args: tuple) -> bool:
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    return bool(tensors) and all(t.device.type == "cpu" for t in tensors)
+
+
+def _cpu_kind_gap(kinds: frozenset[str], operands: slice) -> Check:
+    def rule(args: tuple, kwargs: dict) -> str | None:
+        if not _on_cpu(args):
+            return None
+        kind = _promoted_kind(args[operands])
+        if kind in kinds:
+            return f"eager's CPU kernel is not implemented for {kind} tensors"
+        return None
+
+    return rule
+
+
+FIRST, FIRST_TWO, FIRST_THREE = slice(0, 1), slice(0, 2), slice(0, 3)
+B, Z, F, C = BOOL, INTEGER, FLOATING, COMPLEX  # Z: the integers
+# (ops, dtype kinds their CPU kernels lack, operands whose promoted kind decides); an entry
+# lists only kinds where CPU eager raised and the meta kernel did not (torch 2.13)
+_CPU_KIND_GAPS: list[tuple[tuple[Any, ...], tuple[str, ...], slice]] = [
+    ((aten.floor, aten.floor_, aten.ceil, aten.ceil_, aten.trunc, aten.trunc_, aten.round,
+      aten.round_), (B, C), FIRST),
+    ((aten.frac, aten.frac_), (Z, C), FIRST),
+    ((aten.sign, aten.sign_, aten.signbit, aten.erf, aten.erf_, aten.erfinv, aten.erfinv_,
+      aten.logit, aten.logit_, aten.lgamma, aten.lgamma_, aten.digamma, aten.digamma_, aten.i0,
+      aten.i0_, aten.elu, aten.elu_, aten.leaky_relu, aten.leaky_relu_, aten.hardtanh,
+      aten.hardtanh_, aten.softshrink, aten.clamp, aten.clamp_, aten.clamp_min,
+      aten.clamp_min_, aten.clamp_max, aten.clamp_max_, aten.amax, aten.amin, aten.max,
+      aten.min, aten.aminmax, aten.cummax, aten.cummin, aten.mode, aten.sort, aten.nansum,
+      aten._softmax, aten._log_softmax), (C,), FIRST),
+    ((aten.relu, aten.relu_, aten.threshold, aten.threshold_, aten.argmax, aten.argmin,
+      aten.median, aten.nanmedian, aten.topk, aten.kthvalue, aten.avg_pool2d,
+      aten.upsample_nearest1d), (B, C), FIRST),
+    ((aten.gelu, aten.gelu_, aten.softplus, aten.mish, aten.mish_, aten.hardsigmoid,
+      aten.hardsigmoid_, aten.hardswish, aten.hardswish_, aten.hardshrink, aten.glu,
+      aten._prelu_kernel, aten.histc, aten._adaptive_avg_pool2d),
+     (B, Z, C), FIRST),
+    ((aten.silu, aten.silu_, aten.logcumsumexp, aten.lerp, aten.lerp_, aten.multi_margin_loss),
+     (B, Z), FIRST),
+    ((aten.log_sigmoid_forward, aten.binary_cross_entropy), (Z, C), FIRST),
+    ((aten.trace, aten.reflection_pad1d), (B,), FIRST),
+    ((aten.addcmul, aten.addcmul_), (B,), FIRST_THREE),
+    ((aten.searchsorted, aten.bucketize), (B, C), FIRST_TWO),
+    ((aten.nll_loss_forward,), (Z,), FIRST),
+    ((aten.fmod, aten.fmod_, aten.remainder, aten.remainder_), (B, C), FIRST_TWO),
+    ((aten.atan2, aten.atan2_, aten.xlogy, aten.xlogy_, aten.copysign, aten.copysign_,
+      aten.maximum, aten.minimum, aten.fmax, aten.fmin, aten.lt, aten.lt_, aten.le, aten.le_,
+      aten.gt, aten.gt_, aten.ge, aten.ge_, aten.special_zeta, aten.mse_loss), (C,), FIRST_TWO),
+    ((aten.hypot, aten.hypot_, aten.nextafter, aten.nextafter_), (B, Z, C), FIRST_TWO),
+    ((aten.smooth_l1_loss, aten.huber_loss), (Z, C), FIRST_TWO),
+    ((aten.logaddexp, aten.logaddexp2), (Z,), FIRST_TWO),
+    ((aten.igamma, aten.igamma_, aten.igammac), (B, Z), FIRST_TWO),
+    ((aten.bitwise_left_shift, aten.bitwise_left_shift_, aten.bitwise_right_shift,
+      aten.bitwise_right_shift_, aten.__lshift__, aten.__ilshift__, aten.__rshift__,
+      aten.__irshift__), (B, F, C), FIRST_TWO),
+    ((aten.mm, aten.bmm, aten.dot, aten.addmm, aten.baddbmm), (B,), FIRST_THREE),
+]  # fmt: skip
+
+for _ops, _kinds, _operands in _CPU_KIND_GAPS:
+    check(*_ops)(_cpu_kind_gap(frozenset(_kinds), _operands))
+
+
+@check(aten.pow, aten.pow_)
+def _power_of_bool_tensors(args: tuple, kwargs: dict) -> str | None:
+    # a bool tensor to a bool tensor's power; to a Python bool it runs
+    both = all(isinstance(a, torch.Tensor) and a.dtype is torch.bool for a in args[:2])
+    if len(args) >= 2 and both and _on_cpu(args):
+        return "eager's CPU kernel is not implemented for bool tensors"
+    return None
+
+
+_ROUNDING_DIVISION_GAPS = {"trunc": (BOOL, COMPLEX), "floor": (BOOL,)}
+
+
+@check(aten.div, aten.div_)
+def _rounding_division(args: tuple, kwargs: dict) -> str | None:
+    mode = kwargs.get("rounding_mode")
+    kind = _promoted_kind(args[:2])
+    if kind in _ROUNDING_DIVISION_GAPS.get(mode, ()) and _on_cpu(args):
+        return f"eager's CPU kernel divides with rounding_mode={mode!r} no {kind} tensors"
+    return None
+
+
+# ---- argument dtypes eager checks and the meta kernels do not --------------------------------
+
+_LONG_INDEX = (torch.int64,)
+_INT_INDEX = (torch.int32, torch.int64)
+
+
+def _index_dtype(allowed: tuple[torch.dtype, ...]) -> Check:
+    def rule(args: tuple, kwargs: dict) -> str | None:
+        index = args[2] if len(args) > 2 else kwargs.get("index")
+        if isinstance(index, torch.Tensor) and index.dtype not in allowed:
+            return f"index must be of dtype {' or '.join(map(str, allowed))}, got {index.dtype}"
+        return None
+
+    return rule
+
+
+check(aten.index_select, aten.index_add, aten.index_add_)(_index_dtype(_INT_INDEX))
+check(aten.index_copy, aten.index_copy_, aten.index_fill, aten.index_fill_)(
+    _index_dtype(_LONG_INDEX)
+)
+
+
+@check(aten.index_add, aten.index_add_, aten.index_copy, aten.index_copy_)
+def _source_dtype(args: tuple, kwargs: dict) -> str | None:
+    source = args[3] if len(args) > 3 else kwargs.get("source")
+    if isinstance(source, torch.Tensor) and source.dtype != args[0].dtype:
+        return f"source ({source.dtype}) must have self's dtype ({args[0].dtype})"
+    return None
+
+
+@check(aten.linalg_cross, aten.heaviside, aten.heaviside_, aten.polar, aten.complex,
+       aten._cdist_forward)  # fmt: skip
+def _operands_of_one_dtype(args: tuple, kwargs: dict) -> str | None:
+    dtypes = {a.dtype for a in args[:2] if isinstance(a, torch.Tensor)}
+    if len(dtypes) > 1:
+        return f"operands must share a dtype, got {sorted(map(str, dtypes))}"
+    return None
+
+
+@check(aten.linalg_cross)
+def _cross_of_bools(args: tuple, kwargs: dict) -> str | None:
+    if _on_cpu(args) and _promoted_kind(args[:2]) is BOOL:
+        return "eager's CPU kernel is not implemented for bool tensors"
+    return None
+
+
+@check(aten.heaviside, aten.heaviside_)
+def _heaviside_of_complex(args: tuple, kwargs: dict) -> str | None:
+    if _promoted_kind(args[:2]) is COMPLEX:
+        return "heaviside is not implemented for complex tensors"
+    return None
+
+
+def _inplace_result_fits(floor: str) -> Check:
+    """An in-place op whose result kind (the operands' promoted kind, at least `floor`) is
+    above the written tensor's: eager cannot cast the result back (an int tensor += 0.5j)."""
+
+    def rule(args: tuple, kwargs: dict) -> str | None:
+        if len(args) < 2 or not isinstance(args[0], torch.Tensor):
+            return None
+        low = BOOL if kwargs.get("rounding_mode") is not None else floor
+        result = max(_promoted_kind(args[:2]) or BOOL, low, key=_RANK.__getitem__)
+        if _RANK[result] > _RANK[_kind(args[0].dtype)]:
+            return f"a {result} result cannot be written into a {args[0].dtype} tensor"
+        return None
+
+    return rule
+
+
+check(aten.add_, aten.sub_, aten.mul_)(_inplace_result_fits(BOOL))
+check(aten.div_)(_inplace_result_fits(FLOATING))

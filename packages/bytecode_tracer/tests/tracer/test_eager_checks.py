@@ -31,6 +31,41 @@ OPS = {
     "var": lambda a, b: a.var(),
     "std_mean": lambda a, b: torch.std_mean(a),
     "add": lambda a, b: a + b,  # no check: both agree it runs (or both refuse)
+    # CPU kernels compiled for fewer dtype kinds than the meta kernels accept
+    "floor": lambda a, b: a.floor(),
+    "round": lambda a, b: a.round(),
+    "trunc": lambda a, b: a.trunc(),
+    "frac": lambda a, b: a.frac(),
+    "sign": lambda a, b: a.sign(),
+    "relu": lambda a, b: a.relu(),
+    "gelu": lambda a, b: torch.nn.functional.gelu(a),
+    "clamp": lambda a, b: a.clamp(0, 1),
+    "sort": lambda a, b: a.sort(),
+    "max": lambda a, b: a.max(),
+    "min_dim": lambda a, b: a.min(0),
+    "argmax": lambda a, b: a.argmax(),
+    "topk": lambda a, b: a.topk(1),
+    "histc": lambda a, b: torch.histc(a),
+    "remainder": lambda a, b: torch.remainder(a, b),
+    "fmod": lambda a, b: torch.fmod(a, b),
+    "lt": lambda a, b: a < b,
+    "maximum": lambda a, b: torch.maximum(a, b),
+    "hypot": lambda a, b: torch.hypot(a, b),
+    "lshift": lambda a, b: torch.bitwise_left_shift(a, b),
+    "searchsorted": lambda a, b: torch.searchsorted(a, b),
+    "addcmul": lambda a, b: torch.addcmul(a, a, b),
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    # argument dtypes eager checks
+    "index_select": lambda a, b: torch.index_select(a, 0, b),
+    "index_add": lambda a, b: a.index_add(0, b, a),
+    "index_copy_source": lambda a, b: a.index_copy(0, torch.tensor([0, 1, 2]), b),
+    "cross": lambda a, b: torch.linalg.cross(a, b),
+    "heaviside": lambda a, b: torch.heaviside(a, b),
+    # in-place results the written tensor's dtype cannot hold
+    "add_": lambda a, b: a.clone().add_(b),
+    "mul_": lambda a, b: a.clone().mul_(b),
+    "div_": lambda a, b: a.clone().div_(b),
 }
 
 
@@ -60,10 +95,18 @@ def test_checked_fake_run_refuses_exactly_what_eager_refuses(name):
         assert not (fake and not eager), (name, da, b)  # never refuses what eager runs
         if eager and not fake:
             missed.append((da, b))
-    # what is left: complex softmax and in-place casts to an integer of a complex result
-    # (CPU kernels), pow of bools; none of them in the checked families below
-    if name in ("sub", "rsub", "and", "or", "not", "gcd", "abs", "var", "std_mean"):
+    if name in EXACT:
         assert not missed, missed
+
+
+# ops whose checks catch every refusal over DTYPES x (DTYPES + SCALARS)
+EXACT = {
+    "sub", "rsub", "and", "or", "not", "gcd", "abs", "var", "std_mean", "softmax",
+    "floor", "round", "trunc", "frac", "sign", "relu", "gelu", "clamp", "sort", "max",
+    "min_dim", "argmax", "topk", "histc", "remainder", "fmod", "lt", "maximum", "hypot",
+    "lshift", "searchsorted", "addcmul", "div_trunc", "div_floor", "index_select", "index_add", "index_copy_source",
+    "cross", "heaviside", "add_", "mul_", "div_",
+}  # fmt: skip
 
 
 def _dead_subtraction(x, n):
@@ -134,3 +177,49 @@ def test_matrix_product_of_mixed_dtypes_raises_as_in_eager(name):
     with pytest.raises(RuntimeError):
         compiled(x, w.double())
     assert any("must share a dtype" in b.reason for b in compiled.breaks)
+
+
+# (dead call, arguments eager runs, arguments eager refuses, the break reason's words): each
+# call's result is unused, so a trace that accepted the refused call would drop it
+REFUSALS = {
+    "histc_of_integers": (lambda x, y: torch.histc(x), (torch.randn(4),),
+                          (torch.arange(4),), "not implemented for integer"),
+    "cross_of_mixed_dtypes": (lambda x, y: torch.linalg.cross(x, y),
+                              (torch.randn(2, 3), torch.randn(2, 3)),
+                              (torch.randn(2, 3), torch.randn(2, 3).double()), "share a dtype"),
+    "index_select_float_index": (lambda x, y: torch.index_select(x, 0, y),
+                                 (torch.randn(4), torch.tensor([0, 2])),
+                                 (torch.randn(4), torch.tensor([0.0, 2.0])), "index must be"),
+    "sort_of_complex": (lambda x, y: torch.sort(x), (torch.randn(4),),
+                        (torch.randn(4, dtype=torch.complex64),), "complex"),
+    "max_of_complex": (lambda x, y: x.max(), (torch.randn(4),),
+                       (torch.randn(4, dtype=torch.complex64),), "complex"),
+    "remainder_of_complex": (lambda x, y: torch.remainder(x, 2), (torch.randn(4),),
+                             (torch.randn(4, dtype=torch.complex64),), "complex"),
+    "floor_of_complex": (lambda x, y: torch.floor(x), (torch.randn(4),),
+                         (torch.randn(4, dtype=torch.complex64),), "complex"),
+    "gelu_of_integers": (lambda x, y: torch.nn.functional.gelu(x), (torch.randn(4),),
+                         (torch.arange(4),), "integer"),
+    "complex_into_float": (lambda x, y: x.clone().add_(y), (torch.randn(4), torch.randn(4)),
+                           (torch.randn(4), torch.randn(4, dtype=torch.complex64)),
+                           "cannot be written"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_dead_call_eager_refuses_raises_as_in_eager(name):
+    call, good, bad, reason = REFUSALS[name]
+
+    def fn(*args):
+        _unused = call(*args, *([None] * (2 - len(args))))
+        return args[0] + 1
+
+    compiled = Compiled(fn)
+    assert same(compiled(*good), fn(*good))
+    assert not compiled.breaks
+    with pytest.raises(Exception) as eager:
+        fn(*bad)
+    with pytest.raises(Exception) as got:
+        compiled(*bad)
+    assert type(got.value) is type(eager.value)
+    assert any(reason in b.reason for b in compiled.breaks), [b.reason for b in compiled.breaks]
