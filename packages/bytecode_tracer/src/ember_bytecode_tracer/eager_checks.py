@@ -296,6 +296,22 @@ def _operands_of_one_dtype(args: tuple, kwargs: dict) -> str | None:
     return None
 
 
+@check(aten.index_put, aten.index_put_, aten._index_put_impl, aten._index_put_impl_)
+def _put_values_dtype(args: tuple, kwargs: dict) -> str | None:
+    # `x[i] = v` too: eager casts Python numbers to x's dtype, never a tensor v
+    values = args[2] if len(args) > 2 else kwargs.get("values")
+    if isinstance(values, torch.Tensor) and values.dtype != args[0].dtype:
+        return f"values ({values.dtype}) must have the destination's dtype ({args[0].dtype})"
+    return None
+
+
+@check(aten.binary_cross_entropy)
+def _target_dtype(args: tuple, kwargs: dict) -> str | None:
+    if _on_cpu(args) and isinstance(args[1], torch.Tensor) and args[1].dtype != args[0].dtype:
+        return f"target ({args[1].dtype}) must have the input's dtype ({args[0].dtype})"
+    return None
+
+
 @check(aten.linalg_cross)
 def _cross_of_bools(args: tuple, kwargs: dict) -> str | None:
     if _on_cpu(args) and _promoted_kind(args[:2]) is BOOL:

@@ -61,6 +61,9 @@ OPS = {
     "index_add": lambda a, b: a.index_add(0, b, a),
     "index_copy_source": lambda a, b: a.index_copy(0, torch.tensor([0, 1, 2]), b),
     "cross": lambda a, b: torch.linalg.cross(a, b),
+    "index_put": lambda a, b: a.index_put((torch.tensor([0]),), b[:1]),
+    "setitem": lambda a, b: a.clone().__setitem__(torch.tensor([0]), b[:1]),
+    "bce": lambda a, b: torch.nn.functional.binary_cross_entropy(a, b),
     "heaviside": lambda a, b: torch.heaviside(a, b),
     # in-place results the written tensor's dtype cannot hold
     "add_": lambda a, b: a.clone().add_(b),
@@ -105,7 +108,7 @@ EXACT = {
     "floor", "round", "trunc", "frac", "sign", "relu", "gelu", "clamp", "sort", "max",
     "min_dim", "argmax", "topk", "histc", "remainder", "fmod", "lt", "maximum", "hypot",
     "lshift", "searchsorted", "addcmul", "div_trunc", "div_floor", "index_select", "index_add", "index_copy_source",
-    "cross", "heaviside", "add_", "mul_", "div_",
+    "cross", "index_put", "setitem", "bce", "heaviside", "add_", "mul_", "div_",
 }  # fmt: skip
 
 
@@ -200,6 +203,9 @@ REFUSALS = {
                          (torch.randn(4, dtype=torch.complex64),), "complex"),
     "gelu_of_integers": (lambda x, y: torch.nn.functional.gelu(x), (torch.randn(4),),
                          (torch.arange(4),), "integer"),
+    "setitem_of_another_dtype": (lambda x, y: x.clone().__setitem__(torch.tensor([0]), y),
+                                 (torch.randn(4), torch.tensor(2.0)),
+                                 (torch.randn(4), torch.tensor(2)), "must have the destination"),
     "complex_into_float": (lambda x, y: x.clone().add_(y), (torch.randn(4), torch.randn(4)),
                            (torch.randn(4), torch.randn(4, dtype=torch.complex64)),
                            "cannot be written"),
