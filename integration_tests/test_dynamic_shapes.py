@@ -290,3 +290,28 @@ def test_range_over_a_size_specializes_and_logs_its_line(monkeypatch, caplog):
     line = unrolled.__code__.co_firstlineno + 2
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "ember.dynamic")
     assert f"guard: L['x'].size()[0] == 4  # Eq(s0, 4) (added at {__file__}:{line})" in text
+
+
+PADS = [
+    ("constant", (1, 2)),
+    ("constant", (-1, 2, 1, -1)),  # negative pads crop
+    ("reflect", (2, 1)),
+    ("replicate", (1, 3)),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize(("mode", "pad"), PADS, ids=str)
+def test_pad_of_a_symbolic_length_compiles_once(backend, mode, pad):
+    # issue 13: the tracer specialized constant_pad_nd's sizes on CPU fakes (one graph per
+    # length) and inductor's pad lowering raised on symbolic sizes
+    def fn(x):
+        return torch.nn.functional.pad(x, pad, mode=mode) * 2
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for n in (5, 6, 7, 9, 12):
+        x = torch.randn(2, 3, n)
+        torch.testing.assert_close(compiled(x), fn(x))
+    records = compiled._ember_compiler.records
+    assert len(records) == 1 and not records[0].breaks
+    assert "== 5" not in records[0].guards.source_code  # the length stayed symbolic

@@ -38,18 +38,14 @@ def example_rule(target: Any) -> Callable[[ExampleRule], ExampleRule]:
 
 
 def dispatch_context(fake_args: tuple, fake_kwargs: dict) -> Any:
-    """Where an op runs on device fakes of symbolic size, aten's composite kernels run through
-    the Python dispatcher: on a machine with a GPU, C++ composites (`matmul` on CUDA) read
-    `tensor.sizes()`, which FakeTensorMode answers by `int()` of each size, a guard
-    `Eq(s0, 77)` per dim (one graph per length); their Python kernels keep sizes symbolic.
-    CPU fakes keep the plain dispatch (their composites never read sizes that way)."""
+    """Where an op runs on fakes of symbolic size, aten's composite kernels run through the
+    Python dispatcher: C++ composites (`constant_pad_nd` on any device; on a machine with a
+    GPU, `matmul` on CUDA) read `tensor.sizes()`, which FakeTensorMode answers by `int()` of
+    each size, a guard `Eq(s0, 77)` per dim (one graph per length); their Python kernels keep
+    sizes symbolic. AOT's symbolic trace runs under the same dispatch (`symbolic_dispatch`)."""
     flat, _ = tree_flatten((fake_args, fake_kwargs))
     for value in flat:
-        if (
-            isinstance(value, torch.Tensor)
-            and value.device.type != "cpu"
-            and any(isinstance(s, torch.SymInt) for s in value.shape)
-        ):
+        if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape):
             from torch._dispatch.python import enable_python_dispatcher
 
             return enable_python_dispatcher()

@@ -348,3 +348,28 @@ def test_guards_a_backend_adds_name_the_backend():
     assert "L['x'].size()[0] == 5" in source
     assert "backend specializing_backend compiling the graph ending at" in source
     assert f"test_dynamic.py:{line}" in source
+
+
+PADS = [
+    ("constant", (1, 2)),
+    ("constant", (-1, 2, 1, -1)),  # negative pads crop
+    ("reflect", (2, 1)),
+    ("replicate", (1, 3)),
+    ("circular", (1, 2)),
+]
+
+
+@pytest.mark.parametrize(("mode", "pad"), PADS, ids=lambda p: str(p))
+def test_pad_of_a_symbolic_length_compiles_once(mode, pad):
+    # constant_pad_nd's C++ composite reads concrete sizes on CPU fakes too: without the
+    # Python dispatcher every length was its own graph, guarded by Eq(s1, n) (issue 13)
+    def fn(x):
+        return torch.nn.functional.pad(x, pad, mode=mode) * 2
+
+    compiled = Compiled(fn, dynamic=True)
+    for n in (5, 6, 7, 9):
+        x = torch.randn(2, 3, n)
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+    out = next(n for n in compiled.backend.graphs[0].graph.nodes if n.op == "output")
+    assert isinstance(out.args[0][0].meta["example_value"].shape[-1], torch.SymInt)

@@ -59,3 +59,33 @@ def test_one_reader_of_pooling_windows_computes_its_input_inline(check):
 def test_several_readers_of_pooling_windows_read_their_input_from_a_buffer(check):
     lowering, _ = check(_pool_of_exp([prims.amax, prims.sum]), torch.randn(3, 8, 6))
     assert len(lowering.operations) == 3  # exp once, then both reductions read it
+
+
+class _Source:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def expr(self) -> str:
+        return self.text
+
+    def name(self) -> str:
+        return self.text
+
+
+def test_pad_extent_of_a_symbolic_size_is_decided_by_its_shape_env():
+    # issue 13: `int(n) > 0` raised "Cannot convert symbols to int" on symbolic sizes
+    import sympy
+
+    import ember_symbolic as es
+    from ember_inductor_ir.lowering.shape import _spread
+
+    env = es.ShapeEnv()
+    n = env.create_symbol(5, _Source("L['x'].size()[0]"), dynamic=es.DimDynamic.DYNAMIC)
+    ctx = type("Ctx", (), {"shape_env": env})()
+    assert _spread(ctx, n, sympy.Integer(0)) == n  # no gaps: n for every n, no decision
+    assert _spread(ctx, n, sympy.Integer(2)) == 3 * n - 2  # n >= 2 is known: no guard
+    assert env.guards() == []
+    # n - 2 may be 0 (an empty dim spreads to 0): decided on the example value, by a guard
+    assert _spread(ctx, n - 2, sympy.Integer(1)) == 2 * (n - 2) - 1
+    assert [str(g.expr) for g in env.guards()] == ["s0 > 2"]
+    assert _spread(ctx, sympy.Integer(0), sympy.Integer(1)) == 0

@@ -111,8 +111,7 @@ def lower_pad(
     size = a.get_size()
     lows, highs, gaps = as_exprs(low), as_exprs(high), as_exprs(interior)
     out = [
-        lo + hi + (n + (n - 1) * g if int(n) > 0 else 0)
-        for n, lo, hi, g in zip(size, lows, highs, gaps, strict=False)
+        lo + hi + _spread(ctx, n, g) for n, lo, hi, g in zip(size, lows, highs, gaps, strict=False)
     ]
     loader = a.make_loader()
     dtype = a.get_dtype()
@@ -148,6 +147,20 @@ def lower_pad(
         return ops.masked(mask, lambda: loader(ops, source), value)
 
     return TensorBox(Pointwise(a.get_device(), dtype, inner_fn, out))
+
+
+def _spread(ctx: Any, n: Expr, gap: Expr) -> Expr:
+    """The extent of n elements with `gap` slots between neighbours: n + (n - 1) * gap, or 0
+    for an empty dim. Without gaps that is n for every n, so a symbolic size needs no
+    decision; with gaps, whether n > 0 is asked of the size's ShapeEnv (a guard)."""
+    if gap == 0:
+        return n
+    if n.is_Integer:
+        return n + (n - 1) * gap if int(n) > 0 else sympy.Integer(0)
+    env = ctx.shape_env
+    if env is None:
+        raise NotImplementedError(f"interior padding of a symbolic size {n} without a ShapeEnv")
+    return n + (n - 1) * gap if env.evaluate(sympy.Gt(n, 0)) else sympy.Integer(0)
 
 
 def _signed_div(pos: Expr, step: Expr) -> Expr:
