@@ -43,16 +43,25 @@ def counting_graph_runner(backend: str, kind: str) -> Callable:
     return compile_graph
 
 
+def count_collectives(gm: torch.fx.GraphModule) -> None:
+    """torch.distributed's functional collectives in a graph: they stay aten ops by design
+    (no decomposition; the loop IR makes them extern kernels), counted on their own."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload) and target.namespace == COLLECTIVES_NAMESPACE:
+            counters["collectives"][str(target)] += 1
+
+
 def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
-    """Aten ops the decomposition table left in a graph: counted, never silent."""
+    """Aten ops the decomposition table left in a graph: counted, never silent (and the
+    collectives, counted apart)."""
+    count_collectives(gm)
     for node in gm.graph.nodes:
         target = node.target
         is_op = node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
         if is_op and target.namespace == COLLECTIVES_NAMESPACE:
-            # torch.distributed's functional collectives stay aten ops by design (no
-            # decomposition; the loop IR makes them extern kernels): counted on their own
-            counters["collectives"][str(target)] += 1
-        elif is_op and target.namespace != "ember_prims" and target not in SIZE_OPS:
+            continue
+        if is_op and target.namespace != "ember_prims" and target not in SIZE_OPS:
             counters["aten_fallbacks"][str(target)] += 1
             emit("fallback", kind="aten", op=str(target), count=1)
             log.info("aten op without decomposition kept in the graph: %s", target)

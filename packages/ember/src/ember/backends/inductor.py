@@ -33,6 +33,7 @@ from ember.backends.aot_eager import (
     COLLECTIVES_NAMESPACE,
     SIZE_OPS,
     count_aten_fallbacks,
+    count_collectives,
     counting_graph_runner,
 )
 from ember.backends.cudagraphs import CudaGraphRunner
@@ -119,12 +120,21 @@ def _target_of(devices: set[str], settings: InductorSettings = DEFAULT_SETTINGS)
     return settings.target or natural
 
 
-def _codegen_options(target: str, settings: InductorSettings) -> dict:
+#: Graph kinds whose inputs the backend's caller guards (sizes, strides, dtypes: the tracer's
+#: or Dynamo's guards, see aot_module(inputs_guarded=True)): their C++ wrapper skips checking
+#: them. A backward graph's inputs include the gradients autograd passes, of any strides.
+GUARDED_KINDS = frozenset({"forward"})
+
+
+def _codegen_options(target: str, settings: InductorSettings, kind: str = "") -> dict:
+    if target == "cpp":
+        return {"trusted_inputs": True} if kind in GUARDED_KINDS else {}
     return {"autotune": True} if target == "triton" and settings.autotune else {}
 
 
-def _target_key(target: str, settings: InductorSettings) -> str:
-    return target + ("+autotune" if _codegen_options(target, settings) else "")
+def _target_key(target: str, settings: InductorSettings, kind: str = "") -> str:
+    """The codegen cache's target: the options change the generated code, so they are in it."""
+    return "+".join([target, *sorted(_codegen_options(target, settings, kind))])
 
 
 def _finish(compiled: Callable, target: str, settings: InductorSettings, kind: str) -> Callable:
@@ -221,12 +231,13 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             log.warning("%s graph runs as an FX graph: %s (%s)", kind, reason, kept)
             counters["inductor_fallbacks"]["mixed_device_graph"] += 1
             return counting_graph_runner("inductor", kind)(gm, example_inputs)
-        key = _codegen_key(gm, _target_key(target, settings))
+        key = _codegen_key(gm, _target_key(target, settings, kind))
         env = shape_env_of(gm) if key is not None else None
         if key is not None:
             hit = CodegenArtifacts().load(key, env)
             if hit is not None:
                 artifact_cache.count("hits", "codegen_")
+                count_collectives(gm)  # the stored entry's aten counts leave them out
                 compiled, aten = hit
                 emit_kernels(gm, None, compiled, target)
                 compiled = _finish(compiled, target, settings, kind)
@@ -236,7 +247,7 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             lowering = lower(gm, example_inputs, target=target)
         with stage("schedule"):
             scheduled = schedule(lowering)
-        options = _codegen_options(target, settings)
+        options = _codegen_options(target, settings, kind)
         with stage("codegen"):
             compiled = codegen(scheduled, target=target, **options)
         emit_kernels(gm, scheduled, compiled, target)
@@ -262,7 +273,7 @@ def compile_graph_source(
     from ember_aot_autograd import graph_from_source
 
     target = _target_of({layout[3].split(":")[0] for layout in source.inputs}, settings)
-    hit = CodegenArtifacts().load(graph_key(source, _target_key(target, settings)))
+    hit = CodegenArtifacts().load(graph_key(source, _target_key(target, settings, kind)))
     if hit is not None:
         artifact_cache.count("hits", "codegen_")
         compiled, aten = hit
