@@ -23,7 +23,7 @@ def test_a_buffer_is_allocated_in_the_view_its_extern_takes(check):
     preferred = preferred_layouts(sched)
     (exp_buffer,) = [n for n in preferred if len(sched.layout(n).size) == 3]
     assert preferred[exp_buffer][0] == (8, 8)
-    assert f"{exp_buffer} = _pool.take((8, 8), (8, 1)" in compiled.wrapper_source
+    assert f"{exp_buffer} = _empty_strided((8, 8), (8, 1)" in compiled.wrapper_source
     assert "_as_strided" not in compiled.wrapper_source  # the mm reads the buffer as is
 
 
@@ -33,7 +33,7 @@ def test_an_output_in_the_buffer_layout_keeps_it_on_a_tie(check):
         return (a, prims.mm(prims.reshape(a, [8, 8]), w))
 
     _, compiled = check(f, torch.randn(2, 4, 8), torch.randn(8, 8), atol=1e-4, rtol=1e-4)
-    assert "_pool.take((2, 4, 8), (32, 8, 1)" in compiled.wrapper_source
+    assert "_empty_strided((2, 4, 8), (32, 8, 1)" in compiled.wrapper_source
     assert "_as_strided(" in compiled.wrapper_source  # the mm's operand, made at its call
 
 
@@ -109,15 +109,17 @@ def test_a_contiguous_input_is_guarded_by_is_contiguous(check):
         compiled([torch.randn(4, 2, 6)])
 
 
-def test_trusted_inputs_are_not_checked(builder):
-    x = torch.randn(6, 4).t()  # a non-contiguous example: trusted, used in place
+def test_trusted_inputs_have_only_their_strides_checked(builder):
+    x = torch.randn(6, 4).t()  # a non-contiguous example
     gm = prim_graph(lambda a: (prims.exp(a),), x)
     sched = schedule(lower(gm, [x]))
     trusted = compile_graph(sched, builder=builder, trusted_inputs=True)
-    assert "_relayout" not in trusted.wrapper_source
+    assert ".shape" not in trusted.wrapper_source and ".dtype" not in trusted.wrapper_source
     torch.testing.assert_close(trusted([x])[0], torch.exp(x), atol=1e-6, rtol=1e-6)
+    y = torch.randn(4, 6)  # same kind, other strides (a caller guarding kinds only): relaid
+    torch.testing.assert_close(trusted([y])[0], torch.exp(y), atol=1e-6, rtol=1e-6)
     checked = compile_graph(schedule(lower(gm, [x])), builder=builder)
-    assert "_relayout" in checked.wrapper_source
+    assert ".shape != (4, 6)" in checked.wrapper_source
 
 
 def test_prims_run_their_implementation_without_the_meta_check(check):
@@ -145,9 +147,11 @@ def test_a_cat_of_many_inputs_copies_into_its_planned_buffer(check):
     assert "out=buf" in compiled.wrapper_source  # aten's cat.out after the inputs' kernel
 
 
-def test_a_dead_buffer_serves_the_next_calls_allocation(check):
+def test_a_dead_buffer_serves_the_next_calls_allocation(check, monkeypatch):
+    from ember_codegen.cpp.emit import wrapper
     from ember_codegen.cpp.emit.wrapper import STORAGE_POOL
 
+    monkeypatch.setattr(wrapper, "SMALL_BUFFER_BYTES", 0)  # pool even these 16 KiB
     x = torch.randn(64, 64) / 8
     _, compiled = check(lambda a: (prims.exp(prims.sin(prims.mm(a, a))),), x, atol=1e-5, rtol=1e-5)
     STORAGE_POOL.clear()
@@ -156,6 +160,29 @@ def test_a_dead_buffer_serves_the_next_calls_allocation(check):
     assert held >= 64 * 64 * 4
     compiled([x])  # takes them again and gives them back: nothing new is held
     assert STORAGE_POOL.held_bytes == held
+
+
+def test_small_buffers_are_allocated_anew_and_large_ones_pooled(check):
+    # the pool's Python take and give cost more than torch.empty_strided where the C
+    # allocator serves the buffer from memory it has mapped already
+    small, large = torch.randn(8, 8), torch.randn(256, 128)
+    for x, pooled in ((small, False), (large, True)):
+        _, compiled = check(lambda a: (prims.exp(prims.sin(a)),), x, atol=1e-5, rtol=1e-5)
+        assert ("_pool.take(" in compiled.wrapper_source) is pooled
+        assert ("_empty_strided(" in compiled.wrapper_source) is not pooled
+
+
+def test_a_transposed_input_is_read_through_t(check):
+    # an nn.Linear weight read as mm's second operand: one C call, no as_strided per call
+    _, compiled = check(
+        lambda x, w: (prims.mm(x, prims.permute(w, [1, 0])),),
+        torch.randn(3, 16),
+        torch.randn(4, 16),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    assert "arg1.t()" in compiled.wrapper_source
+    assert "_as_strided" not in compiled.wrapper_source
 
 
 def test_the_storage_pool_is_bounded():

@@ -120,9 +120,9 @@ def _target_of(devices: set[str], settings: InductorSettings = DEFAULT_SETTINGS)
     return settings.target or natural
 
 
-#: Graph kinds whose inputs the backend's caller guards (sizes, strides, dtypes: the tracer's
-#: or Dynamo's guards, see aot_module(inputs_guarded=True)): their C++ wrapper skips checking
-#: them. A backward graph's inputs include the gradients autograd passes, of any strides.
+#: Graph kinds whose inputs' sizes and dtypes the backend's caller guards (the tracer's or
+#: Dynamo's guards, see aot_module(inputs_guarded=True)): their C++ wrapper checks only the
+#: inputs' strides. A backward graph's inputs are the gradients autograd passes, unguarded.
 GUARDED_KINDS = frozenset({"forward"})
 
 
