@@ -380,6 +380,97 @@ def test_chained_getattribute_hooks_through_super():
     assert not compiled.breaks
 
 
+def _guard_sources(compiled, index=0):
+    guards = compiled.compiler.records[index].guards
+    guards = getattr(guards, "base", guards)
+    return [g.source.expr() for g in guards.guards if g.source is not None]
+
+
+def test_attributes_under_a_getattribute_hook_are_guarded_once_by_dict_reads():
+    # issue 15: each attribute was guarded twice, as `config.n_layer` (the Python hook on
+    # every guard call) and as `config.__dict__['n_layer']` (the mixin's __dict__ read)
+    config = LayeredConfig(2)
+    config.scale = 3
+
+    def fn(a):
+        return a * config.num_layers + config.scale
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    sources = _guard_sources(compiled)
+    reads = [s for s in sources if s.endswith(("n_layer']", ".n_layer", "scale']", ".scale"))]
+    assert sorted(reads) == [
+        "L['config'].__dict__['n_layer']",
+        "L['config'].__dict__['scale']",
+    ], sources
+    for change in (
+        lambda: setattr(config, "n_layer", 4),  # rebound through the alias's target
+        lambda: setattr(config, "scale", -1),
+        lambda: setattr(config, "_spec", {"n_layer": 7}),  # the mixin answers instead
+        lambda: delattr(config, "_spec"),  # back to the second state: its entry again
+    ):
+        change()
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 4
+    assert not compiled.breaks
+
+
+class _DictMapping:
+    """A hook that answers `scale` from the instance dict under another key: its guard must
+    read what the program read (`__dict__['other']`), never `__dict__['scale']`."""
+
+    def __init__(self) -> None:
+        self.scale = 2
+        self.other = 5
+
+    def __getattribute__(self, key):
+        if key == "scale":
+            key = "other"
+        return super().__getattribute__(key)
+
+
+def test_a_hook_that_maps_names_is_guarded_by_the_entry_it_read():
+    obj = _DictMapping()
+
+    def fn(a):
+        return a * obj.scale
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x * 5)
+    obj.scale = 100  # not what the program reads: no recompile needed, still eager's result
+    assert same(compiled(x), fn(x))
+    obj.other = 6
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    assert "L['obj'].__dict__['other']" in _guard_sources(compiled)
+
+
+class _FakeDict:
+    """A hook that hands out another dict as `__dict__`: guards keep reading `obj.name`."""
+
+    def __init__(self) -> None:
+        self.scale = 2
+
+    def __getattribute__(self, key):
+        if key == "__dict__":
+            return {"scale": 0}
+        return super().__getattribute__(key)
+
+
+def test_a_hook_hiding_the_instance_dict_keeps_attribute_guards():
+    obj = _FakeDict()
+
+    def fn(a):
+        return a * obj.scale
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), x * 2)
+    obj.scale = 3
+    assert same(compiled(x), x * 3)
+    assert compiled.backend.graph_count == 2
+    assert "L['obj'].scale" in _guard_sources(compiled)
+
+
 _SENTINEL = object()
 _OTHER = object()
 

@@ -173,15 +173,27 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__: instance dict, then the class (descriptors first)."""
-        from ember_bytecode_tracer.guards import AttrSource
+        from ember_bytecode_tracer.guards import AttrSource, ItemSource
         from ember_bytecode_tracer.variables.builder import wrap_value
+        from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object without a source")
         value = self.value
-        instance_dict = getattr(value, "__dict__", {})
+        try:  # the dict object's lookup reads, never what a Python hook calls `__dict__`
+            instance_dict = object.__getattribute__(value, "__dict__")
+        except AttributeError:
+            instance_dict = {}
         if name in instance_dict:
-            return wrap_value(tx, instance_dict[name], AttrSource(self.source, name))
+            source = self._instance_entry_source(name)
+            seen = tx.output.containers_by_id.get(id(instance_dict))
+            if isinstance(source, ItemSource) and seen is not None and seen[0] is instance_dict:
+                # the dict is already a tracker (read as `obj.__dict__` by the hook, or
+                # reached through another object): its entry, guarded once
+                tracker = wrap_value(tx, instance_dict, source.base)
+                if isinstance(tracker, ConstDictVariable) and name in tracker.items:
+                    return tracker.items[name]
+            return wrap_value(tx, instance_dict[name], source)
         try:
             attribute = inspect.getattr_static(value, name)
         except AttributeError:
@@ -204,6 +216,30 @@ class UserDefinedObjectVariable(VariableTracker):
         else:
             found = getattr(value, name)
         return wrap_value(tx, found, AttrSource(self.source, name))
+
+    def _instance_entry_source(self, name: str) -> Source:
+        """Where the guards read an instance-dict entry that object.__getattribute__ found.
+        Under a Python __getattribute__ (transformers' configs), `obj.name` would run that
+        hook on every guard call and repeat the `obj.__dict__[name]` guard a read of the
+        instance dict made: the entry is read from the dict instead, which is what the
+        program read, as long as no data descriptor of the type shadows it and the hook
+        hands out the instance dict itself as `__dict__` (the type is guarded by the
+        hook's source)."""
+        from ember_bytecode_tracer.guards import AttrSource, ItemSource
+
+        value, cls = self.value, type(self.value)
+        if not inspect.isfunction(inspect.getattr_static(cls, "__getattribute__")):
+            return AttrSource(self.source, name)  # a C getattr: reading `obj.name` is cheap
+        shadow = inspect.getattr_static(cls, name, None)
+        if hasattr(type(shadow), "__set__") or hasattr(type(shadow), "__delete__"):
+            return AttrSource(self.source, name)
+        try:
+            hands_out_dict = value.__dict__ is object.__getattribute__(value, "__dict__")
+        except Exception:
+            hands_out_dict = False
+        if not hands_out_dict:
+            return AttrSource(self.source, name)
+        return ItemSource(AttrSource(self.source, "__dict__"), name)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """object.__setattr__ reached from a Python __setattr__: a write replayed later."""
