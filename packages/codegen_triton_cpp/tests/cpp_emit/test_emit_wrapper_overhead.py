@@ -232,3 +232,24 @@ def test_an_extern_reading_a_buffer_as_is_gets_its_own_layout_when_held_transpos
     preferred = preferred_layouts(sched)
     (g_buffer,) = [n for n in preferred if sched.layout(n).size == [4, 20]]
     assert preferred[g_buffer][0] == (20, 4)  # held in the view two of its externs take
+
+
+def test_a_trusted_inputs_view_is_kept_until_the_input_changes(builder):
+    # a weight read transposed: made on the first call, reused while the same tensor with
+    # the same data comes, made again for another tensor or after `.data =`
+    x, w = torch.randn(3, 16), torch.randn(4, 16)
+    gm = prim_graph(lambda a, b: (prims.mm(a, prims.permute(b, [1, 0])),), x, w)
+    compiled = compile_graph(schedule(lower(gm, [x, w])), builder=builder, trusted_inputs=True)
+    assert "_views[0]" in compiled.wrapper_source
+    for _ in range(2):
+        torch.testing.assert_close(compiled([x, w])[0], x @ w.t(), atol=1e-5, rtol=1e-5)
+    other = torch.randn(4, 16)
+    torch.testing.assert_close(compiled([x, other])[0], x @ other.t(), atol=1e-5, rtol=1e-5)
+    w.data = torch.randn(4, 16)  # same tensor object, new storage
+    torch.testing.assert_close(compiled([x, w])[0], x @ w.t(), atol=1e-5, rtol=1e-5)
+    w.copy_(torch.randn(4, 16))  # same storage, new values: the view reads them
+    torch.testing.assert_close(compiled([x, w])[0], x @ w.t(), atol=1e-5, rtol=1e-5)
+    relaid = torch.randn(16, 4).t()  # other strides: relaid, a new tensor, a new view
+    torch.testing.assert_close(compiled([x, relaid])[0], x @ relaid.t(), atol=1e-5, rtol=1e-5)
+    untrusted = compile_graph(schedule(lower(gm, [x, w])), builder=builder)
+    assert "_views" not in untrusted.wrapper_source
