@@ -37,15 +37,30 @@ def example_rule(target: Any) -> Callable[[ExampleRule], ExampleRule]:
     return register
 
 
-def dispatch_context(fake_args: tuple, fake_kwargs: dict) -> Any:
+# Ops whose C++ composite reads concrete sizes on every device, CPU included (F.pad's
+# constant_pad_nd): their example values need the Python dispatcher even on CPU fakes.
+# Not every CPU op runs through it: that costs ~8% of a tiny GPT-2/BERT trace.
+_SIZE_READING_ON_CPU: set[Any] = {F.pad, torch._C._nn.pad, torch.constant_pad_nd}
+
+
+def dispatch_context(target: Any, fake_args: tuple, fake_kwargs: dict) -> Any:
     """Where an op runs on fakes of symbolic size, aten's composite kernels run through the
-    Python dispatcher: C++ composites (`constant_pad_nd` on any device; on a machine with a
-    GPU, `matmul` on CUDA) read `tensor.sizes()`, which FakeTensorMode answers by `int()` of
-    each size, a guard `Eq(s0, 77)` per dim (one graph per length); their Python kernels keep
-    sizes symbolic. AOT's symbolic trace runs under the same dispatch (`symbolic_dispatch`)."""
+    Python dispatcher: C++ composites (on a machine with a GPU, `matmul` on CUDA; on any
+    device, the ops of `_SIZE_READING_ON_CPU`) read `tensor.sizes()`, which FakeTensorMode
+    answers by `int()` of each size, a guard `Eq(s0, 77)` per dim (one graph per length);
+    their Python kernels keep sizes symbolic. AOT's symbolic trace runs every op under the
+    same dispatch (`symbolic_dispatch`)."""
+    try:
+        any_device = target in _SIZE_READING_ON_CPU
+    except TypeError:  # an unhashable callable
+        any_device = False
     flat, _ = tree_flatten((fake_args, fake_kwargs))
     for value in flat:
-        if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape):
+        if (
+            isinstance(value, torch.Tensor)
+            and (any_device or value.device.type != "cpu")
+            and any(isinstance(s, torch.SymInt) for s in value.shape)
+        ):
             from torch._dispatch.python import enable_python_dispatcher
 
             return enable_python_dispatcher()

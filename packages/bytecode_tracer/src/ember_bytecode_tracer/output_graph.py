@@ -202,7 +202,7 @@ class OutputGraph:
         try:
             # ops whose device code would specialize symbolic sizes (example_rules.py)
             rule = rule_for(op, target, fake_args, fake_kwargs)
-            with self.fake_mode, detector, dispatch_context(fake_args, fake_kwargs):
+            with self.fake_mode, detector, dispatch_context(target, fake_args, fake_kwargs):
                 if rule is not None:
                     example = rule()
                 elif op == "call_method":

@@ -373,3 +373,14 @@ def test_pad_of_a_symbolic_length_compiles_once(mode, pad):
     assert compiled.backend.graph_count == 1
     out = next(n for n in compiled.backend.graphs[0].graph.nodes if n.op == "output")
     assert isinstance(out.args[0][0].meta["example_value"].shape[-1], torch.SymInt)
+
+
+def test_constant_pad_nd_of_a_symbolic_length_compiles_once():
+    def fn(x):
+        return torch.constant_pad_nd(x, (2, -1), 0.5) + 1
+
+    compiled = Compiled(fn, dynamic=True)
+    for n in (5, 6, 8):
+        x = torch.randn(3, n)
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
