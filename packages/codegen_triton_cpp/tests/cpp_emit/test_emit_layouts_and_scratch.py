@@ -90,5 +90,7 @@ def test_library_externs_call_aten_directly(check):
     called = [
         v for v in compiled._call.__globals__.values() if isinstance(v, torch._ops.OpOverload)
     ]
-    assert torch.ops.aten.mm.out in called  # not the prim, which re-checks every call
+    # aten's mm.out through torch.mm(out=), not the prim, which re-checks every call
+    assert "_mm_out(arg0, arg1, out=" in compiled.wrapper_source
+    assert compiled._call.__globals__["_mm_out"] is torch.mm
     assert torch.ops.ember_prims.mm.default not in called

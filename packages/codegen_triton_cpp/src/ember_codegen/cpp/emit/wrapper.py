@@ -43,12 +43,10 @@ DIRECT_ATEN_CALLS: dict[str, Any] = {
 }
 
 
-#: Library prims (OUT_VARIANT_PRIMS) -> the aten op writing the result into a given buffer.
-OUT_VARIANTS: dict[str, Any] = {
-    "mm": torch.ops.aten.mm.out,
-    "bmm": torch.ops.aten.bmm.out,
-    "cat": torch.ops.aten.cat.out,
-}
+#: Library prims (OUT_VARIANT_PRIMS) -> the function writing the result into a given buffer
+#: (``out=``): aten's out overload through torch's own binding, ~0.55 us cheaper a call than
+#: the OpOverload's ``_op`` (which boxes its arguments). Runtime names (runtime_namespace).
+OUT_VARIANTS: dict[str, str] = {"mm": "_mm_out", "bmm": "_bmm_out", "cat": "_cat_out"}
 
 
 #: Of those, the ops whose results are fresh tensors (storage offset 0) whose sizes and dtype
@@ -360,10 +358,10 @@ class WrapperBuilder:
         """``op.out(*args, out=buffer)`` into the planned buffer (see OUT_VARIANT_PRIMS)."""
         (out,) = extern.outputs
         self._allocate(out.name)
-        fn = self.w.const(OUT_VARIANTS[extern.kernel_name], "extern")
+        fn = OUT_VARIANTS[extern.kernel_name]
         args = [self._render_arg(a) for a in extern.args]
         target = self._strided_view(out.name, self.sched.layout(out.name))
-        self.w.line(f"{fn}._op({', '.join(args)}, out={target})  # {extern.kernel_name}")
+        self.w.line(f"{fn}({', '.join(args)}, out={target})")
 
     def _adopt(self, name: str, leaf: str, fresh: bool) -> None:
         """``name = leaf``, copied into the buffer's layout unless it has it already
@@ -520,6 +518,9 @@ def runtime_namespace() -> dict[str, Any]:
         "_adopt": adopt_extern_output,
         "_sequences": (tuple, list),
         "_prim_impl": PRIM_IMPLEMENTATIONS,
+        "_mm_out": torch.mm,
+        "_bmm_out": torch.bmm,
+        "_cat_out": torch.cat,
     }
 
 
