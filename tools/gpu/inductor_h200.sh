@@ -63,6 +63,9 @@ for stage in "$@"; do
     compile)
       python3 benchmarks/compile_time.py --device cuda --size real --mode train \
         --models "${COMPILE_MODELS:-gpt2,resnet}" 2>&1 | tee "$OUT/compile.txt" || status=1 ;;
+    dyncheck)
+      EMBER_LOGS=dynamic timeout 300 python3 tools/gpu/dynamic_check.py 2>&1 \
+        | tee "$OUT/dyncheck.txt" | grep -v "^\[transformers\]" | tail -40 || status=1 ;;
     fuzz)
       start=${FUZZ_START:-0}
       timeout ${FUZZ_TIMEOUT:-560} python3 tools/fuzz_tracer.py --count ${FUZZ_COUNT:-5000} \
