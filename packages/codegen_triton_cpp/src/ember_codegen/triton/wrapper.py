@@ -20,7 +20,12 @@ from typing import Any
 import torch
 
 from ember_codegen.cpp.emit.size_bindings import concrete, value_of
-from ember_codegen.cpp.emit.wrapper import PRIM_IMPLEMENTATIONS, WrapperBuilder, WrapperCode
+from ember_codegen.cpp.emit.wrapper import (
+    OUT_FUNCTIONS,
+    PRIM_IMPLEMENTATIONS,
+    WrapperBuilder,
+    WrapperCode,
+)
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir import Schedule
 from ember_inductor_ir.extern import ExternKernel
@@ -167,6 +172,7 @@ def runtime_namespace(device: torch.device) -> dict[str, Any]:
         "_adopt": adopt_extern_output,
         "_sequences": (tuple, list),
         "_prim_impl": PRIM_IMPLEMENTATIONS,
+        **OUT_FUNCTIONS,
     }
 
 

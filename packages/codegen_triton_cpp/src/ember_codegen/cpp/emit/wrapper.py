@@ -47,6 +47,8 @@ DIRECT_ATEN_CALLS: dict[str, Any] = {
 #: (``out=``): aten's out overload through torch's own binding, ~0.55 us cheaper a call than
 #: the OpOverload's ``_op`` (which boxes its arguments). Runtime names (runtime_namespace).
 OUT_VARIANTS: dict[str, str] = {"mm": "_mm_out", "bmm": "_bmm_out", "cat": "_cat_out"}
+#: what those names are in every wrapper's namespace (the C++ and the Triton target's)
+OUT_FUNCTIONS: dict[str, Any] = {"_mm_out": torch.mm, "_bmm_out": torch.bmm, "_cat_out": torch.cat}
 
 
 #: Of those, the ops whose results are fresh tensors (storage offset 0) whose sizes and dtype
@@ -518,9 +520,7 @@ def runtime_namespace() -> dict[str, Any]:
         "_adopt": adopt_extern_output,
         "_sequences": (tuple, list),
         "_prim_impl": PRIM_IMPLEMENTATIONS,
-        "_mm_out": torch.mm,
-        "_bmm_out": torch.bmm,
-        "_cat_out": torch.cat,
+        **OUT_FUNCTIONS,
     }
 
 
