@@ -6,6 +6,7 @@ sibling shows up as an ImportError here.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,12 +59,17 @@ def test_sibling_pins_are_exact(wheelhouse):
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.folder)
 def test_wheel_installs_alone_and_imports(package, wheelhouse, tmp_path):
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    python = venv / "bin" / "python"
-    wheel = wheel_of(package, wheelhouse)
-
-    run(python, "-m", "pip", "install", "-q", "-c", CONSTRAINTS, "--find-links", wheelhouse, wheel)
-
-    expected = {p.name for p in sibling_closure(package, PACKAGES)}
-    assert installed_ember_dists(python) == expected
-    run(python, "-c", f"import {package.import_name}")
+    try:
+        run(sys.executable, "-m", "venv", venv)
+        python = venv / "bin" / "python"
+        wheel = wheel_of(package, wheelhouse)
+        run(
+            python, "-m", "pip", "install", "-q", "-c", CONSTRAINTS,
+            "--find-links", wheelhouse, wheel,
+        )  # fmt: skip
+        expected = {p.name for p in sibling_closure(package, PACKAGES)}
+        assert installed_ember_dists(python) == expected
+        run(python, "-c", f"import {package.import_name}")
+    finally:
+        # each venv holds its own torch (about 900 MB): keep at most one on disk at a time
+        shutil.rmtree(venv, ignore_errors=True)
