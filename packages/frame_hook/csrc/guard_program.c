@@ -290,6 +290,20 @@ static int item_types_match(PyObject *value, PyObject *types) {
     return result;
 }
 
+/* 1 when `hasattr(value, name)` is surely False without running type.__getattribute__:
+ * `value` is a class whose metaclass is exactly `type`, and neither `type` nor any class
+ * of value's MRO defines `name` (what type's attribute lookup reads, from the same
+ * per-type method cache). 0 means "not decided here": the caller asks getattr. A class
+ * that defines the name through a descriptor whose __get__ raises AttributeError is left
+ * to getattr, so the answer never differs from hasattr's. */
+static int class_lacks(PyObject *value, PyObject *name) {
+    if (Py_TYPE(value) != &PyType_Type || !PyUnicode_CheckExact(name)) {
+        return 0;
+    }
+    return _PyType_Lookup(&PyType_Type, name) == NULL &&
+           _PyType_Lookup((PyTypeObject *)value, name) == NULL;
+}
+
 /* Runs p's instructions from `start` over `regs` (p->nregs of them, 0-2 set).
  * 1: every check passed; 0: one failed (or an Exception was raised); -1: a
  * BaseException that is not an Exception, left set. `*stop` is the instruction
@@ -375,6 +389,9 @@ static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py
             ok = dims_match(value, in);
             break;
         case OP_CHECK_NO_ATTR: {
+            if (class_lacks(value, in->arg)) {
+                break; /* ok stays 1 */
+            }
             PyObject *found = NULL;
             ok = _PyObject_LookupAttr(value, in->arg, &found); /* 1 found, 0 missing */
             Py_XDECREF(found);

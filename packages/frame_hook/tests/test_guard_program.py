@@ -143,6 +143,38 @@ def test_absent_attributes_and_keys():
     assert not program(local("x"), ("CHECK_NO_ATTR", 0, 3, "bad"))({"x": Boom()})
 
 
+class _RaisingDescriptor:
+    def __get__(self, obj, owner=None):
+        raise AttributeError("only on instances")
+
+
+class _Meta(type):
+    def __getattr__(cls, name):
+        return name  # every attribute exists through the metaclass
+
+
+def test_absent_class_attributes_answer_as_hasattr():
+    # classes of metaclass `type` are answered from the type lookup (no getattr, issue 15);
+    # every case must still agree with `not hasattr(cls, name)`
+    class Base:
+        inherited = 1
+
+    class Child(Base):
+        hidden = _RaisingDescriptor()
+
+    p = program(local("x"), ("CHECK_NO_ATTR", 0, 3, "a"))
+    q = program(local("x"), ("CHECK_NO_ATTR", 0, 3, "inherited"))
+    r = program(local("x"), ("CHECK_NO_ATTR", 0, 3, "mro"))  # on `type` itself
+    h = program(local("x"), ("CHECK_NO_ATTR", 0, 3, "hidden"))
+    for cls in (Base, Child, _Meta("WithMeta", (), {}), int):
+        for check, name in ((p, "a"), (q, "inherited"), (r, "mro"), (h, "hidden")):
+            assert check({"x": cls}) is (not hasattr(cls, name)), (cls, name)
+    Base.a = 2  # set later: seen at once (the type lookup's cache is invalidated)
+    assert not p({"x": Child})
+    del Base.a
+    assert p({"x": Child})
+
+
 def test_distinct_pairwise_and_sorted():
     for n in (3, 20):
         code = [local(f"x{i}", 3 + i) for i in range(n)]

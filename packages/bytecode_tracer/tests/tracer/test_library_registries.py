@@ -471,6 +471,76 @@ def test_a_hook_hiding_the_instance_dict_keeps_attribute_guards():
     assert "L['obj'].scale" in _guard_sources(compiled)
 
 
+class _MissingConfig(AliasedConfig):
+    """A config class of its own: the tests below change the class."""
+
+    attribute_map: ClassVar[dict] = {"num_layers": "n_layer"}
+
+
+def _fn_reading_missing_attributes(config):
+    def fn(a):
+        # transformers' idioms: getattr(config, name, default) and hasattr on a config
+        window = getattr(config, "sliding_window", None)
+        if hasattr(config, "text_config"):
+            a = a + 100
+        return a * (1 if window is None else window)
+
+    return fn
+
+
+def test_missing_attributes_under_a_getattribute_hook_are_guarded_without_the_hook():
+    # issue 15: `not hasattr(config, name)` ran transformers' Python __getattribute__ on
+    # every guard call (~1.5 us each); the trace runs the hook once and guards what it read:
+    # the alias table's keys, the instance dict, the class and its lack of __getattr__
+    config = _MissingConfig(2)
+    fn = _fn_reading_missing_attributes(config)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    sources = _guard_sources(compiled)
+    assert "L['config'].sliding_window" not in sources
+    assert "L['config'].text_config" not in sources
+    for expected in (
+        "L['config'].__dict__['sliding_window']",
+        "type(L['config']).sliding_window",
+        "L['config'].__dict__['text_config']",
+        "type(L['config']).text_config",
+        "type(L['config']).__getattr__",
+        "L['config'].attribute_map",
+    ):
+        assert expected in sources, (expected, sources)
+    assert not compiled.breaks
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: setattr(c, "sliding_window", 3),  # the instance dict
+        lambda c: setattr(c, "text_config", object()),
+        lambda c: setattr(type(c), "sliding_window", 5),  # the class
+        lambda c: setattr(AliasedConfig, "text_config", 1),  # a base class
+        lambda c: setattr(type(c), "__getattr__", lambda self, name: 7),  # a fallback
+        lambda c: type(c).attribute_map.update(sliding_window="n_layer"),  # a new alias
+    ],
+)
+def test_a_missing_attribute_that_appears_recompiles(change):
+    config = _MissingConfig(2)
+    fn = _fn_reading_missing_attributes(config)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    added = dict(vars(AliasedConfig))
+    try:
+        change(config)
+        assert same(compiled(x), fn(x))  # eager's answer, from a new trace
+        assert compiled.backend.graph_count == 2
+    finally:
+        for name in set(vars(AliasedConfig)) - set(added):
+            delattr(AliasedConfig, name)
+        _MissingConfig.attribute_map.pop("sliding_window", None)
+        for name in ("sliding_window", "__getattr__"):
+            if name in vars(_MissingConfig):
+                delattr(_MissingConfig, name)
+
+
 _SENTINEL = object()
 _OTHER = object()
 

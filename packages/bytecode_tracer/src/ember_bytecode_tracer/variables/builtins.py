@@ -244,7 +244,7 @@ def _dict(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) > 2:
-        if has_attribute(tx, obj, name) is False:
+        if not _traces_getattribute(obj) and has_attribute(tx, obj, name) is False:
             _guard_absent(tx, obj, name)
             return args[2]
         try:
@@ -276,9 +276,41 @@ def _guard_present(tx, obj: VariableTracker, name: str) -> None:
         obj.var_getattr(tx, name)
 
 
+def _traces_getattribute(obj: VariableTracker) -> bool:
+    """An object whose class's Python __getattribute__ the trace runs (transformers'
+    configs): asking it for the attribute guards what the hook and object.__getattribute__
+    read, where `hasattr(obj, name)` as a guard would run the hook on every guard call."""
+    traces = getattr(obj, "traces_getattribute", None)
+    return traces is not None and traces()
+
+
+def _answer_by_getattr(tx, obj: VariableTracker, name: str) -> bool | None:
+    """hasattr through the traced hook: True or False with its guards recorded, None when
+    the trace cannot tell (the caller guards hasattr itself) and the hook recorded no
+    graph op or side effect before it stopped (else the break stands)."""
+    from ember_bytecode_tracer.variables.generator_context import _effects_snapshot
+
+    before = _effects_snapshot(tx)
+    try:
+        obj.var_getattr(tx, name)
+    except TracedException as exc:
+        if exc.exc_type is AttributeError:
+            return False
+        raise
+    except Unsupported:
+        if _effects_snapshot(tx) != before:
+            raise
+        return None
+    return True
+
+
 @rule(hasattr)
 def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
+    if _traces_getattribute(obj):
+        traced = _answer_by_getattr(tx, obj, name)
+        if traced is not None:
+            return ConstantVariable(traced)
     answer = has_attribute(tx, obj, name)
     if answer is None and hasattr(obj, "generic_getattr") and obj.source is None:
         # An object made in the trace whose Python __getattribute__ decides: run it.
