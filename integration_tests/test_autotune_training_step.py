@@ -52,7 +52,7 @@ def test_training_step_matches_eager_whichever_candidate_wins(winner):
     ref_model = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     ref_opt = torch.optim.Adam(ref_model.parameters(), lr=0.01)
-    options = {"time_budget_s": 0.0, "warmup": 1, "min_runs": 1, "max_runs": 2}
+    options = {"time_budget_s": 0.0, "warmup": 1, "min_runs": 5, "max_runs": 5}
     compiled = ember.compile(_step(model, opt), backend="autotune", options=options)
     eager = _step(ref_model, ref_opt)
     x, y = torch.randn(6, 8), torch.randn(6, 4)

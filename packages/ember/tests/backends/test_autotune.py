@@ -50,7 +50,8 @@ def fake_clock(seconds: dict[str, float]):
 
 
 def fast_options(**extra):
-    return {"time_budget_s": 0.0, "warmup": 1, "min_runs": 1, "max_runs": 3, **extra}
+    # five rounds: the fewest in which the sign test lets a candidate replace inductor
+    return {"time_budget_s": 0.0, "warmup": 1, "min_runs": 5, "max_runs": 5, **extra}
 
 
 def f(x, y):
@@ -69,8 +70,8 @@ def test_eager_kept_when_it_is_fastest_and_the_graph_runs_eagerly():
     assert set(ran) == {"eager", "aot_eager", "inductor"}
     stats = ember.counters["autotune"]
     assert (
-        stats["graphs"] == 1 and stats["kept_eager"] == 1 and stats["timing_runs"] == 3
-    )  # one round: the budget is 0
+        stats["graphs"] == 1 and stats["kept_eager"] == 1 and stats["timing_runs"] == 15
+    )  # min_runs rounds of one call each (a fake second per call: bursts of one)
     # the inductor candidate compiled, but neither timing nor the user's calls ran it
     assert ember.counters["inductor"]["forward_graphs"] == 1
     assert ember.counters["inductor"]["forward_runs"] == 0
@@ -92,11 +93,18 @@ def test_at_least_min_runs_rounds_past_the_budget():
     assert autotune.last_decisions()[-1].runs == {"eager": 4, "aot_eager": 4, "inductor": 4}
 
 
-def test_a_win_within_the_margin_keeps_the_simpler_candidate():
-    fake_clock({"eager": 1.0, "aot_eager": 1.0, "inductor": 0.99})
+def test_a_win_within_the_margin_keeps_inductor():
+    fake_clock({"eager": 0.97, "aot_eager": 1.0, "inductor": 1.0})
     compiled = ember.compile(f, backend="autotune", options=fast_options(margin=0.05))
     compiled(torch.randn(6, 8), torch.randn(8, 8))
-    assert autotune.last_decisions()[-1].choice == "eager"
+    assert autotune.last_decisions()[-1].choice == "inductor"
+
+
+def test_a_win_in_too_few_rounds_keeps_inductor():
+    fake_clock({"eager": 0.1, "aot_eager": 1.0, "inductor": 1.0})
+    options = {"time_budget_s": 0.0, "warmup": 1, "min_runs": 4, "max_runs": 4}
+    ember.compile(f, backend="autotune", options=options)(torch.randn(6, 8), torch.randn(8, 8))
+    assert autotune.last_decisions()[-1].choice == "inductor"  # 2**-4 > 0.05: could be chance
 
 
 def test_tiny_graph_dominated_by_call_overhead_runs_eagerly_on_a_real_clock():
@@ -259,7 +267,7 @@ def test_a_second_process_reuses_the_stored_decision_without_timing(tmp_path):
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     first, second = child(), child()
-    assert first["source"] == "timed" and first["timing_runs"] == 3
+    assert first["source"] == "timed" and first["timing_runs"] == 3  # one round
     assert second == {
         "source": "stored", "choice": "inductor", "graphs": 1, "stored": 1, "kept_inductor": 1
     }  # fmt: skip

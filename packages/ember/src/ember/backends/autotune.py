@@ -10,12 +10,16 @@ Candidates (a table: name -> which devices it compiles for, whether only on requ
                          only when asked (mode="max-autotune", options={"max_autotune": True}
                          or named in options["candidates"])
 
-Each is timed on clones of the example inputs (autotune_timing.py: warm-up runs, then
-interleaved rounds within a time budget, medians compared). Candidates are tried in the
-order above and a later one replaces the choice only when it is faster by more than
-`margin` (3% by default): a graph that inductor makes slower than eager, or no faster, runs
-eagerly. Training graphs (grad mode on, an input requiring grad) are timed forward +
-backward, so the forward/backward pair the aot backends make is decided as one.
+Each is timed as it will be called (autotune_timing.py: its own clones of the example
+inputs, reused by every run as the model passes the same parameters call after call;
+warm-up runs, then interleaved rounds of back-to-back calls within a time budget; clearly
+slower candidates raced out). What is kept (autotune_choice.py): `inductor`, what
+backend="inductor" runs, unless another candidate is clearly faster: in enough rounds to
+rule out chance (a sign test) and by more than `margin` (0 by default) in the median
+per-round ratio. So autotune is never slower than inductor beyond the timing's noise, and a
+graph that inductor makes measurably slower than eager runs eagerly. Training graphs (grad
+mode on, an input requiring grad) are timed forward + backward, so the forward/backward
+pair the aot backends make is decided as one.
 
 The decision is stored on disk (artifact cache level `autotune`, under EMBER_CACHE_DIR)
 keyed by the graph's code, its inputs' shapes/strides/dtypes/devices/requires_grad, grad
@@ -25,16 +29,16 @@ sources); a later process compiles only the kept candidate, without timing anyth
 
 Options (`ember.compile(fn, backend="autotune", options={...})`): "candidates" (a list of the
 names above), "time_budget_s" (timing per graph, default 1.0), "warmup" (untimed runs per
-candidate, default 2), "min_runs" / "max_runs" (timed runs per candidate: at least 3, past
-the budget if need be, so one noisy run never decides alone; at most 50), "margin";
+candidate, default 2), "min_runs" / "max_runs" (timed rounds: at least 5, past the budget
+if need be, the fewest in which the sign test can rule out chance; at most 50), "margin";
 inductor's own options ("target", "dynamic_specializations", ...) are passed on to the
 inductor candidates.
 
 Observability: `EMBER_LOGS=autotune` logs each graph's timings and choice;
 `last_decisions()` returns the recent `Decision`s (for reports), each also sent as an
 `autotune` event on the `ember.events` logger (the compile trace records it);
-`ember.counters["autotune"]` counts graphs, timed / stored / untimed decisions, `kept_<name>`, `timing_runs`,
-`candidate_failures`. Timing runs are not counted in the candidates' `*_runs` counters.
+`ember.counters["autotune"]` counts graphs, timed / stored / untimed decisions, `kept_<name>`, `timing_runs`
+(timed calls), `candidate_failures`, `raced_out`. Timing runs are not counted in the candidates' `*_runs` counters.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import torch
 
 from ember.backends import artifact_cache
 from ember.backends.aot_eager import aot_eager
+from ember.backends.autotune_choice import choose
 from ember.backends.autotune_timing import median_seconds, time_candidates, timeable
 from ember.backends.autotune_timing import training_run as _training_run
 from ember.backends.eager import eager
@@ -117,9 +122,9 @@ class AutotunePlan:
     requested: tuple[str, ...] = ()  # on-request candidates asked for by mode/options
     time_budget_s: float = 1.0
     warmup: int = 2
-    min_runs: int = 3
+    min_runs: int = 5
     max_runs: int = 50
-    margin: float = 0.03
+    margin: float = 0.0
     inductor: InductorSettings = field(default_factory=InductorSettings)
 
     def applicable(self, devices: set[str]) -> list[str]:
@@ -140,10 +145,11 @@ class Decision:
     choice: str
     source: str  # "timed", "stored" or "untimed: <why>"
     training: bool
-    timings_ms: dict[str, float]  # median milliseconds per timed run, by candidate
-    runs: dict[str, int]  # timed runs per candidate
+    timings_ms: dict[str, float]  # median milliseconds per call, by candidate
+    runs: dict[str, int]  # timed rounds per candidate
     failures: dict[str, str]  # candidates dropped, with their error
     compile_s: dict[str, float]  # seconds each candidate took to compile
+    raced_out: dict[str, str] = field(default_factory=dict)  # clearly slower: why
 
 
 _decisions: collections.deque[Decision] = collections.deque(maxlen=256)
@@ -325,21 +331,24 @@ def autotune(
         compile_s[name] = time.perf_counter() - start
     runs_before = _run_counts()
     with stage("autotune timing"):
-        times, run_failures = time_candidates(
+        timings = time_candidates(
             gm, compiled, example_inputs,
             budget_s=plan.time_budget_s, warmup=plan.warmup,
             min_runs=min(plan.min_runs, plan.max_runs), max_runs=plan.max_runs,
         )  # fmt: skip
     _restore_run_counts(runs_before)
-    failures.update(run_failures)
+    failures.update(timings.failed)
     for name, reason in failures.items():
         counters["autotune"]["candidate_failures"] += 1
         log.warning("autotune: candidate %s dropped for graph %s: %s", name, graph, reason)
-    medians = {name: median_seconds(runs) * 1e3 for name, runs in times.items()}
-    choice = _choose(medians, plan.margin)
+    counters["autotune"]["raced_out"] += len(timings.dropped)
+    samples = timings.samples
+    medians = {name: median_seconds(runs) * 1e3 for name, runs in samples.items()}
+    racing = {n: s for n, s in samples.items() if n not in timings.dropped}
+    choice = choose(racing, list(CANDIDATES), plan.margin)
     decision = Decision(
         graph, choice, "timed", training, medians,
-        {n: len(r) for n, r in times.items()}, failures, compile_s,
+        {n: len(r) for n, r in samples.items()}, failures, compile_s, dict(timings.dropped),
     )  # fmt: skip
     counters["autotune"]["timed"] += 1
     if store is not None:
@@ -349,16 +358,6 @@ def autotune(
 
 def _fallback_choice(names: list[str]) -> str:
     return UNTIMED_CHOICE if UNTIMED_CHOICE in names else names[0]
-
-
-def _choose(medians_ms: dict[str, float], margin: float) -> str:
-    """The fastest, where a later (more compiled) candidate must win by more than `margin`."""
-    order = [n for n in CANDIDATES if n in medians_ms]
-    best = order[0]
-    for name in order[1:]:
-        if medians_ms[name] < medians_ms[best] * (1 - margin):
-            best = name
-    return best
 
 
 def _compile(name: str, gm: torch.fx.GraphModule, example_inputs: list, plan: AutotunePlan):
@@ -379,6 +378,7 @@ def _keep(decision: Decision, compiled: Callable) -> Callable:
         stats["untimed"] += 1
     timings = ", ".join(f"{n} {ms:.3f} ms" for n, ms in decision.timings_ms.items())
     failed = "".join(f"; {n} failed" for n in decision.failures)
+    failed += "".join(f"; {n} raced out" for n in decision.raced_out)
     log.info(
         "autotune graph %s%s: %s -> %s (%s%s)",
         decision.graph, " fwd+bwd" if decision.training else "", timings or "no timings",

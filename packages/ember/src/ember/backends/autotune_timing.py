@@ -1,27 +1,42 @@
-"""Timing compiled candidates of one graph on its example inputs, leaving no trace behind.
+"""Timing compiled candidates of one graph on its example inputs, as they will be called, and
+leaving no trace behind.
 
-Each timed run gets fresh clones of the inputs (made outside the timed region), so a graph
-that writes its inputs in place (an optimizer step, BatchNorm's running stats) writes
-clones. Tensors the graph module holds itself (parameters, buffers, constants read through
-get_attr) are snapshotted and restored, gradients included. The RNG state is forked, so the
-user's random stream is the one eager would see. With `training`, a run is a forward and a
-backward (ones as the outputs' gradients): aot backends split the two into a pair of
-graphs, and the pair is decided together, by their sum.
+As it will be called: at runtime a compiled graph gets the same parameter tensors call after
+call, and inductor's wrapper keeps views of inputs while the same tensors come in. So each
+candidate gets its own clones of the inputs, made once and passed to every one of its runs
+(fresh clones per run would time a path the model never takes). A clone that a run wrote in
+place (an optimizer step, BatchNorm's running stats) gets the original's values back before
+the next run, outside the timed region, and gradients are dropped (`.grad = None`, as
+`zero_grad()` does), so every run starts from the example inputs' state. Tensors the graph
+module holds itself (parameters, buffers, constants read through get_attr) are snapshotted
+and restored, gradients included. The RNG state is forked, so the user's random stream is
+the one eager would see. With `training`, a run is a forward and a backward (ones as the
+outputs' gradients): aot backends split the two into a pair of graphs, and the pair is
+decided together, by their sum.
 
-Candidates are timed in interleaved rounds (one run each per round) until the time budget
-is spent (and at least `min_runs` rounds are done), so a load spike on this shared machine hits every candidate alike; the figure
-kept is the median of a candidate's runs.
+Candidates are timed in interleaved rounds until the time budget is spent (and at least
+`min_runs` rounds are done), so a load spike on this shared machine hits every candidate
+alike; the order within a round rotates, so no candidate always follows the same one. In a
+round a candidate runs a burst of back-to-back calls (enough to fill about `SAMPLE_S`, after
+one untimed call that brings its code and data back into the caches), as a model calls its
+graph in a loop; the round's sample is the burst's mean time per call. A candidate slower
+than another by `RACE_FACTOR` in every round (at least `RACE_ROUNDS`), once `min_runs`
+rounds are done, is dropped
+from the race (`Timings.dropped`), so the budget goes to the candidates still in contention.
 
 Test hook: `set_measure(fn)` replaces the clock: `fn(name, run) -> seconds` is called for
-each timed run (it must call `run()` to execute it); `set_measure(None)` restores it.
+each timed run and for the warm-up runs, whose times size the bursts (it must call `run()`
+to execute it); `set_measure(None)` restores it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -31,6 +46,13 @@ from ember.stats import counters
 
 Measure = Callable[[str, Callable[[], None]], float]
 _measure: Measure | None = None
+#: seconds of back-to-back calls per sample: a tiny graph's call is timed over many calls
+SAMPLE_S = 1e-3
+MAX_BURST = 64
+#: dropped from the race: slower than another candidate by this factor in every round (of
+#: at least RACE_ROUNDS)
+RACE_FACTOR = 1.5
+RACE_ROUNDS = 5  # as many as the sign test needs: racing out is as sure as a choice
 
 
 def set_measure(measure: Measure | None) -> Measure | None:
@@ -56,6 +78,34 @@ def _clone(value: Any) -> Any:
         return value
     copy = value.detach().clone()
     return copy.requires_grad_() if value.requires_grad else copy
+
+
+class InputSet:
+    """One candidate's inputs: clones made once and passed to each of its runs, put back to
+    the example inputs' values (only those a run wrote) and without gradients before each."""
+
+    def __init__(self, originals: Sequence[Any]) -> None:
+        self.originals = list(originals)
+        self.values = [_clone(v) for v in self.originals]
+        self.versions = [_version(v) for v in self.values]
+
+    def reset(self) -> None:
+        with torch.no_grad():
+            for i, (original, value) in enumerate(zip(self.originals, self.values, strict=True)):
+                if not isinstance(value, torch.Tensor):
+                    continue
+                value.grad = None
+                if value._version == self.versions[i]:
+                    continue
+                if value.shape == original.shape and value.stride() == original.stride():
+                    value.copy_(original)
+                else:  # resized in place: a fresh clone (its address changes, rarely)
+                    self.values[i] = value = _clone(original)
+                self.versions[i] = value._version
+
+
+def _version(value: Any) -> int | None:
+    return value._version if isinstance(value, torch.Tensor) else None
 
 
 def _devices(values: Sequence[Any]) -> list[int]:
@@ -109,6 +159,43 @@ def _default_measure(sync: Callable[[], None]) -> Measure:
     return measure
 
 
+@dataclass
+class Timings:
+    """Per candidate, one sample per round it ran (seconds per call, the rounds aligned: a
+    dropped candidate's list is a prefix of the others'), and the candidates left out."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # raised: the error
+    dropped: dict[str, str] = field(default_factory=dict)  # raced out: why
+
+
+@dataclass
+class _Runner:
+    name: str
+    fn: Callable
+    inputs: InputSet
+    training: bool
+    burst: int = 1
+
+    def run(self) -> None:
+        outputs = self.fn(*self.inputs.values)
+        if self.training:
+            _backward(outputs)
+
+    def timed(self, measure: Measure) -> float:
+        self.inputs.reset()
+        return measure(self.name, self.run)
+
+    def sample(self, measure: Measure) -> float:
+        """Mean seconds per call over one burst (after an untimed call, for bursts > 1)."""
+        if self.burst > 1:
+            self.inputs.reset()
+            self.run()
+        total = sum(self.timed(measure) for _ in range(self.burst))
+        counters["autotune"]["timing_runs"] += self.burst
+        return total / self.burst
+
+
 def time_candidates(
     gm: torch.nn.Module,
     compiled: dict[str, Callable],
@@ -118,44 +205,71 @@ def time_candidates(
     warmup: int,
     min_runs: int,
     max_runs: int,
-) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Seconds per timed run of each candidate, and the candidates that raised (dropped)."""
+) -> Timings:
+    """Per-call seconds of each candidate, round by round; those that raised or raced out."""
     training = training_run(example_inputs)
     cuda = _devices(example_inputs)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     measure = _measure or _default_measure(sync)
-    failed: dict[str, str] = {}
-    times: dict[str, list[float]] = {name: [] for name in compiled}
-
-    def one_run(fn: Callable, inputs: list) -> None:
-        outputs = fn(*inputs)
-        if training:
-            _backward(outputs)
+    result = Timings()
+    runners: list[_Runner] = []
 
     previous = fh.set_eval_frame(None)  # the candidates' Python is not the user's code
     try:
         with torch.random.fork_rng(devices=cuda), _module_state_kept(gm):
-            for name, fn in list(compiled.items()):
+            for name, fn in compiled.items():
+                runner = _Runner(name, fn, InputSet(example_inputs), training)
                 try:
-                    for _ in range(warmup):
-                        one_run(fn, [_clone(v) for v in example_inputs])
+                    warm = [runner.timed(measure) for _ in range(warmup)]
                 except Exception as error:  # a candidate that cannot run is dropped, logged
-                    failed[name] = f"{type(error).__name__}: {error}"
-                    del times[name]
+                    result.failed[name] = f"{type(error).__name__}: {error}"
+                    continue
+                if warm:
+                    runner.burst = max(
+                        1, min(MAX_BURST, math.floor(SAMPLE_S / max(min(warm), 1e-9)))
+                    )
+                runners.append(runner)
+                result.samples[name] = []
             start = time.perf_counter()
             rounds = 0
-            while times and rounds < max_runs:
-                for name in times:
-                    inputs = [_clone(v) for v in example_inputs]
-                    fn = compiled[name]
-                    times[name].append(measure(name, lambda: one_run(fn, inputs)))  # noqa: B023
-                    counters["autotune"]["timing_runs"] += 1
+            while runners and rounds < max_runs:
+                for runner in _rotated(runners, rounds):
+                    result.samples[runner.name].append(runner.sample(measure))
                 rounds += 1
-                if rounds >= min_runs and time.perf_counter() - start >= budget_s:
-                    break
+                if rounds >= min_runs:
+                    if time.perf_counter() - start >= budget_s:
+                        break
+                    if rounds < max_runs:  # more rounds to come: only for the contenders
+                        runners = _race(runners, result)
     finally:
         fh.set_eval_frame(previous)
-    return times, failed
+    return result
+
+
+def _rotated(runners: list[_Runner], shift: int) -> list[_Runner]:
+    shift %= len(runners)
+    return runners[shift:] + runners[:shift]
+
+
+def _race(runners: list[_Runner], result: Timings) -> list[_Runner]:
+    """Drops each candidate slower than a remaining one by RACE_FACTOR in every round."""
+    kept = list(runners)
+    for runner in runners:
+        mine = result.samples[runner.name]
+        for other in kept:
+            pairs = list(zip(mine, result.samples[other.name], strict=False))
+            if (
+                other is not runner
+                and len(pairs) >= RACE_ROUNDS
+                and all(a > RACE_FACTOR * b for a, b in pairs)
+            ):
+                result.dropped[runner.name] = (
+                    f"slower than {other.name} by more than {RACE_FACTOR}x in each of "
+                    f"{len(pairs)} rounds"
+                )
+                kept.remove(runner)
+                break
+    return kept if len(kept) < len(runners) else runners
 
 
 def median_seconds(runs: list[float]) -> float:

@@ -1,0 +1,53 @@
+"""autotune_choice: inductor (the reference) is kept unless another candidate is clearly faster,
+in enough interleaved rounds to rule out chance (sign test) and by more than the margin."""
+
+from __future__ import annotations
+
+import pytest
+
+from ember.backends.autotune_choice import choose, compare, sign_test
+
+ORDER = ["eager", "aot_eager", "inductor"]
+
+
+def test_sign_test_is_the_binomial_tail():
+    assert sign_test(5, 5) == pytest.approx(1 / 32)
+    assert sign_test(0, 4) == 1.0
+    assert sign_test(9, 10) == pytest.approx(11 / 1024)
+
+
+def test_a_tie_keeps_inductor():
+    samples = {"eager": [1.0] * 20, "inductor": [1.0] * 20}
+    assert choose(samples, ORDER, margin=0.0) == "inductor"
+
+
+def test_eager_kept_when_faster_in_every_round_of_enough_rounds():
+    samples = {"eager": [0.9] * 5, "aot_eager": [5.0] * 5, "inductor": [1.0] * 5}
+    assert choose(samples, ORDER, margin=0.0) == "eager"
+    assert choose({n: s[:4] for n, s in samples.items()}, ORDER, margin=0.0) == "inductor"
+
+
+def test_a_median_win_that_chance_explains_keeps_inductor():
+    # faster by 30% in the median round, but only in 6 rounds of 10: a coin does that often
+    eager = [0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 1.2, 1.2, 1.2, 1.2]
+    samples = {"eager": eager, "inductor": [1.0] * 10}
+    assert compare(eager, [1.0] * 10).ratio == pytest.approx(0.7)
+    assert choose(samples, ORDER, margin=0.0) == "inductor"
+
+
+def test_the_margin_is_on_the_median_ratio():
+    samples = {"eager": [0.97] * 10, "inductor": [1.0] * 10}
+    assert choose(samples, ORDER, margin=0.0) == "eager"
+    assert choose(samples, ORDER, margin=0.05) == "inductor"
+
+
+def test_rounds_are_paired_so_a_load_spike_hits_both():
+    # the machine got 3x slower halfway: eager still wins every round it shares with inductor
+    samples = {"eager": [0.9] * 5 + [2.7] * 5, "inductor": [1.0] * 5 + [3.0] * 5}
+    assert compare(samples["eager"], samples["inductor"]).wins == 10
+    assert choose(samples, ORDER, margin=0.0) == "eager"
+
+
+def test_without_inductor_the_lowest_median_is_the_reference():
+    samples = {"eager": [1.0] * 6, "aot_eager": [0.5] * 6}
+    assert choose(samples, ORDER, margin=0.0) == "aot_eager"
