@@ -1,5 +1,6 @@
 """Adds that an accumulating kernel performs: ``x + index_put(zeros, I, V, accumulate=True)``
-is ``index_put(x, I, V, accumulate=True)``, and ``x + a @ b`` is ``addmm(x, a, b)``.
+is ``index_put(x, I, V, accumulate=True)``, ``x + a @ b`` is ``addmm(x, a, b)``, and a
+linear layer's ``bias + a @ b`` is ``addmm(bias, a, b)`` where the sum is handed on as is.
 
 Both shapes are common in gradients. An embedding's gradient is a scatter-add into a
 zero-filled table, and a tied embedding (a language model's input embedding that is also its
@@ -8,6 +9,12 @@ and add where one in-place scatter into the matmul's result does the work (the t
 50257 x 768 floats in gpt2). A weight used at every step of an unrolled loop gets one matmul
 per step, summed: accumulated in place by the matmuls (beta=1), no kernel re-reads all the
 partial products. Float addition is reassociated, as any accumulation order may be.
+
+A bias (an input broadcast over the rows) added to a product that only library kernels or
+the graph's output read would be a kernel of its own: one pass and one more native call
+for what BLAS does in its epilogue (``torch.addmm(bias, a, b, out=)``, what eager's
+``linear`` runs). Where a pointwise or reduction op reads the sum, the add fuses into that
+op's kernel, which runs anyway: the product stays an ``mm``.
 
 :func:`find_folds` only finds the candidates; the lowering (``lowering.accumulate``) decides
 at lowering time whether the addend's buffer may be written, and what to do otherwise.
@@ -19,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx
+
+from ember_primops import get_prim
 
 from .lowering.registry import prim_name
 from .lowering.view_ops import INJECTIVE_VIEWS
@@ -111,11 +120,55 @@ def _matmul_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
     return Fold("matmul", addend, tuple(reversed(chain)), transposed=order == [1, 0])
 
 
+#: prims whose readers are looked through when asking who reads a sum: views and reshapes
+#: hand the same values on
+_LOOKED_THROUGH = INJECTIVE_VIEWS | OTHER_VIEWS | {"reshape"}
+
+
+def _read_by_libraries_only(node: torch.fx.Node) -> bool:
+    """Whether every reader of ``node`` (through views) is the graph's output or a library
+    kernel (an extern prim: it reads a stored buffer, so the value is stored anyway)."""
+    for user in node.users:
+        if user.op == "output":
+            continue
+        name = _prim(user)
+        if name in _LOOKED_THROUGH:
+            if not _read_by_libraries_only(user):
+                return False
+        elif not name or get_prim(user.target).category != "extern":
+            return False
+    return True
+
+
+def _bias_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
+    """``term`` is a float32/float64 ``mm`` read only by the add, ``addend`` a graph input
+    (a parameter) broadcast over the product's rows, and the sum is stored for library
+    kernels or the output only (see the module docstring)."""
+    if not _is_prim(term, "mm") or len(term.users) != 1 or not _is_prim(addend, "broadcast_in_dim"):
+        return None
+    val = _val(term)
+    if val is None or val.dtype not in (torch.float32, torch.float64):
+        return None  # half-precision addmm rounds once where mm then add rounds twice
+    bias = addend.args[0]
+    bias_val = _val(bias)
+    if not isinstance(bias, torch.fx.Node) or bias.op not in ("placeholder", "get_attr"):
+        return None  # a computed addend would be stored for addmm: the add kernel is cheaper
+    if bias_val is None or bias_val.dtype != val.dtype:
+        return None
+    # numpy-style broadcast: the bias's dims are the product's trailing ones
+    dims = list(addend.args[2])
+    if dims != list(range(2 - bias_val.dim(), 2)):
+        return None
+    if not _read_by_libraries_only(next(iter(term.users))):
+        return None
+    return Fold("bias", addend, (term,))
+
+
 def find_folds(graph: torch.fx.Graph, *, matmuls: bool = True) -> dict[torch.fx.Node, Fold]:
     """``{add node: Fold}`` for each add of two same-typed tensors where one term is a
     foldable kernel (the second term is tried first: a chain of sums grows on the left).
     ``matmuls=False`` leaves adds of matmul products alone."""
-    finders = (_scatter_fold, _matmul_fold) if matmuls else (_scatter_fold,)
+    finders = (_scatter_fold, _matmul_fold, _bias_fold) if matmuls else (_scatter_fold,)
     folds: dict[torch.fx.Node, Fold] = {}
     absorbed: set[torch.fx.Node] = set()
     for node in graph.nodes:

@@ -13,7 +13,7 @@ from .nodes import Buffer
 #: Library prims whose aten op has an ``out=`` form writing a result of the prim's layout:
 #: their results live in planned storage (a library-allocated result is fresh memory on every
 #: call, first touched by the library: page faults a reused buffer does not take).
-OUT_VARIANT_PRIMS = frozenset({"mm", "bmm", "cat"})
+OUT_VARIANT_PRIMS = frozenset({"mm", "bmm", "cat", "addmm"})
 
 
 @dataclass(frozen=True)

@@ -209,12 +209,83 @@ def test_half_precision_sums_keep_eager_rounding(check):
     assert not _addmms(lowering)
 
 
-def test_a_bias_is_not_a_fold_candidate():
+def test_a_bias_read_by_a_pointwise_op_is_not_a_fold_candidate():
     from conftest import prim_graph
     from ember_inductor_ir.add_folds import find_folds
 
     def fn(x, w, b):
-        return (prims.add(prims.mm(x, w), prims.broadcast_in_dim(b, [4, 5], [1])),)
+        return (prims.tanh(prims.add(prims.mm(x, w), prims.broadcast_in_dim(b, [4, 5], [1]))),)
 
     gm = prim_graph(fn, torch.randn(4, 3), torch.randn(3, 5), torch.randn(5))
-    assert not find_folds(gm.graph)  # a linear layer's bias add stays a fusible kernel
+    assert not find_folds(gm.graph)  # the bias add fuses into the tanh's kernel
+
+
+# -- bias + a @ b as addmm(bias, a, b, out=) ---------------------------------------------
+
+
+def _bias_addmms(lowering) -> list[ExternKernel]:
+    return [op for op in _externs(lowering) if op.kernel_name == "addmm"]
+
+
+def _linear(x, w, b):  # (4, 3) @ (3, 5) + (5,)
+    return prims.add(prims.mm(x, w), prims.broadcast_in_dim(b, [4, 5], [1]))
+
+
+def test_a_linear_whose_sum_is_an_output_is_one_addmm(check):
+    lowering, sched = check(
+        lambda x, w, b: (_linear(x, w, b),), torch.randn(4, 3), torch.randn(3, 5), torch.randn(5)
+    )
+    (addmm,) = _bias_addmms(lowering)
+    assert addmm.writes_out and addmm.mutates is None  # into planned storage, bias untouched
+    assert [op.kernel_name for op in _externs(lowering)] == ["addmm"]  # no mm
+    assert _computed_groups(sched) == 0  # no bias kernel
+
+
+def test_a_linear_read_by_a_matmul_through_a_view_is_one_addmm(check):
+    def fn(x, w, b, w2):
+        h = prims.reshape(_linear(x, w, b), [2, 2, 5])
+        return (prims.mm(prims.reshape(h, [4, 5]), w2),)
+
+    inputs = (torch.randn(4, 3), torch.randn(3, 5), torch.randn(5), torch.randn(5, 2))
+    lowering, sched = check(fn, *inputs)
+    assert [op.kernel_name for op in _externs(lowering)] == ["addmm", "mm"]
+    assert _computed_groups(sched) == 0
+
+
+def test_a_row_bias_of_two_dims_broadcasts_like_eager(check):
+    def fn(x, w, b):
+        return (prims.add(prims.mm(x, w), prims.broadcast_in_dim(b, [4, 5], [0, 1])),)
+
+    lowering, _ = check(fn, torch.randn(4, 3), torch.randn(3, 5), torch.randn(1, 5))
+    assert len(_bias_addmms(lowering)) == 1
+
+
+def test_a_linear_read_by_an_op_and_the_output_keeps_its_fused_kernel(check):
+    def fn(x, w, b):
+        y = _linear(x, w, b)
+        return y, prims.tanh(y)
+
+    lowering, sched = check(fn, torch.randn(4, 3), torch.randn(3, 5), torch.randn(5))
+    assert not _bias_addmms(lowering)
+    assert _computed_groups(sched) == 1  # the bias add and the tanh: one kernel anyway
+
+
+def test_a_computed_bias_or_half_precision_is_added_by_a_kernel(check):
+    def computed(x, w, b):
+        return (prims.add(prims.mm(x, w), prims.broadcast_in_dim(prims.exp(b), [4, 5], [1])),)
+
+    inputs = (torch.randn(4, 3), torch.randn(3, 5), torch.randn(5))
+    lowering, _ = check(computed, *inputs)
+    assert not _bias_addmms(lowering)
+    half = [t.to(torch.bfloat16) for t in inputs]
+    lowering, _ = check(lambda x, w, b: (_linear(x, w, b),), *half, atol=1e-2, rtol=1e-2)
+    assert not _bias_addmms(lowering)
+
+
+def test_a_column_bias_is_added_by_a_kernel(check):
+    # broadcast along the rows' dim only: not addmm's trailing-dims broadcast of a vector
+    def fn(x, w, b):
+        return (prims.add(prims.mm(x, w), prims.broadcast_in_dim(b, [4, 5], [0])),)
+
+    lowering, _ = check(fn, torch.randn(4, 3), torch.randn(3, 5), torch.randn(4))
+    assert not _bias_addmms(lowering)

@@ -12,7 +12,6 @@ Triton graphs are written by ember_codegen.triton.artifact with this module's co
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import logging
 import types
@@ -116,7 +115,7 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
     globals_ = compiled._call.__globals__
     namespace = {}
     for name, value in globals_.items():
-        if name in _BUILT_IN or name in runtime or name.startswith("_k_"):
+        if name in _BUILT_IN or name in runtime or name.startswith(("_k_", "_run_")):
             continue
         pointee = name.removeprefix("p_")
         if pointee != name and isinstance(globals_.get(pointee), torch.Tensor):
@@ -143,6 +142,7 @@ def to_payload(compiled: Any, aten_fallbacks: dict[str, int]) -> dict:
         "cpp_source": compiled.cpp_source,
         "wrapper_source": compiled.wrapper_source,
         "kernels": kernels,
+        "runs": [run.to_data() for run in getattr(compiled, "runs", ())],
         "namespace": namespace,
         "fallback_counts": {str(k): v for k, v in compiled.fallback_counts.items()},
         "aten_fallbacks": dict(aten_fallbacks),
@@ -187,8 +187,9 @@ def _raiser(library: Any) -> Callable[[str], None]:
 def from_payload(payload: dict, origin: str) -> Any:
     """The CompiledGraph `to_payload` described, its kernels loaded from the kernel cache."""
     from ember_codegen import compile_source
-    from ember_codegen.cpp.emit.compiled import CompiledGraph
+    from ember_codegen.cpp.emit.compiled import CompiledGraph, native_functions
     from ember_codegen.cpp.emit.kernel import KernelParam, KernelSource
+    from ember_codegen.cpp.emit.launch_runs import LaunchRun
     from ember_codegen.cpp.emit.wrapper import runtime_namespace
 
     kernels = [
@@ -209,17 +210,12 @@ def from_payload(payload: dict, origin: str) -> Any:
     for name, value in encoded.items():
         if value[0] == "data_ptr":
             namespace[name] = namespace[value[1]].data_ptr()
+    by_name = {k.name: k for k in kernels}
+    runs = [LaunchRun.from_data(run, by_name) for run in payload.get("runs", ())]
     library = None
     if kernels:
         library = compile_source(payload["cpp_source"])
-        for kernel in kernels:
-            fn = library.cdll[kernel.name]
-            fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int64] * len(
-                kernel.size_params
-            )
-            fn.restype = None
-            namespace[f"_k_{kernel.name}"] = fn
-        namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
+        namespace.update(native_functions(library, kernels, runs))
     namespace["_raise_kernel_error"] = _raiser(library)
     exec(compile(payload["wrapper_source"], origin, "exec"), namespace)
     return CompiledGraph(
@@ -229,6 +225,7 @@ def from_payload(payload: dict, origin: str) -> Any:
         kernels,
         library,
         payload["fallback_counts"],
+        runs,
     )
 
 

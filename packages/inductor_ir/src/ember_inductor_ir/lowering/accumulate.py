@@ -38,5 +38,21 @@ def lower_matmul_fold(ctx: Any, add: torch.fx.Node, fold: Any, env: dict) -> Ten
     return result
 
 
+def lower_bias_fold(ctx: Any, add: torch.fx.Node, fold: Any, env: dict) -> TensorBox:
+    """``bias + a @ b`` as ``addmm(bias, a, b)`` written into planned storage (``out=``);
+    the bias is passed unbroadcast (addmm broadcasts it over the rows)."""
+    from ember_primops import prims
+
+    (mm,) = fold.absorbed
+    bias = env[fold.addend.args[0]]
+    a, b = env[mm.args[0]], env[mm.args[1]]
+    (result,) = tree_leaves(ctx.extern(prims.addmm, [bias, a, b], writes_out=True))
+    return result
+
+
 #: Fold kind (add_folds.Fold.kind) -> its lowering; None from a lowering: lower as written.
-FOLD_LOWERINGS = {"scatter": lower_scatter_fold, "matmul": lower_matmul_fold}
+FOLD_LOWERINGS = {
+    "scatter": lower_scatter_fold,
+    "matmul": lower_matmul_fold,
+    "bias": lower_bias_fold,
+}

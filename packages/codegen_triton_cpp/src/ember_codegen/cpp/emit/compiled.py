@@ -18,6 +18,7 @@ from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .dynamic_wrapper import DynamicWrapper, SizeBinder
 from .kernel import KernelSource, build_kernel
+from .launch_runs import LaunchRun, plan_runs, runs_source
 from .size_bindings import bound
 from .source import graph_source
 from .symbolic_wrapper import symbolic_call
@@ -42,8 +43,11 @@ class CompiledGraph:
         kernels: Sequence[KernelSource],
         library: LoadedKernelLibrary | None,
         fallback_counts: dict[str, int],
+        runs: Sequence[LaunchRun] = (),
     ) -> None:
         self._call = call
+        #: the native entry points that each call a run of kernels (launch_runs.py)
+        self.runs = list(runs)
         self.cpp_source = cpp_source
         self.wrapper_source = wrapper_source
         self.kernels = list(kernels)
@@ -54,12 +58,23 @@ class CompiledGraph:
     def kernel_count(self) -> int:
         return len(self.kernels)
 
+    @property
+    def native_calls(self) -> int:
+        """Calls into the shared object per call of the graph: one per run of kernels
+        between extern calls (a lone kernel is called directly)."""
+        in_runs = sum(len(run.kernels) for run in self.runs)
+        return len(self.runs) + len(self.kernels) - in_runs
+
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return self._call(inputs)
 
 
-def _kernel_functions(library: LoadedKernelLibrary, kernels: Sequence[KernelSource]) -> dict:
-    """The raw ctypes functions (pointers are passed as ints computed once per call)."""
+def native_functions(
+    library: LoadedKernelLibrary, kernels: Sequence[KernelSource], runs: Sequence[LaunchRun]
+) -> dict:
+    """The wrapper's names for the raw ctypes functions (pointers are passed as ints
+    computed once per call): each kernel's (``_k_<kernel>``) and each run's entry point
+    (``_run_<first kernel>``), and the library's error code (``_error``)."""
     functions = {}
     for kernel in kernels:
         fn = library.cdll[kernel.name]
@@ -68,6 +83,12 @@ def _kernel_functions(library: LoadedKernelLibrary, kernels: Sequence[KernelSour
         )
         fn.restype = None
         functions[f"_k_{kernel.name}"] = fn
+    for run in runs:
+        fn = library.cdll[run.name]
+        fn.argtypes = [ctypes.c_void_p] * len(run.pointers) + [ctypes.c_int64] * len(run.sizes)
+        fn.restype = ctypes.c_int if run.may_fail else None
+        functions[f"_{run.name}"] = fn
+    functions["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
     return functions
 
 
@@ -89,11 +110,13 @@ def compile_cpp(
     check_cpu(sched)
     try:
         kernels = [build_kernel(g, sched) for g in sched if g.extern is None]
-        cpp_source = graph_source(kernels)
+        by_name = {k.name: k for k in kernels}
+        runs = plan_runs(sched, by_name)
+        cpp_source = graph_source(kernels) + runs_source(runs)
         binder = SizeBinder(sched, kernels) if sched.shape_env is not None else None
         with bound(binder.hints() if binder is not None else {}):  # the example's binding
             wrapper = WrapperBuilder(
-                sched, {k.name: k for k in kernels}, trusted_inputs=trusted_inputs
+                sched, by_name, trusted_inputs=trusted_inputs, runs=runs
             ).build()
     except TypeError as exc:
         # emission that needs a static size met a symbol: declared, so that the caller
@@ -107,30 +130,30 @@ def compile_cpp(
     library = None
     if kernels:
         library = builder.compile(cpp_source)
-        namespace.update(_kernel_functions(library, kernels))
-        namespace["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")
+        namespace.update(native_functions(library, kernels, runs))
     namespace["_raise_kernel_error"] = _error_raiser(library)
     symbolic = None  # one wrapper for every binding of the size symbols
     if binder is not None:
-        symbolic = symbolic_call(sched, kernels, namespace, binder, trusted_inputs)
+        symbolic = symbolic_call(sched, kernels, namespace, binder, trusted_inputs, runs)
     if symbolic is not None:
         call, shown = symbolic
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
         output_code_log.info("wrapper (every size):\n%s", shown.source)
         return CompiledGraph(
-            call, cpp_source, shown.source, kernels, library, sched.fallback_counts
+            call, cpp_source, shown.source, kernels, library, sched.fallback_counts, runs
         )
     if binder is not None:  # the fallback: one wrapper per binding, same kernels
-        by_name = {k.name: k for k in kernels}
         call = DynamicWrapper(
             sched,
-            lambda: WrapperBuilder(sched, by_name, trusted_inputs=trusted_inputs).build(),
+            lambda: WrapperBuilder(
+                sched, by_name, trusted_inputs=trusted_inputs, runs=runs
+            ).build(),
             namespace,
             binder,
         )
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
         return CompiledGraph(
-            call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts
+            call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts, runs
         )
     key = content_key(["ember-cpp-wrapper", cpp_source, wrapper.source])
     path = builder.cache.subdirectory("wrapper") / f"{key}.py"
@@ -144,5 +167,11 @@ def compile_cpp(
         len(kernels), generated - start, time.perf_counter() - generated,
     )  # fmt: skip
     return CompiledGraph(
-        namespace["call"], cpp_source, wrapper.source, kernels, library, sched.fallback_counts
+        namespace["call"],
+        cpp_source,
+        wrapper.source,
+        kernels,
+        library,
+        sched.fallback_counts,
+        runs,
     )

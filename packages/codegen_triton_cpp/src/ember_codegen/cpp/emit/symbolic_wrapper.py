@@ -20,6 +20,7 @@ from ember_inductor_ir import Schedule
 
 from .dynamic_wrapper import SizeBinder
 from .kernel import KernelSource
+from .launch_runs import LaunchRun
 from .size_bindings import WRAPPER_STATS, NeedsConcreteSizes, SymbolicSizes, symbolic
 from .wrapper import WrapperBuilder, WrapperCode
 
@@ -38,11 +39,12 @@ class SymbolicWrapperBuilder(SymbolicReads, WrapperBuilder):
         sizes: SymbolicSizes,
         *,
         trusted_inputs: bool = False,
+        runs: Sequence[LaunchRun] = (),
     ) -> None:
         """Build it inside `symbolic(env)`, whose SymbolicSizes is `sizes`."""
         self.sizes = sizes
         self.binder = binder
-        super().__init__(sched, kernels, trusted_inputs=trusted_inputs)
+        super().__init__(sched, kernels, trusted_inputs=trusted_inputs, runs=runs)
 
 
 def symbolic_call(
@@ -51,6 +53,7 @@ def symbolic_call(
     namespace: dict[str, Any],
     binder: SizeBinder,
     trusted_inputs: bool,
+    runs: Sequence[LaunchRun] = (),
 ) -> tuple[Callable, WrapperCode] | None:
     """`call(args)` serving every binding and its wrapper, or None where the wrapper needs
     concrete sizes (logged and counted; the caller writes it per binding)."""
@@ -58,7 +61,7 @@ def symbolic_call(
     try:
         with symbolic(sched.shape_env) as sizes:
             wrapper = SymbolicWrapperBuilder(
-                sched, by_name, binder, sizes, trusted_inputs=trusted_inputs
+                sched, by_name, binder, sizes, trusted_inputs=trusted_inputs, runs=runs
             ).build()
     except NeedsConcreteSizes as reason:
         WRAPPER_STATS["per_binding_fallback"] += 1

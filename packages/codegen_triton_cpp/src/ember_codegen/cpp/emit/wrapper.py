@@ -29,6 +29,7 @@ from ember_primops import get_prim, is_prim
 
 from .held_layouts import Triple, extent, is_contiguous, preferred_layouts, triple
 from .kernel import KernelSource
+from .launch_runs import LaunchRun
 from .size_bindings import concrete, is_symbolic, value_of
 
 #: Library prims whose aten op takes the same arguments: the wrapper calls aten directly.
@@ -46,9 +47,19 @@ DIRECT_ATEN_CALLS: dict[str, Any] = {
 #: Library prims (OUT_VARIANT_PRIMS) -> the function writing the result into a given buffer
 #: (``out=``): aten's out overload through torch's own binding, ~0.55 us cheaper a call than
 #: the OpOverload's ``_op`` (which boxes its arguments). Runtime names (runtime_namespace).
-OUT_VARIANTS: dict[str, str] = {"mm": "_mm_out", "bmm": "_bmm_out", "cat": "_cat_out"}
+OUT_VARIANTS: dict[str, str] = {
+    "mm": "_mm_out",
+    "bmm": "_bmm_out",
+    "cat": "_cat_out",
+    "addmm": "_addmm_out",  # a linear layer's bias in BLAS's epilogue (add_folds)
+}
 #: what those names are in every wrapper's namespace (the C++ and the Triton target's)
-OUT_FUNCTIONS: dict[str, Any] = {"_mm_out": torch.mm, "_bmm_out": torch.bmm, "_cat_out": torch.cat}
+OUT_FUNCTIONS: dict[str, Any] = {
+    "_mm_out": torch.mm,
+    "_bmm_out": torch.bmm,
+    "_cat_out": torch.cat,
+    "_addmm_out": torch.addmm,
+}
 
 
 #: Of those, the ops whose results are fresh tensors (storage offset 0) whose sizes and dtype
@@ -152,16 +163,29 @@ class WrapperBuilder:
     and dtypes of the graph's example inputs (the backend contract, where guards checked
     them already), so the wrapper checks only their strides (one C call an input).
 
-    ``pool_storages``: fresh buffers come from STORAGE_POOL and dead ones return to it."""
+    ``pool_storages``: fresh buffers come from STORAGE_POOL and dead ones return to it.
+
+    ``runs``: the native entry points (launch_runs.py) the wrapper calls instead of each of
+    their kernels; a run's buffers are allocated before its call and freed after it."""
 
     pool_storages = True
 
     def __init__(
-        self, sched: Schedule, kernels: dict[str, KernelSource], *, trusted_inputs: bool = False
+        self,
+        sched: Schedule,
+        kernels: dict[str, KernelSource],
+        *,
+        trusted_inputs: bool = False,
+        runs: Sequence[LaunchRun] = (),
     ) -> None:
         self.sched = sched
         self.kernels = kernels
         self.trusted_inputs = trusted_inputs
+        self.runs = {run.kernel_names: run for run in runs}
+        #: kernels of the current run whose call waits for the run's end, and the frees
+        #: that wait for that call (see _flush_launches)
+        self.pending: list[str] = []
+        self.pending_frees: list[str] = []
         self.w = _Writer()
         self.live: set[str] = set()  # buffer variables holding a tensor right now
         #: the layout of the tensor each buffer variable holds (see the module docstring)
@@ -312,14 +336,43 @@ class WrapperBuilder:
         return f"_as_strided({name}, {size}, {stride}, {at})"
 
     def _loops(self, group_name: str) -> None:
-        w = self.w
         kernel = self.kernels[group_name]
+        for p in kernel.params:
+            self._ptr(p.buffer)
+        if self.runs:
+            self.pending.append(group_name)  # called with its run (_flush_launches)
+        else:
+            self._call_kernel(kernel)
+
+    def _call_kernel(self, kernel: KernelSource) -> None:
         pointers = [self._ptr(p.buffer) for p in kernel.params]
         sizes = [str(value_of(n)) for n in kernel.size_params]
-        fn = f"_k_{group_name}"
-        w.line(f"{fn}({', '.join([*pointers, *sizes])})")
+        self.w.line(f"_k_{kernel.name}({', '.join([*pointers, *sizes])})")
         if kernel.may_fail:
-            w.line(f"if _error.value: _raise_kernel_error({group_name!r})")
+            self.w.line(f"if _error.value: _raise_kernel_error({kernel.name!r})")
+
+    def _flush_launches(self) -> None:
+        """Call the kernels waiting since the last extern: their run's entry point (one
+        native call), else each kernel; then the frees that waited for them. A dead buffer
+        goes back to the pool only after the call that reads it: another thread's graph
+        could take it from there."""
+        pending, self.pending = tuple(self.pending), []
+        run = self.runs.get(pending)
+        w = self.w
+        if run is not None:
+            args = [f"p_{p}" for p in run.pointers] + [str(value_of(n)) for n in run.sizes]
+            call = f"_run_{run.name[len('run_') :]}({', '.join(args)})"
+            if run.may_fail:
+                w.line(f"_e = {call}")
+                w.line(f"if _e: _raise_kernel_error({run.kernel_names!r}[_e - 1])")
+            else:
+                w.line(call)
+        else:
+            for name in pending:
+                self._call_kernel(self.kernels[name])
+        for line in self.pending_frees:
+            w.line(line)
+        self.pending_frees = []
 
     def _extern(self, extern: ExternKernel, dead: set[str] = frozenset()) -> None:
         w = self.w
@@ -385,12 +438,14 @@ class WrapperBuilder:
         self.held[name] = (size, stride, offset)
 
     def _free(self, group_name: str) -> None:
+        # while kernels wait for their run's call, so do the frees of what they read
+        emit = self.pending_frees.append if self.pending else self.w.line
         for name in self.sched.frees.get(group_name, []):
             if name in self.live and name not in self.reused:
                 if name in self.pooled:  # dead: its storage serves a later allocation
                     dtype, storage = self.pooled.pop(name)
-                    self.w.line(f"_pool.give({name}, {dtype}, {storage})")
-                self.w.line(f"del {name}")
+                    emit(f"_pool.give({name}, {dtype}, {storage})")
+                emit(f"del {name}")
                 self.live.discard(name)
                 self.pointers.discard(name)
 
@@ -415,6 +470,8 @@ class WrapperBuilder:
         self._unpack_inputs()
         self._guard_inputs()
         for group in self.sched:
+            if group.extern is not None:
+                self._flush_launches()
             w.line(f"# {group.describe()}")
             if group.extern is not None:
                 self._extern(group.extern, dead=set(self.sched.frees.get(group.name, ())))
@@ -426,6 +483,7 @@ class WrapperBuilder:
                         self._allocate(name)
                 self._loops(group.name)
             self._free(group.name)
+        self._flush_launches()
         self._outputs()
         views = (
             f", _views=[(None, 0, None)] * {len(self.cached_views)}" if self.cached_views else ""
