@@ -31,6 +31,7 @@ typedef enum {
     OP_CALL_METHOD, /* reg[src].<arg>() */
     OP_LOAD_LIST,   /* list(reg[src]) */
     OP_LOAD_VALUES, /* list(reg[src].values()) */
+    OP_LOAD_GENERIC_ATTR, /* object.__getattribute__(reg[src], arg): no Python hook runs */
     /* checks: the program answers False when one fails */
     OP_CHECK_TYPE,       /* type(reg[src]) is arg */
     OP_CHECK_IS,         /* reg[src] is arg */
@@ -57,7 +58,8 @@ typedef enum {
 
 static const char *const op_names[OP_COUNT] = {
     "LOAD_ATTR",  "LOAD_ITEM",      "LOAD_TYPE",   "LOAD_CONST",       "CALL",
-    "CALL_METHOD", "LOAD_LIST",     "LOAD_VALUES", "CHECK_TYPE",       "CHECK_IS",
+    "CALL_METHOD", "LOAD_LIST",     "LOAD_VALUES", "LOAD_GENERIC_ATTR", "CHECK_TYPE",
+    "CHECK_IS",
     "CHECK_IS_NOT", "CHECK_SAME",   "CHECK_DISTINCT", "CHECK_EQ",      "CHECK_TRUE",
     "CHECK_FALSE", "CHECK_LEN",     "CHECK_ITEM_TYPES", "CHECK_KEYS",  "CHECK_DIMS",
     "CHECK_NO_ATTR", "CHECK_NOT_IN", "CHECK_CALL", "CHECK_OWNER", "CHECK_NATIVE",
@@ -325,6 +327,9 @@ static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py
         switch (in->op) {
         case OP_LOAD_ATTR:
             loaded = PyObject_GetAttr(value, in->arg);
+            break;
+        case OP_LOAD_GENERIC_ATTR:
+            loaded = PyObject_GenericGetAttr(value, in->arg);
             break;
         case OP_LOAD_ITEM:
             loaded = load_item(value, in);
@@ -688,6 +693,7 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
     PyObject *arg = in->arg;
     switch (in->op) {
     case OP_LOAD_ATTR:
+    case OP_LOAD_GENERIC_ATTR:
     case OP_CALL_METHOD:
     case OP_CHECK_NO_ATTR:
         if (!PyUnicode_Check(arg)) {

@@ -143,6 +143,35 @@ def test_absent_attributes_and_keys():
     assert not program(local("x"), ("CHECK_NO_ATTR", 0, 3, "bad"))({"x": Boom()})
 
 
+class _Hiding:
+    """A Python __getattribute__ that hides `a` and fakes `b`."""
+
+    def __init__(self) -> None:
+        self.a = 1
+
+    def __getattribute__(self, name):
+        if name == "a":
+            raise AttributeError(name)
+        if name == "b":
+            return "fake"
+        return super().__getattribute__(name)
+
+
+def test_generic_attribute_loads_read_past_a_python_getattribute():
+    p = program(local("x"), ("LOAD_GENERIC_ATTR", 4, 3, "a"), ("CHECK_EQ", 0, 4, 1))
+    obj = _Hiding()
+    assert p({"x": obj})  # object.__getattribute__(obj, "a") == 1
+    assert not program(local("x"), ("LOAD_ATTR", 4, 3, "a"))({"x": obj})
+    q = program(local("x"), ("LOAD_GENERIC_ATTR", 4, 3, "b"))
+    assert not q({"x": obj})  # no `b` for object's lookup: AttributeError fails the guard
+    d = program(local("x"), ("LOAD_GENERIC_ATTR", 4, 3, "__dict__"), ("CHECK_KEYS", 0, 4, ["a"]))
+    assert d({"x": obj})
+    object.__setattr__(obj, "a", 2)
+    assert not p({"x": obj})
+    with pytest.raises(ValueError, match="str"):
+        program(local("x"), ("LOAD_GENERIC_ATTR", 4, 3, 1))
+
+
 class _RaisingDescriptor:
     def __get__(self, obj, owner=None):
         raise AttributeError("only on instances")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -22,6 +22,7 @@ from ember_bytecode_tracer.guards import (
     BuiltinSource,
     DictKeysSource,
     DictValuesSource,
+    GenericAttrSource,
     GlobalSource,
     Guard,
     GuardKind,
@@ -69,6 +70,24 @@ class Block(torch.nn.Module):
         self.layers = torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Linear(2, 2)])
 
 
+def hooked_class() -> type:
+    """A class with a Python __getattribute__ that hides `real` (a new class per scene:
+    mutations change it)."""
+
+    class Hooked:
+        table: ClassVar[dict] = {"alias": "real"}
+
+        def __init__(self) -> None:
+            self.real = 2
+
+        def __getattribute__(self, key: str) -> Any:
+            if key == "real":
+                raise AttributeError(key)
+            return super().__getattribute__(key)
+
+    return Hooked
+
+
 def scene() -> tuple[dict[str, Any], dict[str, Any]]:
     """Fresh (f_locals, f_globals) with one value of each interesting sort."""
     obj = Holder()
@@ -94,6 +113,7 @@ def scene() -> tuple[dict[str, Any], dict[str, Any]]:
         "s": "abc",
         "t": (1, True, "x"),
         "none": None,
+        "hk": hooked_class()(),
     }
     f_globals = {"G_INT": 3, "G_FN": len, "__builtins__": {"len": len, "B_VAL": 11}}
     return f_locals, f_globals
@@ -109,7 +129,14 @@ def guards_for(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> list[Guar
         return Guard.from_value(source, kind, source.get(f_locals, f_globals))
 
     by_dtype = AttrSource(obj, "by_dtype")
+    hk, hk_type = L("hk"), TypeSource(L("hk"))
+    hk_dict = GenericAttrSource(hk, "__dict__")  # read past the hook
     return [
+        g(ItemSource(hk_dict, "real"), K.EQUALS_MATCH),
+        g(GenericAttrSource(hk, "table"), K.DICT_KEYS),
+        Guard(ItemSource(hk_dict, "gone"), K.ABSENT),
+        Guard(AttrSource(hk_type, "gone"), K.ABSENT),  # a class: from the type lookup
+        Guard(AttrSource(hk_type, "__getattr__"), K.ABSENT),
         *(g(L(n), K.TENSOR_MATCH) for n in ("x", "y", "z", "w")),
         Guard(L("v"), K.TENSOR_ALIASING, L("x")),
         Guard(L("x"), K.NO_TENSOR_ALIASING, (L("y"), L("z"), L("w"))),
@@ -216,6 +243,14 @@ MUTATIONS = {
     "s other": lambda L, G: L.update(s="abd"),
     "t item types": lambda L, G: L.update(t=(1, 1, "x")),
     "none set": lambda L, G: L.update(none=0),
+    "hooked entry": lambda L, G: object.__setattr__(L["hk"], "real", 3),
+    "hooked entry appears": lambda L, G: _set(L["hk"], "gone", 1),
+    "hooked class attr appears": lambda L, G: _set(type(L["hk"]), "gone", 1),
+    "hooked base attr appears": lambda L, G: L.update(
+        hk=type("Sub", (type(L["hk"]),), {"gone": 1})()
+    ),
+    "hooked __getattr__ appears": lambda L, G: _set(type(L["hk"]), "__getattr__", _set),
+    "hooked table key": lambda L, G: type(L["hk"]).table.update(other="real"),
     "nothing": lambda L, G: None,
 }
 
@@ -239,6 +274,7 @@ def test_the_scene_passes_natively(tensor_path: str) -> None:
     kinds = {op for op, *_ in compiled.native.instructions}
     assert {"CHECK_KEYS", "CHECK_DISTINCT", "CHECK_SAME", "LOAD_VALUES", "CHECK_FLOAT"} <= kinds
     assert "CHECK_CALL" in kinds  # the complex constant
+    assert "LOAD_GENERIC_ATTR" in kinds  # past the Python __getattribute__
     names = [arg for op, _, _, arg in compiled.native.instructions if op == "CHECK_NOT_IN"]
     assert names.count("extra") == 4  # hasattr's four places, without nn.Module.__getattr__
     assert "'extra' not in" in compiled.source_code

@@ -27,6 +27,7 @@ from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.plan import implied_type, plan
 from ember_bytecode_tracer.guards.sources import (
     AttrSource,
+    GenericAttrSource,
     GlobalSource,
     ItemSource,
     LocalSource,
@@ -40,7 +41,7 @@ GuardFn = Callable[[dict[str, Any]], bool]
 
 # Names the generated code uses for itself; constants and locals never take them.
 _RESERVED = frozenset({"L", "G", "B", "torch", "guard", "type", "len", "map", "tuple", "id"})
-_RESERVED |= frozenset({"hasattr", "getattr", "Exception", "True", "False", "None"})
+_RESERVED |= frozenset({"hasattr", "getattr", "object", "Exception", "True", "False", "None"})
 _counter = itertools.count()
 
 
@@ -335,7 +336,7 @@ def _source_name(source: Source) -> str:
     while node is not None:
         if isinstance(node, LocalSource | GlobalSource):
             parts.append(node.name)
-        elif isinstance(node, AttrSource):
+        elif isinstance(node, AttrSource | GenericAttrSource):
             parts.append(node.attr)
         elif isinstance(node, ItemSource):
             parts.append(str(node.key))

@@ -214,6 +214,23 @@ class AttrSource(Source):
 
 
 @dataclass(frozen=True)
+class GenericAttrSource(Source):
+    """`object.__getattribute__(base, attr)`: the attribute as object's own lookup finds it
+    (type's data descriptors, the instance dict, the class), which is what a class's
+    Python `__getattribute__` reads through `super()` (transformers' configs). Guards read
+    the value the program read, without running the hook on every guard call."""
+
+    base: Source
+    attr: str
+
+    def access(self, base_expr: str) -> str:
+        return f"object.__getattribute__({base_expr}, {self.attr!r})"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return object.__getattribute__(base_value, self.attr)
+
+
+@dataclass(frozen=True)
 class ItemSource(Source):
     """`base[key]` for a constant key: list/tuple index or dict key."""
 

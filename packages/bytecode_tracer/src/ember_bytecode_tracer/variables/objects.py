@@ -154,6 +154,15 @@ def _python_getattribute(cls: type) -> bool:
     return inspect.isfunction(inspect.getattr_static(cls, "__getattribute__"))
 
 
+def _plain_instance_dict(cls: type) -> bool:
+    """Whether `object.__getattribute__(obj, '__dict__')` is the dict object's own lookup
+    reads: the class's `__dict__` is the slot descriptor every class with a dict gets."""
+    for klass in cls.__mro__:
+        if "__dict__" in vars(klass):
+            return type(vars(klass)["__dict__"]) is types.GetSetDescriptorType
+    return False
+
+
 class UserDefinedObjectVariable(VariableTracker):
     """Any other object: attribute reads are guarded on the way; methods inline."""
 
@@ -211,10 +220,13 @@ class UserDefinedObjectVariable(VariableTracker):
             return UserMethodVariable(attribute, self, fn_source=fn_source)
         if hasattr(type(value), "__getattr__"):
             raise Unsupported(f"{type(value).__name__} customizes attribute access")
-        if inspect.isfunction(inspect.getattr_static(type(value), "__getattribute__")):
-            # The source's guard reads through the Python hook: fine while the hook
-            # leaves `name` alone, else that guard fails (a recompile, never a wrong value).
+        if _python_getattribute(type(value)):
+            # Reached through the hook's super(): the guard reads what was read here,
+            # object's own lookup, without running the hook on every guard call.
+            from ember_bytecode_tracer.guards import GenericAttrSource
+
             found = object.__getattribute__(value, name)
+            return wrap_value(tx, found, GenericAttrSource(self.source, name))
         elif type(type(value).__getattribute__) is not type(object.__getattribute__):
             raise Unsupported(f"{type(value).__name__} customizes attribute access")
         else:
@@ -229,31 +241,30 @@ class UserDefinedObjectVariable(VariableTracker):
         """object.__getattribute__ finds nothing. Under a Python __getattribute__ hook
         (transformers' configs: `getattr(config, "sliding_window", None)`) that is an
         AttributeError, guarded by what object.__getattribute__ looked at: `name` is not in
-        the instance dict (read as `obj.__dict__`, the dict the hook hands out), not on the
-        class or its bases, and the class has no __getattr__ to fall back to. The guard
-        `not hasattr(obj, name)` would run the hook on every guard call (~1.5 us each)."""
+        the instance dict, not on the class or its bases, and the class has no __getattr__
+        to fall back to. The guard `not hasattr(obj, name)` would run the hook on every
+        guard call (~1.5 us each)."""
         from ember_bytecode_tracer.guards import (
             AttrSource,
+            GenericAttrSource,
             Guard,
             GuardKind,
             ItemSource,
             TypeSource,
         )
 
-        value, cls = self.value, type(self.value)
-        missing = Unsupported(f"{cls.__name__} has no attribute {name!r}")
-        if not self.traces_getattribute() or hasattr(cls, name) or hasattr(cls, "__getattr__"):
-            raise missing
-        try:
-            hands_out_dict = object.__getattribute__(value, "__dict__") is value.__dict__
-        except Exception:
-            hands_out_dict = False
-        if not hands_out_dict:
-            raise missing
+        cls = type(self.value)
+        if (
+            not self.traces_getattribute()
+            or hasattr(cls, name)
+            or hasattr(cls, "__getattr__")
+            or not _plain_instance_dict(cls)
+        ):
+            raise Unsupported(f"{cls.__name__} has no attribute {name!r}")
         where = tx.location()
         kind = TypeSource(self.source)
         for source in (
-            ItemSource(AttrSource(self.source, "__dict__"), name),
+            ItemSource(GenericAttrSource(self.source, "__dict__"), name),
             AttrSource(kind, name),
             AttrSource(kind, "__getattr__"),
         ):
@@ -263,26 +274,21 @@ class UserDefinedObjectVariable(VariableTracker):
     def _instance_entry_source(self, name: str) -> Source:
         """Where the guards read an instance-dict entry that object.__getattribute__ found.
         Under a Python __getattribute__ (transformers' configs), `obj.name` would run that
-        hook on every guard call and repeat the `obj.__dict__[name]` guard a read of the
-        instance dict made: the entry is read from the dict instead, which is what the
-        program read, as long as no data descriptor of the type shadows it and the hook
-        hands out the instance dict itself as `__dict__` (the type is guarded by the
-        hook's source)."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource
+        hook on every guard call and repeat the guard of a read of the instance dict: the
+        entry is read from the dict instead (`object.__getattribute__(obj, '__dict__')`, as
+        generic_getattr read it), which is what the program read, as long as no data
+        descriptor of the type shadows it and the type's `__dict__` is the plain one."""
+        from ember_bytecode_tracer.guards import AttrSource, GenericAttrSource, ItemSource
 
-        value, cls = self.value, type(self.value)
-        if not inspect.isfunction(inspect.getattr_static(cls, "__getattribute__")):
+        cls = type(self.value)
+        if not _python_getattribute(cls):
             return AttrSource(self.source, name)  # a C getattr: reading `obj.name` is cheap
         shadow = inspect.getattr_static(cls, name, None)
         if hasattr(type(shadow), "__set__") or hasattr(type(shadow), "__delete__"):
             return AttrSource(self.source, name)
-        try:
-            hands_out_dict = value.__dict__ is object.__getattribute__(value, "__dict__")
-        except Exception:
-            hands_out_dict = False
-        if not hands_out_dict:
+        if not _plain_instance_dict(cls):
             return AttrSource(self.source, name)
-        return ItemSource(AttrSource(self.source, "__dict__"), name)
+        return ItemSource(GenericAttrSource(self.source, "__dict__"), name)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """object.__setattr__ reached from a Python __setattr__: a write replayed later."""
