@@ -200,6 +200,11 @@ class WrapperBuilder:
         self.pooled: dict[str, tuple[str, int]] = {}
         #: (input, view expression) -> the local holding it (see _cached_view)
         self.cached_views: dict[tuple[str, str], str] = {}
+        #: per allocation site of a small fixed-size buffer: its first line (_slot_take);
+        #: buffers holding a site's storage -> (site, its layout); sites given back
+        self.slots: list[int] = []
+        self.slotted: dict[str, tuple[int, Triple]] = {}
+        self.returned: set[int] = set()
 
     # -- pieces ------------------------------------------------------------------------
     def _layout_args(self, layout: Layout) -> str:
@@ -275,17 +280,46 @@ class WrapperBuilder:
             storage = concrete(layout.storage_numel())
             w.line(f"{name} = _pool.take({want[0]}, {want[1]}, {want[2]}, {dtype}, {storage})")
             self.pooled[name] = (dtype, storage)
-        elif want[2] == 0 and extent(want) == numel:
-            w.line(f"{name} = _empty_strided({want[0]}, {want[1]}, dtype={dtype})")
         else:
-            w.line(
-                f"{name} = _as_strided(_empty({concrete(layout.storage_numel())}, dtype={dtype}), "
-                f"{want[0]}, {want[1]}, {want[2]})"
-            )
+            if want[2] == 0 and extent(want) == numel:
+                fresh = f"_empty_strided({want[0]}, {want[1]}, dtype={dtype})"
+            else:
+                storage = concrete(layout.storage_numel())
+                fresh = f"_as_strided(_empty({storage}, dtype={dtype}), {want[0]}, {want[1]}, {want[2]})"
+            if self.pool_storages:
+                self._slot_take(name, want, fresh)
+            else:
+                w.line(f"{name} = {fresh}")
         if donor is not None and donor in self.pooled:
             self.pooled[name] = self.pooled.pop(donor)  # the storage is this buffer's now
+        if donor is not None and donor in self.slotted:
+            self.slotted[name] = self.slotted.pop(donor)
         self.live.add(name)
         self.held[name] = want
+
+    def _slot_take(self, name: str, want: Triple, fresh: str) -> None:
+        """A small buffer of fixed size from its allocation site's slot: the tensor this
+        site's storage was when it died in the last call (a list pop, ~0.1 us, where a fresh
+        tensor costs ~1 us), else ``fresh``. The slots are a default argument of ``call``
+        (one list per site and wrapper); pops and appends are atomic, so concurrent calls
+        each get their own tensor. A site whose storage never comes back (an output, or a
+        buffer that took it over in another layout) keeps the plain allocation (build)."""
+        slot = len(self.slots)
+        self.slots.append(len(self.w.lines))
+        w = self.w
+        w.line("try:")
+        w.line(f"    {name} = _slots[{slot}].pop()")
+        w.line("except IndexError:")
+        w.line(f"    {name} = {fresh}")
+        self.slotted[name] = (slot, want)
+
+    def _slot_lines(self, lines: list[str]) -> list[str]:
+        """``lines`` with the sites whose storage never returns as plain allocations."""
+        for slot, at in enumerate(self.slots):
+            if slot not in self.returned:
+                fresh = lines[at + 3].strip()
+                lines[at : at + 4] = [f"    {fresh}", "", "", ""]
+        return [line for line in lines if line]
 
     def _view_expr(self, arg: TensorArg) -> str:
         """Python expression for an extern argument: the buffer or a strided view of it.
@@ -445,6 +479,10 @@ class WrapperBuilder:
                 if name in self.pooled:  # dead: its storage serves a later allocation
                     dtype, storage = self.pooled.pop(name)
                     emit(f"_pool.give({name}, {dtype}, {storage})")
+                slot, layout = self.slotted.pop(name, (None, None))
+                if slot is not None and self.held[name] == layout:  # back in the site's layout
+                    emit(f"_slots[{slot}].append({name})")
+                    self.returned.add(slot)
                 emit(f"del {name}")
                 self.live.discard(name)
                 self.pointers.discard(name)
@@ -488,7 +526,10 @@ class WrapperBuilder:
         views = (
             f", _views=[(None, 0, None)] * {len(self.cached_views)}" if self.cached_views else ""
         )
-        source = f"def call(args{views}):\n" + "\n".join([*self._prologue(), *w.lines]) + "\n"
+        lines = self._slot_lines(list(w.lines))
+        if self.returned:
+            views += f", _slots=[{', '.join('[]' for _ in self.slots)}]"
+        source = f"def call(args{views}):\n" + "\n".join([*self._prologue(), *lines]) + "\n"
         return WrapperCode(source, w.namespace, [g.name for g in self.sched if g.extern is None])
 
 
