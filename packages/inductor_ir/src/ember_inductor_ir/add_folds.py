@@ -120,9 +120,12 @@ def _matmul_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
     return Fold("matmul", addend, tuple(reversed(chain)), transposed=order == [1, 0])
 
 
-#: prims whose readers are looked through when asking who reads a sum: views and reshapes
-#: hand the same values on
-_LOOKED_THROUGH = INJECTIVE_VIEWS | OTHER_VIEWS | {"reshape"}
+#: views whose readers are looked through when asking who reads a sum: they keep the
+#: elements in memory order, so a library kernel reads the stored sum through them as is.
+#: A permute or slice is a reader of its own: a library kernel that needs another layout
+#: gets a copy kernel, which adds the bias for free (an attention's fused qkv projection
+#: split into heads: addmm would cost ~1 us more than mm and save no kernel).
+_LOOKED_THROUGH = INJECTIVE_VIEWS - {"permute"}
 
 
 def _read_by_libraries_only(node: torch.fx.Node) -> bool:

@@ -289,3 +289,14 @@ def test_a_column_bias_is_added_by_a_kernel(check):
 
     lowering, _ = check(fn, torch.randn(4, 3), torch.randn(3, 5), torch.randn(4))
     assert not _bias_addmms(lowering)
+
+
+def test_a_linear_split_into_permuted_heads_keeps_the_bias_in_the_copy(check):
+    # The copy that lays the heads out for the library kernel adds the bias for free.
+    def fn(x, w, b, w2):
+        heads = prims.permute(prims.reshape(_linear(x, w, b), [2, 2, 5]), [1, 0, 2])
+        return (prims.bmm(heads, prims.broadcast_in_dim(w2, [2, 5, 2], [1, 2])),)
+
+    inputs = (torch.randn(4, 3), torch.randn(3, 5), torch.randn(5), torch.randn(5, 2))
+    lowering, _ = check(fn, *inputs)
+    assert not _bias_addmms(lowering)
