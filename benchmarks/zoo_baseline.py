@@ -1,10 +1,11 @@
 """Zoo benchmark: eager PyTorch vs ``torch.compile`` vs Ember (``--compilers ...,ember``).
 
 Every compiler runs in this one process on the same model object (same weights), and the
-timed iterations are interleaved (eager, compiled, eager, compiled, ...) so that drift in
-machine load hits every column alike. Per (model, mode) it reports the median ms per
-iteration of each compiler, the median of the per-round ratios eager/compiler (speedup),
-the first-call time (compilation plus one run) and the largest difference from eager.
+timed iterations are interleaved (eager, compiled, eager, compiled, ...; the order rotates
+each round) so that drift in machine load hits every column alike. Per (model, mode) it
+reports the median ms per iteration of each compiler, the median of the per-round ratios
+eager/compiler (speedup), the first-call time (compilation plus one run) and the largest
+difference from eager.
 
     python benchmarks/zoo_baseline.py --size tiny
     python benchmarks/zoo_baseline.py --size real --models mlp,cnn --mode infer --json out.json
@@ -253,8 +254,13 @@ def bench_mode(
     # Enough iterations per sample that timer resolution and call jitter don't dominate.
     per_iter = timed(steps[BASELINE], 1, device)
     row.inner = max(1, math.ceil(args.min_sample_ms / 1e3 / max(per_iter, 1e-9)))
-    for _ in range(args.repeats):
-        for name in list(steps):
+    for round_ in range(args.repeats):
+        # The order rotates each round: a column that always ran right after another (eager's
+        # allocations, the same kind of compiled code) was measured up to 7% faster or slower
+        # than the same code in another column.
+        names = list(steps)
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
             try:
                 row.results[name].samples_ms.append(1e3 * timed(steps[name], row.inner, device))
             except Exception as exc:
