@@ -110,3 +110,18 @@ def test_a_failing_kernel_stops_its_run_and_names_itself(compile_prims):
     good = compiled([a, torch.full((3, 4), 2, dtype=torch.int64)])  # the error was reset
     q = torch.div(a, 2, rounding_mode="floor")
     torch.testing.assert_close(good[1], q.sum(0))
+
+
+def test_a_lone_kernel_reads_each_pointer_once(check):
+    def f(x, w, w2):
+        # a lone kernel: the mm's result dies in it (no float64 buffer can take its storage)
+        z = prims.convert_element_type(prims.exp(prims.mm(x, w)), torch.float64)
+        y = prims.mm(z, w2)
+        return (prims.sum(prims.tanh(y), [0]), prims.sum(prims.cos(y), [1]))  # then a run
+
+    inputs = (torch.randn(16, 24), torch.randn(24, 8) / 4, torch.randn(8, 8, dtype=torch.float64))
+    _, compiled = check(f, *inputs, atol=1e-4, rtol=1e-4)
+    assert compiled.runs and compiled.native_calls == 2
+    reads = [line.split("=")[0].strip() for line in compiled.wrapper_source.splitlines()]
+    reads = [name for name in reads if name.startswith("p_")]
+    assert len(reads) == len(set(reads)), compiled.wrapper_source

@@ -378,8 +378,9 @@ class WrapperBuilder:
         else:
             self._call_kernel(kernel)
 
-    def _call_kernel(self, kernel: KernelSource) -> None:
-        pointers = [self._ptr(p.buffer) for p in kernel.params]
+    def _call_kernel(self, kernel: KernelSource, *, read: bool = False) -> None:
+        """``read``: its pointers are locals already (read before frees that wait)."""
+        pointers = [f"p_{p.buffer}" if read else self._ptr(p.buffer) for p in kernel.params]
         sizes = [str(value_of(n)) for n in kernel.size_params]
         self.w.line(f"_k_{kernel.name}({', '.join([*pointers, *sizes])})")
         if kernel.may_fail:
@@ -403,7 +404,7 @@ class WrapperBuilder:
                 w.line(call)
         else:
             for name in pending:
-                self._call_kernel(self.kernels[name])
+                self._call_kernel(self.kernels[name], read=True)
         for line in self.pending_frees:
             w.line(line)
         self.pending_frees = []
