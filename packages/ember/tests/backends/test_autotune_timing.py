@@ -31,11 +31,12 @@ def test_runs_reuse_one_set_of_clones_put_back_before_each_run():
 
     x, w = torch.zeros(4), torch.ones(4, requires_grad=True)
     timings = time_candidates(
-        torch.nn.Module(), {"c": candidate}, [x, w],
+        torch.nn.Module(), {"c": candidate, "d": candidate}, [x, w],
         budget_s=0.0, warmup=2, min_runs=5, max_runs=5,
     )  # fmt: skip
-    assert len(timings.samples["c"]) == 5 and not timings.failed
-    # the same tensors every run (as a model passes its parameters), never the user's
+    assert len(timings.samples["c"]) == len(timings.samples["d"]) == 5 and not timings.failed
+    # the same tensors every run of every candidate (as a model passes its parameters), never
+    # the user's
     assert {(a, b) for a, b, _, _ in seen} == {(seen[0][0], seen[0][1])}
     assert seen[0][0] != x.data_ptr() and seen[0][1] != w.data_ptr()
     # each run starts from the example inputs' values, without a gradient

@@ -10,8 +10,8 @@ Candidates (a table: name -> which devices it compiles for, whether only on requ
                          only when asked (mode="max-autotune", options={"max_autotune": True}
                          or named in options["candidates"])
 
-Each is timed as it will be called (autotune_timing.py: its own clones of the example
-inputs, reused by every run as the model passes the same parameters call after call;
+Each is timed as it will be called (autotune_timing.py: clones of the example inputs made
+once and reused by every run, as the model passes the same parameters call after call;
 warm-up runs, then interleaved rounds of back-to-back calls within a time budget; clearly
 slower candidates raced out). What is kept (autotune_choice.py): `inductor`, what
 backend="inductor" runs, unless another candidate is clearly faster: in enough rounds to

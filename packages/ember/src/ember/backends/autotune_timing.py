@@ -2,9 +2,9 @@
 leaving no trace behind.
 
 As it will be called: at runtime a compiled graph gets the same parameter tensors call after
-call, and inductor's wrapper keeps views of inputs while the same tensors come in. So each
-candidate gets its own clones of the inputs, made once and passed to every one of its runs
-(fresh clones per run would time a path the model never takes). A clone that a run wrote in
+call, and inductor's wrapper keeps views of inputs while the same tensors come in. So the
+inputs are cloned once and the clones passed to every run of every candidate (fresh clones
+per run would time a path the model never takes). A clone that a run wrote in
 place (an optimizer step, BatchNorm's running stats) gets the original's values back before
 the next run, outside the timed region, and gradients are dropped (`.grad = None`, as
 `zero_grad()` does), so every run starts from the example inputs' state. Tensors the graph
@@ -81,8 +81,8 @@ def _clone(value: Any) -> Any:
 
 
 class InputSet:
-    """One candidate's inputs: clones made once and passed to each of its runs, put back to
-    the example inputs' values (only those a run wrote) and without gradients before each."""
+    """The timed runs' inputs: clones made once and passed to every run, put back to the
+    example inputs' values (only those a run wrote) and without gradients before each."""
 
     def __init__(self, originals: Sequence[Any]) -> None:
         self.originals = list(originals)
@@ -213,12 +213,13 @@ def time_candidates(
     measure = _measure or _default_measure(sync)
     result = Timings()
     runners: list[_Runner] = []
+    inputs = InputSet(example_inputs)  # one set: a candidate's wrapper may keep views of it
 
     previous = fh.set_eval_frame(None)  # the candidates' Python is not the user's code
     try:
         with torch.random.fork_rng(devices=cuda), _module_state_kept(gm):
             for name, fn in compiled.items():
-                runner = _Runner(name, fn, InputSet(example_inputs), training)
+                runner = _Runner(name, fn, inputs, training)
                 try:
                     warm = [runner.timed(measure) for _ in range(warmup)]
                 except Exception as error:  # a candidate that cannot run is dropped, logged
