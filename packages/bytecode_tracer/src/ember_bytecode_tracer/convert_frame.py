@@ -38,6 +38,7 @@ from ember_bytecode_tracer.guards import (
     compile_source_loader,
 )
 from ember_bytecode_tracer.output_graph import OutputGraph
+from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
@@ -401,6 +402,7 @@ def _runner(
     single: bool,
     f_locals: dict[str, Any] | None = None,
     grad_mode_after: bool | None = None,
+    builds_objects: bool = True,
 ) -> Callable:
     f_globals = output.f_globals
     load_inputs = (
@@ -410,6 +412,8 @@ def _runner(
         if compiled is not None
         else None
     )
+    # the rebuild as one generated function where the recipes allow (rebuild_codegen.py)
+    rebuild = compile_rebuild(recipes, side_effects, single=single, builds_objects=builds_objects)
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
     checks = output.check_appliers  # argument checks deferred to run time, before any result
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
@@ -438,6 +442,8 @@ def _runner(
             rng.leave(incoming)
         for check in checks:  # before any result or side effect reaches the caller
             check(outs)
+        if rebuild is not None:
+            return rebuild(outs, L, f_globals)
         # Everything is read before anything is written (reconstruct.py: sources name the
         # values the frame saw at entry), and each write is applied once.
         values = [recipe(outs, L, f_globals) for recipe in recipes]
@@ -446,6 +452,7 @@ def _runner(
             apply()
         return values[0] if single else tuple(values)
 
+    runner.rebuild = rebuild  # for tests and logs
     return runner
 
 
@@ -459,13 +466,17 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
     effects = builder.writes
     for (source, name), tracker in se.attributes.items():
         recipe = builder.recipe(tracker)
-        load = source_loader(source)
+        load, expr = source_loader(source), source.expr()
 
         def set_attribute(outs, L, G, load=load, name=name, recipe=recipe):
             target, new = load(L, G), recipe(outs, L, G)
             return lambda: setattr(target, name, new)
 
-        effects.append(set_attribute)
+        def emit_attribute(code, expr=expr, name=name, recipe=recipe):
+            target, new = code.temp(expr), code.temp(code.value(recipe))
+            return [f"setattr({target}, {code.const(name)}, {new})"]
+
+        effects.append(emits_write(set_attribute, emit_attribute))
     for name, tracker in se.global_writes.items():
         recipe = builder.recipe(tracker)
 
@@ -473,7 +484,11 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
             new = recipe(outs, L, G)
             return lambda: G.__setitem__(name, new)
 
-        effects.append(set_global)
+        def emit_global(code, name=name, recipe=recipe):
+            new = code.temp(code.value(recipe))
+            return [f"G[{code.const(name)}] = {new}"]
+
+        effects.append(emits_write(set_global, emit_global))
     return effects
 
 
@@ -521,6 +536,7 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
         single=True,
         f_locals=frame.f_locals,
         grad_mode_after=_grad_mode_after(output),
+        builds_objects=builder.builds_objects,
     )
     runner_name = _install_runner(frame, runner)
     new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
@@ -571,6 +587,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
         single=False,
         f_locals=frame.f_locals,
         grad_mode_after=_grad_mode_after(output),
+        builds_objects=builder.builds_objects,
     )
     runner_name = _install_runner(frame, runner)
     resumes: dict[str, types.CodeType] = {}

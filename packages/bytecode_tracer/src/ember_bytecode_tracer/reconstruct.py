@@ -21,6 +21,7 @@ import torch.fx
 
 import ember_frame_hook as fh
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -47,6 +48,28 @@ def source_loader(source: Source) -> Callable[[dict, dict], Any]:
     return eval(compile(f"lambda L, G: {source.expr()}", f"<ember source {source.expr()}>", "eval"))
 
 
+def _load_recipe(source: Source) -> Recipe:
+    load = source_loader(source)
+    expr = source.expr()
+    return emits(lambda outs, L, G: load(L, G), lambda code: code.temp(expr))
+
+
+def _output_recipe(index: int) -> Recipe:
+    return emits(lambda outs, L, G: outs[index], lambda code: f"outs[{index}]")
+
+
+def _constant_recipe(constant: Any) -> Recipe:
+    return emits(lambda outs, L, G: constant, lambda code: code.const(constant))
+
+
+def _items(code: RebuildCode, parts: list[Recipe]) -> str:
+    return "".join(f"{code.value(p)}, " for p in parts)
+
+
+def _entries(code: RebuildCode, parts: dict[Any, Recipe]) -> str:
+    return "".join(f"{code.const(k)}: {code.value(p)}, " for k, p in parts.items())
+
+
 class RecipeBuilder:
     """Collects the graph outputs the recipes need while building them."""
 
@@ -62,6 +85,11 @@ class RecipeBuilder:
         # reaches it first), then attribute and global writes (convert_frame)
         self.writes: list[Write] = []
         self._written: set[int] = set()
+
+    @property
+    def builds_objects(self) -> bool:
+        """Whether a recipe rebuilds an object of the trace (identity kept per call)."""
+        return bool(self._objects)
 
     def output_index(self, node: torch.fx.Node) -> int:
         if node not in self._index:
@@ -85,7 +113,16 @@ class RecipeBuilder:
                 obj.__dict__.update({name: p(outs, L, G) for name, p in parts.items()})
             return obj
 
-        self._objects[key] = build
+        def emit(code: RebuildCode) -> str:
+            name = code.objects.get(key)
+            if name is None:  # made once, before its parts (which may refer back to it)
+                name = code.objects[key] = code.name("o")
+                kind = code.const(cls)
+                code.line(f"{name} = {kind}.__new__({kind})")
+                code.line(f"{name}.__dict__.update({{{_entries(code, parts)}}})")
+            return name
+
+        self._objects[key] = emits(build, emit)
         self._keep.append(value)  # ids stay unique while the recipes are built
         parts = {name: self.recipe(v) for name, v in value.attrs.items()}
         return build
@@ -97,54 +134,60 @@ class RecipeBuilder:
             self.writes.append(write)
 
     def recipe(self, value: VariableTracker) -> Recipe:
+        """A closure rebuilding `value`; most also carry their code form (`emit`, see
+        rebuild_codegen.py), which must do the same reads, calls and writes in order."""
         if isinstance(value, TensorVariable):
             if value.node.op == "placeholder" and value.source is not None:
-                load = source_loader(value.source)
-                return lambda outs, L, G: load(L, G)
-            index = self.output_index(value.node)
-            return lambda outs, L, G: outs[index]
+                return _load_recipe(value.source)
+            return _output_recipe(self.output_index(value.node))
         if isinstance(value, SymNodeVariable):
             if value.source is not None:
-                load = source_loader(value.source)
-                return lambda outs, L, G: load(L, G)
+                return _load_recipe(value.source)
             node = as_fx_arg(output_of(value), value)  # a size computed in the graph
             if not isinstance(node, torch.fx.Node):
-                return lambda outs, L, G: node
-            index = self.output_index(node)
-            return lambda outs, L, G: outs[index]
+                return _constant_recipe(node)
+            return _output_recipe(self.output_index(node))
         if isinstance(value, SizeVariable) and any(
             isinstance(item, SymNodeVariable) for item in value.items
         ):
             parts = [self.recipe(item) for item in value.items]
-            return lambda outs, L, G: torch.Size(p(outs, L, G) for p in parts)
+            return emits(
+                lambda outs, L, G: torch.Size(p(outs, L, G) for p in parts),
+                lambda code: code.temp(f"{code.const(torch.Size)}([{_items(code, parts)}])"),
+            )
         if isinstance(value, SizeVariable):
-            size = torch.Size(value.as_python_constant())
-            return lambda outs, L, G: size
+            return _constant_recipe(torch.Size(value.as_python_constant()))
         if isinstance(value, BaseListVariable):
             parts = [self.recipe(item) for item in value.items]
             kind = value.python_type()
             if value.source is not None and id(value) not in self.mutated:
-                load = source_loader(value.source)
-                return lambda outs, L, G: load(L, G)
+                return _load_recipe(value.source)
             if value.source is not None and kind is list:
                 # The same list object the frame had, given its new contents by a write.
-                load = source_loader(value.source)
+                load, expr = source_loader(value.source), value.source.expr()
 
                 def same_list(outs, L, G):
                     target, new = load(L, G), [p(outs, L, G) for p in parts]
                     return lambda: target.__setitem__(slice(None), new)
 
-                self._write_once(value, same_list)
-                return lambda outs, L, G: load(L, G)
-            return lambda outs, L, G: kind(p(outs, L, G) for p in parts)
+                def emit_same_list(code: RebuildCode) -> list[str]:
+                    target = code.temp(expr)
+                    new = code.temp(f"[{_items(code, parts)}]")
+                    return [f"{target}[:] = {new}"]
+
+                self._write_once(value, emits_write(same_list, emit_same_list))
+                return _load_recipe(value.source)
+            return emits(
+                lambda outs, L, G: kind(p(outs, L, G) for p in parts),
+                lambda code: code.temp(_sequence(code, kind, parts)),
+            )
         if isinstance(value, ConstDictVariable):
             if value.source is not None and id(value) not in self.mutated:
-                load = source_loader(value.source)
-                return lambda outs, L, G: load(L, G)
+                return _load_recipe(value.source)
             parts = {k: self.recipe(v) for k, v in value.items.items()}
             kind = value.dict_type
             if value.source is not None:
-                load = source_loader(value.source)
+                load, expr = source_loader(value.source), value.source.expr()
 
                 def same_dict(outs, L, G):
                     target = load(L, G)
@@ -156,27 +199,23 @@ class RecipeBuilder:
 
                     return apply
 
-                self._write_once(value, same_dict)
-                return lambda outs, L, G: load(L, G)
-            return lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items())
+                def emit_same_dict(code: RebuildCode) -> list[str]:
+                    target = code.temp(expr)
+                    new = code.temp(f"{{{_entries(code, parts)}}}")
+                    return [f"{target}.clear()", f"{target}.update({new})"]
+
+                self._write_once(value, emits_write(same_dict, emit_same_dict))
+                return _load_recipe(value.source)
+            return emits(
+                lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
+                lambda code: code.temp(_mapping(code, kind, parts)),
+            )
         if isinstance(value, ConstructedObjectVariable):
-            cls = value.cls
-            positional = [self.recipe(a) for a in value.args]
-            keywords = {k: self.recipe(v) for k, v in value.kwargs.items()}
-
-            def construct(outs, L, G):
-                args = [p(outs, L, G) for p in positional]
-                kwargs = {k: p(outs, L, G) for k, p in keywords.items()}
-                # The class's own __init__/__post_init__ run as plain Python: tracing them
-                # as frames of their own would only find a constructor (and cost a guard
-                # check, or a break, on every call).
-                previous = fh.set_eval_frame(None)
-                try:
-                    return cls(*args, **kwargs)
-                finally:
-                    fh.set_eval_frame(previous)
-
-            return construct
+            return _construct_recipe(
+                value.cls,
+                [self.recipe(a) for a in value.args],
+                {k: self.recipe(v) for k, v in value.kwargs.items()},
+            )
         if isinstance(value, TracedObjectVariable):
             return self._object_recipe(value)
         if isinstance(value, NumpyArrayVariable):
@@ -184,12 +223,52 @@ class RecipeBuilder:
         if isinstance(value, ConstantVariable):
             constant = value.value
             if type(constant) is set:  # mutable: a fresh one per call, as eager code makes
-                return lambda outs, L, G: set(constant)
-            return lambda outs, L, G: constant
+                return emits(
+                    lambda outs, L, G: set(constant),
+                    lambda code: code.temp(f"{code.const(set)}({code.const(constant)})"),
+                )
+            return _constant_recipe(constant)
         if value.source is not None:
-            load = source_loader(value.source)
-            return lambda outs, L, G: load(L, G)
+            return _load_recipe(value.source)
         if value.is_python_constant():
-            constant = value.as_python_constant()
-            return lambda outs, L, G: constant
+            return _constant_recipe(value.as_python_constant())
         raise Unsupported(f"cannot rebuild {value} after the graph")
+
+
+def _sequence(code: RebuildCode, kind: type, parts: list[Recipe]) -> str:
+    items = _items(code, parts)
+    if kind is list:
+        return f"[{items}]"
+    if kind is tuple:
+        return f"({items})"
+    return f"{code.const(kind)}([{items}])"
+
+
+def _mapping(code: RebuildCode, kind: type, parts: dict[Any, Recipe]) -> str:
+    pairs = "".join(f"({code.const(k)}, {code.value(p)}), " for k, p in parts.items())
+    return f"{code.const(kind)}([{pairs}])"
+
+
+def _construct_recipe(cls: type, positional: list[Recipe], keywords: dict[str, Recipe]) -> Recipe:
+    def construct(outs, L, G):
+        args = [p(outs, L, G) for p in positional]
+        kwargs = {k: p(outs, L, G) for k, p in keywords.items()}
+        # The class's own __init__/__post_init__ run as plain Python: tracing them
+        # as frames of their own would only find a constructor (and cost a guard
+        # check, or a break, on every call).
+        previous = fh.set_eval_frame(None)
+        try:
+            return cls(*args, **kwargs)
+        finally:
+            fh.set_eval_frame(previous)
+
+    def emit(code: RebuildCode) -> str:
+        args = code.temp(f"[{_items(code, positional)}]")
+        kwargs = code.temp(f"{{{_entries(code, keywords)}}}")
+        setting, made = code.const(fh.set_eval_frame), code.name()
+        previous = code.temp(f"{setting}(None)")
+        code.line(f"try: {made} = {code.const(cls)}(*{args}, **{kwargs})")
+        code.line(f"finally: {setting}({previous})")
+        return made
+
+    return emits(construct, emit)
