@@ -150,6 +150,7 @@ class Decision:
     failures: dict[str, str]  # candidates dropped, with their error
     compile_s: dict[str, float]  # seconds each candidate took to compile
     raced_out: dict[str, str] = field(default_factory=dict)  # clearly slower: why
+    evidence: dict[str, str] = field(default_factory=dict)  # "eager vs inductor": the test
 
 
 _decisions: collections.deque[Decision] = collections.deque(maxlen=256)
@@ -345,10 +346,11 @@ def autotune(
     samples = timings.samples
     medians = {name: median_seconds(runs) * 1e3 for name, runs in samples.items()}
     racing = {n: s for n, s in samples.items() if n not in timings.dropped}
-    choice = choose(racing, list(CANDIDATES), plan.margin)
+    choice, evidence = choose(racing, list(CANDIDATES), plan.margin)
     decision = Decision(
         graph, choice, "timed", training, medians,
         {n: len(r) for n, r in samples.items()}, failures, compile_s, dict(timings.dropped),
+        evidence,
     )  # fmt: skip
     counters["autotune"]["timed"] += 1
     if store is not None:
@@ -379,6 +381,7 @@ def _keep(decision: Decision, compiled: Callable) -> Callable:
     timings = ", ".join(f"{n} {ms:.3f} ms" for n, ms in decision.timings_ms.items())
     failed = "".join(f"; {n} failed" for n in decision.failures)
     failed += "".join(f"; {n} raced out" for n in decision.raced_out)
+    failed += "".join(f"; {pair}: {why}" for pair, why in decision.evidence.items())
     log.info(
         "autotune graph %s%s: %s -> %s (%s%s)",
         decision.graph, " fwd+bwd" if decision.training else "", timings or "no timings",

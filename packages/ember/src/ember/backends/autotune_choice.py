@@ -37,6 +37,9 @@ class Comparison:
     def clearly_faster(self, margin: float) -> bool:
         return self.p_value <= ALPHA and self.ratio < 1 - margin
 
+    def describe(self) -> str:
+        return f"faster in {self.wins}/{self.rounds} rounds, ratio {self.ratio:.3f}, p={self.p_value:.2g}"
+
 
 def compare(challenger: Sequence[float], current: Sequence[float]) -> Comparison:
     pairs = list(zip(challenger, current, strict=False))  # rounds both ran
@@ -52,15 +55,20 @@ def sign_test(wins: int, rounds: int) -> float:
     return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2**rounds
 
 
-def choose(samples: dict[str, list[float]], order: Sequence[str], margin: float) -> str:
+def choose(
+    samples: dict[str, list[float]], order: Sequence[str], margin: float
+) -> tuple[str, dict[str, str]]:
     """The kept candidate among those in `samples` (each a non-empty list, aligned by round),
-    challengers tried in `order`."""
+    challengers tried in `order`, and each challenge as evidence ("eager vs inductor": ...)."""
     names = [n for n in order if n in samples]
     if REFERENCE in samples:
         best = REFERENCE
     else:
         best = min(names, key=lambda n: statistics.median(samples[n]))
+    evidence = {}
     for name in [n for n in names if n != best]:
-        if compare(samples[name], samples[best]).clearly_faster(margin):
+        comparison = compare(samples[name], samples[best])
+        evidence[f"{name} vs {best}"] = comparison.describe()
+        if comparison.clearly_faster(margin):
             best = name
-    return best
+    return best, evidence
