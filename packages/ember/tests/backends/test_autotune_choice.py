@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.backends.autotune_choice import choose, compare, sign_test
+from ember.backends.autotune_choice import choose, compare, settled, sign_test
 
 ORDER = ["eager", "aot_eager", "inductor"]
 
@@ -61,3 +61,12 @@ def test_each_challenge_is_reported_as_evidence():
         "eager vs inductor": "faster in 6/6 rounds, ratio 0.900, p=0.016",
         "aot_eager vs eager": "faster in 0/6 rounds, ratio 5.556, p=1",
     }
+
+
+def test_an_unproven_lead_is_not_settled():
+    lead = {"eager": [0.7] * 3 + [1.2] * 2, "inductor": [1.0] * 5}  # 3/5 rounds: chance
+    assert not settled(lead, ORDER, margin=0.0)
+    proven = {"eager": [0.9] * 6, "inductor": [1.0] * 6}
+    behind = {"eager": [1.1] * 6, "inductor": [1.0] * 6}
+    assert settled(proven, ORDER, margin=0.0) and settled(behind, ORDER, margin=0.0)
+    assert settled(lead, ORDER, margin=0.5)  # a lead within the margin cannot win anyway

@@ -75,3 +75,14 @@ def test_the_kept_callable_is_the_one_that_was_timed(monkeypatch):
     decision = autotune.last_decisions()[-1]
     assert decision.choice == "eager" and kept is timed["eager"]
     torch.testing.assert_close(kept(x), torch.relu(x) * 2)
+
+
+@pytest.mark.parametrize(("settled", "rounds"), [(True, 6), (False, 24)])
+def test_an_open_choice_buys_more_rounds_within_the_budget(settled, rounds):
+    set_measure(lambda name, run: (run(), 0.1)[1])
+    fn = torch.nn.functional.relu
+    timings = time_candidates(
+        torch.nn.Module(), {"a": fn, "b": fn}, [torch.randn(3)],
+        budget_s=60.0, warmup=1, min_runs=5, max_runs=6, settled=lambda samples: settled,
+    )  # fmt: skip
+    assert {n: len(s) for n, s in timings.samples.items()} == {"a": rounds, "b": rounds}

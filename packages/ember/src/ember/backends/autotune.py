@@ -30,7 +30,8 @@ sources); a later process compiles only the kept candidate, without timing anyth
 Options (`ember.compile(fn, backend="autotune", options={...})`): "candidates" (a list of the
 names above), "time_budget_s" (timing per graph, default 1.0), "warmup" (untimed runs per
 candidate, default 2), "min_runs" / "max_runs" (timed rounds: at least 5, past the budget
-if need be, the fewest in which the sign test can rule out chance; at most 50), "margin";
+if need be, the fewest in which the sign test can rule out chance; at most 50, or 4x that
+within the budget while a challenger leads inductor without proof), "margin";
 inductor's own options ("target", "dynamic_specializations", ...) are passed on to the
 inductor candidates.
 
@@ -55,7 +56,7 @@ import torch
 
 from ember.backends import artifact_cache
 from ember.backends.aot_eager import aot_eager
-from ember.backends.autotune_choice import choose
+from ember.backends.autotune_choice import choose, settled
 from ember.backends.autotune_timing import median_seconds, time_candidates, timeable
 from ember.backends.autotune_timing import training_run as _training_run
 from ember.backends.eager import eager
@@ -336,6 +337,7 @@ def autotune(
             gm, compiled, example_inputs,
             budget_s=plan.time_budget_s, warmup=plan.warmup,
             min_runs=min(plan.min_runs, plan.max_runs), max_runs=plan.max_runs,
+            settled=functools.partial(settled, order=list(CANDIDATES), margin=plan.margin),
         )  # fmt: skip
     _restore_run_counts(runs_before)
     failures.update(timings.failed)

@@ -60,15 +60,31 @@ def choose(
 ) -> tuple[str, dict[str, str]]:
     """The kept candidate among those in `samples` (each a non-empty list, aligned by round),
     challengers tried in `order`, and each challenge as evidence ("eager vs inductor": ...)."""
+    best, challenges = _challenges(samples, order, margin)
+    return best, {pair: comparison.describe() for pair, comparison in challenges.items()}
+
+
+def settled(samples: dict[str, list[float]], order: Sequence[str], margin: float) -> bool:
+    """False while a challenger leads (median ratio below 1 - margin) without the sign test
+    ruling out chance: more rounds may settle it (autotune_timing extends the timing)."""
+    _, challenges = _challenges(samples, order, margin)
+    return not any(
+        c.ratio < 1 - margin and not c.clearly_faster(margin) for c in challenges.values()
+    )
+
+
+def _challenges(
+    samples: dict[str, list[float]], order: Sequence[str], margin: float
+) -> tuple[str, dict[str, Comparison]]:
     names = [n for n in order if n in samples]
     if REFERENCE in samples:
         best = REFERENCE
     else:
         best = min(names, key=lambda n: statistics.median(samples[n]))
-    evidence = {}
+    challenges = {}
     for name in [n for n in names if n != best]:
         comparison = compare(samples[name], samples[best])
-        evidence[f"{name} vs {best}"] = comparison.describe()
+        challenges[f"{name} vs {best}"] = comparison
         if comparison.clearly_faster(margin):
             best = name
-    return best, evidence
+    return best, challenges

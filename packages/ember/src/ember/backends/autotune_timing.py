@@ -52,6 +52,8 @@ MAX_BURST = 64
 #: dropped from the race: slower than another candidate by this factor in every round (of
 #: at least RACE_ROUNDS)
 RACE_FACTOR = 1.5
+#: rounds go on to EXTEND * max_runs (within the budget) while `settled` says the choice is open
+EXTEND = 4
 RACE_ROUNDS = 5  # as many as the sign test needs: racing out is as sure as a choice
 
 
@@ -205,8 +207,11 @@ def time_candidates(
     warmup: int,
     min_runs: int,
     max_runs: int,
+    settled: Callable[[dict[str, list[float]]], bool] | None = None,
 ) -> Timings:
-    """Per-call seconds of each candidate, round by round; those that raised or raced out."""
+    """Per-call seconds of each candidate, round by round; those that raised or raced out.
+    After `max_runs` rounds, `settled(samples of the candidates still racing)` False (a lead
+    not yet beyond chance) buys rounds up to EXTEND * max_runs, within the budget."""
     training = training_run(example_inputs)
     cuda = _devices(example_inputs)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -232,16 +237,18 @@ def time_candidates(
                 runners.append(runner)
                 result.samples[name] = []
             start = time.perf_counter()
-            rounds = 0
-            while runners and rounds < max_runs:
+            rounds, limit = 0, max_runs
+            while runners and rounds < limit:
                 for runner in _rotated(runners, rounds):
                     result.samples[runner.name].append(runner.sample(measure))
                 rounds += 1
-                if rounds >= min_runs:
-                    if time.perf_counter() - start >= budget_s:
-                        break
-                    if rounds < max_runs:  # more rounds to come: only for the contenders
-                        runners = _race(runners, result)
+                if rounds >= min_runs and time.perf_counter() - start >= budget_s:
+                    break
+                if rounds == max_runs and settled is not None:
+                    racing = {r.name: result.samples[r.name] for r in runners}
+                    limit = max_runs if settled(racing) else EXTEND * max_runs
+                if min_runs <= rounds < limit:  # more rounds to come: only for the contenders
+                    runners = _race(runners, result)
     finally:
         fh.set_eval_frame(previous)
     return result
