@@ -86,3 +86,22 @@ def test_an_open_choice_buys_more_rounds_within_the_budget(settled, rounds):
         budget_s=60.0, warmup=1, min_runs=5, max_runs=6, settled=lambda samples: settled,
     )  # fmt: skip
     assert {n: len(s) for n, s in timings.samples.items()} == {"a": rounds, "b": rounds}
+
+
+def test_inference_tensors_track_no_versions_so_every_run_puts_them_back():
+    seen = []
+
+    def candidate(x):
+        seen.append(x.clone())
+        x.add_(1)
+        return x * 2
+
+    with torch.inference_mode():
+        x = torch.zeros(3)
+        timings = time_candidates(
+            torch.nn.Module(), {"c": candidate}, [x],
+            budget_s=0.0, warmup=1, min_runs=5, max_runs=5,
+        )  # fmt: skip
+    assert len(timings.samples["c"]) == 5 and not timings.failed
+    assert all(torch.equal(value, torch.zeros(3)) for value in seen)
+    assert torch.equal(x, torch.zeros(3))

@@ -4,10 +4,10 @@ leaving no trace behind.
 As it will be called: at runtime a compiled graph gets the same parameter tensors call after
 call, and inductor's wrapper keeps views of inputs while the same tensors come in. So the
 inputs are cloned once and the clones passed to every run of every candidate (fresh clones
-per run would time a path the model never takes). A clone that a run wrote in
-place (an optimizer step, BatchNorm's running stats) gets the original's values back before
-the next run, outside the timed region, and gradients are dropped (`.grad = None`, as
-`zero_grad()` does), so every run starts from the example inputs' state. Tensors the graph
+per run would time a path the model never takes). A clone that a run wrote in place (an
+optimizer step, BatchNorm's running stats) gets the original's values back before the next
+run, outside the timed region, and gradients are dropped (`.grad = None`, as `zero_grad()`
+does), so every run starts from the example inputs' state. Tensors the graph
 module holds itself (parameters, buffers, constants read through get_attr) are snapshotted
 and restored, gradients included. The RNG state is forked, so the user's random stream is
 the one eager would see. With `training`, a run is a forward and a backward (ones as the
@@ -21,8 +21,10 @@ round a candidate runs a burst of back-to-back calls (enough to fill about `SAMP
 one untimed call that brings its code and data back into the caches), as a model calls its
 graph in a loop; the round's sample is the burst's mean time per call. A candidate slower
 than another by `RACE_FACTOR` in every round (at least `RACE_ROUNDS`), once `min_runs`
-rounds are done, is dropped
-from the race (`Timings.dropped`), so the budget goes to the candidates still in contention.
+rounds are done, is dropped from the race (`Timings.dropped`), so the budget goes to the
+candidates still in contention. After `max_runs` rounds, a choice not yet settled (the
+caller's `settled`: a lead not yet beyond chance) gets up to `EXTEND` times as many rounds,
+within the budget.
 
 Test hook: `set_measure(fn)` replaces the clock: `fn(name, run) -> seconds` is called for
 each timed run and for the warm-up runs, whose times size the bursts (it must call `run()`
@@ -50,11 +52,11 @@ _measure: Measure | None = None
 SAMPLE_S = 1e-3
 MAX_BURST = 64
 #: dropped from the race: slower than another candidate by this factor in every round (of
-#: at least RACE_ROUNDS)
+#: at least RACE_ROUNDS: as many as the sign test needs, so racing out is as sure as a choice)
 RACE_FACTOR = 1.5
+RACE_ROUNDS = 5
 #: rounds go on to EXTEND * max_runs (within the budget) while `settled` says the choice is open
 EXTEND = 4
-RACE_ROUNDS = 5  # as many as the sign test needs: racing out is as sure as a choice
 
 
 def set_measure(measure: Measure | None) -> Measure | None:
@@ -97,17 +99,20 @@ class InputSet:
                 if not isinstance(value, torch.Tensor):
                     continue
                 value.grad = None
-                if value._version == self.versions[i]:
-                    continue
+                if self.versions[i] is not None and value._version == self.versions[i]:
+                    continue  # not written (untracked versions: always put back)
                 if value.shape == original.shape and value.stride() == original.stride():
                     value.copy_(original)
                 else:  # resized in place: a fresh clone (its address changes, rarely)
                     self.values[i] = value = _clone(original)
-                self.versions[i] = value._version
+                self.versions[i] = _version(value)
 
 
 def _version(value: Any) -> int | None:
-    return value._version if isinstance(value, torch.Tensor) else None
+    """The version counter, None where there is none (inference tensors track no writes)."""
+    if not isinstance(value, torch.Tensor) or value.is_inference():
+        return None
+    return value._version
 
 
 def _devices(values: Sequence[Any]) -> list[int]:
