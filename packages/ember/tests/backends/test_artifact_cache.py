@@ -214,3 +214,48 @@ def test_artifact_dir_refuses_another_keys_entry(tmp_path, monkeypatch):
     store.save(y, {"graph": "y"})
     store.path(y).write_bytes(store.path(y).read_bytes()[:-20])  # truncated
     assert store.load(y) is None
+
+
+def test_cache_hits_count_collectives_as_a_compile_does(tmp_path, monkeypatch):
+    """A functional collective stays an aten op, counted in counters['collectives'] (never
+    an aten fallback), whether the graph was compiled or came from the aot or codegen cache
+    (two ranks share one cache: the second rank hits)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    import ember
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("needs torch.distributed with gloo")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
+    try:
+
+        def fn(x, w):
+            return funcol.all_reduce(torch.relu(x @ w), "sum", dist.group.WORLD) * 0.5
+
+        x, w = torch.randn(4, 3), torch.randn(3, 5)
+        expected = fn(x, w)
+        seen = []
+        for _ in range(2):  # the second compile is served by the cache
+            ember.reset()
+            torch.testing.assert_close(ember.compile(fn, backend="inductor")(x, w), expected)
+            seen.append(
+                (
+                    dict(ember.counters["collectives"]),
+                    dict(ember.counters["aten_fallbacks"]),
+                    ember.counters["inductor"].get("cache_hits", 0),
+                )
+            )
+        want = {
+            "_c10d_functional.all_reduce.default": 1,
+            "_c10d_functional.wait_tensor.default": 1,
+        }
+        assert seen[0] == (want, {}, 0)
+        assert seen[1] == (want, {}, 1)
+    finally:
+        dist.destroy_process_group()
+        ember.reset()

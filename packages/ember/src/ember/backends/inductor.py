@@ -33,7 +33,6 @@ from ember.backends.aot_eager import (
     COLLECTIVES_NAMESPACE,
     SIZE_OPS,
     count_aten_fallbacks,
-    count_collectives,
     counting_graph_runner,
 )
 from ember.backends.cudagraphs import CudaGraphRunner
@@ -144,16 +143,22 @@ def _finish(compiled: Callable, target: str, settings: InductorSettings, kind: s
 
 
 def _aten_ops(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """The aten ops a graph keeps, collectives included: what a codegen cache entry stores so
+    that a hit counts them as a fresh compile does (_counted_runner tells the two apart)."""
     found: dict[str, int] = {}
     for node in gm.graph.nodes:
         target = node.target
         if (
             isinstance(target, torch._ops.OpOverload)
-            and target.namespace not in ("ember_prims", COLLECTIVES_NAMESPACE)
+            and target.namespace != "ember_prims"
             and target not in SIZE_OPS
         ):
             found[str(target)] = found.get(str(target), 0) + 1
     return found
+
+
+def _is_collective(op: str) -> bool:
+    return op.startswith(f"{COLLECTIVES_NAMESPACE}.")
 
 
 def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) -> Callable:
@@ -163,8 +168,8 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
     for prim, count in fallbacks.items():
         counters["inductor_fallbacks"][str(prim)] += count
     for op, count in aten.items():
-        counters["aten_fallbacks"][op] += count
-    emit_fallbacks(fallbacks, aten)
+        counters["collectives" if _is_collective(op) else "aten_fallbacks"][op] += count
+    emit_fallbacks(fallbacks, {op: n for op, n in aten.items() if not _is_collective(op)})
 
     runs = f"{kind}_runs"
 
@@ -237,7 +242,6 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             hit = CodegenArtifacts().load(key, env)
             if hit is not None:
                 artifact_cache.count("hits", "codegen_")
-                count_collectives(gm)  # the stored entry's aten counts leave them out
                 compiled, aten = hit
                 emit_kernels(gm, None, compiled, target)
                 compiled = _finish(compiled, target, settings, kind)
