@@ -27,6 +27,7 @@ from ember_inductor_ir.extern import ExternKernel, TensorArg
 from ember_inductor_ir.layout import Layout
 from ember_primops import get_prim, is_prim
 
+from . import onednn_matmul
 from .held_layouts import Triple, extent, is_contiguous, preferred_layouts, triple
 from .kernel import KernelSource
 from .launch_runs import LaunchRun
@@ -449,9 +450,18 @@ class WrapperBuilder:
         (out,) = extern.outputs
         self._allocate(out.name)
         fn = OUT_VARIANTS[extern.kernel_name]
+        if onednn_matmul.use_onednn(extern.kernel_name, self._arg_layouts(extern), extern.kwargs):
+            fn = onednn_matmul.RUNTIME_NAMES[extern.kernel_name]
         args = [self._render_arg(a) for a in extern.args]
         target = self._strided_view(out.name, self.sched.layout(out.name))
         self.w.line(f"{fn}({', '.join(args)}, out={target})")
+
+    def _arg_layouts(self, extern: ExternKernel) -> list[Layout | None]:
+        """Each argument's layout as the call sees it (None for a non-tensor)."""
+        return [
+            (a.view or self.sched.layout(a.name)) if isinstance(a, TensorArg) else None
+            for a in extern.args
+        ]
 
     def _adopt(self, name: str, leaf: str, fresh: bool) -> None:
         """``name = leaf``, copied into the buffer's layout unless it has it already
@@ -621,6 +631,7 @@ def runtime_namespace() -> dict[str, Any]:
         "_sequences": (tuple, list),
         "_prim_impl": PRIM_IMPLEMENTATIONS,
         **OUT_FUNCTIONS,
+        **onednn_matmul.RUNTIME_FUNCTIONS,
     }
 
 

@@ -1,0 +1,70 @@
+"""Float32 products with a row-major left operand, at least MIN_ROWS x MIN_MACS large, are
+computed by oneDNN's linear (onednn_matmul); others, a transposed left operand (a weight
+gradient) and other dtypes keep aten's mm. Values are compared with eager."""
+
+import pytest
+import torch
+
+from ember_codegen.cpp.emit import onednn_matmul
+from ember_primops import prims
+
+pytestmark = pytest.mark.skipif(onednn_matmul.LINEAR is None, reason="torch built without oneDNN")
+
+M, K, N = 128, 256, 192  # 6.3M multiply-adds: above MIN_MACS
+
+
+def _inputs(dtype=torch.float32):
+    torch.manual_seed(0)
+    return [t.to(dtype) for t in (torch.randn(M, K), torch.randn(N, K), torch.randn(N))]
+
+
+def test_a_large_product_of_a_row_major_operand_calls_onednn(check):
+    x, w, _ = _inputs()
+    _, compiled = check(lambda x, w: (prims.mm(x, prims.permute(w, [1, 0])),), x, w,
+                        atol=1e-4, rtol=1e-4)  # fmt: skip
+    assert compiled.wrapper_source.count("_dnn_mm_out(arg0, ") == 1
+    assert "_mm_out(arg0" not in compiled.wrapper_source.replace("_dnn_mm_out", "")
+
+
+def test_a_linear_with_its_bias_calls_onednn_with_the_bias(check):
+    def f(x, w, b):
+        y = prims.mm(x, prims.permute(w, [1, 0]))
+        return (prims.add(y, prims.broadcast_in_dim(b, [M, N], [1])),)
+
+    _, compiled = check(f, *_inputs(), atol=1e-4, rtol=1e-4)
+    assert compiled.wrapper_source.count("_dnn_addmm_out(arg2, arg0, ") == 1
+    assert compiled.kernel_count == 0
+
+
+def test_a_transposed_left_operand_keeps_mm(check):
+    # g.t() @ x: a weight gradient, where oneDNN measured slower than MKL
+    g, x = torch.randn(M, N), torch.randn(M, K)
+    _, compiled = check(lambda g, x: (prims.mm(prims.permute(g, [1, 0]), x),), g, x,
+                        atol=1e-4, rtol=1e-4)  # fmt: skip
+    assert "_dnn_" not in compiled.wrapper_source
+    assert "_mm_out(" in compiled.wrapper_source
+
+
+def test_small_products_and_float64_keep_mm(check):
+    x, w, _ = _inputs()
+    small = lambda x, w: (prims.mm(x, prims.permute(w, [1, 0])),)  # noqa: E731
+    _, compiled = check(small, x[:8], w, atol=1e-4, rtol=1e-4)
+    assert "_dnn_" not in compiled.wrapper_source
+    x64, w64, _ = _inputs(torch.float64)
+    _, compiled = check(small, x64, w64)
+    assert "_dnn_" not in compiled.wrapper_source
+
+
+def test_the_choice_reads_static_layouts():
+    from ember_inductor_ir.layout import Layout
+
+    def layout(size, stride, dtype=torch.float32):
+        return Layout(torch.device("cpu"), dtype, list(size), list(stride))
+
+    a, b, bias = layout((M, K), (K, 1)), layout((K, N), (1, K)), layout((N,), (1,))
+    assert onednn_matmul.use_onednn("mm", [a, b], {})
+    assert onednn_matmul.use_onednn("addmm", [bias, a, b], {})
+    assert not onednn_matmul.use_onednn("addmm", [layout((M, N), (N, 1)), a, b], {})
+    assert not onednn_matmul.use_onednn("addmm", [bias, a, b], {"beta": 2})
+    assert not onednn_matmul.use_onednn("mm", [layout((M, K), (1, M)), b], {})
+    assert not onednn_matmul.use_onednn("bmm", [a, b], {})
