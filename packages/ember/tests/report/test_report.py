@@ -166,3 +166,42 @@ def test_trace_graph_rows_are_json(trace_dir):
               if r["event"] == "blob" and r["kind"] == "graph_table"]  # fmt: skip
     assert tables and all(row[0] in ("placeholder", "call_function", "call_method", "call_module",
                                      "get_attr", "output") for t in tables for row in t)  # fmt: skip
+
+
+def test_autotune_decisions_are_shown_with_their_timings(tmp_path, monkeypatch):
+    """backend="autotune": the page lists each graph's candidates with their median times,
+    the kept one and the evidence (issue 17: 'the report shows the timings')."""
+    from ember.backends import autotune
+    from ember.backends.autotune_timing import set_measure
+
+    def measure(name, run):  # eager clearly fastest, so the choice is not the default
+        run()
+        return {"eager": 0.1, "aot_eager": 0.5, "inductor": 0.3}[name]
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EMBER_ARTIFACT_CACHE", "0")
+    ember.reset()
+    autotune.clear_decisions()
+    set_measure(measure)
+    ember.config.trace_dir = str(tmp_path / "trace")
+    try:
+        options = {"time_budget_s": 0.0, "warmup": 1, "min_runs": 5, "max_runs": 5}
+        compiled = ember.compile(toy_example, backend="autotune", options=options)
+        a, b = torch.randn(6), torch.rand(6)
+        torch.testing.assert_close(compiled(a, b), toy_example(a, b))
+    finally:
+        ember.config.trace_dir = None
+        set_measure(None)
+        ember.reset()
+    (trace,) = load(tmp_path / "trace")
+    # two graphs: toy_example breaks at its data-dependent branch
+    assert [d["choice"] for d in trace.autotune] == ["eager", "eager"]
+    page = render([trace])
+    parsed = Elements()
+    parsed.feed(page)
+    assert "autotune" in parsed.classes
+    section = page[page.index('Backend choices (backend="autotune")') :]
+    assert "<b>eager 100.000 ms (5 rounds)</b>" in section  # the kept one, fastest first
+    assert section.index("eager 100.000") < section.index("inductor 300.000")
+    assert "aot_eager 500.000 ms" in section and "eager vs inductor: faster in 5/5" in section
+    assert 'href="#p0-frame-' in section

@@ -48,6 +48,7 @@ class Trace:
     caches: list[dict] = field(default_factory=list)
     fallbacks: list[dict] = field(default_factory=list)
     stages: list[dict] = field(default_factory=list)
+    autotune: list[dict] = field(default_factory=list)  # backend="autotune" decisions
 
     def frame(self, fid: int) -> Frame:
         return self.frames.setdefault(fid, Frame(fid))
@@ -178,6 +179,10 @@ def _fallback(trace: Trace, r: dict, text) -> None:
             frame.code, frame.skipped, frame.t = code, r.get("reason", ""), r["t"]
 
 
+def _autotune(trace: Trace, r: dict, text) -> None:
+    trace.autotune.append(r)
+
+
 _READERS = {
     "process": _process,
     "graph": _graph,
@@ -190,4 +195,5 @@ _READERS = {
     "kernels": _kernels,
     "cache": _cache,
     "fallback": _fallback,
+    "autotune": _autotune,
 }

@@ -88,6 +88,7 @@ def _process(trace: Trace, n: int) -> str:
         frames="\n".join(_frame(trace, f, pid) for f in frames),
         caches=_caches(trace),
         fallbacks=_fallbacks(trace),
+        autotune=_autotune(trace, pid),
     )
 
 
@@ -341,3 +342,33 @@ def _fallbacks(trace: Trace) -> str:
     rows = [[f.get("kind", ""), f.get("op", "") or (f.get("code") or {}).get("qualname", ""),
              str(f.get("count", 1)), f.get("reason", "")] for f in trace.fallbacks]  # fmt: skip
     return table(["kind", "op / frame", "count", "reason"], rows, "fallbacks")
+
+
+def _autotune(trace: Trace, pid: str) -> str:
+    """backend="autotune": per graph, each candidate's median time, the kept one and why."""
+    if not trace.autotune:
+        return ""
+    rows = []
+    for d in trace.autotune:
+        timings = d.get("timings_ms") or {}
+        runs = d.get("runs") or {}
+        times = "<br>".join(
+            f"{'<b>' if n == d.get('choice') else ''}{e(n)} {ms:.3f} ms "
+            f"({runs.get(n, 0)} rounds){'</b>' if n == d.get('choice') else ''}"
+            for n, ms in sorted(timings.items(), key=lambda item: item[1])
+        )
+        dropped = {**(d.get("failures") or {}), **(d.get("raced_out") or {})}
+        why = [f"{k}: {v}" for k, v in (d.get("evidence") or {}).items()]
+        why += [f"{k} dropped: {v}" for k, v in dropped.items()]
+        frame = d.get("frame")
+        where = f'<a href="#{pid}-frame-{frame}">frame {frame}</a>' if frame is not None else ""
+        rows.append([
+            where, f"<code>{e(str(d.get('graph', '')))}</code>",
+            "fwd+bwd" if d.get("training") else "forward", times or "(not timed)",
+            f"<b>{e(str(d.get('choice', '')))}</b> ({e(str(d.get('source', '')))})",
+            "<br>".join(e(w) for w in why),
+        ])  # fmt: skip
+    return '<h3>Backend choices (backend="autotune")</h3>' + table(
+        ["frame", "graph", "timed", "candidates (median per call)", "kept", "evidence"],
+        rows, "autotune", raw=True,
+    )  # fmt: skip
