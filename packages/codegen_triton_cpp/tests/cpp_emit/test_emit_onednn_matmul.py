@@ -1,6 +1,7 @@
-"""Float32 products with a row-major left operand, at least MIN_ROWS x MIN_MACS large, are
-computed by oneDNN's linear (onednn_matmul); others, a transposed left operand (a weight
-gradient) and other dtypes keep aten's mm. Values are compared with eager."""
+"""Float32 products with a row-major left operand of MIN_ROWS to MAX_ROWS rows and at least
+MIN_MACS multiply-adds are computed by oneDNN's linear (onednn_matmul); others, a
+transposed left operand (a weight gradient) and other dtypes keep aten's mm. Values are
+compared with eager."""
 
 import pytest
 import torch
@@ -68,3 +69,5 @@ def test_the_choice_reads_static_layouts():
     assert not onednn_matmul.use_onednn("addmm", [bias, a, b], {"beta": 2})
     assert not onednn_matmul.use_onednn("mm", [layout((M, K), (1, M)), b], {})
     assert not onednn_matmul.use_onednn("bmm", [a, b], {})
+    tall = layout((1024, K), (K, 1))  # MKL is as fast or faster there
+    assert not onednn_matmul.use_onednn("mm", [tall, b], {})

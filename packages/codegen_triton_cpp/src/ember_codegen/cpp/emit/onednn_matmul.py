@@ -1,9 +1,9 @@
 """Float32 CPU matmuls through oneDNN's linear primitive instead of aten's mm (MKL).
 
-On this project's AMD EPYC (AVX-512) MKL's sgemm reaches 29-95 GF/s on one thread where
-oneDNN's JIT kernels reach 1.1-1.6x that for ``x @ W.t()`` with ``x`` row-major: a
-transformer's projections (128 x 768 x 768: 1.66 -> 1.47 ms) and above all its vocabulary
-head (128 x 768 x 50257: 161 -> 101 ms). With ``x`` transposed (a weight gradient,
+On this project's AMD EPYC (AVX-512, one thread) MKL's sgemm over 128 rows reaches 30-40
+GF/s where oneDNN's JIT kernels reach 1.1-2.5x that for ``x @ W.t()`` with ``x`` row-major:
+a transformer's projections (128 x 768 x 3072: 7.1 -> 6.0 ms) and above all its
+vocabulary head (128 x 768 x 50257: 161 -> 101 ms). With ``x`` transposed (a weight gradient,
 ``g.t() @ x`` over a short batch) oneDNN is slower (0.6-0.8x), so that case keeps mm.
 Eager and torch.compile both call mm there, which is where this choice gains on them.
 
@@ -27,8 +27,11 @@ from .size_bindings import concrete, is_symbolic
 #: Products with fewer multiply-adds stay with mm: oneDNN's per-call dispatch (~5-10 us)
 #: is a visible part of them, and MKL's small-matrix paths are good.
 MIN_MACS = 1 << 22
-#: Shorter batches were not measured; mm keeps them.
+#: The rows where MKL is weak here: at 128 rows it reaches ~40 GF/s, oneDNN ~100; at 512
+#: rows both ~95 (ratios 0.95-1.12), at 32 and at 1024 (K = 256) oneDNN is slower
+#: (0.8-1.0x, 0.9x; the zoo's rnn). Outside these bounds mm keeps the product.
 MIN_ROWS = 64
+MAX_ROWS = 256
 #: Which extern ops may be routed (their operands: (bias,) a, b).
 ROUTABLE = frozenset({"mm", "addmm"})
 
@@ -77,9 +80,9 @@ def _ints(values: Any) -> tuple[int, ...] | None:
 
 def use_onednn(kernel_name: str, layouts: list[Layout | None], kwargs: dict[str, Any]) -> bool:
     """Whether the wrapper calls oneDNN for this mm/addmm, given its operands' layouts
-    (``None`` for a non-tensor argument): float32, static sizes, ``a`` row-major and
-    ``MIN_ROWS`` x ``MIN_MACS`` large, an addmm's bias one row of ``N`` with unit
-    alpha and beta."""
+    (``None`` for a non-tensor argument): float32, static sizes, ``a`` row-major with
+    ``MIN_ROWS`` to ``MAX_ROWS`` rows and ``MIN_MACS`` multiply-adds, an addmm's bias one
+    row of ``N`` with unit alpha and beta."""
     if LINEAR is None or kernel_name not in ROUTABLE:
         return False
     if kernel_name == "addmm":
@@ -97,7 +100,7 @@ def use_onednn(kernel_name: str, layouts: list[Layout | None], kwargs: dict[str,
     if a_size is None or a_stride is None or b_size is None or len(a_size) != 2:
         return False
     (m, k), n = a_size, b_size[-1]
-    if a_stride != (k, 1) or m < MIN_ROWS or m * k * n < MIN_MACS:
+    if a_stride != (k, 1) or not MIN_ROWS <= m <= MAX_ROWS or m * k * n < MIN_MACS:
         return False
     if bias is not None:
         bias_size, bias_stride = _ints(bias.size), _ints(bias.stride)
