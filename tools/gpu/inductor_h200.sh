@@ -10,7 +10,8 @@
 #         models (benchmarks/zoo_baseline.py --device cuda), dynamic (benchmarks/dynamic_shapes.py),
 #         compile (cold/warm compile time), fuzz (tools/fuzz_tracer.py on the host's CPU cores:
 #         FUZZ_COUNT programs from FUZZ_START, seed FUZZ_SEED, FUZZ_JOBS workers),
-#         stage_ab (benchmarks/stage_ab.py: Ember's/PyTorch's tracer x backend crossed, AB_MODELS).
+#         stage_ab (benchmarks/stage_ab.py: Ember's/PyTorch's tracer x backend crossed, AB_MODELS),
+#         autotune (tools/gpu/autotune_cuda.py: backend="autotune" with its CUDA candidates).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -80,6 +81,9 @@ for stage in "$@"; do
           --models "${AB_MODELS:-mlp,transformer_block,gpt2,bert}" --json "$OUT/stage_ab_$mode.json" \
           2>&1 | grep -v '^\[transformers\]' | tee "$OUT/stage_ab_$mode.txt" || status=1
       done ;;
+    autotune)
+      timeout 500 python3 tools/gpu/autotune_cuda.py 2>&1 | grep -v '^\[transformers\]' \
+        | tee "$OUT/autotune.txt" || status=1 ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done
