@@ -8,9 +8,10 @@ vocabulary head (128 x 768 x 50257: 161 -> 101 ms). With ``x`` transposed (a wei
 Eager and torch.compile both call mm there, which is where this choice gains on them.
 
 The choice is made once, when the wrapper is generated, from the static layouts of the
-operands (``use_onednn``); the call itself (``onednn_mm_out``) checks nothing. oneDNN
-returns a fresh tensor, copied into the planned buffer (a pass over the result: ~2% of the
-product's time at these sizes, kept so the memory plan stays as it is).
+operands (``use_onednn``); the call itself checks nothing. oneDNN returns a fresh tensor:
+where the buffer is row-major at offset 0 that tensor becomes the buffer (``onednn_mm``,
+the storage the plan gave it released), else it is copied into the planned buffer
+(``onednn_mm_out``: a pass over the result, a third of a weight gradient's product).
 """
 
 from __future__ import annotations
@@ -63,13 +64,27 @@ def onednn_addmm_out(
     return out.copy_(LINEAR(a, b.t(), bias, "none", [], ""))
 
 
+def onednn_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.mm(a, b)`` by oneDNN, a fresh row-major result."""
+    return LINEAR(a, b.t(), None, "none", [], "")
+
+
+def onednn_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.addmm(bias, a, b)`` for a 1-D ``bias`` by oneDNN, a fresh row-major result."""
+    return LINEAR(a, b.t(), bias, "none", [], "")
+
+
 #: runtime names -> functions (runtime_namespace)
 RUNTIME_FUNCTIONS: dict[str, Any] = {
     "_dnn_mm_out": onednn_mm_out,
     "_dnn_addmm_out": onednn_addmm_out,
+    "_dnn_mm": onednn_mm,
+    "_dnn_addmm": onednn_addmm,
 }
-#: extern op -> the runtime name that replaces its out variant
+#: extern op -> the runtime name that replaces its out variant (the result copied into
+#: the planned buffer) and the one whose fresh result becomes the buffer
 RUNTIME_NAMES: dict[str, str] = {"mm": "_dnn_mm_out", "addmm": "_dnn_addmm_out"}
+FRESH_NAMES: dict[str, str] = {"mm": "_dnn_mm", "addmm": "_dnn_addmm"}
 
 
 def _ints(values: Any) -> tuple[int, ...] | None:

@@ -448,13 +448,32 @@ class WrapperBuilder:
     def _extern_out(self, extern: ExternKernel) -> None:
         """``op.out(*args, out=buffer)`` into the planned buffer (see OUT_VARIANT_PRIMS)."""
         (out,) = extern.outputs
-        self._allocate(out.name)
         fn = OUT_VARIANTS[extern.kernel_name]
         if onednn_matmul.use_onednn(extern.kernel_name, self._arg_layouts(extern), extern.kwargs):
+            if self._onednn_fresh(extern):
+                return
             fn = onednn_matmul.RUNTIME_NAMES[extern.kernel_name]
+        self._allocate(out.name)
         args = [self._render_arg(a) for a in extern.args]
         target = self._strided_view(out.name, self.sched.layout(out.name))
         self.w.line(f"{fn}({', '.join(args)}, out={target})")
+
+    def _onednn_fresh(self, extern: ExternKernel) -> bool:
+        """oneDNN's result (a fresh row-major tensor) becomes the buffer itself where the
+        buffer is row-major at offset 0, instead of being copied into the planned storage
+        (a pass over the result: up to a third of a weight gradient's product). The storage
+        the plan gave it (a dead buffer's) is released here instead."""
+        (out,) = extern.outputs
+        size, stride, offset = triple(self.sched.layout(out.name))
+        if offset != 0 or not is_contiguous(size, stride):
+            return False
+        plan = self.sched.allocations.get(out.name)
+        if plan is not None and plan.reuses is not None and plan.reuses in self.live:
+            self._release(plan.reuses, self.w.line)
+        args = ", ".join(self._render_arg(a) for a in extern.args)
+        fn = onednn_matmul.FRESH_NAMES[extern.kernel_name]
+        self._adopt(out.name, f"{fn}({args})", fresh=True)
+        return True
 
     def _arg_layouts(self, extern: ExternKernel) -> list[Layout | None]:
         """Each argument's layout as the call sees it (None for a non-tensor)."""
@@ -487,16 +506,20 @@ class WrapperBuilder:
         emit = self.pending_frees.append if self.pending else self.w.line
         for name in self.sched.frees.get(group_name, []):
             if name in self.live and name not in self.reused:
-                if name in self.pooled:  # dead: its storage serves a later allocation
-                    dtype, storage = self.pooled.pop(name)
-                    emit(f"_pool.give({name}, {dtype}, {storage})")
-                slot, layout = self.slotted.pop(name, (None, None))
-                if slot is not None and self.held[name] == layout:  # back in the site's layout
-                    emit(f"_slots[{slot}].append({name})")
-                    self.returned.add(slot)
-                emit(f"del {name}")
-                self.live.discard(name)
-                self.pointers.discard(name)
+                self._release(name, emit)
+
+    def _release(self, name: str, emit: Any) -> None:
+        """``name`` is dead: its storage back to the pool or its slot, the variable gone."""
+        if name in self.pooled:  # dead: its storage serves a later allocation
+            dtype, storage = self.pooled.pop(name)
+            emit(f"_pool.give({name}, {dtype}, {storage})")
+        slot, layout = self.slotted.pop(name, (None, None))
+        if slot is not None and self.held[name] == layout:  # back in the site's layout
+            emit(f"_slots[{slot}].append({name})")
+            self.returned.add(slot)
+        emit(f"del {name}")
+        self.live.discard(name)
+        self.pointers.discard(name)
 
     def _outputs(self) -> None:
         items = []
