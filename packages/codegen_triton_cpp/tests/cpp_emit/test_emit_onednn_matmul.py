@@ -91,3 +91,8 @@ def test_the_choice_reads_static_layouts():
     assert not onednn_matmul.use_onednn("bmm", [a, b], {})
     tall = layout((1024, K), (K, 1))  # MKL is as fast or faster there
     assert not onednn_matmul.use_onednn("mm", [tall, b], {})
+    # the Triton target's wrapper builds on the same builder: GPU products keep mm
+    on_gpu = [
+        Layout(torch.device("cuda"), torch.float32, list(t.size), list(t.stride)) for t in (a, b)
+    ]
+    assert not onednn_matmul.use_onednn("mm", on_gpu, {})

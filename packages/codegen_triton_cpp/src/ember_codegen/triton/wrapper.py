@@ -39,6 +39,7 @@ from .template_launch import TemplateSites
 
 class TritonWrapperBuilder(WrapperBuilder):
     pool_storages = False  # GPU memory comes from torch's caching allocator
+    onednn_matmuls = False  # its namespace has no oneDNN calls; products stay mm or templates
 
     def __init__(
         self,

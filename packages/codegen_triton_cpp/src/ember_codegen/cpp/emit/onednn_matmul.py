@@ -95,7 +95,7 @@ def _ints(values: Any) -> tuple[int, ...] | None:
 
 def use_onednn(kernel_name: str, layouts: list[Layout | None], kwargs: dict[str, Any]) -> bool:
     """Whether the wrapper calls oneDNN for this mm/addmm, given its operands' layouts
-    (``None`` for a non-tensor argument): float32, static sizes, ``a`` row-major with
+    (``None`` for a non-tensor argument): float32 on the CPU, static sizes, ``a`` row-major with
     ``MIN_ROWS`` to ``MAX_ROWS`` rows and ``MIN_MACS`` multiply-adds, an addmm's bias one
     row of ``N`` with unit alpha and beta."""
     if LINEAR is None or kernel_name not in ROUTABLE:
@@ -109,6 +109,8 @@ def use_onednn(kernel_name: str, layouts: list[Layout | None], kwargs: dict[str,
             return False
         bias, (a, b) = None, layouts
     if a is None or b is None or a.dtype != torch.float32 or b.dtype != torch.float32:
+        return False
+    if a.device.type != "cpu" or b.device.type != "cpu":  # the Triton wrapper shares this builder
         return False
     a_size, a_stride = _ints(a.size), _ints(a.stride)
     b_size = _ints(b.size)

@@ -167,8 +167,11 @@ class WrapperBuilder:
     ``pool_storages``: fresh buffers come from STORAGE_POOL and dead ones return to it.
 
     ``runs``: the native entry points (launch_runs.py) the wrapper calls instead of each of
-    their kernels; a run's buffers are allocated before its call and freed after it."""
+    their kernels; a run's buffers are allocated before its call and freed after it.
 
+    ``onednn_matmuls``: float32 CPU products may go to oneDNN (onednn_matmul.py)."""
+
+    onednn_matmuls = True
     pool_storages = True
 
     def __init__(
@@ -449,7 +452,10 @@ class WrapperBuilder:
         """``op.out(*args, out=buffer)`` into the planned buffer (see OUT_VARIANT_PRIMS)."""
         (out,) = extern.outputs
         fn = OUT_VARIANTS[extern.kernel_name]
-        if onednn_matmul.use_onednn(extern.kernel_name, self._arg_layouts(extern), extern.kwargs):
+        layouts = self._arg_layouts(extern)
+        if self.onednn_matmuls and onednn_matmul.use_onednn(
+            extern.kernel_name, layouts, extern.kwargs
+        ):
             if self._onednn_fresh(extern):
                 return
             fn = onednn_matmul.RUNTIME_NAMES[extern.kernel_name]
