@@ -13,7 +13,9 @@ import ember
 from ember.stats import counters
 from ember_codegen.cpp.emit import onednn_matmul
 
-pytestmark = pytest.mark.skipif(onednn_matmul.LINEAR is None, reason="torch without oneDNN")
+pytestmark = pytest.mark.skipif(
+    not onednn_matmul.ENABLED, reason="no oneDNN, or EMBER_CPU_ONEDNN_MM=0"
+)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,9 @@ import torch
 from ember_codegen.cpp.emit import onednn_matmul
 from ember_primops import prims
 
-pytestmark = pytest.mark.skipif(onednn_matmul.LINEAR is None, reason="torch built without oneDNN")
+pytestmark = pytest.mark.skipif(
+    not onednn_matmul.ENABLED, reason="no oneDNN, or EMBER_CPU_ONEDNN_MM=0"
+)
 
 M, K, N = 128, 256, 192  # 6.3M multiply-adds: above MIN_MACS
 

@@ -39,8 +39,6 @@ ROUTABLE = frozenset({"mm", "addmm"})
 
 def _linear_op() -> Any:
     """oneDNN's linear (``mkldnn::_linear_pointwise``), or None where torch lacks it."""
-    if os.environ.get("EMBER_CPU_ONEDNN_MM", "1") == "0":
-        return None
     if not torch.backends.mkldnn.is_available():
         return None
     try:
@@ -50,6 +48,10 @@ def _linear_op() -> Any:
 
 
 LINEAR = _linear_op()
+#: Whether new wrappers route products here (``EMBER_CPU_ONEDNN_MM=0``: no). Wrappers
+#: written before, in the on-disk cache, keep their calls: the runtime functions work
+#: either way wherever torch has oneDNN.
+ENABLED = LINEAR is not None and os.environ.get("EMBER_CPU_ONEDNN_MM", "1") != "0"
 
 
 def onednn_mm_out(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
@@ -98,7 +100,7 @@ def use_onednn(kernel_name: str, layouts: list[Layout | None], kwargs: dict[str,
     (``None`` for a non-tensor argument): float32 on the CPU, static sizes, ``a`` row-major with
     ``MIN_ROWS`` to ``MAX_ROWS`` rows and ``MIN_MACS`` multiply-adds, an addmm's bias one
     row of ``N`` with unit alpha and beta."""
-    if LINEAR is None or kernel_name not in ROUTABLE:
+    if not ENABLED or kernel_name not in ROUTABLE:
         return False
     if kernel_name == "addmm":
         if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1 or len(layouts) != 3:
