@@ -24,6 +24,7 @@ def _fresh(monkeypatch, tmp_path):
     ember.reset()
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EMBER_ARTIFACT_CACHE", "0")
+    monkeypatch.setenv("EMBER_CPU_ONEDNN_MM", "1")  # routed whatever this CPU's verdict
     yield
     ember.reset()
 

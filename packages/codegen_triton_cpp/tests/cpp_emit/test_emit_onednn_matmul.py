@@ -16,6 +16,12 @@ pytestmark = pytest.mark.skipif(
 M, K, N = 128, 256, 192  # 6.3M multiply-adds: above MIN_MACS
 
 
+@pytest.fixture(autouse=True)
+def route_without_calibrating(monkeypatch):
+    # which products may route is what these tests check, not this CPU's verdict
+    monkeypatch.setenv("EMBER_CPU_ONEDNN_MM", "1")
+
+
 def _inputs(dtype=torch.float32):
     torch.manual_seed(0)
     return [t.to(dtype) for t in (torch.randn(M, K), torch.randn(N, K), torch.randn(N))]
@@ -98,3 +104,34 @@ def test_the_choice_reads_static_layouts():
         Layout(torch.device("cuda"), torch.float32, list(t.size), list(t.stride)) for t in (a, b)
     ]
     assert not onednn_matmul.use_onednn("mm", on_gpu, {})
+
+
+def test_auto_routes_by_this_cpus_measured_verdict_stored_once(monkeypatch, tmp_path):
+    """EMBER_CPU_ONEDNN_MM=auto (the default): one calibration per CPU model, torch and
+    thread count, kept on disk; a later process reads it instead of measuring."""
+    monkeypatch.setenv("EMBER_CPU_ONEDNN_MM", "auto")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(onednn_matmul, "_verdicts", {})
+    measured = []
+
+    def slower():
+        measured.append(1)
+        return 1.2  # oneDNN 20% slower than mm here (an Intel CPU with a strong MKL)
+
+    monkeypatch.setattr(onednn_matmul, "calibrate", slower)
+    assert not onednn_matmul.onednn_pays()
+    assert not onednn_matmul.onednn_pays() and measured == [1]  # once per process
+    monkeypatch.setattr(onednn_matmul, "_verdicts", {})  # a new process: read from disk
+    monkeypatch.setattr(onednn_matmul, "calibrate", lambda: pytest.fail("measured again"))
+    assert not onednn_matmul.onednn_pays()
+    monkeypatch.setattr(onednn_matmul, "_verdicts", {})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 977)  # another thread count
+    monkeypatch.setattr(onednn_matmul, "calibrate", lambda: 0.8)
+    assert onednn_matmul.onednn_pays()
+    monkeypatch.setenv("EMBER_CPU_ONEDNN_MM", "0")
+    assert not onednn_matmul.onednn_pays()
+
+
+def test_calibration_measures_a_ratio():
+    ratio = onednn_matmul.calibrate()
+    assert 0.1 < ratio < 10

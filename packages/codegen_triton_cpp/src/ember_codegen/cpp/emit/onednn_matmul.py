@@ -7,6 +7,10 @@ vocabulary head (128 x 768 x 50257: 161 -> 101 ms). With ``x`` transposed (a wei
 ``g.t() @ x`` over a short batch) oneDNN is slower (0.6-0.8x), so that case keeps mm.
 Eager and torch.compile both call mm there, which is where this choice gains on them.
 
+Whether oneDNN pays is a property of the CPU (on Intel CPUs, where MKL is strong, it may
+not): ``EMBER_CPU_ONEDNN_MM=auto`` (the default) measures it once per CPU model, torch
+version and thread count on a few transformer-shaped products (``calibrate``, ~0.1-0.5 s,
+kept on disk under the cache root), ``1`` routes without measuring, ``0`` never routes.
 The choice is made once, when the wrapper is generated, from the static layouts of the
 operands (``use_onednn``); the call itself checks nothing. oneDNN returns a fresh tensor:
 where the buffer is row-major at offset 0 that tensor becomes the buffer (``onednn_mm``,
@@ -16,14 +20,23 @@ the storage the plan gave it released), else it is copied into the planned buffe
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import os
+import platform
+import time
 from typing import Any
 
 import torch
 
+from ember_codegen.cache import atomic_write, default_cache_root, ensure_private_dir
+from ember_codegen.exc import CodegenError
 from ember_inductor_ir.layout import Layout
 
 from .size_bindings import concrete, is_symbolic
+
+log = logging.getLogger("ember.codegen")
 
 #: Products with fewer multiply-adds stay with mm: oneDNN's per-call dispatch (~5-10 us)
 #: is a visible part of them, and MKL's small-matrix paths are good.
@@ -48,10 +61,89 @@ def _linear_op() -> Any:
 
 
 LINEAR = _linear_op()
-#: Whether new wrappers route products here (``EMBER_CPU_ONEDNN_MM=0``: no). Wrappers
-#: written before, in the on-disk cache, keep their calls: the runtime functions work
-#: either way wherever torch has oneDNN.
-ENABLED = LINEAR is not None and os.environ.get("EMBER_CPU_ONEDNN_MM", "1") != "0"
+#: Whether new wrappers may route products here at all (``EMBER_CPU_ONEDNN_MM=0``: no).
+#: Wrappers written before, in the on-disk cache, keep their calls: the runtime functions
+#: work either way wherever torch has oneDNN.
+ENABLED = LINEAR is not None and os.environ.get("EMBER_CPU_ONEDNN_MM", "auto") != "0"
+#: (rows, K, N) of the calibration: a transformer's projections at MIN_ROWS..MAX_ROWS rows
+CALIBRATION_PRODUCTS = (
+    (128, 768, 768), (128, 768, 3072), (128, 3072, 768), (256, 1024, 1024), (128, 768, 8192),
+)  # fmt: skip
+#: oneDNN must take at most this fraction of mm's time (geomean) to be used. On this
+#: project's AMD EPYC at one thread the products above measure 0.80-0.93 (their geomean
+#: ~0.88, repeatably); the margin below 1 keeps a noisy tie with MKL on mm.
+PAYS_BELOW = 0.95
+_verdicts: dict[str, bool] = {}
+
+
+def _cpu_key() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next(
+                (ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), model
+            )
+    except OSError:
+        pass
+    return f"{model} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+
+
+def _time_product(op: Any, a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> float:
+    start = time.perf_counter()
+    op(a, w, out)
+    return time.perf_counter() - start
+
+
+def calibrate() -> float:
+    """oneDNN's time over mm's (geomean over CALIBRATION_PRODUCTS, best of 3 alternating
+    runs each after a warm-up) at the current thread count."""
+    ratios = []
+    for rows, k, n in CALIBRATION_PRODUCTS:
+        a, w, out = torch.randn(rows, k), torch.randn(n, k), torch.empty(rows, n)
+        runs = {
+            "mm": lambda a, w, out: torch.mm(a, w.t(), out=out),
+            "dnn": lambda a, w, out: LINEAR(a, w, None, "none", [], ""),
+        }
+        best = {name: math.inf for name in runs}
+        for round_ in range(4):
+            for name, op in runs.items():
+                seconds = _time_product(op, a, w, out)
+                if round_:  # round 0 warms both up
+                    best[name] = min(best[name], seconds)
+        ratios.append(best["dnn"] / best["mm"])
+    return math.exp(sum(map(math.log, ratios)) / len(ratios))
+
+
+def onednn_pays() -> bool:
+    """Whether routing pays on this CPU at this thread count (see the module docstring)."""
+    setting = os.environ.get("EMBER_CPU_ONEDNN_MM", "auto")
+    if not ENABLED or setting == "0":
+        return False
+    if setting == "1":
+        return True
+    key = _cpu_key()
+    if key not in _verdicts:
+        _verdicts[key] = _stored_or_measured(key)
+    return _verdicts[key]
+
+
+def _stored_or_measured(key: str) -> bool:
+    folder = default_cache_root() / "onednn_probe"
+    path = folder / "verdicts.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    if isinstance(stored.get(key), dict) and "ratio" in stored[key]:
+        return stored[key]["ratio"] <= PAYS_BELOW
+    ratio = calibrate()
+    log.info("oneDNN over mm on %s: %.3f (routes products: %s)", key, ratio, ratio <= PAYS_BELOW)
+    try:
+        ensure_private_dir(folder)
+        atomic_write(path, json.dumps({**stored, key: {"ratio": ratio}}, indent=1).encode())
+    except (OSError, CodegenError) as error:  # unstored: measured again next process
+        log.info("oneDNN calibration not stored: %s", error)
+    return ratio <= PAYS_BELOW
 
 
 def onednn_mm_out(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
@@ -125,4 +217,4 @@ def use_onednn(kernel_name: str, layouts: list[Layout | None], kwargs: dict[str,
         bias_size, bias_stride = _ints(bias.size), _ints(bias.stride)
         if bias.dtype != torch.float32 or bias_size != (n,) or bias_stride != (1,):
             return False
-    return True
+    return onednn_pays()
