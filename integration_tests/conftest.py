@@ -1,6 +1,32 @@
-"""Cross-package tests. Puts tools/ on sys.path so tests can use its helpers."""
+"""Cross-package tests. Puts tools/ on sys.path so tests can use its helpers, and holds the
+fixtures several test files share."""
 
+import logging
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def output_code(monkeypatch):
+    """The generated C++ and wrappers logged so far (``ember.output_code``), as one text."""
+    monkeypatch.setenv("EMBER_LOGS", "output_code")  # read by each compile
+    logger = logging.getLogger("ember.output_code")
+    handler, level = _Collect(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield lambda: "\n".join(handler.messages)
+    logger.removeHandler(handler)
+    logger.setLevel(level)

@@ -5,8 +5,6 @@ in inference and training, against eager."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import torch
 
@@ -22,28 +20,6 @@ def _fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("EMBER_ARTIFACT_CACHE", "0")
     yield
     ember.reset()
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@pytest.fixture
-def output_code(monkeypatch):
-    """The generated C++ and wrappers logged so far (``ember.output_code``)."""
-    monkeypatch.setenv("EMBER_LOGS", "output_code")  # read by each compile
-    logger = logging.getLogger("ember.output_code")
-    handler, level = _Collect(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield lambda: "\n".join(handler.messages)
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 def norms(x, w):

@@ -4,8 +4,6 @@ gradients against eager, the products counted in the generated wrappers."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import torch
 
@@ -27,27 +25,6 @@ def _fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("EMBER_CPU_ONEDNN_MM", "1")  # routed whatever this CPU's verdict
     yield
     ember.reset()
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@pytest.fixture
-def output_code(monkeypatch):
-    monkeypatch.setenv("EMBER_LOGS", "output_code")
-    logger = logging.getLogger("ember.output_code")
-    handler, level = _Collect(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield lambda: "\n".join(handler.messages)
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 def _mlp() -> torch.nn.Module:
