@@ -1,17 +1,23 @@
-"""Convolutions on CPU run channels-last: their inputs are stored NHWC, their results are
-declared NHWC, and the pointwise / pooling kernels between them follow that layout (loops
-with channels innermost). Graph outputs keep eager's strides. Checked against eager."""
+"""Convolutions run channels-last where the target's policy says so (channels_last.py):
+their inputs are stored NHWC, their results are declared NHWC, and the pointwise / pooling
+kernels between them follow that layout (loops with channels innermost). Graph outputs keep
+eager's strides, except a training forward's saved activations (saved_layouts.py), which
+cross to the backward NHWC. Checked against eager."""
 
+import pytest
 import sympy
 import torch
 
+from conftest import prim_graph
+from ember_inductor_ir import lower, run_scheduled, schedule
+from ember_inductor_ir.channels_last import POLICIES, channels_last_policy
 from ember_inductor_ir.layout import (
     FixedLayout,
     channels_last_strides,
     is_channels_last,
     stride_order,
 )
-from ember_inductor_ir.lowering import convolution
+from ember_inductor_ir.saved_layouts import keep_saved_channels_last, predicted_channels_last
 from ember_primops import prims
 
 
@@ -61,7 +67,7 @@ def test_graph_output_of_a_convolution_keeps_eager_strides(check):
 
 
 def test_channels_last_can_be_switched_off(check, monkeypatch):
-    monkeypatch.setattr(convolution, "CHANNELS_LAST", False)
+    monkeypatch.setenv("EMBER_CHANNELS_LAST", "0")
     _, sched = check(_conv_relu_pool_conv, *_inputs(), atol=1e-4, rtol=1e-4)
     for conv in _extern_args(sched, "convolution"):
         assert conv.outputs[0].layout.is_contiguous()
@@ -81,3 +87,103 @@ def test_stride_order():
     assert order([2, 1, 4, 5], [20, 1, 1, 4]) == [0, 1, 3, 2]  # size-1 dim stays put
     assert order([2, 3], [0, 1]) == [0, 1]  # broadcast: logical order
     assert order([2, 3], [sympy.Symbol("s"), 1]) == [0, 1]
+
+
+def test_policy_per_target_and_override(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    cpu, gpu = channels_last_policy("cpp"), channels_last_policy("triton")
+    assert cpu is POLICIES["cpp"] and gpu is POLICIES["triton"]
+    assert cpu.allows(returns_feature_maps=False) and gpu.allows(returns_feature_maps=True)
+    monkeypatch.setenv("EMBER_CHANNELS_LAST", "1")
+    assert channels_last_policy("cpp").allows(returns_feature_maps=True)
+    monkeypatch.setenv("EMBER_CHANNELS_LAST", "0")
+    assert not channels_last_policy("triton").allows(returns_feature_maps=False)
+    monkeypatch.setenv("EMBER_CHANNELS_LAST", "sometimes")
+    with pytest.raises(ValueError, match="EMBER_CHANNELS_LAST"):
+        channels_last_policy("cpp")
+
+
+def _lower_and_run(gm, inputs, target):
+    lowering = lower(gm, inputs, target=target)
+    sched = schedule(lowering)
+    return lowering, sched, run_scheduled(sched, inputs)
+
+
+def _assert_eager(got, want):
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+
+
+@pytest.mark.parametrize("target", ["cpp", "triton"])
+def test_returned_feature_maps_follow_the_target_policy(target, monkeypatch):
+    """The GPU's code generator runs a graph that returns a convolution's feature map (a
+    training graph) channels-last and copies the output to eager's strides; the CPU's keeps
+    such graphs NCHW (measured slower to train channels-last there)."""
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1, _ = _inputs()
+
+    def fn(a, b):
+        return (prims.exp(_conv(a, b)),)
+
+    _, sched, got = _lower_and_run(prim_graph(fn, x, w1), [x, w1], target)
+    conv = _extern_args(sched, "convolution")[0]
+    assert is_channels_last(conv.outputs[0].layout) == (target == "triton")
+    _assert_eager(got[0], fn(x, w1)[0])
+
+
+def _training_pair(x, w):
+    """A forward returning (loss, saved conv output) and a backward reading the saved value
+    and returning a 4-d gradient, as the partitioner splits a training graph."""
+
+    def forward(a, b):
+        c = _conv(a, b)
+        return prims.sum(prims.abs(c), [0, 1, 2, 3]), c
+
+    shape = [x.shape[0], w.shape[0], *x.shape[2:]]
+
+    def backward(c, g):
+        return (prims.mul(c, prims.broadcast_in_dim(g, shape, [])),)
+
+    c = forward(x, w)[1]
+    g = torch.tensor(2.0)
+    return forward, backward, prim_graph(forward, x, w), prim_graph(backward, c, g), c, g
+
+
+def test_saved_activations_cross_to_the_backward_channels_last(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1, _ = _inputs()
+    forward, backward, fw, bw, c, g = _training_pair(x, w1)
+    assert keep_saved_channels_last(fw, bw, 1, 1, "triton") == 1
+    saved = bw.graph.find_nodes(op="placeholder")[0].meta["val"]
+    assert saved.is_contiguous(memory_format=torch.channels_last)
+    # the forward returns the convolution's own NHWC result: no copy kernel
+    lowering, sched, got = _lower_and_run(fw, [x, w1], "triton")
+    conv = _extern_args(sched, "convolution")[0]
+    assert lowering.graph_outputs[1].name == conv.outputs[0].name
+    result = conv.outputs[0].name
+    assert not [k for k in sched if result in k.reads and not k.reduction_sizes]  # no copy
+    torch.testing.assert_close(got[0], forward(x, w1)[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], c, atol=1e-4, rtol=1e-4)
+    assert got[1].stride() == tuple(saved.stride())
+    # the backward, compiled for those strides, returns its gradient with eager's strides
+    _, _, grads = _lower_and_run(bw, [got[1], g], "triton")
+    _assert_eager(grads[0], backward(c, g)[0])
+
+
+def test_cpu_training_graphs_stay_nchw_unless_forced(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1, _ = _inputs()
+    _, _, fw, bw, _, _ = _training_pair(x, w1)
+    before = (fw.code, bw.code)
+    assert keep_saved_channels_last(fw, bw, 1, 1, "cpp") == 0
+    assert (fw.code, bw.code) == before
+    monkeypatch.setenv("EMBER_CHANNELS_LAST", "1")
+    assert keep_saved_channels_last(fw, bw, 1, 1, "cpp") == 1
+    assert "copy_strided" in fw.code and "copy_strided" in bw.code  # bw: gradient pinned
+
+
+def test_prediction_follows_the_layout_through_pointwise_and_pools():
+    x, w1, w2 = _inputs()
+    gm = prim_graph(_conv_relu_pool_conv, x, w1, w2)
+    predicted = {n.name.removesuffix("_default") for n in predicted_channels_last(gm)}
+    assert predicted == {"convolution", "abs", "amax", "convolution_default_1"}, predicted

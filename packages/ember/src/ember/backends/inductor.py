@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable
 
 import torch
@@ -289,6 +290,33 @@ def compile_graph_source(
     return compile_prim_graph(kind, settings)(gm, example_inputs)
 
 
+def saved_layouts_partition(partition_fn: Callable, settings: InductorSettings) -> Callable:
+    """`partition_fn`, then saved activations kept in the layout the forward computes them
+    in (channels-last, where the target's policy trains that way; ember_inductor_ir's
+    saved_layouts.py); the backward is compiled for those strides. Its name carries what
+    the decision reads besides the graphs, since the aot artifact cache keys by it."""
+    from ember_inductor_ir.channels_last import ENV
+    from ember_inductor_ir.saved_layouts import keep_saved_channels_last
+
+    def partition(joint):
+        part = partition_fn(joint)
+        try:
+            target = codegen_target(part.fw_gm, settings)
+        except EmberError:  # mixed devices and the like: compiled (or not) as they are
+            return part
+        keep_saved_channels_last(
+            part.fw_gm, part.bw_gm, part.num_fw_outputs, part.num_saved, target
+        )
+        return part
+
+    partition.__module__ = __name__
+    partition.__qualname__ = (
+        f"saved_layouts({partition_fn.__module__}.{partition_fn.__qualname__}, "
+        f"target={settings.target or 'device'}, {ENV}={os.environ.get(ENV, 'auto')})"
+    )
+    return partition
+
+
 @register_backend_configuration("inductor")
 def configure_inductor(mode: str | None, options: dict | None) -> Callable:
     """The inductor backend with `ember.compile`'s mode and options applied."""
@@ -320,12 +348,13 @@ def _inductor(
 
     settings = settings or inductor_settings()  # EMBER_INDUCTOR_TARGET applies to the default
     decompositions = decomposition_table()
+    partition_fn = saved_layouts_partition(min_cut_rematerialization_partition, settings)
     store = None
     if artifact_cache.enabled():
         store = AotArtifacts(
             gm,
             decompositions,
-            min_cut_rematerialization_partition,
+            partition_fn,
             functools.partial(compile_graph_source, settings=settings),
         )
     with stage("aot"):  # and decompose (ember_aot_autograd times it)
@@ -335,7 +364,7 @@ def _inductor(
             fw_compiler=compile_prim_graph("forward", settings),
             bw_compiler=compile_prim_graph("backward", settings),
             decompositions=decompositions,
-            partition_fn=min_cut_rematerialization_partition,
+            partition_fn=partition_fn,
             artifact_store=store,
             # the caller (our tracer, or Dynamo: the backend convention) guards the inputs' kinds
             inputs_guarded=True,

@@ -1,8 +1,10 @@
-"""Convolutions: library kernels that run far faster on channels-last (NHWC) data on CPU
-(cnn's first convolution ran 4-8x faster), so the lowering stores their inputs channels-last
-and declares their results channels-last. Pointwise kernels and pools that read those
-results store channels-last too (GraphLowering.realize), so the layout flows from one
-convolution to the next without copies; graph outputs still get eager's strides."""
+"""Convolutions: library kernels that run far faster on channels-last (NHWC) data (oneDNN on
+the CPU: cnn's first convolution ran 4-8x faster; cuDNN on the GPU), so where the target's
+policy says so (channels_last.py) the lowering stores their inputs channels-last and declares
+their results channels-last. Pointwise kernels and pools that read those results store
+channels-last too (GraphLowering.realize), so the layout flows from one convolution to the
+next without copies; graph outputs get the strides their ``meta['val']`` has (eager's, or
+channels-last for a training forward's saved activations, see saved_layouts.py)."""
 
 from __future__ import annotations
 
@@ -13,40 +15,50 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten
 
+from ..channels_last import channels_last_policy
 from ..layout import FixedLayout, Layout, channels_last_strides
 from ..nodes import IRNode
 from .registry import register_lowering
 
-#: Switch for measuring (and for graphs where the copies would cost more than they save).
-CHANNELS_LAST = True
-
 
 def emits_feature_maps(gm: torch.fx.GraphModule) -> bool:
-    """Whether the graph returns 4-d values it computes (a training forward saving its
-    activations for the backward, a backward returning input gradients). Graph outputs keep
-    eager's (contiguous) strides, so each would cost a transposing copy; and such graphs
-    reduce batch statistics per channel, which read channels-last data across the grain."""
+    """Whether the graph returns 4-d values it computes with eager's contiguous strides (a
+    backward's gradients, a training forward's activations when not declared channels-last).
+    Each would cost a transposing copy at the end; and a training graph reduces batch
+    statistics per channel, which read channels-last data across the grain."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     for item in tree_flatten(output.args)[0]:
         if not isinstance(item, torch.fx.Node) or item.op == "placeholder":
             continue
         val = item.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.ndim == 4 and val.shape[1] > 1:
+        if (
+            isinstance(val, torch.Tensor)
+            and val.ndim == 4
+            and val.shape[1] > 1
+            and not _is_channels_last_val(val)
+        ):
             return True
     return False
 
 
+def _is_channels_last_val(val: torch.Tensor) -> bool:
+    return val.is_contiguous(memory_format=torch.channels_last) and not val.is_contiguous()
+
+
+def conv_wants_channels_last(
+    target: str, gm: torch.fx.GraphModule, rank: int, transposed: bool, floating: bool
+) -> bool:
+    """2-d, not transposed, floating point, where the target's policy allows it for this
+    graph (channels_last.py)."""
+    if rank != 4 or transposed or not floating:
+        return False
+    return channels_last_policy(target).allows(emits_feature_maps(gm))
+
+
 def wants_channels_last(ctx: Any, x: IRNode, weight: IRNode, transposed: bool) -> bool:
-    """2-d, not transposed, on CPU, in a graph that keeps its feature maps to itself: the
-    cases measured faster channels-last."""
-    return (
-        CHANNELS_LAST
-        and not emits_feature_maps(ctx.gm)
-        and len(x.get_size()) == 4
-        and len(weight.get_size()) == 4
-        and not transposed
-        and x.get_device().type == "cpu"
-        and x.get_dtype().is_floating_point
+    rank = len(x.get_size()) if len(weight.get_size()) == 4 else 0
+    return conv_wants_channels_last(
+        ctx.target, ctx.gm, rank, transposed, x.get_dtype().is_floating_point
     )
 
 

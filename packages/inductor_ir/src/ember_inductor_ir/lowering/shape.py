@@ -12,7 +12,7 @@ from .. import views
 from ..indexing import Expr, FloorDiv, ModularIndexing, as_exprs
 from ..nodes import Pointwise, TensorBox
 from ._helpers import pointwise
-from .registry import register_lowering
+from .registry import prim_name, register_lowering
 
 
 @register_lowering("reshape")
@@ -39,6 +39,12 @@ def lower_rev(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
 
 @register_lowering("clone", "copy_strided")
 def lower_clone(ctx: Any, a: TensorBox, *args: Any, **kwargs: Any) -> TensorBox:
+    node = ctx.current_node
+    if prim_name(node.target) == "copy_strided" and all(u.op == "output" for u in node.users):
+        # A value returned with chosen strides (a saved activation kept channels-last, see
+        # saved_layouts.py): the value itself when it is, or can still be, stored so; only
+        # the graph's output reads it, so no kernel here can write the shared storage.
+        return ctx.require_strides(a, args[0] if args else kwargs["stride"])
     # Values only; strides matter at graph outputs and extern inputs, decided there.
     return pointwise([a], lambda ops, x: x, a.get_dtype())
 

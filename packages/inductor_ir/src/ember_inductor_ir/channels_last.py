@@ -1,0 +1,58 @@
+"""Which graphs run their 2-d convolutions channels-last (NHWC), per code generator.
+
+Library convolutions run much faster on NHWC data: oneDNN on the CPU (cnn's first
+convolution 4-8x), cuDNN on the GPU (fp16/bf16, and fp32 with TF32). What NHWC costs is a
+transposing copy wherever a 4-d feature map leaves the graph with eager's (contiguous)
+strides, so the policy says per target which graphs pay it:
+
+- ``inference``: graphs whose returned values are not contiguous feature maps (an inference
+  forward, whose convolutions' results stay inside the graph);
+- ``training``: every graph, a training forward's saved activations stored NHWC
+  (``saved_layouts.py``: the backward is compiled for those strides) and a backward's 4-d
+  gradients copied to eager's strides at the end.
+
+The policy is keyed by target, the device's code generator ("cpp" on the CPU, "triton" on
+CUDA): the Triton target run on CPU tensors under ``TRITON_INTERPRET=1`` takes the GPU's
+decision, which is how that path is tested without a GPU. ``EMBER_CHANNELS_LAST`` overrides
+it: ``auto`` (default, the table), ``1`` (every graph, any target), ``0`` (never).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV = "EMBER_CHANNELS_LAST"
+
+
+@dataclass(frozen=True)
+class ChannelsLastPolicy:
+    inference: bool  # graphs that keep their feature maps to themselves
+    training: bool  # also graphs that return 4-d feature maps (training forward/backward)
+
+    def allows(self, returns_feature_maps: bool) -> bool:
+        return self.training if returns_feature_maps else self.inference
+
+
+ON = ChannelsLastPolicy(inference=True, training=True)
+OFF = ChannelsLastPolicy(inference=False, training=False)
+
+#: measured decisions per code generator. CPU training stays NCHW: batch-norm statistics
+#: over NHWC data sum float64 columns, which the C++ target's column lanes (float32 only) do
+#: not take, and the cnn training step measured slower (docs/performance.md).
+POLICIES: dict[str, ChannelsLastPolicy] = {
+    "cpp": ChannelsLastPolicy(inference=True, training=False),
+    "triton": ON,
+}
+
+_OVERRIDES = {"1": ON, "on": ON, "true": ON, "0": OFF, "off": OFF, "false": OFF}
+
+
+def channels_last_policy(target: str) -> ChannelsLastPolicy:
+    """The policy for ``target`` after the ``EMBER_CHANNELS_LAST`` override."""
+    mode = os.environ.get(ENV, "auto").strip().lower()
+    if mode in _OVERRIDES:
+        return _OVERRIDES[mode]
+    if mode != "auto":
+        raise ValueError(f"{ENV} must be auto, 1 or 0, got {mode!r}")
+    return POLICIES.get(target, OFF)
