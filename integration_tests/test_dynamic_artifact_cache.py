@@ -20,7 +20,7 @@ CHILD = textwrap.dedent(
     import json, os, sys, torch, ember
     import ember_codegen, ember_inductor_ir
     from ember_codegen.cpp import build
-    from ember_codegen.cpp.emit.size_bindings import WRAPPER_STATS
+    from ember_codegen.wrapper.size_bindings import WRAPPER_STATS
 
     from ember.backends import artifact_cache
     if os.environ.get("PINNED_FINGERPRINT"):  # the first child's (see run_child)

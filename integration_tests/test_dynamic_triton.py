@@ -223,7 +223,7 @@ def test_one_symbolic_wrapper_serves_every_size(fresh):
     """One wrapper source for every size (triton/symbolic_wrapper.py): buffer sizes, grids
     and size arguments are expressions over the symbols read from each call's inputs;
     exec'd once, never written per binding, and the results match eager."""
-    from ember_codegen.cpp.emit.size_bindings import WRAPPER_STATS
+    from ember_codegen.wrapper.size_bindings import WRAPPER_STATS
 
     WRAPPER_STATS.clear()
 

@@ -13,7 +13,7 @@ import ember
 import ember_symbolic as es
 from ember.backends.inductor import inductor
 from ember.stats import counters
-from ember_codegen.cpp.emit.size_bindings import WRAPPER_STATS
+from ember_codegen.wrapper.size_bindings import WRAPPER_STATS
 
 
 @pytest.fixture(autouse=True)

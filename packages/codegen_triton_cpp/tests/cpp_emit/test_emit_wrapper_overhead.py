@@ -6,7 +6,7 @@ import torch
 from prim_helpers import prim_graph
 
 from ember_codegen import CodegenError, compile_graph
-from ember_codegen.cpp.emit.held_layouts import preferred_layouts
+from ember_codegen.wrapper.held_layouts import preferred_layouts
 from ember_inductor_ir import lower, schedule
 from ember_primops import prims
 
@@ -186,7 +186,7 @@ def test_a_transposed_input_is_read_through_t(check):
 
 
 def test_the_storage_pool_is_bounded():
-    from ember_codegen.cpp.emit.wrapper import StoragePool
+    from ember_codegen.cpp.emit.storage_pool import StoragePool
 
     pool = StoragePool(limit_bytes=1000)
     pool.give(torch.empty(100), torch.float32, 100)  # 400 bytes
@@ -204,7 +204,7 @@ def test_the_storage_pool_is_bounded():
 def test_the_storage_pool_serves_nearby_sizes_from_one_size_class():
     # a symbolic graph called at lengths 41, 42, 43...: a call's buffers serve the next
     # lengths of their size class (classes are 1/8 apart: 41..44 rows of 64 share one)
-    from ember_codegen.cpp.emit.wrapper import StoragePool, size_class
+    from ember_codegen.cpp.emit.storage_pool import StoragePool, size_class
 
     pool = StoragePool(limit_bytes=1 << 20)
     first = pool.take((41, 64), (64, 1), 0, torch.float32, 41 * 64)

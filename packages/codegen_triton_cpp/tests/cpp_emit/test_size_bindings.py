@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from ember_codegen.cpp.emit.held_layouts import extent, is_contiguous
-from ember_codegen.cpp.emit.size_bindings import (
+from ember_codegen.wrapper.held_layouts import extent, is_contiguous
+from ember_codegen.wrapper.size_bindings import (
     NeedsConcreteSizes,
     PySize,
     concrete,

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ember_codegen.cache import atomic_write, content_key, ensure_private_dir
-from ember_codegen.cpp.emit.size_bindings import concrete
+from ember_codegen.wrapper.size_bindings import concrete
 from ember_inductor_ir import Schedule
 
 from .cache import interpreting, triton_root

@@ -13,10 +13,10 @@ import torch
 
 from ember_codegen._events import stage
 from ember_codegen.cache import atomic_write, content_key
-from ember_codegen.cpp.emit.dynamic_wrapper import DynamicWrapper, SizeBinder
-from ember_codegen.cpp.emit.size_bindings import bound, concrete
 from ember_codegen.exc import CodegenError
 from ember_codegen.workers import progress_counter
+from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
+from ember_codegen.wrapper.size_bindings import bound, concrete
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .autotune import (
@@ -169,7 +169,7 @@ def _compile_symbolic(sched: Schedule, device: torch.device) -> CompiledGraph:
     """One kernel module for every size: the size symbols are kernel arguments, read from
     each call's inputs (SizeBinder) by one wrapper for every binding (symbolic_wrapper.py),
     or, where that wrapper would need concrete sizes, by a wrapper written per binding
-    (DynamicWrapper, the C++ target's machinery with the Triton wrapper builder)."""
+    (DynamicWrapper, ember_codegen/wrapper's machinery with the Triton wrapper builder)."""
     start = time.perf_counter()
     groups = [build_group(g, sched) for g in sched if g.extern is None]
     kernels = [k for g in groups for k in g.kernels]

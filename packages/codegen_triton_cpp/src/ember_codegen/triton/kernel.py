@@ -3,7 +3,7 @@
 The group's outer loops are flattened into ``xindex`` (one block of XBLOCK points per
 program) and its reduction loops into ``rindex``; index expressions are rewritten in those
 two variables and simplified with their ranges before printing (a contiguous access prints
-as ``xindex``). Nodes run in *segments* as in the C++ target (cpp/emit/kernel.py): an
+as ``xindex``). Nodes run in *segments* as in the C++ target (segments.py): an
 ``outer`` segment once per point ([XBLOCK, 1] values), a ``loop`` segment over the row
 ([XBLOCK, RBLOCK] values). How a loop segment runs depends on the kernel kind (see
 heuristics.py): straight-line over one block (persistent), a ``for`` loop with lane-wise
@@ -22,9 +22,9 @@ from typing import Any
 import sympy
 import torch
 
-from ember_codegen.cpp.emit.kernel import plan_segments
-from ember_codegen.cpp.emit.size_bindings import concrete
 from ember_codegen.exc import CodegenError
+from ember_codegen.segments import plan_segments
+from ember_codegen.wrapper.size_bindings import concrete
 from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule
 from ember_inductor_ir.indexing import (
     FloorDiv,

@@ -26,8 +26,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from ember_codegen.cache import atomic_write, content_key, ensure_private_dir
-from ember_codegen.cpp.emit.wrapper import library_call
 from ember_codegen.exc import CodegenError
+from ember_codegen.wrapper.library_calls import library_call
 from ember_inductor_ir import KernelGroup, Schedule
 from ember_inductor_ir.extern import TensorArg
 

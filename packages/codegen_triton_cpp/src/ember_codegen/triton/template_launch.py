@@ -73,9 +73,7 @@ class TemplateSites:
         for name in released:
             del self.pinned[name]
             if name in builder.live and (name not in builder.reused or name in self.refused):
-                builder.w.line(f"del {name}")
-                builder.live.discard(name)
-                builder.pointers.discard(name)
+                builder._release(name, builder.w.line)
 
     def allocate(self, builder: Any, name: str, allocate: Callable[[str], None]) -> None:
         plan = builder.sched.allocations.get(name)

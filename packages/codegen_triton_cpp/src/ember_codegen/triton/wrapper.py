@@ -1,12 +1,13 @@
 """The generated Python wrapper of the Triton target.
 
-The C++ target's wrapper (cpp/emit/wrapper.py) already does the target-neutral work:
-input guards, allocation per the memory plan (reusing dead storages), extern ops through
-aten, frees, outputs. This builder only changes what a loops group turns into (workspaces
-plus one launch per kernel, ``kernel[grid](buffers..., sizes..., XBLOCK=..)``) and binds
-the allocation helpers to the graph's device. Grids, block sizes and size arguments are
-literals computed from static sizes, or from the binding of the size symbols a symbolic
-graph's wrapper is written for (cpp/emit/dynamic_wrapper.py: one wrapper per binding), so a
+The target-neutral wrapper builder (ember_codegen/wrapper/builder.py) does the input
+guards, allocation per the memory plan (reusing dead storages), extern ops through aten,
+frees and outputs. This builder says what a loops group turns into (workspaces plus one
+launch per kernel: the binary's launcher called directly, else ``kernel[grid](buffers...,
+sizes..., XBLOCK=..)``) and binds the allocation helpers to the graph's device. Grids,
+block sizes and size arguments are literals computed from static sizes, or from the binding
+of the size symbols a symbolic graph's wrapper is written for (one wrapper per binding:
+ember_codegen/wrapper/dynamic_wrapper.py; one for every binding: symbolic_wrapper.py), so a
 call makes no host-device synchronisation and allocates the same sizes every time (what a
 CUDA graph replay needs).
 """
@@ -19,14 +20,12 @@ from typing import Any
 
 import torch
 
-from ember_codegen.cpp.emit.size_bindings import concrete, value_of
-from ember_codegen.cpp.emit.wrapper import (
-    OUT_FUNCTIONS,
-    PRIM_IMPLEMENTATIONS,
-    WrapperBuilder,
-    WrapperCode,
-)
 from ember_codegen.exc import CodegenError
+from ember_codegen.wrapper.builder import WrapperBuilder
+from ember_codegen.wrapper.library_calls import OUT_FUNCTIONS, PRIM_IMPLEMENTATIONS
+from ember_codegen.wrapper.runtime import adopt_extern_output, relayout_input
+from ember_codegen.wrapper.size_bindings import concrete, value_of
+from ember_codegen.wrapper.writer import WrapperCode
 from ember_inductor_ir import Schedule
 from ember_inductor_ir.extern import ExternKernel
 
@@ -38,8 +37,12 @@ from .template_launch import TemplateSites
 
 
 class TritonWrapperBuilder(WrapperBuilder):
-    pool_storages = False  # GPU memory comes from torch's caching allocator
-    onednn_matmuls = False  # its namespace has no oneDNN calls; products stay mm or templates
+    """Fresh buffers come from torch's caching allocator (``_empty_strided`` on the graph's
+    device); products stay aten calls or matmul templates (template_launch.py)."""
+
+    #: what the guard of a direct launch may find the binary was not specialized for (the
+    #: comment on its JIT branch)
+    unspecialized = "an address"
 
     def __init__(
         self,
@@ -65,25 +68,40 @@ class TritonWrapperBuilder(WrapperBuilder):
             self.w.namespace["_current_stream"] = current_stream_getter(device)
             self.w.line("_stream = _current_stream()")
 
-    def _direct(self, kernel: TritonKernel) -> DirectLaunch | None:
-        direct = kernel.direct
-        if direct is None:
-            return None
+    def _grid(self, kernel: TritonKernel) -> tuple[str, ...]:
+        """The launch grid's programs, as Python source."""
+        return tuple(map(str, kernel.grid()))
+
+    def _size_checks(self, kernel: TritonKernel) -> list[str] | None:
+        """Per-call conditions under which the warmed-up binary serves the size arguments
+        (it took them as int32, warmed up on hints), or None where it never does."""
         if any(value_of(n) > INT32_LIMIT for n in kernel.size_params):
-            return None  # the binary took its size arguments as int32 (warmed up on hints)
+            return None
+        return []
+
+    def _direct(self, kernel: TritonKernel) -> DirectLaunch | None:
+        """The binary's direct launch, unless the sizes or a constant's address are not what
+        it was specialized for."""
+        direct = kernel.direct
+        if direct is None or self._size_checks(kernel) is None:
+            return None
         for name in direct.aligned & set(self.sched.constants):  # addresses known now
             if self.sched.constants[name].data_ptr() % POINTER_ALIGNMENT:
                 return None
         return direct
 
     def _launch(self, kernel: TritonKernel) -> None:
+        """One launch: the binary's launcher with pre-packed arguments (launch.py) where its
+        per-call checks pass, else ``kernel[grid](...)`` through the JIT."""
         w = self.w
         cfg = kernel.config
         consts = cfg.constexprs(kernel.reduction)
         args = [*kernel.params, *(str(value_of(n)) for n in kernel.size_params)]
+        grid = self._grid(kernel)
         jit_args = [*args, *(f"{k}={v}" for k, v in consts.items())]
         jit_args += [f"num_warps={cfg.num_warps}", f"num_stages={cfg.num_stages}"]
-        jit_launch = f"_k_{kernel.name}[{kernel.grid()}]({', '.join(jit_args)})"
+        grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({', '.join(grid)})"
+        jit_launch = f"_k_{kernel.name}[{grid_text}]({', '.join(jit_args)})"
         direct = self._direct(kernel)
         if direct is None:
             w.line(jit_launch)
@@ -91,19 +109,21 @@ class TritonWrapperBuilder(WrapperBuilder):
         w.namespace[f"_run_{kernel.name}"] = direct.run
         w.namespace[f"_fn_{kernel.name}"] = direct.function
         w.namespace[f"_meta_{kernel.name}"] = direct.packed_metadata
-        grid = (*kernel.grid(), 1, 1)[:3]
         launch_args = [
-            *map(str, grid), "_stream", f"_fn_{kernel.name}", f"_meta_{kernel.name}",
+            *(*grid, "1", "1")[:3], "_stream", f"_fn_{kernel.name}", f"_meta_{kernel.name}",
             "None", "None", "None", *args, *map(str, consts.values()),
         ]  # fmt: skip
+        checks = list(self._size_checks(kernel) or ())
+        aligned = sorted(direct.aligned & self.foreign & set(kernel.params))
+        if aligned:
+            checks.append(alignment_check(aligned))
         direct_launch = f"_run_{kernel.name}({', '.join(launch_args)})"
-        checked = sorted(direct.aligned & self.foreign & set(kernel.params))
-        if not checked:
+        if not checks:
             w.line(direct_launch)
             return
-        w.line(f"if {alignment_check(checked)}:")
+        w.line(f"if {' and '.join(checks)}:")
         w.line(f"    {direct_launch}")
-        w.line("else:  # an address the binary was not specialized for")
+        w.line(f"else:  # {self.unspecialized} the binary was not specialized for")
         w.line(f"    {jit_launch}")
 
     # matmul templates replace an extern (and its epilogue group): template_launch.py
@@ -168,49 +188,10 @@ def runtime_namespace(device: torch.device) -> dict[str, Any]:
         "_empty_strided": functools.partial(torch.empty_strided, device=device),
         "_empty": functools.partial(torch.empty, device=device),
         "_as_strided": torch.as_strided,
-        "_relayout": functools.partial(relayout_input, device=device),
+        "_relayout": functools.partial(relayout_input, device=device, moves_scalars=True),
         "_to_graph_device": functools.partial(torch.Tensor.to, device=device, non_blocking=True),
         "_adopt": adopt_extern_output,
         "_sequences": (tuple, list),
         "_prim_impl": PRIM_IMPLEMENTATIONS,
         **OUT_FUNCTIONS,
     }
-
-
-def relayout_input(
-    t: torch.Tensor,
-    position: int,
-    size: tuple,
-    stride: tuple,
-    dtype: torch.dtype,
-    *,
-    device: torch.device,
-) -> torch.Tensor:
-    """An input whose layout differs from the example the graph was built for: a wrong
-    shape, dtype or device raises; other strides are copied to the expected layout."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"compiled graph input {position}: expected a tensor, got {type(t)}")
-    if tuple(t.shape) != size or t.dtype != dtype:
-        raise CodegenError(
-            f"compiled graph input {position} is {t.dtype}{list(t.shape)}, but the graph was "
-            f"compiled for {dtype}{list(size)}; recompile for these inputs"
-        )
-    if t.device.type != device.type and t.dim() > 0:
-        raise CodegenError(f"compiled graph input {position} is on {t.device}, expected {device}")
-    if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride, strict=True)):
-        return t
-    return torch.empty_strided(size, stride, dtype=dtype, device=t.device).copy_(t)
-
-
-def adopt_extern_output(
-    t: torch.Tensor, size: tuple, stride: tuple, offset: int, dtype: torch.dtype
-) -> torch.Tensor:
-    """An extern kernel's result as the buffer: as is when it has the buffer's layout, else
-    copied (on its device) into a fresh tensor that has it."""
-    if (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype) == (size, stride, offset, dtype):
-        return t
-    numel = (
-        0 if 0 in size else offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) + 1
-    )
-    out = torch.empty(max(numel, 0), dtype=dtype, device=t.device).as_strided(size, stride, offset)
-    return out.copy_(t)

@@ -2,6 +2,6 @@
 
 from .kernel import KernelSource, build_kernel
 from .source import graph_source
-from .wrapper import WrapperBuilder, WrapperCode
+from .wrapper import CppWrapperBuilder
 
-__all__ = ["KernelSource", "WrapperBuilder", "WrapperCode", "build_kernel", "graph_source"]
+__all__ = ["CppWrapperBuilder", "KernelSource", "build_kernel", "graph_source"]

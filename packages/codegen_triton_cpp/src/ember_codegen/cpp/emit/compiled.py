@@ -14,15 +14,15 @@ from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.cpp.build import CppBuilder, default_builder
 from ember_codegen.cpp.loader import ERROR_MESSAGES, LoadedKernelLibrary
 from ember_codegen.exc import KernelRuntimeError
+from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
+from ember_codegen.wrapper.size_bindings import bound
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
-from .dynamic_wrapper import DynamicWrapper, SizeBinder
 from .kernel import KernelSource, build_kernel
 from .launch_runs import LaunchRun, plan_runs, runs_source
-from .size_bindings import bound
 from .source import graph_source
 from .symbolic_wrapper import symbolic_call
-from .wrapper import WrapperBuilder, check_cpu, runtime_namespace
+from .wrapper import CppWrapperBuilder, check_cpu, runtime_namespace
 
 output_code_log = logging.getLogger("ember.output_code")
 perf_log = logging.getLogger("ember.perf")
@@ -115,7 +115,7 @@ def compile_cpp(
         cpp_source = graph_source(kernels) + runs_source(runs)
         binder = SizeBinder(sched, kernels) if sched.shape_env is not None else None
         with bound(binder.hints() if binder is not None else {}):  # the example's binding
-            wrapper = WrapperBuilder(
+            wrapper = CppWrapperBuilder(
                 sched, by_name, trusted_inputs=trusted_inputs, runs=runs
             ).build()
     except TypeError as exc:
@@ -145,7 +145,7 @@ def compile_cpp(
     if binder is not None:  # the fallback: one wrapper per binding, same kernels
         call = DynamicWrapper(
             sched,
-            lambda: WrapperBuilder(
+            lambda: CppWrapperBuilder(
                 sched, by_name, trusted_inputs=trusted_inputs, runs=runs
             ).build(),
             namespace,

@@ -25,7 +25,8 @@ import sympy
 import torch
 
 from ember_codegen.exc import CodegenError
-from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule, ScheduledNode
+from ember_codegen.segments import Segment, plan_segments
+from ember_inductor_ir import KernelGroup, Schedule
 from ember_inductor_ir.indexing import multi_to_flat, product, simplify_index
 
 from .columns import columns_apply
@@ -68,33 +69,6 @@ class KernelSource:
     mode: str
     #: size symbols the kernel takes as int64 arguments after the pointers (symbolic sizes)
     size_params: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Segment:
-    kind: str  # "outer" | "loop"
-    nodes: list[ScheduledNode] = field(default_factory=list)
-    reduced: set[str] = field(default_factory=set)
-
-
-def _reads(node: ScheduledNode) -> set[str]:
-    rw = ReadWriteHandler()
-    node.run(rw)
-    return {name for name, _ in rw.reads}
-
-
-def plan_segments(nodes: list[ScheduledNode]) -> list[_Segment]:
-    segments: list[_Segment] = []
-    for node in nodes:
-        kind = "outer" if node.placement == "outer" else "loop"
-        current = segments[-1] if segments else None
-        if current is None or current.kind != kind or (_reads(node) & current.reduced):
-            current = _Segment(kind)
-            segments.append(current)
-        current.nodes.append(node)
-        if node.placement == "reduction":
-            current.reduced.add(node.buffer.name)
-    return segments
 
 
 def _sizes(values: list[Any]) -> list[Any]:
@@ -141,7 +115,7 @@ class KernelBuilder:
         self._acc = 0
         self._locals: dict[str, CppValue] = {}
         self._segment_locals: dict[str, CppValue] = {}
-        self._segment: _Segment | None = None
+        self._segment: Segment | None = None
         self._accs: dict[tuple, tuple[str, Any]] = {}
         self._prologue = CodeWriter()
         self._epilogue = CodeWriter()
@@ -508,7 +482,7 @@ class KernelBuilder:
         out.extend(["  " + line for line in self._epilogue.lines])
         self._accs = {}
 
-    def _loop_segment(self, segment: _Segment, out: CodeWriter) -> None:
+    def _loop_segment(self, segment: Segment, out: CodeWriter) -> None:
         self._prologue = CodeWriter(out.level)
         self._epilogue = CodeWriter(out.level)
         self._merge: list[tuple[str, Any]] = []

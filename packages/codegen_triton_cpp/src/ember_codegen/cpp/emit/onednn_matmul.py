@@ -32,9 +32,8 @@ import torch
 
 from ember_codegen.cache import atomic_write, default_cache_root, ensure_private_dir
 from ember_codegen.exc import CodegenError
+from ember_codegen.wrapper.size_bindings import concrete, is_symbolic
 from ember_inductor_ir.layout import Layout
-
-from .size_bindings import concrete, is_symbolic
 
 log = logging.getLogger("ember.codegen")
 

@@ -6,28 +6,27 @@ size, stride, offset, storage size, view and kernel size argument as a Python ex
 over those locals (size_bindings.PySize), so one ``exec`` of one source serves every size.
 Planning decisions (held layouts, storage takeovers, view elision) are made only where they
 hold for every binding; where one would depend on the values (NeedsConcreteSizes), the graph
-keeps the per-binding wrapper (dynamic_wrapper.py), logged and counted in WRAPPER_STATS.
+keeps the per-binding wrapper (ember_codegen/wrapper/dynamic_wrapper.py), logged and counted
+in WRAPPER_STATS.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember_codegen.symbolic_reads import SymbolicReads  # the symbol reads, shared with Triton
+from ember_codegen.wrapper.dynamic_wrapper import SizeBinder, symbolic_wrapper_call
+from ember_codegen.wrapper.size_bindings import SymbolicSizes
+from ember_codegen.wrapper.symbolic_reads import SymbolicReads
+from ember_codegen.wrapper.writer import WrapperCode
 from ember_inductor_ir import Schedule
 
-from .dynamic_wrapper import SizeBinder
 from .kernel import KernelSource
 from .launch_runs import LaunchRun
-from .size_bindings import WRAPPER_STATS, NeedsConcreteSizes, SymbolicSizes, symbolic
-from .wrapper import WrapperBuilder, WrapperCode
-
-log = logging.getLogger("ember.output_code")
+from .wrapper import CppWrapperBuilder
 
 
-class SymbolicWrapperBuilder(SymbolicReads, WrapperBuilder):
+class SymbolicWrapperBuilder(SymbolicReads, CppWrapperBuilder):
     """The C++ wrapper with sizes as expressions: called with every graph input (size
     inputs included), it reads the symbols it uses first (SymbolicReads)."""
 
@@ -58,17 +57,10 @@ def symbolic_call(
     """`call(args)` serving every binding and its wrapper, or None where the wrapper needs
     concrete sizes (logged and counted; the caller writes it per binding)."""
     by_name = {k.name: k for k in kernels}
-    try:
-        with symbolic(sched.shape_env) as sizes:
-            wrapper = SymbolicWrapperBuilder(
-                sched, by_name, binder, sizes, trusted_inputs=trusted_inputs, runs=runs
-            ).build()
-    except NeedsConcreteSizes as reason:
-        WRAPPER_STATS["per_binding_fallback"] += 1
-        log.info("wrapper written per binding of the size symbols: %s", reason)
-        return None
-    scope = {**namespace, **wrapper.namespace}
-    exec(compile(wrapper.source, "<ember symbolic wrapper>", "exec"), scope)
-    WRAPPER_STATS["symbolic"] += 1
-    WRAPPER_STATS["wrapper_execs"] += 1
-    return scope["call"], wrapper
+
+    def build(sizes: SymbolicSizes) -> WrapperCode:
+        return SymbolicWrapperBuilder(
+            sched, by_name, binder, sizes, trusted_inputs=trusted_inputs, runs=runs
+        ).build()
+
+    return symbolic_wrapper_call(sched, build, namespace, "wrapper")

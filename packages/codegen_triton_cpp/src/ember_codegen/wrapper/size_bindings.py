@@ -1,7 +1,7 @@
-"""Symbolic sizes in the wrapper: the C++ kernels are compiled once with the size symbols as
-int64 arguments. The Python wrapper around them is written either
+"""Symbolic sizes in the wrapper (either target): the kernels are compiled once with the
+size symbols as int arguments. The Python wrapper around them is written either
 
-- once for every binding (`symbolic(env)`, symbolic_wrapper.py): `concrete()` and
+- once for every binding (`symbolic(env)`, dynamic_wrapper.symbolic_wrapper_call): `concrete()` and
   `value_of()` return `PySize`s, which print as Python expressions over locals named after
   the symbols (read from the inputs at the top of `call`) and decide comparisons only where
   they hold for every binding (structural equality, or proved by the env's ranges), raising
@@ -26,7 +26,7 @@ from ember_codegen.size_printing import NeedsConcreteSizes, python_size
 #: symbol name -> value (by name: the same symbol may be rebuilt with other assumptions), or
 #: a SymbolicSizes (the wrapper is written for every binding)
 _BINDINGS: contextvars.ContextVar[Any] = contextvars.ContextVar(
-    "ember_cpp_size_bindings", default=MappingProxyType({})
+    "ember_size_bindings", default=MappingProxyType({})
 )
 
 

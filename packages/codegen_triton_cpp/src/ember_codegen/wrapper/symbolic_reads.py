@@ -4,7 +4,7 @@ read each symbol it uses from the call's inputs into a local named after it
 
 A mixin over a target's wrapper builder (the C++ one, cpp/emit/symbolic_wrapper.py; the
 Triton one, triton/symbolic_wrapper.py): the builder sets ``binder`` (where each symbol is
-read: cpp/emit/dynamic_wrapper.SizeBinder) and ``sizes`` (the SymbolicSizes it is built
+read: dynamic_wrapper.SizeBinder) and ``sizes`` (the SymbolicSizes it is built
 under, whose ``used`` names the symbols its printed sizes refer to). Target-neutral.
 """
 

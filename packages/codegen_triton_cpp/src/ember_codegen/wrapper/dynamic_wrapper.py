@@ -1,9 +1,12 @@
-"""Compiled graphs with symbolic sizes: the size symbols are read from each call's inputs,
-and the Python wrapper written for that binding (cached) calls the kernels compiled once
-for all sizes, passing the symbols' values as their int64 size arguments."""
+"""Compiled graphs with symbolic sizes, on either target: the size symbols are read from
+each call's inputs (SizeBinder), and either one wrapper serves every binding
+(`symbolic_wrapper_call`) or the wrapper written for each binding (DynamicWrapper, cached)
+calls the kernels compiled once for all sizes, passing the symbols' values as their size
+arguments."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,8 +14,10 @@ import torch
 
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
-from .size_bindings import WRAPPER_STATS, bound
-from .wrapper import WrapperCode
+from .size_bindings import WRAPPER_STATS, NeedsConcreteSizes, SymbolicSizes, bound, symbolic
+from .writer import WrapperCode
+
+log = logging.getLogger("ember.output_code")
 
 #: wrappers kept per compiled graph (one per distinct binding of its size symbols); past
 #: this the oldest is dropped (a wrapper is ~1 ms of Python to write, no C++ build)
@@ -71,8 +76,8 @@ class SizeBinder:
 
 class DynamicWrapper:
     """`call(args)` of a compiled graph with symbolic sizes (args: every graph input, ints
-    for size inputs). `build()` writes the wrapper (WrapperCode) for the current binding:
-    the C++ target's WrapperBuilder, or a subclass of it (the Triton target's)."""
+    for size inputs). `build()` writes the wrapper (WrapperCode) for the current binding
+    with the target's wrapper builder."""
 
     def __init__(
         self,
@@ -106,3 +111,27 @@ class DynamicWrapper:
             self.calls.pop(next(iter(self.calls)))
         call = self.calls[key] = namespace["call"]
         return call
+
+
+def symbolic_wrapper_call(
+    sched: Schedule,
+    build: Callable[[SymbolicSizes], WrapperCode],
+    namespace: dict[str, Any],
+    what: str,
+) -> tuple[Callable, WrapperCode] | None:
+    """`call(args)` serving every binding and its wrapper, or None where the wrapper needs
+    concrete sizes (logged and counted; the caller writes it per binding). `build(sizes)`
+    writes the wrapper inside `symbolic(env)`; `what` names it in the log and as the
+    source's file name ("wrapper", "triton wrapper")."""
+    try:
+        with symbolic(sched.shape_env) as sizes:
+            wrapper = build(sizes)
+    except NeedsConcreteSizes as reason:
+        WRAPPER_STATS["per_binding_fallback"] += 1
+        log.info("%s written per binding of the size symbols: %s", what, reason)
+        return None
+    scope = {**namespace, **wrapper.namespace}
+    exec(compile(wrapper.source, f"<ember symbolic {what}>", "exec"), scope)
+    WRAPPER_STATS["symbolic"] += 1
+    WRAPPER_STATS["wrapper_execs"] += 1
+    return scope["call"], wrapper

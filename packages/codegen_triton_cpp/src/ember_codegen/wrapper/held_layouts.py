@@ -1,4 +1,4 @@
-"""Which layout the wrapper holds each buffer's tensor in (see wrapper.py's docstring).
+"""Which layout the wrapper holds each buffer's tensor in (see builder.py's docstring).
 
 A kernel only needs a buffer's data pointer; extern calls and graph outputs need tensors of
 given sizes and strides. A view costs ~1 us a call, so the tensor is allocated (or a dead

@@ -1,0 +1,54 @@
+"""Functions every generated wrapper's namespace holds, whatever the target."""
+
+from __future__ import annotations
+
+import torch
+
+from ember_codegen.exc import CodegenError
+
+from .held_layouts import extent
+
+
+def relayout_input(
+    t: torch.Tensor,
+    position: int,
+    size: tuple,
+    stride: tuple,
+    dtype: torch.dtype,
+    *,
+    device: torch.device,
+    moves_scalars: bool = False,
+) -> torch.Tensor:
+    """An input whose layout differs from the example the graph was built for: a wrong
+    shape, dtype or device raises; other strides are copied to the expected layout.
+    ``moves_scalars``: a 0-dim tensor may sit on another device (the wrapper moves it to
+    the graph's: the CPU scalars of a GPU graph)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"compiled graph input {position}: expected a tensor, got {type(t)}")
+    if tuple(t.shape) != size or t.dtype != dtype:
+        raise CodegenError(
+            f"compiled graph input {position} is {t.dtype}{list(t.shape)}, but the graph was "
+            f"compiled for {dtype}{list(size)}; recompile for these inputs"
+        )
+    if t.device.type != device.type and (t.dim() > 0 or not moves_scalars):
+        raise CodegenError(f"compiled graph input {position} is on {t.device}, expected {device}")
+    if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride, strict=True)):
+        return t
+    return torch.empty_strided(size, stride, dtype=dtype, device=t.device).copy_(t)
+
+
+def adopt_extern_output(
+    t: torch.Tensor, size: tuple, stride: tuple, offset: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """An extern kernel's result as the buffer: taken as is when it already has the
+    buffer's layout, else copied (on its device) into a fresh tensor that has it."""
+    if (
+        tuple(t.shape) == size
+        and t.stride() == stride
+        and t.storage_offset() == offset
+        and t.dtype == dtype
+    ):
+        return t
+    numel = extent((size, stride, offset))
+    out = torch.empty(numel, dtype=dtype, device=t.device).as_strided(size, stride, offset)
+    return out.copy_(t)
