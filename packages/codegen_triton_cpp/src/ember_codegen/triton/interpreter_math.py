@@ -37,33 +37,15 @@ def _wrap(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     return apply
 
 
+#: the libdevice functions the kernels call that torch spells the same way
+_SAME_NAME = (
+    "expm1", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+    "tanh", "asinh", "acosh", "atanh", "erfc", "erfinv", "lgamma", "trunc", "fmod", "pow",
+    "atan2", "hypot", "copysign", "nextafter",
+)  # fmt: skip
 _FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
-    "expm1": torch.expm1,
-    "log10": torch.log10,
-    "log1p": torch.log1p,
-    "sin": torch.sin,
-    "cos": torch.cos,
-    "tan": torch.tan,
-    "asin": torch.asin,
-    "acos": torch.acos,
-    "atan": torch.atan,
-    "sinh": torch.sinh,
-    "cosh": torch.cosh,
-    "tanh": torch.tanh,
-    "asinh": torch.asinh,
-    "acosh": torch.acosh,
-    "atanh": torch.atanh,
-    "erfc": torch.erfc,
-    "erfinv": torch.erfinv,
-    "lgamma": torch.lgamma,
-    "trunc": torch.trunc,
-    "nearbyint": torch.round,
-    "fmod": torch.fmod,
-    "pow": torch.pow,
-    "atan2": torch.atan2,
-    "hypot": torch.hypot,
-    "copysign": torch.copysign,
-    "nextafter": torch.nextafter,
+    **{name: getattr(torch, name) for name in _SAME_NAME},
+    "nearbyint": torch.round,  # round half to even, as libdevice's nearbyint
 }
 
 libdevice_shim = types.SimpleNamespace(**{name: _wrap(fn) for name, fn in _FUNCTIONS.items()})

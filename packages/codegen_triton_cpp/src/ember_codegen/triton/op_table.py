@@ -10,10 +10,11 @@ fast approximations) come from ``libdevice``; under the interpreter the kernel m
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from ember_codegen.op_registry import Emitter, infix, register_infix, registrar
 
 from .dtypes import bit_width, compute_type, is_integer
 
@@ -29,20 +30,11 @@ class TritonValue:
         return self.expr
 
 
-Emitter = Callable[..., str]
 TRITON_OPS: dict[str, Emitter] = {}
 BOOL_RESULT_OPS: set[str] = set()
 
 
-def emits(*names: str, to_bool: bool = False) -> Callable[[Emitter], Emitter]:
-    def register(fn: Emitter) -> Emitter:
-        for name in names:
-            TRITON_OPS[name] = fn
-            if to_bool:
-                BOOL_RESULT_OPS.add(name)
-        return fn
-
-    return register
+emits = registrar(TRITON_OPS, BOOL_RESULT_OPS)
 
 
 def _is_float(v: TritonValue) -> bool:
@@ -100,11 +92,7 @@ def _sign(x: TritonValue) -> str:
 
 
 # --------------------------------------------------------------- binary arithmetic
-def _infix(op: str) -> Emitter:
-    return lambda a, b: f"({a} {op} {b})"
-
-
-TRITON_OPS["sub"] = _infix("-")
+TRITON_OPS["sub"] = infix("-")
 TRITON_OPS["truediv"] = lambda a, b: (
     f"tl.div_rn({a}, {b})" if a.dtype == torch.float32 or a.dtype in (torch.float16, torch.bfloat16)
     else f"({a} / {b})"
@@ -169,15 +157,7 @@ for _name in ("atan2", "hypot", "copysign", "nextafter"):
 
 
 # --------------------------------------------------------------- comparisons -> bool
-for _name, _op in (
-    ("eq", "=="),
-    ("ne", "!="),
-    ("lt", "<"),
-    ("le", "<="),
-    ("gt", ">"),
-    ("ge", ">="),
-):
-    emits(_name, to_bool=True)(_infix(_op))
+register_infix(emits)  # and bitwise and/or/xor: spelled alike in every target
 
 
 @emits("isnan", to_bool=True)
@@ -210,9 +190,6 @@ emits("logical_and", to_bool=True)(lambda a, b: f"({_truth(a)} & {_truth(b)})")
 emits("logical_or", to_bool=True)(lambda a, b: f"({_truth(a)} | {_truth(b)})")
 emits("logical_xor", to_bool=True)(lambda a, b: f"({_truth(a)} ^ {_truth(b)})")
 emits("logical_not", to_bool=True)(lambda x: f"({x} == 0)" if x.dtype != torch.bool else f"(~{x})")
-TRITON_OPS["bitwise_and"] = _infix("&")
-TRITON_OPS["bitwise_or"] = _infix("|")
-TRITON_OPS["bitwise_xor"] = _infix("^")
 TRITON_OPS["bitwise_not"] = lambda x: f"({x} ^ 255)" if x.dtype == torch.uint8 else f"(~{x})"
 
 

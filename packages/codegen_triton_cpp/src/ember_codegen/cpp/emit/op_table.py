@@ -9,10 +9,11 @@ inside a kernel, so their entries are the float ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+
+from ember_codegen.op_registry import Emitter, infix, register_infix, registrar
 
 from .dtypes import compute_type, cpp_literal, is_float, is_integer
 
@@ -30,7 +31,6 @@ class CppValue:
         return self.expr
 
 
-Emitter = Callable[..., str]
 #: op name -> emitter(*operands) -> C++ expression
 CPP_OPS: dict[str, Emitter] = {}
 #: ops whose result is bool whatever their operands
@@ -39,15 +39,7 @@ BOOL_RESULT_OPS: set[str] = set()
 FALLIBLE_OPS = {"floordiv", "truncdiv", "mod", "fmod"}
 
 
-def emits(*names: str, to_bool: bool = False) -> Callable[[Emitter], Emitter]:
-    def register(fn: Emitter) -> Emitter:
-        for name in names:
-            CPP_OPS[name] = fn
-            if to_bool:
-                BOOL_RESULT_OPS.add(name)
-        return fn
-
-    return register
+emits = registrar(CPP_OPS, BOOL_RESULT_OPS)
 
 
 def _std(name: str) -> Emitter:
@@ -111,12 +103,8 @@ def _sign(x: CppValue) -> str:
 
 
 # --------------------------------------------------------------- binary arithmetic
-def _infix(op: str) -> Emitter:
-    return lambda a, b: f"({a} {op} {b})"
-
-
-CPP_OPS["add"] = _infix("+")
-CPP_OPS["sub"] = _infix("-")
+CPP_OPS["add"] = infix("+")
+CPP_OPS["sub"] = infix("-")
 
 
 @emits("truediv")
@@ -186,15 +174,7 @@ for _name in ("atan2", "hypot", "copysign", "nextafter"):
 
 
 # --------------------------------------------------------------- comparisons -> bool
-for _name, _op in (
-    ("eq", "=="),
-    ("ne", "!="),
-    ("lt", "<"),
-    ("le", "<="),
-    ("gt", ">"),
-    ("ge", ">="),
-):
-    emits(_name, to_bool=True)(_infix(_op))
+register_infix(emits)  # and bitwise and/or/xor: spelled alike in every target
 
 
 def _classify(float_expr: str, int_expr: str) -> Emitter:
@@ -220,9 +200,6 @@ emits("logical_xor", to_bool=True)(
     lambda a, b: f"(static_cast<bool>({a}) != static_cast<bool>({b}))"
 )
 emits("logical_not", to_bool=True)(lambda x: f"(!static_cast<bool>({x}))")
-CPP_OPS["bitwise_and"] = _infix("&")
-CPP_OPS["bitwise_or"] = _infix("|")
-CPP_OPS["bitwise_xor"] = _infix("^")
 
 
 @emits("bitwise_not")
