@@ -8,12 +8,8 @@ import math
 
 import torch
 
-from ember_codegen.exc import CodegenError
-
-
-class UnsupportedDtypeError(CodegenError):
-    """A dtype the Triton target cannot compute with (complex, float8, wide unsigned...)."""
-
+# the lookup and its error (UnsupportedDtypeError) are the same for every target
+from ember_codegen.dtype_support import is_integer, target_type
 
 TRITON_TYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32",
@@ -34,14 +30,7 @@ NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
 
 
 def triton_type(dtype: torch.dtype) -> str:
-    try:
-        return TRITON_TYPES[dtype]
-    except KeyError:
-        raise UnsupportedDtypeError(
-            f"the Triton target has no kernels for {dtype}; supported: "
-            f"{', '.join(str(d).removeprefix('torch.') for d in TRITON_TYPES)}. Keep ops on "
-            "this dtype out of the compiled region (or use the eager/aot_eager backend)"
-        ) from None
+    return target_type(TRITON_TYPES, dtype, "Triton")
 
 
 def compute_type(dtype: torch.dtype) -> str:
@@ -51,10 +40,6 @@ def compute_type(dtype: torch.dtype) -> str:
 
 def is_reduced_float(dtype: torch.dtype) -> bool:
     return dtype in REDUCED_FLOATS
-
-
-def is_integer(dtype: torch.dtype) -> bool:
-    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
 def bit_width(dtype: torch.dtype) -> int:

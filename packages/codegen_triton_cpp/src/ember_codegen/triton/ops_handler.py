@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 
+from ember_codegen.code_writer import CodeWriter  # Python's: 4 spaces a level
 from ember_codegen.exc import CodegenError
 from ember_codegen.value_scopes import ScopedValues
 
@@ -33,20 +34,6 @@ if TYPE_CHECKING:
     from .kernel import KernelBuilder
 
 GOLDEN = 0x9E3779B9
-
-
-class CodeWriter:
-    """Lines of Python with the current indentation (4 spaces a level)."""
-
-    def __init__(self, indent: int = 0) -> None:
-        self.lines: list[str] = []
-        self.level = indent
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.level + text)
-
-    def extend(self, lines: list[str]) -> None:
-        self.lines.extend(lines)
 
 
 class TritonOpsHandler(ScopedValues[TritonValue]):

@@ -11,11 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ember_codegen.exc import CodegenError
-
-
-class UnsupportedDtypeError(CodegenError):
-    """A dtype the C++ target cannot compute with (complex, float8, unsigned > 8 bits...)."""
+# the lookup and its error (UnsupportedDtypeError) are the same for every target
+from ember_codegen.dtype_support import is_integer, target_type
 
 
 @dataclass(frozen=True)
@@ -53,14 +50,7 @@ CPP_TYPES: dict[torch.dtype, CppType] = {
 
 
 def cpp_type(dtype: torch.dtype) -> CppType:
-    try:
-        return CPP_TYPES[dtype]
-    except KeyError:
-        raise UnsupportedDtypeError(
-            f"the C++ target has no kernels for {dtype}; supported: "
-            f"{', '.join(str(d).removeprefix('torch.') for d in CPP_TYPES)}. Keep ops on this "
-            "dtype out of the compiled region (or use the eager/aot_eager backend)"
-        ) from None
+    return target_type(CPP_TYPES, dtype, "C++")
 
 
 def compute_type(dtype: torch.dtype) -> str:
@@ -73,10 +63,6 @@ def is_reduced_float(dtype: torch.dtype) -> bool:
 
 def is_float(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point
-
-
-def is_integer(dtype: torch.dtype) -> bool:
-    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
 def cpp_literal(value: bool | int | float, dtype: torch.dtype) -> str:

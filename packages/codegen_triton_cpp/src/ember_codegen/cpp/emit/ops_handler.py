@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 
+from ember_codegen import code_writer
 from ember_codegen.value_scopes import ScopedValues
 
 from .dtypes import compute_type, cpp_literal, cpp_type, is_reduced_float
@@ -26,18 +27,10 @@ if TYPE_CHECKING:
     from .kernel import KernelBuilder
 
 
-class CodeWriter:
-    """Lines of C++ with the current indentation."""
+class CodeWriter(code_writer.CodeWriter):
+    """Lines of C++ (two spaces a level) with brace blocks."""
 
-    def __init__(self, indent: int = 0) -> None:
-        self.lines: list[str] = []
-        self.level = indent
-
-    def line(self, text: str) -> None:
-        self.lines.append("  " * self.level + text)
-
-    def extend(self, lines: list[str]) -> None:
-        self.lines.extend(lines)
+    INDENT = "  "
 
     @contextlib.contextmanager
     def block(self, head: str) -> Iterator[None]:
