@@ -450,7 +450,7 @@ class GraphLowering:
             node.layout.freeze()
         found = storage_view(value)
         if found is not None and (want is None or _same_strides(found[1], want)):
-            return OutputSpec(found[0].name, found[1])
+            return OutputSpec(found[0].name, _with_unit_strides(found[1], want))
         # A view strides cannot express, or strides that differ from eager's: copy.
         layout = FixedLayout(
             value.get_device(),
@@ -502,6 +502,14 @@ def _same_strides(got: Layout, want: Layout) -> bool:
         n == 1 or sympy.expand(sympy.sympify(a) - b) == 0
         for a, b, n in zip(got.stride, want.stride, got.size, strict=False)
     )
+
+
+def _with_unit_strides(layout: Layout, want: Layout | None) -> Layout:
+    """``layout``, its size-1 dims given ``want``'s strides (the same memory; a channels-last
+    [8, 8, 1, 1] weight gradient then reads (8, 1, 1, 1) as eager's does, not (8, 1, 8, 8))."""
+    if want is None or list(layout.stride) == list(want.stride):
+        return layout
+    return FixedLayout(layout.device, layout.dtype, layout.size, want.stride, layout.offset)
 
 
 #: code generators that take symbolic sizes (kernels with size arguments)

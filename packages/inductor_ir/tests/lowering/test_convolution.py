@@ -187,3 +187,18 @@ def test_prediction_follows_the_layout_through_pointwise_and_pools():
     gm = prim_graph(_conv_relu_pool_conv, x, w1, w2)
     predicted = {n.name.removesuffix("_default") for n in predicted_channels_last(gm)}
     assert predicted == {"convolution", "abs", "amax", "convolution_default_1"}, predicted
+
+
+def test_returned_nhwc_result_reads_with_eager_strides_on_unit_dims(monkeypatch):
+    """A [N, C, 1, 1] NHWC result is the same memory as eager's NCHW one: returned without a
+    copy, with eager's strides on the size-1 dims too (a 1x1 weight gradient, say)."""
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1 = torch.randn(2, 3, 3, 3), torch.randn(4, 3, 3, 3)
+
+    def fn(a, b):
+        return (prims.convolution(a, b, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),)
+
+    lowering, sched, got = _lower_and_run(prim_graph(fn, x, w1), [x, w1], "triton")
+    conv = _extern_args(sched, "convolution")[0]
+    assert lowering.graph_outputs[0].name == conv.outputs[0].name  # no copy
+    _assert_eager(got[0], fn(x, w1)[0])
