@@ -17,10 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 log = logging.getLogger("ember.dynamic")
@@ -132,33 +133,55 @@ def _hints(values: Any) -> list[int] | None:
     return None if any(v is None for v in out) else out
 
 
-@example_rule(F.scaled_dot_product_attention)
-def sdpa_rule(args: tuple, kwargs: dict) -> Callable[[], Any] | None:
+class SymbolicCudaAttention(NamedTuple):
+    """A CUDA `F.scaled_dot_product_attention` call on fakes of symbolic size: its bound
+    arguments, the static twins of its tensors at this call's sizes, and the kernel aten
+    picks for them."""
+
+    bound: dict[str, Any]
+    statics: dict[str, torch.Tensor | None]
+    backend: int
+
+
+def symbolic_cuda_attention(args: tuple, kwargs: dict) -> SymbolicCudaAttention | None:
+    """The kernel eager runs for this sdpa call, where the call is on CUDA fakes of symbolic
+    size (else None: the plain call chooses as eager does without specializing). Asking aten
+    on the symbolic fakes would specialize the sizes; the twins answer at the hints."""
     bound = _bind(args, kwargs)
     if bound is None:
         return None
     q, k, v, mask = (bound[p] for p in ("query", "key", "value", "attn_mask"))
     tensors = [t for t in (q, k, v, mask) if t is not None]
-    if not all(isinstance(t, torch.Tensor) for t in tensors):
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v, *tensors)):
         return None
     if q.device.type != "cuda" or not any(_is_symbolic(t) for t in tensors):
-        return None  # the plain call chooses as eager does without specializing
+        return None
     constants = (bound["dropout_p"], bound["is_causal"], bound["scale"], bound["enable_gqa"])
     if not all(c is None or type(c) in (bool, int, float) for c in constants):
         return None
     if torch.is_autocast_enabled("cuda"):
         return None  # eager chooses after autocast's casts; leave that to the plain call
-    hinted = [_static_twin(t) for t in tensors]
-    if any(t is None for t in hinted):
+    hinted = [_static_twin(t) if t is not None else None for t in (q, k, v, mask)]
+    if any(t is None for t, real in zip(hinted, (q, k, v, mask), strict=True) if real is not None):
         return None  # a size only known at run time
-    statics = dict(zip(("query", "key", "value", "attn_mask"), hinted, strict=False))
+    statics = dict(zip(("query", "key", "value", "attn_mask"), hinted, strict=True))
     try:
         backend = choose_backend(statics, bound)
     except Exception as exc:
         # eager's input checks (or anything else aten's choice raises): the plain call
         # raises it again, as eager would, or decides as it did before this rule
-        log.debug("sdpa example rule left to the plain call: %s: %s", type(exc).__name__, exc)
+        log.debug("sdpa kernel choice left to the plain call: %s: %s", type(exc).__name__, exc)
         return None
+    return SymbolicCudaAttention(bound, statics, backend)
+
+
+@example_rule(F.scaled_dot_product_attention)
+def sdpa_rule(args: tuple, kwargs: dict) -> Callable[[], Any] | None:
+    call = symbolic_cuda_attention(args, kwargs)
+    if call is None:
+        return None
+    bound, statics, backend = call
+    q, k, v, mask = (bound[p] for p in ("query", "key", "value", "attn_mask"))
 
     def compute() -> torch.Tensor:
         out = torch.ops.aten._scaled_dot_product_attention_math(
@@ -177,21 +200,47 @@ def sdpa_rule(args: tuple, kwargs: dict) -> Callable[[], Any] | None:
 # The kernel eager runs at this call's sizes. Kept a module attribute so tests can stand in
 # for a GPU's choice.
 def choose_backend(statics: dict[str, torch.Tensor | None], bound: dict[str, Any]) -> int:
-    """Which kernel aten picks for static twins at this call's sizes, read off the layout of
-    its output (aten's kernel choice reads the device and the twins' concrete sizes; asked
-    directly, `torch._fused_sdp_choice` answers from its meta kernel: always math). Runs
+    """Which kernel aten picks for static twins at this call's sizes: the fused kernel op the
+    composite calls (aten's kernel choice reads the device and the twins' concrete sizes;
+    asked directly, `torch._fused_sdp_choice` answers from its meta kernel: always math), else
+    read off the layout of its output (where the fused layouts coincide, e.g. cuDNN's and the
+    memory-efficient kernel's for a (B, L, H, E) query, only the op tells them apart). Runs
     eager's input checks too: an input eager refuses raises here."""
     args = (statics["query"], statics["key"], statics["value"], statics.get("attn_mask"))
-    with _static_mode():
+    recorder = _KernelRecorder()
+    with _static_mode(), recorder:
         out = F.scaled_dot_product_attention(
             *args, dropout_p=bound["dropout_p"], is_causal=bound["is_causal"],
             scale=bound["scale"], enable_gqa=bound["enable_gqa"],
         )  # fmt: skip
+    if recorder.kernels:
+        return recorder.kernels[0]
     query = statics["query"]
     for backend in (CUDNN, FLASH, EFFICIENT, MATH):
         if sdpa_output_strides(backend, query, query, out.shape) == tuple(out.stride()):
             return backend
     raise NotImplementedError(f"sdpa output strides {out.stride()} match no kernel's layout")
+
+
+_FUSED_KERNELS = {
+    torch.ops.aten._scaled_dot_product_flash_attention: FLASH,
+    torch.ops.aten._scaled_dot_product_efficient_attention: EFFICIENT,
+    torch.ops.aten._scaled_dot_product_cudnn_attention: CUDNN,
+}
+
+
+class _KernelRecorder(TorchDispatchMode):
+    """Notes which fused attention kernel the composite dispatches (math dispatches none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: list[int] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kernel = _FUSED_KERNELS.get(func.overloadpacket)
+        if kernel is not None:
+            self.kernels.append(kernel)
+        return func(*args, **(kwargs or {}))
 
 
 _static_modes: list[Any] = []

@@ -199,17 +199,27 @@ def kernel_bias(attn_bias: torch.Tensor | None) -> torch.Tensor | None:
     out otherwise. The values are the same; grad_bias's layout never depends on it."""
     if attn_bias is None:
         return None
-    last = attn_bias.size(-1)
-    aligned = attn_bias.stride(-1) == 1 and all(
-        stride % 16 == 0 or size == 1
-        for size, stride in zip(attn_bias.shape[:-1], attn_bias.stride()[:-1], strict=True)
-    )
-    if aligned:
+    sizes, strides = attn_bias.shape, attn_bias.stride()
+    if any(isinstance(v, torch.SymInt) for v in (*sizes, *strides)):
+        # a trace on fakes of symbolic size: asking whether a stride is aligned (or making
+        # an aligned copy) would guard on the length; the output's meta does not depend on
+        # the bias' layout, and at run time, on concrete sizes, this decides again
         return attn_bias
-    padded = attn_bias.new_empty((*attn_bias.shape[:-1], -(-last // 16) * 16))
-    padded = padded[..., :last]
-    padded.copy_(attn_bias)
-    return padded
+    aligned = strides[-1] == 1 and all(
+        stride % 16 == 0 or size == 1 for size, stride in zip(sizes[:-1], strides[:-1], strict=True)
+    )
+    return attn_bias if aligned else _aligned_copy(attn_bias)
+
+
+def _aligned_copy(attn_bias: torch.Tensor) -> torch.Tensor:
+    """`attn_bias` copied into rows of a width rounded up to 16 elements (sliced back)."""
+    *outer, last = attn_bias.shape
+    strides: list = [1]
+    step = -(-last // 16) * 16
+    for size in reversed(outer):
+        strides.insert(0, step)
+        step = step * size
+    return attn_bias.new_empty_strided(attn_bias.shape, strides).copy_(attn_bias)
 
 
 def _efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale):

@@ -73,9 +73,11 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
 
 def _aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+    from ember.backends.attention_kernels import explicit_cuda_attention
     from ember_aot_autograd import aot_module
     from ember_primops import decomposition_table
 
+    explicit_cuda_attention(gm)
     return aot_module(
         gm,
         example_inputs,

@@ -343,9 +343,11 @@ def _inductor(
     settings: InductorSettings | None = None,
 ) -> Callable:
     from ember.backends.aot_artifact import AotArtifacts
+    from ember.backends.attention_kernels import explicit_cuda_attention
     from ember_aot_autograd import aot_module, min_cut_rematerialization_partition
     from ember_primops import decomposition_table
 
+    explicit_cuda_attention(gm)
     settings = settings or inductor_settings()  # EMBER_INDUCTOR_TARGET applies to the default
     decompositions = decomposition_table()
     partition_fn = saved_layouts_partition(min_cut_rematerialization_partition, settings)
