@@ -1,11 +1,16 @@
-"""How a kernel group's nodes run for each outer point, on either target: in *segments*.
+"""How a kernel group's loops and nodes are laid out, on either target: its loop sizes
+(`loop_sizes`), and its nodes in *segments* for each outer point.
 An ``outer`` segment runs its nodes once; a ``loop`` segment runs its ``reduction``/``full``
 nodes inside the reduction loop(s). A new loop segment starts when a node reads a reduction
 finished in the current one (softmax: max, then sum, then normalize)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
 
 from ember_inductor_ir import ReadWriteHandler, ScheduledNode
 
@@ -35,3 +40,12 @@ def plan_segments(nodes: list[ScheduledNode]) -> list[Segment]:
         if node.placement == "reduction":
             current.reduced.add(node.buffer.name)
     return segments
+
+
+def loop_sizes(values: Sequence[Any]) -> list[Any]:
+    """Loop sizes: ints, or sympy expressions over size symbols (kernel arguments)."""
+    out = []
+    for v in values:
+        v = sympy.sympify(v)
+        out.append(int(v) if v.is_Integer else v)
+    return out

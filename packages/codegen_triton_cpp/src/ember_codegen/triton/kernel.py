@@ -23,7 +23,7 @@ import sympy
 import torch
 
 from ember_codegen.exc import CodegenError
-from ember_codegen.segments import plan_segments
+from ember_codegen.segments import loop_sizes, plan_segments
 from ember_codegen.wrapper.size_bindings import concrete
 from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule
 from ember_inductor_ir.indexing import (
@@ -44,7 +44,6 @@ from .symbolic import (
     collapse_contiguous,
     fits_int32_for_every_size,
     size_params,
-    sizes_of,
     symbolic_choice,
 )
 
@@ -134,10 +133,10 @@ class KernelBuilder(ReductionEmitter):
     ) -> None:
         self.group, self.sched, self.kind, self.config, self.part = group, sched, kind, config, part
         # sizes are ints, or sympy expressions over size symbols (kernel arguments)
-        sizes, rsizes = sizes_of(group.sizes), sizes_of(group.reduction_sizes)
+        sizes, rsizes = loop_sizes(group.sizes), loop_sizes(group.reduction_sizes)
         self.symbolic = not all(isinstance(n, int) for n in (*sizes, *rsizes))
-        self.xnumel = sizes_of([product([sympy.sympify(n) for n in sizes])])[0]
-        self.rnumel = sizes_of([product([sympy.sympify(n) for n in rsizes])])[0]
+        self.xnumel = loop_sizes([product([sympy.sympify(n) for n in sizes])])[0]
+        self.rnumel = loop_sizes([product([sympy.sympify(n) for n in rsizes])])[0]
         outer_vars, red_vars = group.index_vars()
         x = XROW if part == "partial" else XINDEX
         self._subs = {**_digits(x, outer_vars, sizes), **_digits(RINDEX, red_vars, rsizes)}

@@ -34,15 +34,6 @@ from .heuristics import (
 from .index_printer import INT32_LIMIT
 
 
-def sizes_of(values: Sequence[Any]) -> list[Any]:
-    """Loop sizes: ints, or sympy expressions over size symbols."""
-    out = []
-    for v in values:
-        v = sympy.sympify(v)
-        out.append(int(v) if v.is_Integer else v)
-    return out
-
-
 def upper_bound(env: Any, expr: Any) -> int | None:
     """The largest value ``expr`` takes over its symbols' ranges (None: unbounded)."""
     expr = sympy.sympify(expr)

@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from ember_codegen.exc import CodegenError
-from ember_codegen.segments import Segment, plan_segments
+from ember_codegen.segments import Segment, loop_sizes, plan_segments
 from ember_inductor_ir import KernelGroup, Schedule
 from ember_inductor_ir.indexing import multi_to_flat, product, simplify_index
 
@@ -71,15 +71,6 @@ class KernelSource:
     size_params: list[str] = field(default_factory=list)
 
 
-def _sizes(values: list[Any]) -> list[Any]:
-    """Loop sizes: ints, or sympy expressions over size symbols (kernel arguments)."""
-    out = []
-    for v in values:
-        v = sympy.sympify(v)
-        out.append(int(v) if v.is_Integer else v)
-    return out
-
-
 def _is_static(value: Any) -> bool:
     return isinstance(value, int)
 
@@ -94,8 +85,8 @@ class KernelBuilder:
         self._column_block = False
         self._segment_accs: list[tuple[list[LaneAcc], list]] = []
         self.sched = sched
-        self.sizes = _sizes(group.sizes)
-        self.rsizes = _sizes(group.reduction_sizes)
+        self.sizes = loop_sizes(group.sizes)
+        self.rsizes = loop_sizes(group.reduction_sizes)
         self.outer_vars, self.red_vars = group.index_vars()
         # Loop variables' ranges let index printing drop divisions and modulos that are
         # provably whole (x % n with x < n): they block vectorization of the inner loop.
