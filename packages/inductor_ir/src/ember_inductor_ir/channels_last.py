@@ -14,7 +14,8 @@ strides, so the policy says per target which graphs pay it:
 The policy is keyed by target, the device's code generator ("cpp" on the CPU, "triton" on
 CUDA): the Triton target run on CPU tensors under ``TRITON_INTERPRET=1`` takes the GPU's
 decision, which is how that path is tested without a GPU. ``EMBER_CHANNELS_LAST`` overrides
-it: ``auto`` (default, the table), ``1`` (every graph, any target), ``0`` (never).
+it: ``auto`` (default, the table), ``1`` (every graph, any target), ``inference`` (inference
+graphs only, any target: the A/B of channels-last training), ``0`` (never).
 """
 
 from __future__ import annotations
@@ -35,17 +36,27 @@ class ChannelsLastPolicy:
 
 
 ON = ChannelsLastPolicy(inference=True, training=True)
+INFERENCE = ChannelsLastPolicy(inference=True, training=False)
 OFF = ChannelsLastPolicy(inference=False, training=False)
 
-#: measured decisions per code generator. CPU training stays NCHW: batch-norm statistics
-#: over NHWC data sum float64 columns, which the C++ target's column lanes (float32 only) do
-#: not take, and the cnn training step measured slower (docs/performance.md).
+#: decisions per code generator. CPU training stays NCHW: the cnn training step measured 1.47x
+#: slower channels-last (docs/performance.md), its batch-norm statistics (float64 sums, two
+#: loop segments per kernel) walking NHWC data one channel at a time, which the C++ target's
+#: column lanes (one float32 segment) do not take. GPU training: cuDNN's NHWC kernels.
 POLICIES: dict[str, ChannelsLastPolicy] = {
-    "cpp": ChannelsLastPolicy(inference=True, training=False),
+    "cpp": INFERENCE,
     "triton": ON,
 }
 
-_OVERRIDES = {"1": ON, "on": ON, "true": ON, "0": OFF, "off": OFF, "false": OFF}
+_OVERRIDES = {
+    "1": ON,
+    "on": ON,
+    "true": ON,
+    "inference": INFERENCE,
+    "0": OFF,
+    "off": OFF,
+    "false": OFF,
+}
 
 
 def channels_last_policy(target: str) -> ChannelsLastPolicy:
@@ -54,5 +65,5 @@ def channels_last_policy(target: str) -> ChannelsLastPolicy:
     if mode in _OVERRIDES:
         return _OVERRIDES[mode]
     if mode != "auto":
-        raise ValueError(f"{ENV} must be auto, 1 or 0, got {mode!r}")
+        raise ValueError(f"{ENV} must be auto, 1, inference or 0, got {mode!r}")
     return POLICIES.get(target, OFF)
