@@ -56,20 +56,24 @@ def _symbolic_inputs(env, length, mask_dtype, requires_grad):
 
 
 def _traced_graph(mode, fakes):
-    """The torch-level graph with the tracer's example values (fake propagation)."""
+    """The torch-level graph with the tracer's example values (fake propagation; sdpa's
+    by the tracer's rule, as on a GPU aten's own choice on symbolic fakes fails)."""
     gm = torch.fx.symbolic_trace(_attention)
     values = iter(fakes)
-    with mode:
-        for node in gm.graph.nodes:
-            if node.op == "placeholder":
-                node.meta["example_value"] = next(values)
-            elif node.op in ("call_function", "call_method"):
-                args, kwargs = torch.fx.node.map_arg(
-                    (node.args, node.kwargs), lambda n: n.meta["example_value"]
-                )
-                fn = node.target if node.op == "call_function" else getattr(args[0], node.target)
-                args = args if node.op == "call_function" else args[1:]
-                node.meta["example_value"] = fn(*args, **kwargs)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            node.meta["example_value"] = next(values)
+        elif node.op in ("call_function", "call_method"):
+            args, kwargs = torch.fx.node.map_arg(
+                (node.args, node.kwargs), lambda n: n.meta["example_value"]
+            )
+            if node.op == "call_method":
+                fn, args = getattr(args[0], node.target), args[1:]
+            else:
+                fn = node.target
+            rule = er.rule_for(node.op, node.target, args, kwargs)
+            with mode:
+                node.meta["example_value"] = rule() if rule else fn(*args, **kwargs)
     return gm
 
 
