@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -85,6 +86,17 @@ def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
     atomic_write(target, b"two")
     assert target.read_bytes() == b"two"
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_a_cache_directory_removed_under_a_running_process_is_made_again(tmp_path):
+    """Directories are checked once per process: one removed since (pytest's tmp_path of a
+    passed test, reused by name for the next one) must not turn writes into errors."""
+    cache = KernelCache(tmp_path / "root")
+    wrappers = cache.subdirectory("wrapper")
+    shutil.rmtree(tmp_path / "root")
+    atomic_write(cache.subdirectory("wrapper") / "w.py", b"code")
+    assert (wrappers / "w.py").read_bytes() == b"code"
+    assert stat.S_IMODE(os.stat(wrappers).st_mode) == 0o700
 
 
 def _publish_fake(cache: KernelCache, key: str, payload: bytes) -> Path:

@@ -99,8 +99,15 @@ def file_sha256(path: Path) -> str:
 def atomic_write(path: Path, data: bytes) -> None:
     """Writes to a temporary file beside `path`, then renames it over `path`."""
     tmp = temporary_path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:
+            # the directory was checked once per process and has since been removed (a
+            # cache root deleted under a running process): make it again
+            ensure_private_dir(path.parent)
+            fd = os.open(tmp, flags, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
