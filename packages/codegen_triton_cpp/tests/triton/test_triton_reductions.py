@@ -191,3 +191,36 @@ def test_unsynced_reload_detector_catches_a_race():
     assert _unsynced_reloads(source) == ["y = tl.load(ptr_a + x, m)"]
     synced = source.replace("    y =", "    tl.debug_barrier()\n    y =")
     assert _unsynced_reloads(synced) == []
+
+
+@pytest.mark.parametrize("channels", [24, 96])
+def test_channels_last_statistics_split_into_row_tiles(check, channels):
+    """Batch-norm statistics of NHWC data reduce each channel at stride C: a split whose
+    programs take neighbouring channels over a chunk of rows (coalesced loads), every
+    reduction kind of a split, the partials laid out part-major."""
+    x = torch.randn(4, channels, 16, 16).to(memory_format=torch.channels_last)
+    x[1, 5, 3, 7] = 50.0
+
+    def f(a):
+        vm = prims.var_mean(a, [0, 2, 3], 0.0)
+        return prims.sum(a, [0, 2, 3]), prims.amax(a, [0, 2, 3]), vm[0], vm[1]
+
+    compiled = check(f, x, atol=1e-4, rtol=1e-4)
+    assert _kinds(compiled) == ["partial", "finish"]
+    partial = compiled.kernels[0]
+    assert partial.config.XBLOCK > 1 and partial.config.NSPLIT > 1
+    assert partial.xnumel == channels * partial.config.NSPLIT
+
+
+def test_contiguous_statistics_are_not_column_splits(check):
+    from ember_codegen.triton.heuristics import default_config, split_candidates
+
+    x = torch.randn(4, 24, 16, 16)  # NCHW: each channel's rows are contiguous runs
+    compiled = check(lambda a: (prims.sum(a, [0, 2, 3]),), x, atol=1e-4, rtol=1e-4)
+    assert _kinds(compiled) == ["persistent"]  # whole rows in registers, as before
+    column = default_config("split", 24, 1024, column=True)
+    candidates = split_candidates(column)  # autotune keeps the workspace's tiling
+    assert len(candidates) >= 2 and candidates[0] == column
+    assert {(c.XBLOCK, c.NSPLIT, c.CHUNK) for c in candidates} == {
+        (column.XBLOCK, column.NSPLIT, column.CHUNK)
+    }

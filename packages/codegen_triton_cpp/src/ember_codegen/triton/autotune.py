@@ -26,7 +26,7 @@ from ember_codegen.wrapper.size_bindings import concrete
 from ember_inductor_ir import Schedule
 
 from .cache import interpreting, triton_root
-from .heuristics import LaunchConfig, candidate_configs
+from .heuristics import LaunchConfig, candidate_configs, split_candidates
 from .kernel import GroupKernels, TritonKernel
 
 log = logging.getLogger("ember.autotune")
@@ -113,8 +113,8 @@ def autotune_kernel(
         return kernel.config  # tiny: reduces NSPLIT partials per row
     xnumel = kernel.xnumel
     candidates = candidate_configs(kernel.kind, xnumel, rnumel)
-    if kernel.kind == "partial":
-        candidates = candidate_configs("split", xnumel // kernel.config.NSPLIT, rnumel)
+    if kernel.kind == "partial":  # the workspace and the finish kernel fix its tiling
+        candidates = split_candidates(kernel.config)
     path = _cache_path(kernel, candidates, device)
     cached = _load_winner(path)
     if cached is not None:

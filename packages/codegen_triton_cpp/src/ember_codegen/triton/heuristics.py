@@ -7,7 +7,10 @@
 * ``looped``: longer rows: each segment loops over the row ``RBLOCK`` at a time with
   lane-wise accumulators, reduced across lanes after the loop;
 * ``split``: very long rows and few of them (a sum of a 16M tensor): ``NSPLIT`` programs
-  per row each reduce a chunk into a partial, a second kernel combines the partials.
+  per row each reduce a chunk into a partial, a second kernel combines the partials. A column
+  reduction (columns.py: the kept dimension contiguous, channels-last batch-norm statistics)
+  splits whenever its rows are long: each program takes ``XBLOCK`` neighbouring rows over its
+  chunk, so its loads are contiguous runs of the kept dimension.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ SPLIT_MAX_PARTS = 1024
 SPLIT_RBLOCK = 2048
 POINTWISE_XBLOCK = 1024
 LOOPED_RBLOCK = 1024
+#: column reductions split when their rows are at least this long; each program's tile is
+#: COLUMN_XBLOCK neighbouring rows (a 256-byte run of float32) by COLUMN_RBLOCK row elements
+COLUMN_SPLIT_MIN_ROW = 1024
+COLUMN_XBLOCK = 64
+COLUMN_RBLOCK = 32
 
 
 @dataclass(frozen=True)
@@ -63,15 +71,17 @@ def _warps(elements: int) -> int:
     return max(1, min(8, next_power_of_2(elements) // 256))
 
 
-def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool) -> str:
+def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool, column: bool = False) -> str:
     if rnumel is None:
         return "pointwise"
     if split_ok and xnumel <= SPLIT_MAX_ROWS and rnumel >= SPLIT_MIN_ROW:
         return "split"
+    if split_ok and column and rnumel >= COLUMN_SPLIT_MIN_ROW:
+        return "split"
     return "persistent" if rnumel <= PERSISTENT_MAX else "looped"
 
 
-def default_config(kind: str, xnumel: int, rnumel: int) -> LaunchConfig:
+def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) -> LaunchConfig:
     if kind == "pointwise":
         xblock = min(POINTWISE_XBLOCK, next_power_of_2(xnumel))
         return LaunchConfig(xblock, num_warps=_warps(xblock))
@@ -81,6 +91,15 @@ def default_config(kind: str, xnumel: int, rnumel: int) -> LaunchConfig:
         return LaunchConfig(xblock, rblock, num_warps=_warps(xblock * rblock))
     if kind == "looped":
         return LaunchConfig(1, LOOPED_RBLOCK, num_warps=4)
+    if kind == "split" and column:
+        xblock = min(COLUMN_XBLOCK, next_power_of_2(xnumel))
+        rblock = COLUMN_RBLOCK
+        groups = cdiv(xnumel, xblock)  # programs side by side over the kept dimension
+        parts = max(1, min(SPLIT_MAX_PARTS // groups, cdiv(rnumel, rblock)))
+        chunk = cdiv(cdiv(rnumel, parts), rblock) * rblock
+        parts = cdiv(rnumel, chunk)
+        return LaunchConfig(xblock, rblock, num_warps=_warps(xblock * rblock), NSPLIT=parts,
+                            CHUNK=chunk)  # fmt: skip
     if kind == "split":
         rblock = SPLIT_RBLOCK
         parts = min(SPLIT_MAX_PARTS, cdiv(rnumel, rblock))
@@ -90,9 +109,17 @@ def default_config(kind: str, xnumel: int, rnumel: int) -> LaunchConfig:
     raise ValueError(f"unknown kernel kind {kind!r}")
 
 
-def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[LaunchConfig]:
+def split_candidates(config: LaunchConfig) -> list[LaunchConfig]:
+    """A split kernel's candidates: its own tiling (the workspace and the finishing kernel
+    are sized by its NSPLIT), with other warp counts."""
+    return [config, *(replace(config, num_warps=w) for w in (4, 16) if w != config.num_warps)]
+
+
+def candidate_configs(
+    kind: str, xnumel: int, rnumel: int, column: bool = False
+) -> list[LaunchConfig]:
     """The small set max-autotune benchmarks (the default first)."""
-    base = default_config(kind, xnumel, rnumel)
+    base = default_config(kind, xnumel, rnumel, column)
     out = [base]
     if kind == "pointwise":
         for xblock, warps in ((256, 2), (512, 4), (1024, 8), (2048, 8)):
@@ -107,8 +134,7 @@ def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[LaunchConfig]
         for xblock, rblock, warps in ((1, 2048, 8), (1, 512, 4), (2, 1024, 8), (4, 512, 8)):
             out.append(LaunchConfig(min(xblock, next_power_of_2(xnumel)), rblock, warps))
     elif kind == "split":
-        for warps in (4, 16):
-            out.append(replace(base, num_warps=warps))
+        out = split_candidates(base)
     unique: list[LaunchConfig] = []
     for config in out:
         if config not in unique:

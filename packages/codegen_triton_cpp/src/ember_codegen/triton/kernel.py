@@ -34,6 +34,7 @@ from ember_inductor_ir.indexing import (
     simplify_index,
 )
 
+from .columns import is_column_reduction
 from .dtypes import compute_type, is_reduced_float, store_cast
 from .heuristics import LaunchConfig, cdiv, choose_kind, default_config, next_power_of_2
 from .index_printer import triton_index
@@ -364,8 +365,11 @@ class KernelBuilder(ReductionEmitter):
         out.line(f"xmask = xindex < {xnumel}")
         out.line(f"rbase = {arange.format('RBLOCK')}[None, :]")
         if self.part == "partial":
-            out.line(f"xrow = xindex // {nsplit}")
-            out.line(f"rstart = (xindex % {nsplit}) * {self.config.CHUNK}")
+            # part-major: a program's XBLOCK lanes are neighbouring rows of one chunk (the
+            # loads of a column reduction are then contiguous along the rows)
+            rows = triton_index(sympy.sympify(self.xnumel))
+            out.line(f"xrow = xindex % {rows}")
+            out.line(f"rstart = (xindex // {rows}) * {self.config.CHUNK}")
         elif self.kind == "persistent" or self.part == "finish":
             rnumel = nsplit if self.part == "finish" else triton_index(sympy.sympify(self.rnumel))
             out.line("rindex = rbase")
@@ -434,8 +438,11 @@ def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
         kind, config = symbolic_choice(builder.xnumel, builder.rnumel, reduction, sched)
     else:
         xnumel, rnumel = builder.xnumel, builder.rnumel
-        kind = choose_kind(xnumel, rnumel if reduction else None, reduction and _split_ok(group))
-        config = default_config(kind, xnumel, rnumel)
+        column = reduction and is_column_reduction(group)
+        kind = choose_kind(
+            xnumel, rnumel if reduction else None, reduction and _split_ok(group), column
+        )
+        config = default_config(kind, xnumel, rnumel, column)
     if kind != "split":
         builder = KernelBuilder(group, sched, kind, config)
         return GroupKernels(group.name, [builder.build(group.name)], builder.register_only)

@@ -61,8 +61,8 @@ class ReductionEmitter:
             if self.part == "partial":
                 self._epi.line(f"tl.store({ws} + xindex, {name}, xmask)")
             else:
-                self._epi.line(
-                    f"{name} = tl.load({ws} + (xindex * {self.config.NSPLIT} + rindex), rxmask, "
+                self._epi.line(  # part-major workspace (see kernel.py's partial header)
+                    f"{name} = tl.load({ws} + (rindex * {self.xnumel} + xindex), rxmask, "
                     f"other={ident})"
                 )
 
