@@ -141,6 +141,30 @@ def native_batch_norm_backward(
     return dx, dw, db
 
 
+@register_decomposition(aten.batch_norm_backward.default)
+def batch_norm_backward(
+    grad_out, a, weight, running_mean, running_var, save_mean, save_invstd, update, eps,
+    output_mask, reserve,
+):  # fmt: skip
+    """The backward of `_batch_norm_with_update` / `_batch_norm_no_update` (`update` is
+    whether the forward trained); on CUDA aten sends it to cuDNN's kernel."""
+    return native_batch_norm_backward(
+        grad_out, a, weight, running_mean, running_var, save_mean, save_invstd, update, eps,
+        output_mask,
+    )  # fmt: skip
+
+
+@register_decomposition(aten.cudnn_batch_norm_backward.default)
+def cudnn_batch_norm_backward(
+    a, grad_out, weight, running_mean, running_var, save_mean, save_invstd, eps, reserve
+):
+    """The backward of a training `cudnn_batch_norm` (its saved statistics are the batch's)."""
+    return native_batch_norm_backward(
+        grad_out, a, weight, running_mean, running_var, save_mean, save_invstd, True, eps,
+        [True, True, True],
+    )  # fmt: skip
+
+
 @register_decomposition(aten.native_group_norm_backward.default)
 def native_group_norm_backward(grad_out, a, mean, rstd, weight, N, C, HxW, group, output_mask):
     compute = computation_dtype(a.dtype)

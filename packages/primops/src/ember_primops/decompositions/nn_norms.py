@@ -55,7 +55,11 @@ def native_layer_norm(a, normalized_shape, weight, bias, eps):
 # aten ops with mutating schemas kept in the table: their decomposition returns the outputs and
 # writes the new running statistics back with copy_ (see the module docstring).
 MUTATING_WITH_WRITE_BACK = frozenset(
-    {aten._native_batch_norm_legit.default, aten._batch_norm_with_update.default}
+    {
+        aten._native_batch_norm_legit.default,
+        aten._batch_norm_with_update.default,
+        aten.cudnn_batch_norm.default,
+    }
 )
 
 
@@ -259,6 +263,18 @@ def batch_norm_with_update_functional(a, weight, bias, running_mean, running_var
         a, weight, bias, running_mean, running_var, True, momentum, eps
     )
     return out, mean, invstd, _reserve(a), new_mean, new_var
+
+
+@register_decomposition(aten.cudnn_batch_norm.default)
+def cudnn_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    """What `F.batch_norm` becomes on CUDA (`_batch_norm_impl_index` picks cuDNN): the same
+    arithmetic as aten's own kernel, so it fuses with its neighbours instead of staying a
+    library call; training writes the running statistics back, as cuDNN does (its schema
+    does not say so)."""
+    out, mean, invstd = native_batch_norm(
+        a, weight, bias, running_mean, running_var, training, momentum, eps
+    )
+    return out, mean, invstd, _reserve(a)
 
 
 @register_decomposition(aten._batch_norm_no_update.default)
