@@ -56,8 +56,10 @@ def _symbolic_inputs(env, length, mask_dtype, requires_grad):
 
 
 def _traced_graph(mode, fakes):
-    """The torch-level graph with the tracer's example values (fake propagation; sdpa's
-    by the tracer's rule, as on a GPU aten's own choice on symbolic fakes fails)."""
+    """The torch-level graph with the tracer's example values, computed as the tracer
+    computes them: sdpa's by its rule (on a GPU aten's own choice on symbolic fakes fails),
+    every op under the dispatch the tracer uses (on a GPU, C++ composites on CUDA fakes
+    read concrete sizes: a specialization `Eq(s0, 9)` before aot ever runs)."""
     gm = torch.fx.symbolic_trace(_attention)
     values = iter(fakes)
     for node in gm.graph.nodes:
@@ -72,7 +74,7 @@ def _traced_graph(mode, fakes):
             else:
                 fn = node.target
             rule = er.rule_for(node.op, node.target, args, kwargs)
-            with mode:
+            with mode, er.dispatch_context(fn, args, kwargs):
                 node.meta["example_value"] = rule() if rule else fn(*args, **kwargs)
     return gm
 
