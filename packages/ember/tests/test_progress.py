@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 CHILD = textwrap.dedent(
     """
@@ -22,7 +23,7 @@ CHILD = textwrap.dedent(
     def f(x):
         return (x.sin() * 2).cos().sum(1) + 1
 
-    x = torch.randn(64, 32)
+    x = torch.randn(64, 32, device=sys.argv[2])
     out = ember.compile(f, backend="inductor")(x)
     torch.testing.assert_close(out, f(x))
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
@@ -31,11 +32,11 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(tmp_path, setting: str, on_tty: bool) -> str:
+def run_child(tmp_path, setting: str, on_tty: bool, device: str = "cpu") -> str:
     """The child's stdout+stderr; a fresh kernel cache makes it build (a slow compile)."""
     env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
     env.pop("EMBER_LOGS", None)
-    command = [sys.executable, "-c", CHILD, setting]
+    command = [sys.executable, "-c", CHILD, setting, device]
     if not on_tty:
         out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -60,8 +61,18 @@ def run_child(tmp_path, setting: str, on_tty: bool) -> str:
 LINE = re.compile(r"\r(ember: compiling f \(<string>:\d+\) \| [^\r\n]*?)\s*(?=\r)")
 
 
-def test_line_is_drawn_updated_and_cleared_on_a_terminal(tmp_path):
-    output = run_child(tmp_path, "on", on_tty=True)
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",  # C++ builds
+        pytest.param(  # Triton builds
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),
+        ),
+    ],
+)
+def test_line_is_drawn_updated_and_cleared_on_a_terminal(tmp_path, device):
+    output = run_child(tmp_path, "on", on_tty=True, device=device)
     lines = LINE.findall(output)
     assert len(lines) >= 2, output  # rewritten in place, more than once
     assert len(set(lines)) >= 2, lines  # and it changes (elapsed time at least)
