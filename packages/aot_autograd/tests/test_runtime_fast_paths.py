@@ -156,3 +156,32 @@ def test_backward_under_create_graph_is_once_differentiable():
     (plain,) = torch.autograd.grad(compiled(x, w).sum(), [w])
     torch.testing.assert_close(plain, expected)
     assert not plain.requires_grad
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_written_inputs_are_copied_back_in_one_batch(monkeypatch, train):
+    """A step writing many buffers (every batch norm's running statistics) writes them back
+    with one multi-tensor copy, not one copy_ each; the values are eager's."""
+    batches = []
+    real = torch._foreach_copy_
+
+    def counting(targets, values):
+        batches.append(len(targets))
+        return real(targets, values)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", counting)
+
+    def step(x, w, *buffers):
+        for k, buffer in enumerate(buffers):
+            buffer.mul_(0.9).add_(x.mean() * k)
+        return (x * w).sum()
+
+    x, w = torch.randn(4), torch.randn(4, requires_grad=train)
+    buffers = [torch.randn(3) for _ in range(5)]
+    eager_buffers = [b.clone() for b in buffers]
+    want = step(x, w, *eager_buffers)
+    got = aot_function(step, CountingCompiler())(x, w, *buffers)
+    assert batches == [5]
+    torch.testing.assert_close(got, want)
+    for b, e in zip(buffers, eager_buffers, strict=True):
+        torch.testing.assert_close(b, e)

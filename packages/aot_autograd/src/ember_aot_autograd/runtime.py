@@ -54,15 +54,46 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
 
 def _finish(plan: RunnerPlan, args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
     n_mutated = len(plan.mutated_inputs)
-    for index, value in zip(plan.mutated_inputs, fw_outputs[:n_mutated], strict=True):
-        if value.requires_grad:
-            # the written value has a history (a ReLU(inplace) on an activation): copy it in
-            # under autograd, so that the input's later readers differentiate through it
-            args[index].copy_(value)
-        else:
-            with torch.no_grad():
-                args[index].copy_(value)
+    targets = [args[index] for index in plan.mutated_inputs]
+    values = fw_outputs[:n_mutated]
+    if n_mutated > 1 and _distinct_storages(targets):
+        _write_back_batched(targets, values)
+    else:
+        for target, value in zip(targets, values, strict=True):
+            _write_back(target, value)
     return plan.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
+
+
+def _write_back(target: torch.Tensor, value: torch.Tensor) -> None:
+    if value.requires_grad:
+        # the written value has a history (a ReLU(inplace) on an activation): copy it in
+        # under autograd, so that the input's later readers differentiate through it
+        target.copy_(value)
+    else:
+        with torch.no_grad():
+            target.copy_(value)
+
+
+def _distinct_storages(targets: Sequence[torch.Tensor]) -> bool:
+    """No two written inputs share a storage (else the writes keep their order, one by one)."""
+    pointers = {t.untyped_storage().data_ptr() for t in targets}
+    return len(pointers) == len(targets)
+
+
+def _write_back_batched(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
+    """The written inputs without autograd history in one multi-tensor copy: a training step
+    writes every batch norm's running statistics (ResNet-50: 159 buffers, one copy kernel
+    and ~5 us of Python each on an H100) or an optimizer every parameter."""
+    plain_targets, plain_values = [], []
+    for target, value in zip(targets, values, strict=True):
+        if value.requires_grad:
+            _write_back(target, value)
+        else:
+            plain_targets.append(target)
+            plain_values.append(value)
+    if plain_targets:
+        with torch.no_grad():
+            torch._foreach_copy_(plain_targets, plain_values)
 
 
 def _finisher(plan: RunnerPlan) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
