@@ -27,6 +27,8 @@ from ember.backends import autotune
 
 DEVICE = os.environ.get("CHECK_DEVICE", "cuda")  # cpu: a dry run of the script itself
 CUDA = DEVICE == "cuda"
+# AUTOTUNE_MAX=1: ask for max-autotune too (mode="max-autotune"), which must then compete
+MAX = os.environ.get("AUTOTUNE_MAX") == "1"
 
 
 def mlp() -> torch.nn.Module:
@@ -79,8 +81,10 @@ def check(name: str, train: bool, reuse: bool) -> dict:
     ember.reset()
     autotune.clear_decisions()
     candidates = ["eager", "aot_eager", "inductor"] + (["inductor-cudagraphs"] if CUDA else [])
+    candidates += ["max-autotune"] if MAX and CUDA else []
     options = {"candidates": candidates}
-    tuned = ember.compile(model, backend="autotune", options=options)
+    mode = "max-autotune" if MAX else None
+    tuned = ember.compile(model, backend="autotune", mode=mode, options=options)
     plain = ember.compile(model, backend="inductor")
 
     def step(fn):
@@ -121,11 +125,12 @@ def check(name: str, train: bool, reuse: bool) -> dict:
 def main() -> int:
     reuse = "--reuse" in sys.argv
     results, failed = [], False
-    for name in MODELS:
+    for name in os.environ.get("AUTOTUNE_MODELS", ",".join(MODELS)).split(","):
         for train in (False, True):
             r = check(name, train, reuse)
             results.append(r)
-            timed_cudagraphs = not CUDA or all("inductor-cudagraphs" in t for t in r["timed"])
+            wanted = ["inductor-cudagraphs"] + (["max-autotune"] if MAX else [])
+            timed_cudagraphs = not CUDA or all(w in t for t in r["timed"] for w in wanted)
             if reuse:
                 ok = r["stored"] == r["graphs"] and all(s == "stored" for s in r["sources"])
             else:
