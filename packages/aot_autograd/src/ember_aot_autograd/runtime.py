@@ -75,8 +75,12 @@ def _write_back(target: torch.Tensor, value: torch.Tensor) -> None:
 
 
 def _distinct_storages(targets: Sequence[torch.Tensor]) -> bool:
-    """No two written inputs share a storage (else the writes keep their order, one by one)."""
-    pointers = {t.untyped_storage().data_ptr() for t in targets}
+    """No two written inputs share a storage (else the writes keep their order, one by one).
+    A tensor without a storage of its own (a wrapper subclass, a sparse layout) says no."""
+    try:
+        pointers = {t.untyped_storage().data_ptr() for t in targets}
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
     return len(pointers) == len(targets)
 
 
