@@ -82,7 +82,8 @@ def rule_for(op: str, target: Any, fake_args: tuple, fake_kwargs: dict) -> Calla
 
 # ---- scaled dot-product attention ------------------------------------------------------
 
-_SDPA_PARAMS = (
+#: F.scaled_dot_product_attention's parameters in positional order
+SDPA_PARAMS = (
     "query",
     "key",
     "value",
@@ -100,14 +101,14 @@ MATH, FLASH, EFFICIENT, CUDNN = 0, 1, 2, 3
 
 
 def _bind(args: tuple, kwargs: dict) -> dict[str, Any] | None:
-    if len(args) > len(_SDPA_PARAMS) or not set(kwargs) <= set(_SDPA_PARAMS):
+    if len(args) > len(SDPA_PARAMS) or not set(kwargs) <= set(SDPA_PARAMS):
         return None
     bound = dict(_SDPA_DEFAULTS)
-    bound.update(zip(_SDPA_PARAMS, args, strict=False))
-    if set(kwargs) & set(_SDPA_PARAMS[: len(args)]):
+    bound.update(zip(SDPA_PARAMS, args, strict=False))
+    if set(kwargs) & set(SDPA_PARAMS[: len(args)]):
         return None  # given twice: the plain call raises eager's TypeError
     bound.update(kwargs)
-    return bound if all(p in bound for p in _SDPA_PARAMS[:3]) else None
+    return bound if all(p in bound for p in SDPA_PARAMS[:3]) else None
 
 
 def _is_symbolic(t: torch.Tensor) -> bool:

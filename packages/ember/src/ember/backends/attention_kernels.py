@@ -26,16 +26,6 @@ import torch.nn.functional as F
 
 log = logging.getLogger("ember.dynamic")
 
-_SDPA_PARAMS = (
-    "query",
-    "key",
-    "value",
-    "attn_mask",
-    "dropout_p",
-    "is_causal",
-    "scale",
-    "enable_gqa",
-)
 _SDPA_TARGETS = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
 
 
@@ -70,7 +60,11 @@ def explicit_cuda_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrites, in place, the sdpa calls of `gm` on CUDA fakes of symbolic size for which
     aten picks the memory-efficient kernel into `efficient_attention` calls; returns how
     many. Calls whose example values are missing, static or on another device stay."""
-    from ember_bytecode_tracer.example_rules import EFFICIENT, symbolic_cuda_attention
+    from ember_bytecode_tracer.example_rules import (
+        EFFICIENT,
+        SDPA_PARAMS,
+        symbolic_cuda_attention,
+    )
 
     rewritten = 0
     for node in gm.graph.nodes:
@@ -81,7 +75,7 @@ def explicit_cuda_attention(gm: torch.fx.GraphModule) -> int:
         call = symbolic_cuda_attention(args, kwargs)
         if call is None or call.backend != EFFICIENT or call.bound["enable_gqa"]:
             continue
-        bound = dict(zip(_SDPA_PARAMS, node.args, strict=False))
+        bound = dict(zip(SDPA_PARAMS, node.args, strict=False))
         bound.update(node.kwargs)
         bound.pop("enable_gqa", None)
         node.target = efficient_attention
