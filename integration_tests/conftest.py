@@ -30,3 +30,23 @@ def output_code(monkeypatch):
     yield lambda: "\n".join(handler.messages)
     logger.removeHandler(handler)
     logger.setLevel(level)
+
+
+def _train_like_eager(model, reference, compiled, batch, *, steps=2, rtol, atol) -> None:
+    """`steps` MSE training steps of `compiled` (over `model`) and of `reference` (eager, an
+    equal copy) on the same batches: each step's parameter gradients must match."""
+    import torch  # here: this conftest also serves sessions without torch
+
+    for _ in range(steps):
+        x, y = batch()
+        for m, fn in ((model, compiled), (reference, reference)):
+            m.zero_grad()
+            torch.nn.functional.mse_loss(fn(x), y).backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def train_like_eager():
+    """`train_like_eager(model, reference, compiled, batch, rtol=, atol=)`: see above."""
+    return _train_like_eager

@@ -63,16 +63,11 @@ def test_a_final_linear_is_one_addmm(output_code, dynamic):
     assert "_mm_out(" in text
 
 
-def test_training_through_addmm_matches_eager(output_code):
+def test_training_through_addmm_matches_eager(output_code, train_like_eager):
     model, reference = _mlp(), _mlp()
     compiled = ember.compile(model)
-    for _ in range(2):
-        x, y = torch.randn(6, 12), torch.randn(6, 5)
-        for m, fn in ((model, compiled), (reference, reference)):
-            m.zero_grad()
-            torch.nn.functional.mse_loss(fn(x), y).backward()
-        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5)
+    batch = lambda: (torch.randn(6, 12), torch.randn(6, 5))  # noqa: E731
+    train_like_eager(model, reference, compiled, batch, rtol=1e-5, atol=1e-5)
     assert "_addmm_out(" in output_code()
     assert counters["inductor"]["backward_graphs"] >= 1
 

@@ -47,16 +47,11 @@ def test_inference_products_go_to_onednn_and_match_eager(output_code):
     assert counters["inductor"]["forward_graphs"] == 1
 
 
-def test_training_gradients_through_onednn_match_eager(output_code):
+def test_training_gradients_through_onednn_match_eager(output_code, train_like_eager):
     model, reference = _mlp(), _mlp()
     compiled = ember.compile(model)
-    for _ in range(2):
-        x, y = torch.randn(128, 256), torch.randn(128, 256)
-        for m, fn in ((model, compiled), (reference, reference)):
-            m.zero_grad()
-            torch.nn.functional.mse_loss(fn(x), y).backward()
-        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    batch = lambda: (torch.randn(128, 256), torch.randn(128, 256))  # noqa: E731
+    train_like_eager(model, reference, compiled, batch, rtol=1e-4, atol=1e-5)
     text = output_code()
     assert "_dnn_" in text  # forward products and input gradients
     assert "_mm_out(" in text  # weight gradients (g.t() @ x) keep MKL
