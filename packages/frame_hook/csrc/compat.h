@@ -85,18 +85,24 @@ static inline int ember_code_set_extra(PyObject *code, Py_ssize_t index, void *e
 #endif
 }
 
-/* A frame is traced or profiled when sys.settrace / sys.setprofile (or a
- * debugger built on them) is active on this thread, or, on 3.12, when any
- * sys.monitoring tool (PEP 669 debuggers, profilers, coverage) listens to any
- * event globally. Substituting code under them would hide the user's lines. */
+/* sys.monitoring tools that only time calls: cProfile's (sys.monitoring.PROFILER_ID, 2) and
+ * the one sys.setprofile runs on (6). CPython 3.12 reserves these ids. */
+#define EMBER_PROFILER_TOOLS ((1 << 2) | (1 << 6))
+
+/* A frame is traced when sys.settrace (or a debugger built on it) is active on this thread,
+ * while a trace or profile callback runs, or, on 3.12, when a sys.monitoring tool other than
+ * a profiler (PEP 669 debuggers, coverage) listens to any event globally. Substituting code
+ * under them would hide the user's lines. A profiler (sys.setprofile, cProfile,
+ * torch.profiler's Python stacks) times what runs: the compiled code runs under it, as it
+ * does without it, so that a profile shows the compiled program. */
 static inline int ember_tracing_active(PyThreadState *tstate) {
-    if (tstate->c_tracefunc != NULL || tstate->c_profilefunc != NULL) {
+    if (tstate->c_tracefunc != NULL || tstate->tracing) {
         return 1;
     }
 #if PY_VERSION_HEX >= 0x030C0000
     const uint8_t *tools = tstate->interp->monitors.tools;
     for (int event = 0; event < _PY_MONITORING_UNGROUPED_EVENTS; event++) {
-        if (tools[event]) {
+        if (tools[event] & ~EMBER_PROFILER_TOOLS) {
             return 1;
         }
     }

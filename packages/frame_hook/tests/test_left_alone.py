@@ -61,17 +61,56 @@ def test_class_bodies_and_module_code_are_not_offered():
     assert "Body" not in seen and "<module>" not in seen
 
 
-def test_frames_under_settrace_or_setprofile_are_left_alone():
+def test_frames_under_settrace_are_left_alone():
     rec = Recorder({plain.__code__: substitute_for(plain, plain_sub)})
-    for install in (sys.settrace, sys.setprofile):
-        fh.reset()
-        with fh.eval_frame(rec):
-            install(lambda *args: None)
-            try:
-                assert plain(1) == ("orig", 1)
-            finally:
-                install(None)
+    fh.reset()
+    with fh.eval_frame(rec):
+        sys.settrace(lambda *args: None)
+        try:
+            assert plain(1) == ("orig", 1)
+        finally:
+            sys.settrace(None)
+        assert plain(1) == ("sub", 1)
+
+
+def test_frames_under_a_profiler_run_substituted_and_the_profiler_sees_them():
+    """A profile shows the program that runs: sys.setprofile's function and cProfile see the
+    substitute's calls; the profile function's own frames are never offered."""
+    import cProfile
+    import pstats
+
+    offered = []
+    sub = substitute_for(plain, plain_sub)
+
+    def callback(frame, cache):
+        offered.append(frame.f_code.co_name)
+        return (
+            fh.GuardedCode(sub, lambda f_locals: True) if frame.f_code is plain.__code__ else None
+        )
+
+    events = []
+
+    def profile_function(frame, event, arg):
+        events.append((event, frame.f_code.co_name, frame.f_code.co_firstlineno))
+
+    fh.reset()
+    with fh.eval_frame(callback):
+        sys.setprofile(profile_function)
+        try:
             assert plain(1) == ("sub", 1)
+        finally:
+            sys.setprofile(None)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            assert plain(2) == ("sub", 2)
+        finally:
+            profiler.disable()
+    ran = sub.co_firstlineno
+    assert ("call", "plain", ran) in events
+    assert "profile_function" not in offered
+    profiled = pstats.Stats(profiler).stats  # (file, line, name) -> counts
+    assert any(name == "plain" and line == ran for _, line, name in profiled)
 
 
 def test_callback_is_never_entered_reentrantly():
