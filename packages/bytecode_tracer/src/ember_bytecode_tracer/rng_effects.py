@@ -3,7 +3,11 @@
 `torch.get_rng_state()`, `torch.set_rng_state(state)` and `torch.manual_seed(c)` change global
 state; random ops in the graph draw from that state when the graph runs (in graph order, in a
 stream of the backend's own: ember's random prims draw their seeds from the default
-generator). The trace does not put these calls in the graph. It follows which state the
+generator of their device, CUDA's for CUDA ops, as eager's do). The plan below follows the CPU
+generator and counts every random op as a draw from it: for a CUDA op that only adds breaks
+(torch.manual_seed reseeds both generators, and set_rng_state leaves CUDA draws alone, in
+eager and here alike). The
+trace does not put these calls in the graph. It follows which state the
 generator is in -- the frame's incoming state, or the state right after `manual_seed(c)` --
 and replays the calls around the graph: the ones traced before the graph's first random op
 run before the graph, the ones after its last random op run after it.

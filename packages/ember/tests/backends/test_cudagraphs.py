@@ -104,23 +104,34 @@ def test_cudagraph_sizes_option():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="captures CUDA graphs: needs a GPU")
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issues 15, 17): random prims seed through prims.next_seed, which draws "
-    "on the CPU generator and copies the seed to the device, a copy CUDA-graph capture refuses "
-    "('Cannot copy between CPU and CUDA tensors during CUDA graph capture'); the step then runs "
-    "without graphs. Fix: CUDA seeds from the CUDA generator, drawn on the device.",
-)
 def test_a_training_step_with_dropout_is_captured():
+    """Random prims draw their seed on the device (prims.next_seed), so the step captures;
+    replays advance the CUDA generator (new masks), and reseeding it repeats them."""
     import ember
 
     model = torch.nn.Sequential(
-        torch.nn.Linear(64, 64), torch.nn.Dropout(0.1), torch.nn.Linear(64, 8)
+        torch.nn.Linear(64, 64), torch.nn.Dropout(0.5), torch.nn.Linear(64, 8)
     ).cuda()
     x = torch.randn(16, 64, device="cuda")
     ember.reset()
     step = ember.compile(model, mode="reduce-overhead")
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        out = step(x)
+        out.square().mean().backward()
+        return out.detach().clone(), model[0].weight.grad.clone()
+
     for _ in range(3):
-        step(x).square().mean().backward()
+        run()
     graphs = dict(counters["cudagraphs"])
     assert not graphs.get("capture_failures") and graphs.get("captures", 0) >= 2, graphs
+    torch.manual_seed(1)
+    first = run()
+    second = run()
+    torch.manual_seed(1)
+    again = run()
+    assert counters["cudagraphs"]["replays"] > graphs.get("replays", 0)
+    assert not torch.equal(first[0], second[0])  # a replay draws a new mask
+    for got, want in zip(again, first, strict=True):  # the same generator state, the same step
+        torch.testing.assert_close(got, want)

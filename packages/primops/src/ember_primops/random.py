@@ -20,7 +20,8 @@ never repeat a value.
   float32 for dtypes up to float32, k = 32 computed in float64 for float64.
 
 A call consumes counters ``offset .. offset + numel - 1``; the caller advances the offset.
-``next_seed`` is the only impure prim: it draws a seed from torch's default CPU generator.
+``next_seed`` is the only impure prim: it draws a seed from torch's default generator of the
+seed's device (the CPU one for every device but CUDA).
 """
 
 from __future__ import annotations
@@ -159,6 +160,12 @@ def _next_seed_meta(device):
 
 
 def _next_seed(device):
+    device = torch.device(device)
+    if device.type == "cuda":
+        # Drawn on the device from its own generator, as eager's CUDA random ops draw: a host
+        # seed copied over would synchronize the stream (a pageable host-to-device copy) and
+        # cannot be recorded in a CUDA graph, whose replays advance this generator instead.
+        return torch.randint(0, 2**62, (), dtype=torch.int64, device=device)
     seed = torch.randint(0, 2**62, (), dtype=torch.int64)
     return seed.to(device)
 
@@ -169,6 +176,6 @@ define_prim(
     _next_seed_meta,
     _next_seed,
     tags=("nondeterministic_seeded", "impure"),
-    notes="impure: a 0-dim int64 seed from torch's default CPU generator",
+    notes="impure: a 0-dim int64 seed from the default generator (CUDA's on CUDA, else the CPU's)",
     check_reference=False,
 )

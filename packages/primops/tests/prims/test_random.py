@@ -94,3 +94,16 @@ def test_next_seed_draws_from_the_default_generator():
     c = prims.next_seed(CPU)
     assert a.dtype == torch.int64 and a.ndim == 0
     assert int(a) == int(b) and int(b) != int(c)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="draws on a GPU")
+def test_next_seed_on_cuda_draws_on_the_device_from_the_cuda_generator():
+    cuda = torch.device("cuda")
+    cpu_state = torch.get_rng_state()
+    torch.cuda.manual_seed(5)
+    a = prims.next_seed(cuda)
+    torch.cuda.manual_seed(5)
+    b, c = prims.next_seed(cuda), prims.next_seed(cuda)
+    assert a.device.type == "cuda" and a.dtype == torch.int64 and a.ndim == 0
+    assert int(a) == int(b) and int(b) != int(c)
+    assert torch.equal(torch.get_rng_state(), cpu_state)  # the CPU generator is not touched
