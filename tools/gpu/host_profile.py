@@ -1,0 +1,153 @@
+"""Where a compiled step spends its host (CPU) time on the GPU: torch.compile against Ember.
+
+    python tools/gpu/host_profile.py llama train [--size real] [--out DIR]
+
+Per compiler: the step's wall time with and without a sync after each step (equal when the
+host is the bottleneck), the host time to issue one step, the CUDA runtime calls and kernels
+per step by kind (torch.profiler), and the Python functions that take the host's time
+(cProfile, by own time). With ``--out``, the generated code of both goes there (Ember's
+``ember.output_code`` log, torch.compile's cache of output code), for reading offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import io
+import logging
+import os
+import pstats
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_model import step, sync
+
+import ember
+from ember_zoo import build
+
+KERNEL_KINDS = (  # first match names the kind of a GPU kernel
+    ("triton", re.compile(r"^triton|^ember|^k\d|^kernel\d|_kernel$")),
+    ("gemm", re.compile(r"gemm|sm90|sm80|cutlass|cublas|nvjet|xmma", re.I)),
+    ("attention", re.compile(r"fmha|flash|attention|efficient", re.I)),
+    ("copy", re.compile(r"copy|Memcpy|memcpy", re.I)),
+    ("fill", re.compile(r"fill|Memset|zero", re.I)),
+    ("reduce", re.compile(r"reduce", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized", re.I)),
+)
+
+
+def kernel_kind(name: str) -> str:
+    for kind, pattern in KERNEL_KINDS:
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
+def timed(case, fn, mode, steps: int, sync_each: bool) -> float:
+    sync()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step(case, fn, mode)
+        if sync_each:
+            sync()
+        times.append(time.perf_counter() - start)
+    sync()
+    return statistics.median(times) * 1e3
+
+
+def profile_steps(name, case, fn, mode, steps: int, out: Path | None) -> None:
+    for _ in range(5):
+        step(case, fn, mode)
+    async_ms = timed(case, fn, mode, 20, sync_each=False)
+    sync_ms = timed(case, fn, mode, 20, sync_each=True)
+    print(f"== {name}: issue {async_ms:.2f} ms/step without sync, {sync_ms:.2f} ms/step with "
+          "a sync after each")  # fmt: skip
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step(case, fn, mode)
+        sync()
+    kernels: collections.Counter = collections.Counter()
+    kinds: collections.Counter = collections.Counter()
+    gpu_us: collections.Counter = collections.Counter()
+    runtime: collections.Counter = collections.Counter()
+    for e in prof.key_averages():
+        if e.device_type.name == "CUDA":
+            kernels[e.key] += e.count
+            kinds[kernel_kind(e.key)] += e.count
+            gpu_us[kernel_kind(e.key)] += e.self_device_time_total
+        elif e.key.startswith(("cuda", "cu")) and not e.key.startswith("cudnn"):
+            runtime[e.key] += e.count
+    per = float(steps)
+    print("   kernels/step by kind: " + ", ".join(
+        f"{k} {n / per:.0f} ({gpu_us[k] / per / 1e3:.2f} ms)" for k, n in kinds.most_common()))  # fmt: skip
+    print("   runtime calls/step: " + ", ".join(
+        f"{k} {n / per:.0f}" for k, n in runtime.most_common(8)))  # fmt: skip
+    if out is not None:
+        with open(out / f"kernels_{name}.txt", "w") as f:
+            for key, n in kernels.most_common():
+                f.write(f"{n / per:8.1f}  {kernel_kind(key):12s} {key}\n")
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step(case, fn, mode)
+    sync()
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(28)
+    lines = [ln for ln in text.getvalue().splitlines() if ln.strip()]
+    start = next(i for i, ln in enumerate(lines) if "ncalls" in ln)
+    print(f"   cProfile over {steps} steps, by own time:")
+    for ln in lines[start : start + 29]:
+        print("   " + re.sub(r"/\S*/(site-packages|src|lib/python3\.\d+)/", "", ln))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("mode", nargs="?", default="train", choices=["infer", "train"])
+    parser.add_argument("--size", default="real")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--compilers", default="torch.compile,ember")
+    args = parser.parse_args()
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        code = logging.getLogger("ember.output_code")
+        code.setLevel(logging.INFO)
+        code.addHandler(logging.FileHandler(args.out / f"ember_code_{args.model}_{args.mode}.txt"))
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tc_cache_"))
+    case = build(args.model, args.size, device=args.device)
+    if args.mode == "infer":
+        case.model.eval()
+    compilers = args.compilers.split(",")
+    if "torch.compile" in compilers:
+        profile_steps("torch.compile", case, torch.compile(case.model), args.mode, args.steps,
+                      args.out)  # fmt: skip
+    if "ember" in compilers:
+        ember.reset()
+        compiled = ember.compile(case.model)
+        profile_steps("ember", case, compiled, args.mode, args.steps, args.out)
+        print("   ember counters:", {k: dict(v) for k, v in ember.counters.items()})
+    if args.out is not None and "torch.compile" in compilers:
+        root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        with open(args.out / f"tc_code_{args.model}_{args.mode}.txt", "w") as f:
+            for path in sorted(root.rglob("*.py")):
+                f.write(f"#### {path.relative_to(root)}\n{path.read_text()}\n")
+
+
+if __name__ == "__main__":
+    main()
