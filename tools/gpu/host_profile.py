@@ -15,7 +15,6 @@ import argparse
 import collections
 import cProfile
 import io
-import logging
 import os
 import pstats
 import re
@@ -126,10 +125,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        code = logging.getLogger("ember.output_code")
-        code.setLevel(logging.INFO)
-        code.addHandler(logging.FileHandler(args.out / f"ember_code_{args.model}_{args.mode}.txt"))
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tc_cache_"))
+        os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember_cache_"))
     case = build(args.model, args.size, device=args.device)
     if args.mode == "infer":
         case.model.eval()
@@ -142,11 +139,12 @@ def main() -> None:
         compiled = ember.compile(case.model)
         profile_steps("ember", case, compiled, args.mode, args.steps, args.out)
         print("   ember counters:", {k: dict(v) for k, v in ember.counters.items()})
-    if args.out is not None and "torch.compile" in compilers:
-        root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-        with open(args.out / f"tc_code_{args.model}_{args.mode}.txt", "w") as f:
-            for path in sorted(root.rglob("*.py")):
-                f.write(f"#### {path.relative_to(root)}\n{path.read_text()}\n")
+    if args.out is not None:
+        for name, root in (("tc", "TORCHINDUCTOR_CACHE_DIR"), ("ember", "EMBER_CACHE_DIR")):
+            root = Path(os.environ[root])
+            with open(args.out / f"{name}_code_{args.model}_{args.mode}.txt", "w") as f:
+                for path in sorted(root.rglob("*.py")):
+                    f.write(f"#### {path.relative_to(root)}\n{path.read_text()}\n")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@
 #         compile (cold/warm compile time), fuzz (tools/fuzz_tracer.py on the host's CPU cores:
 #         FUZZ_COUNT programs from FUZZ_START, seed FUZZ_SEED, FUZZ_JOBS workers),
 #         stage_ab (benchmarks/stage_ab.py: Ember's/PyTorch's tracer x backend crossed, AB_MODELS),
-#         autotune (tools/gpu/autotune_cuda.py: backend="autotune" with its CUDA candidates).
+#         autotune (tools/gpu/autotune_cuda.py: backend="autotune" with its CUDA candidates),
+#         hostprof (tools/gpu/host_profile.py per HOSTPROF="model:mode ...", code in hostprof.tgz),
+#         gputests (pytest of GPU_TESTS on the GPU).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -81,6 +83,17 @@ for stage in "$@"; do
           --models "${AB_MODELS:-mlp,transformer_block,gpt2,bert}" --json "$OUT/stage_ab_$mode.json" \
           2>&1 | grep -v '^\[transformers\]' | tee "$OUT/stage_ab_$mode.txt" || status=1
       done ;;
+    hostprof)
+      mkdir -p /tmp/hostprof
+      for spec in ${HOSTPROF:-llama:train gpt2:train resnet:train}; do
+        timeout 300 python3 tools/gpu/host_profile.py ${spec%%:*} ${spec##*:} --out /tmp/hostprof/${spec%%:*}_${spec##*:} \
+          2>&1 | grep -v -e '^\[transformers\]' -e Warning -e USDT | tee -a "$OUT/hostprof.txt" || status=1
+        tar -czf "$OUT/hostprof.tgz" -C /tmp/hostprof .  # after each model: a cut-off run keeps the rest
+      done ;;
+    gputests)
+      timeout 400 python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-packages/ember/tests/backends/test_cudagraphs.py \
+        packages/primops/tests/prims/test_random.py packages/ember/tests/test_under_profilers.py} 2>&1 \
+        | tail -30 | tee "$OUT/gputests.txt" || status=1 ;;
     autotune)
       timeout 500 python3 tools/gpu/autotune_cuda.py 2>&1 | grep -v '^\[transformers\]' \
         | tee "$OUT/autotune.txt" || status=1 ;;
