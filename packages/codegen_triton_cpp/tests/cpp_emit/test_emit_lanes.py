@@ -52,6 +52,27 @@ def test_split_mode_lanes(check, strided):
     assert "_partials[tid]" in compiled.cpp_source
 
 
+@pytest.mark.parametrize("shape", [(3, 1000), (2, CHUNK + 3 * LANES + 5)])
+def test_float64_sums_run_in_double_lanes(check, shape):
+    # batch-norm statistics in eager's float64: double lanes, no float partials, and the
+    # float32 mean rounded from the sum equal to eager's (sequential float64) bit for bit
+    x = torch.randn(*shape) * 3 + 1
+    f64 = torch.float64
+
+    def stats(a):
+        total = prims.sum(prims.convert_element_type(a, f64), [1])
+        count = prims.scalar_tensor(float(shape[1]), dtype=f64, device=x.device)
+        mean = prims.convert_element_type(prims.div(total, count), torch.float32)
+        return total, mean
+
+    _, compiled = check(stats, x)
+    assert "acc0_w[lane] = acc0_w[lane] + " in compiled.cpp_source
+    assert "acc0_l" not in compiled.cpp_source
+    ours = compiled([x])[1]
+    sequential = torch.tensor([sum(row.double().tolist()) / shape[1] for row in x]).float()
+    assert torch.equal(ours, sequential)
+
+
 def test_short_rows_stay_scalar(check):
     x = torch.randn(8, MIN_EXTENT - 1)
     _, compiled = check(_all_reductions([1]), x)

@@ -18,8 +18,9 @@ from ember_inductor_ir.indexing import simplify_index
 
 from .lanes import LANES, LaneAcc
 
-#: reduction types whose per-lane update is exact in any lane order
-COLUMN_TYPES = {"sum", "max", "min"}
+#: lane forms whose per-lane update is exact in any lane order (each lane is one output
+#: point: a sum still adds its values in the reduction's order)
+COLUMN_FORMS = {"sum", "sum_f64", "max", "min"}
 
 
 def _coefficient(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
@@ -39,9 +40,7 @@ def columns_apply(
     """Whether the group's only loop segment is a column reduction worth running in lanes."""
     if not one_loop_segment_first or outer_size < 2 * LANES or not accs:
         return False
-    if any(a.rtype not in COLUMN_TYPES for a in accs):
-        return False
-    if any(d != torch.float32 or s != torch.float32 for d, s in dtypes):
+    if any(a.form not in COLUMN_FORMS for a in accs):
         return False
     moving = 0
     for node in nodes:

@@ -32,7 +32,7 @@ from ember_inductor_ir.indexing import multi_to_flat, product, simplify_index
 from .columns import columns_apply
 from .dtypes import compute_type, cpp_type
 from .index_printer import cpp_index
-from .lanes import LANE_FORMS, LANES, LaneAcc, lane_count, lane_loops, lanes_apply
+from .lanes import LANE_FORMS, LANES, LaneAcc, lane_count, lane_form, lane_loops, lanes_apply
 from .op_table import CppValue
 from .ops_handler import CodeWriter, CppOpsHandler
 from .reductions import accumulator
@@ -243,7 +243,15 @@ class KernelBuilder:
         # a marker line: the loop form (scalar or lanes) is chosen once the body is known
         self._body.line(_marker(name))
         self._updates[name] = f"{name} = {acc.update(name, value.expr, rindex)};"
-        self._lane_accs.append(LaneAcc(name, rtype, acc.init(dtype, src_dtype), value.expr))
+        self._lane_accs.append(
+            LaneAcc(
+                name,
+                rtype,
+                acc.init(dtype, src_dtype),
+                value.expr,
+                lane_form(rtype, dtype, src_dtype),
+            )
+        )
         self._lane_dtypes.append((dtype, src_dtype))
         if self.mode == "split":
             self._preamble.append(f"{ctype} {name}_partials[ember_extra::kMaxThreads];")
@@ -447,7 +455,7 @@ class KernelBuilder:
     def _column_segment(self, out: CodeWriter, body: CodeWriter) -> None:
         var = self.outer_vars[-1]
         for acc in self._lane_accs:
-            for text in LANE_FORMS[acc.rtype].wide(acc.name, acc.init, LANES):
+            for text in LANE_FORMS[acc.form].wide(acc.name, acc.init, LANES):
                 out.line(text)
         for k, (v, n) in enumerate(zip(self.red_vars, self.rsizes, strict=True)):
             out.line("  " * k + f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
@@ -457,7 +465,7 @@ class KernelBuilder:
         out.line(pad + f"  const int64_t {var} = ib + l;")
         for line in _dedent(body.lines):
             for acc in self._lane_accs:
-                direct = LANE_FORMS[acc.rtype].direct(acc.name, acc.value, "l")
+                direct = LANE_FORMS[acc.form].direct(acc.name, acc.value, "l")
                 line = line.replace(_marker(acc.name), direct)
             out.line(pad + "  " + line)
         out.line(pad + "}")
@@ -469,7 +477,7 @@ class KernelBuilder:
         out.line(f"const int64_t {var} = ib + l;")
         out.extend(["  " + line for line in self._prologue.lines])
         for acc in self._lane_accs:
-            out.line(LANE_FORMS[acc.rtype].combine(acc.name, "l"))
+            out.line(LANE_FORMS[acc.form].combine(acc.name, "l"))
         out.extend(["  " + line for line in self._epilogue.lines])
         self._accs = {}
 

@@ -16,7 +16,9 @@ vector instructions:
 
 Each float partial sums at most CHUNK / LANES values before it is flushed into a double,
 so accuracy is that of a double accumulation of short float sums (well inside eager's
-tolerance of its own cascade sum). One form per reduction type, keyed by name.
+tolerance of its own cascade sum). One form per reduction type, keyed by name; a float64
+sum (batch-norm statistics in eager's float64) runs in double lanes without float partials
+(``sum_f64``, chosen by lane_form).
 """
 
 from __future__ import annotations
@@ -82,6 +84,26 @@ register_lane_form("sum")(
 )
 
 
+# A double sum (float32 values widened by the program, batch-norm statistics in eager's
+# float64): double lanes updated directly, no float partials, so every addition is a double
+# one as in the scalar loop. Only the order differs: 16 running sums combined pairwise
+# instead of one, a difference in the last bits of a double that a float32 result rounded
+# from it keeps (both sums are within a few double ulps of the exact one).
+register_lane_form("sum_f64")(
+    LaneForm(
+        wide=lambda n, init, k: [f"double {n}_w[{k}] = {{}};"],
+        chunk=lambda n, init, k: [],
+        block=lambda n, k: [],
+        update=lambda n, v: f"{n}_w[lane] = {n}_w[lane] + {v};",
+        flush=lambda n, k: "",
+        tail=lambda n, v: f"{n}_w[0] = {n}_w[0] + {v};",
+        combine=lambda n, i: f"{n} = {n} + {n}_w[{i}];",
+        pair=lambda n, w: f"{n}_w[l] = {n}_w[l] + {n}_w[l + {w}];",
+        direct=lambda n, v, i: f"{n}_w[{i}] = {n}_w[{i}] + {v};",
+    )
+)
+
+
 def _extreme(fn: str) -> LaneForm:
     # exact in any order: the lanes update the wide partials directly
     return LaneForm(
@@ -132,12 +154,25 @@ register_lane_form("welford")(
 
 @dataclass
 class LaneAcc:
-    """One accumulator of a loop segment as the lane emitter needs it."""
+    """One accumulator of a loop segment as the lane emitter needs it; ``form`` keys
+    LANE_FORMS (see lane_form), None where no lane form fits its types."""
 
     name: str
     rtype: str
     init: str
     value: str
+    form: str | None = None
+
+
+#: (reduction type, accumulated dtype, source dtype) -> lane form, for what is not float32
+_WIDE_FORMS = {("sum", torch.float64, torch.float64): "sum_f64"}
+
+
+def lane_form(rtype: str, dtype: torch.dtype, src_dtype: torch.dtype) -> str | None:
+    """The lane form of a reduction: float32 ones by type, a float64 sum in double lanes."""
+    if dtype == torch.float32 and src_dtype == torch.float32:
+        return rtype if rtype in LANE_FORMS else None
+    return _WIDE_FORMS.get((rtype, dtype, src_dtype))
 
 
 def lane_count(extent: int, loads_bytes: bool) -> int:
@@ -149,12 +184,11 @@ def lane_count(extent: int, loads_bytes: bool) -> int:
 def lanes_apply(
     accs: list[LaneAcc], dtypes: list[tuple[torch.dtype, torch.dtype]], extent: int
 ) -> bool:
-    """Whether a segment's reductions can run in lanes: float32 sum/max/min/welford only."""
+    """Whether a segment's reductions can run in lanes: float32 sum/max/min/welford and
+    float64 sums (lane_form)."""
     if not accs or extent < MIN_EXTENT:
         return False
-    if any(a.rtype not in LANE_FORMS for a in accs):
-        return False
-    return all(d == torch.float32 and s == torch.float32 for d, s in dtypes)
+    return all(lane_form(a.rtype, d, s) is not None for a, (d, s) in zip(accs, dtypes, strict=True))
 
 
 def lane_loops(
@@ -184,7 +218,7 @@ def lane_loops(
         tail = True
     lines: list[str] = []
     for acc in accs:
-        lines += LANE_FORMS[acc.rtype].wide(acc.name, acc.init, lanes)
+        lines += LANE_FORMS[acc.form].wide(acc.name, acc.init, lanes)
     depth = len(outer_heads)
     if split and depth:
         lines.append("#pragma omp for schedule(static) nowait")
@@ -207,19 +241,19 @@ def lane_loops(
         f"{pad}  const int64_t rc_end = rc + {CHUNK} < {full_text} ? rc + {CHUNK} : {full_text};"
     )
     for acc in accs:
-        chunk = LANE_FORMS[acc.rtype].chunk(acc.name, acc.init, lanes)
+        chunk = LANE_FORMS[acc.form].chunk(acc.name, acc.init, lanes)
         lines += [f"{pad}  {text}" for text in chunk]
     lines.append(f"{pad}  for (int64_t rb = rc; rb < rc_end; rb += {lanes}) {{")
     for acc in accs:
-        lines += [f"{pad}    {text}" for text in LANE_FORMS[acc.rtype].block(acc.name, lanes)]
+        lines += [f"{pad}    {text}" for text in LANE_FORMS[acc.form].block(acc.name, lanes)]
     # without the pragma GCC unrolls the lane loop and vectorizes the block loop with
     # strided gathers instead (measured: 2.7x slower softmax)
     lines.append(f"{pad}    #pragma omp simd")
     lines.append(f"{pad}    for (int64_t lane = 0; lane < {lanes}; ++lane) {{")
     lines.append(f"{pad}      const int64_t {var} = rb + lane;")
-    lines += with_updates(lambda a: LANE_FORMS[a.rtype].update(a.name, a.value), pad + "      ")
+    lines += with_updates(lambda a: LANE_FORMS[a.form].update(a.name, a.value), pad + "      ")
     lines += [f"{pad}    }}", f"{pad}  }}"]
-    flushes = [LANE_FORMS[a.rtype].flush(a.name, lanes) for a in accs]
+    flushes = [LANE_FORMS[a.form].flush(a.name, lanes) for a in accs]
     flushes = [f for f in flushes if f]
     if flushes:
         lines.append(f"{pad}  for (int l = 0; l < {lanes}; ++l) {{")
@@ -231,7 +265,7 @@ def lane_loops(
         lines.append(
             f"{pad}{guard}for (int64_t {var} = {full_text}; {var} < {extent_text}; ++{var}) {{"
         )
-        lines += with_updates(lambda a: LANE_FORMS[a.rtype].tail(a.name, a.value), pad + "  ")
+        lines += with_updates(lambda a: LANE_FORMS[a.form].tail(a.name, a.value), pad + "  ")
         lines.append(f"{pad}}}")
     for k in reversed(range(depth)):
         lines.append("  " * k + "}")
@@ -248,8 +282,8 @@ def combine_lanes(accs: list[LaneAcc], lanes: int) -> list[str]:
     while width >= 1:
         lines.append("#pragma omp simd")
         lines.append(f"for (int l = 0; l < {width}; ++l) {{")
-        lines += [f"  {LANE_FORMS[a.rtype].pair(a.name, width)}" for a in accs]
+        lines += [f"  {LANE_FORMS[a.form].pair(a.name, width)}" for a in accs]
         lines.append("}")
         width //= 2
-    lines += [LANE_FORMS[a.rtype].combine(a.name, "0") for a in accs]
+    lines += [LANE_FORMS[a.form].combine(a.name, "0") for a in accs]
     return lines
