@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -64,6 +65,49 @@ def timed(case, fn, mode, steps: int, sync_each: bool) -> float:
     return statistics.median(times) * 1e3
 
 
+def phases(case, fn, mode, steps: int = 20) -> None:
+    """Host time of the forward call, of the backward call, and the wait for the GPU after
+    them (medians), and the garbage collections that ran in those steps."""
+    collections_run = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+    started = [0.0]
+
+    def on_gc(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            entry = collections_run[info["generation"]]
+            entry[0] += 1
+            entry[1] += time.perf_counter() - started[0]
+
+    forward, backward, drain = [], [], []
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(steps):
+            sync()
+            t0 = time.perf_counter()
+            if mode == "infer":
+                with torch.no_grad():
+                    fn(*case.example_inputs, **case.example_kwargs)
+                t1 = t2 = time.perf_counter()
+            else:
+                out = fn(*case.example_inputs, **case.example_kwargs)
+                t1 = time.perf_counter()
+                case.loss(out).backward()
+                t2 = time.perf_counter()
+            sync()
+            t3 = time.perf_counter()
+            forward.append(t1 - t0)
+            backward.append(t2 - t1)
+            drain.append(t3 - t2)
+    finally:
+        gc.callbacks.remove(on_gc)
+    med = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
+    print(f"   host: forward {med(forward):.2f} ms, backward {med(backward):.2f} ms, then GPU "
+          f"{med(drain):.2f} ms; gc per step: " + ", ".join(
+              f"gen{g} {n / steps:.2f}x {t / steps * 1e3:.2f} ms"
+              for g, (n, t) in collections_run.items()) + f"; {len(gc.get_objects())} objects")  # fmt: skip
+
+
 def profile_steps(name, case, fn, mode, steps: int, out: Path | None) -> None:
     for _ in range(5):
         step(case, fn, mode)
@@ -71,6 +115,14 @@ def profile_steps(name, case, fn, mode, steps: int, out: Path | None) -> None:
     sync_ms = timed(case, fn, mode, 20, sync_each=True)
     print(f"== {name}: issue {async_ms:.2f} ms/step without sync, {sync_ms:.2f} ms/step with "
           "a sync after each")  # fmt: skip
+    phases(case, fn, mode)
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            step(case, fn, mode)
+        sync()
+    if out is not None:
+        prof.export_chrome_trace(str(out / f"trace_{name}.json"))
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
