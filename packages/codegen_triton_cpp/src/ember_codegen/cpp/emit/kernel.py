@@ -33,6 +33,7 @@ from .columns import columns_apply
 from .dtypes import compute_type, cpp_type
 from .index_printer import cpp_index
 from .lanes import LANE_FORMS, LANES, LaneAcc, lane_count, lane_form, lane_loops, lanes_apply
+from .merged_dims import merge_reduction_dims
 from .op_table import CppValue
 from .ops_handler import CodeWriter, CppOpsHandler
 from .reductions import accumulator
@@ -567,4 +568,4 @@ def build_kernel(group: KernelGroup, sched: Schedule) -> KernelSource:
             f"{group.name} runs on {group.device}; the C++ target compiles CPU kernels only "
             "(use target='triton' for GPU graphs)"
         )
-    return KernelBuilder(group, sched).build()
+    return KernelBuilder(merge_reduction_dims(group), sched).build()
