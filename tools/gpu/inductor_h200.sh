@@ -13,7 +13,8 @@
 #         stage_ab (benchmarks/stage_ab.py: Ember's/PyTorch's tracer x backend crossed, AB_MODELS),
 #         autotune (tools/gpu/autotune_cuda.py: backend="autotune" with its CUDA candidates),
 #         hostprof (tools/gpu/host_profile.py per HOSTPROF="model:mode ...", code in hostprof.tgz),
-#         gputests (pytest of GPU_TESTS on the GPU).
+#         gputests (pytest of GPU_TESTS on the GPU),
+#         wrappertime (tools/gpu/wrapper_time.py: generated code's share of host time, WRAPPER_MODELS).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -89,6 +90,11 @@ for stage in "$@"; do
         timeout 300 python3 tools/gpu/host_profile.py ${spec%%:*} ${spec##*:} --out /tmp/hostprof/${spec%%:*}_${spec##*:} \
           2>&1 | grep -v -e '^\[transformers\]' -e Warning -e USDT | tee -a "$OUT/hostprof.txt" || status=1
         tar -czf "$OUT/hostprof.tgz" -C /tmp/hostprof .  # after each model: a cut-off run keeps the rest
+      done ;;
+    wrappertime)
+      for m in ${WRAPPER_MODELS:-llama gpt2 resnet}; do
+        timeout 300 python3 tools/gpu/wrapper_time.py $m 2>&1 | grep -v -e '^\[transformers\]' -e Warning \
+          | tee -a "$OUT/wrappertime.txt" || status=1
       done ;;
     gputests)
       timeout 400 python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-packages/ember/tests/backends/test_cudagraphs.py \
