@@ -71,6 +71,7 @@ def phases(case, fn, hook: Hooked, steps: int) -> None:
           f"generated code {med(inside):.2f} ms")  # fmt: skip
 
 
+@torch.no_grad()  # as autograd runs them: the generated code writes into out= buffers
 def replay(hook: Hooked, run, steps: int) -> None:
     for graph, inputs in hook.inputs.values():
         times = []

@@ -22,6 +22,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from .add_folds import Fold, find_folds
 from .errors import DynamicShapeUnsupported, LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
+from .handlers.inner_cost import InnerLoopCostHandler
 from .handlers.readwrite import ReadWriteHandler
 from .indexing import index_vars, known_le, product
 from .layout import (
@@ -412,16 +413,12 @@ class GraphLowering:
             if not isinstance(box, TensorBox):
                 continue
             data = box.data
-            if isinstance(data, Reduction):
+            if isinstance(data, Reduction) or (
+                isinstance(data, Pointwise)
+                and reader_count(node) > 1
+                and recompute_cost(data) > INLINE_OP_LIMIT
+            ):
                 self.realize(box)
-            elif isinstance(data, Pointwise) and reader_count(node) > 1:
-                counter = ReadWriteHandler()
-                data.inner_fn(counter, index_vars("i", len(data.ranges)))
-                cost = counter.op_count + (TRANSCENDENTAL_OP_COST - 1) * (
-                    counter.transcendental_count
-                )
-                if cost > INLINE_OP_LIMIT:
-                    self.realize(box)
 
     def _outputs(self, outputs: Any, env: dict[torch.fx.Node, Any]) -> None:
         for item in tree_flatten(outputs)[0]:
@@ -462,6 +459,17 @@ class GraphLowering:
         )
         buffer = self.realize_copy(value, layout)
         return OutputSpec(buffer.name, buffer.layout)
+
+
+def recompute_cost(data: Pointwise) -> int:
+    """What a reader pays per element to recompute ``data``: the ops that run for each step
+    of the innermost loop (handlers/inner_cost.py; loop-invariant ops are hoisted), a
+    transcendental op counting TRANSCENDENTAL_OP_COST."""
+    index = index_vars("i", len(data.ranges))
+    moving = [v for v, n in zip(index, data.ranges, strict=True) if n != 1]
+    counter = InnerLoopCostHandler(moving[-1]) if moving else ReadWriteHandler()
+    data.inner_fn(counter, index)
+    return counter.op_count + (TRANSCENDENTAL_OP_COST - 1) * counter.transcendental_count
 
 
 def reader_count(node: torch.fx.Node) -> int:
