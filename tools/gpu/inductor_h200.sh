@@ -93,7 +93,7 @@ for stage in "$@"; do
       done ;;
     wrappertime)
       for m in ${WRAPPER_MODELS:-llama gpt2 resnet}; do
-        timeout 300 python3 tools/gpu/wrapper_time.py $m 2>&1 | grep -v -e '^\[transformers\]' -e Warning \
+        timeout 300 python3 tools/gpu/wrapper_time.py $m ${WRAPPER_ARGS:-} 2>&1 | grep -v -e '^\[transformers\]' -e Warning \
           | tee -a "$OUT/wrappertime.txt" || status=1
       done ;;
     gputests)

@@ -128,9 +128,19 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("--size", default="real")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--compilers", default="torch.compile,ember")
     args = parser.parse_args()
     case = build(args.model, args.size, device="cuda")
 
+    if "torch.compile" in args.compilers.split(","):
+        time_torch_compile(case, args)
+    if "ember" in args.compilers.split(","):
+        time_ember(case, args)
+    print("== primitives, host us per call")
+    primitives()
+
+
+def time_torch_compile(case, args) -> None:
     from torch._inductor.output_code import CompiledFxGraph
 
     hook = Hooked(CompiledFxGraph, "__call__")
@@ -142,6 +152,8 @@ def main() -> None:
     replay(hook, lambda graph, inputs: graph.current_callable(inputs), args.steps)
     hook.restore()
 
+
+def time_ember(case, args) -> None:
     from ember_codegen.triton.compiled import CompiledGraph
 
     hook = Hooked(CompiledGraph, "__call__")
@@ -153,8 +165,6 @@ def main() -> None:
     phases(case, compiled, hook, args.steps)
     replay(hook, lambda graph, inputs: graph._call(inputs), args.steps)
     hook.restore()
-    print("== primitives, host us per call")
-    primitives()
 
 
 if __name__ == "__main__":
