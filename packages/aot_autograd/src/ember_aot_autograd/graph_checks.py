@@ -8,6 +8,7 @@ import torch
 import torch.fx
 from torch._ops import OpOverload
 
+from ember_aot_autograd.cse import eliminate_common_subexpressions
 from ember_aot_autograd.errors import GraphNotFunctionalError, MissingMetadataError
 
 aten = torch.ops.aten
@@ -54,8 +55,15 @@ def drop_passthrough(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
+def _writes_hidden(node: torch.fx.Node) -> bool:
+    hidden = _HIDDEN_MUTATIONS.get(node.target)  # type: ignore[arg-type]
+    return hidden is not None and hidden(node)
+
+
 def clean(graph: torch.fx.Graph) -> None:
-    """Drops autograd bookkeeping and dead nodes, then lints."""
+    """Drops autograd bookkeeping, computes common subexpressions once (cse.py), drops dead
+    nodes, then lints."""
     drop_passthrough(graph)
+    eliminate_common_subexpressions(graph, writes=_writes_hidden)
     graph.eliminate_dead_code()
     graph.lint()
