@@ -185,3 +185,32 @@ def test_written_inputs_are_copied_back_in_one_batch(monkeypatch, train):
     torch.testing.assert_close(got, want)
     for b, e in zip(buffers, eager_buffers, strict=True):
         torch.testing.assert_close(b, e)
+
+
+def test_written_inputs_of_several_dtypes_are_copied_back_one_batch_per_dtype(monkeypatch):
+    """Running statistics (float) and batch counters (int64) go back in one multi-tensor copy
+    per dtype: a list mixing dtypes would make CUDA's fused copy fall back to one each."""
+    batches = []
+    real = torch._foreach_copy_
+
+    def counting(targets, values):
+        batches.append({t.dtype for t in targets})
+        return real(targets, values)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", counting)
+
+    def step(x, *buffers):
+        for buffer in buffers:
+            buffer.add_(1 if buffer.dtype == torch.int64 else x.mean())
+        return x.sum()
+
+    x = torch.randn(4)
+    buffers = [torch.randn(3), torch.zeros((), dtype=torch.int64), torch.randn(3)]
+    buffers.append(torch.zeros((), dtype=torch.int64))
+    eager_buffers = [b.clone() for b in buffers]
+    want = step(x, *eager_buffers)
+    got = aot_function(step, CountingCompiler())(x, *buffers)
+    assert sorted(map(str, batches)) == ["{torch.float32}", "{torch.int64}"]
+    torch.testing.assert_close(got, want)
+    for b, e in zip(buffers, eager_buffers, strict=True):
+        torch.testing.assert_close(b, e)

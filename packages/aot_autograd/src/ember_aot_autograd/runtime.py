@@ -95,9 +95,19 @@ def _write_back_batched(targets: Sequence[torch.Tensor], values: Sequence[torch.
         else:
             plain_targets.append(target)
             plain_values.append(value)
-    if plain_targets:
-        with torch.no_grad():
-            torch._foreach_copy_(plain_targets, plain_values)
+    if not plain_targets:
+        return
+    groups: dict[tuple, tuple[list, list]] = {}
+    for target, value in zip(plain_targets, plain_values, strict=True):
+        # one dtype and device per call: a list mixing them (float running statistics and
+        # int64 batch counters) makes CUDA's multi-tensor copy fall back to a copy each
+        key = (target.dtype, value.dtype, target.device, value.device)
+        group = groups.setdefault(key, ([], []))
+        group[0].append(target)
+        group[1].append(value)
+    with torch.no_grad():
+        for group_targets, group_values in groups.values():
+            torch._foreach_copy_(group_targets, group_values)
 
 
 def _finisher(plan: RunnerPlan) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
