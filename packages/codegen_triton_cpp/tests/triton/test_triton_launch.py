@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from ember_codegen.triton import launch
 from ember_codegen.triton.cache import load_module
-from ember_codegen.triton.launch import DirectLaunch, alignment_check, direct_launch
+from ember_codegen.triton.launch import DirectLaunch, alignment_check, direct_launch, raw_launch
 from ember_codegen.triton.wrapper import build_wrapper, runtime_namespace
 from ember_primops import prims
 
@@ -35,14 +36,25 @@ class RecordingBinary:
         consts = dict(zip(names, args[len(tensors) :], strict=True))
         self.jit_fn[(gx,)](*tensors, **consts, num_warps=self.kernel.config.num_warps)
 
+    def raw(self, gx, gy, gz, stream, function, cooperative, pdl, scratch, profile, *rest):
+        """Triton 3.6's compiled launch function: flags and scratch, then what run takes."""
+        assert (cooperative, pdl, scratch, profile) == (False, True, None, None)
+        self.raw_calls += 1
+        self.run(gx, gy, gz, stream, function, *rest)
 
-def _wrapped(compiled, sched, aligned_names=None):
+    raw_calls = 0
+
+
+def _wrapped(compiled, sched, aligned_names=None, raw=False):
     module, _ = load_module(compiled.triton_source)
     binaries = {}
     for kernel in compiled.kernels:
         binary = RecordingBinary(getattr(module, kernel.name), kernel)
         aligned = frozenset(kernel.params if aligned_names is None else aligned_names)
-        kernel.direct = DirectLaunch(binary.run, binary.function, binary.packed_metadata, aligned)
+        kernel.direct = DirectLaunch(
+            binary.run, binary.function, binary.packed_metadata, aligned,
+            raw=binary.raw if raw else None, raw_flags=(False, True),
+        )  # fmt: skip
         binaries[kernel.name] = binary
     wrapper = build_wrapper(sched, {g.name: g for g in compiled.groups})
     namespace = {**runtime_namespace(torch.device("cpu")), **wrapper.namespace}
@@ -97,3 +109,46 @@ def test_alignment_condition_and_unloadable_binaries():
             raise RuntimeError("no device")
 
     assert direct_launch(Broken(), ["x"], [torch.zeros(1)]) is None
+
+
+def test_wrapper_calls_the_compiled_launch_function_where_its_convention_is_known(compile_prims):
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    sched, compiled = compile_prims(_chain, a, b)
+    call, source, binaries = _wrapped(compiled, sched, raw=True)
+    assert "_launch_" in source and "_run_" not in source
+    torch.testing.assert_close(call([a, b]), list(_chain(a, b)))
+    assert all(binary.raw_calls == 1 for binary in binaries.values())
+
+
+class Launcher36:
+    """The shape of Triton 3.6's CudaLauncher."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __init__(self):
+        self.launch = lambda *args: None
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        raise AssertionError("not called")
+
+
+class Launcher37(Launcher36):
+    def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, *rest):
+        raise AssertionError("not called")
+
+
+def test_raw_launch_only_for_a_known_convention_without_scratch(monkeypatch):
+    import triton
+
+    version = ".".join(triton.__version__.split(".")[:2])
+    check = launch.RAW_LAUNCH_CONVENTIONS["3.6"]
+    monkeypatch.setitem(launch.RAW_LAUNCH_CONVENTIONS, version, check)
+    launcher = Launcher36()
+    assert raw_launch(launcher) == (launcher.launch, (False, True))
+    assert raw_launch(Launcher37()) is None  # another calling convention
+    scratch = Launcher36()
+    scratch.global_scratch_size = 128  # needs scratch memory: the launcher allocates it
+    assert raw_launch(scratch) is None
+    monkeypatch.delitem(launch.RAW_LAUNCH_CONVENTIONS, version)
+    assert raw_launch(launcher) is None  # a Triton version not known

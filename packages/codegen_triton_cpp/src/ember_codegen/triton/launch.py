@@ -15,6 +15,7 @@ the matching specialization. Launch hooks (profilers such as proton) see only th
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,12 +35,62 @@ class DirectLaunch:
     function: Any
     packed_metadata: Any
     aligned: frozenset[str]  # parameters the binary assumes 16-byte aligned
+    #: the launcher's compiled launch function and the flags it takes first, where this
+    #: Triton's calling convention is known (raw_launch): called without the launcher's
+    #: Python frame (scratch allocation, hooks), a few microseconds a launch
+    raw: Any = None
+    raw_flags: tuple[bool, bool] = (False, False)  # (cooperative grid, PDL)
+
+
+def _takes_grid_stream_function_then_rest(call: Any) -> bool:
+    """Triton 3.6's `CudaLauncher.__call__(self, gridX, gridY, gridZ, stream, function, *args)`,
+    which forwards `args` (metadata, launch metadata, two hooks, kernel arguments) to
+    `launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, global_scratch,
+    profile_scratch, *args)`."""
+    try:
+        params = list(inspect.signature(call).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    names = [p.name for p in params]
+    return (
+        names == ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
+        and params[-1].kind is inspect.Parameter.VAR_POSITIONAL
+    )
+
+
+#: Triton versions whose launcher's calling convention the wrapper may use directly, each
+#: with the check that the installed launcher still has it
+RAW_LAUNCH_CONVENTIONS = {"3.6": _takes_grid_stream_function_then_rest}
+
+
+def raw_launch(run: Any) -> tuple[Any, tuple[bool, bool]] | None:
+    """The compiled launch function behind a binary's launcher and its (cooperative, PDL)
+    flags, where the launcher needs no scratch memory and this Triton's convention is known;
+    else None (the wrapper calls the launcher)."""
+    import triton
+
+    check = RAW_LAUNCH_CONVENTIONS.get(".".join(triton.__version__.split(".")[:2]))
+    if check is None or not check(type(run).__call__):
+        return None
+    try:
+        scratch = (run.global_scratch_size, run.profile_scratch_size)
+        raw, flags = run.launch, (bool(run.launch_cooperative_grid), bool(run.launch_pdl))
+    except AttributeError:
+        return None
+    if any(scratch) or not callable(raw):
+        return None
+    return raw, flags
 
 
 def direct_launches_enabled() -> bool:
     """On unless EMBER_TRITON_DIRECT_LAUNCH=0 (to compare against, or to let launch hooks
     see every kernel)."""
     return os.environ.get("EMBER_TRITON_DIRECT_LAUNCH", "1") != "0"
+
+
+def raw_launches_enabled() -> bool:
+    """On unless EMBER_TRITON_RAW_LAUNCH=0 (the launcher's own Python entry instead)."""
+    return os.environ.get("EMBER_TRITON_RAW_LAUNCH", "1") != "0"
 
 
 def direct_launch(binary: Any, params: Sequence[str], args: Sequence[Any]) -> DirectLaunch | None:
@@ -57,7 +108,10 @@ def direct_launch(binary: Any, params: Sequence[str], args: Sequence[Any]) -> Di
         for name, arg in zip(params, args, strict=True)
         if isinstance(arg, torch.Tensor) and arg.data_ptr() % POINTER_ALIGNMENT == 0
     )
-    return DirectLaunch(run, function, packed, aligned)
+    raw = raw_launch(run) if raw_launches_enabled() else None
+    if raw is None:
+        return DirectLaunch(run, function, packed, aligned)
+    return DirectLaunch(run, function, packed, aligned, raw=raw[0], raw_flags=raw[1])
 
 
 def current_stream_getter(device: torch.device) -> Any:

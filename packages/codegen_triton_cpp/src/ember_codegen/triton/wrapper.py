@@ -106,18 +106,29 @@ class TritonWrapperBuilder(WrapperBuilder):
         if direct is None:
             w.line(jit_launch)
             return
-        w.namespace[f"_run_{kernel.name}"] = direct.run
         w.namespace[f"_fn_{kernel.name}"] = direct.function
         w.namespace[f"_meta_{kernel.name}"] = direct.packed_metadata
-        launch_args = [
-            *(*grid, "1", "1")[:3], "_stream", f"_fn_{kernel.name}", f"_meta_{kernel.name}",
-            "None", "None", "None", *args, *map(str, consts.values()),
-        ]  # fmt: skip
+        grid_args = (*grid, "1", "1")[:3]
+        kernel_args = [*args, *map(str, consts.values())]
+        if direct.raw is not None:  # the compiled launch function itself (launch.raw_launch)
+            w.namespace[f"_launch_{kernel.name}"] = direct.raw
+            cooperative, pdl = map(str, direct.raw_flags)
+            launch_args = [
+                *grid_args, "_stream", f"_fn_{kernel.name}", cooperative, pdl, "None", "None",
+                f"_meta_{kernel.name}", "None", "None", "None", *kernel_args,
+            ]  # fmt: skip
+            direct_launch = f"_launch_{kernel.name}({', '.join(launch_args)})"
+        else:
+            w.namespace[f"_run_{kernel.name}"] = direct.run
+            launch_args = [
+                *grid_args, "_stream", f"_fn_{kernel.name}", f"_meta_{kernel.name}",
+                "None", "None", "None", *kernel_args,
+            ]  # fmt: skip
+            direct_launch = f"_run_{kernel.name}({', '.join(launch_args)})"
         checks = list(self._size_checks(kernel) or ())
         aligned = sorted(direct.aligned & self.foreign & set(kernel.params))
         if aligned:
             checks.append(alignment_check(aligned))
-        direct_launch = f"_run_{kernel.name}({', '.join(launch_args)})"
         if not checks:
             w.line(direct_launch)
             return
