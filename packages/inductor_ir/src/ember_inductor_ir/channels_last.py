@@ -9,7 +9,11 @@ strides, so the policy says per target which graphs pay it:
   forward, whose convolutions' results stay inside the graph);
 - ``training``: every graph, a training forward's saved activations stored NHWC
   (``saved_layouts.py``: the backward is compiled for those strides) and a backward's 4-d
-  gradients copied to eager's strides at the end.
+  gradients copied to eager's strides at the end;
+- ``weight_gradients``: a backward convolution asked for its weight gradient alone (the
+  network's first convolution, whose input is data) in any graph: its gradient is stored
+  NHWC by the kernel computing it (loops in its inputs' order, ``ComputedBuffer.loop_order``)
+  and its input copied NHWC; nothing else in the graph changes layout.
 
 The policy is keyed by target, the device's code generator ("cpp" on the CPU, "triton" on
 CUDA): the Triton target run on CPU tensors under ``TRITON_INTERPRET=1`` takes the GPU's
@@ -30,21 +34,29 @@ ENV = "EMBER_CHANNELS_LAST"
 class ChannelsLastPolicy:
     inference: bool  # graphs that keep their feature maps to themselves
     training: bool  # also graphs that return 4-d feature maps (training forward/backward)
+    #: also a backward convolution that computes the weight gradient alone (the network's
+    #: first convolution: its input is data) in any graph, its gradient and input copied
+    #: or stored channels-last for the call
+    weight_gradients: bool = False
 
     def allows(self, returns_feature_maps: bool) -> bool:
         return self.training if returns_feature_maps else self.inference
 
 
-ON = ChannelsLastPolicy(inference=True, training=True)
+ON = ChannelsLastPolicy(inference=True, training=True, weight_gradients=True)
 INFERENCE = ChannelsLastPolicy(inference=True, training=False)
 OFF = ChannelsLastPolicy(inference=False, training=False)
+#: the CPU's: oneDNN's weight gradient of the cnn's first convolution (3 input channels)
+#: took 5.3-5.6 ms a step from NCHW data and 1.4-2.1 ms from NHWC (torch.compile's layout)
+CPU = ChannelsLastPolicy(inference=True, training=False, weight_gradients=True)
 
-#: decisions per code generator. CPU training stays NCHW: the cnn training step measured 1.47x
+#: decisions per code generator. CPU training stays NCHW (but for weight-only gradients,
+#: see CPU above): the cnn training step measured 1.47x
 #: slower channels-last (docs/performance.md), its batch-norm statistics (float64 sums, two
 #: loop segments per kernel) walking NHWC data one channel at a time, which the C++ target's
 #: column lanes (one float32 segment) do not take. GPU training: cuDNN's NHWC kernels.
 POLICIES: dict[str, ChannelsLastPolicy] = {
-    "cpp": INFERENCE,
+    "cpp": CPU,
     "triton": ON,
 }
 

@@ -135,6 +135,12 @@ class GraphLowering:
             return buffer
         return node
 
+    def _reads_mostly_contiguous(self, buffer: ComputedBuffer) -> bool:
+        """Whether a pointwise buffer's body reads more same-rank contiguous buffers than
+        channels-last ones (see _votes)."""
+        data = buffer.data
+        return isinstance(data, Pointwise) and self._votes(data) < 0
+
     def _follows_channels_last(self, node: Pointwise | Reduction) -> bool:
         """A 4-d/5-d result whose body reads channels-last buffers (a convolution's output
         or something computed from one) more than contiguous ones is stored channels-last
@@ -142,6 +148,11 @@ class GraphLowering:
         rank = len(node.get_size())
         if rank not in (4, 5) or node.get_size()[1] == 1:
             return False
+        return self._votes(node) > 0
+
+    def _votes(self, node: Pointwise | Reduction) -> int:
+        """Same-rank buffers the body reads: +1 per channels-last one, -1 per contiguous."""
+        rank = len(node.get_size())
         rw = ReadWriteHandler()
         index = index_vars("i", rank)
         if isinstance(node, Reduction):
@@ -154,7 +165,7 @@ class GraphLowering:
             if layout is None or len(layout.size) != rank or layout.size[1] == 1:
                 continue
             votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
-        return votes > 0
+        return votes
 
     def require_strides(self, value: IRNode, stride: Sequence[object]) -> IRNode:
         """``value`` stored with exactly ``stride`` (size-1 dims aside): an undecided buffer
@@ -163,6 +174,8 @@ class GraphLowering:
         node = unwrap(value)
         layout = node.layout if isinstance(node, ComputedBuffer) else None
         if isinstance(layout, FlexibleLayout) and not layout.frozen:
+            if self._reads_mostly_contiguous(node) and not _same_order(layout.stride, stride):
+                node.loop_order = list(range(len(stride)))  # loads in order, strided stores
             layout.set_stride(stride)
             return value
         want = FixedLayout(value.get_device(), value.get_dtype(), value.get_size(), stride)
@@ -459,6 +472,16 @@ class GraphLowering:
         )
         buffer = self.realize_copy(value, layout)
         return OutputSpec(buffer.name, buffer.layout)
+
+
+def _same_order(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether two static stride lists order the dims alike (symbolic ones: assumed so)."""
+    try:
+        return sorted(range(len(a)), key=lambda d: -int(a[d])) == sorted(
+            range(len(b)), key=lambda d: -int(b[d])
+        )
+    except TypeError:
+        return True
 
 
 def recompute_cost(data: Pointwise) -> int:

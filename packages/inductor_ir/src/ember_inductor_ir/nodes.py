@@ -152,6 +152,10 @@ class ComputedBuffer(Buffer):
 
     data: Loops | None = None
     origins: list[str] = field(default_factory=list)
+    #: the kernel's loop order over the dims when it is not the storage order: a value
+    #: stored channels-last for a library call but computed from contiguous inputs walks
+    #: them in their order (one strided store instead of strided loads)
+    loop_order: list[int] | None = None
 
     @property
     def ranges(self) -> list[Expr]:

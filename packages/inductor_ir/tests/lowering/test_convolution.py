@@ -205,3 +205,61 @@ def test_returned_nhwc_result_reads_with_eager_strides_on_unit_dims(monkeypatch)
     conv = _extern_args(sched, "convolution")[0]
     assert lowering.graph_outputs[0].name == conv.outputs[0].name  # no copy
     _assert_eager(got[0], fn(x, w1)[0])
+
+
+def _conv_backward(g, x, w, mask):
+    # a first convolution's backward: its input is data; the gradient reaching it is
+    # computed from contiguous values (as a batch-norm backward's is)
+    grad = prims.mul(g, g)
+    return prims.convolution_backward(
+        grad, x, w, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, list(mask)
+    )
+
+
+def _weight_gradient(g, x, w):
+    return (_conv_backward(g, x, w, (False, True, False))[1],)
+
+
+def _both_gradients(g, x, w):
+    out = _conv_backward(g, x, w, (True, True, False))
+    return out[0], out[1]
+
+
+def _weight_gradient_inputs():
+    return torch.randn(2, 4, 8, 8), torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+
+
+def test_a_weight_only_gradient_runs_channels_last_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    inputs = list(_weight_gradient_inputs())
+    (want,) = _weight_gradient(*inputs)
+    lowering, sched, (got,) = _lower_and_run(prim_graph(_weight_gradient, *inputs), inputs, "cpp")
+    _assert_eager(got, want)
+    (conv,) = _extern_args(sched, "convolution_backward")
+    grad, x = conv.tensor_args()[:2]
+    for arg in (grad, x):
+        assert is_channels_last(arg.view or lowering.buffers[arg.name].layout)
+    # the gradient is computed in its inputs' (contiguous) order and stored NHWC
+    (square,) = [g for g in sched if grad.name in g.buffer_names()]
+    assert [int(s) for s in square.sizes] == [2, 4, 8, 8]
+    assert not lowering.buffers[grad.name].layout.is_contiguous()
+
+
+def test_weight_and_input_gradients_stay_nchw_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+
+    inputs = list(_weight_gradient_inputs())
+    want = _both_gradients(*inputs)
+    _, sched, got = _lower_and_run(prim_graph(_both_gradients, *inputs), inputs, "cpp")
+    for g, w in zip(got, want, strict=True):
+        _assert_eager(g, w)
+    (conv,) = _extern_args(sched, "convolution_backward")
+    assert all(o.layout.is_contiguous() for o in conv.outputs if o is not None)
+
+
+def test_weight_only_gradients_follow_the_inference_override(monkeypatch):
+    monkeypatch.setenv("EMBER_CHANNELS_LAST", "inference")
+    inputs = list(_weight_gradient_inputs())
+    _, sched, _ = _lower_and_run(prim_graph(_weight_gradient, *inputs), inputs, "cpp")
+    (conv,) = _extern_args(sched, "convolution_backward")
+    assert all(o.layout.is_contiguous() for o in conv.outputs if o is not None)

@@ -62,6 +62,20 @@ def wants_channels_last(ctx: Any, x: IRNode, weight: IRNode, transposed: bool) -
     )
 
 
+def weight_gradient_wants_channels_last(
+    ctx: Any, x: IRNode, weight: IRNode, transposed: bool
+) -> bool:
+    """A weight-only convolution backward where the policy runs those NHWC."""
+    rank = len(x.get_size()) if len(weight.get_size()) == 4 else 0
+    floating = x.get_dtype().is_floating_point
+    return (
+        rank == 4
+        and not transposed
+        and floating
+        and channels_last_policy(ctx.target).weight_gradients
+    )
+
+
 def _channels_last(index: int, layout: Layout) -> Layout:
     """aten returns channels-last results for channels-last inputs (4-d ones)."""
     if len(layout.size) != 4:
@@ -95,7 +109,10 @@ def lower_convolution_backward(
 ) -> Any:
     args = [grad_output, x, weight, *rest]
     transposed = bool(rest[4])
-    if not wants_channels_last(ctx, x, weight, transposed):
+    weight_only = not rest[-1][0] and rest[-1][1]  # output_mask: no input gradient
+    if not wants_channels_last(ctx, x, weight, transposed) and not (
+        weight_only and weight_gradient_wants_channels_last(ctx, x, weight, transposed)
+    ):
         return ctx.extern(ctx.current_node.target, args)
     args[0] = ctx.require_strides(grad_output, channels_last_strides(grad_output.get_size()))
     args[1] = ctx.require_strides(x, channels_last_strides(x.get_size()))

@@ -79,7 +79,10 @@ def _place(
 
 def loop_order(anchor: ComputedBuffer) -> list[int]:
     """The order of the kernel's outer loops over ``anchor``'s dims: its storage order, so
-    that a channels-last buffer is written with channels innermost (contiguous stores)."""
+    that a channels-last buffer is written with channels innermost (contiguous stores),
+    unless the buffer names its own (``ComputedBuffer.loop_order``)."""
+    if anchor.loop_order is not None:
+        return list(anchor.loop_order)
     layout = anchor.layout
     if len(layout.size) != len(anchor.ranges) or len(layout.size) < 2:
         return list(range(len(anchor.ranges)))
