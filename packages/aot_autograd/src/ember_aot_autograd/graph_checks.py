@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import torch
@@ -64,6 +65,7 @@ def clean(graph: torch.fx.Graph) -> None:
     """Drops autograd bookkeeping, computes common subexpressions once (cse.py), drops dead
     nodes, then lints."""
     drop_passthrough(graph)
-    eliminate_common_subexpressions(graph, writes=_writes_hidden)
+    if os.environ.get("EMBER_AOT_CSE", "1") != "0":  # 0: keep every repeated computation
+        eliminate_common_subexpressions(graph, writes=_writes_hidden)
     graph.eliminate_dead_code()
     graph.lint()

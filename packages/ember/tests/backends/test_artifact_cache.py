@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 CHILD = textwrap.dedent(
     """
@@ -27,11 +28,12 @@ CHILD = textwrap.dedent(
             return torch.nn.functional.gelu(self.norm(self.fc(x))).softmax(-1) * SCALE
 
     shape, dtype = json.loads(sys.argv[1]), getattr(torch, sys.argv[2])
+    device = sys.argv[3]
     torch.manual_seed(0)
-    model = Block().to(dtype)
-    twin = Block().to(dtype)
+    model = Block().to(dtype=dtype, device=device)
+    twin = Block().to(dtype=dtype, device=device)
     twin.load_state_dict(model.state_dict())
-    x = torch.randn(*shape, dtype=dtype)
+    x = torch.randn(*shape, dtype=dtype, device=device)
     compiled = ember.compile(twin, backend="inductor")
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x))
@@ -47,12 +49,12 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(cache: Path, shape=(5, 8), dtype="float32", scale="2.5") -> dict:
+def run_child(cache: Path, shape=(5, 8), dtype="float32", scale="2.5", device: str = "cpu") -> dict:
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
     env.pop("EMBER_ARTIFACT_CACHE", None)
     source = CHILD.replace("SCALE", scale)
     out = subprocess.run(
-        [sys.executable, "-c", source, json.dumps(list(shape)), dtype],
+        [sys.executable, "-c", source, json.dumps(list(shape)), dtype, device],
         env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
@@ -80,6 +82,16 @@ def test_second_process_hits_and_matches_eager(warm_cache):
     assert warm["cache_hits"] == 2 and warm.get("cache_misses", 0) == 0
     assert warm["codegen_cache_hits"] == 3 and warm.get("codegen_cache_misses", 0) == 0
     assert warm["forward_runs"] == 2 and warm["backward_runs"] == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton binaries: needs a GPU")
+def test_a_cuda_process_hits_and_launches_the_cached_binaries_directly(tmp_path):
+    """The wrapper read back from disk gets every direct launch (the launcher or its
+    compiled launch function) rebuilt for its kernels, and still matches eager."""
+    cold = run_child(tmp_path / "cache", device="cuda")
+    warm = run_child(tmp_path / "cache", device="cuda")
+    assert cold["codegen_cache_misses"] == 3
+    assert warm["codegen_cache_hits"] == 3 and warm.get("codegen_cache_misses", 0) == 0
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from .launch import current_stream_getter
 from .wrapper import runtime_namespace
 
 #: wrapper globals rebuilt on load rather than stored
-_REBUILT_PREFIXES = ("_k_", "_run_", "_fn_", "_meta_")
+_REBUILT_PREFIXES = ("_k_", "_run_", "_launch_", "_fn_", "_meta_")
 _REBUILT = {"__builtins__", "call", "_current_stream"}
 
 
@@ -104,12 +104,18 @@ def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> A
         namespace["_current_stream"] = current_stream_getter(device)
     for kernel in (k for g in groups for k in g.kernels):
         namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
-        if f"_run_{kernel.name}(" in source:
-            if kernel.direct is None:
+        runs = f"_run_{kernel.name}(" in source
+        launches = f"_launch_{kernel.name}(" in source  # the compiled launch function itself
+        if runs or launches:
+            direct = kernel.direct
+            if direct is None or (launches and direct.raw is None):
                 raise NotRestorable(f"kernel {kernel.name} has no direct launch here")
-            namespace[f"_run_{kernel.name}"] = kernel.direct.run
-            namespace[f"_fn_{kernel.name}"] = kernel.direct.function
-            namespace[f"_meta_{kernel.name}"] = kernel.direct.packed_metadata
+            if runs:
+                namespace[f"_run_{kernel.name}"] = direct.run
+            if launches:
+                namespace[f"_launch_{kernel.name}"] = direct.raw
+            namespace[f"_fn_{kernel.name}"] = direct.function
+            namespace[f"_meta_{kernel.name}"] = direct.packed_metadata
     exec(compile(source, origin, "exec"), namespace)
     compiled = CompiledGraph(
         namespace["call"],
