@@ -7,6 +7,7 @@ how far Ember's move from eager NCHW: the yardstick for a training MISMATCH that
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import torch
 
@@ -42,8 +43,12 @@ def main() -> None:
     print(f"eager NCHW twice: worst relative {worst(again, reference)}")
     cl = build(args.model, args.size, device="cuda")
     cl.model.to(memory_format=torch.channels_last)
-    cl.example_inputs = tuple(
-        x.to(memory_format=torch.channels_last) if x.dim() == 4 else x for x in cl.example_inputs
+    cl = dataclasses.replace(
+        cl,
+        example_inputs=tuple(
+            x.to(memory_format=torch.channels_last) if x.dim() == 4 else x
+            for x in cl.example_inputs
+        ),
     )
     print(f"eager channels-last vs NCHW: worst relative {worst(grads(cl, cl.model), reference)}")
     twin = build(args.model, args.size, device="cuda")
