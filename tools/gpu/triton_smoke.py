@@ -4,6 +4,7 @@ reduce-overhead (CUDA graphs), each checked against eager with kernel counts rep
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import traceback
@@ -149,6 +150,20 @@ def run_dynamic_reduce_overhead(failures):
         print(f"{label:24s} ERROR\n{traceback.format_exc()[-2500:]}")
 
 
+def channels_last_reference(case):
+    """Eager run channels-last where the model has 2-d convolutions: a deep network's
+    training gradients move by up to a third between eager's own NCHW and NHWC runs
+    (ResNet-50 at tiny size: tools/gpu/layout_sensitivity.py), so that is the oracle for
+    Ember's channels-last training on the GPU."""
+    if not any(isinstance(m, torch.nn.Conv2d) for m in case.model.modules()):
+        return case
+    case.model.to(memory_format=torch.channels_last)
+    inputs = tuple(
+        x.to(memory_format=torch.channels_last) if x.dim() == 4 else x for x in case.example_inputs
+    )
+    return dataclasses.replace(case, example_inputs=inputs)
+
+
 def run_zoo(failures, mode):
     only = os.environ.get("SMOKE_MODELS")
     for name in only.split(",") if only else ember_zoo.names():
@@ -158,6 +173,8 @@ def run_zoo(failures, mode):
             try:
                 case = ember_zoo.build(name, "tiny", device="cuda")
                 twin = ember_zoo.build(name, "tiny", device="cuda")
+                if train:  # the GPU trains convolutions channels-last: so does the reference
+                    case = channels_last_reference(case)
                 compiled = ember.compile(twin.model, mode=mode)
                 start = time.perf_counter()
                 ok = True
