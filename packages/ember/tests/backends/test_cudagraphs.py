@@ -135,3 +135,43 @@ def test_a_training_step_with_dropout_is_captured():
     assert not torch.equal(first[0], second[0])  # a replay draws a new mask
     for got, want in zip(again, first, strict=True):  # the same generator state, the same step
         torch.testing.assert_close(got, want)
+
+
+ATTENTION_DROPOUT_CHILD = """
+import torch, torch.nn.functional as F, ember
+from ember.stats import counters
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(64, 192)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(4, 32, 3, 2, 32).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True)
+
+model = Attention().cuda()
+step = ember.compile(model, mode="reduce-overhead")
+x = torch.randn(4, 32, 64, device="cuda")
+for _ in range(4):
+    model.zero_grad()
+    step(x).square().mean().backward()
+    assert torch.isfinite(model.qkv.weight.grad).all()
+torch.cuda.synchronize()
+print(dict(counters["cudagraphs"]))
+"""
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="captures CUDA graphs: needs a GPU")
+def test_attention_dropout_backward_after_a_captured_forward():
+    """aten's efficient attention returns its dropout state on the device when replayed from
+    a CUDA graph and on the host otherwise; a backward run outside capture after a captured
+    forward read it on the host and crashed the process (GPT-2's default dropout under
+    reduce-overhead). Run in a child process, so that a crash fails this test only."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", ATTENTION_DROPOUT_CHILD], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]

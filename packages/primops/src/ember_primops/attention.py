@@ -248,10 +248,36 @@ def _check_efficient_backward(
     check_tensor("sdpa_efficient_backward", grad_out, "grad_out")
 
 
+def philox_state_for_backward(
+    seed: torch.Tensor, offset: torch.Tensor, dropout_p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward's dropout state where aten's backward kernel reads it.
+
+    Outside CUDA-graph capture the forward returns its philox seed and offset on the CPU and
+    the backward reads them there; a forward replayed from a CUDA graph returns them on the
+    device. A backward run outside capture after a captured forward (reduce-overhead's first
+    backward, or a backward that did not capture) would read device memory on the host: it
+    gets host copies. A backward being captured needs them on the device, where a host
+    copy cannot be made during capture: that capture fails, and the graph runs uncaptured."""
+    if dropout_p == 0.0:
+        return seed, offset
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        if not (seed.is_cuda and offset.is_cuda):
+            raise RuntimeError(
+                "efficient attention backward with dropout captured after a forward that ran "
+                "outside capture: its dropout state is on the host"
+            )
+        return seed, offset
+    if seed.is_cuda or offset.is_cuda:
+        return seed.cpu(), offset.cpu()
+    return seed, offset
+
+
 def _efficient_backward(
     grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
     dropout_p, grad_input_mask, is_causal, scale,
 ):  # fmt: skip
+    philox_seed, philox_offset = philox_state_for_backward(philox_seed, philox_offset, dropout_p)
     return aten._scaled_dot_product_efficient_attention_backward(
         grad_out, query, key, value, kernel_bias(attn_bias), out, logsumexp, philox_seed,
         philox_offset, dropout_p, grad_input_mask, is_causal, scale=scale,

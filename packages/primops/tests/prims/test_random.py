@@ -107,3 +107,12 @@ def test_next_seed_on_cuda_draws_on_the_device_from_the_cuda_generator():
     assert a.device.type == "cuda" and a.dtype == torch.int64 and a.ndim == 0
     assert int(a) == int(b) and int(b) != int(c)
     assert torch.equal(torch.get_rng_state(), cpu_state)  # the CPU generator is not touched
+
+
+def test_attention_dropout_state_stays_where_it_is_outside_capture_on_the_host():
+    from ember_primops.attention import philox_state_for_backward
+
+    seed, offset = torch.tensor(3), torch.tensor(4)
+    for p in (0.0, 0.1):
+        got = philox_state_for_backward(seed, offset, p)
+        assert got[0] is seed and got[1] is offset
