@@ -38,6 +38,7 @@ from ember.backends.aot_eager import (
 )
 from ember.backends.cudagraphs import CudaGraphRunner
 from ember.backends.device_placement import move_scalar_work
+from ember.backends.direct_prims import with_direct_prims
 from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.foreign_sizes import has_foreign_sizes
 from ember.backends.frame_hook_off import without_frame_hook
@@ -236,7 +237,8 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
         except MixedDeviceGraph as reason:  # correct but not generated: counted and logged
             log.warning("%s graph runs as an FX graph: %s (%s)", kind, reason, kept)
             counters["inductor_fallbacks"]["mixed_device_graph"] += 1
-            return counting_graph_runner("inductor", kind)(gm, example_inputs)
+            # each prim called directly, not through its checked kernel (direct_prims.py)
+            return counting_graph_runner("inductor", kind)(with_direct_prims(gm), example_inputs)
         key = _codegen_key(gm, _target_key(target, settings, kind))
         env = shape_env_of(gm) if key is not None else None
         if key is not None:
