@@ -46,18 +46,24 @@ def lower_scatter_add(
     this graph's own buffer, so aten adds into it instead of cloning it first (the clone
     was a pass over the whole input-sized map, 1.5 ms a step for the cnn's first pool)."""
     node = ctx.current_node
-    owned = may_overwrite(ctx, a, node.args[0], (node.args[2], node.args[3]), realize=True)
+    return _into_own_buffer(
+        ctx, a, node.args[0], (node.args[2], node.args[3]),
+        torch.ops.aten.scatter_add_.default, [dim, index, src],
+    )  # fmt: skip
+
+
+def _into_own_buffer(
+    ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any, op: Any, rest: list
+) -> TensorBox:
+    """``op(a, *rest)``, an aten op writing ``a`` in place, on ``a``'s own buffer when
+    nothing else reads it (``read_nodes``: the FX values ``op`` reads besides ``a``), else on
+    a fresh copy of ``a``."""
+    owned = may_overwrite(ctx, a, a_node, read_nodes, realize=True)
     target = a if owned else TensorBox(ctx.realize_copy(a))
     arg = ctx.tensor_arg(target)
-    written = ctx.buffers[arg.name]
-    layout = arg.view if arg.view is not None else written.layout
+    layout = arg.view if arg.view is not None else ctx.buffers[arg.name].layout
     (result,) = tree_leaves(
-        ctx.extern(
-            torch.ops.aten.scatter_add_.default,
-            [target, dim, index, src],
-            output_layouts=lambda k, _: layout,
-            mutates=arg.name,
-        )
+        ctx.extern(op, [target, *rest], output_layouts=lambda k, _: layout, mutates=arg.name)
     )
     return result
 
@@ -85,20 +91,10 @@ def scatter_in_place(
     """``index_put(a, indices, values, accumulate)`` as aten's ``index_put_`` on ``a``'s own
     buffer when nothing else reads it (``read_nodes``: the FX values the scatter reads
     besides ``a``), else on a fresh copy of ``a``."""
-    owned = may_overwrite(ctx, a, a_node, read_nodes, realize=True)
-    target = a if owned else TensorBox(ctx.realize_copy(a))
-    arg = ctx.tensor_arg(target)
-    written = ctx.buffers[arg.name]
-    layout = arg.view if arg.view is not None else written.layout
-    (result,) = tree_leaves(
-        ctx.extern(
-            torch.ops.aten.index_put_.default,
-            [target, list(indices), values, accumulate],
-            output_layouts=lambda k, _: layout,
-            mutates=arg.name,
-        )
-    )
-    return result
+    return _into_own_buffer(
+        ctx, a, a_node, read_nodes,
+        torch.ops.aten.index_put_.default, [list(indices), values, accumulate],
+    )  # fmt: skip
 
 
 def may_overwrite(ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any, *, realize: bool) -> bool:
