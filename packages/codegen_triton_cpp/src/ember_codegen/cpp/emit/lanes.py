@@ -89,36 +89,37 @@ register_lane_form("sum")(
 # one as in the scalar loop. Only the order differs: 16 running sums combined pairwise
 # instead of one, a difference in the last bits of a double that a float32 result rounded
 # from it keeps (both sums are within a few double ulps of the exact one).
-register_lane_form("sum_f64")(
-    LaneForm(
-        wide=lambda n, init, k: [f"double {n}_w[{k}] = {{}};"],
+def _direct_lanes(
+    wide: Callable[[str, str, int], list[str]], op: Callable[[str, str], str]
+) -> LaneForm:
+    """Lanes that update their wide partials directly with ``op(partial, value)`` (no
+    narrow partials, no flushes), combined with the same ``op``."""
+    return LaneForm(
+        wide=wide,
         chunk=lambda n, init, k: [],
         block=lambda n, k: [],
-        update=lambda n, v: f"{n}_w[lane] = {n}_w[lane] + {v};",
+        update=lambda n, v: f"{n}_w[lane] = {op(f'{n}_w[lane]', v)};",
         flush=lambda n, k: "",
-        tail=lambda n, v: f"{n}_w[0] = {n}_w[0] + {v};",
-        combine=lambda n, i: f"{n} = {n} + {n}_w[{i}];",
-        pair=lambda n, w: f"{n}_w[l] = {n}_w[l] + {n}_w[l + {w}];",
-        direct=lambda n, v, i: f"{n}_w[{i}] = {n}_w[{i}] + {v};",
+        tail=lambda n, v: f"{n}_w[0] = {op(f'{n}_w[0]', v)};",
+        combine=lambda n, i: f"{n} = {op(n, f'{n}_w[{i}]')};",
+        pair=lambda n, w: f"{n}_w[l] = {op(f'{n}_w[l]', f'{n}_w[l + {w}]')};",
+        direct=lambda n, v, i: f"{n}_w[{i}] = {op(f'{n}_w[{i}]', v)};",
     )
+
+
+register_lane_form("sum_f64")(
+    _direct_lanes(lambda n, init, k: [f"double {n}_w[{k}] = {{}};"], lambda a, b: f"{a} + {b}")
 )
 
 
 def _extreme(fn: str) -> LaneForm:
     # exact in any order: the lanes update the wide partials directly
-    return LaneForm(
-        wide=lambda n, init, k: [
+    return _direct_lanes(
+        lambda n, init, k: [
             f"float {n}_w[{k}];",
             f"for (int l = 0; l < {k}; ++l) {n}_w[l] = {init};",
         ],
-        chunk=lambda n, init, k: [],
-        block=lambda n, k: [],
-        update=lambda n, v: f"{n}_w[lane] = ember::{fn}({n}_w[lane], {v});",
-        flush=lambda n, k: "",
-        tail=lambda n, v: f"{n}_w[0] = ember::{fn}({n}_w[0], {v});",
-        combine=lambda n, i: f"{n} = ember::{fn}({n}, {n}_w[{i}]);",
-        pair=lambda n, w: f"{n}_w[l] = ember::{fn}({n}_w[l], {n}_w[l + {w}]);",
-        direct=lambda n, v, i: f"{n}_w[{i}] = ember::{fn}({n}_w[{i}], {v});",
+        lambda a, b: f"ember::{fn}({a}, {b})",
     )
 
 
