@@ -14,7 +14,8 @@
 #         autotune (tools/gpu/autotune_cuda.py: backend="autotune" with its CUDA candidates),
 #         hostprof (tools/gpu/host_profile.py per HOSTPROF="model:mode ...", code in hostprof.tgz),
 #         gputests (pytest of GPU_TESTS on the GPU),
-#         wrappertime (tools/gpu/wrapper_time.py: generated code's share of host time, WRAPPER_MODELS).
+#         wrappertime (tools/gpu/wrapper_time.py: generated code's share of host time, WRAPPER_MODELS),
+#         userstep (tools/gpu/dropout_training.py: GPT-2 defaults + AdamW inside the step, USERSTEP_ARGS).
 # Everything it prints is also under $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -96,6 +97,9 @@ for stage in "$@"; do
         timeout 300 python3 tools/gpu/wrapper_time.py $m ${WRAPPER_ARGS:-} 2>&1 | grep -v -e '^\[transformers\]' -e Warning \
           | tee -a "$OUT/wrappertime.txt" || status=1
       done ;;
+    userstep)
+      timeout 500 python3 tools/gpu/dropout_training.py ${USERSTEP_ARGS:-} 2>&1 \
+        | grep -v -e '^\[transformers\]' -e Warning | tee "$OUT/userstep.txt" || status=1 ;;
     gputests)
       timeout 400 python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-packages/ember/tests/backends/test_cudagraphs.py \
         packages/primops/tests/prims/test_random.py packages/ember/tests/test_under_profilers.py} 2>&1 \
