@@ -143,27 +143,26 @@ def main() -> None:
 def time_torch_compile(case, args) -> None:
     from torch._inductor.output_code import CompiledFxGraph
 
-    hook = Hooked(CompiledFxGraph, "__call__")
-    compiled = torch.compile(case.model)
-    for _ in range(5):
-        case.loss(compiled(*case.example_inputs, **case.example_kwargs)).backward()
-    print(f"== torch.compile {args.model} train")
-    phases(case, compiled, hook, args.steps)
-    replay(hook, lambda graph, inputs: graph.current_callable(inputs), args.steps)
-    hook.restore()
+    time_compiler("torch.compile", torch.compile, CompiledFxGraph, "current_callable", case, args)
 
 
 def time_ember(case, args) -> None:
     from ember_codegen.triton.compiled import CompiledGraph
 
-    hook = Hooked(CompiledGraph, "__call__")
     ember.reset()
-    compiled = ember.compile(case.model)
+    time_compiler("ember", ember.compile, CompiledGraph, "_call", case, args)
+
+
+def time_compiler(name, compile_fn, graph_type, entry: str, case, args) -> None:
+    """Phases and replays of one compiler's training step; ``graph_type.__call__`` is hooked
+    and ``getattr(graph, entry)(inputs)`` replays a generated graph without the hook."""
+    hook = Hooked(graph_type, "__call__")
+    compiled = compile_fn(case.model)
     for _ in range(5):
         case.loss(compiled(*case.example_inputs, **case.example_kwargs)).backward()
-    print(f"== ember {args.model} train")
+    print(f"== {name} {args.model} train")
     phases(case, compiled, hook, args.steps)
-    replay(hook, lambda graph, inputs: graph._call(inputs), args.steps)
+    replay(hook, lambda graph, inputs: getattr(graph, entry)(inputs), args.steps)
     hook.restore()
 
 
