@@ -35,6 +35,42 @@ def make_step(model: torch.nn.Module):
     return step
 
 
+def dump_mixed_graphs(directory: str) -> None:
+    """Write each graph the inductor backend leaves as a mixed-device FX graph to DIRECTORY,
+    with a summary of its CPU side (what a split into host and device parts must handle)."""
+    import collections
+    import os
+
+    from ember.backends import inductor
+
+    os.makedirs(directory, exist_ok=True)
+    original = inductor.codegen_target
+
+    def recording(gm, *args, **kwargs):
+        try:
+            return original(gm, *args, **kwargs)
+        except inductor.MixedDeviceGraph:
+            index = len(os.listdir(directory))
+            ops: collections.Counter = collections.Counter()
+            cpu_inputs = cpu_nodes = 0
+            for node in gm.graph.nodes:
+                val = node.meta.get("val")
+                if not isinstance(val, torch.Tensor) or val.device.type != "cpu":
+                    continue
+                if node.op == "placeholder":
+                    cpu_inputs += 1
+                elif node.op == "call_function":
+                    cpu_nodes += 1
+                    ops[f"{node.target} dim={val.dim()}"] += 1
+            summary = f"{len(gm.graph.nodes)} nodes, {cpu_inputs} CPU inputs, {cpu_nodes} CPU nodes"
+            print(f"mixed graph {index}: {summary}: {ops.most_common(12)}")
+            with open(os.path.join(directory, f"mixed_{index}.py"), "w") as f:
+                f.write(f"# {summary}\n{gm.code}")
+            raise
+
+    inductor.codegen_target = recording
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -42,7 +78,10 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="2 small layers (a quick check)")
     parser.add_argument("--only", default="eager,torch.compile,ember,ember-reduce-overhead")
+    parser.add_argument("--dump-graphs", default="", help="write mixed-device graphs here")
     args = parser.parse_args()
+    if args.dump_graphs:
+        dump_mixed_graphs(args.dump_graphs)
     torch.manual_seed(0)
     config = GPT2Config()  # library defaults: 12 x 768, dropout 0.1, sdpa attention
     if args.tiny:

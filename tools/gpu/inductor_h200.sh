@@ -98,7 +98,7 @@ for stage in "$@"; do
           | tee -a "$OUT/wrappertime.txt" || status=1
       done ;;
     userstep)
-      timeout 500 python3 tools/gpu/dropout_training.py ${USERSTEP_ARGS:-} 2>&1 \
+      timeout 500 python3 tools/gpu/dropout_training.py --dump-graphs "$OUT/mixed" ${USERSTEP_ARGS:-} 2>&1 \
         | grep -v -e '^\[transformers\]' -e Warning | tee "$OUT/userstep.txt" || status=1 ;;
     gputests)
       timeout 400 python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-packages/ember/tests/backends/test_cudagraphs.py \
