@@ -23,7 +23,7 @@ import torch
 from ember_codegen.exc import CodegenError
 from ember_codegen.wrapper.builder import WrapperBuilder
 from ember_codegen.wrapper.library_calls import OUT_FUNCTIONS, PRIM_IMPLEMENTATIONS
-from ember_codegen.wrapper.runtime import adopt_extern_output, relayout_input
+from ember_codegen.wrapper.runtime import adopt_extern_output, relayout_input, scalars_to_device
 from ember_codegen.wrapper.size_bindings import concrete, value_of
 from ember_codegen.wrapper.writer import WrapperCode
 from ember_inductor_ir import Schedule
@@ -61,9 +61,18 @@ class TritonWrapperBuilder(WrapperBuilder):
     def _guard_inputs(self) -> None:
         super()._guard_inputs()
         device = graph_device(self.sched)
-        for name in self.sched.graph_inputs:  # CPU scalars of a GPU graph (0-dim tensors)
-            if torch.device(self.sched.layout(name).device).type != device.type:
-                self.w.line(f"{name} = _to_graph_device({name})")
+        scalars: dict[torch.dtype, list[str]] = {}  # CPU scalars of a GPU graph (0-dim)
+        for name in self.sched.graph_inputs:
+            layout = self.sched.layout(name)
+            if torch.device(layout.device).type != device.type:
+                scalars.setdefault(layout.dtype, []).append(name)
+        for names in scalars.values():  # one copy per dtype (an optimizer has hundreds)
+            if len(names) == 1:
+                self.w.line(f"{names[0]} = _to_graph_device({names[0]})")
+            else:
+                self.w.line(
+                    f"{', '.join(names)}, = _scalars_to_graph_device(({', '.join(names)},))"
+                )
         if any(self._direct(k) for g in self.kernels.values() for k in g.kernels):
             self.w.namespace["_current_stream"] = current_stream_getter(device)
             self.w.line("_stream = _current_stream()")
@@ -201,6 +210,7 @@ def runtime_namespace(device: torch.device) -> dict[str, Any]:
         "_as_strided": torch.as_strided,
         "_relayout": functools.partial(relayout_input, device=device, moves_scalars=True),
         "_to_graph_device": functools.partial(torch.Tensor.to, device=device, non_blocking=True),
+        "_scalars_to_graph_device": functools.partial(scalars_to_device, device=device),
         "_adopt": adopt_extern_output,
         "_sequences": (tuple, list),
         "_prim_impl": PRIM_IMPLEMENTATIONS,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from ember_codegen.exc import CodegenError
@@ -35,6 +37,20 @@ def relayout_input(
     if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride, strict=True)):
         return t
     return torch.empty_strided(size, stride, dtype=dtype, device=t.device).copy_(t)
+
+
+#: bytes between two scalars moved together: Triton specializes a pointer on 16-byte alignment
+SCALAR_SLOT_BYTES = 16
+
+
+def scalars_to_device(values: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """0-dim tensors of one dtype on another device (the CPU scalars of a GPU graph: an
+    optimizer's step counts) moved in one copy, not one copy each: each is a 0-dim view of
+    the moved block, in its own 16-byte slot so that its address is aligned."""
+    slot = max(1, SCALAR_SLOT_BYTES // values[0].element_size())
+    block = torch.empty((len(values), slot), dtype=values[0].dtype)
+    block[:, 0] = torch.stack(values)
+    return list(block.to(device, non_blocking=True)[:, 0].unbind())
 
 
 def adopt_extern_output(

@@ -35,10 +35,12 @@ def _decline(reason: str) -> tuple[int, str]:
     return 0, reason
 
 
-def move_scalar_work(gm: torch.fx.GraphModule) -> tuple[int, str]:
+def move_scalar_work(gm: torch.fx.GraphModule, *, scalars_too: bool = False) -> tuple[int, str]:
     """Re-places, in place, the CPU values of a graph that also has values on one other
     device when they derive from CPU scalars only; returns how many moved (0: unchanged)
-    and why not where none did."""
+    and why not where none did. CPU work whose values are all 0-dim is left where it is
+    unless ``scalars_too``: a graph whose CPU outputs were split off (host_outputs.py)
+    computes its whole scalar chain on the GPU, inside the kernels that read it."""
     others = {v.device for n in gm.graph.nodes if (v := _tensor_val(n)) is not None} - {
         torch.device("cpu")
     }
@@ -46,7 +48,7 @@ def move_scalar_work(gm: torch.fx.GraphModule) -> tuple[int, str]:
         return 0, "no single other device"
     (target,) = others
     computed = [n for n in gm.graph.nodes if n.op == "call_function" and _on_cpu(n)]
-    if not any(_tensor_val(n).dim() > 0 for n in computed):
+    if not scalars_too and not any(_tensor_val(n).dim() > 0 for n in computed):
         return 0, "only scalars"  # the wrapper moves them like inputs
     plan: list[torch.fx.Node] = []
     moved: set[torch.fx.Node] = set()

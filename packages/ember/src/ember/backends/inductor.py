@@ -42,6 +42,7 @@ from ember.backends.direct_prims import with_direct_prims
 from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.foreign_sizes import has_foreign_sizes
 from ember.backends.frame_hook_off import without_frame_hook
+from ember.backends.host_outputs import HostSplit, split_host_outputs
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
 from ember.backends.registry import register_backend, register_backend_configuration
 from ember.backends.size_specialization import SizeSpecializer, has_symbolic_sizes
@@ -230,6 +231,14 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
 
         kept = ""
         if {"cpu", "cuda"} <= _devices(gm):
+            # (a graph with symbolic sizes may still be specialized per size: left whole)
+            split = "symbolic sizes" if has_symbolic_sizes(gm) else split_host_outputs(gm)
+            if isinstance(split, HostSplit):  # CPU outputs computed by a host graph
+                counters["inductor"]["host_output_splits"] += 1
+                move_scalar_work(split.device, scalars_too=True)
+                host = compile_graph(split.host, [example_inputs[i] for i in split.host_inputs])
+                inputs = [example_inputs[i] for i in split.device_inputs]
+                return split.runner(host, compile_graph(split.device, inputs))
             # CPU values made only from CPU scalars: computed on the GPU instead
             _, kept = move_scalar_work(gm)
         try:

@@ -1,0 +1,161 @@
+"""A GPU graph's CPU outputs, computed by a host graph of their own.
+
+torch.optim keeps each parameter's step count as a 0-dim CPU tensor (its default unless
+`capturable=True`). A traced optimizer step adds one to every count and returns the counts,
+and derives its bias corrections from them for the GPU update: a graph with CPU outputs,
+which the code generators do not take (one device per graph), so the whole step ran as an
+FX graph of thousands of prims. Here such a graph is cut in two:
+
+- the *host graph*: every CPU output, computed from CPU inputs alone (its nodes are copied,
+  so the device graph may still read them);
+- the *device graph*: the rest, with the CPU outputs dropped; what it still computes from CPU
+  scalars is moved onto the GPU by device_placement.py, or read as scalars by the wrapper.
+
+Each is compiled on its own (C++ for the host graph, Triton for the device graph) and one
+call runs both and puts the outputs back in the graph's order. The cut is declined (the graph
+stays one, and runs as before) when a CPU output depends on GPU data: that is a transfer,
+which has to wait for the GPU where eager waits.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+__all__ = ["HostSplit", "split_host_outputs"]
+
+
+def _device_type(node: object) -> str | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val.device.type if isinstance(val, torch.Tensor) else None
+
+
+@dataclass
+class HostSplit:
+    """The two graphs, which of the caller's inputs each takes, and where each output of the
+    original graph comes from: ``(False, i)`` the device graph's i-th, ``(True, i)`` the host
+    graph's."""
+
+    host: torch.fx.GraphModule
+    host_inputs: list[int]
+    device: torch.fx.GraphModule
+    device_inputs: list[int]
+    places: list[tuple[bool, int]]
+
+    def runner(self, host: Callable, device: Callable) -> Callable:
+        """One call of both compiled graphs (each called with its inputs unpacked), the
+        outputs in the original graph's order."""
+        host_inputs, device_inputs, places = self.host_inputs, self.device_inputs, self.places
+
+        def run(*args):
+            host_out = host(*[args[i] for i in host_inputs])
+            device_out = device(*[args[i] for i in device_inputs])
+            return [host_out[i] if on_host else device_out[i] for on_host, i in places]
+
+        return run
+
+
+def _outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.Node, list] | None:
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    values = output.args[0]
+    if not isinstance(values, (tuple, list)):
+        return None
+    if not all(isinstance(v, torch.fx.Node) or v is None for v in values):
+        return None
+    return output, list(values)
+
+
+def _pure(node: torch.fx.Node) -> bool:
+    """Computed twice (on the host for the output, on the GPU for what reads it), a value
+    must come out the same: no random draws, no writes."""
+    if node.target is operator.getitem:
+        return True
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    schema = target._schema
+    return (
+        not schema.is_mutable
+        and bool(schema.returns)
+        and (torch.Tag.nondeterministic_seeded not in target.tags)
+    )
+
+
+def _host_closure(roots: Sequence[torch.fx.Node]) -> set[torch.fx.Node] | str:
+    """The nodes the CPU outputs are computed from, or why they cannot run on the host."""
+    seen: set[torch.fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op not in ("placeholder", "get_attr", "call_function"):
+            return f"{node.name} is a {node.op}"
+        if _device_type(node) not in ("cpu", None):
+            return f"a CPU output is computed from {node.name}, which is on the GPU"
+        if node.op == "call_function" and not _pure(node):
+            return f"{node.name} ({node.target}) draws random numbers or writes"
+        if node.op == "call_function" and any(
+            isinstance(a, torch.device) and a.type != "cpu"
+            for a in (*node.args, *node.kwargs.values())
+        ):
+            return f"{node.name} names a GPU device"
+        stack.extend(node.all_input_nodes)
+    return seen
+
+
+def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
+    """The graph cut into its host and device graphs (``gm`` itself becomes the device
+    graph), or why it is left whole."""
+    found = _outputs(gm)
+    if found is None:
+        return "the graph's outputs are not a flat sequence of values"
+    output, values = found
+    on_host = [i for i, v in enumerate(values) if _device_type(v) == "cpu"]
+    if not on_host:
+        return "no CPU outputs"
+    if len(on_host) == len(values):
+        return "every output is on the CPU"
+    closure = _host_closure([values[i] for i in on_host])
+    if isinstance(closure, str):
+        return closure
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+    host_graph = torch.fx.Graph()
+    copied: dict[torch.fx.Node, torch.fx.Node] = {}
+    host_inputs = []
+    for node in gm.graph.nodes:  # original order: topological
+        if node not in closure:
+            continue
+        if node.op == "placeholder":
+            host_inputs.append(placeholders.index(node))
+        copied[node] = host_graph.node_copy(node, copied.__getitem__)
+    host_graph.output(tuple(copied[values[i]] for i in on_host))
+    host = torch.fx.GraphModule(gm, host_graph)
+
+    host_index = {position: k for k, position in enumerate(on_host)}
+    kept = [v for i, v in enumerate(values) if i not in host_index]
+    output.args = (type(values)(kept),)
+    for node in reversed(list(gm.graph.nodes)):  # the work only the CPU outputs needed
+        if node in closure and node.op != "placeholder" and not node.users:
+            gm.graph.erase_node(node)
+    device_inputs = []
+    for position, node in enumerate(placeholders):
+        if node.users or _device_type(node) != "cpu":
+            device_inputs.append(position)
+        else:
+            gm.graph.erase_node(node)  # a CPU input only the host graph reads
+    gm.recompile()
+    places, device_index = [], 0
+    for position in range(len(values)):
+        if position in host_index:
+            places.append((True, host_index[position]))
+        else:
+            places.append((False, device_index))
+            device_index += 1
+    return HostSplit(host, host_inputs, gm, device_inputs, places)
