@@ -412,7 +412,7 @@ def mse_loss_backward(grad_output, a, target, reduction):
     return prims.mul(prims.mul(diff, scalar(scale, diff)), expand_to(grad_output, list(a.shape)))
 
 
-@register_decomposition(aten.nll_loss_backward.default)
+@register_decomposition(aten.nll_loss_backward.default, aten.nll_loss2d_backward.default)
 def nll_loss_backward(grad_output, a, target, weight, reduction, ignore_index, total_weight):
     channel_dim = 0 if a.dim() < 2 else 1
     t = convert(target, torch.int64)
@@ -428,9 +428,14 @@ def nll_loss_backward(grad_output, a, target, weight, reduction, ignore_index, t
     if reduction == 1:
         g = prims.div(g, total_weight)
     per = prims.mul(prims.neg(per), expand_to(g, list(per.shape)) if g.dim() <= per.dim() else g)
-    zeros = prims.full(list(a.shape), 0, dtype=a.dtype, device=a.device)
-    idx = prims.expand_dims(safe_t, [channel_dim])
-    return prims.scatter(zeros, channel_dim, idx, prims.expand_dims(per, [channel_dim]))
+    # each class's gradient picked by comparing its index with the target: elementwise, so
+    # it fuses into the softmax backward that reads it (a scatter into zeros did not)
+    shape = list(a.shape)
+    classes = prims.iota(shape[channel_dim], start=0, step=1, dtype=torch.int64, device=a.device)
+    classes = prims.broadcast_in_dim(classes, shape, [channel_dim])
+    picked = prims.eq(classes, expand_to(prims.expand_dims(safe_t, [channel_dim]), shape))
+    per = expand_to(prims.expand_dims(per, [channel_dim]), shape)
+    return prims.where(picked, per, scalar(0, a))
 
 
 def _adaptive_avg_backward(grad_output, a, n):
