@@ -43,14 +43,28 @@ def relayout_input(
 SCALAR_SLOT_BYTES = 16
 
 
+def pack_scalars(values: Sequence[torch.Tensor]) -> torch.Tensor:
+    """0-dim tensors of one dtype as one 2-D block, each value in column 0 of its own
+    16-byte row (Triton specializes a pointer on 16-byte alignment)."""
+    slot = max(1, SCALAR_SLOT_BYTES // values[0].element_size())
+    block = torch.empty((len(values), slot), dtype=values[0].dtype, device=values[0].device)
+    block[:, 0] = torch.stack(values)
+    return block
+
+
+def unpack_scalars(block: torch.Tensor) -> list[torch.Tensor]:
+    """The 0-dim views of a block from pack_scalars."""
+    return list(block[:, 0].unbind())
+
+
 def scalars_to_device(values: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     """0-dim tensors of one dtype on another device (the CPU scalars of a GPU graph: an
     optimizer's step counts) moved in one copy, not one copy each: each is a 0-dim view of
-    the moved block, in its own 16-byte slot so that its address is aligned."""
-    slot = max(1, SCALAR_SLOT_BYTES // values[0].element_size())
-    block = torch.empty((len(values), slot), dtype=values[0].dtype)
-    block[:, 0] = torch.stack(values)
-    return list(block.to(device, non_blocking=True)[:, 0].unbind())
+    the moved block, at an aligned address. Values already there are left as they are (a
+    CUDA graph's runner moves them before its capture)."""
+    if values[0].device == device:
+        return list(values)
+    return unpack_scalars(pack_scalars(values).to(device, non_blocking=True))
 
 
 def adopt_extern_output(

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import torch
 
 from ember.stats import counters
+from ember_codegen.wrapper.runtime import pack_scalars, unpack_scalars
 
 log = logging.getLogger("ember.perf")
 WARMUP_CALLS = 1
@@ -45,8 +46,10 @@ DEFAULT_MAX_SIZES = 8
 @dataclass
 class _Capture:
     graph: torch.cuda.CUDAGraph
-    static_inputs: list  # StaticInput for copied inputs, the tensor itself for parameters
+    #: StaticInput for copied inputs, the tensor itself for parameters, None for CPU scalars
+    static_inputs: list
     outputs: list
+    host_scalars: HostScalars
 
 
 class CaptureBackend(Protocol):
@@ -135,11 +138,19 @@ class CudaCaptures:
         return _all_cuda(inputs)
 
     def capture(self, compiled: Callable[[list], list], inputs: Sequence, name: str):
+        scalars = HostScalars(inputs)
         statics = [
-            StaticInput(x) if isinstance(x, torch.Tensor) and not _is_parameter(x) else x
-            for x in inputs
+            None
+            if k in scalars.views
+            else StaticInput(x)
+            if isinstance(x, torch.Tensor) and not _is_parameter(x)
+            else x
+            for k, x in enumerate(inputs)
         ]
-        values = [s.view if isinstance(s, StaticInput) else s for s in statics]
+        values = [
+            scalars.views[k] if k in scalars.views else s.view if isinstance(s, StaticInput) else s
+            for k, s in enumerate(statics)
+        ]
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # one more warm-up on the capture stream
@@ -154,9 +165,10 @@ class CudaCaptures:
             counters["cudagraphs"]["capture_failures"] += 1
             return None
         counters["cudagraphs"]["captures"] += 1
-        return _Capture(graph, statics, outputs)
+        return _Capture(graph, statics, outputs, scalars)
 
     def replay(self, capture: _Capture, inputs: Sequence) -> list | None:
+        capture.host_scalars.load(inputs)
         for static, value in zip(capture.static_inputs, inputs, strict=True):
             if isinstance(static, StaticInput) and not static.load(value):
                 counters["cudagraphs"]["layout_fallbacks"] += 1
@@ -191,6 +203,30 @@ class StaticInput:
         return False
 
 
+class HostScalars:
+    """The CPU scalar inputs of a captured GPU graph (an optimizer's step counts, which
+    torch.optim keeps on the CPU): the capture reads them as 0-dim views of one device
+    block per dtype, which each replay refills from the host in one copy."""
+
+    def __init__(self, inputs: Sequence) -> None:
+        self.groups: list[tuple[list[int], torch.Tensor]] = []
+        self.views: dict[int, torch.Tensor] = {}
+        positions: dict[torch.dtype, list[int]] = {}
+        for k, x in enumerate(inputs):
+            if _host_scalar(x):
+                positions.setdefault(x.dtype, []).append(k)
+        cuda = (x.device for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda)
+        device = next(cuda, None) or torch.device("cuda", torch.cuda.current_device())
+        for group in positions.values():
+            block = pack_scalars([inputs[k] for k in group]).to(device)
+            self.groups.append((group, block))
+            self.views.update(zip(group, unpack_scalars(block), strict=True))
+
+    def load(self, inputs: Sequence) -> None:
+        for group, block in self.groups:
+            block.copy_(pack_scalars([inputs[k] for k in group]), non_blocking=True)
+
+
 def _span(value: torch.Tensor) -> int:
     """Elements from the tensor's first element to its last one in storage."""
     if value.numel() == 0:
@@ -198,8 +234,13 @@ def _span(value: torch.Tensor) -> int:
     return 1 + sum((n - 1) * abs(s) for n, s in zip(value.shape, value.stride(), strict=True))
 
 
+def _host_scalar(x: object) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() == 0
+
+
 def _all_cuda(inputs: Sequence) -> bool:
-    return all(not isinstance(x, torch.Tensor) or x.is_cuda for x in inputs)
+    """Every tensor on the GPU, but for CPU scalars (HostScalars)."""
+    return all(not isinstance(x, torch.Tensor) or x.is_cuda or _host_scalar(x) for x in inputs)
 
 
 def _is_parameter(x: object) -> bool:
