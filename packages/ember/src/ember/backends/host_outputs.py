@@ -59,14 +59,14 @@ class HostSplit:
         return run
 
 
-def _outputs(gm: torch.fx.GraphModule) -> tuple[torch.fx.Node, list] | None:
+def _outputs(gm: torch.fx.GraphModule) -> list | None:
     (output,) = [n for n in gm.graph.nodes if n.op == "output"]
     values = output.args[0]
     if not isinstance(values, (tuple, list)):
         return None
     if not all(isinstance(v, torch.fx.Node) or v is None for v in values):
         return None
-    return output, list(values)
+    return list(values)
 
 
 def _pure(node: torch.fx.Node) -> bool:
@@ -110,12 +110,11 @@ def _host_closure(roots: Sequence[torch.fx.Node]) -> set[torch.fx.Node] | str:
 
 
 def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
-    """The graph cut into its host and device graphs (``gm`` itself becomes the device
-    graph), or why it is left whole."""
-    found = _outputs(gm)
-    if found is None:
+    """The graph cut into its host and device graphs (both new; ``gm`` is left as it is), or
+    why it is left whole."""
+    values = _outputs(gm)
+    if values is None:
         return "the graph's outputs are not a flat sequence of values"
-    output, values = found
     on_host = [i for i, v in enumerate(values) if _device_type(v) == "cpu"]
     if not on_host:
         return "no CPU outputs"
@@ -139,18 +138,24 @@ def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
     host = torch.fx.GraphModule(gm, host_graph)
 
     host_index = {position: k for k, position in enumerate(on_host)}
-    kept = [v for i, v in enumerate(values) if i not in host_index]
-    output.args = (type(values)(kept),)
-    for node in reversed(list(gm.graph.nodes)):  # the work only the CPU outputs needed
-        if node in closure and node.op != "placeholder" and not node.users:
-            gm.graph.erase_node(node)
+    device_graph = torch.fx.Graph()  # a copy: the caller's graph stays whole (the aot cache
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}  # keeps its source)
+    for node in gm.graph.nodes:
+        if node.op != "output":
+            copies[node] = device_graph.node_copy(node, copies.__getitem__)
+    kept = [None if v is None else copies[v] for i, v in enumerate(values) if i not in host_index]
+    device_graph.output(tuple(kept))
+    host_only = {copies[n] for n in closure if n.op != "placeholder"}
+    for node in reversed(list(device_graph.nodes)):  # the work only the CPU outputs needed
+        if node in host_only and not node.users:
+            device_graph.erase_node(node)
     device_inputs = []
     for position, node in enumerate(placeholders):
-        if node.users or _device_type(node) != "cpu":
+        if copies[node].users or _device_type(node) != "cpu":
             device_inputs.append(position)
         else:
-            gm.graph.erase_node(node)  # a CPU input only the host graph reads
-    gm.recompile()
+            device_graph.erase_node(copies[node])  # a CPU input only the host graph reads
+    device = torch.fx.GraphModule(gm, device_graph)
     places, device_index = [], 0
     for position in range(len(values)):
         if position in host_index:
@@ -158,4 +163,4 @@ def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
         else:
             places.append((False, device_index))
             device_index += 1
-    return HostSplit(host, host_inputs, gm, device_inputs, places)
+    return HostSplit(host, host_inputs, device, device_inputs, places)
