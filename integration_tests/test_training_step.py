@@ -255,3 +255,21 @@ def test_unsupported_optimizer_breaks_cleanly():
         _assert_same_state(opt, ref_opt, model, ref_model)
     reasons = [b.reason for f in _frames(compiled) for b in f.breaks]
     assert any("amsgrad" in r for r in reasons)
+
+
+def _deep_mlp() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(4, 4) for _ in range(80)]  # 160 parameters
+    return torch.nn.Sequential(*layers), torch.randn(2, 4), torch.randn(2, 4)
+
+
+MODELS["deep_mlp"] = _deep_mlp
+
+
+def test_an_optimizer_step_over_many_parameters_compiles():
+    """AdamW over 160 parameters reads and writes over a thousand buffers in one C++ graph:
+    more than one native entry point takes (ctypes: 1024 arguments)."""
+    ember.reset()
+    _run_steps("adamw", "inductor", "deep_mlp", foreach=False, clip=False, steps=2)
+    assert ember.counters["inductor"]["forward_graphs"] >= 2
+    assert not ember.counters["graph_fallbacks"], dict(ember.counters["graph_fallbacks"])

@@ -79,22 +79,38 @@ class LaunchRun:
         return "\n".join(lines)
 
 
+#: arguments of one entry point at most: ctypes calls take at most 1024 (an optimizer step
+#: over a model's parameters reads and writes thousands of buffers), and fewer stay cheap
+MAX_RUN_ARGUMENTS = 512
+
+
+def _arguments(kernel: KernelSource) -> set[str]:
+    return {p.buffer for p in kernel.params} | set(kernel.size_params)
+
+
 def plan_runs(sched: Schedule, kernels: Mapping[str, KernelSource]) -> list[LaunchRun]:
     """The runs of at least two consecutive loops groups of ``sched`` (a lone kernel is
-    called directly: an entry point would only add a C call)."""
+    called directly: an entry point would only add a C call), each taking at most
+    MAX_RUN_ARGUMENTS arguments."""
     runs: list[LaunchRun] = []
     current: list[KernelSource] = []
+    arguments: set[str] = set()
 
     def close() -> None:
         if len(current) >= 2:
             runs.append(_run(current))
         current.clear()
+        arguments.clear()
 
     for group in sched:
         if group.extern is not None:
             close()
-        else:
-            current.append(kernels[group.name])
+            continue
+        kernel = kernels[group.name]
+        if len(arguments | _arguments(kernel)) > MAX_RUN_ARGUMENTS:
+            close()
+        current.append(kernel)
+        arguments.update(_arguments(kernel))
     close()
     return runs
 
