@@ -119,9 +119,10 @@ def test_guarded_inputs_in_another_grad_mode_take_the_checked_path():
     assert compiler.calls == 3 and not out.requires_grad  # an inference variant was traced
 
 
-def test_a_variant_writing_an_input_keeps_the_checked_path():
-    """Writes make storage sharing between inputs matter: such variants are dispatched on
-    their signature (aliased inputs get a variant of their own) even under guards."""
+def test_a_variant_writing_an_input_keeps_its_storage_sharing_checked():
+    """Writes make storage sharing between inputs matter: under guards such a variant runs
+    only where the inputs share storage as the example inputs did; aliased inputs get a
+    variant of their own."""
 
     class Accumulate(torch.nn.Module):
         def forward(self, acc, x):
@@ -214,3 +215,46 @@ def test_written_inputs_of_several_dtypes_are_copied_back_one_batch_per_dtype(mo
     torch.testing.assert_close(got, want)
     for b, e in zip(buffers, eager_buffers, strict=True):
         torch.testing.assert_close(b, e)
+
+
+class _Step(torch.nn.Module):
+    """An optimizer-like step: writes a float and an int64 input, returns a value."""
+
+    def forward(self, p, m, count):
+        m.mul_(0.9).add_(p)
+        p.sub_(m * 0.1)
+        count.add_(1)
+        return p.sum()
+
+
+def test_a_writing_variant_under_guards_skips_the_signature(monkeypatch):
+    gm = torch.fx.symbolic_trace(_Step())
+    p, m, count = torch.randn(5), torch.zeros(5), torch.zeros((), dtype=torch.int64)
+    run = aot_module(
+        gm, [p.clone(), m.clone(), count.clone()], CountingCompiler(), inputs_guarded=True
+    )
+    signatures = []
+    original = run.aot_function.signature
+    monkeypatch.setattr(
+        run.aot_function, "signature", lambda a: signatures.append(1) or original(a)
+    )
+    eager = [p.clone(), m.clone(), count.clone()]
+    for _ in range(3):
+        out = run(p, m, count)
+        expected = _Step()(*eager)
+        torch.testing.assert_close(out, expected)
+    for got, want in zip((p, m, count), eager, strict=True):
+        torch.testing.assert_close(got, want)
+    assert signatures == []
+
+
+def test_written_inputs_of_two_dtypes_go_back_batched():
+    step = _Step()
+    p, m, count = torch.randn(5), torch.randn(5), torch.zeros((), dtype=torch.int64)
+    eager = (p.clone(), m.clone(), count.clone())
+    run = aot_function(lambda *a: step(*a), CountingCompiler())
+    for _ in range(3):
+        torch.testing.assert_close(run(p, m, count), step(*eager))
+    for got, want in zip((p, m, count), eager, strict=True):
+        torch.testing.assert_close(got, want)
+    assert count.item() == 3

@@ -289,8 +289,9 @@ def aot_module(
     `inputs_guarded=True` is the caller's promise, as a tracer's guards give it, that every
     call passes inputs of the example inputs' kinds (shapes, dtypes, devices, requires_grad);
     then a call in the same grad mode runs the compiled variant without computing its
-    signature, where that variant writes no input (so storage sharing between inputs cannot
-    change its result). Other calls take the checked path.
+    signature: at once where that variant writes no input (storage sharing between inputs
+    cannot change its result), after comparing the inputs' storage sharing with the example
+    inputs' where it does. Other calls take the checked path.
     """
     if not isinstance(gm, torch.nn.Module):
         raise BadArgumentError(f"aot_module needs an nn.Module/GraphModule, got {type(gm)}")
@@ -314,9 +315,9 @@ def aot_module(
     )
 
     tensors = tuple(tensor for _, tensor in state)  # the same objects on every call
-    variant = _warm(compiled, list(tensors), example_inputs)
-    if inputs_guarded and variant is not None:
-        run = _guarded_run(compiled, variant, tensors)
+    variant, aliasing = _warm(compiled, list(tensors), example_inputs)
+    if inputs_guarded:
+        run = _guarded_run(compiled, variant, tensors, aliasing)
     elif tensors:
 
         def run(*args: Any) -> Any:
@@ -331,11 +332,24 @@ def aot_module(
     return run
 
 
-def _guarded_run(compiled: AotFunction, variant: Callable, tensors: tuple) -> Callable:
+def _guarded_run(
+    compiled: AotFunction, variant: Callable, tensors: tuple, aliasing: Any
+) -> Callable:
     """`run(*args)` for inputs_guarded: the warmed variant straight away in its grad mode
-    (the one thing a guarded caller may still change: it is checked, one C call)."""
+    (which a guarded caller may still change: checked, one C call) and, for a variant that
+    writes inputs (an optimizer step, batch norm's running statistics), with its inputs'
+    storage sharing (one storage lookup per tensor); other calls take the checked path."""
     grad_mode = torch.is_grad_enabled()
     grad_enabled = torch.is_grad_enabled
+    if aliasing is not ANY_ALIASING:
+
+        def run_writing(*args: Any) -> Any:
+            full = (*tensors, *args)
+            if grad_enabled() == grad_mode and alias_pattern(full) == aliasing:
+                return variant(full)
+            return compiled(*full)
+
+        return run_writing
     if tensors:
 
         def run(*args: Any) -> Any:
@@ -365,21 +379,27 @@ def _example_values(gm: torch.nn.Module) -> list[Any] | None:
     return values if any(is_symbolic_value(v) for v in values) else None
 
 
+#: a warmed variant that writes no input: storage sharing between inputs cannot change it
+ANY_ALIASING = "any"
+
+
 def _warm(
     compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]
-) -> Callable | None:
-    """Compiles the variant the example inputs call for, without running it; returns it
-    where a guarded caller may run it unchecked: a variant that writes no input
-    (plan_runner marks that), static or symbolic, else None. Storage sharing between the
-    inputs cannot change what such a variant computes, and a symbolic one compiled here,
-    while the caller compiles, has its shape guards in the caller's guard function (only
-    variants compiled later, at call time, need LateGuardedRunner)."""
+) -> tuple[Callable, Any]:
+    """Compiles the variant the example inputs call for, without running it; returns it with
+    the storage sharing a guarded caller's call must have to run it unchecked (aliasing.py):
+    ANY_ALIASING for a variant that writes no input (plan_runner marks that), since storage
+    sharing cannot change what it computes, else the example inputs' own. A symbolic
+    variant compiled here, while the caller compiles, has its shape guards in the caller's
+    guard function (only variants compiled later, at call time, need LateGuardedRunner)."""
     args = [*state, *example_inputs]
     key = compiled.signature(args)
     if key not in compiled.variants:
         compiled.variants[key] = compiled._compile(args)
     variant = compiled.variants[key]
-    return variant if getattr(variant, "writes_inputs", True) is False else None
+    if getattr(variant, "writes_inputs", True) is False:
+        return variant, ANY_ALIASING
+    return variant, alias_pattern(args)
 
 
 def partition_report(

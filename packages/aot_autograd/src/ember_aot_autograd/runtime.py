@@ -7,7 +7,6 @@ function's output (views of inputs regenerated from the real inputs, constants, 
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,18 +51,6 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
 
 
-def _finish(plan: RunnerPlan, args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
-    n_mutated = len(plan.mutated_inputs)
-    targets = [args[index] for index in plan.mutated_inputs]
-    values = fw_outputs[:n_mutated]
-    if n_mutated > 1 and _distinct_storages(targets):
-        _write_back_batched(targets, values)
-    else:
-        for target, value in zip(targets, values, strict=True):
-            _write_back(target, value)
-    return plan.output_spec.rebuild(list(args), list(fw_outputs[n_mutated:]))
-
-
 def _write_back(target: torch.Tensor, value: torch.Tensor) -> None:
     if value.requires_grad:
         # the written value has a history (a ReLU(inplace) on an activation): copy it in
@@ -84,35 +71,57 @@ def _distinct_storages(targets: Sequence[torch.Tensor]) -> bool:
     return len(pointers) == len(targets)
 
 
-def _write_back_batched(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
-    """The written inputs without autograd history in one multi-tensor copy: a training step
-    writes every batch norm's running statistics (ResNet-50: 159 buffers, one copy kernel
-    and ~5 us of Python each on an H100) or an optimizer every parameter."""
-    plain_targets, plain_values = [], []
-    for target, value in zip(targets, values, strict=True):
-        if value.requires_grad:
-            _write_back(target, value)
-        else:
-            plain_targets.append(target)
-            plain_values.append(value)
-    if not plain_targets:
-        return
-    groups: dict[tuple, tuple[list, list]] = {}
-    for target, value in zip(plain_targets, plain_values, strict=True):
-        # one dtype and device per call: a list mixing them (float running statistics and
-        # int64 batch counters) makes CUDA's multi-tensor copy fall back to a copy each
-        key = (target.dtype, value.dtype, target.device, value.device)
-        group = groups.setdefault(key, ([], []))
-        group[0].append(target)
-        group[1].append(value)
-    with torch.no_grad():
-        for group_targets, group_values in groups.values():
-            torch._foreach_copy_(group_targets, group_values)
+class _WriteBack:
+    """Copies the new values of a variant's written inputs into the real inputs.
+
+    How is the same on every call of one variant, since its key fixes the inputs' dtypes,
+    devices, requires_grad and storage sharing: it is decided on the first call. Values
+    without autograd history written to inputs that share no storage go in one
+    multi-tensor copy per dtype and device (a training step writes every batch norm's
+    running statistics, ResNet-50: 159 buffers; an optimizer every parameter and both its
+    moments: ~5 us of Python and a copy kernel each, one by one); values with a history are
+    copied in under autograd; inputs that share a storage are written one by one, in order."""
+
+    def __init__(self, mutated_inputs: Sequence[int]) -> None:
+        self.mutated_inputs = tuple(mutated_inputs)
+        self.one_by_one: list[tuple[int, int]] | None = None  # (input, output)
+        self.batches: list[tuple[list[int], list[int]]] = []  # (inputs, outputs)
+
+    def _decide(self, args: Sequence[Any], outputs: Sequence[Any]) -> None:
+        pairs = [(index, k) for k, index in enumerate(self.mutated_inputs)]
+        targets = [args[index] for index in self.mutated_inputs]
+        if len(pairs) < 2 or not _distinct_storages(targets):
+            self.one_by_one = pairs
+            return
+        self.one_by_one = [(index, k) for index, k in pairs if outputs[k].requires_grad]
+        groups: dict[tuple, tuple[list[int], list[int]]] = {}
+        for index, k in pairs:
+            target, value = args[index], outputs[k]
+            if value.requires_grad:
+                continue
+            # one dtype and device per copy: a list mixing them (float running statistics
+            # and int64 batch counters) makes CUDA's multi-tensor copy fall back to one each
+            key = (target.dtype, value.dtype, target.device, value.device)
+            group = groups.setdefault(key, ([], []))
+            group[0].append(index)
+            group[1].append(k)
+        self.batches = list(groups.values())
+
+    def __call__(self, args: Sequence[Any], outputs: Sequence[Any]) -> None:
+        if self.one_by_one is None:
+            self._decide(args, outputs)
+        for index, k in self.one_by_one:
+            _write_back(args[index], outputs[k])
+        if self.batches:
+            with torch.no_grad():
+                for inputs, values in self.batches:
+                    torch._foreach_copy_([args[i] for i in inputs], [outputs[k] for k in values])
 
 
 def _finisher(plan: RunnerPlan) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
-    """`finish(args, fw_outputs)` for this plan: `_finish`, or for the common output (a flat
-    tuple of the graph's outputs in order, no input written) just that tuple."""
+    """`finish(args, fw_outputs)` for this plan: the written inputs copied back and the
+    function's output rebuilt, or for the common output (a flat tuple of the graph's
+    outputs in order, no input written) just that tuple."""
     leaves = plan.output_spec.leaves
     n = len(leaves)
     flat = (
@@ -122,7 +131,16 @@ def _finisher(plan: RunnerPlan) -> Callable[[Sequence[Any], Sequence[Any]], Any]
     )
     if flat:
         return lambda args, fw_outputs: tuple(fw_outputs[:n])
-    return functools.partial(_finish, plan)
+    n_mutated = len(plan.mutated_inputs)
+    write_back = _WriteBack(plan.mutated_inputs)
+    rebuild = plan.output_spec.rebuild
+
+    def finish(args: Sequence[Any], fw_outputs: Sequence[Any]) -> Any:
+        if n_mutated:
+            write_back(args, fw_outputs)
+        return rebuild(list(args), list(fw_outputs[n_mutated:]))
+
+    return finish
 
 
 def _selector(tensor_inputs: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
