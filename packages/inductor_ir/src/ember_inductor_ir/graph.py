@@ -110,6 +110,30 @@ class GraphLowering:
         self.size_inputs: dict[sympy.Symbol, int] = {}
         #: the env owning the size symbols (None for a static graph): hints, ranges, proofs
         self.shape_env: Any = None
+        #: output buffer -> the graph input its value is written back to, where the memory
+        #: plan may write it in place (scheduler/reuse.py); see donate()
+        self.donations: dict[str, str] = {}
+
+    def donate(self, input_writes: Sequence[tuple[int, int]]) -> None:
+        """Offer the memory plan to write outputs into the inputs their values go back to:
+        ``input_writes`` pairs (graph output index, placeholder position), the caller's
+        promise that it copies that output into that input after the call. An output is
+        offered when it is a computed buffer returned once, in its own layout."""
+        inputs = {b.position: n for n, b in self.buffers.items() if isinstance(b, InputBuffer)}
+        names = [spec.name for spec in self.graph_outputs]
+        for k, position in input_writes:
+            spec = self.graph_outputs[k] if 0 <= k < len(self.graph_outputs) else None
+            donor = inputs.get(position)
+            if spec is None or spec.name is None or donor is None or names.count(spec.name) != 1:
+                continue
+            buf = self.buffers.get(spec.name)
+            if not isinstance(buf, ComputedBuffer) or spec.layout is None:
+                continue
+            own, shown = buf.layout, spec.layout
+            if (list(own.size), list(own.stride), own.offset) == (
+                list(shown.size), list(shown.stride), shown.offset
+            ):  # fmt: skip
+                self.donations[spec.name] = donor
 
     # -- naming and registration -------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -562,7 +586,11 @@ def _has_symbolic_sizes(gm: torch.fx.GraphModule) -> bool:
 
 
 def lower(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, target: str = "cpp"
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    target: str = "cpp",
+    input_writes: Sequence[tuple[int, int]] = (),
 ) -> GraphLowering:
     """Lower a functional prim-level FX graph (nodes carry ``meta['val']``) to loop IR.
 
@@ -570,7 +598,11 @@ def lower(
     does well. "cpp" runs library calls for what its loops do poorly (an add of a matmul
     product is folded into ``addmm``, a cat of many inputs is aten's copy, the matmuls over
     the steps of one tensor are batched); "triton" fuses pointwise epilogues into its own
-    matmul template and leaves those as loop IR."""
+    matmul template and leaves those as loop IR.
+
+    ``input_writes``: (output index, placeholder position) pairs whose output the caller
+    copies into that input after each call: the memory plan may write it there directly
+    (GraphLowering.donate)."""
     if target not in ("cpp", "triton"):
         raise LoweringError(f"target must be 'cpp' or 'triton', got {target!r}")
     from .dump import log_lowering  # local: dump imports graph for typing only
@@ -585,6 +617,7 @@ def lower(
     try:
         lowering = GraphLowering(gm, example_inputs, target=target).run()
         verify(lowering)
+        lowering.donate(input_writes)
     except (TypeError, NotImplementedError) as exc:
         # a lowering that needs a static size met a symbol (int() of a sympy expression):
         # declared as such, so that the caller may compile static specializations

@@ -65,6 +65,9 @@ class _Memory:
     def allocate(self, name: str) -> None:
         layout = self.sched.layout(name)
         plan = self.sched.allocations.get(name)
+        if plan is not None and plan.in_place:  # the input itself, still read by its kernel
+            self.storages[name] = self.storages[plan.reuses]
+            return
         if plan is not None and plan.reuses is not None:
             self.storages[name] = self.storages.pop(plan.reuses)
             return

@@ -80,10 +80,13 @@ class KernelGroup:
 
 @dataclass(frozen=True)
 class Allocation:
-    """Where a buffer's storage comes from: fresh, or the storage of a dead buffer."""
+    """Where a buffer's storage comes from: fresh, or the storage of a dead buffer, or
+    (``in_place``) the storage of the graph input the buffer's value is written back to,
+    which its own kernel reads last (reuse.py's donations)."""
 
     buffer: str
     reuses: str | None
+    in_place: bool = False
 
 
 class Schedule(list):  # list[KernelGroup]

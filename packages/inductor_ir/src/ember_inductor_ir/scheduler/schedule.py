@@ -168,7 +168,7 @@ def schedule(lowering: GraphLowering) -> Schedule:
             )
         )
     _mark_boundaries(groups, outputs)
-    allocations, frees = plan_memory(groups, lowering.buffers, outputs)
+    allocations, frees = plan_memory(groups, lowering.buffers, outputs, lowering.donations)
     log.info("%d operations -> %d kernels", len(ops), len(groups))
     return Schedule(
         groups,
