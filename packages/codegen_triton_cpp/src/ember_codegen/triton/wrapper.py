@@ -54,9 +54,11 @@ class TritonWrapperBuilder(WrapperBuilder):
         self.templates = TemplateSites(templates)  # matmul templates (template_launch.py)
         self.templates.bind(sched)
         # tensors whose addresses the wrapper does not choose: checked before a direct launch
-        self.foreign = set(sched.graph_inputs) | {
-            out.name for g in sched if g.extern is not None for out in g.extern.outputs
-        }
+        self.foreign = (
+            set(sched.graph_inputs)
+            | {out.name for g in sched if g.extern is not None for out in g.extern.outputs}
+            | {a.buffer for a in sched.allocations.values() if a.in_place}  # inputs themselves
+        )
 
     def _guard_inputs(self) -> None:
         super()._guard_inputs()

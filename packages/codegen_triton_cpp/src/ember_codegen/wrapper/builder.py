@@ -67,7 +67,9 @@ class WrapperBuilder:
         #: variables whose storage offset is only known at run time (inputs, constants)
         self.dynamic_offset: set[str] = set(sched.graph_inputs) | set(sched.constants)
         self.preferred = preferred_layouts(sched)
-        later_reuse = [a.reuses for a in sched.allocations.values() if a.reuses is not None]
+        later_reuse = [
+            a.reuses for a in sched.allocations.values() if a.reuses is not None and not a.in_place
+        ]
         self.reused = set(later_reuse)
         #: (input, view expression) -> the local holding it (see _cached_view)
         self.cached_views: dict[tuple[str, str], str] = {}
@@ -154,6 +156,15 @@ class WrapperBuilder:
         want = self.preferred.get(name, own)
         if want[2] != own[2] or extent(want) > numel:  # kernels index from the own offset
             want = own
+        if plan is not None and plan.in_place and donor in self.live:
+            # the graph input this output is written back to, which its own kernel reads
+            # last: the output is that tensor itself (the caller then skips the copy)
+            w.line(f"{name} = {donor}")
+            self.live.add(name)
+            self.held[name] = self.held[donor]
+            if donor in self.dynamic_offset:
+                self.dynamic_offset.add(name)
+            return
         if donor is not None and donor in self.live:
             held = self.held[donor]  # same dtype and storage size (the memory plan's rule)
             if held == want or (name not in self.preferred and held[2] == own[2]):

@@ -300,8 +300,17 @@ class KernelBuilder:
             KernelParam(buffer, self.buffer_dtype(buffer), written)
             for buffer, written in self.params.items()
         ]
+        # an output written into its input's storage (Allocation.in_place): the two pointers
+        # alias, so neither is declared restrict (a load must not move past the store)
+        aliased = {
+            name
+            for a in self.sched.allocations.values()
+            if a.in_place
+            for name in (a.buffer, a.reuses)
+        }
         decls = ", ".join(
-            f"{'' if p.written else 'const '}{cpp_type(p.dtype).storage}* EMBER_RESTRICT {p.buffer}"
+            f"{'' if p.written else 'const '}{cpp_type(p.dtype).storage}*"
+            f"{'' if p.buffer in aliased else ' EMBER_RESTRICT'} {p.buffer}"
             for p in params
         )
         size_params = self._size_params(out.lines)
