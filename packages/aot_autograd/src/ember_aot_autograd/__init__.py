@@ -36,12 +36,13 @@ from ember_aot_autograd.partition import (
     register_recomputable,
 )
 from ember_aot_autograd.plan import NotSerializable, RunnerPlan, plan_from_data, plan_to_data
-from ember_aot_autograd.runtime import plan_runner
+from ember_aot_autograd.runtime import INPUT_WRITES_META, input_writes, plan_runner
 from ember_aot_autograd.session import TraceInfo
 from ember_aot_autograd.trace import trace_to_aten
 from ember_aot_autograd.tracer import FunctionalTracer, TraceReport
 
 __all__ = [
+    "INPUT_WRITES_META",
     "AotAutogradError",
     "AotFunction",
     "ArtifactStore",
@@ -69,6 +70,7 @@ __all__ = [
     "encode_tensor",
     "graph_from_source",
     "graph_to_source",
+    "input_writes",
     "is_recomputable",
     "min_cut_rematerialization_partition",
     "partition_report",

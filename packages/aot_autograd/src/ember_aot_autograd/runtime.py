@@ -26,6 +26,12 @@ from ember_aot_autograd.plan import RunnerPlan
 from ember_aot_autograd.session import TraceInfo
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
+increment_version = torch.autograd.graph.increment_version
+#: ``gm.meta`` key of an inference graph handed to a compiler: (output index, placeholder
+#: position) for each output the runtime copies into that input after the call. A compiler
+#: may write the output into the input itself and return the input: the copy is skipped
+#: (the version counter still moves, as eager's in-place op moves it).
+INPUT_WRITES_META = "ember_input_writes"
 graph_log = logging.getLogger("ember.aot_graphs")
 
 
@@ -111,11 +117,24 @@ class _WriteBack:
         if self.one_by_one is None:
             self._decide(args, outputs)
         for index, k in self.one_by_one:
-            _write_back(args[index], outputs[k])
-        if self.batches:
-            with torch.no_grad():
-                for inputs, values in self.batches:
-                    torch._foreach_copy_([args[i] for i in inputs], [outputs[k] for k in values])
+            target, value = args[index], outputs[k]
+            if value is target:  # written in place by the compiled graph (INPUT_WRITES_META)
+                increment_version(target)
+            else:
+                _write_back(target, value)
+        if not self.batches:
+            return
+        with torch.no_grad():
+            for inputs, values in self.batches:
+                targets = [args[i] for i in inputs]
+                news = [outputs[k] for k in values]
+                written = [t for t, v in zip(targets, news, strict=True) if v is t]
+                if written:  # the version bump eager's in-place op makes
+                    increment_version(written)
+                    kept = [(t, v) for t, v in zip(targets, news, strict=True) if v is not t]
+                    targets, news = [t for t, _ in kept], [v for _, v in kept]
+                if targets:
+                    torch._foreach_copy_(targets, news)
 
 
 def _finisher(plan: RunnerPlan) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
@@ -151,6 +170,15 @@ def _selector(tensor_inputs: Sequence[int]) -> Callable[[Sequence[Any]], Sequenc
     return lambda args: [args[i] for i in tensor_inputs]
 
 
+def input_writes(
+    tensor_inputs: Sequence[int], mutated_inputs: Sequence[int]
+) -> tuple[tuple[int, int], ...]:
+    """INPUT_WRITES_META of an inference graph: (graph output, placeholder position) for
+    each written input (the graph returns their new values first, in order)."""
+    position = {index: p for p, index in enumerate(tensor_inputs)}
+    return tuple((k, position[i]) for k, i in enumerate(mutated_inputs) if i in position)
+
+
 def inference_plan(info: TraceInfo) -> RunnerPlan:
     return RunnerPlan(
         "inference", tuple(info.tensor_inputs), tuple(info.mutated_inputs), info.output_spec
@@ -183,6 +211,7 @@ def training_plan(joint: JointGraph, partition: Partition) -> RunnerPlan:
 def inference_runner(
     gm: torch.fx.GraphModule, info: TraceInfo, example_inputs: Sequence[Any], compiler: Compiler
 ) -> Callable[[Sequence[Any]], Any]:
+    gm.meta[INPUT_WRITES_META] = input_writes(info.tensor_inputs, info.mutated_inputs)
     compiled = compiler(_checked(gm), [example_inputs[i] for i in info.tensor_inputs])
     return plan_runner(inference_plan(info), compiled)
 
