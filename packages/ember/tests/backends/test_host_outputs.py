@@ -95,7 +95,8 @@ def _adamw_steps(model: torch.nn.Module, compiled: bool, mode=None) -> torch.opt
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
-def test_an_optimizer_with_cpu_step_counts_compiles_on_the_gpu(mode):
+def test_an_optimizer_with_cpu_step_counts_compiles_on_the_gpu(mode, monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))  # compiled afresh: counted
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2))
     twin = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2))
@@ -112,3 +113,8 @@ def test_an_optimizer_with_cpu_step_counts_compiles_on_the_gpu(mode):
     assert not stats["inductor_fallbacks"].get("mixed_device_graph"), dict(
         stats["inductor_fallbacks"]
     )
+    if mode is None:  # parameters, moments (device graph) and counts (host) in place
+        assert stats["inductor"]["outputs_written_in_place"] >= 4 * 4, dict(stats["inductor"])
+    else:  # the optimizer's device graph captured too, its CPU counts staged
+        captures = stats["cudagraphs"]
+        assert captures["captures"] >= 3 and captures["replays"] >= 3, dict(captures)

@@ -128,7 +128,7 @@ class AotArtifacts:
         gm: torch.fx.GraphModule,
         decompositions: dict | None,
         partition_fn: Callable,
-        compile_source: Callable[[str, Any], Callable],
+        compile_source: Callable[..., Callable],  # (kind, GraphSource, input_writes=)
     ) -> None:
         from ember_aot_autograd.module_state import module_state
 
@@ -149,7 +149,7 @@ class AotArtifacts:
             return None
 
     def load(self, args: Sequence[Any]) -> Callable | None:
-        from ember_aot_autograd import GraphSource, plan_from_data, plan_runner
+        from ember_aot_autograd import GraphSource, input_writes, plan_from_data, plan_runner
 
         key = self._key(args)
         if key is None:
@@ -160,7 +160,14 @@ class AotArtifacts:
             return None
         try:
             plan = plan_from_data(payload["plan"])
-            forward = self.compile_source("forward", GraphSource.from_data(payload["forward"]))
+            writes = (
+                input_writes(plan.tensor_inputs, plan.mutated_inputs)
+                if plan.kind == "inference"
+                else ()
+            )
+            forward = self.compile_source(
+                "forward", GraphSource.from_data(payload["forward"]), input_writes=writes
+            )
             backward = None
             if payload["backward"] is not None:
                 backward = self.compile_source(

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
+from ember_aot_autograd import INPUT_WRITES_META
+
 __all__ = ["HostSplit", "split_host_outputs"]
 
 
@@ -46,14 +48,29 @@ class HostSplit:
     device_inputs: list[int]
     places: list[tuple[bool, int]]
 
+    def carry_input_writes(self, writes: Sequence[tuple[int, int]]) -> None:
+        """The outputs the caller copies into inputs (ember_aot_autograd's
+        INPUT_WRITES_META: output index, placeholder position), renumbered for each graph,
+        so that either may write them in place (an optimizer's step counts on the host)."""
+        host, device = [], []
+        for k, position in writes:
+            on_host, index = self.places[k]
+            inputs, found = (self.host_inputs, host) if on_host else (self.device_inputs, device)
+            if position in inputs:
+                found.append((index, inputs.index(position)))
+        self.host.meta[INPUT_WRITES_META] = tuple(host)
+        self.device.meta[INPUT_WRITES_META] = tuple(device)
+
     def runner(self, host: Callable, device: Callable) -> Callable:
         """One call of both compiled graphs (each called with its inputs unpacked), the
         outputs in the original graph's order."""
         host_inputs, device_inputs, places = self.host_inputs, self.device_inputs, self.places
 
         def run(*args):
-            host_out = host(*[args[i] for i in host_inputs])
+            # the device graph first: it reads the CPU scalars (copied to the GPU as it is
+            # called) that the host graph may then write in place
             device_out = device(*[args[i] for i in device_inputs])
+            host_out = host(*[args[i] for i in host_inputs])
             return [host_out[i] if on_host else device_out[i] for on_host, i in places]
 
         return run

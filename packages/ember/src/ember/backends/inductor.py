@@ -23,6 +23,7 @@ skips tracing, partitioning, lowering, scheduling and code generation.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from ember.exc import EmberError
 from ember.stats import counters
 from ember.trace import stage
 from ember.trace.kernels import emit_fallbacks, emit_kernels
+from ember_aot_autograd import INPUT_WRITES_META
 
 log = logging.getLogger("ember.cache")
 TARGETS = {"cpu": "cpp", "cuda": "triton"}  # device type -> ember-codegen target
@@ -183,6 +185,22 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
     return without_frame_hook(run) if kind == "backward" else run
 
 
+def _writable(writes: tuple, target: str, settings: InductorSettings) -> tuple:
+    """The outputs a compiled graph may write into the inputs they go back to: none where
+    it is replayed as CUDA graphs, whose capture runs it once more on the real parameters
+    (an extra optimizer step if it wrote them)."""
+    return () if settings.cudagraphs and target == "triton" else writes
+
+
+def _writes_key(writes: tuple) -> str:
+    """The codegen cache's word for the outputs a graph may write into its inputs: one prim
+    graph compiles differently for a caller that copies an output into an input (the code
+    writes it there) and one that returns it as a new tensor."""
+    if not writes:
+        return ""
+    return "+writes:" + hashlib.sha256(repr(writes).encode()).hexdigest()[:16]
+
+
 def _codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target: _target_key
     from ember.backends.codegen_artifact import NotCacheable, graph_key, symbolic_graph_key
     from ember.backends.symbolic_key import shape_env_of
@@ -235,6 +253,7 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             split = "symbolic sizes" if has_symbolic_sizes(gm) else split_host_outputs(gm)
             if isinstance(split, HostSplit):  # CPU outputs computed by a host graph
                 counters["inductor"]["host_output_splits"] += 1
+                split.carry_input_writes(gm.meta.get(INPUT_WRITES_META, ()))
                 move_scalar_work(split.device, scalars_too=True)
                 host = compile_graph(split.host, [example_inputs[i] for i in split.host_inputs])
                 inputs = [example_inputs[i] for i in split.device_inputs]
@@ -248,7 +267,8 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             counters["inductor_fallbacks"]["mixed_device_graph"] += 1
             # each prim called directly, not through its checked kernel (direct_prims.py)
             return counting_graph_runner("inductor", kind)(with_direct_prims(gm), example_inputs)
-        key = _codegen_key(gm, _target_key(target, settings, kind))
+        writes = _writable(tuple(gm.meta.get(INPUT_WRITES_META, ())), target, settings)
+        key = _codegen_key(gm, _target_key(target, settings, kind) + _writes_key(writes))
         env = shape_env_of(gm) if key is not None else None
         if key is not None:
             hit = CodegenArtifacts().load(key, env)
@@ -260,9 +280,12 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
                 return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
         count_aten_fallbacks(gm)
         with stage("lower"):
-            lowering = lower(gm, example_inputs, target=target)
+            lowering = lower(gm, example_inputs, target=target, input_writes=writes)
         with stage("schedule"):
             scheduled = schedule(lowering)
+        in_place = sum(a.in_place for a in scheduled.allocations.values())
+        if in_place:  # outputs written into the inputs they go back to (reuse.py)
+            counters["inductor"]["outputs_written_in_place"] += in_place
         options = _codegen_options(target, settings, kind)
         with stage("codegen"):
             compiled = codegen(scheduled, target=target, **options)
@@ -281,15 +304,21 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
 
 
 def compile_graph_source(
-    kind: str, source, settings: InductorSettings = DEFAULT_SETTINGS
+    kind: str,
+    source,
+    settings: InductorSettings = DEFAULT_SETTINGS,
+    input_writes: tuple = (),
 ) -> Callable:
     """A prim graph from the aot artifact cache -> compiled code (codegen cache first; on a
-    miss the graph is rebuilt from its source and compiled as usual)."""
+    miss the graph is rebuilt from its source and compiled as usual). ``input_writes``: its
+    INPUT_WRITES_META, which the source does not carry (the aot plan tells it)."""
     from ember.backends.codegen_artifact import CodegenArtifacts, graph_key
     from ember_aot_autograd import graph_from_source
 
     target = _target_of({layout[3].split(":")[0] for layout in source.inputs}, settings)
-    hit = CodegenArtifacts().load(graph_key(source, _target_key(target, settings, kind)))
+    input_writes = _writable(tuple(input_writes), target, settings)
+    target_key = _target_key(target, settings, kind) + _writes_key(input_writes)
+    hit = CodegenArtifacts().load(graph_key(source, target_key))
     if hit is not None:
         artifact_cache.count("hits", "codegen_")
         compiled, aten = hit
@@ -297,6 +326,7 @@ def compile_graph_source(
         compiled = _finish(compiled, target, settings, kind)
         return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
     gm = graph_from_source(source)
+    gm.meta[INPUT_WRITES_META] = tuple(input_writes)
     example_inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
     return compile_prim_graph(kind, settings)(gm, example_inputs)
 
