@@ -96,7 +96,9 @@ def _adamw_steps(model: torch.nn.Module, compiled: bool, mode=None) -> torch.opt
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
 def test_an_optimizer_with_cpu_step_counts_compiles_on_the_gpu(mode, monkeypatch, tmp_path):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))  # compiled afresh: counted
+    # compiled afresh (counted): a cache of its own, one for both modes (a process keeps its
+    # compile workers, which keep the cache root they started with)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path.parent / "host-outputs-cache"))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2))
     twin = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2))
