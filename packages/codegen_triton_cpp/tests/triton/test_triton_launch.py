@@ -152,3 +152,15 @@ def test_raw_launch_only_for_a_known_convention_without_scratch(monkeypatch):
     assert raw_launch(scratch) is None
     monkeypatch.delitem(launch.RAW_LAUNCH_CONVENTIONS, version)
     assert raw_launch(launcher) is None  # a Triton version not known
+
+
+def test_the_inputs_alignment_is_checked_once_per_call(compile_prims):
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    sched, compiled = compile_prims(_chain, a, b)
+    call, source, binaries = _wrapped(compiled, sched)
+    assert source.count("_inputs_aligned = ") == 1
+    body = source.split("_inputs_aligned = ")[1].split("\n", 1)[1]
+    assert "if _inputs_aligned" in body
+    assert not any(f"{n}.data_ptr()" in body for n in sched.graph_inputs), body
+    torch.testing.assert_close(call([a, b]), list(_chain(a, b)))
+    assert all(len(binary.calls) == 1 for binary in binaries.values())

@@ -91,16 +91,19 @@ def compile_triton(
     autotune: bool = False,
     mode: str | None = None,
     matmul: str | None = None,
+    trusted_inputs: bool = False,
     **unknown: Any,
 ) -> CompiledGraph:
     """Compile a schedule to Triton. ``autotune=True`` (or ``mode="max-autotune"``)
     benchmarks a few launch configurations per kernel and caches the winners, and lets a
     matmul template with its epilogue fused compete with aten. ``matmul``: "auto" (that),
-    "template" (always the template) or "aten" (never); default EMBER_TRITON_MATMUL."""
+    "template" (always the template) or "aten" (never); default EMBER_TRITON_MATMUL.
+    ``trusted_inputs``: the caller guarantees the inputs' sizes, dtypes and devices (a
+    tracer's guards); the wrapper then checks only their strides (WrapperBuilder)."""
     if unknown:
         raise CodegenError(
             f"compile_graph(target='triton') got unknown options {sorted(unknown)}; "
-            "known: autotune, mode, matmul"
+            "known: autotune, mode, matmul, trusted_inputs"
         )
     if mode not in MODES:
         raise CodegenError(f"unknown mode {mode!r} for the triton target; known: {MODES[1:]}")
@@ -139,7 +142,7 @@ def compile_triton(
     if device.type == "cuda" and not interpreting():
         with stage("triton_build"):
             compile_parallel(launched, module, layouts, device)
-    wrapper = build_wrapper(sched, by_name, templates)
+    wrapper = build_wrapper(sched, by_name, templates, trusted_inputs=trusted_inputs)
     namespace = {**runtime_namespace(device), **wrapper.namespace}
     for kernel in (k for g in groups for k in g.kernels):
         namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)

@@ -49,8 +49,10 @@ class TritonWrapperBuilder(WrapperBuilder):
         sched: Schedule,
         groups: dict[str, GroupKernels],
         templates: Sequence[TemplateKernel] = (),
+        *,
+        trusted_inputs: bool = False,
     ) -> None:
-        super().__init__(sched, groups)  # type: ignore[arg-type]
+        super().__init__(sched, groups, trusted_inputs=trusted_inputs)  # type: ignore[arg-type]
         self.templates = TemplateSites(templates)  # matmul templates (template_launch.py)
         self.templates.bind(sched)
         # tensors whose addresses the wrapper does not choose: checked before a direct launch
@@ -59,6 +61,10 @@ class TritonWrapperBuilder(WrapperBuilder):
             | {out.name for g in sched if g.extern is not None for out in g.extern.outputs}
             | {a.buffer for a in sched.allocations.values() if a.in_place}  # inputs themselves
         )
+        #: a buffer that is a graph input's tensor -> that input (itself for inputs)
+        self.input_of = {name: name for name in sched.graph_inputs} | {
+            a.buffer: a.reuses for a in sched.allocations.values() if a.in_place
+        }
 
     def _guard_inputs(self) -> None:
         super()._guard_inputs()
@@ -75,9 +81,18 @@ class TritonWrapperBuilder(WrapperBuilder):
                 self.w.line(
                     f"{', '.join(names)}, = _scalars_to_graph_device(({', '.join(names)},))"
                 )
-        if any(self._direct(k) for g in self.kernels.values() for k in g.kernels):
+        directs = [d for g in self.kernels.values() for k in g.kernels if (d := self._direct(k))]
+        if directs:
             self.w.namespace["_current_stream"] = current_stream_getter(device)
             self.w.line("_stream = _current_stream()")
+        # the inputs' addresses checked once per call, not before every launch that reads
+        # them (an optimizer step: ~8 per launch, 150 launches); a misaligned input sends
+        # every launch to the JIT
+        checked = sorted(
+            {self.input_of[n] for d in directs for n in d.aligned & self.input_of.keys()}
+        )
+        if checked:
+            self.w.line(f"_inputs_aligned = {alignment_check(checked)}")
 
     def _grid(self, kernel: TritonKernel) -> tuple[str, ...]:
         """The launch grid's programs, as Python source."""
@@ -137,9 +152,11 @@ class TritonWrapperBuilder(WrapperBuilder):
             ]  # fmt: skip
             direct_launch = f"_run_{kernel.name}({', '.join(launch_args)})"
         checks = list(self._size_checks(kernel) or ())
-        aligned = sorted(direct.aligned & self.foreign & set(kernel.params))
-        if aligned:
-            checks.append(alignment_check(aligned))
+        aligned = direct.aligned & self.foreign & set(kernel.params)
+        if aligned & self.input_of.keys():
+            checks.append("_inputs_aligned")  # (_guard_inputs)
+        if aligned - self.input_of.keys():
+            checks.append(alignment_check(sorted(aligned - self.input_of.keys())))
         if not checks:
             w.line(direct_launch)
             return
@@ -177,9 +194,13 @@ class TritonWrapperBuilder(WrapperBuilder):
 
 
 def build_wrapper(
-    sched: Schedule, groups: dict[str, GroupKernels], templates: Sequence[TemplateKernel] = ()
+    sched: Schedule,
+    groups: dict[str, GroupKernels],
+    templates: Sequence[TemplateKernel] = (),
+    *,
+    trusted_inputs: bool = False,
 ) -> WrapperCode:
-    return TritonWrapperBuilder(sched, groups, templates).build()
+    return TritonWrapperBuilder(sched, groups, templates, trusted_inputs=trusted_inputs).build()
 
 
 def graph_device(sched: Schedule) -> torch.device:

@@ -131,9 +131,10 @@ GUARDED_KINDS = frozenset({"forward"})
 
 
 def _codegen_options(target: str, settings: InductorSettings, kind: str = "") -> dict:
-    if target == "cpp":
-        return {"trusted_inputs": True} if kind in GUARDED_KINDS else {}
-    return {"autotune": True} if target == "triton" and settings.autotune else {}
+    options = {"trusted_inputs": True} if kind in GUARDED_KINDS else {}
+    if target == "triton" and settings.autotune:
+        options["autotune"] = True
+    return options
 
 
 def _target_key(target: str, settings: InductorSettings, kind: str = "") -> str:
