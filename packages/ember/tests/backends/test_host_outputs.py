@@ -115,8 +115,10 @@ def test_an_optimizer_with_cpu_step_counts_compiles_on_the_gpu(mode, monkeypatch
     assert not stats["inductor_fallbacks"].get("mixed_device_graph"), dict(
         stats["inductor_fallbacks"]
     )
-    if mode is None:  # parameters, moments (device graph) and counts (host) in place
+    if mode is None:  # parameters, moments (device graph), counts (host graph) in place
         assert stats["inductor"]["outputs_written_in_place"] >= 4 * 4, dict(stats["inductor"])
-    else:  # the optimizer's device graph captured too, its CPU counts staged
+    else:  # forward and backward captured; the step runs in place (compiled as above)
         captures = stats["cudagraphs"]
-        assert captures["captures"] >= 3 and captures["replays"] >= 3, dict(captures)
+        assert captures["captures"] >= 2 and captures["in_place_graphs_uncaptured"] >= 1, dict(
+            captures
+        )

@@ -14,6 +14,11 @@ meets (options["cudagraph_sizes"], default 8; first come, kept: no eviction, so 
 seen again never recaptures); a later new size runs the compiled graph without a capture
 (counted in counters["cudagraphs"]["uncaptured_size_runs"]), known sizes keep replaying.
 
+A graph that writes its inputs in place (an optimizer step compiled with ember-aot-autograd's
+INPUT_WRITES_META) is not wrapped at all (inductor.py's _finish): its capture would run it
+once more on the real parameters, and replays would copy every moment and gradient in and
+every result out.
+
 Capture needs a warm-up call first (Triton compiles its kernels on first launch and the
 caching allocator must see the sizes once; a new size is warmed up on the capture stream
 right before its capture). A graph that fails to capture, or a runner with more parameter

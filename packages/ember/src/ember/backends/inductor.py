@@ -142,7 +142,16 @@ def _target_key(target: str, settings: InductorSettings, kind: str = "") -> str:
     return "+".join([target, *sorted(_codegen_options(target, settings, kind))])
 
 
-def _finish(compiled: Callable, target: str, settings: InductorSettings, kind: str) -> Callable:
+def _finish(
+    compiled: Callable, target: str, settings: InductorSettings, kind: str, writes: tuple = ()
+) -> Callable:
+    """The compiled graph as it runs: replayed as CUDA graphs under reduce-overhead, unless
+    it writes its inputs in place (an optimizer step: its capture would run it once more on
+    the real parameters, and a replay would copy every moment and gradient into static
+    buffers and the results back, where in place it writes each once)."""
+    if writes and settings.cudagraphs and target == "triton":
+        counters["cudagraphs"]["in_place_graphs_uncaptured"] += 1
+        return compiled
     if settings.cudagraphs and target == "triton" and torch.cuda.is_available():
         return CudaGraphRunner(compiled, kind, max_sizes=settings.cudagraph_sizes)
     return compiled
@@ -184,13 +193,6 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
         return compiled(args)  # a compiled graph takes any sequence: no copy to a list
 
     return without_frame_hook(run) if kind == "backward" else run
-
-
-def _writable(writes: tuple, target: str, settings: InductorSettings) -> tuple:
-    """The outputs a compiled graph may write into the inputs they go back to: none where
-    it is replayed as CUDA graphs, whose capture runs it once more on the real parameters
-    (an extra optimizer step if it wrote them)."""
-    return () if settings.cudagraphs and target == "triton" else writes
 
 
 def _writes_key(writes: tuple) -> str:
@@ -268,7 +270,7 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             counters["inductor_fallbacks"]["mixed_device_graph"] += 1
             # each prim called directly, not through its checked kernel (direct_prims.py)
             return counting_graph_runner("inductor", kind)(with_direct_prims(gm), example_inputs)
-        writes = _writable(tuple(gm.meta.get(INPUT_WRITES_META, ())), target, settings)
+        writes = tuple(gm.meta.get(INPUT_WRITES_META, ()))  # outputs it may write in place
         key = _codegen_key(gm, _target_key(target, settings, kind) + _writes_key(writes))
         env = shape_env_of(gm) if key is not None else None
         if key is not None:
@@ -277,7 +279,7 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
                 artifact_cache.count("hits", "codegen_")
                 compiled, aten = hit
                 emit_kernels(gm, None, compiled, target)
-                compiled = _finish(compiled, target, settings, kind)
+                compiled = _finish(compiled, target, settings, kind, writes)
                 return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
         count_aten_fallbacks(gm)
         with stage("lower"):
@@ -298,7 +300,7 @@ def _compile_prim_graph(kind: str, settings: InductorSettings) -> Callable:
             except NotCacheable as reason:
                 log.info("codegen artifact cache bypassed: %s", reason)
                 artifact_cache.count("bypasses", "codegen_")
-        compiled = _finish(compiled, target, settings, kind)
+        compiled = _finish(compiled, target, settings, kind, writes)
         return _counted_runner(kind, compiled, scheduled.fallback_counts, {})
 
     return compile_graph
@@ -317,14 +319,13 @@ def compile_graph_source(
     from ember_aot_autograd import graph_from_source
 
     target = _target_of({layout[3].split(":")[0] for layout in source.inputs}, settings)
-    input_writes = _writable(tuple(input_writes), target, settings)
     target_key = _target_key(target, settings, kind) + _writes_key(input_writes)
     hit = CodegenArtifacts().load(graph_key(source, target_key))
     if hit is not None:
         artifact_cache.count("hits", "codegen_")
         compiled, aten = hit
         emit_kernels(None, None, compiled, target)
-        compiled = _finish(compiled, target, settings, kind)
+        compiled = _finish(compiled, target, settings, kind, tuple(input_writes))
         return _counted_runner(kind, compiled, compiled.fallback_counts, aten)
     gm = graph_from_source(source)
     gm.meta[INPUT_WRITES_META] = tuple(input_writes)
