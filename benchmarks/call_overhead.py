@@ -3,8 +3,9 @@ mostly the compiler's own Python (guards, frame hook, the aot runtime, the gener
 wrapper's launches) rather than kernels.
 
 Rows: a 3-layer MLP, an attention block, HF GPT-2 with library defaults (tiny config), a
-24-input pointwise function, and a training step (forward + backward + SGD step in one
-compiled function). Columns: eager, torch.compile (default mode), Ember (inductor), timed
+24-input pointwise function, a training step (forward + backward + SGD step in one
+compiled function), an AdamW step over 160 small parameters, and a 12-layer tiny GPT-2
+training step with AdamW inside (library defaults, dropout included). Columns: eager, torch.compile (default mode), Ember (inductor), timed
 interleaved (a batch of calls of each in turn, per round); the median per-call time over
 rounds, and Ember / torch.compile per row (issue 15's target: at most 0.8x on each).
 `--clock thread` times the calling thread's CPU time instead of wall time: with one torch
@@ -115,6 +116,44 @@ def _train_step() -> tuple[Callable, tuple]:
     return step, (torch.randn(1, 32), torch.randn(1, 8))
 
 
+def _adamw_step() -> tuple[Callable, tuple]:
+    """AdamW inside the step over 160 small parameters: the optimizer's own graph (one
+    update per parameter, step counts on the CPU) dominates."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(80)])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step, (torch.randn(2, 4),)
+
+
+def _gpt2_train() -> tuple[Callable, tuple]:
+    """A GPT-2 training step as users write it (library defaults: dropout; labels for the
+    loss; AdamW and zero_grad inside), 12 tiny layers."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=12, n_head=2)
+    config.bos_token_id = config.eos_token_id = 127
+    model = GPT2LMHeadModel(config).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(ids: torch.Tensor) -> torch.Tensor:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step, (torch.randint(0, 128, (2, 16)),)
+
+
 PROGRAMS = {
     p.name: p
     for p in (
@@ -123,6 +162,8 @@ PROGRAMS = {
         Program("gpt2", _gpt2),
         Program("pointwise24", _pointwise),
         Program("train_step", _train_step, grad=True),
+        Program("adamw_step", _adamw_step, grad=True),
+        Program("gpt2_train", _gpt2_train, grad=True),
     )
 }
 
