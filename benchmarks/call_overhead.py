@@ -116,21 +116,26 @@ def _train_step() -> tuple[Callable, tuple]:
     return step, (torch.randn(1, 32), torch.randn(1, 8))
 
 
-def _adamw_step() -> tuple[Callable, tuple]:
-    """AdamW inside the step over 160 small parameters: the optimizer's own graph (one
-    update per parameter, step counts on the CPU) dominates."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(80)])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+def _adamw_training(loss_of: Callable[[torch.Tensor], torch.Tensor], params) -> Callable:
+    """The step users write: loss, backward, AdamW's step and zero_grad, in one function."""
+    opt = torch.optim.AdamW(params, lr=1e-4)
 
     def step(x: torch.Tensor) -> torch.Tensor:
-        loss = model(x).sum()
+        loss = loss_of(x)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    return step, (torch.randn(2, 4),)
+    return step
+
+
+def _adamw_step() -> tuple[Callable, tuple]:
+    """AdamW inside the step over 160 small parameters: the optimizer's own graph (one
+    update per parameter, step counts on the CPU) dominates."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(80)])
+    return _adamw_training(lambda x: model(x).sum(), model.parameters()), (torch.randn(2, 4),)
 
 
 def _gpt2_train() -> tuple[Callable, tuple]:
@@ -142,15 +147,7 @@ def _gpt2_train() -> tuple[Callable, tuple]:
     config = GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=12, n_head=2)
     config.bos_token_id = config.eos_token_id = 127
     model = GPT2LMHeadModel(config).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step(ids: torch.Tensor) -> torch.Tensor:
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
-
+    step = _adamw_training(lambda ids: model(input_ids=ids, labels=ids).loss, model.parameters())
     return step, (torch.randint(0, 128, (2, 16)),)
 
 

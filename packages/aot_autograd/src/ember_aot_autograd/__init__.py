@@ -9,6 +9,7 @@ from ember_aot_autograd.api import (
     aot_module,
     partition_report,
 )
+from ember_aot_autograd.cse import pure_op
 from ember_aot_autograd.errors import (
     AotAutogradError,
     BadArgumentError,
@@ -77,6 +78,7 @@ __all__ = [
     "plan_from_data",
     "plan_runner",
     "plan_to_data",
+    "pure_op",
     "register_recomputable",
     "trace_joint",
     "trace_to_aten",

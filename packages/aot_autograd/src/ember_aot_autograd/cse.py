@@ -26,7 +26,7 @@ import torch
 import torch.fx
 from torch._ops import OpOverload
 
-__all__ = ["eliminate_common_subexpressions"]
+__all__ = ["eliminate_common_subexpressions", "pure_op"]
 
 #: constants compared by their value and type (enum-like torch objects by identity of value)
 _CONSTANT_TYPES = (
@@ -51,7 +51,10 @@ def _key(value: Any, merged: dict[torch.fx.Node, torch.fx.Node]) -> Any:
     raise _NotComparable(type(value).__name__)
 
 
-def _pure(node: torch.fx.Node) -> bool:
+def pure_op(node: torch.fx.Node) -> bool:
+    """An op whose result depends on its arguments alone: it writes nothing, draws no
+    random numbers (a seeded random prim given the same seed tensor and offset is pure),
+    and returns something. Two such nodes with equal arguments compute equal values."""
     if node.op != "call_function":
         return False
     if node.target is operator.getitem:
@@ -102,7 +105,7 @@ def eliminate_common_subexpressions(
     first: dict[Any, torch.fx.Node] = {}
     merged: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in list(graph.nodes):
-        if not _pure(node) or writes(node):
+        if not pure_op(node) or writes(node):
             continue
         try:
             args = _key(node.args, merged)

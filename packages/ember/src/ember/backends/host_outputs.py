@@ -19,14 +19,13 @@ which has to wait for the GPU where eager waits.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.fx
 
-from ember_aot_autograd import INPUT_WRITES_META
+from ember_aot_autograd import INPUT_WRITES_META, pure_op
 
 __all__ = ["HostSplit", "split_host_outputs"]
 
@@ -86,44 +85,27 @@ def _outputs(gm: torch.fx.GraphModule) -> list | None:
     return list(values)
 
 
-def _pure(node: torch.fx.Node) -> bool:
-    """Computed twice (on the host for the output, on the GPU for what reads it), a value
-    must come out the same: no random draws, no writes."""
-    if node.target is operator.getitem:
-        return True
-    target = node.target
-    if not isinstance(target, torch._ops.OpOverload):
-        return False
-    schema = target._schema
-    return (
-        not schema.is_mutable
-        and bool(schema.returns)
-        and (torch.Tag.nondeterministic_seeded not in target.tags)
-    )
-
-
-def _host_closure(roots: Sequence[torch.fx.Node]) -> set[torch.fx.Node] | str:
-    """The nodes the CPU outputs are computed from, or why they cannot run on the host."""
-    seen: set[torch.fx.Node] = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if node in seen:
+def _host_closure(gm: torch.fx.GraphModule, roots: Sequence[torch.fx.Node]) -> set | str:
+    """The nodes the CPU outputs are computed from, or why they cannot run on the host.
+    Computed twice (on the host for the output, on the GPU for what reads it), a value must
+    come out the same: no random draws, no writes (pure_op)."""
+    needed = set(roots)
+    for node in reversed(gm.graph.nodes):  # users before what they read
+        if node not in needed:
             continue
-        seen.add(node)
         if node.op not in ("placeholder", "get_attr", "call_function"):
             return f"{node.name} is a {node.op}"
         if _device_type(node) not in ("cpu", None):
             return f"a CPU output is computed from {node.name}, which is on the GPU"
-        if node.op == "call_function" and not _pure(node):
+        if node.op == "call_function" and not pure_op(node):
             return f"{node.name} ({node.target}) draws random numbers or writes"
         if node.op == "call_function" and any(
             isinstance(a, torch.device) and a.type != "cpu"
             for a in (*node.args, *node.kwargs.values())
         ):
             return f"{node.name} names a GPU device"
-        stack.extend(node.all_input_nodes)
-    return seen
+        needed.update(node.all_input_nodes)
+    return needed
 
 
 def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
@@ -137,7 +119,7 @@ def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
         return "no CPU outputs"
     if len(on_host) == len(values):
         return "every output is on the CPU"
-    closure = _host_closure([values[i] for i in on_host])
+    closure = _host_closure(gm, [values[i] for i in on_host])
     if isinstance(closure, str):
         return closure
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
