@@ -88,3 +88,15 @@ def test_an_input_read_by_an_earlier_kernel_is_overwritten_after_it():
     got = run_scheduled(sched, [x_in, w])
     torch.testing.assert_close(got[1], x @ w)
     torch.testing.assert_close(x_in, x.exp())
+
+
+def test_a_graph_whose_kernels_may_raise_writes_nothing_in_place():
+    """An indirect index is checked and may raise mid-call: the inputs stay untouched."""
+
+    def gather_update(x, idx):  # the gather runs first; the update alone would go in place
+        total = prims.sum(prims.index(x, [idx]), [0])
+        return (prims.add(x, prims.broadcast_in_dim(total, [5], [])),)
+
+    x, idx = torch.randn(5), torch.tensor([0, 3])
+    sched = _scheduled(gather_update, [x, idx], [(0, 0)])
+    assert not _in_place(sched), sched.describe()

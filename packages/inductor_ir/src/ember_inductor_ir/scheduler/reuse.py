@@ -71,8 +71,9 @@ def plan_memory(
                 # The library allocated it: dropped at its last use (not held to the end
                 # of the call), but its storage is not the plan's to hand on.
                 frees[group.name].append(name)
+    failing = _may_fail(groups) if donations else None
     for out, donor in (donations or {}).items():
-        reason = (
+        reason = failing or (
             "the input is an output too"
             if donor in keep
             else in_place_safe(groups, buffers, out, donor)
@@ -83,6 +84,21 @@ def plan_memory(
         else:
             log.info("not in place: %s into input %s: %s", out, donor, reason)
     return allocations, frees
+
+
+def _may_fail(groups: Sequence[KernelGroup]) -> str | None:
+    """Why a call of the graph may raise after it began writing (then nothing is written in
+    place: a caller that reruns the graph's ops eagerly to raise eager's error must find
+    its inputs untouched): a fallback kernel, or a kernel with checked indirect indexing."""
+    for group in groups:
+        if group.extern is not None:
+            if group.extern.fallback:
+                return f"{group.name} runs a fallback kernel, which may raise"
+            continue
+        for node in group.nodes:
+            if _reads_and_writes(node.buffer).indirect_count:
+                return f"{node.buffer.name} indexes indirectly (checked: it may raise)"
+    return None
 
 
 def _reads_and_writes(node: ComputedBuffer) -> ReadWriteHandler:
