@@ -45,6 +45,8 @@ class Program:
     name: str
     make: Callable[[], tuple[Callable[..., Any], tuple]]
     grad: bool = False  # called with grad enabled (training); else under no_grad
+    #: draws random numbers (dropout): each compiler has its own stream, values not compared
+    random: bool = False
 
 
 def _mlp() -> tuple[Callable, tuple]:
@@ -160,7 +162,7 @@ PROGRAMS = {
         Program("pointwise24", _pointwise),
         Program("train_step", _train_step, grad=True),
         Program("adamw_step", _adamw_step, grad=True),
-        Program("gpt2_train", _gpt2_train, grad=True),
+        Program("gpt2_train", _gpt2_train, grad=True, random=True),
     )
 }
 
@@ -212,7 +214,8 @@ def measure(program: Program, calls: int, rounds: int, clock: str = "wall") -> R
             result.first_call_s[column] = time.perf_counter() - start
             if column == "eager":
                 reference = out
-            result.matches[column] = zb.compare(out, reference, 1e-3, 1e-3)[1]
+            if not program.random:
+                result.matches[column] = zb.compare(out, reference, 1e-3, 1e-3)[1]
             for _ in range(20):
                 step()
             steps[column] = step
