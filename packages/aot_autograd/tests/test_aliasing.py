@@ -57,3 +57,18 @@ def test_symbolic_variant_runs_aliased_calls_on_their_own_tensors():
             _check(compiled, n, alias)
     # the symbolic variant, then a static one per size of the aliased calls
     assert len(fw.graphs) == 3
+
+
+def test_sharing_check_agrees_with_alias_pattern():
+    from ember_aot_autograd.aliasing import SharingCheck
+
+    w, v = torch.randn(4), torch.randn(3)
+    fresh = SharingCheck([w, 3, v, torch.randn(2)], None)
+    assert fresh.positions == (0, 2, 3)
+    assert fresh([torch.randn(4), 5, torch.randn(3), torch.randn(2)])
+    assert not fresh([w, 5, w[1:], torch.randn(2)])  # a view of the first
+    assert not fresh([w, 5, torch.randn(3), w.detach()])  # another tensor, same storage
+    # an input the guards would not let through (not a tensor): the full comparison
+    assert fresh([w, 5, torch.randn(3), 7])
+    shared = SharingCheck([w, w[1:]], ((1, 0),))
+    assert shared([v, v[2:]]) and not shared([v, torch.randn(2)])

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import torch
 import torch.fx
 
-from ember_aot_autograd.aliasing import alias_pattern
+from ember_aot_autograd.aliasing import SharingCheck, alias_pattern
 from ember_aot_autograd.errors import BadArgumentError
 from ember_aot_autograd.joint import JointGraph, trace_joint
 from ember_aot_autograd.module_state import module_state, swapped_state
@@ -315,9 +315,9 @@ def aot_module(
     )
 
     tensors = tuple(tensor for _, tensor in state)  # the same objects on every call
-    variant, aliasing = _warm(compiled, list(tensors), example_inputs)
+    variant, shares_as_traced = _warm(compiled, list(tensors), example_inputs)
     if inputs_guarded:
-        run = _guarded_run(compiled, variant, tensors, aliasing)
+        run = _guarded_run(compiled, variant, tensors, shares_as_traced)
     elif tensors:
 
         def run(*args: Any) -> Any:
@@ -333,7 +333,10 @@ def aot_module(
 
 
 def _guarded_run(
-    compiled: AotFunction, variant: Callable, tensors: tuple, aliasing: Any
+    compiled: AotFunction,
+    variant: Callable,
+    tensors: tuple,
+    shares_as_traced: SharingCheck | None,
 ) -> Callable:
     """`run(*args)` for inputs_guarded: the warmed variant straight away in its grad mode
     (which a guarded caller may still change: checked, one C call) and, for a variant that
@@ -341,11 +344,11 @@ def _guarded_run(
     storage sharing (one storage lookup per tensor); other calls take the checked path."""
     grad_mode = torch.is_grad_enabled()
     grad_enabled = torch.is_grad_enabled
-    if aliasing is not ANY_ALIASING:
+    if shares_as_traced is not None:
 
         def run_writing(*args: Any) -> Any:
             full = (*tensors, *args)
-            if grad_enabled() == grad_mode and alias_pattern(full) == aliasing:
+            if grad_enabled() == grad_mode and shares_as_traced(full):
                 return variant(full)
             return compiled(*full)
 
@@ -379,17 +382,13 @@ def _example_values(gm: torch.nn.Module) -> list[Any] | None:
     return values if any(is_symbolic_value(v) for v in values) else None
 
 
-#: a warmed variant that writes no input: storage sharing between inputs cannot change it
-ANY_ALIASING = "any"
-
-
 def _warm(
     compiled: AotFunction, state: list[torch.Tensor], example_inputs: Sequence[Any]
-) -> tuple[Callable, Any]:
+) -> tuple[Callable, SharingCheck | None]:
     """Compiles the variant the example inputs call for, without running it; returns it with
-    the storage sharing a guarded caller's call must have to run it unchecked (aliasing.py):
-    ANY_ALIASING for a variant that writes no input (plan_runner marks that), since storage
-    sharing cannot change what it computes, else the example inputs' own. A symbolic
+    the check of storage sharing a guarded caller's call must pass to run it unchecked
+    (aliasing.py): None for a variant that writes no input (plan_runner marks that), since
+    storage sharing cannot change what it computes, else the example inputs' sharing. A symbolic
     variant compiled here, while the caller compiles, has its shape guards in the caller's
     guard function (only variants compiled later, at call time, need LateGuardedRunner)."""
     args = [*state, *example_inputs]
@@ -398,8 +397,8 @@ def _warm(
         compiled.variants[key] = compiled._compile(args)
     variant = compiled.variants[key]
     if getattr(variant, "writes_inputs", True) is False:
-        return variant, ANY_ALIASING
-    return variant, alias_pattern(args)
+        return variant, None
+    return variant, SharingCheck(args, alias_pattern(args))
 
 
 def partition_report(

@@ -116,12 +116,15 @@ class _WriteBack:
     def __call__(self, args: Sequence[Any], outputs: Sequence[Any]) -> None:
         if self.one_by_one is None:
             self._decide(args, outputs)
+        in_place = []
         for index, k in self.one_by_one:
             target, value = args[index], outputs[k]
             if value is target:  # written in place by the compiled graph (INPUT_WRITES_META)
-                increment_version(target)
+                in_place.append(target)
             else:
                 _write_back(target, value)
+        if in_place:  # one call for all (an optimizer writes every parameter in place)
+            increment_version(in_place)
         if not self.batches:
             return
         with torch.no_grad():
