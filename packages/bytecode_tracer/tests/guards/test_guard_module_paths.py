@@ -202,3 +202,40 @@ def test_input_loader_reads_physical_paths_and_shared_prefixes_once() -> None:
     assert code.count("_modules['layers']") == 1  # the shared prefix is bound once
     unpinned = compile_source_loader(sources, net_guards(net, pin_types=False), {})
     assert all(v is e for v, e in zip(unpinned({"self": net}), expected, strict=True))
+
+
+def sequential_guards(seq: nn.Sequential, *, pin_keys: bool) -> list[Guard]:
+    guards = [Guard.from_value(SELF, GuardKind.TYPE_MATCH, seq)]
+    if pin_keys:
+        guards.append(
+            Guard.from_value(AttrSource(SELF, "_modules"), GuardKind.DICT_KEYS, seq._modules)
+        )
+    for i, layer in enumerate(seq):
+        weight = AttrSource(ItemSource(SELF, i), "weight")
+        guards.append(Guard.from_value(ItemSource(SELF, i), GuardKind.TYPE_MATCH, layer))
+        guards.append(Guard.from_value(weight, GuardKind.TENSOR_MATCH, layer.weight))
+    return guards
+
+
+def test_a_sequential_item_is_a_dict_read_where_its_keys_are_pinned() -> None:
+    from collections import OrderedDict
+
+    seq = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    compiled = compile_guards(sequential_guards(seq, pin_keys=True), {}, f_locals={"self": seq})
+    code = statements(compiled.source_code)
+    assert "_modules['1']" in code and "v_self[1]" not in code
+    assert compiled({"self": seq})
+    # named children: position 1 is the key 'b' (the guard pinned those keys)
+    named = nn.Sequential(OrderedDict(a=nn.Linear(3, 4), b=nn.Linear(4, 2)))
+    by_name = compile_guards(sequential_guards(named, pin_keys=True), {}, f_locals={"self": named})
+    assert "_modules['b']" in statements(by_name.source_code)
+    assert by_name({"self": named})
+    # reordered, renamed or shortened: the pinned keys no longer hold
+    swapped = nn.Sequential(OrderedDict([("1", nn.Linear(4, 2)), ("0", nn.Linear(3, 4))]))
+    assert not compiled({"self": swapped})
+    shorter = nn.Sequential(nn.Linear(3, 4))
+    assert not compiled({"self": shorter})
+    # without pinned keys the item is read through Sequential.__getitem__
+    unpinned = compile_guards(sequential_guards(seq, pin_keys=False), {}, f_locals={"self": seq})
+    assert "v_self[1]" in statements(unpinned.source_code)
+    assert unpinned({"self": seq}) and not unpinned({"self": swapped})

@@ -180,7 +180,10 @@ def _physical_paths(
 ) -> Callable[[Source], Source]:
     pinned: dict[Source, type] = {}
     objects: dict[Source, Any] = {}
+    keys: dict[Source, tuple] = {}
     for guard in guards:
+        if guard.kind is GuardKind.DICT_KEYS:
+            keys[guard.source] = guard.expected[1]
         cls = implied_type(guard)
         if guard.kind is GuardKind.ID_MATCH:
             cls = type(guard.expected)
@@ -202,7 +205,7 @@ def _physical_paths(
 
     def physical(source: Source) -> Source:
         if source not in cache:
-            cache[source] = module_paths.physical_source(source, pinned.get, value_of)
+            cache[source] = module_paths.physical_source(source, pinned.get, value_of, keys.get)
         return cache[source]
 
     def module_absent(source: Source) -> bool:

@@ -3,7 +3,8 @@
 `module.weight` goes through `nn.Module.__getattr__`, a Python function (~800 ns); the
 same value read as `module._parameters['weight']` costs ~60 ns. Likewise
 `module_list[0]` runs `ModuleList.__getitem__` where `module_list._modules['0']` is a dict
-read (likewise `module_dict['name']`). Guards keep their semantic sources (for messages); only the generated code reads
+read (likewise `module_dict['name']`, and `sequential[0]` where a DICT_KEYS guard pins the
+order of its `_modules`: its `__getitem__` counts through the dict's values). Guards keep their semantic sources (for messages); only the generated code reads
 the physical path, and only where the two provably agree whenever the physical read
 succeeds:
 
@@ -34,21 +35,24 @@ _UNKNOWN = object()
 
 TypeOf = Callable[[Source], type | None]  # the exact class a guard pins a source to
 ValueOf = Callable[[Source], Any]  # the live value at compile time, or _UNKNOWN
+KeysOf = Callable[[Source], tuple | None]  # the keys a DICT_KEYS guard pins a source's to
 
 
-def physical_source(source: Source, type_of: TypeOf, value_of: ValueOf) -> Source:
+def physical_source(
+    source: Source, type_of: TypeOf, value_of: ValueOf, keys_of: KeysOf | None = None
+) -> Source:
     """The source the generated code should read for `source` (itself when no rewrite)."""
     base = source.base
     if base is None:
         return source
-    physical_base = physical_source(base, type_of, value_of)
+    physical_base = physical_source(base, type_of, value_of, keys_of)
     if isinstance(source, AttrSource):
         found = _module_dict_holding(base, source.attr, type_of, value_of)
         if found is not None:
             return ItemSource(AttrSource(physical_base, found), source.attr)
         return AttrSource(physical_base, source.attr)
     if isinstance(source, ItemSource):
-        key = _container_key(base, source.key, type_of)
+        key = _container_key(base, source.key, type_of, keys_of)
         if key is not None:
             return ItemSource(AttrSource(physical_base, "_modules"), key)
     if physical_base is base:
@@ -106,11 +110,23 @@ def _resolves_through_module_getattr(cls: type, name: str) -> bool:
     )
 
 
-def _container_key(base: Source, key: Any, type_of: TypeOf) -> str | None:
-    """The `_modules` key that `base[key]` reads, for ModuleList/ModuleDict bases."""
+def _container_key(
+    base: Source, key: Any, type_of: TypeOf, keys_of: KeysOf | None = None
+) -> str | None:
+    """The `_modules` key that `base[key]` reads, for ModuleList/ModuleDict bases, and for
+    a Sequential whose `_modules` keys (so their order) a guard pins."""
     cls = type_of(base)
     if cls is None:
         return None
+    if (
+        issubclass(cls, torch.nn.Sequential)
+        and cls.__getitem__ is torch.nn.Sequential.__getitem__
+        and type(key) is int
+        and key >= 0
+        and keys_of is not None
+    ):
+        keys = keys_of(AttrSource(base, "_modules"))
+        return keys[key] if keys is not None and key < len(keys) else None
     if (
         issubclass(cls, torch.nn.ModuleList)
         and cls.__getitem__ is torch.nn.ModuleList.__getitem__
