@@ -50,6 +50,7 @@ from ember_bytecode_tracer.variables.autocast_context import (
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
+from ember_bytecode_tracer.variables.logging_calls import DeferredCall
 from ember_bytecode_tracer.variables.object_identity import distinct_object_guards
 from ember_bytecode_tracer.variables.objects import NullVariable
 from ember_bytecode_tracer.variables.validation_checks import check_appliers
@@ -489,7 +490,25 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
             return [f"G[{code.const(name)}] = {new}"]
 
         effects.append(emits_write(set_global, emit_global))
+    for call in se.calls:
+        effects.append(_deferred_call(builder.recipe(call.owner), call))
     return effects
+
+
+def _deferred_call(owner: Callable, call: DeferredCall) -> Callable:
+    """The write that makes a deferred call (logging_calls.py) once everything was read."""
+    name, args, kwargs = call.name, tuple(call.args), dict(call.kwargs)
+
+    def make_call(outs, L, G):
+        target = owner(outs, L, G)
+        return lambda: getattr(target, name)(*args, **kwargs)
+
+    def emit_call(code):
+        target = code.temp(code.value(owner))
+        spread = f"*{code.const(args)}, **{code.const(kwargs)}"
+        return [f"getattr({target}, {code.const(name)})({spread})"]
+
+    return emits_write(make_call, emit_call)
 
 
 def _compile_graph(

@@ -51,9 +51,11 @@ class SideEffects:
     attributes: dict[tuple[Source, str], Any] = field(default_factory=dict)
     # global name -> tracker of the new value
     global_writes: dict[str, Any] = field(default_factory=dict)
+    # calls made after the graph, in order (variables/logging_calls.py: logging)
+    calls: list[Any] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.attributes or self.global_writes)
+        return bool(self.containers or self.attributes or self.global_writes or self.calls)
 
 
 class OutputGraph:

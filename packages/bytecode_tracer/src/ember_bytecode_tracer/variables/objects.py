@@ -12,6 +12,7 @@ from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
+from ember_bytecode_tracer.variables.logging_calls import LoggingCallVariable, is_logging_call
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -213,6 +214,8 @@ class UserDefinedObjectVariable(VariableTracker):
             self._raise_missing(tx, name)
         if isinstance(attribute, property):
             return tx.inline_call(attribute.fget, None, [self], {})
+        if is_logging_call(value, name):
+            return LoggingCallVariable(self, name)
         if inspect.isfunction(attribute):
             from ember_bytecode_tracer.guards import TypeSource
 
