@@ -34,6 +34,7 @@ from .layout import (
     contiguous_layout,
     is_channels_last,
     layout_of_tensor,
+    order_free,
     size_expr,
 )
 from .lowering import lowering_for, prim_name
@@ -187,6 +188,8 @@ class GraphLowering:
         for name in {name for name, _ in rw.reads}:
             layout = self.buffers[name].layout if name in self.buffers else None
             if layout is None or len(layout.size) != rank or layout.size[1] == 1:
+                continue
+            if order_free(layout):  # (1, C, 1, 1) statistics: no say in the order
                 continue
             votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
         return votes

@@ -110,6 +110,17 @@ def is_channels_last(layout: Layout) -> bool:
     return same and not layout.is_contiguous()
 
 
+def order_free(layout: Layout) -> bool:
+    """Whether the layout is at once contiguous and channels-last, size-1 dims aside: a
+    per-channel value kept 4-d (a batch norm's (1, C, 1, 1) statistics), whose memory order
+    says nothing about the feature maps around it."""
+    if len(layout.size) not in (4, 5):
+        return False
+    want = channels_last_strides(layout.size)
+    same = all(n == 1 or a == b for a, b, n in zip(layout.stride, want, layout.size, strict=True))
+    return same and layout.is_contiguous()
+
+
 def stride_order(layout: Layout) -> list[int]:
     """Dimensions from outermost to innermost in storage. Size-1 dims keep their logical
     place; zero strides (broadcasts), or symbolic strides whose order is not proven for

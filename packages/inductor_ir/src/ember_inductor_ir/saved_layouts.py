@@ -105,6 +105,8 @@ def predicted_channels_last(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
             read = _val(source)
             if read is None or read.ndim != val.ndim or read.shape[1] == 1:
                 continue
+            if all(n == 1 for n in read.shape[2:]):  # (N, C, 1, 1): no say (layout.order_free)
+                continue
             votes += 1 if source in stored or _nhwc(read) else -1
         if votes > 0:
             stored.add(node)

@@ -263,3 +263,42 @@ def test_weight_only_gradients_follow_the_inference_override(monkeypatch):
     _, sched, _ = _lower_and_run(prim_graph(_weight_gradient, *inputs), inputs, "cpp")
     (conv,) = _extern_args(sched, "convolution_backward")
     assert all(o.layout.is_contiguous() for o in conv.outputs if o is not None)
+
+
+def _relu_of_normalized(x, mean, invstd, w, g):
+    """A training backward's recomputed ReLU of a batch norm: its (1, C, 1, 1) statistics
+    must not outvote the NHWC feature map it is computed from."""
+    y = prims.mul(prims.sub(x, mean), invstd)
+    for _ in range(4):  # a body worth storing once (two batch norms and an add, in ResNet)
+        y = prims.add(prims.mul(prims.sub(y, mean), invstd), y)
+    zero = prims.scalar_tensor(0.0, dtype=torch.float32, device=torch.device("cpu"))
+    relu = prims.where(prims.le(y, zero), zero, y)
+    per_channel = prims.sum(prims.mul(relu, g), [0, 2, 3])
+    return _conv(prims.view_of(relu), w), per_channel  # the backward's input: an alias
+
+
+def test_per_channel_statistics_do_not_outvote_a_channels_last_feature_map(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x = torch.randn(2, 4, 6, 6).to(memory_format=torch.channels_last)
+    g = torch.randn(2, 4, 6, 6).to(memory_format=torch.channels_last)
+    mean, invstd = torch.randn(1, 4, 1, 1), torch.rand(1, 4, 1, 1) + 0.5
+    w = torch.randn(5, 4, 3, 3)
+    inputs = [x, mean, invstd, w, g]
+    lowering, sched, got = _lower_and_run(
+        prim_graph(_relu_of_normalized, *inputs), inputs, "triton"
+    )
+    conv = _extern_args(sched, "convolution")[0]
+    arg = conv.tensor_args()[0]
+    assert is_channels_last(arg.view or lowering.buffers[arg.name].layout)
+    # every feature map the graph stores is NHWC: no NCHW ReLU beside an NHWC copy of it
+    stored = [
+        b.layout
+        for name, b in lowering.buffers.items()
+        if not name.startswith("arg") and list(b.layout.size) == [2, 4, 6, 6]
+    ]
+    assert stored and all(is_channels_last(layout) for layout in stored), [
+        layout.describe() for layout in stored
+    ]
+    want = _relu_of_normalized(x, mean, invstd, w, g)
+    torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
