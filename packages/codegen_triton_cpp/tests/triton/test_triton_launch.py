@@ -164,3 +164,30 @@ def test_the_inputs_alignment_is_checked_once_per_call(compile_prims):
     assert not any(f"{n}.data_ptr()" in body for n in sched.graph_inputs), body
     torch.testing.assert_close(call([a, b]), list(_chain(a, b)))
     assert all(len(binary.calls) == 1 for binary in binaries.values())
+
+
+def _column_sums(x):
+    return (prims.sum(prims.mul(x, x), [0]),)  # kept dimension contiguous: a split
+
+
+def test_split_reduction_scratch_is_reused_per_stream_and_thread(compile_prims):
+    import threading
+
+    x = torch.randn(4096, 64)
+    sched, compiled = compile_prims(_column_sums, x)
+    assert any(g.workspaces for g in compiled.groups), "expected a split column reduction"
+    call, source, _ = _wrapped(compiled, sched)
+    assert "_scratch_key = (_stream, _thread_id())" in source and "_empty_strided" in source
+    scratch = call.__defaults__[-1]
+    for _ in range(3):  # each call's partials are its own values, in the same tensors
+        y = torch.randn(4096, 64)
+        torch.testing.assert_close(call([y])[0], _column_sums(y)[0], rtol=1e-4, atol=1e-3)
+    assert [len(site) for site in scratch] == [1] * len(scratch)
+    first = {key: tuple(map(id, tensors)) for key, tensors in scratch[0].items()}
+    other: list = []
+    thread = threading.Thread(target=lambda: other.append(call([x])[0]))
+    thread.start()
+    thread.join()
+    torch.testing.assert_close(other[0], _column_sums(x)[0], rtol=1e-4, atol=1e-3)
+    assert len(scratch[0]) == 2  # another thread: scratch of its own
+    assert {k: tuple(map(id, v)) for k, v in scratch[0].items() if k in first} == first
