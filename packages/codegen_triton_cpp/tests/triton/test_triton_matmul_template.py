@@ -31,7 +31,7 @@ def _template_ran(compiled, fused: bool) -> None:
     template = compiled.templates[0]
     assert "# ember matmul template" in compiled.triton_source
     assert f"_k_{template.name}[" in compiled.wrapper_source
-    assert "_r = _extern" not in compiled.wrapper_source  # aten's mm is not called
+    assert "_r = _mm_out(" not in compiled.wrapper_source  # aten's mm is not called
     assert (template.epilogue_group is not None) == fused
     if fused:
         assert f"_k_{template.epilogue_group}[" not in compiled.wrapper_source
@@ -52,7 +52,7 @@ def test_mm_plus_bias_plus_gelu_fuses_into_one_kernel(check):
     aten = check(f, *inputs, atol=1e-4, rtol=1e-4, matmul="aten")
     template = check(f, *inputs, atol=1e-4, rtol=1e-4, **FORCE)
     _template_ran(template, fused=True)
-    assert not aten.templates and "_r = _extern" in aten.wrapper_source
+    assert not aten.templates and "_r = _mm_out(" in aten.wrapper_source
     assert template.kernel_count == aten.kernel_count == 1  # the extern is gone as well
 
 
@@ -160,7 +160,7 @@ def test_two_products_meeting_in_one_epilogue(check):
     compiled = check(f, *inputs, atol=1e-4, rtol=1e-4, **FORCE)
     fused = [t for t in compiled.templates if t.epilogue_group is not None]
     assert len(compiled.templates) == 2 and len(fused) == 1
-    assert "_r = _extern" not in compiled.wrapper_source
+    assert "_r = _mm_out(" not in compiled.wrapper_source
 
 
 def test_transposed_output_layout_still_fuses(check):
@@ -323,4 +323,4 @@ def test_mlp_default_mode_keeps_aten(monkeypatch, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(ember.compile(model)(x), model(x), atol=1e-5, rtol=1e-5)
     (wrapper,) = _wrappers(tmp_path)
-    assert "# matmul template" not in wrapper and wrapper.count("_r = _extern") == 2
+    assert "# matmul template" not in wrapper and wrapper.count("_r = _mm_out(") == 2

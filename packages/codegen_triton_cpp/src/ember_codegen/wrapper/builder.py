@@ -26,7 +26,7 @@ from ember_inductor_ir.layout import Layout
 from ember_primops import is_prim
 
 from .held_layouts import Triple, extent, is_contiguous, preferred_layouts, triple
-from .library_calls import FRESH_RESULTS, OUT_VARIANTS, library_call
+from .library_calls import BINDING_CALLS, FRESH_RESULTS, OUT_VARIANTS, library_call
 from .size_bindings import concrete, is_symbolic
 from .writer import WrapperCode, Writer
 
@@ -242,15 +242,21 @@ class WrapperBuilder:
         if extern.writes_out and not extern.fallback:
             self._extern_out(extern)
             return
-        fn = w.const(library_call(extern), "extern")
         render = self._render_arg
         args = [render(a) for a in extern.args]
         args += [f"{k}={render(v)}" for k, v in extern.kwargs.items()]
         called = library_call(extern)
-        if is_prim(called):
-            fn = f"_prim_impl[{fn}]"  # see library_calls._PrimImplementations
-        elif isinstance(called, torch._ops.OpOverload):
-            fn += "._op"  # the operator itself: skips OpOverload.__call__'s Python frame
+        binding = (
+            None if extern.fallback or extern.kwargs else BINDING_CALLS.get(extern.kernel_name)
+        )
+        if binding is not None:
+            fn = binding  # torch's binding (library_calls.BINDING_CALLS)
+        elif is_prim(called):
+            fn = f"_prim_impl[{w.const(called, 'extern')}]"  # see _PrimImplementations
+        else:
+            fn = w.const(called, "extern")
+            if isinstance(called, torch._ops.OpOverload):
+                fn += "._op"  # the operator itself: skips OpOverload.__call__'s Python frame
         w.line(
             f"_r = {fn}({', '.join(args)})  # {extern.kernel_name}{' (fallback)' if extern.fallback else ''}"
         )

@@ -30,12 +30,22 @@ OUT_VARIANTS: dict[str, str] = {
     "cat": "_cat_out",
     "addmm": "_addmm_out",  # a linear layer's bias in BLAS's epilogue (add_folds)
 }
+#: Library prims called through torch's own binding when their result is not written into
+#: a planned buffer (the Triton target's matmuls, every convolution): the binding parses its
+#: arguments in C++, where the OpOverload's ``_op`` boxes them (~2-3 us a call on the GPU
+#: hosts: a BERT training step makes 222 such matmul calls). Runtime names, as above.
+BINDING_CALLS: dict[str, str] = {
+    "mm": "_mm_out",
+    "bmm": "_bmm_out",
+    "convolution": "_convolution",
+}
 #: what those names are in every wrapper's namespace (the C++ and the Triton target's)
 OUT_FUNCTIONS: dict[str, Any] = {
     "_mm_out": torch.mm,
     "_bmm_out": torch.bmm,
     "_cat_out": torch.cat,
     "_addmm_out": torch.addmm,
+    "_convolution": torch.convolution,
 }
 
 
