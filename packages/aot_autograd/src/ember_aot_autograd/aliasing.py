@@ -22,6 +22,9 @@ _strided = torch.strided
 # `t.untyped_storage()._cdata`, which it equals)
 _storage_id = getattr(torch._C, "_storage_id", lambda t: t.untyped_storage()._cdata)
 
+#: an identity of a tensor's storage (equal for every view of one storage), a C call
+storage_id = _storage_id
+
 
 def alias_pattern(args: Sequence[Any]) -> tuple[tuple[int, int], ...] | None:
     """(input, first input with its storage) for each tensor input sharing the storage of

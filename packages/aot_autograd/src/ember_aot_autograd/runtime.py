@@ -17,6 +17,7 @@ from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_structure
 
 from ember_aot_autograd._events import emit
+from ember_aot_autograd.aliasing import storage_id
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
 from ember_aot_autograd.missing_tangents import TangentPresence, tangent_masks
@@ -277,14 +278,17 @@ def plan_runner(
     all_present = (1 << len(tangent_outputs)) - 1
     stale_saved = plan.stale_saved
 
-    def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> list[Any]:
+    def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> Sequence[Any]:
         """A saved value sharing storage with a primal the wrapper writes afterwards is
-        saved as a copy: the write would otherwise change what the backward reads."""
-        storages = {primals[p].untyped_storage().data_ptr() for p in written}
+        saved as a copy: the write would otherwise change what the backward reads. The
+        common case, no such value (ResNet-50: 160 written buffers, ~300 saved values), is
+        two C-level passes over storage identities."""
+        storages = set(map(storage_id, [primals[p] for p in written]))
+        tensors = [t for t in saved if isinstance(t, torch.Tensor)]
+        if storages.isdisjoint(map(storage_id, tensors)):
+            return saved
         return [
-            t.clone()
-            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages
-            else t
+            t.clone() if isinstance(t, torch.Tensor) and storage_id(t) in storages else t
             for t in saved
         ]
 
