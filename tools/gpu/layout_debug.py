@@ -68,7 +68,11 @@ def _install() -> None:
             frozen_by[arg.name] = node.format_node()[:120] if node is not None else "?"
         return arg
 
-    GL.realize, GL.require_strides, GL.tensor_arg = traced_realize, traced_require, traced_tensor_arg
+    GL.realize, GL.require_strides, GL.tensor_arg = (
+        traced_realize,
+        traced_require,
+        traced_tensor_arg,
+    )
 
 
 def main() -> None:
