@@ -16,7 +16,6 @@ import torch.fx
 from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_structure
 
-from ember_aot_autograd._events import emit
 from ember_aot_autograd.aliasing import storage_id
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
@@ -25,6 +24,7 @@ from ember_aot_autograd.outputs import FromGraph
 from ember_aot_autograd.partition.common import Partition
 from ember_aot_autograd.plan import RunnerPlan
 from ember_aot_autograd.session import TraceInfo
+from ember_events import emit
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
 increment_version = torch.autograd.graph.increment_version

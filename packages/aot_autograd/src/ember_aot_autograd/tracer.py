@@ -28,7 +28,6 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ember_aot_autograd._events import stage
 from ember_aot_autograd.dense import is_dense
 from ember_aot_autograd.errors import (
     InputMutationError,
@@ -39,6 +38,7 @@ from ember_aot_autograd.functional_rules import SPECIAL_RULES, functionalize_mut
 from ember_aot_autograd.op_kinds import returns_views, written_arguments
 from ember_aot_autograd.symbolic import SYM_TYPES, SymbolNodes, static_fake
 from ember_aot_autograd.tensor_table import Entry, TensorTable, ViewStep
+from ember_events import stage
 
 log = logging.getLogger("ember.aot")
 aten = torch.ops.aten

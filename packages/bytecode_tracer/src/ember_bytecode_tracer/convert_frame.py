@@ -24,7 +24,6 @@ import torch
 
 import ember_frame_hook as fh
 from ember_bytecode_tracer import codegen
-from ember_bytecode_tracer._events import emit
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
 from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
@@ -54,6 +53,7 @@ from ember_bytecode_tracer.variables.logging_calls import DeferredCall
 from ember_bytecode_tracer.variables.object_identity import distinct_object_guards
 from ember_bytecode_tracer.variables.objects import NullVariable
 from ember_bytecode_tracer.variables.validation_checks import check_appliers
+from ember_events import emit
 
 log = logging.getLogger("ember.tracer")
 _runner_ids = iter(range(10**9))

@@ -17,19 +17,19 @@ listener has set that logger's level to DEBUG (otherwise one attribute test).
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from ember_events import emit
+
 ENV_WORKERS = "EMBER_COMPILE_WORKERS"
 MAX_DEFAULT_WORKERS = 32
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-_events = logging.getLogger("ember.events")
 T = TypeVar("T")
 
 
@@ -68,11 +68,7 @@ def shutdown_pool() -> None:
 
 def report_built(done: int, total: int, what: str = "kernels") -> None:
     """One `kernels_built` event: `done` of `total` builds of the current batch finished."""
-    if 0 < _events.level <= logging.DEBUG:
-        payload = {"what": what, "done": done, "total": total}
-        _events.debug(
-            "kernels_built", extra={"ember_event": "kernels_built", "ember_payload": payload}
-        )
+    emit("kernels_built", what=what, done=done, total=total)
 
 
 def progress_counter(total: int, what: str = "kernels") -> Callable[[], None]:

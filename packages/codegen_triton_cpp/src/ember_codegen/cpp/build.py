@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember_codegen._events import emit, stage
 from ember_codegen._version import __version__
 from ember_codegen.cache import KernelCache, atomic_write, content_key, temporary_path
 from ember_codegen.cpp.loader import LoadedKernelLibrary
 from ember_codegen.cpp.toolchain import Toolchain, discover_toolchain, runtime_header_digest
 from ember_codegen.exc import CppCompileError
 from ember_codegen.workers import run_jobs
+from ember_events import emit, stage
 
 output_code_log = logging.getLogger("ember.output_code")
 perf_log = logging.getLogger("ember.perf")

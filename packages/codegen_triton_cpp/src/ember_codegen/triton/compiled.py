@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
-from ember_codegen._events import stage
 from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.exc import CodegenError
 from ember_codegen.workers import progress_counter
 from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
 from ember_codegen.wrapper.size_bindings import bound, concrete
+from ember_events import stage
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .autotune import (

@@ -2,7 +2,7 @@
 
 One JSON-lines file per process in DIR (see writer.py for the record format and the package
 README for the event kinds); `python -m ember.report DIR` renders it as HTML. The stages emit
-events through their own `_events.emit` into the `ember.events` logger; this package installs
+events through `ember_events.emit` into the `ember.events` logger; this package installs
 the writer on that logger and adds what the umbrella sees itself (frames, torch-level graphs).
 With no trace directory set nothing is installed and every hook is a no-op.
 """

@@ -1,6 +1,6 @@
 """The JSON-lines trace writer: one file per process, one record per event.
 
-A `logging.Handler` on the `ember.events` logger (the pipe every stage's `_events.emit` writes
+A `logging.Handler` on the `ember.events` logger (the pipe every stage's `ember_events.emit` writes
 to). Records carry `seq`, `t` (seconds since the writer started), `event` and, while one is
 being compiled, the `frame` and `graph` ids they belong to. Large texts (graph code, kernel
 source, bytecode listings, source files) are written once as `blob` records keyed by a content

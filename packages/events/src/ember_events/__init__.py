@@ -5,9 +5,9 @@
 (values may be live objects, graphs or code objects: the sink serializes them).
 `stage(name)` brackets a compile stage (`stage_begin`/`stage_end` events) so that the sink
 can time it. A sink turns events on by setting that logger's level to DEBUG; at its default
-(NOTSET) both cost one attribute test. The same few lines live in each stage package (lower
-stages import nothing above them); the contract is the logger name, its level and the two
-record attributes.
+(NOTSET) both cost one attribute test. Every stage that reports events depends on this one
+small, torch-free distribution (lower stages import nothing above them); the contract with a
+sink is the logger name, its level and the two record attributes.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from typing import Any
+
+__all__ = ["emit", "on", "stage"]
 
 _sink = logging.getLogger("ember.events")
 _OFF = contextlib.nullcontext()
