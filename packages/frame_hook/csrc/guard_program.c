@@ -574,6 +574,30 @@ void ember_guard_run_init(EmberGuardRun *run) {
     memset(run, 0, sizeof(*run));
 }
 
+/* Where `p` may resume after `last` ran `[0, stop]` over the same frame, sharing `shared`
+ * instructions with it. Registers are reused as scratch, so `last`'s instructions past the
+ * shared prefix may have overwritten a register the prefix loaded (`shape`, then `dtype`,
+ * then `requires_grad` into one scratch register): resume no later than the first prefix
+ * instruction that loaded such a register, so that `p` reloads it. Instructions before that
+ * one loaded registers nothing after them touched, so theirs still hold the prefix's values. */
+static Py_ssize_t resume_point(const GuardProgramObject *last, Py_ssize_t shared, Py_ssize_t stop) {
+    Py_ssize_t start = shared;
+    Py_ssize_t end = stop < last->ncode ? stop : last->ncode - 1;
+    for (Py_ssize_t i = shared; i <= end && start > 0; i++) {
+        const Instr *tail = &last->code[i];
+        if (tail->op >= OP_CHECK_TYPE) {
+            continue; /* a check: it writes no register */
+        }
+        for (Py_ssize_t k = 0; k < start; k++) {
+            if (last->code[k].op < OP_CHECK_TYPE && last->code[k].dst == tail->dst) {
+                start = k;
+                break;
+            }
+        }
+    }
+    return start;
+}
+
 int ember_guard_run_next(EmberGuardRun *run, PyObject *program, PyObject *f_locals) {
     GuardProgramObject *p = (GuardProgramObject *)program;
     Py_ssize_t start = 0;
@@ -588,7 +612,7 @@ int ember_guard_run_next(EmberGuardRun *run, PyObject *program, PyObject *f_loca
         if (p->shared_length > run->stop) {
             return 0;
         }
-        start = p->shared_length;
+        start = resume_point(last, p->shared_length, run->stop);
     }
     if (p->nregs > run->size) {
         PyObject **grown = PyMem_Calloc((size_t)p->nregs, sizeof(PyObject *));

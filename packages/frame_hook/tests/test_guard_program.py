@@ -443,6 +443,51 @@ def test_entries_share_the_instructions_they_have_in_common():
         fh.set_eval_frame(None)
 
 
+def test_a_shared_prefix_reloads_a_scratch_register_the_last_entry_overwrote():
+    """Builders reuse one scratch register for successive reads (`dtype`, then
+    `requires_grad`). An entry that resumes after the shared prefix must not read what the
+    previous entry's later instructions left in that register (CPython 3.12 CI: a tensor
+    guard without the native check recompiled a frame whose dynamic entry matched)."""
+
+    def f(x):
+        return "original"
+
+    namespaces = {"f_globals": {}, "f_builtins": {}}
+
+    def entry(kind, flag):
+        return program(
+            local("x"),
+            ("LOAD_ATTR", 4, 3, "kind"),  # scratch register 4: first the kind...
+            ("CHECK_EQ", 0, 4, kind),
+            ("LOAD_ATTR", 4, 3, "flag"),  # ...then the flag, in the same register
+            ("CHECK_EQ", 0, 4, flag),
+            **namespaces,
+        )
+
+    a_flagged, b_plain, a_plain = entry("a", True), entry("b", False), entry("a", False)
+    table = iter([a_plain, b_plain, a_flagged])
+
+    def callback(frame, cache):
+        if frame.f_code is not f.__code__:
+            return None
+        return fh.GuardedCode(f.__code__, next(table))
+
+    fh.set_eval_frame(callback)
+    try:
+        f(Obj(kind="a", flag=False))  # compiles a_plain
+        f(Obj(kind="b", flag=False))  # compiles b_plain
+        f(Obj(kind="a", flag=True))  # compiles a_flagged; entries: a_flagged, b_plain, a_plain
+        # a_flagged fails at its flag check with register 4 holding False (the flag); b_plain
+        # shares the `kind` load but must reload it, fail on "b", and a_plain must reload it
+        # too and pass, instead of comparing the stale flag with "a".
+        assert f(Obj(kind="a", flag=False)) == "original"
+        entries = fh.cache_entries(f.__code__)
+        assert len(entries) == 3  # a hit, no fourth compile
+        assert entries[0].guard is a_plain and entries[0].hits == 1
+    finally:
+        fh.set_eval_frame(None)
+
+
 def test_float_constants_are_shared_bit_for_bit_only():
     def f(x):
         return x

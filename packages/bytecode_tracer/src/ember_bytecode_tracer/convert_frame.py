@@ -241,10 +241,7 @@ class FrameCompiler:
         if not has_tensor_work(frame):
             fh.skip_code(code)
             return None
-        reason = None
-        if cache.entries and hasattr(cache.entries[0], "record"):
-            reason = cache.entries[0].record.guards.failure_reason(frame.f_locals)
-            reason = reason or "the cached code was compiled by another ember.compile call"
+        reason = recompile_reason(cache.entries, frame.f_locals) if cache.entries else None
         emit("frame_start", code=code)
         try:
             record, new_code, guard = self._trace(frame)
@@ -561,6 +558,28 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
     record.runner, record.input_names = runner, names
     return _finalize(record, new_code, output, frame)
+
+
+def recompile_reason(entries: tuple, f_locals: dict[str, Any]) -> str:
+    """Why none of a code object's cached entries ran for this frame: each entry's first
+    failing guard, newest first. An entry whose guards all pass when re-checked here was
+    missed by the cached lookup itself (a fault in a guard program or the frame hook):
+    say so, rather than print no reason or another entry's."""
+    reasons = []
+    for entry in entries:
+        record = getattr(entry, "record", None)
+        if record is None:
+            reasons.append("the cached code was compiled by another ember.compile call")
+        else:
+            reasons.append(
+                record.guards.failure_reason(f_locals)
+                or "a cached entry's guards pass when re-checked, yet the cached lookup missed "
+                "it (a guard program fault: please report it with EMBER_LOGS=+guards)"
+            )
+    newest, older = reasons[0], reasons[1:]
+    if not older:
+        return newest
+    return f"{newest} (older entries: {'; '.join(f'[{i}] {r}' for i, r in enumerate(older, 1))})"
 
 
 def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphBreak):

@@ -13,7 +13,12 @@ from conftest import Compiled, same
 COUNTER = 0
 
 
-def test_shape_dtype_and_requires_grad_changes_recompile():
+@pytest.mark.parametrize("native_tensor_check", ["1", "0"])
+def test_shape_dtype_and_requires_grad_changes_recompile(monkeypatch, native_tensor_check):
+    # "0": tensor guards as attribute reads through one scratch register of the guard
+    # program (what runs where the C++ check is not built, as on CPython 3.12 in CI); the
+    # last call must hit the dynamic float32 entry, not recompile (issue 29)
+    monkeypatch.setenv("EMBER_NATIVE_TENSOR_GUARDS", native_tensor_check)
     compiled = Compiled(lambda a: a * 2)
     inputs = [torch.randn(3), torch.randn(3), torch.randn(4), torch.randn(3).double(),
               torch.randn(3, requires_grad=True), torch.randn(4)]  # fmt: skip
@@ -151,3 +156,19 @@ def test_shadowing_a_builtin_later_recompiles():
     finally:
         del globals()["len"]
     assert compiled.backend.graph_count == 2
+
+
+def test_recompile_reason_lists_every_entry_and_names_a_missed_lookup():
+    from types import SimpleNamespace
+
+    from ember_bytecode_tracer.convert_frame import recompile_reason
+
+    def entry(reason):
+        guards = SimpleNamespace(failure_reason=lambda f_locals: reason)
+        return SimpleNamespace(record=SimpleNamespace(guards=guards))
+
+    assert recompile_reason((entry("size changed"),), {}) == "size changed"
+    text = recompile_reason((entry("dtype changed"), entry(None), object()), {})
+    assert text.startswith("dtype changed (older entries: [1] ")
+    assert "the cached lookup missed it" in text  # guards pass when re-checked: say so
+    assert "[2] the cached code was compiled by another ember.compile call" in text

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# CI as on a new machine: a clean clone of this checkout's HEAD with ../shared beside it,
+# run by `CI=true bash .ci/run` under an empty HOME (no pip cache, no ~/.cache/ember, no
+# kept nox venvs), so that a cache or a venv left on this machine cannot hide a missing step.
+#
+#   bash tools/clean_ci.sh [SCRATCH_DIR]      (default /tmp/ember-clean-ci; emptied first)
+#
+# Prints the wall time and leaves the log in SCRATCH_DIR/ci.log.
+set -euo pipefail
+repo=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
+scratch=${1:-/tmp/ember-clean-ci}
+rm -rf "$scratch"
+mkdir -p "$scratch/home"
+cp -r "$repo/../shared" "$scratch/shared"
+git clone -q "$repo" "$scratch/main"
+# pyenv lives under the real HOME; keep finding it when HOME is the empty one
+export PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
+start=$(date +%s)
+set +e
+(cd "$scratch/main" && HOME="$scratch/home" XDG_CACHE_HOME="$scratch/home/.cache" CI=true \
+    bash .ci/run) > "$scratch/ci.log" 2>&1
+rc=$?
+set -e
+echo "clean CI of $(git -C "$repo" rev-parse --short HEAD): rc=$rc in $(( $(date +%s) - start )) s (log: $scratch/ci.log)"
+exit $rc
