@@ -139,7 +139,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         PyModule_AddObjectRef(module, "Frame", (PyObject *)&Frame_Type) < 0 ||
         PyModule_AddObjectRef(module, "CacheView", (PyObject *)&CacheView_Type) < 0 ||
         PyModule_AddObjectRef(module, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0 ||
-        PyModule_AddStringConstant(module, "NATIVE_CHECK_CAPSULE", EMBER_NATIVE_CHECK_CAPSULE) < 0 ||
+        PyModule_AddStringConstant(module, "NATIVE_CHECK_CAPSULE",
+                                   EMBER_NATIVE_CHECK_CAPSULE) < 0 ||
         PyModule_AddIntConstant(module, "NATIVE_ABI_VERSION",
                                 EMBER_FRAME_HOOK_NATIVE_ABI_VERSION) < 0) {
         goto fail;
