@@ -45,7 +45,8 @@ class CExtensionBuildHook(BuildHookInterface):
         extension = Extension(
             EXTENSION,
             sources=sources,
-            include_dirs=[str(root / "csrc")],
+            # the public plug-in header (include/ember_frame_hook.h) ships in the wheel
+            include_dirs=[str(root / "csrc"), str(root / "src" / "ember_frame_hook" / "include")],
             extra_compile_args=[
                 "-O2",
                 "-std=c11",

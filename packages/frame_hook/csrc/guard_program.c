@@ -19,6 +19,7 @@
  * comparisons (`t.dtype is D`, `t.shape == (2, 3)`) that the tracer emits.
  */
 #include "ember.h"
+#include "ember_frame_hook.h"
 #include <math.h>
 
 typedef enum {
@@ -66,13 +67,8 @@ static const char *const op_names[OP_COUNT] = {
     "CHECK_FLOAT",
 };
 
-/* CHECK_NATIVE's plug-in: a PyCapsule named EMBER_NATIVE_CHECK holding a function
- * `int check(PyObject *value, PyObject *data)` that answers 1 (passes), 0 (fails) or
- * -1 with an exception set, exactly as the Python checks it stands for would. It
- * lets a package that knows a type's C layout (the tracer's tensor check, built
- * against torch) add checks without this extension knowing the type. */
-#define EMBER_NATIVE_CHECK "ember_frame_hook.native_check"
-typedef int (*ember_native_check)(PyObject *value, PyObject *data);
+/* CHECK_NATIVE's plug-in (a capsule holding an `ember_native_check`) is the public ABI
+ * declared in include/ember_frame_hook.h, which plug-ins compile against. */
 
 /* The registers that hold the frame's namespaces when a program starts. */
 enum { REG_LOCALS = 0, REG_GLOBALS = 1, REG_BUILTINS = 2, REG_FIRST_FREE = 3 };
@@ -814,10 +810,12 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
     case OP_CHECK_NATIVE: {
         PyObject *capsule = PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2
                                 ? PyTuple_GET_ITEM(arg, 0) : NULL;
-        if (capsule == NULL || !PyCapsule_IsValid(capsule, EMBER_NATIVE_CHECK)) {
-            return bad(pc, "CHECK_NATIVE takes (capsule '" EMBER_NATIVE_CHECK "', data)");
+        if (capsule == NULL || !PyCapsule_IsValid(capsule, EMBER_NATIVE_CHECK_CAPSULE)) {
+            return bad(pc,
+                       "CHECK_NATIVE takes (capsule '" EMBER_NATIVE_CHECK_CAPSULE "', data)");
         }
-        in->native = (ember_native_check)PyCapsule_GetPointer(capsule, EMBER_NATIVE_CHECK);
+        in->native =
+            (ember_native_check)PyCapsule_GetPointer(capsule, EMBER_NATIVE_CHECK_CAPSULE);
         in->extra = PyTuple_GET_ITEM(arg, 1);
         break;
     }

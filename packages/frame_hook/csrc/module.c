@@ -1,5 +1,6 @@
 /* The Python-facing functions of ember_frame_hook._C. */
 #include "ember.h"
+#include "ember_frame_hook.h"
 
 PyObject *ember_GuardError = NULL;
 
@@ -137,7 +138,11 @@ PyMODINIT_FUNC PyInit__C(void) {
         PyModule_AddObjectRef(module, "GuardedCode", (PyObject *)&GuardedCode_Type) < 0 ||
         PyModule_AddObjectRef(module, "Frame", (PyObject *)&Frame_Type) < 0 ||
         PyModule_AddObjectRef(module, "CacheView", (PyObject *)&CacheView_Type) < 0 ||
-        PyModule_AddObjectRef(module, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0) {
+        PyModule_AddObjectRef(module, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0 ||
+        PyModule_AddStringConstant(module, "NATIVE_CHECK_CAPSULE",
+                                   EMBER_NATIVE_CHECK_CAPSULE) < 0 ||
+        PyModule_AddIntConstant(module, "NATIVE_ABI_VERSION",
+                                EMBER_FRAME_HOOK_NATIVE_ABI_VERSION) < 0) {
         goto fail;
     }
     return module;

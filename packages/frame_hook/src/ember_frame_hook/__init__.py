@@ -7,15 +7,22 @@ the frame's own (a guard may be a ``GuardProgram``, checks run in C without a Py
 call). On a miss it calls the thread's callback, ``callback(frame, cache)``,
 which returns a ``GuardedCode`` to cache and run, or ``None`` to run the original code.
 
+A package that knows a type's C layout adds its own check to guard programs through the
+``CHECK_NATIVE`` plug-in, whose C interface is the header ``ember_frame_hook.h`` in
+``get_include()``.
+
 This package needs nothing but CPython 3.11 or 3.12; it knows nothing of torch.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ember_frame_hook._C import (
+    NATIVE_ABI_VERSION,
+    NATIVE_CHECK_CAPSULE,
     CacheView,
     Frame,
     GuardedCode,
@@ -39,6 +46,8 @@ if TYPE_CHECKING:
     Callback = Callable[[Frame, CacheView], GuardedCode | None]
 
 __all__ = [
+    "NATIVE_ABI_VERSION",
+    "NATIVE_CHECK_CAPSULE",
     "CacheView",
     "Frame",
     "GuardError",
@@ -48,6 +57,7 @@ __all__ = [
     "eval_frame",
     "get_cache_limit",
     "get_eval_frame",
+    "get_include",
     "is_skipped",
     "reset",
     "reset_stats",
@@ -72,3 +82,9 @@ def eval_frame(setting: Callback | bool | None) -> Iterator[None]:
         yield
     finally:
         set_eval_frame(previous)
+
+
+def get_include() -> str:
+    """The folder holding ``ember_frame_hook.h``, the C header of the ``CHECK_NATIVE``
+    plug-in ABI (for a C/C++ build's include path, as ``numpy.get_include()``)."""
+    return str(Path(__file__).resolve().with_name("include"))

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ember_primops.decompositions import decomposition_table
+
 log = logging.getLogger("ember.decompose_mode")
 
 aten = torch.ops.aten
@@ -105,8 +107,6 @@ class DecomposeMode(TorchDispatchMode):
     ):
         super().__init__()
         if table is None:
-            from ember_primops.decompositions import decomposition_table
-
             table = decomposition_table()
         self.table = table
         self.strict = strict

@@ -29,6 +29,7 @@ from ember_symbolic.guards import (
     render_guard,
     with_properties,
 )
+from ember_symbolic.sym_node import SymNode
 from ember_symbolic.torch_protocol import TorchShapeEnvProtocol
 from ember_symbolic.value_ranges import ValueRange, bound, oo
 
@@ -191,8 +192,6 @@ class ShapeEnv(TorchShapeEnvProtocol):
 
     def unbacked_value(self, pytype: type) -> torch.SymFloat | torch.SymBool:
         """An unbacked float or bool (`item()` of a float or bool tensor)."""
-        from ember_symbolic.sym_node import SymNode
-
         symbol = sympy.Symbol(f"u{next(self._unbacked_ids)}", real=pytype is float)
         self.unbacked.add(symbol)
         self.ranges[symbol] = ValueRange.unknown()
@@ -201,8 +200,6 @@ class ShapeEnv(TorchShapeEnvProtocol):
 
     def symint(self, expr: sympy.Expr | int) -> int | torch.SymInt:
         """A SymInt over `expr` in this env (a plain int if `expr` is a number)."""
-        from ember_symbolic.sym_node import SymNode
-
         expr = sympy.sympify(expr)
         return int(expr) if expr.is_Integer else torch.SymInt(SymNode(expr, self, int))
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 
-from ember_symbolic import layout
+import ember_symbolic.layout as layout
 
 if TYPE_CHECKING:
     from ember_symbolic.shape_env import ShapeEnv

@@ -4,6 +4,8 @@ The tracer records a `Guard(source, kind, expected)` for every value it read fro
 frame (tensors, constants, types, identities, lengths, dict keys, module flags);
 `compile_guards` turns a frame's guards into a `CompiledGuard` whose `check(f_locals)`
 is what `ember_frame_hook.GuardedCode` calls on every call of the compiled function.
+`describe_guard`/`explain_failure`/`summarize` give the human text of a guard, of why it
+failed, and of a live value (for logs, recompile messages and the compile report).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ember_bytecode_tracer.guards.compile import (
     compile_guards,
     compile_source_loader,
 )
+from ember_bytecode_tracer.guards.describe import describe_guard, explain_failure, summarize
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import (
     TORCH_STATE,
@@ -50,5 +53,8 @@ __all__ = [
     "TypeSource",
     "compile_guards",
     "compile_source_loader",
+    "describe_guard",
     "dict_item_source",
+    "explain_failure",
+    "summarize",
 ]

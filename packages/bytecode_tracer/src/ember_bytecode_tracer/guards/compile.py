@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 
-from ember_bytecode_tracer.guards import checks, module_paths, native
+import ember_bytecode_tracer.guards.checks as checks
+import ember_bytecode_tracer.guards.module_paths as module_paths
+import ember_bytecode_tracer.guards.native as native
 from ember_bytecode_tracer.guards.describe import explain_failure, summarize
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.plan import implied_type, plan
@@ -36,6 +38,7 @@ from ember_bytecode_tracer.guards.sources import (
     TypeSource,
     builtins_of,
 )
+from ember_frame_hook import get_eval_frame
 
 GuardFn = Callable[[dict[str, Any]], bool]
 
@@ -164,7 +167,6 @@ def compile_guards(
 
 def _python_form(owner: Any, check: GuardFn, extra: GuardFn | None) -> GuardFn:
     """What a native program with this owner and extra computes, in plain Python."""
-    from ember_frame_hook import get_eval_frame
 
     def guard(f_locals: dict[str, Any]) -> bool:
         setting = get_eval_frame()

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ember_bytecode_tracer.guards.constants import strict_equal
-from ember_bytecode_tracer.guards.guard import Guard, GuardKind
+from ember_bytecode_tracer.guards.guard import DESCRIBERS, Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import Scope, Source
 from ember_bytecode_tracer.guards.tensor_spec import describe_tensor, type_name
 
@@ -75,7 +75,11 @@ _DESCRIBE: dict[GuardKind, Callable[[Guard], str]] = {
 }
 
 
+DESCRIBERS.update(_DESCRIBE)  # what Guard.describe() reads
+
+
 def describe_guard(guard: Guard) -> str:
+    """Human text for the fact `guard` states (what `Guard.describe()` returns)."""
     return _DESCRIBE[guard.kind](guard)
 
 

@@ -191,10 +191,14 @@ class Guard:
 
     def describe(self) -> str:
         """Human text for the fact, e.g. "L['x'] is a tensor float32[2, 3] ... cpu ..."."""
-        from ember_bytecode_tracer.guards.describe import describe_guard
-
-        return describe_guard(self)
+        return DESCRIBERS[self.kind](self)
 
     def __str__(self) -> str:
         where = f"  # {self.user_location}" if self.user_location else ""
         return f"{self.describe()}{where}"
+
+
+#: GuardKind -> the human text of a guard of that kind. Filled by guards/describe.py, which
+#: the package imports, so the wording lives beside the failure explanations and this
+#: module does not import it back.
+DESCRIBERS: dict[GuardKind, Callable[[Guard], str]] = {}

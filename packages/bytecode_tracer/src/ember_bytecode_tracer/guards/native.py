@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
+import ember_bytecode_tracer.guards.native_tensor as native_tensor
 import ember_frame_hook as fh
-from ember_bytecode_tracer.guards import native_tensor
 from ember_bytecode_tracer.guards.checks import (
     _SINGLETON_TYPES,
     MODULE_STORAGE,

@@ -5,8 +5,10 @@ Without it a native guard reads a tensor's metadata through five attribute gette
 compiled against the installed torch with torch.utils.cpp_extension, which takes a minute,
 so it is never built behind the user's back: `build()` (or
 `python -m ember_bytecode_tracer.guards.native_tensor`) compiles it into a cache folder
-keyed by the torch version, Python and the source, and every later process loads it from
-there at once. `EMBER_NATIVE_TENSOR_GUARDS=0` leaves it unused.
+keyed by the torch version, Python, the source and the plug-in header, and every later
+process loads it from there at once. `EMBER_NATIVE_TENSOR_GUARDS=0` leaves it unused.
+The plug-in ABI (capsule name, check signature) comes from the frame hook's public header
+`ember_frame_hook.h` (in `ember_frame_hook.get_include()`), not from a copy here.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from typing import Any
 
 import torch
 
+import ember_frame_hook as fh
 from ember_bytecode_tracer.guards.checks import _contiguity_decides_strides
 from ember_bytecode_tracer.guards.tensor_spec import DYNAMIC_MIN_SIZE, TensorSpec
 
 _SOURCE = Path(__file__).with_name("tensor_check.cpp")
+_HEADER = Path(fh.get_include(), "ember_frame_hook.h")  # the CHECK_NATIVE plug-in ABI
 _NAME = "ember_tensor_check"
 _EXACT_TYPES = (torch.Tensor, torch.nn.Parameter)  # classes whose getters it reproduces
 _loaded: dict[str, Any] = {}
@@ -32,8 +36,9 @@ log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
-    """Where the build lives: one folder per torch version, Python and source text."""
-    key = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:16]
+    """Where the build lives: one folder per torch version, Python, source text and the
+    frame hook's plug-in header."""
+    key = hashlib.sha256(_SOURCE.read_bytes() + _HEADER.read_bytes()).hexdigest()[:16]
     tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{key}"
     root = os.environ.get("EMBER_CACHE_DIR") or os.path.join(Path.home(), ".cache", "ember")
     return Path(root, "tensor_check", tag.replace("+", "_"))
@@ -65,6 +70,7 @@ def build(verbose: bool = False) -> Any:
         cpp_sources=[_SOURCE.read_text()],
         functions=["capsule"],
         extra_cflags=["-O2"],
+        extra_include_paths=[fh.get_include()],
         build_directory=str(folder),
         verbose=verbose,
     )

@@ -20,6 +20,10 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
 
+// The CHECK_NATIVE plug-in ABI (capsule name, check signature), from
+// ember_frame_hook.get_include().
+#include <ember_frame_hook.h>
+
 namespace {
 
 struct Spec {
@@ -178,8 +182,7 @@ int tensor_check(PyObject *value, PyObject *data) {
 
 // The capsule GuardProgram's CHECK_NATIVE takes.
 pybind11::object capsule() {
-  PyObject *c = PyCapsule_New(reinterpret_cast<void *>(&tensor_check),
-                              "ember_frame_hook.native_check", nullptr);
+  PyObject *c = ember_native_check_capsule(&tensor_check);
   if (c == nullptr) throw pybind11::error_already_set();
   return pybind11::reinterpret_steal<pybind11::object>(c);
 }

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions.type_promotion import Number, as_tensor, convert
 
 aten = torch.ops.aten

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._registry import register_decomposition
 
 aten = torch.ops.aten

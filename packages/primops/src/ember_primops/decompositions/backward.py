@@ -7,9 +7,10 @@ import math
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import canonical_dim, expand_to, scalar
 from ember_primops.decompositions._registry import register_decomposition
+from ember_primops.decompositions.nn_pooling import window_mask
 from ember_primops.decompositions.type_promotion import computation_dtype, convert
 
 aten = torch.ops.aten
@@ -439,15 +440,13 @@ def nll_loss_backward(grad_output, a, target, weight, reduction, ignore_index, t
 
 
 def _adaptive_avg_backward(grad_output, a, n):
-    from ember_primops.decompositions.nn_pooling import _window_mask
-
     compute = computation_dtype(a.dtype)
     g = convert(grad_output, compute)
     spatial = a.dim() - n
     for i in range(n):
         d = spatial + i
         out, length = g.shape[d], a.shape[d]
-        weights = convert(_window_mask(length, out, a.device), compute)
+        weights = convert(window_mask(length, out, a.device), compute)
         weights = prims.div(weights, prims.expand_dims(prims.sum(weights, [1]), [1]))
         order = [j for j in range(g.dim()) if j != d] + [d]
         moved = prims.permute(g, order)  # [..., out]

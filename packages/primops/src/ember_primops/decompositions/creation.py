@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import contiguous_strides, expand_to
 from ember_primops.decompositions._registry import register_decomposition
 from ember_primops.decompositions.type_promotion import _number_dtype, convert

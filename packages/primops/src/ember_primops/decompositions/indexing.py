@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import broadcast_shapes, canonical_dim, expand_to, scalar
 from ember_primops.decompositions._registry import register_decomposition
-from ember_primops.decompositions.type_promotion import convert
+from ember_primops.decompositions.type_promotion import as_tensor, convert, result_type
 
 aten = torch.ops.aten
 
@@ -249,8 +249,6 @@ def unsafe_masked_index_put_accumulate(a, mask, indices, values):
 
 @register_decomposition(aten.isin.Tensor_Tensor, aten.isin.Tensor_Scalar, aten.isin.Scalar_Tensor)
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
-    from ember_primops.decompositions.type_promotion import as_tensor, result_type
-
     dtype = result_type(elements, test_elements)
     like = elements if isinstance(elements, torch.Tensor) else test_elements
     e = as_tensor(elements, dtype, like.device)

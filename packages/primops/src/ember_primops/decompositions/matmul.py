@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import expand_to, scalar
 from ember_primops.decompositions._registry import register_decomposition
 from ember_primops.decompositions.type_promotion import as_tensor, convert

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import scalar
 from ember_primops.decompositions._registry import register_decomposition
 from ember_primops.decompositions.type_promotion import computation_dtype, convert
@@ -203,7 +203,7 @@ def _adaptive_bounds(length, out):
     return starts, ends
 
 
-def _window_mask(length, out, device):
+def window_mask(length, out, device):
     """bool [out, length]: element l is in adaptive window o."""
     starts, ends = _adaptive_bounds(length, out)
     pos = prims.broadcast_in_dim(
@@ -226,7 +226,7 @@ def _adaptive_avg(a, output_size, n):
     for i, out in enumerate(output_size):
         d = spatial + i
         length = x.shape[d]
-        weights = convert(_window_mask(length, out, a.device), compute)
+        weights = convert(window_mask(length, out, a.device), compute)
         weights = prims.div(weights, prims.expand_dims(prims.sum(weights, [1]), [1]))
         # move d last, contract with weights [out, length] -> [..., out], move back
         order = [j for j in range(x.dim()) if j != d] + [d]
@@ -257,7 +257,7 @@ def _adaptive_max(a, output_size, n):
     # Joint windows as a mask over the flattened spatial plane: [o_1..o_n, prod(sizes)].
     mask = None
     for i, out in enumerate(output_size):
-        m = _window_mask(sizes[i], out, a.device)  # [out, L_i]
+        m = window_mask(sizes[i], out, a.device)  # [out, L_i]
         shape = list(output_size) + sizes
         dims = [i, n + i]
         m = prims.broadcast_in_dim(m, shape, dims)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import scalar
 from ember_primops.decompositions._registry import register_decomposition
 from ember_primops.decompositions.type_promotion import (

@@ -6,9 +6,10 @@ import math
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import keep_dims, reduction_dims, scalar
 from ember_primops.decompositions._registry import register_decomposition
+from ember_primops.decompositions.pointwise import operands
 from ember_primops.decompositions.type_promotion import computation_dtype, convert, is_integral
 
 aten = torch.ops.aten
@@ -311,8 +312,6 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 @register_decomposition(aten.dist.default)
 def dist(a, b, p=2):
-    from ember_primops.decompositions.pointwise import operands
-
     (x, y), result = operands(a, b)
     return convert(vector_norm(prims.sub(x, y), p), result)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import canonical_dim, scalar
 from ember_primops.decompositions._registry import register_decomposition
 from ember_primops.decompositions.type_promotion import convert, result_type

@@ -10,7 +10,7 @@ import enum
 
 import torch
 
-from ember_primops import prims
+from ember_primops._namespace import prims
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 
