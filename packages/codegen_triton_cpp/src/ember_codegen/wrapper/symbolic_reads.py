@@ -39,7 +39,8 @@ class SymbolicReads:
             super()._unpack_inputs()  # type: ignore[misc]
             return
         picked = ", ".join(f"args[{p}]" for p in positions)
-        self.w.line(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = {picked}")
+        # one input: `a = args[1]` (`a, = args[1]` would iterate the tensor itself)
+        self.w.line(f"{', '.join(inputs)} = {picked}")
 
     def _prologue(self) -> list[str]:
         taken = {*self.sched.buffers, *self.sched.constants, "args", "_r"}
