@@ -23,7 +23,8 @@ import ember_symbolic as es
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
 if TYPE_CHECKING:
@@ -120,7 +121,6 @@ class OutputGraph:
         self, source: Source, value: torch.Tensor
     ) -> tuple[torch.fx.Node, torch.Tensor]:
         """The placeholder for the real tensor `value` found at `source` (deduplicated)."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind
 
         known = self._input_by_source.get(source)
         if known is not None:
@@ -245,7 +245,6 @@ class OutputGraph:
         self, outputs: list[torch.fx.Node], backend: Callable, *, location: str
     ) -> CompiledSubgraph:
         """Finishes the graph with `outputs`, calls the backend, installs the result."""
-        from ember_bytecode_tracer.exc import BackendCompilerFailed
 
         self.entry_autocast.wrap_graph(self.graph)
         self.graph.output(tuple(outputs))

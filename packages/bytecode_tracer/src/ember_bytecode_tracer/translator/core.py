@@ -18,7 +18,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import ember_symbolic as es
+from ember_bytecode_tracer.bytecode import decode
 from ember_bytecode_tracer.exc import TracedException, TracerError, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.translator.registry import lookup
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -240,7 +242,6 @@ class InstructionTranslator:
 
     def load_closure_cell(self, name: str) -> VariableTracker:
         """The contents of a real closure cell of the function being inlined."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
         cell = self.closure_cells[name]
@@ -268,7 +269,6 @@ class InstructionTranslator:
 
     # ---- helpers used by handlers ------------------------------------------------
     def load_global(self, name: str) -> VariableTracker:
-        from ember_bytecode_tracer.guards import GlobalSource, ItemSource
         from ember_bytecode_tracer.variables.builder import wrap_builtin, wrap_value
 
         if name in self.f_globals:
@@ -278,8 +278,6 @@ class InstructionTranslator:
                 source = ItemSource(self.globals_source, name)
             return wrap_value(self, self.f_globals[name], source)
         if name in self.f_builtins:
-            from ember_bytecode_tracer.guards import Guard, GuardKind
-
             # Defining a global of that name later would shadow the builtin: guard it.
             if self.globals_source is None:
                 self.output.add_guard(
@@ -344,7 +342,6 @@ class InliningTranslator(InstructionTranslator):
         closure_vars: dict[str, VariableTracker] | None,
     ) -> InliningTranslator:
         """The translator of a call of `fn` with its arguments bound, not run yet."""
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.functions import bind_arguments
 
         bound = bind_arguments(parent, fn, fn_source, args, kwargs)
@@ -390,7 +387,6 @@ class InliningTranslator(InstructionTranslator):
 
     @classmethod
     def _make(cls, parent, code, f_globals, bound, globals_source) -> InliningTranslator:
-        from ember_bytecode_tracer.bytecode import decode
 
         if code.co_flags & inspect_flags.CO_COROUTINE:
             raise Unsupported(f"inlining coroutine {code.co_qualname}")
@@ -442,7 +438,6 @@ class TracedGenerator:
 
 def _module_globals_source(fn: Any) -> Source:
     """G of another module, reached through sys.modules (guarded by identity)."""
-    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 
     module_name = fn.__globals__.get("__name__")
     module = sys.modules.get(module_name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, TypeSource
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.object_identity import canonical_source
 from ember_bytecode_tracer.variables.objects import PythonModuleVariable, UserDefinedObjectVariable
@@ -41,7 +42,6 @@ def store_attribute(
     if isinstance(obj, UserDefinedObjectVariable):
         hook = _setattr_hook(obj)
         if hook is not None:  # a Python __setattr__ (aliases, validation): run it
-            from ember_bytecode_tracer.guards import AttrSource, TypeSource
             from ember_bytecode_tracer.variables.constant import ConstantVariable
 
             fn_source = AttrSource(TypeSource(obj.source), "__setattr__")

@@ -18,6 +18,7 @@ import torch
 from torch.amp import autocast_mode
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind, TorchStateSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -105,7 +106,6 @@ class AutocastState:
     def guards(self) -> list:
         """What a trace depends on: whether any autocast is on (one cheap check), and when
         one is, each device's flag and dtype (ops were traced producing those dtypes)."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind, TorchStateSource
 
         enabled = any(flag for _, flag, _ in self.flags)
         out = [Guard(TorchStateSource("any_autocast"), GuardKind.EQUALS_MATCH, enabled)]

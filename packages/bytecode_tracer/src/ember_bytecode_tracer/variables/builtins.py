@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -264,8 +265,6 @@ def _getattr(tx, args, kwargs):
 def _guard_absent(tx, obj: VariableTracker, name: str) -> None:
     """The trace took the missing-attribute path: setting it later must retrace."""
     if obj.source is not None and not isinstance(obj, ConstantVariable):
-        from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind
-
         source = AttrSource(obj.source, name)
         tx.output.add_guard(Guard(source, GuardKind.ABSENT, user_location=tx.location()))
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable, wrap_graph_value
@@ -74,7 +75,6 @@ def _process_group(tx: InstructionTranslator, group: VariableTracker) -> Any:
     """The ProcessGroup a collective runs over (None: the default one), guarded by identity."""
     import torch.distributed as dist
 
-    from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
     from ember_bytecode_tracer.variables.builder import guard
 
     if not (group.is_python_constant() and group.as_python_constant() is None):
@@ -96,7 +96,6 @@ def _process_group(tx: InstructionTranslator, group: VariableTracker) -> Any:
 
 
 def _reduce_op(tx: InstructionTranslator, op: VariableTracker) -> str:
-    from ember_bytecode_tracer.guards import GuardKind
     from ember_bytecode_tracer.variables.builder import guard
 
     value = _value(op)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
@@ -30,7 +31,6 @@ class EnvironVariable(UserDefinedObjectVariable):
     def call_method(self, tx, name, args, kwargs):
         if name not in _LOOKUPS or kwargs or not args or not args[0].is_python_constant():
             return super().call_method(tx, name, args, kwargs)
-        from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
 
         key = args[0].as_python_constant()
         if not isinstance(key, str):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -81,7 +82,6 @@ def bind_arguments(
     args: list[VariableTracker],
     kwargs: dict[str, VariableTracker],
 ) -> dict[str, VariableTracker]:
-    from ember_bytecode_tracer.guards import AttrSource, ItemSource
     from ember_bytecode_tracer.variables.builder import wrap_value
 
     defaults = []
@@ -127,7 +127,6 @@ class UserFunctionVariable(VariableTracker):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
         if self.source is not None and hasattr(self.fn, name):
-            from ember_bytecode_tracer.guards import AttrSource
             from ember_bytecode_tracer.variables.builder import wrap_value
 
             return wrap_value(tx, getattr(self.fn, name), AttrSource(self.source, name))

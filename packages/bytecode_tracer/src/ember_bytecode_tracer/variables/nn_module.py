@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import GuardKind
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -48,7 +48,6 @@ class NNModuleVariable(VariableTracker):
         return self.module
 
     def _child(self, tx, name: str, value: Any) -> VariableTracker:
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
         if self.source is None:
@@ -101,7 +100,6 @@ class NNModuleVariable(VariableTracker):
 
     def _guard_no_hooks(self, tx) -> None:
         """Hooks registered later must not be skipped by code traced without them."""
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import guard
 
         for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
@@ -136,7 +134,6 @@ class NNModuleVariable(VariableTracker):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        from ember_bytecode_tracer.guards import ItemSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
         key = index.as_python_constant()
@@ -151,7 +148,6 @@ class NNModuleVariable(VariableTracker):
 
     def _guard_children(self, tx) -> None:
         """The trace depends on which children a container module has."""
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import guard
 
         children = self.module._modules
@@ -173,7 +169,6 @@ class NNModuleVariable(VariableTracker):
         raise Unsupported(f"iterating over {type(module).__name__}")
 
     def _listing(self, tx, name, args, kwargs) -> VariableTracker:
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
         if args or kwargs:
@@ -200,7 +195,6 @@ _LISTINGS = ("parameters", "named_parameters", "buffers", "named_buffers", "chil
 
 def _class_attr_source(source: Source, name: str) -> Source:
     """type(obj).name: how generated guards reach a method (and its __globals__)."""
-    from ember_bytecode_tracer.guards import AttrSource, TypeSource
 
     return AttrSource(TypeSource(source), name)
 

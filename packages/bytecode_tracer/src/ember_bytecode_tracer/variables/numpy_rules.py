@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.numpy_arrays import (
@@ -789,8 +790,6 @@ def numpy_tracker(tx: InstructionTranslator, value: Any, source: Source | None):
     if not known and not isinstance(value, np.ufunc | _DISPATCHER):
         return None
     if source is not None:
-        from ember_bytecode_tracer.guards import Guard, GuardKind
-
         tx.output.add_guard(Guard(source, GuardKind.ID_MATCH, value, user_location=tx.location()))
     return NumpyFunctionVariable(value, source=source)
 

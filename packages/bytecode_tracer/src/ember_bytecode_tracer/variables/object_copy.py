@@ -25,6 +25,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
@@ -144,7 +145,6 @@ class _Copier:
     def guard_distinct_parts(self) -> None:
         """Mutable parts distinct when traced stay distinct (two copies, as deepcopy makes
         of two objects); parts reached twice are one object by the wrapping's own guards."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind
 
         sources = list(self.mutable_parts.values())
         if len(sources) > 1:
@@ -198,7 +198,6 @@ class _Copier:
             raise Unsupported(f"copying a {cls.__qualname__} in the trace ({refusal})")
 
     def _copy_object(self, value: UserDefinedObjectVariable) -> VariableTracker:
-        from ember_bytecode_tracer.guards import AttrSource, TypeSource
         from ember_bytecode_tracer.variables.builder import wrap_value
         from ember_bytecode_tracer.variables.object_identity import canonical_source
 

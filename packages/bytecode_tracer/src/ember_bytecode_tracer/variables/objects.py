@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    GenericAttrSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    TypeSource,
+)
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
@@ -32,7 +40,6 @@ class PythonModuleVariable(VariableTracker):
         return self.module
 
     def var_getattr(self, tx, name):
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
         if not hasattr(self.module, name):
@@ -60,7 +67,6 @@ class TypeVariable(VariableTracker):
         return self.cls
 
     def var_getattr(self, tx, name):
-        from ember_bytecode_tracer.guards import AttrSource
         from ember_bytecode_tracer.variables.builder import wrap_value
 
         attribute = inspect.getattr_static(self.cls, name, None)
@@ -179,15 +185,12 @@ class UserDefinedObjectVariable(VariableTracker):
         if inspect.isfunction(hook) and self.source is not None:
             # A Python __getattribute__ (transformers' configs map attribute aliases): run
             # it; its super().__getattribute__ comes back to generic_getattr.
-            from ember_bytecode_tracer.guards import AttrSource, TypeSource
-
             fn_source = AttrSource(TypeSource(self.source), "__getattribute__")
             return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
         return self.generic_getattr(tx, name)
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__: instance dict, then the class (descriptors first)."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource
         from ember_bytecode_tracer.variables.builder import wrap_value
         from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 
@@ -217,8 +220,6 @@ class UserDefinedObjectVariable(VariableTracker):
         if is_logging_call(value, name):
             return LoggingCallVariable(self, name)
         if inspect.isfunction(attribute):
-            from ember_bytecode_tracer.guards import TypeSource
-
             fn_source = AttrSource(TypeSource(self.source), name)
             return UserMethodVariable(attribute, self, fn_source=fn_source)
         if hasattr(type(value), "__getattr__"):
@@ -226,8 +227,6 @@ class UserDefinedObjectVariable(VariableTracker):
         if _python_getattribute(type(value)):
             # Reached through the hook's super(): the guard reads what was read here,
             # object's own lookup, without running the hook on every guard call.
-            from ember_bytecode_tracer.guards import GenericAttrSource
-
             found = object.__getattribute__(value, name)
             return wrap_value(tx, found, GenericAttrSource(self.source, name))
         elif type(type(value).__getattribute__) is not type(object.__getattribute__):
@@ -247,14 +246,6 @@ class UserDefinedObjectVariable(VariableTracker):
         the instance dict, not on the class or its bases, and the class has no __getattr__
         to fall back to. The guard `not hasattr(obj, name)` would run the hook on every
         guard call (~1.5 us each)."""
-        from ember_bytecode_tracer.guards import (
-            AttrSource,
-            GenericAttrSource,
-            Guard,
-            GuardKind,
-            ItemSource,
-            TypeSource,
-        )
 
         cls = type(self.value)
         if (
@@ -281,7 +272,6 @@ class UserDefinedObjectVariable(VariableTracker):
         entry is read from the dict instead (`object.__getattribute__(obj, '__dict__')`, as
         generic_getattr read it), which is what the program read, as long as no data
         descriptor of the type shadows it and the type's `__dict__` is the plain one."""
-        from ember_bytecode_tracer.guards import AttrSource, GenericAttrSource, ItemSource
 
         cls = type(self.value)
         if not _python_getattribute(cls):
@@ -303,7 +293,6 @@ class UserDefinedObjectVariable(VariableTracker):
         """The entries of a dict subclass instance, as dict's own methods see them: guarded
         by its keys and each value, read through dict's lookup (refused when the subclass
         overrides what the guards would read through)."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
         from ember_bytecode_tracer.variables.builder import wrap_value
         from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 
@@ -327,8 +316,6 @@ class UserDefinedObjectVariable(VariableTracker):
         # Dunder methods (obj[k], len(obj)...) dispatch on the type: inline Python ones.
         attribute = inspect.getattr_static(type(self.value), name, None)
         if inspect.isfunction(attribute) and self.source is not None:
-            from ember_bytecode_tracer.guards import AttrSource, TypeSource
-
             fn_source = AttrSource(TypeSource(self.source), name)
             return tx.inline_call(attribute, fn_source, [self, *args], kwargs)
         if name.startswith("__") and name.endswith("__"):

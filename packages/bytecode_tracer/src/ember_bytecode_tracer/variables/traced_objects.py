@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
@@ -125,7 +126,6 @@ class TracedObjectVariable(VariableTracker):
     def _non_data_descriptor(self, tx, name: str, attribute: Any, getter: Any) -> VariableTracker:
         """A Python non-data descriptor (torch.distributions' lazy_property): its __get__,
         inlined with the object (the table was checked first, as the instance dict is)."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource, TypeSource
         from ember_bytecode_tracer.variables.builder import wrap_value
         from ember_bytecode_tracer.variables.objects import TypeVariable
 
@@ -144,7 +144,6 @@ class TracedObjectVariable(VariableTracker):
         return UserMethodVariable(fn, self, fn_source=self._attr_source(name))
 
     def _attr_source(self, name: str) -> Source | None:
-        from ember_bytecode_tracer.guards import AttrSource
 
         return AttrSource(self.cls_source, name) if self.cls_source is not None else None
 
@@ -216,7 +215,6 @@ def _run_generator(tx, fn: Any, fn_source, args: list[VariableTracker]) -> list[
 
 def _class_source(cls: type) -> Source | None:
     """Where a top-level class lives, for classes reached without a source (`type(x)`)."""
-    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 
     module = sys.modules.get(cls.__module__)
     if module is None or getattr(module, cls.__qualname__, None) is not cls:

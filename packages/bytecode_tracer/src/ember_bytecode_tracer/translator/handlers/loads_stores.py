@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.attributes import load_attribute, store_attribute
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -158,7 +159,6 @@ def import_name(tx, inst):
     # Only imports of modules already loaded: importing those has no effect to replay.
     import sys
 
-    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
     from ember_bytecode_tracer.variables.builder import wrap_value
 
     fromlist = tx.pop().as_python_constant()

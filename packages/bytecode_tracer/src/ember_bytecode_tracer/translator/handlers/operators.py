@@ -7,6 +7,7 @@ import operator
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.translator.core import BINARY_OPS
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables import numpy_rules
@@ -159,7 +160,6 @@ def is_op(tx, inst):
 def _sourced_identity(tx, left, right) -> bool | None:
     """`a is b` for two objects read from the frame (a dataclass field's `_field_type is
     _FIELD` sentinel test): answered now, guarded as aliasing or distinct."""
-    from ember_bytecode_tracer.guards import Guard, GuardKind
 
     values = [getattr(v, "value", getattr(v, "module", None)) for v in (left, right)]
     if left.source is None or right.source is None or any(v is None for v in values):
