@@ -11,6 +11,7 @@ import os
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
@@ -54,3 +55,14 @@ class EnvironVariable(UserDefinedObjectVariable):
 
     def __repr__(self) -> str:
         return "EnvironVariable()"
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_sourced_environ(tx, value: object, source) -> bool:
+    return source is not None and is_environ(value)
+
+
+@wrap_rule("environ", when=_is_sourced_environ)
+def _wrap_environ(tx, value: object, source) -> EnvironVariable:
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    return EnvironVariable(value, source=source)
