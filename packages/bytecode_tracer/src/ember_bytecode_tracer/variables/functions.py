@@ -218,14 +218,22 @@ def is_user_function(value: Any) -> bool:
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
-@wrap_rule("user_function", when=lambda tx, value, source: inspect.isfunction(value))
+def _is_function(tx: Translator, value: Any, source: Source | None) -> bool:
+    return inspect.isfunction(value)
+
+
+def _is_method(tx: Translator, value: Any, source: Source | None) -> bool:
+    return inspect.ismethod(value)
+
+
+@wrap_rule("user_function", when=_is_function)
 def _wrap_function(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return UserFunctionVariable(value, source=source)
 
 
-@wrap_rule("method", when=lambda tx, value, source: inspect.ismethod(value))
+@wrap_rule("method", when=_is_method)
 def _wrap_method(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     owner_source = AttrSource(source, "__self__") if source is not None else None
     owner = tx.wrap(value.__self__, owner_source)
