@@ -23,7 +23,12 @@ import numpy as np
 import torch
 
 import ember_frame_hook as fh
-from ember_bytecode_tracer import codegen
+from ember_bytecode_tracer import (
+    codegen,
+    recipe_rules,  # noqa: F401  (fills reconstruct's table)
+)
+from ember_bytecode_tracer.autocast_state import ENTER as AUTOCAST_ENTER
+from ember_bytecode_tracer.autocast_state import AutocastState
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
 from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
@@ -41,11 +46,7 @@ from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
-from ember_bytecode_tracer.variables.autocast_context import ENTER as AUTOCAST_ENTER
-from ember_bytecode_tracer.variables.autocast_context import (
-    AutocastState,
-    close_trace_time_autocasts,
-)
+from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal

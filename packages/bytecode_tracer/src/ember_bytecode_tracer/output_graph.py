@@ -20,10 +20,12 @@ from torch.utils._pytree import tree_map
 
 import ember_frame_hook as fh
 import ember_symbolic as es
+from ember_bytecode_tracer.autocast_state import AutocastState
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
 if TYPE_CHECKING:
@@ -88,8 +90,6 @@ class OutputGraph:
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
         # Grad mode when the frame started (made before the trace switches it): guarded.
         self.entry_grad_mode = torch.is_grad_enabled()
-        from ember_bytecode_tracer.variables.autocast_context import AutocastState
-
         self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
@@ -111,6 +111,16 @@ class OutputGraph:
         tx = self.where_tx
         return tx.location() if tx is not None else ""
 
+    def effects_snapshot(self) -> tuple[int, ...]:
+        """Counts that change when the trace adds graph ops or Python side effects."""
+        effects = self.side_effects
+        return (
+            len(self.graph.nodes),
+            len(effects.containers),
+            len(effects.attributes),
+            len(effects.global_writes),
+        )
+
     # ---- guards ------------------------------------------------------------------
     def add_guard(self, guard: Guard) -> None:
         self.guards.append(guard)
@@ -120,7 +130,6 @@ class OutputGraph:
         self, source: Source, value: torch.Tensor
     ) -> tuple[torch.fx.Node, torch.Tensor]:
         """The placeholder for the real tensor `value` found at `source` (deduplicated)."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind
 
         known = self._input_by_source.get(source)
         if known is not None:
@@ -245,7 +254,6 @@ class OutputGraph:
         self, outputs: list[torch.fx.Node], backend: Callable, *, location: str
     ) -> CompiledSubgraph:
         """Finishes the graph with `outputs`, calls the backend, installs the result."""
-        from ember_bytecode_tracer.exc import BackendCompilerFailed
 
         self.entry_autocast.wrap_graph(self.graph)
         self.graph.output(tuple(outputs))

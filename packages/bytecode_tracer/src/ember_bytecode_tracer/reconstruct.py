@@ -21,15 +21,7 @@ import torch.fx
 
 import ember_frame_hook as fh
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
-from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
-from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable, array_recipe
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
-from ember_bytecode_tracer.variables.tensor import TensorVariable
-from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -42,31 +34,54 @@ Write = Callable[[tuple, dict, dict], Callable[[], None]]
 # in the trace, rebuilt once per call.
 REBUILT_OBJECTS = "<rebuilt objects>"
 
+# How each kind of tracker is rebuilt, keyed by tracker class (the closest class in the
+# tracker's MRO wins); filled by recipe_rules.py. A tracker with no rule is loaded through
+# its source, or baked in as a constant.
+RecipeRule = Callable[["RecipeBuilder", Any], Recipe]
+RECIPES: dict[type, RecipeRule] = {}
+
+
+def recipe_for(*classes: type) -> Callable[[RecipeRule], RecipeRule]:
+    """Registers the decorated `(builder, tracker) -> Recipe` for trackers of `classes`."""
+
+    def register(fn: RecipeRule) -> RecipeRule:
+        for cls in classes:
+            if cls in RECIPES:
+                raise ValueError(f"two recipe rules for {cls.__name__}")
+            RECIPES[cls] = fn
+        return fn
+
+    return register
+
+
+def recipe_rule(cls: type) -> RecipeRule | None:
+    return next((RECIPES[k] for k in cls.__mro__ if k in RECIPES), None)
+
 
 def source_loader(source: Source) -> Callable[[dict, dict], Any]:
     """A compiled `lambda L, G: <source expression>`."""
     return eval(compile(f"lambda L, G: {source.expr()}", f"<ember source {source.expr()}>", "eval"))
 
 
-def _load_recipe(source: Source) -> Recipe:
+def load_recipe(source: Source) -> Recipe:
     load = source_loader(source)
     expr = source.expr()
     return emits(lambda outs, L, G: load(L, G), lambda code: code.temp(expr))
 
 
-def _output_recipe(index: int) -> Recipe:
+def output_recipe(index: int) -> Recipe:
     return emits(lambda outs, L, G: outs[index], lambda code: f"outs[{index}]")
 
 
-def _constant_recipe(constant: Any) -> Recipe:
+def constant_recipe(constant: Any) -> Recipe:
     return emits(lambda outs, L, G: constant, lambda code: code.const(constant))
 
 
-def _items(code: RebuildCode, parts: list[Recipe]) -> str:
+def items_code(code: RebuildCode, parts: list[Recipe]) -> str:
     return "".join(f"{code.value(p)}, " for p in parts)
 
 
-def _entries(code: RebuildCode, parts: dict[Any, Recipe]) -> str:
+def entries_code(code: RebuildCode, parts: dict[Any, Recipe]) -> str:
     return "".join(f"{code.const(k)}: {code.value(p)}, " for k, p in parts.items())
 
 
@@ -97,7 +112,7 @@ class RecipeBuilder:
             self.outputs.append(node)
         return self._index[node]
 
-    def _object_recipe(self, value: TracedObjectVariable) -> Recipe:
+    def object_recipe(self, value: VariableTracker) -> Recipe:
         """An object built in the trace: made once per call (identity and cycles are kept),
         as `cls.__new__(cls)` with its final attributes; its __init__ is not run again."""
         known = self._objects.get(id(value))
@@ -119,7 +134,7 @@ class RecipeBuilder:
                 name = code.objects[key] = code.name("o")
                 kind = code.const(cls)
                 code.line(f"{name} = {kind}.__new__({kind})")
-                code.line(f"{name}.__dict__.update({{{_entries(code, parts)}}})")
+                code.line(f"{name}.__dict__.update({{{entries_code(code, parts)}}})")
             return name
 
         self._objects[key] = emits(build, emit)
@@ -127,7 +142,7 @@ class RecipeBuilder:
         parts = {name: self.recipe(v) for name, v in value.attrs.items()}
         return build
 
-    def _write_once(self, value: VariableTracker, write: Write) -> None:
+    def write_once(self, value: VariableTracker, write: Write) -> None:
         if id(value) not in self._written:
             self._written.add(id(value))
             self._keep.append(value)  # ids stay unique while the recipes are built
@@ -136,107 +151,18 @@ class RecipeBuilder:
     def recipe(self, value: VariableTracker) -> Recipe:
         """A closure rebuilding `value`; most also carry their code form (`emit`, see
         rebuild_codegen.py), which must do the same reads, calls and writes in order."""
-        if isinstance(value, TensorVariable):
-            if value.node.op == "placeholder" and value.source is not None:
-                return _load_recipe(value.source)
-            return _output_recipe(self.output_index(value.node))
-        if isinstance(value, SymNodeVariable):
-            if value.source is not None:
-                return _load_recipe(value.source)
-            node = as_fx_arg(output_of(value), value)  # a size computed in the graph
-            if not isinstance(node, torch.fx.Node):
-                return _constant_recipe(node)
-            return _output_recipe(self.output_index(node))
-        if isinstance(value, SizeVariable) and any(
-            isinstance(item, SymNodeVariable) for item in value.items
-        ):
-            parts = [self.recipe(item) for item in value.items]
-            return emits(
-                lambda outs, L, G: torch.Size(p(outs, L, G) for p in parts),
-                lambda code: code.temp(f"{code.const(torch.Size)}([{_items(code, parts)}])"),
-            )
-        if isinstance(value, SizeVariable):
-            return _constant_recipe(torch.Size(value.as_python_constant()))
-        if isinstance(value, BaseListVariable):
-            parts = [self.recipe(item) for item in value.items]
-            kind = value.python_type()
-            if value.source is not None and id(value) not in self.mutated:
-                return _load_recipe(value.source)
-            if value.source is not None and kind is list:
-                # The same list object the frame had, given its new contents by a write.
-                load, expr = source_loader(value.source), value.source.expr()
-
-                def same_list(outs, L, G):
-                    target, new = load(L, G), [p(outs, L, G) for p in parts]
-                    return lambda: target.__setitem__(slice(None), new)
-
-                def emit_same_list(code: RebuildCode) -> list[str]:
-                    target = code.temp(expr)
-                    new = code.temp(f"[{_items(code, parts)}]")
-                    return [f"{target}[:] = {new}"]
-
-                self._write_once(value, emits_write(same_list, emit_same_list))
-                return _load_recipe(value.source)
-            return emits(
-                lambda outs, L, G: kind(p(outs, L, G) for p in parts),
-                lambda code: code.temp(_sequence(code, kind, parts)),
-            )
-        if isinstance(value, ConstDictVariable):
-            if value.source is not None and id(value) not in self.mutated:
-                return _load_recipe(value.source)
-            parts = {k: self.recipe(v) for k, v in value.items.items()}
-            kind = value.dict_type
-            if value.source is not None:
-                load, expr = source_loader(value.source), value.source.expr()
-
-                def same_dict(outs, L, G):
-                    target = load(L, G)
-                    new = {k: p(outs, L, G) for k, p in parts.items()}
-
-                    def apply() -> None:
-                        target.clear()
-                        target.update(new)
-
-                    return apply
-
-                def emit_same_dict(code: RebuildCode) -> list[str]:
-                    target = code.temp(expr)
-                    new = code.temp(f"{{{_entries(code, parts)}}}")
-                    return [f"{target}.clear()", f"{target}.update({new})"]
-
-                self._write_once(value, emits_write(same_dict, emit_same_dict))
-                return _load_recipe(value.source)
-            return emits(
-                lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
-                lambda code: code.temp(_mapping(code, kind, parts)),
-            )
-        if isinstance(value, ConstructedObjectVariable):
-            return _construct_recipe(
-                value.cls,
-                [self.recipe(a) for a in value.args],
-                {k: self.recipe(v) for k, v in value.kwargs.items()},
-            )
-        if isinstance(value, TracedObjectVariable):
-            return self._object_recipe(value)
-        if isinstance(value, NumpyArrayVariable):
-            return array_recipe(self, value)
-        if isinstance(value, ConstantVariable):
-            constant = value.value
-            if type(constant) is set:  # mutable: a fresh one per call, as eager code makes
-                return emits(
-                    lambda outs, L, G: set(constant),
-                    lambda code: code.temp(f"{code.const(set)}({code.const(constant)})"),
-                )
-            return _constant_recipe(constant)
+        rule = recipe_rule(type(value))
+        if rule is not None:
+            return rule(self, value)
         if value.source is not None:
-            return _load_recipe(value.source)
+            return load_recipe(value.source)
         if value.is_python_constant():
-            return _constant_recipe(value.as_python_constant())
+            return constant_recipe(value.as_python_constant())
         raise Unsupported(f"cannot rebuild {value} after the graph")
 
 
-def _sequence(code: RebuildCode, kind: type, parts: list[Recipe]) -> str:
-    items = _items(code, parts)
+def sequence_code(code: RebuildCode, kind: type, parts: list[Recipe]) -> str:
+    items = items_code(code, parts)
     if kind is list:
         return f"[{items}]"
     if kind is tuple:
@@ -244,12 +170,12 @@ def _sequence(code: RebuildCode, kind: type, parts: list[Recipe]) -> str:
     return f"{code.const(kind)}([{items}])"
 
 
-def _mapping(code: RebuildCode, kind: type, parts: dict[Any, Recipe]) -> str:
+def mapping_code(code: RebuildCode, kind: type, parts: dict[Any, Recipe]) -> str:
     pairs = "".join(f"({code.const(k)}, {code.value(p)}), " for k, p in parts.items())
     return f"{code.const(kind)}([{pairs}])"
 
 
-def _construct_recipe(cls: type, positional: list[Recipe], keywords: dict[str, Recipe]) -> Recipe:
+def construct_recipe(cls: type, positional: list[Recipe], keywords: dict[str, Recipe]) -> Recipe:
     def construct(outs, L, G):
         args = [p(outs, L, G) for p in positional]
         kwargs = {k: p(outs, L, G) for k, p in keywords.items()}
@@ -263,8 +189,8 @@ def _construct_recipe(cls: type, positional: list[Recipe], keywords: dict[str, R
             fh.set_eval_frame(previous)
 
     def emit(code: RebuildCode) -> str:
-        args = code.temp(f"[{_items(code, positional)}]")
-        kwargs = code.temp(f"{{{_entries(code, keywords)}}}")
+        args = code.temp(f"[{items_code(code, positional)}]")
+        kwargs = code.temp(f"{{{entries_code(code, keywords)}}}")
         setting, made = code.const(fh.set_eval_frame), code.name()
         previous = code.temp(f"{setting}(None)")
         code.line(f"try: {made} = {code.const(cls)}(*{args}, **{kwargs})")

@@ -12,12 +12,23 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from . import version
 from .exception_table import RawEntry, encode_exception_table
 from .instruction import ExceptionTableEntry, Instruction
 from .line_table import encode_line_table
 from .operands import MAX_ARG, CodeTables, collect_locals, encode_arg
 from .stack_depth import stack_depth
+from .version import (
+    BACKWARD_JUMPS,
+    EXTENDED_ARG,
+    JUMP_FAMILIES,
+    JUMP_FAMILY_OF,
+    OPMAP,
+    PY_VERSION,
+    REQUIRED_JUMP_TARGET,
+    REQUIRED_NEXT,
+    cache_entries,
+    is_known_opname,
+)
 
 # Fields of CodeType.replace() a caller may override; the rest are computed.
 _OVERRIDABLE = frozenset(
@@ -69,7 +80,7 @@ class _Unit:
 
     @property
     def size(self) -> int:
-        return self.ext + 1 + version.cache_entries(self.op)
+        return self.ext + 1 + cache_entries(self.op)
 
 
 def _ext_needed(arg: int) -> int:
@@ -88,22 +99,20 @@ def _lower(instructions: list[Instruction], tables: CodeTables) -> list[_Unit]:
     first_unit: list[int] = []
     count = 0
     for i, inst in enumerate(instructions):
-        if not version.is_known_opname(inst.opname):
-            raise ValueError(
-                f"{_describe(inst, i)}: unknown opcode name for Python {version.PY_VERSION}"
-            )
+        if not is_known_opname(inst.opname):
+            raise ValueError(f"{_describe(inst, i)}: unknown opcode name for Python {PY_VERSION}")
         opname, lowered = inst.opname, False
-        required_next = version.REQUIRED_NEXT.get(opname)
+        required_next = REQUIRED_NEXT.get(opname)
         if required_next is not None and (
             i + 1 == len(instructions) or instructions[i + 1].opname != required_next
         ):
             raise ValueError(f"{_describe(inst, i)}: must be followed directly by {required_next}")
-        family_name = version.JUMP_FAMILY_OF.get(opname)
+        family_name = JUMP_FAMILY_OF.get(opname)
         if family_name is not None:
             if inst.target is None or id(inst.target) not in index:
                 raise ValueError(f"{_describe(inst, i)}: jump target is not in the list")
-            family = version.JUMP_FAMILIES[family_name]
-            required = version.REQUIRED_JUMP_TARGET.get(family_name)
+            family = JUMP_FAMILIES[family_name]
+            required = REQUIRED_JUMP_TARGET.get(family_name)
             if required is not None and inst.target.opname != required:
                 raise ValueError(f"{_describe(inst, i)}: must jump to {required}")
             if index[id(inst.target)] > i:
@@ -111,11 +120,11 @@ def _lower(instructions: list[Instruction], tables: CodeTables) -> list[_Unit]:
             elif family.backward is not None:
                 opname = family.backward
             elif family.inverse is not None:
-                opname, lowered = version.JUMP_FAMILIES[family.inverse].forward, True
+                opname, lowered = JUMP_FAMILIES[family.inverse].forward, True
             else:
                 raise ValueError(
                     f"{_describe(inst, i)}: {family_name} cannot jump backward on "
-                    f"Python {version.PY_VERSION}"
+                    f"Python {PY_VERSION}"
                 )
         plan.append((opname, lowered))
         first_unit.append(count)
@@ -123,8 +132,8 @@ def _lower(instructions: list[Instruction], tables: CodeTables) -> list[_Unit]:
 
     units: list[_Unit] = []
     for i, (inst, (opname, lowered)) in enumerate(zip(instructions, plan, strict=True)):
-        op = version.OPMAP[opname]
-        if inst.opname not in version.JUMP_FAMILY_OF:
+        op = OPMAP[opname]
+        if inst.opname not in JUMP_FAMILY_OF:
             try:
                 arg = encode_arg(inst, tables)
             except (TypeError, ValueError) as e:
@@ -134,7 +143,7 @@ def _lower(instructions: list[Instruction], tables: CodeTables) -> list[_Unit]:
         assert inst.target is not None
         target = first_unit[index[id(inst.target)]]
         if not lowered:
-            units.append(_Unit(inst, op, 0, target, opname in version.BACKWARD_JUMPS))
+            units.append(_Unit(inst, op, 0, target, opname in BACKWARD_JUMPS))
             continue
         # 3.12 has no backward conditional jump: jump forward over a JUMP_BACKWARD when
         # the condition does not hold
@@ -142,7 +151,7 @@ def _lower(instructions: list[Instruction], tables: CodeTables) -> list[_Unit]:
         if after >= count:
             raise ValueError(f"{_describe(inst, i)}: backward conditional jump at the end")
         units.append(_Unit(inst, op, 0, after))
-        units.append(_Unit(inst, version.OPMAP["JUMP_BACKWARD"], 0, target, backward=True))
+        units.append(_Unit(inst, OPMAP["JUMP_BACKWARD"], 0, target, backward=True))
     return units
 
 
@@ -177,9 +186,9 @@ def _emit(units: list[_Unit]) -> bytes:
     out = bytearray()
     for unit in units:
         for shift in range(8 * unit.ext, 0, -8):
-            out += bytes((version.EXTENDED_ARG, (unit.arg >> shift) & 0xFF))
+            out += bytes((EXTENDED_ARG, (unit.arg >> shift) & 0xFF))
         out += bytes((unit.op, unit.arg & 0xFF))
-        out += bytes(2 * version.cache_entries(unit.op))
+        out += bytes(2 * cache_entries(unit.op))
     return bytes(out)
 
 

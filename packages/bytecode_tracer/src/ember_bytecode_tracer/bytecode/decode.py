@@ -6,10 +6,18 @@ import bisect
 import dis
 import types
 
-from . import version
 from .exception_table import parse_exception_table
 from .instruction import ExceptionTableEntry, Instruction
 from .operands import decode_argval
+from .version import (
+    BACKWARD_JUMPS,
+    EXTENDED_ARG,
+    JUMP_FAMILY_OF,
+    NO_ARG_OPS,
+    OPNAME,
+    cache_entries,
+    localsplus_names,
+)
 
 
 def _positions(raw: tuple[int | None, ...]) -> dis.Positions | None:
@@ -25,7 +33,7 @@ def decode(code: types.CodeType) -> list[Instruction]:
     """
     raw = code.co_code
     positions = list(code.co_positions())
-    slots = version.localsplus_names(code.co_varnames, code.co_cellvars, code.co_freevars)
+    slots = localsplus_names(code.co_varnames, code.co_cellvars, code.co_freevars)
     insts: list[Instruction] = []
     starts: list[int] = []  # byte offset of each instruction's first unit (its prefix)
     by_start: dict[int, Instruction] = {}
@@ -35,21 +43,21 @@ def decode(code: types.CodeType) -> list[Instruction]:
         op, byte = raw[i], raw[i + 1]
         if prefix_start is None:
             prefix_start = i
-        if op == version.EXTENDED_ARG:
+        if op == EXTENDED_ARG:
             ext = (ext | byte) << 8
             i += 2
             continue
-        if op not in version.OPNAME:
+        if op not in OPNAME:
             raise ValueError(f"{code.co_name}: unknown opcode {op} at offset {i}")
         arg = ext | byte
-        opname = version.OPNAME[op]
+        opname = OPNAME[op]
         inst = Instruction(opname, offset=i, positions=_positions(positions[i // 2]))
-        inst.arg = None if opname in version.NO_ARG_OPS and arg == 0 else arg
+        inst.arg = None if opname in NO_ARG_OPS and arg == 0 else arg
         decode_argval(inst, arg, code, slots)
         insts.append(inst)
         starts.append(prefix_start)
         by_start[prefix_start] = inst
-        i += 2 * (1 + version.cache_entries(op))
+        i += 2 * (1 + cache_entries(op))
         ends.append(i)
         ext, prefix_start = 0, None
     if prefix_start is not None:
@@ -62,9 +70,9 @@ def decode(code: types.CodeType) -> list[Instruction]:
         return inst
 
     for inst, end in zip(insts, ends, strict=True):
-        if inst.opname in version.JUMP_FAMILY_OF:
+        if inst.opname in JUMP_FAMILY_OF:
             assert inst.arg is not None
-            delta = -inst.arg if inst.opname in version.BACKWARD_JUMPS else inst.arg
+            delta = -inst.arg if inst.opname in BACKWARD_JUMPS else inst.arg
             inst.target = at(end + 2 * delta, f"jump target of {inst.opname}@{inst.offset}")
             inst.argval = inst.target.offset
 

@@ -6,8 +6,8 @@ import opcode
 from collections.abc import Sequence
 from typing import Any
 
-from . import version
 from .instruction import Instruction, create_instruction
+from .version import IS_PY311, IS_PY312, JUMP_FAMILIES, JUMP_FAMILY_OF, PY_VERSION
 
 _BINARY_OPS = {symbol: i for i, (_, symbol) in enumerate(opcode._nb_ops)}
 
@@ -28,7 +28,7 @@ def create_load_attr(name: str) -> Instruction:
 def create_load_method(name: str) -> Instruction:
     """Pushes (method, self) or (NULL, attribute) for a following call: LOAD_METHOD on
     3.11, LOAD_ATTR with its method bit on 3.12."""
-    if version.IS_PY311:
+    if IS_PY311:
         return create_instruction("LOAD_METHOD", argval=name)
     return create_instruction("LOAD_ATTR", argval=name, push_null=True)
 
@@ -36,7 +36,7 @@ def create_load_method(name: str) -> Instruction:
 def create_load_fast(name: str, *, maybe_unbound: bool = False) -> Instruction:
     """3.12's LOAD_FAST trusts the slot is bound; LOAD_FAST_CHECK raises
     UnboundLocalError instead. 3.11's LOAD_FAST always checks."""
-    if maybe_unbound and version.IS_PY312:
+    if maybe_unbound and IS_PY312:
         return create_instruction("LOAD_FAST_CHECK", argval=name)
     return create_instruction("LOAD_FAST", argval=name)
 
@@ -59,7 +59,7 @@ def create_call(nargs: int, kw_names: Sequence[str] | None = None) -> list[Instr
         if len(kw_names) > nargs:
             raise ValueError(f"{len(kw_names)} keyword names for {nargs} arguments")
         out.append(create_instruction("KW_NAMES", argval=tuple(kw_names)))
-    if version.IS_PY311:
+    if IS_PY311:
         out.append(create_instruction("PRECALL", arg=nargs))
     out.append(create_instruction("CALL", arg=nargs))
     return out
@@ -71,9 +71,9 @@ def create_jump(kind: str, target: Instruction) -> Instruction:
     "POP_JUMP_IF_NOT_NONE", "FOR_ITER", ...) or any real jump opname; the assembler picks
     the forward or backward opcode from where `target` ends up (and on 3.12 lowers a
     backward conditional jump to a forward one over a JUMP_BACKWARD)."""
-    if kind not in version.JUMP_FAMILY_OF:
-        families = sorted(version.JUMP_FAMILIES)
-        raise ValueError(f"{kind!r} is not a jump on Python {version.PY_VERSION}; use {families}")
+    if kind not in JUMP_FAMILY_OF:
+        families = sorted(JUMP_FAMILIES)
+        raise ValueError(f"{kind!r} is not a jump on Python {PY_VERSION}; use {families}")
     return create_instruction(kind, target=target)
 
 

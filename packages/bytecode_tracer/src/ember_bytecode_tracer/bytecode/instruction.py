@@ -11,7 +11,17 @@ import dis
 from dataclasses import dataclass
 from typing import Any
 
-from . import version
+from .version import (
+    COMPARE_OPS,
+    CONST_OPS,
+    FREE_OPS,
+    JUMP_FAMILY_OF,
+    LOCAL_OPS,
+    NAME_OPS,
+    NO_ARG_OPS,
+    PY_VERSION,
+    is_known_opname,
+)
 
 
 class _Unset:
@@ -102,13 +112,13 @@ def _short(inst: Instruction) -> str:
 def takes_plain_arg(opname: str) -> bool:
     """Opcodes whose argument is a plain integer (no name/const/jump meaning)."""
     return not (
-        opname in version.CONST_OPS
-        or opname in version.NAME_OPS
-        or opname in version.LOCAL_OPS
-        or opname in version.FREE_OPS
-        or opname in version.COMPARE_OPS
-        or opname in version.JUMP_FAMILY_OF
-        or opname in version.NO_ARG_OPS
+        opname in CONST_OPS
+        or opname in NAME_OPS
+        or opname in LOCAL_OPS
+        or opname in FREE_OPS
+        or opname in COMPARE_OPS
+        or opname in JUMP_FAMILY_OF
+        or opname in NO_ARG_OPS
     )
 
 
@@ -128,9 +138,9 @@ def create_instruction(
     `opname` may also be a direction-neutral jump ("JUMP", "JUMP_NO_INTERRUPT",
     "POP_JUMP_IF_TRUE", ...); the assembler picks the forward or backward opcode.
     """
-    if not version.is_known_opname(opname):
-        raise ValueError(f"unknown opcode name {opname!r} for Python {version.PY_VERSION}")
-    if opname in version.NO_ARG_OPS and argval is UNSET:
+    if not is_known_opname(opname):
+        raise ValueError(f"unknown opcode name {opname!r} for Python {PY_VERSION}")
+    if opname in NO_ARG_OPS and argval is UNSET:
         argval = None  # as decode() reports it
     elif takes_plain_arg(opname):
         # keep the two spellings of a plain integer argument in step

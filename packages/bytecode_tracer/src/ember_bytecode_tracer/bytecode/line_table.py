@@ -13,7 +13,7 @@ from __future__ import annotations
 import dis
 from collections.abc import Iterable
 
-from . import version
+from .version import LINE_TABLE_MERGES
 
 _NONE, _LONG, _NO_COLUMN, _ONE_LINE = 15, 14, 13, 10
 _MAX_UNITS = 8
@@ -89,7 +89,7 @@ def encode_line_table(
     spans: Iterable[tuple[dis.Positions | None, int]],
     firstlineno: int,
     *,
-    merge: bool = version.LINE_TABLE_MERGES,
+    merge: bool = LINE_TABLE_MERGES,
 ) -> bytes:
     """`spans`: (positions, code units) per instruction, in layout order. With `merge`
     (CPython 3.12's choice) consecutive instructions at the same position share entries;

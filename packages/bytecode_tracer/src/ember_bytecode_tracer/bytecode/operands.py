@@ -10,8 +10,19 @@ import math
 import types
 from typing import Any
 
-from . import version
 from .instruction import UNSET, Instruction, takes_plain_arg
+from .version import (
+    COMPARE_OPS,
+    CONST_OPS,
+    FREE_OPS,
+    LOCAL_OPS,
+    NAME_OPS,
+    NAME_SHIFT,
+    NO_ARG_OPS,
+    decode_compare,
+    encode_compare,
+    localsplus_names,
+)
 
 MAX_ARG = 0xFFFF_FFFF  # four bytes: at most three EXTENDED_ARG prefixes
 
@@ -93,9 +104,7 @@ class CodeTables:
             self.varnames.append(name)
 
     def freeze_locals(self) -> None:
-        self._localsplus = version.localsplus_names(
-            tuple(self.varnames), self.cellvars, self.freevars
-        )
+        self._localsplus = localsplus_names(tuple(self.varnames), self.cellvars, self.freevars)
         for i, name in reversed(list(enumerate(self._localsplus))):
             self._local_index[name] = i
 
@@ -106,11 +115,11 @@ class CodeTables:
 
     def size_for(self, opname: str) -> int:
         """Length of the table an opcode's raw oparg indexes (compare ops: cmp_op)."""
-        if opname in version.CONST_OPS:
+        if opname in CONST_OPS:
             return len(self.consts)
-        if opname in version.NAME_OPS:
+        if opname in NAME_OPS:
             return len(self.names)
-        if opname in version.COMPARE_OPS:
+        if opname in COMPARE_OPS:
             return 1 << 32  # any oparg decodes; flag bits are opaque
         return len(self.localsplus)
 
@@ -129,7 +138,7 @@ def check_name(inst: Instruction) -> str:
 
 def collect_locals(inst: Instruction, tables: CodeTables) -> None:
     """First pass: a LOAD_FAST/STORE_FAST of an unknown name declares a new local."""
-    if inst.opname in version.LOCAL_OPS and inst.argval is not UNSET:
+    if inst.opname in LOCAL_OPS and inst.argval is not UNSET:
         tables.add_local(check_name(inst))
 
 
@@ -138,7 +147,7 @@ def encode_arg(inst: Instruction, tables: CodeTables) -> int:
     opname, argval, hint = inst.opname, inst.argval, inst.arg
     if hint is not None and (not isinstance(hint, int) or hint < 0):
         raise TypeError(f"{_describe(inst)}: arg must be a non-negative int")
-    if opname in version.NO_ARG_OPS:
+    if opname in NO_ARG_OPS:
         return hint or 0
     if takes_plain_arg(opname):
         return _plain_arg(inst)
@@ -146,38 +155,38 @@ def encode_arg(inst: Instruction, tables: CodeTables) -> int:
         # raw oparg against the final tables (e.g. create_instruction("LOAD_FAST", arg=0))
         if hint is None:
             raise ValueError(f"{_describe(inst)}: needs an argval (or a raw arg)")
-        if hint >> version.NAME_SHIFT.get(opname, 0) >= tables.size_for(opname):
+        if hint >> NAME_SHIFT.get(opname, 0) >= tables.size_for(opname):
             raise ValueError(f"{_describe(inst)}: raw arg is out of range for the code's tables")
         return _checked(inst, hint)
-    if opname in version.CONST_OPS:
+    if opname in CONST_OPS:
         if opname == "KW_NAMES" and not (
             isinstance(argval, tuple) and all(isinstance(n, str) for n in argval)
         ):
             raise TypeError(f"{_describe(inst)}: KW_NAMES argval must be a tuple of str")
         return _checked(inst, tables.const_index(argval, hint))
-    if opname in version.NAME_OPS:
+    if opname in NAME_OPS:
         name = check_name(inst)
-        shift = version.NAME_SHIFT.get(opname, 0)
+        shift = NAME_SHIFT.get(opname, 0)
         index = tables.name_index(name, None if hint is None else hint >> shift)
         flags = 0
         if shift:
             flags = int(inst.push_null) | (int(inst.super_two_args) << 1 if shift == 2 else 0)
         return _checked(inst, (index << shift) | flags)
-    if opname in version.LOCAL_OPS or opname in version.FREE_OPS:
+    if opname in LOCAL_OPS or opname in FREE_OPS:
         name = check_name(inst)
         index = tables.local_index(name, hint)
         is_cell = name in tables.cellvars or name in tables.freevars
-        if index is None or (opname in version.FREE_OPS and not is_cell):
+        if index is None or (opname in FREE_OPS and not is_cell):
             raise ValueError(
                 f"{_describe(inst)}: {argval!r} is not a cell or free variable of the code "
                 f"(cellvars={tables.cellvars}, freevars={tables.freevars})"
             )
         return _checked(inst, index)
-    if opname in version.COMPARE_OPS:
+    if opname in COMPARE_OPS:
         if hint is not None and _decodes_to_compare(hint, argval):
             return _checked(inst, hint)
         try:
-            return version.encode_compare(argval)
+            return encode_compare(argval)
         except ValueError:
             raise ValueError(f"{_describe(inst)}: unknown comparison {argval!r}") from None
     raise AssertionError(f"unhandled opcode kind: {opname}")
@@ -185,7 +194,7 @@ def encode_arg(inst: Instruction, tables: CodeTables) -> int:
 
 def _decodes_to_compare(arg: int, op: Any) -> bool:
     try:
-        return version.decode_compare(arg) == op
+        return decode_compare(arg) == op
     except IndexError:
         return False
 
@@ -212,18 +221,18 @@ def _checked(inst: Instruction, arg: int) -> int:
 def decode_argval(inst: Instruction, arg: int, code: types.CodeType, slots: list[str]) -> None:
     """Fill `argval` (and flag fields) of a freshly decoded non-jump instruction."""
     opname = inst.opname
-    if opname in version.CONST_OPS:
+    if opname in CONST_OPS:
         inst.argval = code.co_consts[arg]
-    elif opname in version.NAME_OPS:
-        shift = version.NAME_SHIFT.get(opname, 0)
+    elif opname in NAME_OPS:
+        shift = NAME_SHIFT.get(opname, 0)
         inst.argval = code.co_names[arg >> shift]
         inst.push_null = bool(shift and arg & 1)
         inst.super_two_args = bool(shift == 2 and arg & 2)
-    elif opname in version.LOCAL_OPS or opname in version.FREE_OPS:
+    elif opname in LOCAL_OPS or opname in FREE_OPS:
         inst.argval = slots[arg]
-    elif opname in version.COMPARE_OPS:
-        inst.argval = version.decode_compare(arg)
-    elif opname in version.NO_ARG_OPS:
+    elif opname in COMPARE_OPS:
+        inst.argval = decode_compare(arg)
+    elif opname in NO_ARG_OPS:
         inst.argval = None
     else:
         inst.argval = arg

@@ -9,8 +9,19 @@ from __future__ import annotations
 
 import dis
 
-from . import version
 from .instruction import UNSET, Instruction
+from .version import (
+    COMPARE_OPS,
+    CONST_OPS,
+    FREE_OPS,
+    JUMP_FAMILY_OF,
+    LOCAL_OPS,
+    NAME_OPS,
+    NAME_SHIFT,
+    NO_ARG_OPS,
+    NO_FALLTHROUGH,
+    real_opcode,
+)
 
 
 def _effect_arg(inst: Instruction) -> int | None:
@@ -18,20 +29,20 @@ def _effect_arg(inst: Instruction) -> int | None:
     (LOAD_GLOBAL's NULL, 3.12 LOAD_ATTR's method bit) and plain counts matter; indices of
     names and constants do not, so unassembled argval-only instructions work too."""
     opname = inst.opname
-    if opname in version.NO_ARG_OPS:
+    if opname in NO_ARG_OPS:
         return None
-    shift = version.NAME_SHIFT.get(opname)
+    shift = NAME_SHIFT.get(opname)
     if shift is not None:
         if inst.argval is UNSET and inst.arg is not None:
             return inst.arg
         return int(inst.push_null) | (int(inst.super_two_args) << 1 if shift == 2 else 0)
     if (
-        opname in version.CONST_OPS
-        or opname in version.NAME_OPS
-        or opname in version.LOCAL_OPS
-        or opname in version.FREE_OPS
-        or opname in version.COMPARE_OPS
-        or opname in version.JUMP_FAMILY_OF
+        opname in CONST_OPS
+        or opname in NAME_OPS
+        or opname in LOCAL_OPS
+        or opname in FREE_OPS
+        or opname in COMPARE_OPS
+        or opname in JUMP_FAMILY_OF
     ):
         return 0
     if inst.arg is not None:
@@ -47,7 +58,7 @@ def _effect(inst: Instruction, jump: bool) -> int:
         # table says 0; really the frame resumes with the sent value (None) pushed
         return 1
     try:
-        return dis.stack_effect(version.real_opcode(inst.opname), _effect_arg(inst), jump=jump)
+        return dis.stack_effect(real_opcode(inst.opname), _effect_arg(inst), jump=jump)
     except KeyError:
         raise ValueError(f"unknown opcode name {inst.opname!r} in {inst!r}") from None
 
@@ -84,12 +95,12 @@ def _analyse(instructions: list[Instruction]) -> tuple[list[int | None], int]:
         if entry is not None:
             # the handler starts with the unwound stack, lasti if asked, then the exception
             reach(index.get(id(entry.target)), entry.depth + int(entry.lasti) + 1, inst)
-        if inst.opname in version.JUMP_FAMILY_OF:
+        if inst.opname in JUMP_FAMILY_OF:
             if inst.target is None:
                 raise ValueError(f"{inst!r}: jump without a target")
             reach(index.get(id(inst.target)), depth + _effect(inst, jump=True), inst)
         after = depth + _effect(inst, jump=False)
-        if inst.opname in version.NO_FALLTHROUGH:
+        if inst.opname in NO_FALLTHROUGH:
             max_depth = max(max_depth, after)
         else:
             reach(i + 1, after, inst)

@@ -13,14 +13,24 @@ the break point of its caller.
 
 from __future__ import annotations
 
-import dis
 import sys
 from typing import TYPE_CHECKING, Any
 
 import ember_symbolic as es
+from ember_bytecode_tracer.bytecode import decode
 from ember_bytecode_tracer.exc import TracedException, TracerError, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.translator.handlers.operators import apply_operator, subscript
 from ember_bytecode_tracer.translator.registry import lookup
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.translator.signals import GeneratorYield, ReturnValue
+from ember_bytecode_tracer.variables import catalog  # noqa: F401  (fills the rule tables)
+from ember_bytecode_tracer.variables.builder import wrap_value
+from ember_bytecode_tracer.variables.builtins import wrap_builtin
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.functions import bind_arguments
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable
 
 if TYPE_CHECKING:
     from types import CodeType
@@ -31,21 +41,6 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import VariableTracker
 
 MAX_INLINE_DEPTH = 32
-
-
-class ReturnValue(Exception):
-    """Raised by RETURN_VALUE handlers to end a translator's run."""
-
-    def __init__(self, value: VariableTracker) -> None:
-        self.value = value
-
-
-class GeneratorYield(Exception):
-    """Raised by YIELD_VALUE in a suspendable generator: its translator pauses after the
-    yield (ip past it, the yielded value popped) and resumes when something is sent in."""
-
-    def __init__(self, value: VariableTracker) -> None:
-        self.value = value
 
 
 # Raised through `step` on purpose: the translator's own control flow, the tracer's errors,
@@ -163,8 +158,6 @@ class InstructionTranslator:
         entry = inst.exn_tab_entry
         if entry is None:
             return False
-        from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
-
         del self.stack[entry.depth :]
         if entry.lasti:
             self.push(ConstantVariable(inst.offset or 0))
@@ -240,24 +233,17 @@ class InstructionTranslator:
 
     def load_closure_cell(self, name: str) -> VariableTracker:
         """The contents of a real closure cell of the function being inlined."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-
         cell = self.closure_cells[name]
         try:
             value = cell.cell_contents
         except ValueError:
             raise Unsupported(f"free variable {name!r} referenced before assignment") from None
         if self.fn_source is None:
-            from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
-
             if is_constant_value(value):
                 return ConstantVariable(value)
             if name == "__class__" and isinstance(value, type):
                 # super()'s cell (3.12 reads it with LOAD_DEREF): the class whose body
                 # defined the method, fixed with the function found on a guarded type.
-                from ember_bytecode_tracer.variables.objects import TypeVariable
-
                 return TypeVariable(value)
             raise Unsupported(f"closure variable {name!r} of a function without a source")
         index = self.code.co_freevars.index(name)
@@ -268,9 +254,6 @@ class InstructionTranslator:
 
     # ---- helpers used by handlers ------------------------------------------------
     def load_global(self, name: str) -> VariableTracker:
-        from ember_bytecode_tracer.guards import GlobalSource, ItemSource
-        from ember_bytecode_tracer.variables.builder import wrap_builtin, wrap_value
-
         if name in self.f_globals:
             if self.globals_source is None:
                 source = GlobalSource(name)
@@ -278,8 +261,6 @@ class InstructionTranslator:
                 source = ItemSource(self.globals_source, name)
             return wrap_value(self, self.f_globals[name], source)
         if name in self.f_builtins:
-            from ember_bytecode_tracer.guards import Guard, GuardKind
-
             # Defining a global of that name later would shadow the builtin: guard it.
             if self.globals_source is None:
                 self.output.add_guard(
@@ -317,6 +298,57 @@ class InstructionTranslator:
         tx = InliningTranslator.prepare(self, fn, fn_source, args, kwargs, None)
         return TracedGenerator(tx)
 
+    # ---- what trackers call back (variables/base.py's Translator) -----------------
+    def wrap(self, value: Any, source: Source | None) -> VariableTracker:
+        return wrap_value(self, value, source)
+
+    def inline_code(
+        self,
+        code: CodeType,
+        f_globals: dict[str, Any],
+        bound: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        return InliningTranslator.run_code(self, code, f_globals, bound, closure_vars)
+
+    def start_code_generator(
+        self,
+        code: CodeType,
+        f_globals: dict[str, Any],
+        bound: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker],
+    ) -> TracedGenerator:
+        inner = InliningTranslator._make(self, code, f_globals, bound, self.globals_source)
+        inner.closure_vars = closure_vars
+        inner.fn_source = None
+        return TracedGenerator(inner)
+
+    def run_generator(
+        self, fn: Any, fn_source: Source | None, args: list[VariableTracker]
+    ) -> list[VariableTracker]:
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
+        generator = InliningTranslator.prepare(self, fn, fn_source, args, {}, None)
+        generator.yielded = []
+        generator.run()
+        return generator.yielded
+
+    def run_class_body(
+        self, code: CodeType, f_globals: dict[str, Any], closure_vars: dict[str, VariableTracker]
+    ) -> tuple[VariableTracker, dict[str, VariableTracker]]:
+        inner = InliningTranslator._make(self, code, f_globals, {}, self.globals_source)
+        inner.closure_vars = closure_vars
+        inner.fn_source = None
+        inner.is_class_body = True
+        returned = inner.run()
+        return returned, dict(inner.symbolic_locals)
+
+    def apply_operator(self, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+        return apply_operator(self, fn, args)
+
+    def subscript(self, container: VariableTracker, key: VariableTracker) -> VariableTracker:
+        return subscript(self, container, key)
+
 
 class InliningTranslator(InstructionTranslator):
     """Traces a user function called from a traced frame, sharing the caller's graph."""
@@ -344,9 +376,6 @@ class InliningTranslator(InstructionTranslator):
         closure_vars: dict[str, VariableTracker] | None,
     ) -> InliningTranslator:
         """The translator of a call of `fn` with its arguments bound, not run yet."""
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.functions import bind_arguments
-
         bound = bind_arguments(parent, fn, fn_source, args, kwargs)
         globals_source = parent.globals_source
         if fn.__globals__ is not parent.f_globals:
@@ -364,7 +393,7 @@ class InliningTranslator(InstructionTranslator):
         return tx
 
     @classmethod
-    def inline_code(
+    def run_code(
         cls,
         parent: InstructionTranslator,
         code: CodeType,
@@ -379,8 +408,6 @@ class InliningTranslator(InstructionTranslator):
         tx.closure_vars = closure_vars
         tx.fn_source = None
         if code.co_flags & inspect_flags.CO_GENERATOR:
-            from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
-
             # A generator made during the trace (e.g. a generator expression) is run to
             # completion here: its items are what iterating it would produce.
             tx.yielded = []
@@ -390,7 +417,6 @@ class InliningTranslator(InstructionTranslator):
 
     @classmethod
     def _make(cls, parent, code, f_globals, bound, globals_source) -> InliningTranslator:
-        from ember_bytecode_tracer.bytecode import decode
 
         if code.co_flags & inspect_flags.CO_COROUTINE:
             raise Unsupported(f"inlining coroutine {code.co_qualname}")
@@ -442,7 +468,6 @@ class TracedGenerator:
 
 def _module_globals_source(fn: Any) -> Source:
     """G of another module, reached through sys.modules (guarded by identity)."""
-    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 
     module_name = fn.__globals__.get("__name__")
     module = sys.modules.get(module_name)
@@ -472,6 +497,3 @@ class inspect_flags:
 def _builtins_of(f_globals: dict[str, Any]) -> dict[str, Any]:
     builtins = f_globals.get("__builtins__", sys.modules["builtins"])
     return builtins if isinstance(builtins, dict) else builtins.__dict__
-
-
-BINARY_OPS = [name for name, _symbol in dis._nb_ops]  # index = BINARY_OP's oparg

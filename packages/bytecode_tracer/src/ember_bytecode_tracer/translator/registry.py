@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.bytecode import Instruction
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
 
-Handler = Callable[["InstructionTranslator", "Instruction"], None]
+# (translator, instruction): the InstructionTranslator of translator/core.py, which looks
+# handlers up here (so this table does not import it back).
+Handler = Callable[[Any, "Instruction"], None]
 
 HANDLERS: dict[str, Handler] = {}
 # Every registration with its version gate, whatever the running version (for the table).

@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, TypeSource
+from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-from ember_bytecode_tracer.variables.object_identity import canonical_source
+from ember_bytecode_tracer.variables.object_identity import canonical_source, record_write
 from ember_bytecode_tracer.variables.objects import PythonModuleVariable, UserDefinedObjectVariable
+from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
-    from ember_bytecode_tracer.variables.base import VariableTracker
+    from ember_bytecode_tracer.variables.base import Translator, VariableTracker
 
 
-def load_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -> VariableTracker:
+def load_attribute(tx: Translator, obj: VariableTracker, name: str) -> VariableTracker:
     if (
         isinstance(obj, PythonModuleVariable)
         and obj.module.__dict__ is tx.output.f_globals
@@ -29,9 +31,8 @@ def load_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -
 
 
 def store_attribute(
-    tx: InstructionTranslator, obj: VariableTracker, name: str, value: VariableTracker
+    tx: Translator, obj: VariableTracker, name: str, value: VariableTracker
 ) -> None:
-    from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
     if isinstance(obj, TracedObjectVariable):  # built in the trace: nothing else sees it yet
         obj.store_attribute(tx, name, value)
@@ -41,9 +42,6 @@ def store_attribute(
     if isinstance(obj, UserDefinedObjectVariable):
         hook = _setattr_hook(obj)
         if hook is not None:  # a Python __setattr__ (aliases, validation): run it
-            from ember_bytecode_tracer.guards import AttrSource, TypeSource
-            from ember_bytecode_tracer.variables.constant import ConstantVariable
-
             fn_source = AttrSource(TypeSource(obj.source), "__setattr__")
             tx.inline_call(hook, fn_source, [obj, ConstantVariable(name), value], {})
             return
@@ -63,7 +61,7 @@ def _setattr_hook(obj: UserDefinedObjectVariable):
 
 
 def record_attribute_write(
-    tx: InstructionTranslator, obj: VariableTracker, name: str, value: VariableTracker
+    tx: Translator, obj: VariableTracker, name: str, value: VariableTracker
 ) -> None:
     """object.__setattr__ on a real object: seen by later reads, replayed after the graph."""
     if isinstance(obj, NNModuleVariable) and name in ("training",):
@@ -72,4 +70,4 @@ def record_attribute_write(
         module = obj.module
         if name in module._parameters or name in module._buffers or name in module._modules:
             raise Unsupported(f"reassigning parameter, buffer or submodule {name!r}")
-    tx.output.side_effects.attributes[(canonical_source(tx, obj), name)] = value
+    record_write(tx, obj, name, value)

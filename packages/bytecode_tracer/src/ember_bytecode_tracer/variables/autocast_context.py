@@ -6,27 +6,27 @@ autocast state eager code would, and a backend that retraces the graph sees the 
 state is switched at trace time too, so example values get autocast's dtypes. A trace that
 stops inside a block (a graph break, an error) leaves it open: `close_trace_time_autocasts`
 closes what is left, and the runner restores the thread's autocast state if the graph
-raises between the two nodes (`AutocastState`).
+raises between the two nodes (`autocast_state.AutocastState`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.amp import autocast_mode
 
+from ember_bytecode_tracer.autocast_state import ENTER, EXIT
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.contexts import ContextExitVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 AUTOCAST_CLASSES = tuple(
     cls
     for cls in (torch.amp.autocast, getattr(torch.cpu.amp, "autocast", None))
     if isinstance(cls, type)
 )
-ENTER, EXIT = autocast_mode._enter_autocast, autocast_mode._exit_autocast
 # Modes entered at trace time and not left yet (the hook never traces re-entrantly).
 _OPEN_AT_TRACE_TIME: list[Any] = []
 _PARAMETERS = ("device_type", "dtype", "enabled", "cache_enabled")
@@ -50,8 +50,6 @@ class AutocastVariable(VariableTracker):
         return ConstantVariable(None)
 
     def exit_handler(self) -> VariableTracker:
-        from ember_bytecode_tracer.variables.contexts import ContextExitVariable
-
         return ContextExitVariable(self)
 
     def exit(self, tx) -> None:
@@ -59,6 +57,13 @@ class AutocastVariable(VariableTracker):
         if _OPEN_AT_TRACE_TIME and _OPEN_AT_TRACE_TIME[-1] is self.mode:
             _OPEN_AT_TRACE_TIME.pop()
             EXIT(self.mode)
+
+
+@constructor("autocast")
+def _construct_autocast(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if kind.cls in AUTOCAST_CLASSES:
+        return make_autocast(kind.cls, args, kwargs)
+    return None
 
 
 def make_autocast(cls: type, args, kwargs) -> AutocastVariable:
@@ -81,63 +86,3 @@ def close_trace_time_autocasts() -> None:
     """Leaves the modes a stopped trace left open, innermost first."""
     while _OPEN_AT_TRACE_TIME:
         EXIT(_OPEN_AT_TRACE_TIME.pop())
-
-
-@dataclass(frozen=True)
-class AutocastState:
-    """The thread's autocast flags and dtypes, to restore when a graph raises mid-block."""
-
-    flags: tuple
-
-    @staticmethod
-    def devices() -> tuple[str, ...]:
-        return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
-
-    @classmethod
-    def now(cls) -> AutocastState:
-        return cls(
-            tuple(
-                (d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
-                for d in cls.devices()
-            )
-        )
-
-    def guards(self) -> list:
-        """What a trace depends on: whether any autocast is on (one cheap check), and when
-        one is, each device's flag and dtype (ops were traced producing those dtypes)."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind, TorchStateSource
-
-        enabled = any(flag for _, flag, _ in self.flags)
-        out = [Guard(TorchStateSource("any_autocast"), GuardKind.EQUALS_MATCH, enabled)]
-        if enabled:
-            for device, flag, dtype in self.flags:
-                out.append(
-                    Guard(
-                        TorchStateSource("autocast_enabled", device), GuardKind.EQUALS_MATCH, flag
-                    )
-                )
-                out.append(
-                    Guard(TorchStateSource("autocast_dtype", device), GuardKind.EQUALS_MATCH, dtype)
-                )
-        return out
-
-    def wrap_graph(self, graph: torch.fx.Graph) -> None:
-        """A graph traced under an ambient autocast means what it computes only under it:
-        make that explicit (enter at the first op, exit before the output is added), so a
-        backend that retraces the graph applies the same casts."""
-        enabled = [(d, dtype) for d, flag, dtype in self.flags if flag]
-        first = next((n for n in graph.nodes if n.op != "placeholder"), None)
-        if not enabled or first is None:
-            return
-        cache = torch.is_autocast_cache_enabled()
-        modes = []
-        with graph.inserting_before(first):
-            for device, dtype in enabled:
-                modes.append(graph.call_function(ENTER, (device, dtype, True, cache)))
-        for mode in reversed(modes):
-            graph.call_function(EXIT, (mode,))
-
-    def restore(self) -> None:
-        for device, enabled, dtype in self.flags:
-            torch.set_autocast_enabled(device, enabled)
-            torch.set_autocast_dtype(device, dtype)

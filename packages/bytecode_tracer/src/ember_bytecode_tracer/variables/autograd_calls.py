@@ -14,6 +14,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
 
 AUTOGRAD_FUNCTIONS = {
     torch.autograd.grad: "torch.autograd.grad() runs autograd's engine (a graph break)",
@@ -38,3 +39,12 @@ def autograd_call_tracker(value: Any) -> VariableTracker | None:
         return AutogradCallVariable(value) if value in AUTOGRAD_FUNCTIONS else None
     except TypeError:  # unhashable
         return None
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("autograd_call")
+def _wrap_autograd_call(tx, value: Any, source) -> VariableTracker | None:
+    tracker = autograd_call_tracker(value)
+    if tracker is not None:  # an engine call: a graph break when called
+        guard_identity(tx, value, source)
+    return tracker

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
 
 _APPLY = torch.autograd.Function.apply.__func__
@@ -71,3 +73,17 @@ class AutogradFunctionApplyVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("autograd_function_apply")
+def _wrap_apply(tx, value: Any, source) -> VariableTracker | None:
+    function_class = autograd_function_of(value)
+    if function_class is None:
+        return None
+    if source is not None:  # MyFunction.apply of a torch.autograd.Function
+        owner = AttrSource(source, "__self__")
+        guard(tx, owner, GuardKind.ID_MATCH, function_class)
+        for name in ("forward", "backward"):
+            guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, getattr(function_class, name))
+    return AutogradFunctionApplyVariable(function_class)

@@ -8,16 +8,109 @@ created during the trace have no source.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ember_bytecode_tracer.exc import Unsupported
 
 if TYPE_CHECKING:
+    from types import CodeType
+
+    from ember_bytecode_tracer.bytecode import Instruction
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.output_graph import OutputGraph
 
 
 PROBING = [0]  # > 0 while is_python_constant() asks
+
+
+class Translator(Protocol):
+    """What a tracker may use of the translator running it. Trackers never import the
+    translator (translator/core.py implements this and owns the imports downward): they
+    call back through the one they are given, e.g. `tx.wrap(value, source)` for a value
+    read from the frame or `tx.inline_call(fn, ...)` for a user function."""
+
+    output: OutputGraph
+    code: CodeType
+    instructions: list[Instruction]
+    ip: int
+    depth: int
+    parent: Translator | None
+    symbolic_locals: dict[str, VariableTracker]
+    f_globals: dict[str, Any]
+    globals_source: Source | None
+    closure_cells: dict[str, Any]
+
+    def location(self) -> str: ...
+
+    def root(self) -> Translator: ...
+
+    def try_block_covers(self, inst: Instruction) -> bool: ...
+
+    def wrap(self, value: Any, source: Source | None) -> VariableTracker:
+        """The tracker for a real value found at `source` (None: no guard), guarded."""
+        ...
+
+    def inline_call(
+        self,
+        fn: Any,
+        fn_source: Source | None,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+        *,
+        closure_vars: dict[str, VariableTracker] | None = None,
+    ) -> VariableTracker:
+        """Traces a call of the user function `fn` inside this trace."""
+        ...
+
+    def inline_code(
+        self,
+        code: CodeType,
+        f_globals: dict[str, Any],
+        bound: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        """Traces a function made during the trace (its arguments bound, its cells trackers)."""
+        ...
+
+    def start_generator(
+        self,
+        fn: Any,
+        fn_source: Source | None,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> Any:
+        """The not yet started generator (a `TracedGenerator`) of a call of `fn`."""
+        ...
+
+    def start_code_generator(
+        self,
+        code: CodeType,
+        f_globals: dict[str, Any],
+        bound: dict[str, VariableTracker],
+        closure_vars: dict[str, VariableTracker],
+    ) -> Any:
+        """Likewise for a generator function made during the trace."""
+        ...
+
+    def run_generator(
+        self, fn: Any, fn_source: Source | None, args: list[VariableTracker]
+    ) -> list[VariableTracker]:
+        """What iterating a call of the generator function `fn` yields, run to its end."""
+        ...
+
+    def run_class_body(
+        self, code: CodeType, f_globals: dict[str, Any], closure_vars: dict[str, VariableTracker]
+    ) -> tuple[VariableTracker, dict[str, VariableTracker]]:
+        """Runs a class body: (what it returned, its namespace)."""
+        ...
+
+    def apply_operator(self, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+        """`fn` (an `operator` function) applied to trackers, as the bytecode would."""
+        ...
+
+    def subscript(self, container: VariableTracker, key: VariableTracker) -> VariableTracker:
+        """`container[key]`, as BINARY_SUBSCR would."""
+        ...
 
 
 class VariableTracker:
@@ -45,17 +138,17 @@ class VariableTracker:
     def as_python_constant(self) -> Any:
         raise Unsupported(f"{self} is not a constant")
 
-    def truthiness(self, tx: InstructionTranslator) -> bool:
+    def truthiness(self, tx: Translator) -> bool:
         """bool(value) when known at trace time; raises Unsupported otherwise."""
         return bool(self.as_python_constant())
 
     # What can be done with it ------------------------------------------------------
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         raise Unsupported(f"attribute {name!r} of {self}")
 
     def call_function(
         self,
-        tx: InstructionTranslator,
+        tx: Translator,
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
@@ -63,7 +156,7 @@ class VariableTracker:
 
     def call_method(
         self,
-        tx: InstructionTranslator,
+        tx: Translator,
         name: str,
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
@@ -71,9 +164,14 @@ class VariableTracker:
         method = self.var_getattr(tx, name)
         return method.call_function(tx, args, kwargs)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         """The items of an iterable whose length is known at trace time."""
         raise Unsupported(f"iterating over {self}")
+
+    def is_torch_namespace(self) -> bool:
+        """Whether this is a torch module (`torch`, `torch.nn.functional`), whose functions
+        are taken to be constant (variables/builder.py)."""
+        return False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

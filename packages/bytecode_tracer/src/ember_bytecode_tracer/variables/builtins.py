@@ -3,28 +3,38 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
-from ember_bytecode_tracer.variables.lists import ListVariable, SliceVariable, TupleVariable
+from ember_bytecode_tracer.variables.lists import (
+    ListVariable,
+    SizeVariable,
+    SliceVariable,
+    TupleVariable,
+    sorted_items,
+)
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
+from ember_bytecode_tracer.variables.super_variable import SuperVariable, zero_argument_super
 from ember_bytecode_tracer.variables.sym_builtins import TORCH_SYM_FUNCTIONS, call_symbolic
-from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable, wrap_graph_value
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
-Rule = Callable[
-    ["InstructionTranslator", list[VariableTracker], dict[str, VariableTracker]], VariableTracker
-]
+Rule = Callable[["Translator", list[VariableTracker], dict[str, VariableTracker]], VariableTracker]
 RULES: dict[Any, Rule] = {}
 
 # Builtins that print, read input or touch the outside world: always a graph break.
@@ -107,8 +117,6 @@ def wrap_python_result(result: Any) -> VariableTracker:
     if is_constant_value(result):
         return ConstantVariable(result)
     if type(result) is torch.Size:
-        from ember_bytecode_tracer.variables.lists import SizeVariable
-
         return SizeVariable(tuple(result))
     if type(result).__name__ in ("list_reverseiterator", "reversed"):
         return ListIteratorVariable([wrap_python_result(r) for r in result])
@@ -264,8 +272,6 @@ def _getattr(tx, args, kwargs):
 def _guard_absent(tx, obj: VariableTracker, name: str) -> None:
     """The trace took the missing-attribute path: setting it later must retrace."""
     if obj.source is not None and not isinstance(obj, ConstantVariable):
-        from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind
-
         source = AttrSource(obj.source, name)
         tx.output.add_guard(Guard(source, GuardKind.ABSENT, user_location=tx.location()))
 
@@ -288,9 +294,7 @@ def _answer_by_getattr(tx, obj: VariableTracker, name: str) -> bool | None:
     """hasattr through the traced hook: True or False with its guards recorded, None when
     the trace cannot tell (the caller guards hasattr itself) and the hook recorded no
     graph op or side effect before it stopped (else the break stands)."""
-    from ember_bytecode_tracer.variables.generator_context import _effects_snapshot
-
-    before = _effects_snapshot(tx)
+    before = tx.output.effects_snapshot()
     try:
         obj.var_getattr(tx, name)
     except TracedException as exc:
@@ -298,7 +302,7 @@ def _answer_by_getattr(tx, obj: VariableTracker, name: str) -> bool | None:
             return False
         raise
     except Unsupported:
-        if _effects_snapshot(tx) != before:
+        if tx.output.effects_snapshot() != before:
             raise
         return None
     return True
@@ -329,7 +333,6 @@ def _hasattr(tx, args, kwargs):
 
 @rule(super)
 def _super(tx, args, kwargs):
-    from ember_bytecode_tracer.variables.super_variable import SuperVariable, zero_argument_super
 
     if not args:
         return zero_argument_super(tx)
@@ -348,8 +351,6 @@ def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
     if value is None:
         value = getattr(obj, "module", None)
     if value is None:
-        from ember_bytecode_tracer.variables.objects import TypeVariable
-
         value = obj.cls if isinstance(obj, TypeVariable) else None
     if value is not None:
         return hasattr(value, name)
@@ -360,7 +361,6 @@ def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
 
 @rule(type)
 def _type(tx, args, kwargs):
-    from ember_bytecode_tracer.variables.objects import TypeVariable
 
     if len(args) != 1:
         raise Unsupported("type() with three arguments")
@@ -409,8 +409,6 @@ def _extreme_of_tensors(tx, fn, better, values: list[VariableTracker]) -> Variab
     # tensors of one shape, dtype and device, torch.where on that comparison picks the same
     # values (NaN included) without reading them into Python. Anything else (mixed with
     # numbers: the result's type depends on the values) is a graph break.
-    from ember_bytecode_tracer.variables.tensor import wrap_graph_value
-
     if not all(isinstance(v, TensorVariable) for v in values):
         raise Unsupported(f"{fn.__name__}() over tensors and numbers compares tensor values")
     first = values[0].example
@@ -446,8 +444,6 @@ for _fn in TORCH_SYM_FUNCTIONS:  # on constants they fold; on sizes, sym_builtin
 def _abs(tx, args, kwargs):
     (value,) = args
     if isinstance(value, TensorVariable):
-        from ember_bytecode_tracer.variables.tensor import wrap_graph_value
-
         return wrap_graph_value(
             tx, *tx.output.create_node("call_function", operator.abs, (value.node,), {})
         )
@@ -456,13 +452,11 @@ def _abs(tx, args, kwargs):
 
 def _operator_rule(fn):
     def run(tx, args, kwargs):
-        from ember_bytecode_tracer.translator.handlers.operators import apply_operator, subscript
-
         if kwargs:
             raise Unsupported(f"operator.{fn.__name__} with keyword arguments")
         if fn is operator.getitem:
-            return subscript(tx, *args)
-        return apply_operator(tx, fn, list(args))
+            return tx.subscript(*args)
+        return tx.apply_operator(fn, list(args))
 
     return run
 
@@ -507,18 +501,15 @@ def _any(tx, args, kwargs):
 
 @rule(sum)
 def _sum(tx, args, kwargs):
-    from ember_bytecode_tracer.translator.handlers.operators import apply_operator
-
     items = args[0].unpack(tx)
     total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
     for item in items:
-        total = apply_operator(tx, operator.add, [total, item])
+        total = tx.apply_operator(operator.add, [total, item])
     return total
 
 
 @rule(sorted)
 def _sorted(tx, args, kwargs):
-    from ember_bytecode_tracer.variables.lists import sorted_items
 
     unknown = set(kwargs) - {"key", "reverse"}
     if unknown or len(args) != 1:
@@ -530,3 +521,66 @@ def _sorted(tx, args, kwargs):
 @rule(reversed)
 def _reversed(tx, args, kwargs):
     return ListIteratorVariable(list(reversed(args[0].unpack(tx))))
+
+
+# ---- calling a class ------------------------------------------------------------------
+@constructor("builtin_type")
+def _construct_builtin_type(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if kind.cls in RULES or kind.cls in (int, float, bool, str, complex):
+        return BuiltinVariable(kind.cls).call_function(tx, args, kwargs)
+    return None
+
+
+@constructor("torch_value_type")
+def _construct_torch_value(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if kind.cls in (torch.finfo, torch.iinfo, torch.device, torch.Size):
+        return constant_fold(kind.cls, args, kwargs)
+    return None
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_function_with_rule(tx, value: Any, source) -> bool:
+    return inspect.isfunction(value) and value in RULES
+
+
+@wrap_rule("trace_time_rule_function", when=_is_function_with_rule)
+def _wrap_function_with_rule(tx, value: Any, source) -> VariableTracker:
+    # Library functions answered at trace time by a rule (inspect.signature).
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return BuiltinVariable(value)
+
+
+def _has_trace_time_rule(tx, value: Any, source) -> bool:
+    try:
+        return value in RULES
+    except TypeError:  # unhashable
+        return False
+
+
+@wrap_rule("builtin_with_rule", types=types.BuiltinFunctionType, when=_has_trace_time_rule)
+def _wrap_builtin_with_rule(tx, value: Any, source) -> VariableTracker:
+    # C functions with a rule in the builtins table (functools.reduce, chain.from_iterable).
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return BuiltinVariable(value)
+
+
+def _is_foldable_module_function(tx, value: Any, source) -> bool:
+    return getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator")
+
+
+@wrap_rule("builtin_function", types=types.BuiltinFunctionType, when=_is_foldable_module_function)
+def _wrap_builtin_function(tx, value: Any, source) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return BuiltinVariable(value)
+
+
+def wrap_builtin(tx: Translator, value: Any, name: str) -> VariableTracker:
+    """A name found in builtins (not shadowed by the globals at trace time)."""
+    if isinstance(value, type):
+        return TypeVariable(value)
+    if value is getattr(builtins, name, None):
+        return BuiltinVariable(value)
+    raise Unsupported(f"builtins.{name} has been replaced")

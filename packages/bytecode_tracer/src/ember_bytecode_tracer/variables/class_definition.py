@@ -27,7 +27,7 @@ from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
     UserFunctionVariable,
 )
-from ember_bytecode_tracer.variables.objects import TypeVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 # Metaclasses whose class construction has no observable effect beyond the class object.
 HARMLESS_METACLASSES = {type, torch.autograd.function.FunctionMeta}
@@ -117,20 +117,21 @@ def _check_class_creation_is_harmless(name: str, bases: tuple[type, ...]) -> Non
 
 
 def _run_body(tx, body: NestedUserFunctionVariable, name: str) -> dict[str, VariableTracker]:
-    from ember_bytecode_tracer.translator.core import InliningTranslator
-
     code = body.code
     if "__class__" in code.co_cellvars or "__classcell__" in code.co_names:
         raise Unsupported(f"class {name} uses super() or __class__ (needs the built class)")
-    inner = InliningTranslator._make(tx, code, body.f_globals, {}, tx.globals_source)
-    inner.closure_vars = dict(zip(code.co_freevars, body.closure, strict=True))
-    inner.fn_source = None
-    inner.is_class_body = True
-    returned = inner.run()
+    closure_vars = dict(zip(code.co_freevars, body.closure, strict=True))
+    returned, namespace = tx.run_class_body(code, body.f_globals, closure_vars)
     if not (returned.is_python_constant() and returned.as_python_constant() is None):
         raise Unsupported(f"class {name}: the class body returned a value")
-    namespace = dict(inner.symbolic_locals)
     for key, value in namespace.items():
         if not isinstance(value, (*_NAMESPACE_VALUES, MethodWrapperVariable, TracedClassVariable)):
             raise Unsupported(f"class {name}: attribute {key} = {value} in the class body")
     return namespace
+
+
+@constructor("method_wrapper")
+def _construct_method_wrapper(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if kind.cls in (staticmethod, classmethod) and len(args) == 1 and not kwargs:
+        return MethodWrapperVariable(kind.cls, args[0])
+    return None

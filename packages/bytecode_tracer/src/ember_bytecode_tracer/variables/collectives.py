@@ -21,14 +21,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.tensor import TensorVariable, wrap_graph_value
+from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
+from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
-Rule = Callable[["InstructionTranslator", dict[str, VariableTracker]], VariableTracker]
+Rule = Callable[["Translator", dict[str, VariableTracker]], VariableTracker]
 RULES: dict[Any, tuple[tuple[tuple[str, Any], ...], Rule]] = {}
 _REQUIRED = object()
 
@@ -64,18 +67,15 @@ def _value(tracker: VariableTracker) -> Any:
     raise Unsupported(f"collective argument {tracker} is not known at trace time")
 
 
-def _group_name(tx: InstructionTranslator, group: VariableTracker) -> tuple[str, int]:
+def _group_name(tx: Translator, group: VariableTracker) -> tuple[str, int]:
     """The group's name and size, guarding the group by identity."""
     value = _process_group(tx, group)
     return value.group_name, value.size()
 
 
-def _process_group(tx: InstructionTranslator, group: VariableTracker) -> Any:
+def _process_group(tx: Translator, group: VariableTracker) -> Any:
     """The ProcessGroup a collective runs over (None: the default one), guarded by identity."""
     import torch.distributed as dist
-
-    from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
-    from ember_bytecode_tracer.variables.builder import guard
 
     if not (group.is_python_constant() and group.as_python_constant() is None):
         value = getattr(group, "value", None)
@@ -95,9 +95,7 @@ def _process_group(tx: InstructionTranslator, group: VariableTracker) -> Any:
     return value
 
 
-def _reduce_op(tx: InstructionTranslator, op: VariableTracker) -> str:
-    from ember_bytecode_tracer.guards import GuardKind
-    from ember_bytecode_tracer.variables.builder import guard
+def _reduce_op(tx: Translator, op: VariableTracker) -> str:
 
     value = _value(op)
     if isinstance(value, str):
@@ -110,20 +108,18 @@ def _reduce_op(tx: InstructionTranslator, op: VariableTracker) -> str:
     return name.lower()
 
 
-def _node(tx: InstructionTranslator, op: Any, *args: Any) -> VariableTracker:
-    from ember_bytecode_tracer.variables.tensor import as_node_arg
+def _node(tx: Translator, op: Any, *args: Any) -> VariableTracker:
 
     node_args = tuple(as_node_arg(tx, a) if isinstance(a, VariableTracker) else a for a in args)
     return wrap_graph_value(tx, *tx.output.create_node("call_function", op, node_args, {}))
 
 
-def _issue(tx: InstructionTranslator, op: Any, *args: Any) -> VariableTracker:
+def _issue(tx: Translator, op: Any, *args: Any) -> VariableTracker:
     """The collective and its wait, as two nodes (a later stage spreads them apart)."""
     return _node(tx, _ops().wait_tensor.default, _node(tx, op, *args))
 
 
-def _torch_call(tx: InstructionTranslator, fn: Any, args: list, kwargs: dict) -> VariableTracker:
-    from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable
+def _torch_call(tx: Translator, fn: Any, args: list, kwargs: dict) -> VariableTracker:
 
     constants = {k: ConstantVariable(v) for k, v in kwargs.items()}
     return TorchFunctionVariable(fn).call_function(tx, args, constants)
@@ -272,3 +268,12 @@ def collective_tracker(value: Any) -> VariableTracker | None:
         return CollectiveVariable(value) if value in RULES else None
     except TypeError:  # unhashable
         return None
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("collective")
+def _wrap_collective(tx: Translator, value: Any, source) -> VariableTracker | None:
+    tracker = collective_tracker(value)
+    if tracker is not None:
+        guard_identity(tx, value, source)
+    return tracker

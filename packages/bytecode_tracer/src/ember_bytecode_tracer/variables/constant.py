@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import enum
+import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 CONSTANT_TYPES = (
     int, float, complex, bool, str, bytes, type(None), type(Ellipsis), slice, range,
@@ -39,6 +44,12 @@ def is_constant_value(value: Any) -> bool:
 
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# The tracker of a symbolic value, registered by sym_values.py (which imports this module).
+_SYMBOLIC_TRACKER: list[Callable[[Any], VariableTracker]] = []
+
+
+def register_symbolic_tracker(make: Callable[[Any], VariableTracker]) -> None:
+    _SYMBOLIC_TRACKER[:] = [make]
 
 
 class ConstantVariable(VariableTracker):
@@ -46,9 +57,7 @@ class ConstantVariable(VariableTracker):
         # A symbolic size or int computed at trace time (`len(x)`, `x.numel()`, torch.numel)
         # is not a constant: whoever wraps one gets a SymNodeVariable (sym_values.py).
         if isinstance(value, _SYM_TYPES) and value.node.is_symbolic():
-            from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
-
-            return SymNodeVariable(value)
+            return _SYMBOLIC_TRACKER[0](value)
         return super().__new__(cls)
 
     def __init__(self, value: Any, *, source: Source | None = None) -> None:
@@ -65,7 +74,7 @@ class ConstantVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         return self.value
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         try:
             attribute = getattr(self.value, name)
         except AttributeError:
@@ -76,7 +85,7 @@ class ConstantVariable(VariableTracker):
             return ConstantVariable(attribute)
         raise Unsupported(f"attribute {name!r} of a {type(self.value).__name__}")
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         if isinstance(self.value, str | bytes | range | tuple | frozenset | set):
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iterating over {type(self.value).__name__}")
@@ -103,3 +112,30 @@ class ConstantMethodVariable(VariableTracker):
         except Unsupported:
             raise Unsupported(f"{type(self.owner).__name__}.{self.name} on non-constants") from None
         return ConstantVariable(getattr(self.owner, self.name)(*a, **k))
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_constant(tx: Translator, value: Any, source: Source | None) -> bool:
+    return is_constant_value(value)
+
+
+@wrap_rule("constant", when=_is_constant)
+def _wrap_constant(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.EQUALS_MATCH, value)
+    return ConstantVariable(value, source=source)
+
+
+@wrap_rule("code", types=types.CodeType)
+def _wrap_code(tx: Translator, value: types.CodeType, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return ConstantVariable(value, source=source)
+
+
+@wrap_rule("enum", types=enum.Enum)
+def _wrap_enum(tx: Translator, value: enum.Enum, source: Source | None) -> VariableTracker:
+    # Enum members are singletons: identity is the right guard, the value is constant.
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return ConstantVariable(value, source=source)

@@ -13,8 +13,14 @@ import inspect
 from typing import Any
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
+from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 
 def is_namedtuple_class(cls: type) -> bool:
@@ -59,8 +65,6 @@ class ConstructedObjectVariable(VariableTracker):
         if name in self._fields():
             return self._field_value(name)
         if is_namedtuple_class(self.cls) and name in _NAMEDTUPLE_METHODS:
-            from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
-
             return BoundMethodOfTracker(self, name)
         if is_namedtuple_class(self.cls) and name == "_fields":
             return ConstantVariable(self.cls._fields)
@@ -73,12 +77,8 @@ class ConstructedObjectVariable(VariableTracker):
         if isinstance(attribute, property) and inspect.isfunction(attribute.fget):
             return tx.inline_call(attribute.fget, None, [self], {})
         if inspect.isfunction(attribute) and attribute.__module__ != "collections":
-            from ember_bytecode_tracer.variables.functions import UserMethodVariable
-
             return UserMethodVariable(attribute, self)
         if isinstance(attribute, staticmethod) and inspect.isfunction(attribute.__func__):
-            from ember_bytecode_tracer.variables.functions import UserFunctionVariable
-
             return UserFunctionVariable(attribute.__func__)
         if attribute is not _MISSING and is_constant_value(attribute):
             return ConstantVariable(attribute)  # a class constant (the class is the same)
@@ -99,8 +99,6 @@ class ConstructedObjectVariable(VariableTracker):
                 raise Unsupported(f"{self.cls.__qualname__}._replace() of unknown fields")
             return ConstructedObjectVariable(self.cls, [], {**fields, **kwargs})
         if name == "_asdict" and is_namedtuple_class(self.cls) and not args and not kwargs:
-            from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-
             return ConstDictVariable({n: self._field_value(n) for n in self._fields()})
         raise Unsupported(f"{self.cls.__qualname__}.{name} on an object built in the trace")
 
@@ -119,3 +117,24 @@ def _default_of(cls: type, name: str) -> Any:
         if f.name == name and f.default is not dataclasses.MISSING:
             return f.default
     return _MISSING
+
+
+@constructor("constructed")
+def _construct(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if is_constructible(kind.cls):
+        return ConstructedObjectVariable(kind.cls, args, kwargs)
+    return None
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_sourced_namedtuple(tx, value: tuple, source) -> bool:
+    return hasattr(type(value), "_fields") and source is not None
+
+
+@wrap_rule("namedtuple", types=tuple, when=_is_sourced_namedtuple)
+def _wrap_namedtuple(tx, value: tuple, source) -> VariableTracker:
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    items = [tx.wrap(item, ItemSource(source, i)) for i, item in enumerate(value)]
+    tracker = ConstructedObjectVariable(type(value), items, {})
+    tracker.source = source
+    return tracker

@@ -13,12 +13,16 @@ frame run as it is (see convert_frame).
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 GRAD_MODE_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 
@@ -148,12 +152,11 @@ GRAPH_FREE_CLASSES = {
 }
 
 
-def make_context(tx, cls, args, kwargs) -> VariableTracker | None:
-    """The tracker for constructing a known context manager, or None if `cls` is not one."""
-    if cls is contextlib._GeneratorContextManager:
-        from ember_bytecode_tracer.variables.generator_context import GeneratorContextVariable
-
-        return GeneratorContextVariable.from_constructor_args(tx, args, kwargs)
+@constructor("context_manager")
+def make_context(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    """The tracker for constructing a known context manager, or None if `cls` is not one
+    (@contextmanager's and autocast's are generator_context.py's and autocast_context.py's)."""
+    cls = kind.cls
     if cls in GRAPH_FREE_CLASSES and not args and not kwargs:
         return GraphFreeContextVariable(tx, GRAPH_FREE_CLASSES[cls])
     if cls in GRAD_MODE_CLASSES:
@@ -167,8 +170,18 @@ def make_context(tx, cls, args, kwargs) -> VariableTracker | None:
         return context
     if cls is contextlib.nullcontext:
         return NullContextVariable(args[0] if args else ConstantVariable(None))
-    from ember_bytecode_tracer.variables.autocast_context import AUTOCAST_CLASSES, make_autocast
-
-    if cls in AUTOCAST_CLASSES:
-        return make_autocast(cls, args, kwargs)
     return None
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_sourced(tx, value: Any, source) -> bool:
+    return source is not None
+
+
+@wrap_rule("context_exit", types=RealContextExit, when=_is_sourced)
+def _wrap_context_exit(tx, value: RealContextExit, source) -> VariableTracker:
+    # A with-block's __exit__ rebuilt at a graph break: the resume function's trace
+    # exits the same context (the grad mode it restores is guarded as a constant).
+    guard(tx, source, GuardKind.TYPE_MATCH, RealContextExit)
+    tx.wrap(value.previous, AttrSource(source, "previous"))
+    return value.tracker()

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import abc
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import DictKeysSource, GuardKind, ItemSource, dict_item_source
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class DictViewVariable(ListVariable):
@@ -112,3 +116,34 @@ class ConstDictVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"ConstDictVariable({self.items!r})"
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("dict", types=dict, exact=True)
+def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
+    return aliased_container(tx, value, source, _build_dict)
+
+
+def _build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
+    if not all(is_constant_value(k) or _is_class_key(k) for k in value):
+        raise Unsupported("dict with non-constant keys")
+    if source is not None and all(is_constant_value(k) for k in value):
+        guard(tx, source, GuardKind.DICT_KEYS, (type(value), tuple(value.keys())))
+    elif source is not None:  # classes as keys: each key's identity, by position
+        guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
+        for i, k in enumerate(value):
+            kind = GuardKind.EQUALS_MATCH if is_constant_value(k) else GuardKind.ID_MATCH
+            guard(tx, ItemSource(DictKeysSource(source), i), kind, k)
+    # keys without a literal (dtypes, devices) reach their values by position: the
+    # DICT_KEYS guard above pins every key's position
+    items = {
+        k: tx.wrap(v, dict_item_source(source, k, i) if source is not None else None)
+        for i, (k, v) in enumerate(value.items())
+    }
+    return ConstDictVariable(items, source=source)
+
+
+def _is_class_key(key: Any) -> bool:
+    """A class or a typing special form as a dict key (a table of handlers by type): the
+    dict is guarded by length and each key by identity at its position."""
+    return type(key) in (type, abc.ABCMeta) or type(key).__module__ == "typing"

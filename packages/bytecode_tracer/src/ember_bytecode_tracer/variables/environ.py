@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
@@ -30,7 +32,6 @@ class EnvironVariable(UserDefinedObjectVariable):
     def call_method(self, tx, name, args, kwargs):
         if name not in _LOOKUPS or kwargs or not args or not args[0].is_python_constant():
             return super().call_method(tx, name, args, kwargs)
-        from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
 
         key = args[0].as_python_constant()
         if not isinstance(key, str):
@@ -54,3 +55,14 @@ class EnvironVariable(UserDefinedObjectVariable):
 
     def __repr__(self) -> str:
         return "EnvironVariable()"
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_sourced_environ(tx, value: object, source) -> bool:
+    return source is not None and is_environ(value)
+
+
+@wrap_rule("environ", when=_is_sourced_environ)
+def _wrap_environ(tx, value: object, source) -> EnvironVariable:
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    return EnvironVariable(value, source=source)

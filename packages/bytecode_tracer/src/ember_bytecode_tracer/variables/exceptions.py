@@ -7,6 +7,7 @@ from typing import Any
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 
 class ExceptionVariable(VariableTracker):
@@ -39,3 +40,10 @@ def build_exception(cls: type, args: list[VariableTracker], kwargs) -> Exception
     if kwargs or not all(a.is_python_constant() for a in args):
         raise Unsupported(f"{cls.__name__}() with arguments unknown at trace time")
     return ExceptionVariable(TracedException(cls, *(a.as_python_constant() for a in args)))
+
+
+@constructor("builtin_exception")
+def _construct_exception(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if is_builtin_exception(kind.cls):
+        return build_exception(kind.cls, args, kwargs)
+    return None

@@ -10,16 +10,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-from ember_bytecode_tracer.variables.lists import TupleVariable
+from ember_bytecode_tracer.variables.lazy import resolve_local
+from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
 
 if TYPE_CHECKING:
     from types import CodeType
 
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
@@ -75,34 +78,28 @@ def bind_code_arguments(
 
 
 def bind_arguments(
-    tx: InstructionTranslator,
+    tx: Translator,
     fn: Any,
     fn_source: Source | None,
     args: list[VariableTracker],
     kwargs: dict[str, VariableTracker],
 ) -> dict[str, VariableTracker]:
-    from ember_bytecode_tracer.guards import AttrSource, ItemSource
-    from ember_bytecode_tracer.variables.builder import wrap_value
-
     defaults = []
     for i, value in enumerate(fn.__defaults__ or ()):
         source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
-        defaults.append(wrap_value(tx, value, source) if source else _wrap_unsourced(value))
+        defaults.append(tx.wrap(value, source) if source else _wrap_unsourced(value))
     kwdefaults = {}
     for name, value in (fn.__kwdefaults__ or {}).items():
         source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
-        kwdefaults[name] = wrap_value(tx, value, source) if source else _wrap_unsourced(value)
+        kwdefaults[name] = tx.wrap(value, source) if source else _wrap_unsourced(value)
     return bind_code_arguments(fn.__code__, defaults, kwdefaults, args, kwargs)
 
 
 def _wrap_unsourced(value: Any) -> VariableTracker:
-    from ember_bytecode_tracer.variables.constant import is_constant_value
 
     if is_constant_value(value):
         return ConstantVariable(value)
     if type(value) is torch.Size:  # `sample_shape=torch.Size()`: immutable, like a constant
-        from ember_bytecode_tracer.variables.lists import SizeVariable
-
         return SizeVariable(tuple(value))
     raise Unsupported(f"default value {type(value).__name__} of a function without a source")
 
@@ -127,10 +124,7 @@ class UserFunctionVariable(VariableTracker):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
         if self.source is not None and hasattr(self.fn, name):
-            from ember_bytecode_tracer.guards import AttrSource
-            from ember_bytecode_tracer.variables.builder import wrap_value
-
-            return wrap_value(tx, getattr(self.fn, name), AttrSource(self.source, name))
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name))
         raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
 
     def __repr__(self) -> str:
@@ -156,13 +150,12 @@ class UserMethodVariable(VariableTracker):
 class CellReference(VariableTracker):
     """LOAD_CLOSURE during a trace: the cell `name` of the translator `tx`."""
 
-    def __init__(self, tx: InstructionTranslator, name: str) -> None:
+    def __init__(self, tx: Translator, name: str) -> None:
         super().__init__()
         self.tx = tx
         self.name = name
 
     def get(self) -> VariableTracker:
-        from ember_bytecode_tracer.variables.lazy import resolve_local
 
         if self.name not in self.tx.symbolic_locals:
             raise Unsupported(f"free variable {self.name!r} referenced before assignment")
@@ -196,11 +189,9 @@ class NestedUserFunctionVariable(VariableTracker):
         return FunctionType
 
     def call_function(self, tx, args, kwargs):
-        from ember_bytecode_tracer.translator.core import InliningTranslator
-
         bound = bind_code_arguments(self.code, self.defaults, self.kwdefaults, args, kwargs)
         closure_vars = dict(zip(self.code.co_freevars, self.closure, strict=True))
-        return InliningTranslator.inline_code(tx, self.code, self.f_globals, bound, closure_vars)
+        return tx.inline_code(self.code, self.f_globals, bound, closure_vars)
 
     def __repr__(self) -> str:
         return f"NestedUserFunctionVariable({self.qualname})"
@@ -224,3 +215,44 @@ class PartialVariable(VariableTracker):
 
 def is_user_function(value: Any) -> bool:
     return inspect.isfunction(value)
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_function(tx: Translator, value: Any, source: Source | None) -> bool:
+    return inspect.isfunction(value)
+
+
+def _is_method(tx: Translator, value: Any, source: Source | None) -> bool:
+    return inspect.ismethod(value)
+
+
+@wrap_rule("user_function", when=_is_function)
+def _wrap_function(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return UserFunctionVariable(value, source=source)
+
+
+@wrap_rule("method", when=_is_method)
+def _wrap_method(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    owner_source = AttrSource(source, "__self__") if source is not None else None
+    owner = tx.wrap(value.__self__, owner_source)
+    fn_source = AttrSource(source, "__func__") if source is not None else None
+    if source is not None:
+        guard(tx, fn_source, GuardKind.ID_MATCH, value.__func__)
+    return UserMethodVariable(value.__func__, owner, fn_source=fn_source)
+
+
+@wrap_rule("partial", types=functools.partial)
+def _wrap_partial(tx: Translator, value: functools.partial, source: Source | None):
+    if source is None:
+        raise Unsupported("functools.partial without a source")
+    func = tx.wrap(value.func, AttrSource(source, "func"))
+    args = [tx.wrap(a, ItemSource(AttrSource(source, "args"), i)) for i, a in enumerate(value.args)]
+    guard(tx, AttrSource(source, "args"), GuardKind.LEN_MATCH, (tuple, len(value.args)))
+    guard(tx, AttrSource(source, "keywords"), GuardKind.DICT_KEYS, (dict, tuple(value.keywords)))
+    kwargs = {
+        k: tx.wrap(v, ItemSource(AttrSource(source, "keywords"), k))
+        for k, v in value.keywords.items()
+    }
+    return PartialVariable(func, args, kwargs)

@@ -15,7 +15,9 @@ need besides RNG state calls, which the runner also replays when the graph raise
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import inspect
+from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
@@ -27,21 +29,10 @@ from ember_bytecode_tracer.variables.functions import (
     UserFunctionVariable,
     bind_code_arguments,
 )
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator, TracedGenerator
-
-
-def _effects_snapshot(tx: InstructionTranslator) -> tuple[int, ...]:
-    """Counts that change when the trace adds graph ops or Python side effects."""
-    output = tx.output
-    effects = output.side_effects
-    return (
-        len(output.graph.nodes),
-        len(effects.containers),
-        len(effects.attributes),
-        len(effects.global_writes),
-    )
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class GeneratorContextVariable(VariableTracker):
@@ -55,7 +46,7 @@ class GeneratorContextVariable(VariableTracker):
         self.func = func
         self.args = args
         self.kwargs = kwargs
-        self.generator: TracedGenerator | None = None
+        self.generator: Any = None  # the translator's TracedGenerator, once entered
         self.body_start: tuple[int, ...] | None = None
 
     @classmethod
@@ -73,55 +64,48 @@ class GeneratorContextVariable(VariableTracker):
         return cls(func, list(call_args.unpack(tx)), keywords)
 
     def python_type(self) -> type:
-        import contextlib
-
         return contextlib._GeneratorContextManager
 
-    def _start(self, tx: InstructionTranslator) -> TracedGenerator:
-        from ember_bytecode_tracer.translator.core import (
-            InliningTranslator,
-            TracedGenerator,
-            inspect_flags,
-        )
-
+    def _start(self, tx: Translator) -> Any:
         func = self.func
         if isinstance(func, UserFunctionVariable):
             return tx.start_generator(func.fn, func.source, self.args, self.kwargs)
-        if not func.code.co_flags & inspect_flags.CO_GENERATOR:
+        if not func.code.co_flags & inspect.CO_GENERATOR:
             raise Unsupported(f"@contextmanager over {func.qualname}, not a generator function")
         bound = bind_code_arguments(
             func.code, func.defaults, func.kwdefaults, self.args, self.kwargs
         )
         closure_vars = dict(zip(func.code.co_freevars, func.closure, strict=True))
-        inner = InliningTranslator._make(tx, func.code, func.f_globals, bound, tx.globals_source)
-        inner.closure_vars = closure_vars
-        inner.fn_source = None
-        return TracedGenerator(inner)
+        return tx.start_code_generator(func.code, func.f_globals, bound, closure_vars)
 
-    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+    def enter(self, tx: Translator) -> VariableTracker:
         if self.generator is not None:
             raise Unsupported("entering a @contextmanager object twice")
         self.generator = self._start(tx)
         yielded, value = self.generator.send(tx, ConstantVariable(None))
         if not yielded:
             raise Unsupported("@contextmanager generator didn't yield (RuntimeError in eager)")
-        self.body_start = _effects_snapshot(tx)
+        self.body_start = tx.output.effects_snapshot()
         return value
 
     def exit_handler(self) -> VariableTracker:
         return ContextExitVariable(self)
 
-    def exit(self, tx: InstructionTranslator) -> None:
+    def exit(self, tx: Translator) -> None:
         generator = self.generator
         if generator is None:
             raise Unsupported("leaving a @contextmanager object that was not entered")
-        body_end = _effects_snapshot(tx)
+        body_end = tx.output.effects_snapshot()
         paused_at = generator.tx.instructions[generator.tx.ip - 1]
         protected = generator.tx.try_block_covers(paused_at)
         yielded, _ = generator.send(tx, ConstantVariable(None))
         if yielded:
             raise Unsupported("@contextmanager generator didn't stop (RuntimeError in eager)")
-        if protected and body_end[0] != self.body_start[0] and _effects_snapshot(tx) != body_end:
+        if (
+            protected
+            and body_end[0] != self.body_start[0]
+            and tx.output.effects_snapshot() != body_end
+        ):
             raise Unsupported(
                 "graph ops inside `with` over a @contextmanager whose yield is in a try block "
                 "that does more than restore RNG state: an error raised by the graph would "
@@ -131,3 +115,12 @@ class GeneratorContextVariable(VariableTracker):
     def __repr__(self) -> str:
         name = getattr(self.func, "qualname", None) or self.func.fn.__qualname__
         return f"GeneratorContextVariable({name})"
+
+
+@constructor("generator_context")
+def _construct_generator_context(
+    tx: Translator, kind: TypeVariable, args, kwargs
+) -> VariableTracker | None:
+    if kind.cls is contextlib._GeneratorContextManager:
+        return GeneratorContextVariable.from_constructor_args(tx, args, kwargs)
+    return None

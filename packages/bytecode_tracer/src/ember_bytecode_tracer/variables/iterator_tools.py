@@ -26,9 +26,9 @@ from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import TupleVariable
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
-Producer = Callable[["InstructionTranslator"], VariableTracker | None]
+Producer = Callable[["Translator"], VariableTracker | None]
 
 
 class LazyIteratorVariable(ListIteratorVariable):
@@ -41,7 +41,7 @@ class LazyIteratorVariable(ListIteratorVariable):
         self.what = what
         self.exhausted = False
 
-    def next(self, tx: InstructionTranslator | None = None) -> VariableTracker | None:
+    def next(self, tx: Translator | None = None) -> VariableTracker | None:
         if self.exhausted:
             return None
         if tx is None:

@@ -15,6 +15,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 
 # (module prefix, class name) of base classes with these semantics.
@@ -117,3 +118,10 @@ _METHODS = {
     ),
     "to_tuple": lambda obj, tx: TupleVariable([v for _, v in obj._present()]),
 }
+
+
+@constructor("keyed_output")
+def _construct_keyed_output(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if is_keyed_output_class(kind.cls):
+        return KeyedOutputVariable(kind.cls, args, kwargs)
+    return None

@@ -8,7 +8,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class LazyLocal(VariableTracker):
@@ -20,11 +20,9 @@ class LazyLocal(VariableTracker):
         return f"LazyLocal({self.source})"
 
 
-def resolve_local(tx: InstructionTranslator, name: str) -> VariableTracker:
-    from ember_bytecode_tracer.variables.builder import wrap_value
-
+def resolve_local(tx: Translator, name: str) -> VariableTracker:
     value = tx.symbolic_locals[name]
     if isinstance(value, LazyLocal):
-        value = wrap_value(tx, value.value, value.source)
+        value = tx.wrap(value.value, value.source)
         tx.symbolic_locals[name] = value
     return value

@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class BaseListVariable(VariableTracker):
@@ -28,13 +30,13 @@ class BaseListVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         return self.container_type([v.as_python_constant() for v in self.items])
 
-    def truthiness(self, tx: InstructionTranslator) -> bool:
+    def truthiness(self, tx: Translator) -> bool:
         return bool(self.items)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         return list(self.items)
 
-    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         key = index.as_python_constant()
         if isinstance(key, slice):
             return (
@@ -97,7 +99,7 @@ class StructSequenceVariable(TupleVariable):
     def as_python_constant(self) -> Any:
         return self.cls([v.as_python_constant() for v in self.items])
 
-    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         if isinstance(index.as_python_constant(), slice):  # a slice is a plain tuple
             return TupleVariable(self.items).getitem(tx, index)
         return super().getitem(tx, index)
@@ -176,13 +178,13 @@ class ListVariable(BaseListVariable):
         self._record(tx)
         return ConstantVariable(None)
 
-    def _record(self, tx: InstructionTranslator) -> None:
+    def _record(self, tx: Translator) -> None:
         if self.source is not None:
             tx.output.side_effects.containers[self.source] = self
 
 
 def sorted_items(
-    tx: InstructionTranslator,
+    tx: Translator,
     items: list[VariableTracker],
     key: VariableTracker | None,
     reverse: VariableTracker | None,
@@ -227,3 +229,27 @@ class SliceVariable(VariableTracker):
 
     def as_python_constant(self) -> Any:
         return slice(*(p.as_python_constant() for p in self.parts))
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("torch_size", types=torch.Size)
+def _wrap_size(tx: Translator, value: torch.Size, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.EQUALS_MATCH, value)
+    return SizeVariable(tuple(value), source=source)
+
+
+@wrap_rule("list_or_tuple", types=(list, tuple), exact=True)
+def _wrap_sequence(tx: Translator, value: list | tuple, source: Source | None) -> VariableTracker:
+    return aliased_container(tx, value, source, _build_sequence)
+
+
+def _build_sequence(tx: Translator, value: list | tuple, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
+    items = [
+        tx.wrap(item, ItemSource(source, i) if source is not None else None)
+        for i, item in enumerate(value)
+    ]
+    cls = ListVariable if type(value) is list else TupleVariable
+    return cls(items, source=source)

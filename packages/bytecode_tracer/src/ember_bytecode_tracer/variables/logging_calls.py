@@ -20,6 +20,7 @@ import inspect
 import logging
 from typing import Any
 
+from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -58,7 +59,6 @@ class LoggingCallVariable(VariableTracker):
         return type(getattr(self.owner.value, self.name))  # type: ignore[attr-defined]
 
     def call_function(self, tx, args, kwargs):
-        from ember_bytecode_tracer.exc import Unsupported
 
         values = [*args, *kwargs.values()]
         if self.owner.source is None or not all(v.is_python_constant() for v in values):

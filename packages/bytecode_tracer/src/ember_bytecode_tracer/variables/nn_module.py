@@ -9,13 +9,16 @@ import torch
 from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import GuardKind
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.object_identity import note_object
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -48,13 +51,10 @@ class NNModuleVariable(VariableTracker):
         return self.module
 
     def _child(self, tx, name: str, value: Any) -> VariableTracker:
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-
         if self.source is None:
             # A module built during the trace from constants: its attributes are too.
-            return wrap_value(tx, value, None)
-        return wrap_value(tx, value, AttrSource(self.source, name))
+            return tx.wrap(value, None)
+        return tx.wrap(value, AttrSource(self.source, name))
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         module = self.module
@@ -101,8 +101,6 @@ class NNModuleVariable(VariableTracker):
 
     def _guard_no_hooks(self, tx) -> None:
         """Hooks registered later must not be skipped by code traced without them."""
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.builder import guard
 
         for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
             hooks = getattr(self.module, table)
@@ -136,23 +134,18 @@ class NNModuleVariable(VariableTracker):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        from ember_bytecode_tracer.guards import ItemSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-
         key = index.as_python_constant()
         if isinstance(key, slice):
             # The children the slice picks, each reachable (and guarded) by its index.
             self._guard_children(tx)
             picked = range(len(self.module))[key]
             return TupleVariable(
-                [wrap_value(tx, self.module[i], ItemSource(self.source, i)) for i in picked]
+                [tx.wrap(self.module[i], ItemSource(self.source, i)) for i in picked]
             )
-        return wrap_value(tx, self.module[key], ItemSource(self.source, key))
+        return tx.wrap(self.module[key], ItemSource(self.source, key))
 
     def _guard_children(self, tx) -> None:
         """The trace depends on which children a container module has."""
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.builder import guard
 
         children = self.module._modules
         guard(
@@ -173,9 +166,6 @@ class NNModuleVariable(VariableTracker):
         raise Unsupported(f"iterating over {type(module).__name__}")
 
     def _listing(self, tx, name, args, kwargs) -> VariableTracker:
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-
         if args or kwargs:
             raise Unsupported(f"Module.{name} with arguments")
         named = name.startswith("named_")
@@ -186,7 +176,7 @@ class NNModuleVariable(VariableTracker):
             for part in path.split("."):
                 if part:
                     source = AttrSource(source, part)
-            tracker = wrap_value(tx, value, source)
+            tracker = tx.wrap(value, source)
             items.append(TupleVariable([ConstantVariable(path), tracker]) if named else tracker)
         return ListIteratorVariable(items)
 
@@ -200,7 +190,6 @@ _LISTINGS = ("parameters", "named_parameters", "buffers", "named_buffers", "chil
 
 def _class_attr_source(source: Source, name: str) -> Source:
     """type(obj).name: how generated guards reach a method (and its __globals__)."""
-    from ember_bytecode_tracer.guards import AttrSource, TypeSource
 
     return AttrSource(TypeSource(source), name)
 
@@ -214,3 +203,45 @@ def is_parameter_or_buffer(value: Any) -> bool:
 
 
 __all__ = ["ConstDictVariable", "NNModuleVariable", "is_module"]
+
+
+# ---- calling a class: torch.nn's own stateless modules ----------------------------------
+def _is_stateless_torch_module(cls: type) -> bool:
+    """torch.nn's own parameter-free modules (losses, activations): safe to build at trace
+    time, as their constructors only store the constant arguments."""
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, torch.nn.Module)
+        and cls.__module__.startswith("torch.nn.modules.")
+        and cls.__module__.rsplit(".", 1)[-1] in ("loss", "activation", "dropout", "flatten")
+    )
+
+
+@constructor("stateless_module")
+def _build_stateless_module(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    cls = kind.cls
+    if not _is_stateless_torch_module(cls):
+        return None
+    try:
+        a = [x.as_python_constant() for x in args]
+        k = {n: x.as_python_constant() for n, x in kwargs.items()}
+    except Unsupported:
+        raise Unsupported(
+            f"constructing {cls.__name__} from values unknown at trace time"
+        ) from None
+    module = cls(*a, **k)
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(f"constructing {cls.__name__}, which has parameters, inside a trace")
+    return NNModuleVariable(module, source=None)
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("nn_module", types=nn.Module)
+def _wrap_module(tx, value: nn.Module, source: Source | None) -> VariableTracker:
+    # Modules are guarded by class, not identity: every attribute a trace reads from
+    # them is guarded on its own (parameters by tensor metadata, flags by value,
+    # submodules by class), so the twelve layers of a BERT encoder share one trace.
+    if source is not None:
+        guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+        note_object(tx, value, source)
+    return NNModuleVariable(value, source=source)

@@ -12,7 +12,7 @@ NumPy returns one (full reductions, 0-d ufunc results, integer indexing).
 
 from __future__ import annotations
 
-import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -24,11 +24,12 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, Source
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.tensor import METHOD_RULES, TensorVariable
 
 if TYPE_CHECKING:
     import torch.fx
 
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 @cache
@@ -55,6 +56,11 @@ class NumpyTensorSource(Source):
 
     def step(self, base_value: Any, scope: Any) -> Any:
         return torch.from_numpy(base_value)
+
+
+# NumPy's semantics for an array's attributes ("attribute": (tx, array, name)) and items
+# ("getitem": (tx, array, key)): registered by numpy_rules.py, which imports this module.
+ARRAY_RULES: dict[str, Callable[..., VariableTracker]] = {}
 
 
 class NumpyArrayVariable(VariableTracker):
@@ -90,22 +96,19 @@ class NumpyArrayVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         raise Unsupported("a NumPy array's values are not known at trace time")
 
-    def truthiness(self, tx: InstructionTranslator) -> bool:
+    def truthiness(self, tx: Translator) -> bool:
         raise Unsupported("branching on a NumPy array's value (data-dependent control flow)")
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
-        from ember_bytecode_tracer.variables import numpy_rules
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        return ARRAY_RULES["attribute"](tx, self, name)
 
-        return numpy_rules.array_attribute(tx, self, name)
-
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
-        from ember_bytecode_tracer.variables import numpy_rules
-
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         if not self.shape:
             raise Unsupported("iterating over a 0-d NumPy array")
-        return [numpy_rules.getitem(tx, self, ConstantVariable(i)) for i in range(self.shape[0])]
+        getitem = ARRAY_RULES["getitem"]
+        return [getitem(tx, self, ConstantVariable(i)) for i in range(self.shape[0])]
 
-    def python_len(self, tx: InstructionTranslator) -> VariableTracker:
+    def python_len(self, tx: Translator) -> VariableTracker:
         if not self.shape:
             raise Unsupported("len() of a 0-d NumPy array")
         return ConstantVariable(self.shape[0])
@@ -115,7 +118,7 @@ class NumpyArrayVariable(VariableTracker):
         return f"NumpyArrayVariable({self.node.name}: {kind} {self.shape} {self.dtype})"
 
 
-def wrap_array(tx: InstructionTranslator, value: np.ndarray, source: Source) -> VariableTracker:
+def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTracker:
     """An ndarray read from the frame: a graph input, guarded by what the trace relied on."""
     dtype = value.dtype
     if dtype.kind not in "biufc" or not dtype.isnative:
@@ -161,7 +164,7 @@ def _arrays_seen(output: Any) -> dict[int, tuple[np.ndarray, NumpyArrayVariable]
     return found
 
 
-def array_of_tensor(tx: InstructionTranslator, tensor: Any) -> NumpyArrayVariable:
+def array_of_tensor(tx: Translator, tensor: Any) -> NumpyArrayVariable:
     """`tensor.numpy()` in the trace: the same node, seen as an array (memory shared)."""
     example = tensor.example
     if example.requires_grad:
@@ -174,72 +177,17 @@ def array_of_tensor(tx: InstructionTranslator, tensor: Any) -> NumpyArrayVariabl
     return NumpyArrayVariable(tensor.node, example)
 
 
-def array_recipe(builder: Any, value: NumpyArrayVariable):
-    """How the runner rebuilds an array (or NumPy scalar) from the graph's outputs."""
-    if value.node.op == "placeholder" and value.source is not None:
-        from ember_bytecode_tracer.reconstruct import source_loader
-
-        load = source_loader(value.source)  # the caller's own array
-        return lambda outs, L, G: load(L, G)
-    index = builder.output_index(value.node)
-    if value.scalar:
-        return lambda outs, L, G: outs[index].numpy()[()]
-    return lambda outs, L, G: outs[index].numpy()
-
-
 def is_array_operand(value: VariableTracker) -> bool:
     return isinstance(value, NumpyArrayVariable)
 
 
-# Python operators on arrays: the NumPy ufunc each one is.
-OPERATOR_UFUNCS = {
-    operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
-    operator.truediv: np.divide, operator.floordiv: np.floor_divide,
-    operator.mod: np.remainder, operator.pow: np.power, operator.lt: np.less,
-    operator.le: np.less_equal, operator.eq: np.equal, operator.ne: np.not_equal,
-    operator.gt: np.greater, operator.ge: np.greater_equal, operator.and_: np.bitwise_and,
-    operator.or_: np.bitwise_or, operator.xor: np.bitwise_xor, operator.neg: np.negative,
-    operator.invert: np.invert, operator.abs: np.absolute, operator.pos: np.positive,
-}  # fmt: skip
-INPLACE_OPERATORS = {
-    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
-    operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
-    operator.ior: operator.or_, operator.ixor: operator.xor,
-}  # fmt: skip
-
-
-def apply_array_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]):
-    """`a + b`, `a < 2`, `-a`, `a @ b`, `a += 1` where an operand is a NumPy array."""
-    from ember_bytecode_tracer.variables import numpy_rules
-
-    if any(not isinstance(a, NumpyArrayVariable) and _is_tensor(a) for a in args):
-        raise Unsupported("an operator mixing a NumPy array and a torch tensor")
-    if fn in INPLACE_OPERATORS:
-        target = args[0]
-        result = apply_array_operator(tx, INPLACE_OPERATORS[fn], args)
-        if not isinstance(target, NumpyArrayVariable):
-            return result  # `n += a` for a Python number rebinds n
-        return numpy_rules.write_into(tx, target, result, what=f"{fn.__name__}")
-    if fn is operator.matmul or fn is operator.imatmul:
-        return numpy_rules.matmul(tx, *args)
-    ufunc = OPERATOR_UFUNCS.get(fn)
-    if ufunc is None:
-        raise Unsupported(f"operator {fn.__name__} on a NumPy array")
-    return numpy_rules.apply_ufunc(tx, ufunc, args)
-
-
-def _is_tensor(value: VariableTracker) -> bool:
-    from ember_bytecode_tracer.variables.tensor import TensorVariable
-
+def is_tensor(value: VariableTracker) -> bool:
     return isinstance(value, TensorVariable)
 
 
-def tensor_from_array(tx: InstructionTranslator, fn: Any, args, kwargs) -> VariableTracker | None:
+def tensor_from_array(tx: Translator, fn: Any, args, kwargs) -> VariableTracker | None:
     """`torch.from_numpy(a)` / `torch.as_tensor(a)` (the same memory: the same node) and
     `torch.tensor(a)` (a copy) on an array of the trace; None for other arguments."""
-    from ember_bytecode_tracer.variables.tensor import TensorVariable
-
     if len(args) != 1 or kwargs or not isinstance(args[0], NumpyArrayVariable):
         return None
     array = args[0]
@@ -247,3 +195,12 @@ def tensor_from_array(tx: InstructionTranslator, fn: Any, args, kwargs) -> Varia
         node, example = tx.output.create_node("call_function", torch.clone, (array.node,), {})
         return TensorVariable(node, example)
     return TensorVariable(array.node, array.example)
+
+
+def _tensor_numpy(tx: Translator, tensor: TensorVariable, args, kwargs) -> VariableTracker | None:
+    if args or kwargs:
+        return None
+    return array_of_tensor(tx, tensor)  # the same node, seen as an array
+
+
+METHOD_RULES["numpy"] = _tensor_numpy

@@ -23,18 +23,24 @@ import numpy as np
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.lists import TupleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import (
+    ARRAY_RULES,
     NumpyArrayVariable,
+    is_tensor,
     numpy_dtype,
     torch_dtype,
     wrap_array,
 )
+from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 Rule = Callable[..., VariableTracker]
 RULES: dict[Any, Rule] = {}
@@ -700,7 +706,6 @@ _READS_DATA = {"item", "tolist", "tobytes", "__bool__", "__float__", "__int__", 
 
 
 def array_attribute(tx, array: NumpyArrayVariable, name: str) -> VariableTracker:
-    from ember_bytecode_tracer.variables.tensor import wrap_constant_result
 
     if name == "shape":
         return wrap_constant_result(array.shape)
@@ -723,8 +728,6 @@ def array_attribute(tx, array: NumpyArrayVariable, name: str) -> VariableTracker
 
 def _index_key(tx, key: VariableTracker) -> tuple[Any, bool]:
     """The FX index for a NumPy subscript, and whether it holds only integers."""
-    from ember_bytecode_tracer.variables.lists import TupleVariable
-    from ember_bytecode_tracer.variables.tensor import as_node_arg
 
     if isinstance(key, ConstantVariable) and type(key.value) is tuple:  # a[1, 2]: a constant
         key = TupleVariable([ConstantVariable(v) for v in key.value])
@@ -775,8 +778,45 @@ def setitem(tx, array: NumpyArrayVariable, key: VariableTracker, value: Variable
     _node(tx, "call_function", operator.setitem, (array.node, index, fx))
 
 
+# Python operators on arrays: the NumPy ufunc each one is.
+OPERATOR_UFUNCS = {
+    operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+    operator.truediv: np.divide, operator.floordiv: np.floor_divide,
+    operator.mod: np.remainder, operator.pow: np.power, operator.lt: np.less,
+    operator.le: np.less_equal, operator.eq: np.equal, operator.ne: np.not_equal,
+    operator.gt: np.greater, operator.ge: np.greater_equal, operator.and_: np.bitwise_and,
+    operator.or_: np.bitwise_or, operator.xor: np.bitwise_xor, operator.neg: np.negative,
+    operator.invert: np.invert, operator.abs: np.absolute, operator.pos: np.positive,
+}  # fmt: skip
+INPLACE_OPERATORS = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
+    operator.ior: operator.or_, operator.ixor: operator.xor,
+}  # fmt: skip
+
+
+def apply_array_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
+    """`a + b`, `a < 2`, `-a`, `a @ b`, `a += 1` where an operand is a NumPy array."""
+    if any(not isinstance(a, NumpyArrayVariable) and is_tensor(a) for a in args):
+        raise Unsupported("an operator mixing a NumPy array and a torch tensor")
+    if fn in INPLACE_OPERATORS:
+        target = args[0]
+        result = apply_array_operator(tx, INPLACE_OPERATORS[fn], args)
+        if not isinstance(target, NumpyArrayVariable):
+            return result  # `n += a` for a Python number rebinds n
+        return write_into(tx, target, result, what=f"{fn.__name__}")
+    if fn is operator.matmul or fn is operator.imatmul:
+        return matmul(tx, *args)
+    ufunc = OPERATOR_UFUNCS.get(fn)
+    if ufunc is None:
+        raise Unsupported(f"operator {fn.__name__} on a NumPy array")
+    return apply_ufunc(tx, ufunc, args)
+
+
 # ---- entry points from the builder -----------------------------------------------------------
-def numpy_tracker(tx: InstructionTranslator, value: Any, source: Source | None):
+@wrap_rule("numpy")
+def numpy_tracker(tx: Translator, value: Any, source: Source | None):
     """The tracker for an ndarray or a NumPy function with a rule, else None."""
     if type(value) is np.ndarray:
         if source is None:
@@ -789,10 +829,11 @@ def numpy_tracker(tx: InstructionTranslator, value: Any, source: Source | None):
     if not known and not isinstance(value, np.ufunc | _DISPATCHER):
         return None
     if source is not None:
-        from ember_bytecode_tracer.guards import Guard, GuardKind
-
         tx.output.add_guard(Guard(source, GuardKind.ID_MATCH, value, user_location=tx.location()))
     return NumpyFunctionVariable(value, source=source)
 
 
 __all__ = ["METHODS", "RULES", "NumpyFunctionVariable", "numpy_dtype", "numpy_tracker"]
+
+
+ARRAY_RULES.update(attribute=array_attribute, getitem=getitem)

@@ -25,17 +25,21 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, TypeSource
+from ember_bytecode_tracer.variables.attributes import store_attribute
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.object_identity import canonical_source
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable, _class_source
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 _HOOKS = ("__getattribute__", "__setattr__", "__delattr__")
@@ -122,7 +126,7 @@ class CopiedObjectVariable(TracedObjectVariable):
 class _Copier:
     """One copy.deepcopy (deep=True) or copy.copy call: its memo keeps shared parts shared."""
 
-    def __init__(self, tx: InstructionTranslator, deep: bool) -> None:
+    def __init__(self, tx: Translator, deep: bool) -> None:
         self.tx = tx
         self.deep = deep
         self.memo: dict[int, VariableTracker] = {}
@@ -144,7 +148,6 @@ class _Copier:
     def guard_distinct_parts(self) -> None:
         """Mutable parts distinct when traced stay distinct (two copies, as deepcopy makes
         of two objects); parts reached twice are one object by the wrapping's own guards."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind
 
         sources = list(self.mutable_parts.values())
         if len(sources) > 1:
@@ -168,7 +171,6 @@ class _Copier:
         return self.copy(value) if self.deep else value
 
     def _copy(self, value: VariableTracker) -> VariableTracker:
-        from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 
         if isinstance(value, ConstantVariable | SymNodeVariable):
             return value  # immutable: copies are the value itself
@@ -198,14 +200,11 @@ class _Copier:
             raise Unsupported(f"copying a {cls.__qualname__} in the trace ({refusal})")
 
     def _copy_object(self, value: UserDefinedObjectVariable) -> VariableTracker:
-        from ember_bytecode_tracer.guards import AttrSource, TypeSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-        from ember_bytecode_tracer.variables.object_identity import canonical_source
 
         tx, cls = self.tx, type(value.value)
         self._check_class(cls)
         # The state copy.deepcopy reads: the instance dict (keys and values guarded).
-        state = wrap_value(tx, vars(value.value), AttrSource(value.source, "__dict__"))
+        state = tx.wrap(vars(value.value), AttrSource(value.source, "__dict__"))
         if not isinstance(state, ConstDictVariable):
             raise Unsupported(f"copying a {cls.__qualname__}: its __dict__ is not a plain dict")
         attrs = dict(state.items)
@@ -258,7 +257,6 @@ rule(copy.copy)(_copy_rule(deep=False))
 
 @rule(setattr)
 def _setattr(tx, args, kwargs):
-    from ember_bytecode_tracer.variables.attributes import store_attribute
 
     if len(args) != 3 or kwargs:
         raise Unsupported("setattr() takes three arguments")
@@ -274,7 +272,7 @@ def _delattr(tx, args, kwargs):
     return ConstantVariable(None)
 
 
-def delete_attribute(tx: InstructionTranslator, obj: VariableTracker, name: str) -> None:
+def delete_attribute(tx: Translator, obj: VariableTracker, name: str) -> None:
     """`del obj.name`: on objects made in the trace only (no replay of deletions)."""
     if not isinstance(obj, TracedObjectVariable):
         raise Unsupported(f"deleting attribute {name!r} of {obj}")

@@ -17,11 +17,10 @@ from ember_bytecode_tracer.guards import Guard, GuardKind
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.output_graph import OutputGraph
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
-    from ember_bytecode_tracer.variables.base import VariableTracker
+    from ember_bytecode_tracer.variables.base import Translator, VariableTracker
 
 
-def note_object(tx: InstructionTranslator, value: Any, source: Source) -> None:
+def note_object(tx: Translator, value: Any, source: Source) -> None:
     """`value` (a module or plain object) was reached at `source`."""
     seen = tx.output.objects_by_id.get(id(value))
     if seen is None:
@@ -32,7 +31,7 @@ def note_object(tx: InstructionTranslator, value: Any, source: Source) -> None:
         )
 
 
-def canonical_source(tx: InstructionTranslator, obj: VariableTracker) -> Source | None:
+def canonical_source(tx: Translator, obj: VariableTracker) -> Source | None:
     """The source attribute writes and reads of `obj` are keyed by."""
     value = getattr(obj, "value", None)
     if value is None:
@@ -41,6 +40,11 @@ def canonical_source(tx: InstructionTranslator, obj: VariableTracker) -> Source 
     if seen is not None and seen[0] is value:
         return seen[1]
     return obj.source
+
+
+def record_write(tx: Translator, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+    """`obj.name = value` on a real object: seen by later reads, replayed after the graph."""
+    tx.output.side_effects.attributes[(canonical_source(tx, obj), name)] = value
 
 
 def distinct_object_guards(output: OutputGraph) -> list[Guard]:

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import inspect
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import torch
-
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    GenericAttrSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    TypeSource,
+)
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.logging_calls import LoggingCallVariable, is_logging_call
+from ember_bytecode_tracer.variables.object_identity import note_object, record_write
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class PythonModuleVariable(VariableTracker):
@@ -32,15 +43,16 @@ class PythonModuleVariable(VariableTracker):
         return self.module
 
     def var_getattr(self, tx, name):
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-
         if not hasattr(self.module, name):
             raise Unsupported(f"module {self.module.__name__} has no attribute {name!r}")
         value = getattr(self.module, name)
         if self.source is None:
-            return wrap_value(tx, value, None)
-        return wrap_value(tx, value, AttrSource(self.source, name))
+            return tx.wrap(value, None)
+        return tx.wrap(value, AttrSource(self.source, name))
+
+    def is_torch_namespace(self) -> bool:
+        name = self.module.__name__
+        return name == "torch" or name.startswith("torch.")
 
     def __repr__(self) -> str:
         return f"PythonModuleVariable({self.module.__name__})"
@@ -60,95 +72,21 @@ class TypeVariable(VariableTracker):
         return self.cls
 
     def var_getattr(self, tx, name):
-        from ember_bytecode_tracer.guards import AttrSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-
         attribute = inspect.getattr_static(self.cls, name, None)
         if isinstance(attribute, staticmethod):
             attribute = attribute.__func__
         source = AttrSource(self.source, name) if self.source is not None else None
-        return wrap_value(tx, getattr(self.cls, name), source)
+        return tx.wrap(getattr(self.cls, name), source)
 
     def call_function(self, tx, args, kwargs):
-        from ember_bytecode_tracer.variables.builtins import RULES, BuiltinVariable
-
-        if self.cls in RULES:
-            return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
-        if self.cls in (int, float, bool, str, complex):
-            return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
-        from ember_bytecode_tracer.variables.constructed import (
-            ConstructedObjectVariable,
-            is_constructible,
-        )
-        from ember_bytecode_tracer.variables.contexts import make_context
-
-        if self.cls in (staticmethod, classmethod) and len(args) == 1 and not kwargs:
-            from ember_bytecode_tracer.variables.class_definition import MethodWrapperVariable
-
-            return MethodWrapperVariable(self.cls, args[0])
-        context = make_context(tx, self.cls, args, kwargs)
-        if context is not None:
-            return context
-        from ember_bytecode_tracer.variables.keyed_output import (
-            KeyedOutputVariable,
-            is_keyed_output_class,
-        )
-
-        if is_keyed_output_class(self.cls):
-            return KeyedOutputVariable(self.cls, args, kwargs)
-        if is_constructible(self.cls):
-            return ConstructedObjectVariable(self.cls, args, kwargs)
-        if _is_stateless_torch_module(self.cls):
-            return _build_stateless_module(self.cls, args, kwargs)
-        if self.cls in (torch.finfo, torch.iinfo, torch.device, torch.Size):
-            from ember_bytecode_tracer.variables.builtins import constant_fold
-
-            return constant_fold(self.cls, args, kwargs)
-        from ember_bytecode_tracer.variables.exceptions import build_exception, is_builtin_exception
-        from ember_bytecode_tracer.variables.traced_objects import (
-            TracedObjectVariable,
-            traceable_class_refusal,
-        )
-
-        if is_builtin_exception(self.cls):
-            return build_exception(self.cls, args, kwargs)
-
-        refusal = traceable_class_refusal(self.cls)
-        if refusal is None:
-            return TracedObjectVariable.construct(tx, self.cls, self.source, args, kwargs)
-        raise Unsupported(
-            f"constructing a {self.cls.__qualname__} inside a traced region ({refusal})"
-        )
+        for construct in _ORDERED_CONSTRUCTORS:
+            made = construct(tx, self, args, kwargs)
+            if made is not None:
+                return made
+        raise Unsupported(f"constructing a {self.cls.__qualname__} inside a traced region")
 
     def __repr__(self) -> str:
         return f"TypeVariable({self.cls.__qualname__})"
-
-
-def _is_stateless_torch_module(cls: type) -> bool:
-    """torch.nn's own parameter-free modules (losses, activations): safe to build at trace
-    time, as their constructors only store the constant arguments."""
-    return (
-        isinstance(cls, type)
-        and issubclass(cls, torch.nn.Module)
-        and cls.__module__.startswith("torch.nn.modules.")
-        and cls.__module__.rsplit(".", 1)[-1] in ("loss", "activation", "dropout", "flatten")
-    )
-
-
-def _build_stateless_module(cls: type, args, kwargs) -> VariableTracker:
-    from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-
-    try:
-        a = [x.as_python_constant() for x in args]
-        k = {n: x.as_python_constant() for n, x in kwargs.items()}
-    except Unsupported:
-        raise Unsupported(
-            f"constructing {cls.__name__} from values unknown at trace time"
-        ) from None
-    module = cls(*a, **k)
-    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
-        raise Unsupported(f"constructing {cls.__name__}, which has parameters, inside a trace")
-    return NNModuleVariable(module, source=None)
 
 
 def _python_getattribute(cls: type) -> bool:
@@ -179,18 +117,12 @@ class UserDefinedObjectVariable(VariableTracker):
         if inspect.isfunction(hook) and self.source is not None:
             # A Python __getattribute__ (transformers' configs map attribute aliases): run
             # it; its super().__getattribute__ comes back to generic_getattr.
-            from ember_bytecode_tracer.guards import AttrSource, TypeSource
-
             fn_source = AttrSource(TypeSource(self.source), "__getattribute__")
             return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
         return self.generic_getattr(tx, name)
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__: instance dict, then the class (descriptors first)."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-        from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object without a source")
         value = self.value
@@ -204,10 +136,10 @@ class UserDefinedObjectVariable(VariableTracker):
             if isinstance(source, ItemSource) and seen is not None and seen[0] is instance_dict:
                 # the dict is already a tracker (read as `obj.__dict__` by the hook, or
                 # reached through another object): its entry, guarded once
-                tracker = wrap_value(tx, instance_dict, source.base)
+                tracker = tx.wrap(instance_dict, source.base)
                 if isinstance(tracker, ConstDictVariable) and name in tracker.items:
                     return tracker.items[name]
-            return wrap_value(tx, instance_dict[name], source)
+            return tx.wrap(instance_dict[name], source)
         try:
             attribute = inspect.getattr_static(value, name)
         except AttributeError:
@@ -217,8 +149,6 @@ class UserDefinedObjectVariable(VariableTracker):
         if is_logging_call(value, name):
             return LoggingCallVariable(self, name)
         if inspect.isfunction(attribute):
-            from ember_bytecode_tracer.guards import TypeSource
-
             fn_source = AttrSource(TypeSource(self.source), name)
             return UserMethodVariable(attribute, self, fn_source=fn_source)
         if hasattr(type(value), "__getattr__"):
@@ -226,15 +156,13 @@ class UserDefinedObjectVariable(VariableTracker):
         if _python_getattribute(type(value)):
             # Reached through the hook's super(): the guard reads what was read here,
             # object's own lookup, without running the hook on every guard call.
-            from ember_bytecode_tracer.guards import GenericAttrSource
-
             found = object.__getattribute__(value, name)
-            return wrap_value(tx, found, GenericAttrSource(self.source, name))
+            return tx.wrap(found, GenericAttrSource(self.source, name))
         elif type(type(value).__getattribute__) is not type(object.__getattribute__):
             raise Unsupported(f"{type(value).__name__} customizes attribute access")
         else:
             found = getattr(value, name)
-        return wrap_value(tx, found, AttrSource(self.source, name))
+        return tx.wrap(found, AttrSource(self.source, name))
 
     def traces_getattribute(self) -> bool:
         """Whether attribute reads run the class's Python __getattribute__ (inlined)."""
@@ -247,14 +175,6 @@ class UserDefinedObjectVariable(VariableTracker):
         the instance dict, not on the class or its bases, and the class has no __getattr__
         to fall back to. The guard `not hasattr(obj, name)` would run the hook on every
         guard call (~1.5 us each)."""
-        from ember_bytecode_tracer.guards import (
-            AttrSource,
-            GenericAttrSource,
-            Guard,
-            GuardKind,
-            ItemSource,
-            TypeSource,
-        )
 
         cls = type(self.value)
         if (
@@ -281,7 +201,6 @@ class UserDefinedObjectVariable(VariableTracker):
         entry is read from the dict instead (`object.__getattribute__(obj, '__dict__')`, as
         generic_getattr read it), which is what the program read, as long as no data
         descriptor of the type shadows it and the type's `__dict__` is the plain one."""
-        from ember_bytecode_tracer.guards import AttrSource, GenericAttrSource, ItemSource
 
         cls = type(self.value)
         if not _python_getattribute(cls):
@@ -295,18 +214,12 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """object.__setattr__ reached from a Python __setattr__: a write replayed later."""
-        from ember_bytecode_tracer.variables.attributes import record_attribute_write
-
-        record_attribute_write(tx, self, name, value)
+        record_write(tx, self, name, value)
 
     def dict_contents(self, tx) -> VariableTracker:
         """The entries of a dict subclass instance, as dict's own methods see them: guarded
         by its keys and each value, read through dict's lookup (refused when the subclass
         overrides what the guards would read through)."""
-        from ember_bytecode_tracer.guards import Guard, GuardKind, ItemSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-        from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-
         value, cls = self.value, type(self.value)
         overridden = [
             n for n in ("__getitem__", "__iter__") if getattr(cls, n) is not getattr(dict, n)
@@ -320,15 +233,13 @@ class UserDefinedObjectVariable(VariableTracker):
                 self.source, GuardKind.DICT_KEYS, (cls, tuple(value)), user_location=tx.location()
             )
         )
-        items = {k: wrap_value(tx, v, ItemSource(self.source, k)) for k, v in value.items()}
+        items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in value.items()}
         return ConstDictVariable(items)
 
     def call_method(self, tx, name, args, kwargs):
         # Dunder methods (obj[k], len(obj)...) dispatch on the type: inline Python ones.
         attribute = inspect.getattr_static(type(self.value), name, None)
         if inspect.isfunction(attribute) and self.source is not None:
-            from ember_bytecode_tracer.guards import AttrSource, TypeSource
-
             fn_source = AttrSource(TypeSource(self.source), name)
             return tx.inline_call(attribute, fn_source, [self, *args], kwargs)
         if name.startswith("__") and name.endswith("__"):
@@ -352,6 +263,69 @@ class NullVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return "NULL"
+
+
+# ---- calling a class: what it constructs ------------------------------------------------
+# Rules registered by the modules that know the class (`@constructor(name)`), tried in this
+# order; each is (tx, the class's tracker, args, kwargs) -> tracker, or None: not its class.
+CONSTRUCT_ORDER = (
+    "builtin_type",  # int(), str(), classes with a builtins rule (builtins.py)
+    "method_wrapper",  # staticmethod(f) / classmethod(f) in a class body (class_definition.py)
+    "generator_context",  # @contextmanager's _GeneratorContextManager (generator_context.py)
+    "context_manager",  # no_grad, set_grad_enabled, nullcontext... (contexts.py)
+    "autocast",  # torch.autocast (autocast_context.py)
+    "keyed_output",  # HF ModelOutput dataclasses (keyed_output.py)
+    "constructed",  # namedtuples, dataclasses... rebuilt by calling the class (constructed.py)
+    "stateless_module",  # torch.nn's parameter-free modules (nn_module.py)
+    "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)
+    "builtin_exception",  # ValueError(...) raised in the trace (exceptions.py)
+    "traced_object",  # plain Python classes: __init__ inlined, or the refusal (traced_objects.py)
+)
+Construct = Callable[
+    ["Translator", TypeVariable, list[VariableTracker], dict[str, VariableTracker]],
+    "VariableTracker | None",
+]
+_CONSTRUCTORS: dict[str, Construct] = {}
+_ORDERED_CONSTRUCTORS: list[Construct] = []
+
+
+def constructor(name: str) -> Callable[[Construct], Construct]:
+    """Registers the decorated rule for calling a class, under `name` (in CONSTRUCT_ORDER)."""
+    if name not in CONSTRUCT_ORDER:
+        raise ValueError(f"constructor rule {name!r} is not in CONSTRUCT_ORDER")
+
+    def register(fn: Construct) -> Construct:
+        if name in _CONSTRUCTORS:
+            raise ValueError(f"two constructor rules named {name!r}")
+        _CONSTRUCTORS[name] = fn
+        _ORDERED_CONSTRUCTORS[:] = [_CONSTRUCTORS[n] for n in CONSTRUCT_ORDER if n in _CONSTRUCTORS]
+        return fn
+
+    return register
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("python_module", types=types.ModuleType)
+def _wrap_module(tx: Translator, value: types.ModuleType, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return PythonModuleVariable(value, source=source)
+
+
+@wrap_rule("class", types=type)
+def _wrap_class(tx: Translator, value: type, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return TypeVariable(value, source=source)
+
+
+@wrap_rule("object")
+def _wrap_object(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    if source is None:
+        raise Unsupported(f"a {type(value).__name__} without a source")
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    note_object(tx, value, source)
+    return UserDefinedObjectVariable(value, source=source)
 
 
 __all__ = ["ConstantVariable", "NullVariable", "PythonModuleVariable", "TypeVariable"]

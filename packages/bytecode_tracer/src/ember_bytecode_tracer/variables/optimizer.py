@@ -33,18 +33,19 @@ from ember_bytecode_tracer.guards import (
     ItemSource,
 )
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, is_torch_namespace_source, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
-from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.tensor import TensorMethodVariable, TensorVariable, read_grad
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 
-def _guard(tx: InstructionTranslator, source: Source, kind: GuardKind, expected: Any) -> None:
+def _guard(tx: Translator, source: Source, kind: GuardKind, expected: Any) -> None:
     tx.output.add_guard(Guard(source, kind, expected, user_location=tx.location()))
 
 
@@ -176,14 +177,12 @@ class OptimizerMethodVariable(VariableTracker):
 
 def _groups(tx, opt: OptimizerVariable) -> list[tuple[dict, ConstDictVariable]]:
     """Each parameter group: its constant hyperparameters and its tracker (guarded)."""
-    from ember_bytecode_tracer.variables.builder import wrap_value
-
     groups_source = AttrSource(opt.source, "param_groups")
     groups = opt.value.param_groups
     _guard(tx, groups_source, GuardKind.LEN_MATCH, (type(groups), len(groups)))
     found = []
     for i, group in enumerate(groups):
-        tracker = wrap_value(tx, group, ItemSource(groups_source, i))
+        tracker = tx.wrap(group, ItemSource(groups_source, i))
         if not isinstance(tracker, ConstDictVariable):
             raise Unsupported("an optimizer parameter group that is not a plain dict")
         constants = {
@@ -195,20 +194,17 @@ def _groups(tx, opt: OptimizerVariable) -> list[tuple[dict, ConstDictVariable]]:
 
 def _group_params(tx, opt: OptimizerVariable) -> list[list[VariableTracker]]:
     """Each group's parameters (guarded), without reading its hyperparameters."""
-    from ember_bytecode_tracer.variables.builder import wrap_value
-
     groups_source = AttrSource(opt.source, "param_groups")
     groups = opt.value.param_groups
     _guard(tx, groups_source, GuardKind.LEN_MATCH, (type(groups), len(groups)))
     source = ItemSource  # group i's "params" list
     return [
-        wrap_value(tx, group["params"], source(source(groups_source, i), "params")).unpack(tx)
+        tx.wrap(group["params"], source(source(groups_source, i), "params")).unpack(tx)
         for i, group in enumerate(groups)
     ]
 
 
 def _grad_of(tx, param: VariableTracker) -> VariableTracker:
-    from ember_bytecode_tracer.variables.grads import read_grad
 
     if not isinstance(param, TensorVariable):
         raise Unsupported("an optimizer parameter that is not a tensor")
@@ -241,8 +237,6 @@ def _no_hooks(tx, opt: OptimizerVariable) -> None:
 
 
 def _step(tx, opt: OptimizerVariable, args, kwargs) -> VariableTracker:
-    from ember_bytecode_tracer.variables.builder import wrap_value
-
     if args or kwargs:
         raise Unsupported("optimizer.step(closure): the closure re-evaluates the model")
     rule = STEP_RULES[type(opt.value)]
@@ -281,7 +275,7 @@ def _step(tx, opt: OptimizerVariable, args, kwargs) -> VariableTracker:
                 states.append(None)
                 continue
             _guard(tx, ItemSource(DictKeysSource(state_source), index), GuardKind.ID_MATCH, real)
-            entry = wrap_value(tx, state[real], ItemSource(DictValuesSource(state_source), index))
+            entry = tx.wrap(state[real], ItemSource(DictValuesSource(state_source), index))
             if not isinstance(entry, ConstDictVariable):
                 raise Unsupported("optimizer state that is not a plain dict")
             states.append(entry)
@@ -298,7 +292,6 @@ def _real_of(tx, tensor: TensorVariable) -> torch.Tensor:
 
 
 def _zero_grad(tx, opt: OptimizerVariable, args, kwargs) -> VariableTracker:
-    from ember_bytecode_tracer.variables.tensor import TensorMethodVariable
 
     if len(args) > 1 or set(kwargs) - {"set_to_none"}:
         raise Unsupported("optimizer.zero_grad() with unexpected arguments")
@@ -389,3 +382,15 @@ def optimizer_tracker(value: Any, source: Source | None) -> VariableTracker | No
     except TypeError:  # unhashable
         return None
     return None
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+@wrap_rule("optimizer")
+def _wrap_optimizer(tx: Translator, value: Any, source: Source | None) -> VariableTracker | None:
+    tracker = optimizer_tracker(value, source)
+    if tracker is not None and source is not None and not is_torch_namespace_source(tx, source):
+        if source is tracker.source:  # the optimizer object: its class (state is guarded)
+            guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+        else:
+            guard(tx, source, GuardKind.ID_MATCH, value)
+    return tracker

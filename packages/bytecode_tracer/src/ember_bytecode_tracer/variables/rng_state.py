@@ -15,6 +15,7 @@ import torch
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RngState
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
 RngRule = Callable[[Any, list[VariableTracker], dict[str, VariableTracker]], VariableTracker]
@@ -122,3 +123,14 @@ def _manual_seed(tx, args, kwargs) -> VariableTracker:
         raise Unsupported(f"torch.manual_seed({seed!r}): only int seeds are traced")
     tx.output.rng.seed(seed)
     return DefaultGeneratorVariable()
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_rng_function(tx, value: Any, source) -> bool:
+    return rng_function_of(value) is not None
+
+
+@wrap_rule("rng_function", when=_is_rng_function)
+def _wrap_rng_function(tx, value: Any, source) -> VariableTracker:
+    guard_identity(tx, value, source)
+    return RngFunctionVariable(rng_function_of(value))

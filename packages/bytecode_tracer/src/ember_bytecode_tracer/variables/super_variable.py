@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
+from ember_bytecode_tracer.variables.lazy import resolve_local
+from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class SuperVariable(VariableTracker):
@@ -25,7 +28,7 @@ class SuperVariable(VariableTracker):
             return self.obj.python_type()  # raises Unsupported when not known
         return type(value)
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         mro = self._owner_type().__mro__
         if self.cls not in mro:
             raise Unsupported("super(): the object is not an instance of the class")
@@ -46,8 +49,6 @@ class SuperVariable(VariableTracker):
             return _BoundCall(getattr(self.obj, _OBJECT_WRITES[name]))
         if klass is dict and name in _DICT_READS and hasattr(self.obj, "dict_contents"):
             # A dict subclass reaching dict's own lookup (transformers' _CanRecordRegistry).
-            from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
-
             return BoundMethodOfTracker(self.obj.dict_contents(tx), name)
         raise Unsupported(f"super().{name} is a {type(attribute).__name__}")
 
@@ -66,7 +67,6 @@ class _BoundCall(VariableTracker):
         self.method = method
 
     def call_function(self, tx, args, kwargs):
-        from ember_bytecode_tracer.variables.constant import ConstantVariable
 
         if kwargs or not args:
             raise Unsupported("object.__setattr__/__delattr__ take positional arguments")
@@ -76,7 +76,6 @@ class _BoundCall(VariableTracker):
 
 class _NoOpCall(VariableTracker):
     def call_function(self, tx, args, kwargs):
-        from ember_bytecode_tracer.variables.constant import ConstantVariable
 
         return ConstantVariable(None)
 
@@ -94,23 +93,20 @@ class _GenericGetattr(VariableTracker):
         return self.obj.generic_getattr(tx, args[0].as_python_constant())
 
 
-def zero_argument_super(tx: InstructionTranslator) -> SuperVariable:
+def zero_argument_super(tx: Translator) -> SuperVariable:
     """super() with no arguments: the enclosing class and the frame's first argument."""
     code = tx.code
     if "__class__" not in code.co_freevars or code.co_argcount == 0:
         raise Unsupported("super() outside a method")
     cls = _class_cell(tx)
     first = code.co_varnames[0]
-    from ember_bytecode_tracer.variables.lazy import resolve_local
 
     return SuperVariable(cls, resolve_local(tx, first))
 
 
-def _class_cell(tx: InstructionTranslator) -> Any:
+def _class_cell(tx: Translator) -> Any:
     if "__class__" in tx.closure_cells:
         return tx.closure_cells["__class__"].cell_contents
     if "__class__" in tx.symbolic_locals:
-        from ember_bytecode_tracer.variables.lazy import resolve_local
-
         return resolve_local(tx, "__class__").as_python_constant()
     raise Unsupported("super(): no __class__ cell")

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.lists import TupleVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 
 if TYPE_CHECKING:
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
-    from ember_bytecode_tracer.variables.base import VariableTracker
+    from ember_bytecode_tracer.variables.base import Translator, VariableTracker
 
-SymRule = Callable[["InstructionTranslator", list, dict], "VariableTracker | None"]
+SymRule = Callable[["Translator", list, dict], "VariableTracker | None"]
 SYMBOLIC_RULES: dict[Any, SymRule] = {}
 
 
@@ -42,7 +42,7 @@ def symbolic_rule(*fns: Any) -> Callable[[SymRule], SymRule]:
     return register
 
 
-def call_symbolic(tx: InstructionTranslator, fn: Any, args: list, kwargs: dict) -> Any:
+def call_symbolic(tx: Translator, fn: Any, args: list, kwargs: dict) -> Any:
     """The symbolic result of builtin `fn`, or None (then the builtin's plain rule runs)."""
     rule = SYMBOLIC_RULES.get(fn)
     if rule is None or not any(has_symbolic(a) for a in (*args, *kwargs.values())):
@@ -134,7 +134,6 @@ SYMBOLIC_RULES[min] = _extreme(torch.sym_min)
 
 @symbolic_rule(divmod)
 def _divmod(tx, args, kwargs):
-    from ember_bytecode_tracer.variables.lists import TupleVariable
 
     if kwargs or len(args) != 2 or any(_kind(a) is not int for a in args):
         return None

@@ -20,13 +20,18 @@ import torch
 import torch.fx
 
 import ember_symbolic as es
+from ember_bytecode_tracer.dynamic import trace_of
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind
 from ember_bytecode_tracer.variables.base import PROBING, VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.constant import ConstantVariable, register_symbolic_tracker
+from ember_symbolic import SymNode, TensorPropertySource
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.output_graph import OutputGraph
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PYTYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -59,10 +64,10 @@ class SymNodeVariable(VariableTracker):
             raise Unsupported("a symbolic value is not a constant")
         return _decide(self.python_type(), self.value)
 
-    def truthiness(self, tx: InstructionTranslator) -> bool:
+    def truthiness(self, tx: Translator) -> bool:
         return _decide(bool, self.value)  # the env decides it and records the guard
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         raise Unsupported(f"attribute {name!r} of a symbolic {self.python_type().__name__}")
 
     def __repr__(self) -> str:
@@ -78,8 +83,6 @@ def _decide(pytype: type, value: Any) -> Any:
 
 def wrap_scalar(value: Any, node: torch.fx.Node | None = None) -> VariableTracker:
     """A tracker for a scalar result: symbolic values stay symbolic, others are constants."""
-    from ember_bytecode_tracer.variables.constant import ConstantVariable
-
     if isinstance(value, SYM_TYPES):
         if value.node.is_symbolic():
             return SymNodeVariable(value, node=node)
@@ -105,9 +108,7 @@ def example_of(var: VariableTracker) -> Any:
     return var.as_python_constant()
 
 
-def sym_operator(
-    tx: InstructionTranslator, fn: Any, args: list[VariableTracker]
-) -> VariableTracker:
+def sym_operator(tx: Translator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
     """`fn` on symbolic scalars (and constants), evaluated on the example values."""
     values = [example_of(a) for a in args]
     try:
@@ -119,8 +120,6 @@ def sym_operator(
 
 # ---- expressions -> graph nodes -------------------------------------------------------
 def output_of(var: SymNodeVariable) -> OutputGraph:
-    from ember_bytecode_tracer.dynamic import trace_of
-
     trace = trace_of(var.value.node.shape_env)
     if trace is None or trace.output is None:
         raise Unsupported(f"symbolic value {var.value} from another trace")
@@ -148,7 +147,6 @@ def fx_of(output: OutputGraph, expr: sympy.Basic, pytype: type = int) -> Any:
 
 
 def _example(output: OutputGraph, expr: sympy.Basic, pytype: type) -> Any:
-    from ember_symbolic import SymNode
 
     if pytype is int:
         return output.dynamic.env.symint(expr)
@@ -181,7 +179,6 @@ def _build(output: OutputGraph, expr: sympy.Basic, pytype: type) -> Any:
 
 
 def _symbol_node(output: OutputGraph, symbol: sympy.Symbol) -> torch.fx.Node:
-    from ember_symbolic import TensorPropertySource
 
     env = output.dynamic.env
     if symbol in output.dynamic.unbacked_nodes:
@@ -297,3 +294,26 @@ _BUILDERS = {
     "Equality": _relation(operator.eq),
     "Unequality": _relation(operator.ne),
 }
+
+
+# A symbolic size or int computed at trace time (`len(x)`, `x.numel()`, torch.numel) is not
+# a constant: whoever wraps one as a ConstantVariable gets a SymNodeVariable.
+register_symbolic_tracker(SymNodeVariable)
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _int_is_dynamic(tx: Translator, value: int, source: Source | None) -> bool:
+    return source is not None and tx.output.dynamic.int_is_dynamic(source, value)
+
+
+@wrap_rule("symbolic_int", types=int, exact=True, when=_int_is_dynamic)
+def wrap_symbolic_int(tx: Translator, value: int, source: Source) -> VariableTracker:
+    """An int argument the dynamic policy made symbolic: a SymInt graph input, guarded by
+    type here and by the shape guards (ranges, branches) of the trace."""
+    symint = tx.output.dynamic.symint(source, value)
+    if not isinstance(symint, torch.SymInt):  # specialized (0 or 1): the env guards it
+        guard(tx, source, GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source=source)
+    guard(tx, source, GuardKind.TYPE_MATCH, int)
+    node = tx.output.sym_input(source, value, symint)
+    return SymNodeVariable(symint, node=node, source=source)

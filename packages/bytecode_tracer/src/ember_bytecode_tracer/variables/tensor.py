@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import operator
+import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.lists import (
+    BaseListVariable,
+    ListVariable,
+    SizeVariable,
+    SliceVariable,
+    StructSequenceVariable,
+    TupleVariable,
+    is_struct_sequence,
+)
 from ember_bytecode_tracer.variables.sym_values import (
     SYM_TYPES,
     SymNodeVariable,
@@ -20,7 +34,7 @@ from ember_bytecode_tracer.variables.sym_values import (
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 # Tensor attributes that are plain metadata under static shapes: known at trace time.
 STATIC_ATTRIBUTES = {
@@ -56,19 +70,15 @@ class TensorVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         raise Unsupported("a tensor's value is not known at trace time")
 
-    def truthiness(self, tx: InstructionTranslator) -> bool:
+    def truthiness(self, tx: Translator) -> bool:
         raise Unsupported("branching on a tensor's value (data-dependent control flow)")
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
-        from ember_bytecode_tracer.variables.lists import SizeVariable
-
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         if name in ("shape",):
             return SizeVariable(tuple(self.example.shape))
         if name in STATIC_ATTRIBUTES:
             return ConstantVariable(getattr(self.example, name))
         if name == "grad":
-            from ember_bytecode_tracer.variables.grads import read_grad
-
             return read_grad(tx, self)
         if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
             if name == "data":
@@ -78,7 +88,7 @@ class TensorVariable(VariableTracker):
             )
         return TensorMethodVariable(self, name)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         if self.example.dim() == 0:
             raise Unsupported("iterating over a 0-d tensor")
         return [
@@ -92,6 +102,12 @@ class TensorVariable(VariableTracker):
         return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
 
 
+# Methods whose call another module answers, by name (numpy_arrays.py: `t.numpy()` is the
+# same node seen as an array): (tx, tensor, args, kwargs) -> tracker, or None to decline.
+MethodRule = Callable[["Translator", TensorVariable, list, dict], "VariableTracker | None"]
+METHOD_RULES: dict[str, MethodRule] = {}
+
+
 class TensorMethodVariable(VariableTracker):
     """`tensor.name` before it is called."""
 
@@ -103,10 +119,11 @@ class TensorMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         name = self.name
         example = self.tensor.example
-        if name == "numpy" and not args and not kwargs:  # the same node, seen as an array
-            from ember_bytecode_tracer.variables.numpy_arrays import array_of_tensor
-
-            return array_of_tensor(tx, self.tensor)
+        rule = METHOD_RULES.get(name)
+        if rule is not None:
+            result = rule(tx, self.tensor, args, kwargs)
+            if result is not None:
+                return result
         if name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name in AUTOGRAD_METHODS:
@@ -141,6 +158,23 @@ class TensorMethodDescriptorVariable(VariableTracker):
         return TensorMethodVariable(args[0], self.name).call_function(tx, args[1:], kwargs)
 
 
+def read_grad(tx: Translator, tensor: TensorVariable) -> VariableTracker:
+    """`tensor.grad` of a tensor read from the frame: a guarded graph input (or None).
+
+    The gradient is read through the tensor's own source (`<source>.grad`), so its presence
+    and metadata are guarded like any input. A write made earlier in the trace (an
+    optimizer's `zero_grad` setting it to None) is seen through any source that reaches the
+    same tensor."""
+    output = tx.output
+    real = output.real_value(tensor.source) if tensor.source is not None else None
+    if real is None or tensor.node.op != "placeholder":
+        raise Unsupported("Tensor.grad of a tensor computed inside the traced region")
+    for (source, name), written in output.side_effects.attributes.items():
+        if name == "grad" and output.real_value(source) is real:
+            return written
+    return tx.wrap(real.grad, AttrSource(tensor.source, "grad"))
+
+
 def _is_fake(value: Any) -> bool:
     return type(value).__name__ == "FakeTensor"
 
@@ -152,8 +186,6 @@ def _holds_tensors(value: Any) -> bool:
 
 
 def wrap_constant_result(result: Any) -> VariableTracker:
-    from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
-
     if _holds_tensors(result):  # never let a fake example value pass for a constant
         raise Unsupported(f"a tensor inside a {type(result).__name__} result cannot be traced")
     if isinstance(result, torch.Size):
@@ -163,10 +195,8 @@ def wrap_constant_result(result: Any) -> VariableTracker:
     return ConstantVariable(result)
 
 
-def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
+def as_node_arg(tx: Translator, value: VariableTracker) -> Any:
     """The FX argument for a tracker: a node for tensors, a constant (or nested) otherwise."""
-    from ember_bytecode_tracer.variables.lists import BaseListVariable, SliceVariable
-
     if isinstance(value, TensorVariable):
         return value.node
     if isinstance(value, SymNodeVariable):  # a symbolic size or int: its graph node
@@ -182,16 +212,8 @@ def as_node_arg(tx: InstructionTranslator, value: VariableTracker) -> Any:
     raise Unsupported(f"{value} cannot be passed to a tensor operation")
 
 
-def wrap_graph_value(tx: InstructionTranslator, node: torch.fx.Node, value: Any) -> VariableTracker:
+def wrap_graph_value(tx: Translator, node: torch.fx.Node, value: Any) -> VariableTracker:
     """Tracker for the result of a graph node: tensors, tuples of tensors, sizes, scalars."""
-    from ember_bytecode_tracer.variables.lists import (
-        ListVariable,
-        SizeVariable,
-        StructSequenceVariable,
-        TupleVariable,
-        is_struct_sequence,
-    )
-
     if isinstance(value, torch.Tensor):
         return TensorVariable(node, value)
     if isinstance(value, torch.Size):
@@ -214,3 +236,45 @@ def wrap_graph_value(tx: InstructionTranslator, node: torch.fx.Node, value: Any)
         # A Python value computed from tensors (e.g. torch.is_floating_point): not a tensor.
         return ConstantVariable(value)
     raise Unsupported(f"graph operation returned a {type(value).__name__}")
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+_PLAIN_TENSOR_TYPES = (
+    torch.Tensor,
+    nn.Parameter,
+    nn.Buffer if hasattr(nn, "Buffer") else torch.Tensor,
+)
+
+
+@wrap_rule("tensor", types=torch.Tensor)
+def _wrap_tensor(tx: Translator, value: torch.Tensor, source: Source | None) -> VariableTracker:
+    if source is None:
+        raise Unsupported("a tensor created outside the trace without a source")
+    if type(value) not in _PLAIN_TENSOR_TYPES:
+        raise Unsupported(f"tensor subclass {type(value).__name__}")
+    node, fake = tx.output.tensor_input(source, value)
+    # Symbolic dims are checked by the shape guards, not exactly (dynamic.py).
+    guard(tx, source, GuardKind.TENSOR_MATCH, tx.output.dynamic.tensor_spec(value, fake))
+    tracker = TensorVariable(node, fake, source=source)
+    tracker.tensor_type = type(value)
+    return tracker
+
+
+def _is_tensor_method_descriptor(tx: Translator, value: Any, source: Source | None) -> bool:
+    """A C-implemented method of torch.Tensor, reached unbound (method/wrapper descriptors)."""
+    owner = getattr(value, "__objclass__", None)
+    return owner in (torch._C.TensorBase, torch.Tensor) and (
+        getattr(torch.Tensor, value.__name__, None) is value
+    )
+
+
+@wrap_rule(
+    "tensor_method_descriptor",
+    types=(types.MethodDescriptorType, types.WrapperDescriptorType),
+    when=_is_tensor_method_descriptor,
+)
+def _wrap_tensor_method(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    # torch.Tensor.add / Tensor.__getitem__ as a value (e.g. an op handed around): a call
+    # with the tensor first is the method call.
+    guard_identity(tx, value, source)
+    return TensorMethodDescriptorVariable(value.__name__)

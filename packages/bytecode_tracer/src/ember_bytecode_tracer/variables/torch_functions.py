@@ -9,8 +9,18 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.functions import (
+    NestedUserFunctionVariable,
+    PartialVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+)
+from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
+from ember_bytecode_tracer.variables.numpy_arrays import tensor_from_array
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
+from ember_bytecode_tracer.variables.validation_checks import deferred_all_true
 
 
 def _compiling_predicates() -> list:
@@ -70,14 +80,6 @@ def _folding_value(arg: VariableTracker) -> Any:
 
 
 def _passes_python_callable(args, kwargs) -> bool:
-    from ember_bytecode_tracer.variables.functions import (
-        NestedUserFunctionVariable,
-        PartialVariable,
-        UserFunctionVariable,
-        UserMethodVariable,
-    )
-    from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-
     callables = (NNModuleVariable, UserFunctionVariable, UserMethodVariable,
                  NestedUserFunctionVariable, PartialVariable)  # fmt: skip
     return any(isinstance(a, callables) for a in (*args, *kwargs.values()))
@@ -107,14 +109,10 @@ class TorchFunctionVariable(VariableTracker):
                 raise Unsupported(f"torch.{fn.__name__}(): {exc}") from exc
             return ConstantVariable(result)
         if fn in (torch.from_numpy, torch.as_tensor, torch.tensor):
-            from ember_bytecode_tracer.variables.numpy_arrays import tensor_from_array
-
             tensor = tensor_from_array(tx, fn, args, kwargs)
             if tensor is not None:
                 return tensor
         if fn is torch._is_all_true:  # an argument check that raises: run after the graph
-            from ember_bytecode_tracer.variables.validation_checks import deferred_all_true
-
             deferred = deferred_all_true(tx, args, kwargs)
             if deferred is not None:
                 return deferred
@@ -130,3 +128,21 @@ class TorchFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+def _is_folded_predicate(value: Any) -> bool:
+    try:
+        return value in CONSTANT_FOLDED
+    except TypeError:  # unhashable
+        return False
+
+
+def _goes_into_graphs(tx, value: Any, source) -> bool:
+    return is_torch_callable(value) or _is_folded_predicate(value)
+
+
+@wrap_rule("torch_function", when=_goes_into_graphs)
+def _wrap_torch_function(tx, value: Any, source) -> VariableTracker:
+    guard_identity(tx, value, source)
+    return TorchFunctionVariable(value)

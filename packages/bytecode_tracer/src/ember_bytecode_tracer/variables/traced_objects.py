@@ -17,13 +17,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 # Special methods that would make a dict of attributes an incomplete picture of the object.
@@ -59,7 +62,7 @@ class TracedObjectVariable(VariableTracker):
         self.attrs: dict[str, VariableTracker] = {}
 
     @classmethod
-    def construct(cls, tx: InstructionTranslator, klass: type, klass_source, args, kwargs):
+    def construct(cls, tx: Translator, klass: type, klass_source, args, kwargs):
         obj = cls(klass, klass_source or _class_source(klass))
         init = inspect.getattr_static(klass, "__init__")
         if init is object.__init__:
@@ -80,12 +83,8 @@ class TracedObjectVariable(VariableTracker):
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
-            from ember_bytecode_tracer.variables.objects import TypeVariable
-
             return TypeVariable(self.cls, source=self.cls_source)
         if name == "__dict__":
-            from ember_bytecode_tracer.variables.dicts import ConstDictVariable
-
             view = ConstDictVariable({})
             view.items = self.attrs  # the table itself: writes through the view are the object's
             return view
@@ -103,8 +102,6 @@ class TracedObjectVariable(VariableTracker):
         if isinstance(attribute, staticmethod):
             return UserFunctionVariable(attribute.__func__, source=self._attr_source(name))
         if isinstance(attribute, classmethod):
-            from ember_bytecode_tracer.variables.objects import TypeVariable
-
             owner = TypeVariable(self.cls, source=self.cls_source)
             return UserMethodVariable(attribute.__func__, owner, fn_source=None)
         if inspect.isfunction(attribute):
@@ -114,9 +111,7 @@ class TracedObjectVariable(VariableTracker):
             return self._non_data_descriptor(tx, name, attribute, getter)
         source = self._attr_source(name)
         if source is not None:
-            from ember_bytecode_tracer.variables.builder import wrap_value
-
-            return wrap_value(tx, getattr(self.cls, name), source)
+            return tx.wrap(getattr(self.cls, name), source)
         value = getattr(self.cls, name)
         if is_constant_value(value):
             return ConstantVariable(value)
@@ -125,16 +120,13 @@ class TracedObjectVariable(VariableTracker):
     def _non_data_descriptor(self, tx, name: str, attribute: Any, getter: Any) -> VariableTracker:
         """A Python non-data descriptor (torch.distributions' lazy_property): its __get__,
         inlined with the object (the table was checked first, as the instance dict is)."""
-        from ember_bytecode_tracer.guards import AttrSource, ItemSource, TypeSource
-        from ember_bytecode_tracer.variables.builder import wrap_value
-        from ember_bytecode_tracer.variables.objects import TypeVariable
 
         if self.cls_source is None:
             raise Unsupported(f"descriptor {self.cls.__qualname__}.{name} without a source")
         depth = next(i for i, k in enumerate(self.cls.__mro__) if name in vars(k))
         owner = ItemSource(AttrSource(self.cls_source, "__mro__"), depth)
         source = ItemSource(AttrSource(owner, "__dict__"), name)
-        descriptor = wrap_value(tx, attribute, source)
+        descriptor = tx.wrap(attribute, source)
         fn_source = AttrSource(TypeSource(source), "__get__")
         cls = TypeVariable(self.cls, source=self.cls_source)
         return tx.inline_call(getter, fn_source, [descriptor, self, cls], {})
@@ -144,7 +136,6 @@ class TracedObjectVariable(VariableTracker):
         return UserMethodVariable(fn, self, fn_source=self._attr_source(name))
 
     def _attr_source(self, name: str) -> Source | None:
-        from ember_bytecode_tracer.guards import AttrSource
 
         return AttrSource(self.cls_source, name) if self.cls_source is not None else None
 
@@ -204,22 +195,22 @@ class TracedObjectVariable(VariableTracker):
 def _run_generator(tx, fn: Any, fn_source, args: list[VariableTracker]) -> list[VariableTracker]:
     """What iterating a call of the generator function `fn` produces, run to its end in the
     trace (as generator expressions made in the trace are)."""
-    from ember_bytecode_tracer.translator.core import MAX_INLINE_DEPTH, InliningTranslator
-
-    if tx.depth >= MAX_INLINE_DEPTH:
-        raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
-    generator = InliningTranslator.prepare(tx, fn, fn_source, args, {}, None)
-    generator.yielded = []
-    generator.run()
-    return generator.yielded
+    return tx.run_generator(fn, fn_source, args)
 
 
 def _class_source(cls: type) -> Source | None:
     """Where a top-level class lives, for classes reached without a source (`type(x)`)."""
-    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 
     module = sys.modules.get(cls.__module__)
     if module is None or getattr(module, cls.__qualname__, None) is not cls:
         return None
     modules = AttrSource(GlobalSource("__ember_sys__"), "modules")
     return AttrSource(ItemSource(modules, cls.__module__), cls.__qualname__)
+
+
+@constructor("traced_object")
+def _construct_traced_object(tx, kind: TypeVariable, args, kwargs) -> VariableTracker:
+    refusal = traceable_class_refusal(kind.cls)
+    if refusal is None:
+        return TracedObjectVariable.construct(tx, kind.cls, kind.source, args, kwargs)
+    raise Unsupported(f"constructing a {kind.cls.__qualname__} inside a traced region ({refusal})")

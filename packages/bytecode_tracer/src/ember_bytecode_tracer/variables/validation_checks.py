@@ -19,14 +19,15 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     import torch.fx
 
-    from ember_bytecode_tracer.translator.core import InstructionTranslator
+    from ember_bytecode_tracer.variables.base import Translator
 
 
-def _local_text(tx: InstructionTranslator, name: str) -> str:
+def _local_text(tx: Translator, name: str) -> str:
     value = tx.symbolic_locals.get(name)
     if value is None:
         return "?"
@@ -37,7 +38,7 @@ def _local_text(tx: InstructionTranslator, name: str) -> str:
     return type(value).__name__
 
 
-def _class_name(tx: InstructionTranslator) -> str:
+def _class_name(tx: Translator) -> str:
     owner = tx.symbolic_locals.get("self")
     try:
         return owner.python_type().__name__
@@ -45,7 +46,7 @@ def _class_name(tx: InstructionTranslator) -> str:
         return "distribution"
 
 
-def _parameter_message(tx: InstructionTranslator) -> str:
+def _parameter_message(tx: Translator) -> str:
     return (
         f"Expected parameter {_local_text(tx, 'param')} of distribution {_class_name(tx)} to "
         f"satisfy the constraint {_local_text(tx, 'constraint')}, but found invalid values "
@@ -53,7 +54,7 @@ def _parameter_message(tx: InstructionTranslator) -> str:
     )
 
 
-def _sample_message(tx: InstructionTranslator) -> str:
+def _sample_message(tx: Translator) -> str:
     return (
         f"Expected value argument to be within the support of the distribution "
         f"{_class_name(tx)}, but found invalid values (checked after the compiled graph ran)"
@@ -94,7 +95,7 @@ class DeferredAllTrueVariable(VariableTracker):
     def python_type(self) -> type:
         return torch.Tensor
 
-    def truthiness(self, tx: InstructionTranslator) -> bool:
+    def truthiness(self, tx: Translator) -> bool:
         error, message = self.site
         tx.output.runtime_checks.append(RuntimeCheck(self.node, error, message(tx), tx.location()))
         return True
@@ -103,9 +104,8 @@ class DeferredAllTrueVariable(VariableTracker):
         return f"DeferredAllTrueVariable({self.node.name})"
 
 
-def deferred_all_true(tx: InstructionTranslator, args, kwargs) -> VariableTracker | None:
+def deferred_all_true(tx: Translator, args, kwargs) -> VariableTracker | None:
     """The tracker for `torch._is_all_true(...)` when called at a known site, else None."""
-    from ember_bytecode_tracer.variables.tensor import TensorVariable
 
     site = SITES.get(tx.code)
     if site is None or kwargs or len(args) != 1 or not isinstance(args[0], TensorVariable):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -47,8 +48,6 @@ def call_intrinsic_1(tx, inst):
         tx.push(TupleVariable(tx.pop().unpack(tx)))
     elif inst.arg == INTRINSIC_UNARY_POSITIVE:
         import operator
-
-        from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 
         tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
     else:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.attributes import load_attribute, store_attribute
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.functions import CellReference
 from ember_bytecode_tracer.variables.lazy import resolve_local
+from ember_bytecode_tracer.variables.object_copy import delete_attribute
 from ember_bytecode_tracer.variables.objects import NullVariable
+from ember_bytecode_tracer.variables.super_variable import SuperVariable
 from ember_bytecode_tracer.variables.tensor import (
     TensorMethodDescriptorVariable,
     TensorMethodVariable,
@@ -148,7 +153,6 @@ def store_attr(tx, inst):
 
 @handler("DELETE_ATTR")
 def delete_attr(tx, inst):
-    from ember_bytecode_tracer.variables.object_copy import delete_attribute
 
     delete_attribute(tx, tx.pop(), inst.argval)
 
@@ -156,11 +160,6 @@ def delete_attr(tx, inst):
 @handler("IMPORT_NAME")
 def import_name(tx, inst):
     # Only imports of modules already loaded: importing those has no effect to replay.
-    import sys
-
-    from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource
-    from ember_bytecode_tracer.variables.builder import wrap_value
-
     fromlist = tx.pop().as_python_constant()
     level = tx.pop().as_python_constant()
     name = inst.argval
@@ -175,12 +174,11 @@ def import_name(tx, inst):
     # Guards evaluate against the root frame's globals, where sys is made reachable.
     tx.root().f_globals.setdefault("__ember_sys__", sys)
     modules = AttrSource(GlobalSource("__ember_sys__"), "modules")
-    tx.push(wrap_value(tx, sys.modules[top], ItemSource(modules, top)))
+    tx.push(tx.wrap(sys.modules[top], ItemSource(modules, top)))
 
 
 @handler("IMPORT_FROM")
 def import_from(tx, inst):
-    from ember_bytecode_tracer.variables.attributes import load_attribute
 
     tx.push(load_attribute(tx, tx.peek(), inst.argval))
 
@@ -189,7 +187,6 @@ def import_from(tx, inst):
 def load_super_attr(tx, inst):
     """3.12's fused `super().name` / `super(cls, self).name`: the stack holds the global
     `super`, the class and the first argument, whichever form the source used."""
-    from ember_bytecode_tracer.variables.super_variable import SuperVariable
 
     obj = tx.pop()
     cls = tx.pop()

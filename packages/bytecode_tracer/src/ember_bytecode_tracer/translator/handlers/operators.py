@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dis
 import operator
 
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.translator.core import BINARY_OPS
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables import numpy_rules
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -19,11 +20,12 @@ from ember_bytecode_tracer.variables.lists import (
     TupleVariable,
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable, apply_array_operator
+from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
+BINARY_OPS = [name for name, _symbol in dis._nb_ops]  # index = BINARY_OP's oparg
 NB_OPERATORS = {
     "ADD": operator.add, "SUBTRACT": operator.sub, "MULTIPLY": operator.mul,
     "TRUE_DIVIDE": operator.truediv, "FLOOR_DIVIDE": operator.floordiv,
@@ -47,7 +49,7 @@ INPLACE_TO_PLAIN = {v: NB_OPERATORS[k] for k, v in INPLACE_OPERATORS.items()}
 def apply_operator(tx, fn, args):
     """Runs `fn` on trackers: a graph node when a tensor is involved, else at trace time."""
     if any(isinstance(a, NumpyArrayVariable) for a in args):  # NumPy semantics, in place too
-        return apply_array_operator(tx, fn, args)
+        return numpy_rules.apply_array_operator(tx, fn, args)
     if fn in INPLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
         fn = INPLACE_TO_PLAIN[fn]  # `n += t` for a non-tensor n rebinds n: not in place
     if any(isinstance(a, TensorVariable) for a in args):
@@ -159,7 +161,6 @@ def is_op(tx, inst):
 def _sourced_identity(tx, left, right) -> bool | None:
     """`a is b` for two objects read from the frame (a dataclass field's `_field_type is
     _FIELD` sentinel test): answered now, guarded as aliasing or distinct."""
-    from ember_bytecode_tracer.guards import Guard, GuardKind
 
     values = [getattr(v, "value", getattr(v, "module", None)) for v in (left, right)]
     if left.source is None or right.source is None or any(v is None for v in values):

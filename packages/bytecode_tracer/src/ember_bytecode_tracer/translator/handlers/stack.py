@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.translator.core import ReturnValue
 from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.translator.signals import ReturnValue
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.objects import NullVariable
 

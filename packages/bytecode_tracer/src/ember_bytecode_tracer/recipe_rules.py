@@ -1,0 +1,159 @@
+"""How each kind of tracker is rebuilt after the graph ran: the rules of reconstruct.py's
+table, one per tracker class (reconstruct.py itself imports no tracker)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch.fx
+
+from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
+from ember_bytecode_tracer.reconstruct import (
+    Recipe,
+    RecipeBuilder,
+    constant_recipe,
+    construct_recipe,
+    entries_code,
+    items_code,
+    load_recipe,
+    mapping_code,
+    output_recipe,
+    recipe_for,
+    sequence_code,
+    source_loader,
+)
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
+from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
+from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.variables.base import VariableTracker
+
+
+@recipe_for(TensorVariable)
+def _tensor(builder: RecipeBuilder, value: TensorVariable) -> Recipe:
+    if value.node.op == "placeholder" and value.source is not None:
+        return load_recipe(value.source)
+    return output_recipe(builder.output_index(value.node))
+
+
+@recipe_for(SymNodeVariable)
+def _symbolic(builder: RecipeBuilder, value: SymNodeVariable) -> Recipe:
+    if value.source is not None:
+        return load_recipe(value.source)
+    node = as_fx_arg(output_of(value), value)  # a size computed in the graph
+    if not isinstance(node, torch.fx.Node):
+        return constant_recipe(node)
+    return output_recipe(builder.output_index(node))
+
+
+@recipe_for(SizeVariable)
+def _size(builder: RecipeBuilder, value: SizeVariable) -> Recipe:
+    if not any(isinstance(item, SymNodeVariable) for item in value.items):
+        return constant_recipe(torch.Size(value.as_python_constant()))
+    parts = [builder.recipe(item) for item in value.items]
+    return emits(
+        lambda outs, L, G: torch.Size(p(outs, L, G) for p in parts),
+        lambda code: code.temp(f"{code.const(torch.Size)}([{items_code(code, parts)}])"),
+    )
+
+
+@recipe_for(BaseListVariable)
+def _sequence(builder: RecipeBuilder, value: BaseListVariable) -> Recipe:
+    parts = [builder.recipe(item) for item in value.items]
+    kind = value.python_type()
+    if value.source is not None and id(value) not in builder.mutated:
+        return load_recipe(value.source)
+    if value.source is not None and kind is list:
+        # The same list object the frame had, given its new contents by a write.
+        load, expr = source_loader(value.source), value.source.expr()
+
+        def same_list(outs, L, G):
+            target, new = load(L, G), [p(outs, L, G) for p in parts]
+            return lambda: target.__setitem__(slice(None), new)
+
+        def emit_same_list(code: RebuildCode) -> list[str]:
+            target = code.temp(expr)
+            new = code.temp(f"[{items_code(code, parts)}]")
+            return [f"{target}[:] = {new}"]
+
+        builder.write_once(value, emits_write(same_list, emit_same_list))
+        return load_recipe(value.source)
+    return emits(
+        lambda outs, L, G: kind(p(outs, L, G) for p in parts),
+        lambda code: code.temp(sequence_code(code, kind, parts)),
+    )
+
+
+@recipe_for(ConstDictVariable)
+def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
+    if value.source is not None and id(value) not in builder.mutated:
+        return load_recipe(value.source)
+    parts = {k: builder.recipe(v) for k, v in value.items.items()}
+    kind = value.dict_type
+    if value.source is not None:
+        load, expr = source_loader(value.source), value.source.expr()
+
+        def same_dict(outs, L, G):
+            target = load(L, G)
+            new = {k: p(outs, L, G) for k, p in parts.items()}
+
+            def apply() -> None:
+                target.clear()
+                target.update(new)
+
+            return apply
+
+        def emit_same_dict(code: RebuildCode) -> list[str]:
+            target = code.temp(expr)
+            new = code.temp(f"{{{entries_code(code, parts)}}}")
+            return [f"{target}.clear()", f"{target}.update({new})"]
+
+        builder.write_once(value, emits_write(same_dict, emit_same_dict))
+        return load_recipe(value.source)
+    return emits(
+        lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
+        lambda code: code.temp(mapping_code(code, kind, parts)),
+    )
+
+
+@recipe_for(ConstructedObjectVariable)
+def _constructed(builder: RecipeBuilder, value: ConstructedObjectVariable) -> Recipe:
+    return construct_recipe(
+        value.cls,
+        [builder.recipe(a) for a in value.args],
+        {k: builder.recipe(v) for k, v in value.kwargs.items()},
+    )
+
+
+@recipe_for(TracedObjectVariable)
+def _traced_object(builder: RecipeBuilder, value: TracedObjectVariable) -> Recipe:
+    return builder.object_recipe(value)
+
+
+@recipe_for(NumpyArrayVariable)
+def _array(builder: RecipeBuilder, value: NumpyArrayVariable) -> Recipe:
+    """An array (or NumPy scalar) from the graph's outputs."""
+    if value.node.op == "placeholder" and value.source is not None:
+        load = source_loader(value.source)  # the caller's own array
+        return lambda outs, L, G: load(L, G)
+    index = builder.output_index(value.node)
+    if value.scalar:
+        return lambda outs, L, G: outs[index].numpy()[()]
+    return lambda outs, L, G: outs[index].numpy()
+
+
+@recipe_for(ConstantVariable)
+def _constant(builder: RecipeBuilder, value: VariableTracker) -> Recipe:
+    constant = value.value
+    if type(constant) is set:  # mutable: a fresh one per call, as eager code makes
+        return emits(
+            lambda outs, L, G: set(constant),
+            lambda code: code.temp(f"{code.const(set)}({code.const(constant)})"),
+        )
+    return constant_recipe(constant)

@@ -1,0 +1,47 @@
+"""Every module of variables/, imported for what it registers: its wrap rules
+(builder.py), constructor rules (objects.py), builtins rules (builtins.py), tensor method
+rules (tensor.py) and rebuild recipes (reconstruct.py). The translator core imports this
+once; no module of variables/ imports it, so the tables are filled from the top down.
+"""
+
+from ember_bytecode_tracer.variables import (  # noqa: F401
+    attributes,
+    autocast_context,
+    autograd_calls,
+    autograd_function,
+    builtins,
+    class_definition,
+    collections_types,
+    collectives,
+    constant,
+    constructed,
+    contexts,
+    dicts,
+    environ,
+    exceptions,
+    functions,
+    generator_context,
+    iterator_tools,
+    iterators,
+    keyed_output,
+    lazy,
+    lists,
+    logging_calls,
+    nn_module,
+    numpy_arrays,
+    numpy_rules,
+    object_copy,
+    object_identity,
+    objects,
+    optimizer,
+    rng_state,
+    signatures,
+    super_variable,
+    sym_builtins,
+    sym_values,
+    tensor,
+    torch_functions,
+    traced_objects,
+    validation_checks,
+    value_ranges,
+)
