@@ -22,17 +22,24 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
 
-_APPLY = torch.autograd.Function.apply.__func__
+# Function's own `apply` descriptor: a Python classmethod up to torch 2.13, a C
+# classmethod_descriptor from 2.14 (whose bound form is a builtin method, with no __func__)
+_APPLY = torch.autograd.Function.__dict__["apply"]
 
 
 def autograd_function_of(value: Any) -> type | None:
     """The Function subclass whose bound `apply` `value` is, else None."""
-    if not inspect.ismethod(value) or getattr(value, "__func__", None) is not _APPLY:
+    cls = getattr(value, "__self__", None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         return None
-    cls = value.__self__
-    if isinstance(cls, type) and issubclass(cls, torch.autograd.Function):
-        return cls
-    return None
+    if not (inspect.ismethod(value) or inspect.isbuiltin(value)):
+        return None
+    # the class inherits Function's `apply` (a subclass may define its own) and `value` is
+    # that very method bound to it
+    owner = next((c for c in cls.__mro__ if "apply" in c.__dict__), None)
+    if owner is None or owner.__dict__["apply"] is not _APPLY:
+        return None
+    return cls if value == cls.apply else None
 
 
 _APPLIERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
