@@ -13,6 +13,7 @@ from ember_bytecode_tracer.guards.compile import (
     compile_guards,
     compile_source_loader,
 )
+from ember_bytecode_tracer.guards.describe import describe_guard, explain_failure, summarize
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import (
     TORCH_STATE,
@@ -50,5 +51,8 @@ __all__ = [
     "TypeSource",
     "compile_guards",
     "compile_source_loader",
+    "describe_guard",
     "dict_item_source",
+    "explain_failure",
+    "summarize",
 ]

@@ -31,5 +31,11 @@ from ember_primops.decompositions._registry import (
     decomposition_table,
     register_decomposition,
 )
+from ember_primops.decompositions.indexing import DataDependentIndex
 
-__all__ = ["DuplicateDecomposition", "decomposition_table", "register_decomposition"]
+__all__ = [
+    "DataDependentIndex",
+    "DuplicateDecomposition",
+    "decomposition_table",
+    "register_decomposition",
+]
