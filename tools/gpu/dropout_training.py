@@ -41,7 +41,7 @@ def dump_mixed_graphs(directory: str) -> None:
     import collections
     import os
 
-    from ember.backends import inductor
+    import ember.backends.prim_stages as inductor  # where the stages call codegen_target
 
     os.makedirs(directory, exist_ok=True)
     original = inductor.codegen_target

@@ -243,54 +243,53 @@ def plan_runner(
     """The runtime wrapper of compiled graphs: `run(args)` with the function's own inputs.
 
     Built from plain data only, so an artifact cache can rebuild it without tracing."""
-    tensor_inputs = plan.tensor_inputs
-    select = _selector(tensor_inputs)
+    select = _selector(plan.tensor_inputs)
     finish = _finisher(plan)
     if plan.kind == "inference":
-        grad_enabled = torch.is_grad_enabled
-        no_grad = torch.no_grad
-
-        def run_inference(args: Sequence[Any]) -> Any:
-            if not grad_enabled():
-                return finish(args, compiled_fw(*select(args)))
-            # Grad mode is on but nothing the graph makes is differentiable (else this
-            # would be a training variant; an optimizer step writing parameters under
-            # no_grad is one): run it as eager's no_grad ops would, recording no history
-            # (out= kernels refuse inputs that require grad; written leaves must not get one)
-            with no_grad():
-                outputs = compiled_fw(*select(args))
-            return finish(args, outputs)
-
-        run_inference.writes_inputs = bool(plan.mutated_inputs)  # see aot_module's inputs_guarded
-        return run_inference
+        return _inference_run(plan, compiled_fw, select, finish)
     if compiled_bw is None:
         raise ValueError("a training plan needs a compiled backward graph")
-    n_fw = plan.num_fw_outputs
-    tangent_outputs = list(plan.tangent_outputs)
-    non_differentiable = [k for k in range(n_fw) if k not in set(tangent_outputs)]
+    function = _compiled_function(plan, compiled_fw, _backward(plan, compiled_bw))
+
+    def run(args: Sequence[Any]) -> Any:
+        return finish(args, function.apply(*select(args)))
+
+    run.writes_inputs = bool(plan.mutated_inputs)
+    return run
+
+
+def _inference_run(
+    plan: RunnerPlan, compiled_fw: Callable, select: Callable, finish: Callable
+) -> Callable[[Sequence[Any]], Any]:
+    grad_enabled = torch.is_grad_enabled
+    no_grad = torch.no_grad
+
+    def run_inference(args: Sequence[Any]) -> Any:
+        if not grad_enabled():
+            return finish(args, compiled_fw(*select(args)))
+        # Grad mode is on but nothing the graph makes is differentiable (else this
+        # would be a training variant; an optimizer step writing parameters under
+        # no_grad is one): run it as eager's no_grad ops would, recording no history
+        # (out= kernels refuse inputs that require grad; written leaves must not get one)
+        with no_grad():
+            outputs = compiled_fw(*select(args))
+        return finish(args, outputs)
+
+    run_inference.writes_inputs = bool(plan.mutated_inputs)  # see aot_module's inputs_guarded
+    return run_inference
+
+
+def _backward(plan: RunnerPlan, compiled_bw: Callable) -> Callable:
+    """`run_backward(ctx, *grad_outputs)`: the compiled backward on the saved values and the
+    present tangents, its gradients placed in the primals' slots."""
     grad_slots = list(plan.grad_slots)
-    n_primals = len(tensor_inputs)
-    written = [tensor_inputs.index(i) for i in plan.mutated_inputs]  # primals written after
+    n_primals = len(plan.tensor_inputs)
     symbolic_saved = set(plan.symbolic_saved)  # saved values that are sizes (ints)
     n_saved = plan.num_saved
-    Tensor = torch.Tensor
+    tangent_outputs = list(plan.tangent_outputs)
     presence = TangentPresence(tangent_outputs, plan.grad_masks or (0,) * len(grad_slots))
     all_present = (1 << len(tangent_outputs)) - 1
     stale_saved = plan.stale_saved
-
-    def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> Sequence[Any]:
-        """A saved value sharing storage with a primal the wrapper writes afterwards is
-        saved as a copy: the write would otherwise change what the backward reads. The
-        common case, no such value (ResNet-50: 160 written buffers, ~300 saved values), is
-        two C-level passes over storage identities."""
-        storages = set(map(storage_id, [primals[p] for p in written]))
-        tensors = [t for t in saved if isinstance(t, torch.Tensor)]
-        if storages.isdisjoint(map(storage_id, tensors)):
-            return saved
-        return [
-            t.clone() if isinstance(t, torch.Tensor) and storage_id(t) in storages else t
-            for t in saved
-        ]
 
     def run_backward(ctx, *grad_outputs):
         saved = ctx.saved_tensors  # raises like eager on a second backward
@@ -312,6 +311,40 @@ def plan_runner(
                     result[slot] = grad
         return tuple(result)
 
+    return run_backward
+
+
+def _kept_for_backward(written: Sequence[int]) -> Callable:
+    """`kept(primals, saved)`: a saved value sharing storage with a primal the wrapper
+    writes afterwards is saved as a copy: the write would otherwise change what the backward
+    reads. The common case, no such value (ResNet-50: 160 written buffers, ~300 saved
+    values), is two C-level passes over storage identities."""
+
+    def kept_for_backward(primals: Sequence[Any], saved: Sequence[Any]) -> Sequence[Any]:
+        storages = set(map(storage_id, [primals[p] for p in written]))
+        tensors = [t for t in saved if isinstance(t, torch.Tensor)]
+        if storages.isdisjoint(map(storage_id, tensors)):
+            return saved
+        return [
+            t.clone() if isinstance(t, torch.Tensor) and storage_id(t) in storages else t
+            for t in saved
+        ]
+
+    return kept_for_backward
+
+
+def _compiled_function(
+    plan: RunnerPlan, compiled_fw: Callable, run_backward: Callable
+) -> type[torch.autograd.Function]:
+    """The autograd.Function of a training plan: the compiled forward saving what the
+    backward reads, `run_backward` as its backward."""
+    n_fw = plan.num_fw_outputs
+    tangent_outputs = list(plan.tangent_outputs)
+    non_differentiable = [k for k in range(n_fw) if k not in set(tangent_outputs)]
+    written = [plan.tensor_inputs.index(i) for i in plan.mutated_inputs]  # primals written after
+    kept_for_backward = _kept_for_backward(written)
+    symbolic_saved = set(plan.symbolic_saved)  # saved values that are sizes (ints)
+    Tensor = torch.Tensor
     grad_enabled = torch.is_grad_enabled
     differentiable_once = once_differentiable(run_backward)
 
@@ -354,8 +387,4 @@ def plan_runner(
                 return differentiable_once(ctx, *grad_outputs)
             return run_backward(ctx, *grad_outputs)
 
-    def run(args: Sequence[Any]) -> Any:
-        return finish(args, CompiledFunction.apply(*select(args)))
-
-    run.writes_inputs = bool(plan.mutated_inputs)
-    return run
+    return CompiledFunction

@@ -10,7 +10,7 @@ import torch.fx
 
 import ember_symbolic as es
 from ember.backends.aot_eager import aot_eager
-from ember.backends.inductor import _compile_prim_graph, inductor
+from ember.backends.inductor import PrimCompiler, inductor
 from ember.backends.inductor_settings import inductor_settings
 from ember.backends.size_specialization import SizeSpecializer, has_symbolic_sizes
 from ember.stats import counters
@@ -106,7 +106,7 @@ def test_size_specializer_compiles_once_per_size_up_to_its_limit():
 
     gm = _symbolic_prim_graph(fn, [torch.randn(3, 4, 2), 5], [{0: es.Dim()}, "int"])
     assert has_symbolic_sizes(gm)
-    static = _compile_prim_graph("forward", inductor_settings())
+    static = PrimCompiler("forward", inductor_settings()).static
     run = SizeSpecializer(gm, "forward", static, limit=2, reason="test")
     calls = [(3, 5), (4, 2), (3, 5), (6, 3), (7, 2)]
     for b, n in calls:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ember.backends.inductor import _cpu_work
+from ember.backends.inductor_target import cpu_work as _cpu_work
 
 
 def _graph(cpu_shape: list[int], cpu_output: bool) -> torch.fx.GraphModule:

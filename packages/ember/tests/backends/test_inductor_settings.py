@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import ember
-from ember.backends.inductor import _target_of, codegen_target
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
+from ember.backends.inductor_target import codegen_target
+from ember.backends.inductor_target import target_of as _target_of
 from ember.exc import EmberError, InvalidBackendError
 
 

@@ -19,8 +19,20 @@ from typing import Any
 
 import torch
 
-from ember.backends import artifact_cache
+import ember.backends.artifact_cache as artifact_cache
 from ember.backends.artifact_cache import ArtifactDir, code_fingerprint
+from ember_aot_autograd import (
+    GraphSource,
+    NotSerializable,
+    graph_to_source,
+    input_writes,
+    plan_from_data,
+    plan_runner,
+    plan_to_data,
+)
+from ember_aot_autograd.module_state import module_state
+from ember_aot_autograd.passes import partitioner_name
+from ember_codegen.cache import content_key
 
 log = logging.getLogger("ember.cache")
 
@@ -97,8 +109,6 @@ def aot_key(
     settings: str,
 ) -> str:
     """The level-2 key of one variant (raises Uncacheable)."""
-    from ember_codegen.cache import content_key
-
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
             raise Uncacheable(f"the graph reads attribute {node.target!r} ({node.op})")
@@ -130,13 +140,11 @@ class AotArtifacts:
         partition_fn: Callable,
         compile_source: Callable[..., Callable],  # (kind, GraphSource, input_writes=)
     ) -> None:
-        from ember_aot_autograd.module_state import module_state
-
         self.gm = gm
         self.state_names = [names for names, _ in module_state(gm)]
         self.settings = (
             f"decompositions={_decomposition_identity(decompositions)} "
-            f"partition={partition_fn.__module__}.{partition_fn.__qualname__}"
+            f"partition={partitioner_name(partition_fn)}"
         )
         self.compile_source = compile_source  # (kind, GraphSource) -> compiled graph
         self.store = ArtifactDir(LEVEL)
@@ -149,8 +157,6 @@ class AotArtifacts:
             return None
 
     def load(self, args: Sequence[Any]) -> Callable | None:
-        from ember_aot_autograd import GraphSource, input_writes, plan_from_data, plan_runner
-
         key = self._key(args)
         if key is None:
             artifact_cache.count("bypasses")
@@ -181,8 +187,6 @@ class AotArtifacts:
         return plan_runner(plan, forward, backward)
 
     def save(self, args: Sequence[Any], plan: Any, forward: Any, backward: Any) -> None:
-        from ember_aot_autograd import NotSerializable, graph_to_source, plan_to_data
-
         key = self._key(args)
         if key is None:  # counted as a bypass by load
             return

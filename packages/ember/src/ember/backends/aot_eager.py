@@ -14,11 +14,14 @@ from collections.abc import Callable
 
 import torch
 
+from ember.backends.attention_kernels import explicit_cuda_attention
 from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.registry import register_backend
 from ember.stats import counters
 from ember.trace.hooks import emit
+from ember_aot_autograd import aot_module
+from ember_primops import decomposition_table
 
 log = logging.getLogger("ember.aot")
 #: ops that read sizes (symbolic shapes): part of every graph, no fallback
@@ -73,10 +76,6 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
 
 def _aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
-    from ember.backends.attention_kernels import explicit_cuda_attention
-    from ember_aot_autograd import aot_module
-    from ember_primops import decomposition_table
-
     explicit_cuda_attention(gm)
     return aot_module(
         gm,

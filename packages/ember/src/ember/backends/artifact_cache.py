@@ -26,6 +26,8 @@ import torch
 
 from ember.stats import counters
 from ember.trace.hooks import emit
+from ember_codegen import KernelCache
+from ember_codegen.cache import atomic_write
 
 log = logging.getLogger("ember.cache")
 
@@ -76,8 +78,6 @@ class ArtifactDir:
     """JSON entries of one level under the private cache root."""
 
     def __init__(self, level: str) -> None:
-        from ember_codegen import KernelCache
-
         self.cache = KernelCache()
         self.level = level
 
@@ -107,8 +107,6 @@ class ArtifactDir:
         return entry["payload"]
 
     def save(self, key: str, payload: Any) -> None:
-        from ember_codegen.cache import atomic_write
-
         entry = {
             "format": ENTRY_FORMAT,
             "key": key,

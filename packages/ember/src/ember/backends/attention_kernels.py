@@ -24,6 +24,8 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from ember_bytecode_tracer.example_rules import EFFICIENT, SDPA_PARAMS, symbolic_cuda_attention
+
 log = logging.getLogger("ember.dynamic")
 
 _SDPA_TARGETS = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
@@ -60,12 +62,6 @@ def explicit_cuda_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrites, in place, the sdpa calls of `gm` on CUDA fakes of symbolic size for which
     aten picks the memory-efficient kernel into `efficient_attention` calls; returns how
     many. Calls whose example values are missing, static or on another device stay."""
-    from ember_bytecode_tracer.example_rules import (
-        EFFICIENT,
-        SDPA_PARAMS,
-        symbolic_cuda_attention,
-    )
-
     rewritten = 0
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in _SDPA_TARGETS:

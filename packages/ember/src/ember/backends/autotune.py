@@ -54,8 +54,9 @@ from typing import Any
 
 import torch
 
-from ember.backends import artifact_cache
+import ember.backends.artifact_cache as artifact_cache
 from ember.backends.aot_eager import aot_eager
+from ember.backends.artifact_cache import ArtifactDir, code_fingerprint
 from ember.backends.autotune_choice import choose, settled
 from ember.backends.autotune_timing import median_seconds, time_candidates, timeable
 from ember.backends.autotune_timing import training_run as _training_run
@@ -66,6 +67,7 @@ from ember.backends.registry import register_backend, register_backend_configura
 from ember.exc import EmberError
 from ember.progress import stage
 from ember.stats import counters
+from ember_codegen.cache import content_key
 
 log = logging.getLogger("ember.autotune")
 _events = logging.getLogger("ember.events")  # structured events (ember.trace's writer)
@@ -242,9 +244,6 @@ def _describe(value: Any) -> str:
 def decision_key(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], names: list[str], plan: AutotunePlan
 ) -> str:
-    from ember.backends.artifact_cache import code_fingerprint
-    from ember_codegen.cache import content_key
-
     code = gm.graph.python_code(root_module="self")
     global_names = sorted(
         f"{n}={getattr(v, '__module__', '')}.{getattr(v, '__qualname__', type(v).__name__)}"
@@ -270,8 +269,6 @@ def decision_key(
 
 
 def _store():
-    from ember.backends.artifact_cache import ArtifactDir
-
     return ArtifactDir(LEVEL) if artifact_cache.enabled() else None
 
 

@@ -29,6 +29,7 @@ import torch
 from ember.backends.eager_probe import eager_error
 from ember.stats import counters
 from ember.trace.hooks import emit
+from ember_aot_autograd import UnsupportedOpError
 
 log = logging.getLogger("ember.backends")
 
@@ -39,8 +40,9 @@ UNTRACED_DTYPES = frozenset({torch.complex32})
 
 
 def _limitations() -> tuple[type[BaseException], ...]:
-    from ember_aot_autograd import UnsupportedOpError
-    from ember_primops.decompositions.indexing import DataDependentIndex
+    # ember_primops keeps its decomposition table unloaded until a backend asks for it (the
+    # first compile, not `import ember`): so does this, the only import of it here
+    from ember_primops.decompositions import DataDependentIndex
 
     return (UnsupportedOpError, DataDependentIndex)
 

@@ -30,6 +30,8 @@ from typing import Any
 import sympy
 import torch
 
+from ember_aot_autograd import NotSerializable, encode_tensor
+
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 #: globals the FX code of a prim graph may name (anything else is not in the key)
 _SAFE_GLOBALS = {"torch", "device", "inf", "nan", "NoneType", "fx_pytree", "pytree"}
@@ -117,8 +119,6 @@ def symbolic_identity(gm: torch.fx.GraphModule, env: Any) -> str:
 
 def _describe_constant(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
     """A lifted constant tensor by its layout and the hash of its bytes."""
-    from ember_aot_autograd import NotSerializable, encode_tensor
-
     value = getattr(gm, node.target, None) if "." not in node.target else None
     if not isinstance(value, torch.Tensor):
         raise SymbolicUncacheable(f"the graph reads attribute {node.target!r} (not a tensor)")

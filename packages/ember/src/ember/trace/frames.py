@@ -6,7 +6,7 @@ from typing import Any
 
 from ember.trace.writer import TraceWriter
 from ember_bytecode_tracer.bytecode import decode, format_instructions
-from ember_bytecode_tracer.guards.describe import describe_guard
+from ember_bytecode_tracer.guards import describe_guard
 
 
 def _guards(guards: Any) -> tuple[list[dict], list[dict]]:

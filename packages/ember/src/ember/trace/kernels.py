@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.trace import active
 from ember.trace.hooks import emit
 
 
@@ -27,8 +28,6 @@ def _kernel_code(compiled: Any) -> dict[str, str]:
 def emit_kernels(gm: Any, scheduled: Any, compiled: Any, target: str) -> None:
     """One `kernels` event per compiled prim graph (nothing when no trace is being written);
     `scheduled` is None for code from the artifact cache (no fusion record then)."""
-    from ember.trace import active
-
     if active() is None:
         return
     code = _kernel_code(compiled)

@@ -15,8 +15,9 @@ import logging
 
 import torch
 
-from ember.stats import counters
+from ember_aot_autograd.passes.registry import graph_pass
 
+# the inductor backend's channel, where its users have read these decisions all along
 log = logging.getLogger("ember.inductor")
 
 
@@ -35,8 +36,11 @@ def _decline(reason: str) -> tuple[int, str]:
     return 0, reason
 
 
+@graph_pass("device_placement")
 def move_scalar_work(gm: torch.fx.GraphModule, *, scalars_too: bool = False) -> tuple[int, str]:
-    """Re-places, in place, the CPU values of a graph that also has values on one other
+    """CPU work computed only from CPU scalars moved onto the graph's GPU.
+
+    Re-places, in place, the CPU values of a graph that also has values on one other
     device when they derive from CPU scalars only; returns how many moved (0: unchanged)
     and why not where none did. CPU work whose values are all 0-dim is left where it is
     unless ``scalars_too``: a graph whose CPU outputs were split off (host_outputs.py)
@@ -97,5 +101,4 @@ def move_scalar_work(gm: torch.fx.GraphModule, *, scalars_too: bool = False) -> 
         if isinstance(node.kwargs.get("device"), torch.device | str):
             node.kwargs = {**node.kwargs, "device": target}
     gm.recompile()
-    counters["inductor"]["cpu_scalar_work_moved"] += len(plan)
     return len(plan), ""

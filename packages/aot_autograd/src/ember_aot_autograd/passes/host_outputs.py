@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
-from ember_aot_autograd import INPUT_WRITES_META, pure_op
+from ember_aot_autograd.cse import pure_op
+from ember_aot_autograd.passes.registry import graph_pass
+from ember_aot_autograd.runtime import INPUT_WRITES_META
 
 __all__ = ["HostSplit", "split_host_outputs"]
 
@@ -108,9 +110,12 @@ def _host_closure(gm: torch.fx.GraphModule, roots: Sequence[torch.fx.Node]) -> s
     return needed
 
 
+@graph_pass("host_outputs")
 def split_host_outputs(gm: torch.fx.GraphModule) -> HostSplit | str:
-    """The graph cut into its host and device graphs (both new; ``gm`` is left as it is), or
-    why it is left whole."""
+    """A GPU graph's CPU outputs cut into a host graph of their own.
+
+    Returns the graph cut into its host and device graphs (both new; ``gm`` is left as it
+    is), or why it is left whole."""
     values = _outputs(gm)
     if values is None:
         return "the graph's outputs are not a flat sequence of values"

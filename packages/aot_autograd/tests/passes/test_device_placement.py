@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ember.backends.device_placement import move_scalar_work
+from ember_aot_autograd.passes import move_scalar_work
 
 aten = torch.ops.aten
 
