@@ -30,6 +30,7 @@ import torch.fx
 from .channels_last import channels_last_policy
 from .lowering.registry import prim_name
 from .lowering.view_ops import INJECTIVE_VIEWS
+from .target import Target, resolve_target
 
 log = logging.getLogger("ember.ir")
 
@@ -118,12 +119,13 @@ def keep_saved_channels_last(
     bw_gm: torch.fx.GraphModule,
     num_fw_outputs: int,
     num_saved: int,
-    target: str,
+    target: Target | str,
 ) -> int:
     """Rewrite a partitioned training graph pair so that its saved NHWC activations cross
     from forward to backward without copies (see the module doc). Returns how many saved
-    values now travel channels-last (0: both graphs are left as they were)."""
-    if not channels_last_policy(target).training:
+    values now travel channels-last (0: both graphs are left as they were). ``target``: the
+    code generator's record (target.py), or the name it is registered under."""
+    if not channels_last_policy(resolve_target(target)).training:
         return 0
     if not any(
         n.op == "call_function"

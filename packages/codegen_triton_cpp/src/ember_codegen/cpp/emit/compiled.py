@@ -33,7 +33,10 @@ KERNEL_ERRORS = {**ERROR_MESSAGES, 2: "IndexError: index out of range in a gathe
 
 class CompiledGraph:
     """``compiled(inputs: list[Tensor]) -> list[Tensor]``; the generated code stays readable
-    on ``cpp_source`` and ``wrapper_source``."""
+    on ``cpp_source`` (also ``source``) and ``wrapper_source``."""
+
+    #: the code generator that wrote it (its capability record: target.py)
+    target = "cpp"
 
     def __init__(
         self,
@@ -53,6 +56,11 @@ class CompiledGraph:
         self.kernels = list(kernels)
         self.library = library
         self.fallback_counts = dict(fallback_counts)
+
+    @property
+    def source(self) -> str:
+        """The kernels' source (the C++ translation unit)."""
+        return self.cpp_source
 
     @property
     def kernel_count(self) -> int:
