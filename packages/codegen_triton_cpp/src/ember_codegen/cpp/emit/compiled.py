@@ -100,7 +100,7 @@ def native_functions(
     return functions
 
 
-def _error_raiser(library: LoadedKernelLibrary | None) -> Any:
+def error_raiser(library: LoadedKernelLibrary | None) -> Any:
     def raise_kernel_error(kernel_name: str) -> None:
         code = library.take_error() if library is not None else 0
         message = KERNEL_ERRORS.get(code, f"unknown error code {code}")
@@ -139,7 +139,7 @@ def compile_cpp(
     if kernels:
         library = builder.compile(cpp_source)
         namespace.update(native_functions(library, kernels, runs))
-    namespace["_raise_kernel_error"] = _error_raiser(library)
+    namespace["_raise_kernel_error"] = error_raiser(library)
     symbolic = None  # one wrapper for every binding of the size symbols
     if binder is not None:
         symbolic = symbolic_call(sched, kernels, namespace, binder, trusted_inputs, runs)
