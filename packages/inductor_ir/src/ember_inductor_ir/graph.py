@@ -20,6 +20,8 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from ember_primops import get_prim
+
 from .add_folds import Fold, find_folds
 from .errors import LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
@@ -518,10 +520,8 @@ def recompute_cost(data: Pointwise) -> int:
 def _is_library_prim(op: object) -> bool:
     """Prims of ember_primops' ``extern`` category go to a library by design."""
     try:
-        from ember_primops import get_prim
-
         return get_prim(op).category == "extern"
-    except (ImportError, KeyError):
+    except KeyError:
         return False
 
 

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 import torch
 import torch.fx
 
+from ember_primops import prims
+
 from .channels_last import channels_last_policy
 from .lowering.registry import prim_name
 from .lowering.view_ops import INJECTIVE_VIEWS
@@ -134,8 +136,6 @@ def keep_saved_channels_last(
         for n in fw_gm.graph.nodes
     ):
         return 0
-    from ember_primops import prims
-
     stored = predicted_channels_last(fw_gm)
     fw_out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output")
     outputs = list(fw_out.args[0])
@@ -174,8 +174,6 @@ def _restrided(val: torch.Tensor, stride: list[int]) -> torch.Tensor:
 
 def _pin_output_strides(bw_gm: torch.fx.GraphModule) -> None:
     """Each 4-d/5-d gradient the backward returns keeps the strides it has now (eager's)."""
-    from ember_primops import prims
-
     out = next(n for n in reversed(bw_gm.graph.nodes) if n.op == "output")
     pinned = []
     for item in out.args[0]:
