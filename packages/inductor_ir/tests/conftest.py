@@ -11,7 +11,37 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_map
 
-from ember_inductor_ir import lower, run_scheduled, schedule
+from ember_inductor_ir import (
+    OP_NAMES,
+    OUT_VARIANT_PRIMS,
+    ChannelsLastPolicy,
+    Target,
+    lower,
+    run_scheduled,
+    schedule,
+)
+
+#: The code generators' capability records are declared by ember_codegen, which these tests
+#: do not import: two records of the same shape stand in for them. A CPU code generator that
+#: hands to libraries what its loops do poorly (ember_codegen's "cpp": addmm folds, batched
+#: step matmuls, a library cat of many inputs, out= results, channels-last but for training)
+LIBRARY_CPU = Target(
+    name="test-library-cpu",
+    device_type="cpu",
+    ops=frozenset(OP_NAMES),
+    out_variant_prims=OUT_VARIANT_PRIMS,
+    fold_matmul_epilogues=True,
+    batch_step_matmuls=True,
+    cat_extern_inputs=8,
+    channels_last=ChannelsLastPolicy(inference=True, training=False, weight_gradients=True),
+)
+#: and a GPU one that keeps all of that as loop IR and trains channels-last ("triton")
+FUSING_GPU = Target(
+    name="test-fusing-gpu",
+    device_type="cuda",
+    ops=frozenset(OP_NAMES),
+    channels_last=ChannelsLastPolicy(inference=True, training=True, weight_gradients=True),
+)
 
 
 class _MetaPass(torch.fx.Interpreter):
@@ -36,7 +66,7 @@ def prim_graph(fn: Callable, *inputs: Any) -> torch.fx.GraphModule:
 
 def compile_and_run(fn: Callable, *inputs: Any) -> tuple[Any, Any, list[Any]]:
     gm = prim_graph(fn, *inputs)
-    lowering = lower(gm, list(inputs))
+    lowering = lower(gm, list(inputs), target=LIBRARY_CPU)
     sched = schedule(lowering)
     return lowering, sched, run_scheduled(sched, list(inputs))
 

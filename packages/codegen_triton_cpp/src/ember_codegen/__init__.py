@@ -1,6 +1,8 @@
 """Ember codegen: loop IR -> C++/OpenMP and Triton kernels with an on-disk cache. See README.md.
 
 This layer (C++ build): C++ source -> cached, verified shared object -> ctypes-loaded kernels.
+Importing it registers its two targets' capability records (``CPP_TARGET``, ``TRITON_TARGET``,
+targets.py) with ember_inductor_ir, so that ``lower(..., target="cpp")`` resolves.
 """
 
 from ember_codegen._version import __version__
@@ -33,9 +35,12 @@ from ember_codegen.exc import (
     KernelLoadError,
     KernelRuntimeError,
 )
+from ember_codegen.targets import CPP_TARGET, TRITON_TARGET
 
 __all__ = [
+    "CPP_TARGET",
     "RUNTIME_DIR",
+    "TRITON_TARGET",
     "Bool",
     "BuildResult",
     "CacheDirectoryError",

@@ -48,3 +48,8 @@ class KernelArgumentError(CodegenError, TypeError):
 
 class KernelRuntimeError(CodegenError):
     """A kernel reported an error through the runtime's error code (e.g. integer division by 0)."""
+
+
+class NotRestorable(CodegenError):
+    """A compiled graph that cannot be written as plain data (ember_codegen.artifact), or not
+    rebuilt from it here: the caller compiles afresh (a cache bypass or miss)."""

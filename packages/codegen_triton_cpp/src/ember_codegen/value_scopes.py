@@ -1,12 +1,14 @@
 """Common subexpressions of an ops handler, by (expression, dtype), in nested scopes: a value
 made inside a block (a masked body, a loop) is not reused after the block. Shared by the C++
 and Triton ops handlers, which differ only in their op table and in how a new value is
-written (`declare`)."""
+written (`declare`). An op neither table has may be declared as a decomposition over the
+ops it does have (`DECOMPOSITIONS`, read by the target's capability record too)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import torch
@@ -21,6 +23,13 @@ class ScopedValues(Generic[Value]):
     OPS: dict[str, Callable[..., str]]
     BOOL_RESULT_OPS: frozenset[str]
     TARGET: str
+    #: ops the target lacks -> ``fn(ops, *args)`` computing them with ops it has
+    DECOMPOSITIONS: Mapping[str, Callable[..., Value]] = {}
+
+    @classmethod
+    def implements(cls, name: str) -> bool:
+        """Whether op ``name`` is emitted directly: a method here or an entry of the table."""
+        return name in cls.OPS or callable(getattr(cls, name, None))
 
     def declare(self, name: str, expr: str, dtype: torch.dtype) -> tuple[str, Value]:
         """The line that binds ``name`` to ``expr``, and the value it names."""
@@ -40,6 +49,8 @@ class ScopedValues(Generic[Value]):
 
     def __getattr__(self, name: str) -> Callable[..., Value]:
         emitter = type(self).OPS.get(name)
+        if emitter is None and name in type(self).DECOMPOSITIONS:
+            return functools.partial(type(self).DECOMPOSITIONS[name], self)
         if emitter is None:
             raise AttributeError(f"the {type(self).TARGET} handler has no op named {name!r}")
 

@@ -15,17 +15,19 @@ strides, so the policy says per target which graphs pay it:
   NHWC by the kernel computing it (loops in its inputs' order, ``ComputedBuffer.loop_order``)
   and its input copied NHWC; nothing else in the graph changes layout.
 
-The policy is keyed by target, the device's code generator ("cpp" on the CPU, "triton" on
-CUDA): the Triton target run on CPU tensors under ``TRITON_INTERPRET=1`` takes the GPU's
-decision, which is how that path is tested without a GPU. ``EMBER_CHANNELS_LAST`` overrides
-it: ``auto`` (default, the table), ``1`` (every graph, any target), ``inference`` (inference
-graphs only, any target: the A/B of channels-last training), ``0`` (never).
+The policy is a field of the code generator's capability record (``Target.channels_last``,
+target.py; ember_codegen declares the C++ and the Triton one): the Triton target run on CPU
+tensors under ``TRITON_INTERPRET=1`` takes the GPU's decision, which is how that path is
+tested without a GPU. ``EMBER_CHANNELS_LAST`` overrides it: ``auto`` (default, the
+target's), ``1`` (every graph, any target), ``inference`` (inference graphs only, any target:
+the A/B of channels-last training), ``0`` (never).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
 ENV = "EMBER_CHANNELS_LAST"
 
@@ -46,19 +48,6 @@ class ChannelsLastPolicy:
 ON = ChannelsLastPolicy(inference=True, training=True, weight_gradients=True)
 INFERENCE = ChannelsLastPolicy(inference=True, training=False)
 OFF = ChannelsLastPolicy(inference=False, training=False)
-#: the CPU's: oneDNN's weight gradient of the cnn's first convolution (3 input channels)
-#: took 5.3-5.6 ms a step from NCHW data and 1.4-2.1 ms from NHWC (torch.compile's layout)
-CPU = ChannelsLastPolicy(inference=True, training=False, weight_gradients=True)
-
-#: decisions per code generator. CPU training stays NCHW (but for weight-only gradients,
-#: see CPU above): the cnn training step measured 1.47x
-#: slower channels-last (docs/performance.md), its batch-norm statistics (float64 sums, two
-#: loop segments per kernel) walking NHWC data one channel at a time, which the C++ target's
-#: column lanes (one float32 segment) do not take. GPU training: cuDNN's NHWC kernels.
-POLICIES: dict[str, ChannelsLastPolicy] = {
-    "cpp": CPU,
-    "triton": ON,
-}
 
 _OVERRIDES = {
     "1": ON,
@@ -71,11 +60,15 @@ _OVERRIDES = {
 }
 
 
-def channels_last_policy(target: str) -> ChannelsLastPolicy:
-    """The policy for ``target`` after the ``EMBER_CHANNELS_LAST`` override."""
+class HasChannelsLastPolicy(Protocol):
+    channels_last: ChannelsLastPolicy
+
+
+def channels_last_policy(target: HasChannelsLastPolicy) -> ChannelsLastPolicy:
+    """``target``'s policy (a Target record) after the ``EMBER_CHANNELS_LAST`` override."""
     mode = os.environ.get(ENV, "auto").strip().lower()
     if mode in _OVERRIDES:
         return _OVERRIDES[mode]
     if mode != "auto":
         raise ValueError(f"{ENV} must be auto, 1, inference or 0, got {mode!r}")
-    return POLICIES.get(target, OFF)
+    return target.channels_last

@@ -1,8 +1,9 @@
 """GraphLowering: walk a prim-level FX graph and build loop-IR buffers and extern kernels.
 
-``lower(gm, example_inputs)`` is the stage's entry point. Each call_function node goes
-through the lowering registered for its prim; a prim with no lowering becomes a counted
-fallback extern kernel that calls the prim itself.
+``lower(gm, example_inputs)`` (stage.py) is the stage's entry point. Each call_function node
+goes through the lowering registered for its prim; a prim with no lowering becomes a counted
+fallback extern kernel that calls the prim itself. Choices that depend on the code generator
+read its capability record (``self.target``, target.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from ember_primops import get_prim
+
 from .add_folds import Fold, find_folds
-from .errors import DynamicShapeUnsupported, LoweringError
+from .errors import LoweringError
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.inner_cost import InnerLoopCostHandler
 from .handlers.readwrite import ReadWriteHandler
@@ -38,8 +41,8 @@ from .layout import (
     size_expr,
 )
 from .lowering import lowering_for, prim_name
-from .lowering.view_ops import INJECTIVE_VIEWS
-from .matmul_batching import batch_step_matmuls
+from .lowering.accumulate import FOLD_LOWERINGS
+from .lowering.view_ops import reader_count
 from .nodes import (
     Buffer,
     ComputedBuffer,
@@ -51,6 +54,7 @@ from .nodes import (
     TensorBox,
 )
 from .size_ops import SIZE_OPS
+from .target import Target
 from .views import View, storage_view, unwrap
 
 log = logging.getLogger("ember.ir")
@@ -62,13 +66,6 @@ INLINE_OP_LIMIT = 16
 #: exp(x - max), read by the sum and by the division, is then computed once (and the C++
 #: kernel keeps it in a per-row scratch instead of memory).
 TRANSCENDENTAL_OP_COST = 16
-
-#: Prims whose lowering is a whole-tensor index map (a View) of their input: a reader of
-#: such a view reads every element of the input again, so it counts as a reader of the
-#: input when deciding whether to realize it. (``slice`` is not here: slices of one value
-#: usually read disjoint parts, so recomputing each part duplicates no work. ``unfold``
-#: is: pooling windows cover their input.)
-PASS_THROUGH_VIEWS = INJECTIVE_VIEWS | {"broadcast_in_dim", "unfold"}
 
 
 @dataclass(frozen=True)
@@ -92,10 +89,10 @@ class GraphLowering:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
         *,
-        target: str = "cpp",
+        target: Target,
     ) -> None:
         self.gm = gm
-        #: the code generator lowered for (see lower): "cpp" or "triton"
+        #: the capabilities of the code generator lowered for (see stage.lower)
         self.target = target
         self.example_inputs = list(example_inputs)
         self.buffers: dict[str, Buffer] = {}
@@ -312,7 +309,7 @@ class GraphLowering:
                 "example inputs were given"
             )
         position = 0
-        folds = find_folds(self.gm.graph, matmuls=self.target == "cpp")
+        folds = find_folds(self.gm.graph, matmuls=self.target.fold_matmul_epilogues)
         absorbed = {n for fold in folds.values() for n in fold.absorbed}
         for node in self.gm.graph.nodes:
             self.current_node = node
@@ -347,7 +344,7 @@ class GraphLowering:
             return expr
         if not isinstance(example, torch.Tensor):
             return example  # ints and other Python values pass through to lowerings
-        if isinstance(val, torch.Tensor) and _has_symbolic_layout(val):
+        if isinstance(val, torch.Tensor) and has_symbolic_layout(val):
             example = val  # the graph's own metadata: its symbolic sizes
         buffer = InputBuffer(self.new_name("arg"), layout_of_tensor(example), position=position)
         self.buffers[buffer.name] = buffer
@@ -419,8 +416,6 @@ class GraphLowering:
     def _fold(self, add: torch.fx.Node, fold: Fold, env: dict) -> Any:
         """An add performed by an accumulating kernel (add_folds), or as written when the
         fold's lowering declines."""
-        from .lowering.accumulate import FOLD_LOWERINGS
-
         result = FOLD_LOWERINGS[fold.kind](self, add, fold, env)
         if result is None:
             for node in fold.absorbed:
@@ -522,26 +517,11 @@ def recompute_cost(data: Pointwise) -> int:
     return counter.op_count + (TRANSCENDENTAL_OP_COST - 1) * counter.transcendental_count
 
 
-def reader_count(node: torch.fx.Node) -> int:
-    """How many nodes read ``node``'s value, looking through whole-tensor views of it."""
-    count = 0
-    for user in node.users:
-        if isinstance(user.target, torch._ops.OpOverload) and (
-            prim_name(user.target) in PASS_THROUGH_VIEWS
-        ):
-            count += max(reader_count(user), 1)
-        else:
-            count += 1
-    return count
-
-
 def _is_library_prim(op: object) -> bool:
     """Prims of ember_primops' ``extern`` category go to a library by design."""
     try:
-        from ember_primops import get_prim
-
         return get_prim(op).category == "extern"
-    except (ImportError, KeyError):
+    except KeyError:
         return False
 
 
@@ -570,65 +550,8 @@ def _with_unit_strides(layout: Layout, want: Layout | None) -> Layout:
     return FixedLayout(layout.device, layout.dtype, layout.size, want.stride, layout.offset)
 
 
-#: code generators that take symbolic sizes (kernels with size arguments)
-SYMBOLIC_TARGETS = frozenset({"cpp", "triton"})
-
-
-def _has_symbolic_layout(t: torch.Tensor) -> bool:
+def has_symbolic_layout(t: torch.Tensor) -> bool:
     return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
 
 
-def _has_symbolic_sizes(gm: torch.fx.GraphModule) -> bool:
-    for node in gm.graph.nodes:
-        for leaf in tree_flatten(node.meta.get("val"))[0]:
-            if isinstance(leaf, torch.SymInt):
-                return True
-            if isinstance(leaf, torch.Tensor) and _has_symbolic_layout(leaf):
-                return True
-    return False
-
-
-def lower(
-    gm: torch.fx.GraphModule,
-    example_inputs: Sequence[Any],
-    *,
-    target: str = "cpp",
-    input_writes: Sequence[tuple[int, int]] = (),
-) -> GraphLowering:
-    """Lower a functional prim-level FX graph (nodes carry ``meta['val']``) to loop IR.
-
-    ``target``: the code generator the IR is for, where a lowering choice depends on what it
-    does well. "cpp" runs library calls for what its loops do poorly (an add of a matmul
-    product is folded into ``addmm``, a cat of many inputs is aten's copy, the matmuls over
-    the steps of one tensor are batched); "triton" fuses pointwise epilogues into its own
-    matmul template and leaves those as loop IR.
-
-    ``input_writes``: (output index, placeholder position) pairs whose output the caller
-    copies into that input after each call: the memory plan may write it there directly
-    (GraphLowering.donate)."""
-    if target not in ("cpp", "triton"):
-        raise LoweringError(f"target must be 'cpp' or 'triton', got {target!r}")
-    from .dump import log_lowering  # local: dump imports graph for typing only
-    from .verifier import verify
-
-    if target not in SYMBOLIC_TARGETS and _has_symbolic_sizes(gm):
-        raise DynamicShapeUnsupported(
-            f"the {target} code generator takes static sizes only; this graph has symbolic ones"
-        )
-    if target == "cpp":  # a Triton template could not fuse a sliced product's readers
-        gm = batch_step_matmuls(gm)
-    try:
-        lowering = GraphLowering(gm, example_inputs, target=target).run()
-        verify(lowering)
-        lowering.donate(input_writes)
-    except (TypeError, NotImplementedError) as exc:
-        # a lowering that needs a static size met a symbol (int() of a sympy expression):
-        # declared as such, so that the caller may compile static specializations
-        if not _has_symbolic_sizes(gm):
-            raise
-        raise DynamicShapeUnsupported(f"a lowering needs static sizes: {exc}") from exc
-    log_lowering(lowering)
-    return lowering
-
-
-__all__ = ["GraphLowering", "OutputSpec", "View", "lower"]
+__all__ = ["GraphLowering", "OutputSpec", "View", "has_symbolic_layout", "recompute_cost"]

@@ -27,9 +27,12 @@ from collections.abc import Sequence
 import torch
 import torch.fx
 
+from ember_primops import prims
+
 from .channels_last import channels_last_policy
 from .lowering.registry import prim_name
 from .lowering.view_ops import INJECTIVE_VIEWS
+from .target import Target, resolve_target
 
 log = logging.getLogger("ember.ir")
 
@@ -118,12 +121,13 @@ def keep_saved_channels_last(
     bw_gm: torch.fx.GraphModule,
     num_fw_outputs: int,
     num_saved: int,
-    target: str,
+    target: Target | str,
 ) -> int:
     """Rewrite a partitioned training graph pair so that its saved NHWC activations cross
     from forward to backward without copies (see the module doc). Returns how many saved
-    values now travel channels-last (0: both graphs are left as they were)."""
-    if not channels_last_policy(target).training:
+    values now travel channels-last (0: both graphs are left as they were). ``target``: the
+    code generator's record (target.py), or the name it is registered under."""
+    if not channels_last_policy(resolve_target(target)).training:
         return 0
     if not any(
         n.op == "call_function"
@@ -132,8 +136,6 @@ def keep_saved_channels_last(
         for n in fw_gm.graph.nodes
     ):
         return 0
-    from ember_primops import prims
-
     stored = predicted_channels_last(fw_gm)
     fw_out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output")
     outputs = list(fw_out.args[0])
@@ -172,8 +174,6 @@ def _restrided(val: torch.Tensor, stride: list[int]) -> torch.Tensor:
 
 def _pin_output_strides(bw_gm: torch.fx.GraphModule) -> None:
     """Each 4-d/5-d gradient the backward returns keeps the strides it has now (eager's)."""
-    from ember_primops import prims
-
     out = next(n for n in reversed(bw_gm.graph.nodes) if n.op == "output")
     pinned = []
     for item in out.args[0]:

@@ -8,9 +8,9 @@ import pytest
 import sympy
 import torch
 
-from conftest import prim_graph
+from conftest import FUSING_GPU, LIBRARY_CPU, prim_graph
 from ember_inductor_ir import lower, run_scheduled, schedule
-from ember_inductor_ir.channels_last import POLICIES, channels_last_policy
+from ember_inductor_ir.channels_last import channels_last_policy
 from ember_inductor_ir.layout import (
     FixedLayout,
     channels_last_strides,
@@ -91,19 +91,19 @@ def test_stride_order():
 
 def test_policy_per_target_and_override(monkeypatch):
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
-    cpu, gpu = channels_last_policy("cpp"), channels_last_policy("triton")
-    assert cpu is POLICIES["cpp"] and gpu is POLICIES["triton"]
+    cpu, gpu = channels_last_policy(LIBRARY_CPU), channels_last_policy(FUSING_GPU)
+    assert cpu is LIBRARY_CPU.channels_last and gpu is FUSING_GPU.channels_last
     assert cpu.allows(returns_feature_maps=False) and gpu.allows(returns_feature_maps=True)
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "1")
-    assert channels_last_policy("cpp").allows(returns_feature_maps=True)
+    assert channels_last_policy(LIBRARY_CPU).allows(returns_feature_maps=True)
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "inference")
-    assert not channels_last_policy("triton").allows(returns_feature_maps=True)
-    assert channels_last_policy("triton").allows(returns_feature_maps=False)
+    assert not channels_last_policy(FUSING_GPU).allows(returns_feature_maps=True)
+    assert channels_last_policy(FUSING_GPU).allows(returns_feature_maps=False)
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "0")
-    assert not channels_last_policy("triton").allows(returns_feature_maps=False)
+    assert not channels_last_policy(FUSING_GPU).allows(returns_feature_maps=False)
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "sometimes")
     with pytest.raises(ValueError, match="EMBER_CHANNELS_LAST"):
-        channels_last_policy("cpp")
+        channels_last_policy(LIBRARY_CPU)
 
 
 def _lower_and_run(gm, inputs, target):
@@ -117,7 +117,7 @@ def _assert_eager(got, want):
     assert got.stride() == want.stride(), (got.stride(), want.stride())
 
 
-@pytest.mark.parametrize("target", ["cpp", "triton"])
+@pytest.mark.parametrize("target", [LIBRARY_CPU, FUSING_GPU], ids=["cpu", "gpu"])
 def test_returned_feature_maps_follow_the_target_policy(target, monkeypatch):
     """The GPU's code generator runs a graph that returns a convolution's feature map (a
     training graph) channels-last and copies the output to eager's strides; the CPU's keeps
@@ -130,7 +130,7 @@ def test_returned_feature_maps_follow_the_target_policy(target, monkeypatch):
 
     _, sched, got = _lower_and_run(prim_graph(fn, x, w1), [x, w1], target)
     conv = _extern_args(sched, "convolution")[0]
-    assert is_channels_last(conv.outputs[0].layout) == (target == "triton")
+    assert is_channels_last(conv.outputs[0].layout) == (target is FUSING_GPU)
     _assert_eager(got[0], fn(x, w1)[0])
 
 
@@ -156,11 +156,11 @@ def test_saved_activations_cross_to_the_backward_channels_last(monkeypatch):
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
     x, w1, _ = _inputs()
     forward, backward, fw, bw, c, g = _training_pair(x, w1)
-    assert keep_saved_channels_last(fw, bw, 1, 1, "triton") == 1
+    assert keep_saved_channels_last(fw, bw, 1, 1, FUSING_GPU) == 1
     saved = bw.graph.find_nodes(op="placeholder")[0].meta["val"]
     assert saved.is_contiguous(memory_format=torch.channels_last)
     # the forward returns the convolution's own NHWC result: no copy kernel
-    lowering, sched, got = _lower_and_run(fw, [x, w1], "triton")
+    lowering, sched, got = _lower_and_run(fw, [x, w1], FUSING_GPU)
     conv = _extern_args(sched, "convolution")[0]
     assert lowering.graph_outputs[1].name == conv.outputs[0].name
     result = conv.outputs[0].name
@@ -169,7 +169,7 @@ def test_saved_activations_cross_to_the_backward_channels_last(monkeypatch):
     torch.testing.assert_close(got[1], c, atol=1e-4, rtol=1e-4)
     assert got[1].stride() == tuple(saved.stride())
     # the backward, compiled for those strides, returns its gradient with eager's strides
-    _, _, grads = _lower_and_run(bw, [got[1], g], "triton")
+    _, _, grads = _lower_and_run(bw, [got[1], g], FUSING_GPU)
     _assert_eager(grads[0], backward(c, g)[0])
 
 
@@ -178,10 +178,10 @@ def test_cpu_training_graphs_stay_nchw_unless_forced(monkeypatch):
     x, w1, _ = _inputs()
     _, _, fw, bw, _, _ = _training_pair(x, w1)
     before = (fw.code, bw.code)
-    assert keep_saved_channels_last(fw, bw, 1, 1, "cpp") == 0
+    assert keep_saved_channels_last(fw, bw, 1, 1, LIBRARY_CPU) == 0
     assert (fw.code, bw.code) == before
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "1")
-    assert keep_saved_channels_last(fw, bw, 1, 1, "cpp") == 1
+    assert keep_saved_channels_last(fw, bw, 1, 1, LIBRARY_CPU) == 1
     assert "copy_strided" in fw.code and "copy_strided" in bw.code  # bw: gradient pinned
 
 
@@ -201,7 +201,7 @@ def test_returned_nhwc_result_reads_with_eager_strides_on_unit_dims(monkeypatch)
     def fn(a, b):
         return (prims.convolution(a, b, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),)
 
-    lowering, sched, got = _lower_and_run(prim_graph(fn, x, w1), [x, w1], "triton")
+    lowering, sched, got = _lower_and_run(prim_graph(fn, x, w1), [x, w1], FUSING_GPU)
     conv = _extern_args(sched, "convolution")[0]
     assert lowering.graph_outputs[0].name == conv.outputs[0].name  # no copy
     _assert_eager(got[0], fn(x, w1)[0])
@@ -233,7 +233,9 @@ def test_a_weight_only_gradient_runs_channels_last_on_the_cpu(monkeypatch):
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
     inputs = list(_weight_gradient_inputs())
     (want,) = _weight_gradient(*inputs)
-    lowering, sched, (got,) = _lower_and_run(prim_graph(_weight_gradient, *inputs), inputs, "cpp")
+    lowering, sched, (got,) = _lower_and_run(
+        prim_graph(_weight_gradient, *inputs), inputs, LIBRARY_CPU
+    )
     _assert_eager(got, want)
     (conv,) = _extern_args(sched, "convolution_backward")
     grad, x = conv.tensor_args()[:2]
@@ -250,7 +252,7 @@ def test_weight_and_input_gradients_stay_nchw_on_the_cpu(monkeypatch):
 
     inputs = list(_weight_gradient_inputs())
     want = _both_gradients(*inputs)
-    _, sched, got = _lower_and_run(prim_graph(_both_gradients, *inputs), inputs, "cpp")
+    _, sched, got = _lower_and_run(prim_graph(_both_gradients, *inputs), inputs, LIBRARY_CPU)
     for g, w in zip(got, want, strict=True):
         _assert_eager(g, w)
     (conv,) = _extern_args(sched, "convolution_backward")
@@ -260,7 +262,7 @@ def test_weight_and_input_gradients_stay_nchw_on_the_cpu(monkeypatch):
 def test_weight_only_gradients_follow_the_inference_override(monkeypatch):
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "inference")
     inputs = list(_weight_gradient_inputs())
-    _, sched, _ = _lower_and_run(prim_graph(_weight_gradient, *inputs), inputs, "cpp")
+    _, sched, _ = _lower_and_run(prim_graph(_weight_gradient, *inputs), inputs, LIBRARY_CPU)
     (conv,) = _extern_args(sched, "convolution_backward")
     assert all(o.layout.is_contiguous() for o in conv.outputs if o is not None)
 
@@ -285,7 +287,7 @@ def test_per_channel_statistics_do_not_outvote_a_channels_last_feature_map(monke
     w = torch.randn(5, 4, 3, 3)
     inputs = [x, mean, invstd, w, g]
     lowering, sched, got = _lower_and_run(
-        prim_graph(_relu_of_normalized, *inputs), inputs, "triton"
+        prim_graph(_relu_of_normalized, *inputs), inputs, FUSING_GPU
     )
     conv = _extern_args(sched, "convolution")[0]
     arg = conv.tensor_args()[0]

@@ -100,10 +100,10 @@ def test_complex_values_stay_out_of_loop_kernels(check):
 
 
 def test_a_cat_of_many_inputs_is_a_library_copy(check):
+    from conftest import LIBRARY_CPU  # the check fixture's target
     from ember_inductor_ir.extern import ExternKernel
-    from ember_inductor_ir.lowering.shape import CAT_EXTERN_INPUTS
 
-    n = CAT_EXTERN_INPUTS
+    n = LIBRARY_CPU.cat_extern_inputs
 
     def fn(x):  # a stack of the steps of an unrolled loop, each computed
         return (prims.cat([prims.mul(x, prims.sin(x)) for _ in range(n)], 0),)

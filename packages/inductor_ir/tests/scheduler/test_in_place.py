@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from conftest import prim_graph
+from conftest import LIBRARY_CPU, prim_graph
 from ember_inductor_ir import lower, run_scheduled, schedule
 from ember_primops import prims
 
 
 def _scheduled(fn, inputs, writes):
-    lowering = lower(prim_graph(fn, *inputs), list(inputs), input_writes=writes)
+    lowering = lower(prim_graph(fn, *inputs), list(inputs), target=LIBRARY_CPU, input_writes=writes)
     return schedule(lowering)
 
 

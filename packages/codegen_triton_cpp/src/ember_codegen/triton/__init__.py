@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember_codegen.exc import CodegenError
+
+from .compiled import compile_triton as compile_impl
+
 
 def compile_triton(sched: Any, **options: Any) -> Any:
     """``compile_graph(sched, target="triton", **options)``; see compiled.compile_triton."""
     try:
         import triton  # noqa: F401
     except ImportError as exc:
-        from ember_codegen.exc import CodegenError
-
         raise CodegenError(
             "compile_graph(target='triton') needs Triton: pip install 'ember-codegen[triton]' "
             "(or use target='cpp' for CPU graphs)"
         ) from exc
-    from .compiled import compile_triton as compile_impl
-
     return compile_impl(sched, **options)

@@ -1,4 +1,5 @@
-"""A compiled Triton graph as plain data, and back (the umbrella's codegen artifact cache).
+"""A compiled Triton graph as plain data, and back (the Triton half of ``ember_codegen.artifact``,
+which the umbrella's codegen artifact cache writes).
 
 What is kept: the kernel module's source (reloaded from the content-hashed module cache, its
 binaries from Triton's cache under EMBER_CACHE_DIR), the wrapper's source, each kernel's launch
@@ -23,7 +24,11 @@ from typing import Any
 import sympy
 import torch
 
+from ember_codegen.exc import NotRestorable
+from ember_inductor_ir import indexing
+
 from .cache import configure_triton_cache, interpreting, load_module
+from .compiled import CompiledGraph, compile_parallel
 from .heuristics import LaunchConfig
 from .kernel import GroupKernels, TritonKernel, Workspace
 from .launch import current_stream_getter
@@ -34,11 +39,7 @@ _REBUILT_PREFIXES = ("_k_", "_run_", "_launch_", "_fn_", "_meta_")
 _REBUILT = {"__builtins__", "call", "_current_stream"}
 
 
-class NotRestorable(Exception):
-    """A compiled graph that cannot be written as plain data, or not rebuilt from it here."""
-
-
-def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
+def to_payload(compiled: CompiledGraph, encode: Callable[[Any], list]) -> dict:
     if compiled.templates:
         raise NotRestorable("a graph with a matmul template")
     if not isinstance(compiled._call, types.FunctionType):  # a wrapper written per binding
@@ -73,7 +74,7 @@ def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
         for g in compiled.groups
     ]
     return {
-        "target": "triton",
+        "target": compiled.target,
         "triton_source": compiled.triton_source,
         "wrapper_source": compiled.wrapper_source,
         "device": str(compiled.device),
@@ -85,9 +86,7 @@ def to_payload(compiled: Any, encode: Callable[[Any], list]) -> dict:
     }
 
 
-def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> Any:
-    from .compiled import CompiledGraph, compile_parallel
-
+def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> CompiledGraph:
     device = torch.device(payload["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
         raise NotRestorable("a CUDA graph without a CUDA device")
@@ -141,8 +140,6 @@ def _size(data: int | str) -> Any:
     if isinstance(data, int):
         return data
     # srepr names each symbol with its assumptions and each function (FloorDiv...) by name
-    from ember_inductor_ir import indexing
-
     names = {n: getattr(indexing, n) for n in ("FloorDiv", "ModularIndexing")}
     return sympy.sympify(data, locals=names)
 
@@ -163,3 +160,6 @@ def _group(data: dict) -> GroupKernels:
     ]
     workspaces = [Workspace(n, numel, getattr(torch, d)) for n, numel, d in data["workspaces"]]
     return GroupKernels(data["name"], kernels, set(data["register_only"]), workspaces)
+
+
+__all__ = ["NotRestorable", "from_payload", "to_payload"]

@@ -60,7 +60,7 @@ def load_module(source: str, root: Path | None = None) -> tuple[ModuleType, Path
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-    if interpreting():
+    if interpreting():  # the shims need numpy, a dependency of the interpreter alone
         from .interpreter_math import libdevice_shim
         from .interpreter_reduce import REDUCE_SHIMS
 

@@ -39,7 +39,10 @@ perf_log = logging.getLogger("ember.perf")
 
 class CompiledGraph:
     """``compiled(inputs: list[Tensor]) -> list[Tensor]``; the generated code stays readable
-    on ``triton_source`` (the kernel module) and ``wrapper_source``."""
+    on ``triton_source`` (the kernel module, also ``source``) and ``wrapper_source``."""
+
+    #: the code generator that wrote it (its capability record: triton/target.py)
+    target = "triton"
 
     def __init__(
         self,
@@ -66,6 +69,11 @@ class CompiledGraph:
         self.launch_layouts: dict[str, list] = {}
         #: symbolic sizes: the size symbols' example values (the layouts' and warm-up's)
         self.size_hints: dict[str, int] = {}
+
+    @property
+    def source(self) -> str:
+        """The kernels' source (the Triton module)."""
+        return self.triton_source
 
     @property
     def kernels(self) -> list[TritonKernel]:
@@ -148,12 +156,7 @@ def compile_triton(
         namespace[f"_k_{kernel.name}"] = getattr(module, kernel.name)
     for template in templates:
         namespace[f"_k_{template.name}"] = getattr(module, template.name)
-    key = content_key(["ember-triton-wrapper", source, wrapper.source])
-    wrapper_path = triton_root() / "kernels" / key[:2] / f"{key}.wrapper.py"
-    wrapper_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not wrapper_path.exists():
-        atomic_write(wrapper_path, wrapper.source.encode())
-    exec(compile(wrapper.source, str(wrapper_path), "exec"), namespace)
+    wrapper_path = _exec_wrapper(source, wrapper.source, namespace)
     output_code_log.info("triton kernels %s:\n%s", path, source)
     output_code_log.info("wrapper %s:\n%s", wrapper_path, wrapper.source)
     perf_log.info(
@@ -166,6 +169,18 @@ def compile_triton(
     )  # fmt: skip
     compiled.launch_layouts = layouts
     return compiled
+
+
+def _exec_wrapper(source: str, wrapper_source: str, namespace: dict) -> Path:
+    """Run the wrapper's source in ``namespace`` from a content-keyed file (tracebacks and
+    EMBER_LOGS point there); returns that file's path."""
+    key = content_key(["ember-triton-wrapper", source, wrapper_source])
+    path = triton_root() / "kernels" / key[:2] / f"{key}.wrapper.py"
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        atomic_write(path, wrapper_source.encode())
+    exec(compile(wrapper_source, str(path), "exec"), namespace)
+    return path
 
 
 def _compile_symbolic(sched: Schedule, device: torch.device) -> CompiledGraph:

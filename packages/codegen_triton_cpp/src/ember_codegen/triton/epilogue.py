@@ -20,8 +20,7 @@ import sympy
 import torch
 
 from ember_codegen.exc import CodegenError
-from ember_inductor_ir import KernelGroup, Schedule
-from ember_inductor_ir.handlers.readwrite import ReadWriteHandler
+from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule
 from ember_inductor_ir.indexing import simplify_index
 
 from .dtypes import is_reduced_float, round_to, store_cast

@@ -9,7 +9,7 @@ addresses, masks and reductions are the kernel builder's business (kernel.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sympy
 import torch
@@ -30,14 +30,31 @@ from .dtypes import (
 )
 from .op_table import BOOL_RESULT_OPS, TRITON_OPS, TritonValue
 
-if TYPE_CHECKING:
-    from .kernel import KernelBuilder
+
+class KernelState(Protocol):
+    """What the handler asks of the kernel it writes (kernel.KernelBuilder): addresses and
+    masks, buffers kept in registers, reductions; declared here so that this module does
+    not import the builder that imports it."""
+
+    def new_tmp(self) -> str: ...
+    def buffer_dtype(self, name: str) -> torch.dtype: ...
+    def index(self, expr: sympy.Expr, wide: bool = False) -> str: ...
+    def load_expr(self, name: str, index: sympy.Expr, masks: list[str]) -> str: ...
+    def store_stmt(self, name: str, index: sympy.Expr, value: TritonValue) -> str: ...
+    def barrier_before_load(self, name: str) -> bool: ...
+    def local_value(self, name: str) -> TritonValue | None: ...
+    def keep_local(self, name: str, value: TritonValue) -> bool: ...
+    def store_reduction(self, name: str, index: sympy.Expr, value: TritonValue) -> None: ...
+    def reduction(
+        self, dtype: torch.dtype, src: torch.dtype, rtype: str, value: TritonValue
+    ) -> Any: ...
+
 
 GOLDEN = 0x9E3779B9
 
 
 class TritonOpsHandler(ScopedValues[TritonValue]):
-    def __init__(self, kernel: KernelBuilder, out: CodeWriter) -> None:
+    def __init__(self, kernel: KernelState, out: CodeWriter) -> None:
         super().__init__()
         self.kernel = kernel
         self.out = out

@@ -14,6 +14,7 @@ target (each subclasses the builder; neither imports the other):
 """
 
 from .builder import WrapperBuilder
+from .runtime import pack_scalars, unpack_scalars
 from .writer import WrapperCode
 
-__all__ = ["WrapperBuilder", "WrapperCode"]
+__all__ = ["WrapperBuilder", "WrapperCode", "pack_scalars", "unpack_scalars"]

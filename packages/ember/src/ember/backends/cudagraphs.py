@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import torch
 
 from ember.stats import counters
-from ember_codegen.wrapper.runtime import pack_scalars, unpack_scalars
+from ember_codegen.wrapper import pack_scalars, unpack_scalars
 
 log = logging.getLogger("ember.perf")
 WARMUP_CALLS = 1

@@ -14,6 +14,8 @@ from typing import Any
 import sympy
 import torch
 
+from ember_primops.random import MASK32, mix32, stream_key
+
 from ..errors import InterpretError
 from ..indexing import FloorDiv, ModularIndexing
 from ..ops import OP_NAMES, WELFORD
@@ -254,8 +256,6 @@ class InterpretHandler:
 
     def random_bits(self, seed: torch.Tensor, counter: torch.Tensor, stream: int) -> torch.Tensor:
         # The same integer steps the prims' reference runs (ember_primops.random).
-        from ember_primops.random import MASK32, mix32, stream_key
-
         key = stream_key(torch.as_tensor(seed, device=self.device), stream)
         n = torch.as_tensor(counter, device=self.device).to(torch.int64)
         return mix32(mix32((n & MASK32) ^ key) ^ (n >> 32))

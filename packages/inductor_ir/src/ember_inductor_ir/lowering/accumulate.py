@@ -9,6 +9,8 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_leaves
 
+from ember_primops import prims
+
 from ..nodes import TensorBox
 from .scatter_ops import lower_scatter_fold, may_overwrite
 from .view_ops import lower_permute
@@ -41,8 +43,6 @@ def lower_matmul_fold(ctx: Any, add: torch.fx.Node, fold: Any, env: dict) -> Ten
 def lower_bias_fold(ctx: Any, add: torch.fx.Node, fold: Any, env: dict) -> TensorBox:
     """``bias + a @ b`` as ``addmm(bias, a, b)`` written into planned storage (``out=``);
     the bias is passed unbroadcast (addmm broadcasts it over the rows)."""
-    from ember_primops import prims
-
     (mm,) = fold.absorbed
     bias = env[fold.addend.args[0]]
     a, b = env[mm.args[0]], env[mm.args[1]]

@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten
 from ..channels_last import channels_last_policy
 from ..layout import FixedLayout, Layout, channels_last_strides
 from ..nodes import IRNode
+from ..target import Target
 from .registry import register_lowering
 
 
@@ -46,7 +47,7 @@ def _is_channels_last_val(val: torch.Tensor) -> bool:
 
 
 def conv_wants_channels_last(
-    target: str, gm: torch.fx.GraphModule, rank: int, transposed: bool, floating: bool
+    target: Target, gm: torch.fx.GraphModule, rank: int, transposed: bool, floating: bool
 ) -> bool:
     """2-d, not transposed, floating point, where the target's policy allows it for this
     graph (channels_last.py)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..extern import OUT_VARIANT_PRIMS
 from .registry import prim_name, register_lowering
 
 LIBRARY_PRIMS = (
@@ -25,11 +24,12 @@ LIBRARY_PRIMS = (
 
 
 def lower_as_extern(ctx: Any, *args: Any, **kwargs: Any) -> Any:
-    target = ctx.current_node.target
-    # into planned storage on the CPU; the Triton target's matmuls may become templates,
-    # and GPU memory comes from a caching allocator without first-touch costs
-    writes_out = prim_name(target) in OUT_VARIANT_PRIMS and ctx.target == "cpp"
-    return ctx.extern(target, args, kwargs, writes_out=writes_out)
+    op = ctx.current_node.target
+    # into planned storage where the target says so (the CPU's: no first-touch page faults;
+    # the Triton target's matmuls may become templates, and GPU memory comes from a caching
+    # allocator without first-touch costs)
+    writes_out = ctx.target.writes_out(prim_name(op))
+    return ctx.extern(op, args, kwargs, writes_out=writes_out)
 
 
 for _name in LIBRARY_PRIMS:

@@ -8,9 +8,9 @@ from typing import Any
 import sympy
 import torch
 
-from .. import views
 from ..indexing import Expr, FloorDiv, ModularIndexing, as_exprs
 from ..nodes import Pointwise, TensorBox
+from ..views import View, permute, reshape
 from ._helpers import pointwise
 from .registry import prim_name, register_lowering
 
@@ -18,12 +18,12 @@ from .registry import prim_name, register_lowering
 @register_lowering("reshape")
 def lower_reshape(ctx: Any, a: TensorBox, shape: Sequence[int]) -> TensorBox:
     # A fresh tensor by contract, but the values are an index map of the input.
-    return TensorBox(views.reshape(a, shape))
+    return TensorBox(reshape(a, shape))
 
 
 @register_lowering("view_of")
 def lower_view_of(ctx: Any, a: TensorBox) -> TensorBox:
-    return TensorBox(views.permute(a, list(range(len(a.get_size())))))
+    return TensorBox(permute(a, list(range(len(a.get_size())))))
 
 
 @register_lowering("rev")
@@ -34,7 +34,7 @@ def lower_rev(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
     def reindex(index: Sequence[Expr]) -> list[Expr]:
         return [size[d] - 1 - i if d in flip else i for d, i in enumerate(index)]
 
-    return TensorBox(views.View(a, list(size), reindex, None, "rev"))
+    return TensorBox(View(a, list(size), reindex, None, "rev"))
 
 
 @register_lowering("clone", "copy_strided")
@@ -66,19 +66,14 @@ def _index_value(ops: Any, value: Expr) -> Any:
     return ops.constant(int(value), torch.int64)
 
 
-#: A cat of this many inputs or more is a library copy (aten's cat into planned storage) of
-#: the realized inputs: as a loop body it is a chain of one masked load per input for every
-#: element, which g++ does not vectorize (a stack of 32 steps ran 1.4 ms for 1 MB).
-CAT_EXTERN_INPUTS = 8
-
-
 @register_lowering("cat")
 def lower_cat(ctx: Any, tensors: Sequence[TensorBox], dim: int) -> TensorBox:
     tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
     size = list(tensors[0].get_size())
     dim = dim % len(size)
-    if len(tensors) >= CAT_EXTERN_INPUTS and ctx.target == "cpp":
-        return ctx.extern(ctx.current_node.target, [list(tensors), dim], writes_out=True)
+    if ctx.target.cat_is_extern(len(tensors)):  # a library copy of the realized inputs
+        op = ctx.current_node.target
+        return ctx.extern(op, [list(tensors), dim], writes_out=ctx.target.writes_out("cat"))
     starts, total = [], sympy.Integer(0)
     for t in tensors:
         starts.append(total)

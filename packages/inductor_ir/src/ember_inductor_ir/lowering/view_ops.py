@@ -7,11 +7,23 @@ from typing import Any
 
 import torch
 
-from .. import views
 from ..indexing import product
 from ..nodes import TensorBox
+from ..views import (
+    View,
+    as_strided,
+    broadcast_in_dim,
+    expand_dims,
+    permute,
+    reshape,
+    slice_view,
+    squeeze,
+    storage_view,
+    unfold,
+    unwrap,
+)
 from ._helpers import pointwise
-from .registry import register_lowering
+from .registry import prim_name, register_lowering
 
 #: View prims that map the elements of their input one to one: an in-place kernel may write
 #: through them (scatter_ops, add_folds)
@@ -27,28 +39,47 @@ INJECTIVE_VIEWS = frozenset(
         "view_of",
     }
 )
+#: Prims whose lowering is a whole-tensor index map (a View) of their input: a reader of
+#: such a view reads every element of the input again, so it counts as a reader of the
+#: input when deciding whether to realize it. (``slice`` is not here: slices of one value
+#: usually read disjoint parts, so recomputing each part duplicates no work. ``unfold``
+#: is: pooling windows cover their input.)
+PASS_THROUGH_VIEWS = INJECTIVE_VIEWS | {"broadcast_in_dim", "unfold"}
+
+
+def reader_count(node: torch.fx.Node) -> int:
+    """How many nodes read ``node``'s value, looking through whole-tensor views of it."""
+    count = 0
+    for user in node.users:
+        if isinstance(user.target, torch._ops.OpOverload) and (
+            prim_name(user.target) in PASS_THROUGH_VIEWS
+        ):
+            count += max(reader_count(user), 1)
+        else:
+            count += 1
+    return count
 
 
 @register_lowering("broadcast_in_dim")
 def lower_broadcast_in_dim(
     ctx: Any, a: TensorBox, shape: Sequence[int], broadcast_dimensions: Sequence[int]
 ) -> TensorBox:
-    return TensorBox(views.broadcast_in_dim(a, shape, broadcast_dimensions))
+    return TensorBox(broadcast_in_dim(a, shape, broadcast_dimensions))
 
 
 @register_lowering("squeeze")
 def lower_squeeze(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
-    return TensorBox(views.squeeze(a, dims))
+    return TensorBox(squeeze(a, dims))
 
 
 @register_lowering("expand_dims")
 def lower_expand_dims(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
-    return TensorBox(views.expand_dims(a, dims))
+    return TensorBox(expand_dims(a, dims))
 
 
 @register_lowering("permute")
 def lower_permute(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
-    return TensorBox(views.permute(a, [d % max(len(dims), 1) for d in dims]))
+    return TensorBox(permute(a, [d % max(len(dims), 1) for d in dims]))
 
 
 @register_lowering("slice")
@@ -60,7 +91,7 @@ def lower_slice(
     strides: Sequence[int] | None = None,
 ) -> TensorBox:
     steps = list(strides) if strides is not None else [1] * len(start_indices)
-    return TensorBox(views.slice_view(a, start_indices, limit_indices, steps))
+    return TensorBox(slice_view(a, start_indices, limit_indices, steps))
 
 
 @register_lowering("unfold")
@@ -69,11 +100,9 @@ def lower_unfold(ctx: Any, a: TensorBox, dim: int, size: int, step: int) -> Tens
     # (in whatever layout that has) instead of a library view that pins the layout. An
     # input computed inline (batch norm + relu before a max-pool) stays inline for one
     # reader of the windows; several (max and argmax in training) read it from a buffer.
-    from ..graph import reader_count  # local: graph imports the lowerings
-
     if reader_count(ctx.current_node) > 1:
         ctx.realize(a)
-    return TensorBox(views.unfold(a, dim, size, step))
+    return TensorBox(unfold(a, dim, size, step))
 
 
 @register_lowering("as_strided")
@@ -82,15 +111,15 @@ def lower_as_strided(
 ) -> TensorBox:
     ctx.realize(a)
     base = a
-    while isinstance(inner := views.unwrap(base), views.View) and inner.layout_map is not None:
+    while isinstance(inner := unwrap(base), View) and inner.layout_map is not None:
         base = inner.base  # strided views (stft's squeeze/unsqueeze) over a computed value:
     ctx.realize(base)  # its buffer is the storage they view
-    if views.storage_view(a) is None:
+    if storage_view(a) is None:
         ctx.realize_copy(a)  # pragma: no cover - a view strides cannot express
-    found = views.storage_view(a)
+    found = storage_view(a)
     if found is not None and hasattr(found[0].layout, "freeze"):
         found[0].layout.freeze()  # as_strided addresses the storage: strides are now fixed
-    return TensorBox(views.as_strided(a, size, stride, storage_offset))
+    return TensorBox(as_strided(a, size, stride, storage_offset))
 
 
 @register_lowering("split_dim")
@@ -98,12 +127,12 @@ def lower_split_dim(ctx: Any, a: TensorBox, dim: int, outer_length: int) -> Tens
     size = list(a.get_size())
     dim = dim % len(size)
     inner = size[dim] // outer_length
-    return TensorBox(views.reshape(a, [*size[:dim], outer_length, inner, *size[dim + 1 :]]))
+    return TensorBox(reshape(a, [*size[:dim], outer_length, inner, *size[dim + 1 :]]))
 
 
 def _collapse(ctx: Any, a: TensorBox, start: int, end: int) -> TensorBox:
     size = list(a.get_size())
-    return TensorBox(views.reshape(a, [*size[:start], product(size[start:end]), *size[end:]]))
+    return TensorBox(reshape(a, [*size[:start], product(size[start:end]), *size[end:]]))
 
 
 register_lowering("collapse_view")(_collapse)

@@ -1,7 +1,5 @@
-"""C++ emission: loop-IR kernel groups -> one C++ source per graph + a Python wrapper."""
+"""C++ emission: loop-IR kernel groups -> one C++ source per graph + a Python wrapper.
 
-from .kernel import KernelSource, build_kernel
-from .source import graph_source
-from .wrapper import CppWrapperBuilder
-
-__all__ = ["CppWrapperBuilder", "KernelSource", "build_kernel", "graph_source"]
+Entry point: ``compiled.compile_cpp`` (``compile_graph(..., target="cpp")``); the target's
+capability record is ``target.CPP_TARGET``. This package imports none of its modules, so that
+each may import its siblings without a cycle through here."""

@@ -33,7 +33,10 @@ KERNEL_ERRORS = {**ERROR_MESSAGES, 2: "IndexError: index out of range in a gathe
 
 class CompiledGraph:
     """``compiled(inputs: list[Tensor]) -> list[Tensor]``; the generated code stays readable
-    on ``cpp_source`` and ``wrapper_source``."""
+    on ``cpp_source`` (also ``source``) and ``wrapper_source``."""
+
+    #: the code generator that wrote it (its capability record: target.py)
+    target = "cpp"
 
     def __init__(
         self,
@@ -53,6 +56,11 @@ class CompiledGraph:
         self.kernels = list(kernels)
         self.library = library
         self.fallback_counts = dict(fallback_counts)
+
+    @property
+    def source(self) -> str:
+        """The kernels' source (the C++ translation unit)."""
+        return self.cpp_source
 
     @property
     def kernel_count(self) -> int:
@@ -92,7 +100,7 @@ def native_functions(
     return functions
 
 
-def _error_raiser(library: LoadedKernelLibrary | None) -> Any:
+def error_raiser(library: LoadedKernelLibrary | None) -> Any:
     def raise_kernel_error(kernel_name: str) -> None:
         code = library.take_error() if library is not None else 0
         message = KERNEL_ERRORS.get(code, f"unknown error code {code}")
@@ -131,7 +139,7 @@ def compile_cpp(
     if kernels:
         library = builder.compile(cpp_source)
         namespace.update(native_functions(library, kernels, runs))
-    namespace["_raise_kernel_error"] = _error_raiser(library)
+    namespace["_raise_kernel_error"] = error_raiser(library)
     symbolic = None  # one wrapper for every binding of the size symbols
     if binder is not None:
         symbolic = symbolic_call(sched, kernels, namespace, binder, trusted_inputs, runs)

@@ -11,23 +11,41 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sympy
 import torch
 
-from ember_codegen import code_writer
+from ember_codegen.code_writer import CodeWriter as LineWriter
 from ember_codegen.value_scopes import ScopedValues
 
 from .dtypes import compute_type, cpp_literal, cpp_type, is_reduced_float
 from .index_printer import cpp_index
 from .op_table import BOOL_RESULT_OPS, CPP_OPS, FALLIBLE_OPS, CppValue
 
-if TYPE_CHECKING:
-    from .kernel import KernelBuilder
+
+class KernelState(Protocol):
+    """What the handler asks of the kernel it writes (kernel.KernelBuilder): addresses,
+    buffers kept in registers, accumulators; declared here so that this module does not
+    import the builder that imports it."""
+
+    may_fail: bool
+
+    def new_tmp(self) -> str: ...
+    def buffer_dtype(self, name: str) -> torch.dtype: ...
+    def note_load(self, dtype: torch.dtype) -> None: ...
+    def index(self, expr: sympy.Expr) -> str: ...
+    def address(self, name: str, index: sympy.Expr, write: bool) -> str: ...
+    def local_value(self, name: str) -> CppValue | None: ...
+    def keep_local(self, name: str, value: CppValue) -> bool: ...
+    def store_prefix(self) -> str: ...
+    def store_reduction(self, name: str, index: sympy.Expr, value: CppValue) -> None: ...
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str, value: CppValue
+    ) -> Any: ...
 
 
-class CodeWriter(code_writer.CodeWriter):
+class CodeWriter(LineWriter):
     """Lines of C++ (two spaces a level) with brace blocks."""
 
     INDENT = "  "
@@ -44,7 +62,7 @@ class CodeWriter(code_writer.CodeWriter):
 
 
 class CppOpsHandler(ScopedValues[CppValue]):
-    def __init__(self, kernel: KernelBuilder, out: CodeWriter) -> None:
+    def __init__(self, kernel: KernelState, out: CodeWriter) -> None:
         super().__init__()
         self.kernel = kernel
         self.out = out

@@ -1,0 +1,107 @@
+"""What a code generator can do, as data: the capability record the loop IR lowers for, and
+the registry code generators fill.
+
+Every lowering choice that depends on the code generator reads a field of its
+:class:`Target` (never its name): whether a cat of many inputs or an add of a matmul product
+becomes a library call, which library calls write into planned storage, whether graphs with
+symbolic sizes are taken, when convolutions run channels-last. Code generators declare their
+records beside their op tables and register them here by name and device type (ember_codegen
+registers "cpp" for the CPU and "triton" for CUDA when imported); this package imports no
+code generator. ``REFERENCE`` is the IR's own: what ``run_scheduled`` executes, used for a
+device no code generator has claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .channels_last import OFF, ChannelsLastPolicy
+from .errors import LoweringError
+from .ops import OP_NAMES
+
+
+@dataclass(frozen=True)
+class Target:
+    """One code generator's capabilities, as the loop IR reads them."""
+
+    #: the name it is registered under (and the name ``compile_graph`` knows it by)
+    name: str
+    #: the torch device type whose graphs it compiles ("cpu", "cuda"); "" for none
+    device_type: str
+    #: the ``ops`` of the loop IR (ops.OP_NAMES) its kernels implement
+    ops: frozenset[str] = field(repr=False)
+    #: ops it lacks, each a function ``(ops, *args) -> value`` over ops it implements
+    decompositions: Mapping[str, Callable[..., Any]] = field(default_factory=dict, compare=False)
+    #: whether it compiles graphs with symbolic sizes (kernels taking size arguments)
+    symbolic_sizes: bool = True
+    #: library prims (extern.OUT_VARIANT_PRIMS) whose results it has written into planned
+    #: storage through their ``out=`` variant, rather than returned by the library
+    out_variant_prims: frozenset[str] = frozenset()
+    #: ``addend + a @ b`` lowered as one addmm (add_folds.py) instead of an add kernel
+    fold_matmul_epilogues: bool = False
+    #: the matmuls over the steps of one tensor merged into one (matmul_batching.py)
+    batch_step_matmuls: bool = False
+    #: a cat of at least this many inputs is a library copy (None: always a loop body)
+    cat_extern_inputs: int | None = None
+    #: which graphs run their 2-d convolutions channels-last (channels_last.py)
+    channels_last: ChannelsLastPolicy = OFF
+
+    def writes_out(self, prim: str) -> bool:
+        """Whether the library call of ``prim`` writes into planned storage (``out=``)."""
+        return prim in self.out_variant_prims
+
+    def cat_is_extern(self, inputs: int) -> bool:
+        return self.cat_extern_inputs is not None and inputs >= self.cat_extern_inputs
+
+    def missing_ops(self) -> set[str]:
+        """The IR's ops it neither implements nor decomposes (empty for a usable target)."""
+        return set(OP_NAMES) - self.ops - set(self.decompositions)
+
+
+#: the torch reference executor (run.py): every op, no library rewrites
+REFERENCE = Target(name="reference", device_type="", ops=frozenset(OP_NAMES))
+
+_BY_NAME: dict[str, Target] = {REFERENCE.name: REFERENCE}
+_BY_DEVICE: dict[str, Target] = {}
+
+
+def register_target(target: Target) -> Target:
+    """File ``target`` under its name and, for graphs on its device type, as the default."""
+    _BY_NAME[target.name] = target
+    if target.device_type:
+        _BY_DEVICE[target.device_type] = target
+    return target
+
+
+def registered_targets() -> dict[str, Target]:
+    return dict(_BY_NAME)
+
+
+def target_for_device(device_type: str) -> Target:
+    """The target registered for ``device_type``, else REFERENCE."""
+    return _BY_DEVICE.get(device_type, REFERENCE)
+
+
+def resolve_target(target: Target | str) -> Target:
+    """``target`` itself, or the record registered under that name."""
+    if isinstance(target, Target):
+        return target
+    found = _BY_NAME.get(target)
+    if found is None:
+        raise LoweringError(
+            f"unknown target {target!r}; registered: {', '.join(sorted(_BY_NAME))} (code "
+            "generators register theirs on import: import ember_codegen for 'cpp' and 'triton')"
+        )
+    return found
+
+
+__all__ = [
+    "REFERENCE",
+    "Target",
+    "register_target",
+    "registered_targets",
+    "resolve_target",
+    "target_for_device",
+]
