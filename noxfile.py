@@ -231,11 +231,13 @@ def fuzz(session: nox.Session) -> None:
 
 @checked_session(python=MAIN_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, and the forbidden-import checker."""
-    install(session, "ruff")
+    """ruff check, ruff format --check, the forbidden-import checker and the shape budgets
+    (import cycles, function-level imports, long functions, public surfaces)."""
+    install(session, "ruff", "networkx")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/check_forbidden_imports.py")
+    session.run("python", "tools/check_shape.py")
 
 
 @nox.session(python=MAIN_PYTHON)
