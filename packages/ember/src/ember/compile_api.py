@@ -18,6 +18,7 @@ from ember.exc import EmberError
 from ember.logs import configure_from_env, log_record
 from ember.progress import ProgressFrameCompiler
 from ember.stats import clear as clear_counters
+from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler
@@ -44,6 +45,7 @@ def compile(
     _check_arguments(model, fullgraph, dynamic, mode, options)
     if disable:
         return model
+    check_torch(suppress_errors=config.suppress_errors)
     backend_fn = lookup_backend(backend, mode, options)
     if config.optimize_ddp:
         backend_fn = split_for_ddp(backend_fn)

@@ -10,6 +10,7 @@ __all__ = [
     "InvalidBackendError",
     "TracerError",
     "Unsupported",
+    "UnsupportedTorchVersion",
 ]
 
 
@@ -19,3 +20,7 @@ class EmberError(Exception):
 
 class InvalidBackendError(EmberError, ValueError):
     """`backend=` names no registered backend, or is not callable."""
+
+
+class UnsupportedTorchVersion(EmberError, RuntimeError):
+    """The installed torch is outside the releases Ember is tested on (torch_support.py)."""

@@ -20,6 +20,7 @@ import ember_symbolic as es
 from ember_bytecode_tracer.bytecode import decode
 from ember_bytecode_tracer.exc import TracedException, TracerError, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GlobalSource, Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.internal_errors import raised_by_ember, report_once
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator, subscript
 from ember_bytecode_tracer.translator.registry import lookup
 from ember_bytecode_tracer.translator.signals import GeneratorYield, ReturnValue
@@ -150,6 +151,8 @@ class InstructionTranslator:
             # the graph and the writes of the code before it), never a crash where eager works
             error = Unsupported(f"{type(exc).__name__} raised at trace time: {exc}")
             error.location, error.user_stack = self.location(), self.user_stack()
+            if raised_by_ember(exc):  # not the user's error: never silent
+                report_once(exc, error.location)
             raise error from exc
 
     def _enter_handler(self, inst: Instruction, exc: TracedException) -> bool:
