@@ -109,6 +109,8 @@ nox.options.sessions = [
     "bytecode_layer",
     "integration",
     "torch-3.12",
+    "torch-oldest",
+    "torch-newest",
     "hf_latest",
 ]
 
@@ -203,6 +205,42 @@ def torch_312(session: nox.Session) -> None:
     session.run(
         "pytest", "-q", "--durations=10", "integration_tests", *ignored, *session.posargs
     )  # fmt: skip
+
+
+# The torch releases CI tests beside the pin (constraints.txt): the oldest Ember supports and
+# the newest the registry serves, resolved at run time (as hf_latest does for transformers).
+# The range is the packages' metadata and ember/torch_support.py. Each runs the packages whose
+# code reads torch internals (the tracer, aot, primops' decompositions) and a bounded slice of
+# the integration tests: every zoo model through inductor, dynamic shapes, a training step.
+TORCH_RELEASES = {"torch-oldest": "torch==2.11.0", "torch-newest": None}
+TORCH_RELEASE_TESTS = [
+    "packages/bytecode_tracer/tests",
+    "packages/aot_autograd/tests",
+    "integration_tests/test_zoo_backends.py",
+    "integration_tests/test_dynamic_shapes.py",
+    "integration_tests/test_toy_example.py",
+    "integration_tests/test_training_step.py",
+]
+
+
+def torch_release_session(name: str, pin: str | None) -> None:
+    def run(session: nox.Session) -> None:
+        pins = str(rewritten_constraints(session, {"torch": pin, "triton": None}))
+        packages = [local(p.path) + "[test]" for p in PACKAGES]
+        session.install(
+            "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
+            "transformers", "pytest", "expecttest", "hypothesis", "numpy",
+        )  # fmt: skip
+        session.run("python", "-c", "import torch; print('torch', torch.__version__)")
+        for path in TORCH_RELEASE_TESTS:  # separate processes: the conftest files share names
+            session.run("pytest", "-q", "-p", "no:cacheprovider", path, *session.posargs)
+
+    run.__doc__ = f"The tracer, aot and an integration slice on {pin or 'the newest torch'}."
+    checked_session(name=name, python=MAIN_PYTHON)(run)
+
+
+for _name, _pin in TORCH_RELEASES.items():
+    torch_release_session(_name, _pin)
 
 
 @nox.session(python=MAIN_PYTHON)
