@@ -225,7 +225,9 @@ TORCH_RELEASE_TESTS = [
 
 def torch_release_session(name: str, pin: str | None) -> None:
     def run(session: nox.Session) -> None:
-        pins = str(rewritten_constraints(session, {"torch": pin, "triton": None}))
+        # torch brings the triton it was built with; 2.11 also caps setuptools (<82)
+        unpinned = {"torch": pin, "triton": None, "setuptools": None}
+        pins = str(rewritten_constraints(session, unpinned))
         packages = [local(p.path) + "[test]" for p in PACKAGES]
         session.install(
             "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
