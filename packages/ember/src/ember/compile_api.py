@@ -107,12 +107,22 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
 
 
 class OptimizedModule(torch.nn.Module):
-    """The compiled module: forwards everything else to the original (`_orig_mod`)."""
+    """The compiled module: it mirrors the original (`_orig_mod`), as torch.compile's does.
+
+    Attribute reads, writes and deletes, `training`, `len`/`bool`, iteration, indexing and
+    membership go to the original; only `forward` (the original's `__call__`, hooks included,
+    run with Ember's frame hook set) and the compile state are the wrapper's own. Parameters and
+    buffers are the original's, under the `_orig_mod.` prefix as torch.compile has them.
+    """
+
+    _own_attributes = frozenset({"_orig_mod", "_ember_compiler", "_mirror_ready"})
 
     def __init__(self, module: torch.nn.Module, compiler: FrameCompiler) -> None:
+        object.__setattr__(self, "_mirror_ready", False)  # Module.__init__ sets `training`
         super().__init__()
-        self._orig_mod = module
+        self._orig_mod = module  # registered as a submodule: parameters, state_dict, .to()
         self._ember_compiler = compiler
+        self._mirror_ready = True
 
     def forward(self, *args, **kwargs):
         previous = fh.set_eval_frame(self._ember_compiler)
@@ -121,11 +131,51 @@ class OptimizedModule(torch.nn.Module):
         finally:
             fh.set_eval_frame(previous)
 
+    @property
+    def training(self) -> bool:  # type: ignore[override]
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        if self._mirror_ready:  # the default that Module.__init__ writes is not the module's
+            self._orig_mod.training = value
+
     def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._orig_mod, name)
+        module = self.__dict__.get("_modules", {}).get("_orig_mod")
+        if module is None:  # half built (unpickling, copying): nothing to mirror yet
+            raise AttributeError(name)
+        return module if name == "_orig_mod" else getattr(module, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._own_attributes or hasattr(type(self), name):
+            super().__setattr__(name, value)
+        else:
+            setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in self._own_attributes or hasattr(type(self), name):
+            super().__delattr__(name)
+        else:
+            delattr(self._orig_mod, name)
+
+    def __len__(self) -> int:
+        return len(self._orig_mod)  # a TypeError where the module has no length
+
+    def __bool__(self) -> bool:
+        return bool(self._orig_mod)  # an empty ModuleList is falsy
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._orig_mod)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._orig_mod[key]
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._orig_mod
+
+    def __dir__(self) -> list[str]:
+        own = self._orig_mod.__dir__()
+        return own + [name for name in super().__dir__() if name not in own]
 
 
 def disable(fn: Callable | None = None) -> Any:

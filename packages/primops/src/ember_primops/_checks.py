@@ -147,12 +147,51 @@ def elementwise_strides(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -
     return contiguous_strides(shape)
 
 
+def preserved_strides(t: torch.Tensor) -> list[int]:
+    """The strides of eager's `empty_like(t)` (preserve_format), which clone and dtype or
+    device conversion allocate with: `t`'s own strides where `t` is non-overlapping and
+    dense; else dense strides in `t`'s stride order, found by a stable insertion sort of the
+    dims (innermost first) that leaves zero-stride dims in place and puts, among equal
+    strides, the smaller size inside; dims of size 1 add no extent."""
+    if t.numel() == 0 or is_dense(t):
+        return list(t.stride())
+    order = list(range(t.ndim - 1, -1, -1))  # innermost first: the last dim, then ...
+    for i in range(1, t.ndim):
+        at = i
+        for before in range(i - 1, -1, -1):
+            outer = _outer_than(t, order[before], order[at])
+            if outer is None:
+                continue
+            if not outer:
+                break
+            order[before], order[at] = order[at], order[before]
+            at = before
+    strides = [0] * t.ndim
+    running = 1
+    for d in order:
+        strides[d] = running
+        if t.shape[d] > 1:
+            running *= t.shape[d]
+    return strides
+
+
+def _outer_than(t: torch.Tensor, a: int, b: int) -> bool | None:
+    """Whether dim `a` lies outside dim `b` in memory; None where that is undecided (a zero
+    stride, or equal strides without a larger size in `a`)."""
+    sa, sb = t.stride(a), t.stride(b)
+    if sa == 0 or sb == 0:
+        return None
+    if sa != sb:
+        return sa > sb
+    return True if t.shape[a] > t.shape[b] else None
+
+
 def empty_like_layout(
     t: torch.Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None
 ) -> torch.Tensor:
     return torch.empty_strided(
         t.shape,
-        dense_strides_like(t),
+        preserved_strides(t),
         dtype=dtype or t.dtype,
         device=device or t.device,
     )

@@ -1,0 +1,165 @@
+"""The module that `ember.compile(module)` returns behaves as the module it wraps.
+
+Every check compares the compiled module with the eager one it wraps, and every call checks
+that it really ran compiled (graph counts), under a recording backend and under `inductor`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import ember
+from conftest import RecordingBackend
+
+x = torch.randn(4, 3)
+
+
+class Scaled(nn.Module):
+    """Takes another branch in training mode: a trace must follow `training`."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.register_buffer("offset", torch.ones(3))
+
+    def forward(self, a):
+        out = self.lin(a) + self.offset
+        return out * 2 if self.training else out - 1
+
+
+def _backends():
+    return [RecordingBackend(), "inductor"]
+
+
+def _graphs(backend) -> int:
+    if isinstance(backend, RecordingBackend):
+        return len(backend.graphs)
+    return ember.counters["inductor"]["forward_graphs"]
+
+
+def test_empty_container_is_falsy_and_has_no_length():
+    eager = nn.ModuleList()
+    compiled = ember.compile(eager)
+    assert bool(compiled) is bool(eager) is False
+    assert len(compiled) == len(eager) == 0
+    assert list(compiled) == list(eager) == []
+    eager.append(nn.ReLU())
+    assert bool(compiled) is True and len(compiled) == 1
+
+
+def test_module_without_length_is_truthy_and_len_raises_as_eager():
+    eager = nn.Linear(3, 2)
+    compiled = ember.compile(eager)
+    assert bool(compiled) is bool(eager) is True
+    with pytest.raises(TypeError):
+        len(eager)
+    with pytest.raises(TypeError):
+        len(compiled)
+    with pytest.raises(TypeError):
+        iter(compiled)
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
+def test_sequential_iterates_indexes_and_runs_compiled(backend):
+    eager = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    compiled = ember.compile(eager, backend=backend)
+    assert len(compiled) == 3
+    assert list(compiled) == list(eager)
+    assert compiled[0] is eager[0] and compiled[-1] is eager[-1]
+    assert type(compiled[1:]) is type(eager[1:]) and list(compiled[1:]) == list(eager[1:])
+    assert eager[1] in compiled
+    torch.testing.assert_close(compiled(x), eager(x))
+    torch.testing.assert_close(compiled(x), eager(x))
+    assert _graphs(backend) == 1
+
+
+def test_module_dict_indexing_and_membership():
+    eager = nn.ModuleDict({"a": nn.ReLU(), "b": nn.Tanh()})
+    compiled = ember.compile(eager)
+    assert compiled["a"] is eager["a"]
+    assert "b" in compiled and "c" not in compiled
+    assert list(compiled) == list(eager) == ["a", "b"]
+    assert len(compiled) == 2
+
+
+def test_attribute_reads_writes_and_deletes_reach_the_module():
+    eager = Scaled()
+    compiled = ember.compile(eager)
+    assert compiled.lin is eager.lin and compiled.offset is eager.offset
+    compiled.note = "kept"
+    assert eager.note == "kept" and compiled.note == "kept"
+    del compiled.note
+    assert not hasattr(eager, "note") and not hasattr(compiled, "note")
+    compiled.extra = nn.Parameter(torch.zeros(2))  # registered on the module, as a parameter
+    assert "extra" in dict(eager.named_parameters())
+    compiled.lin = nn.Linear(3, 3)
+    assert compiled.lin is eager.lin
+    assert compiled._orig_mod is eager
+    assert "lin" in dir(compiled) and "forward" in dir(compiled)
+    with pytest.raises(AttributeError):
+        compiled.missing  # noqa: B018
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
+def test_training_follows_the_module_both_ways(backend):
+    eager = Scaled()
+    compiled = ember.compile(eager, backend=backend)
+    assert compiled.training is eager.training is True
+    torch.testing.assert_close(compiled(x), eager(x))
+    eager.eval()
+    assert compiled.training is False
+    torch.testing.assert_close(compiled(x), eager(x))  # the eval branch, not the cached one
+    compiled.train()
+    assert eager.training is True and eager.lin.training is True
+    torch.testing.assert_close(compiled(x), eager(x))
+    compiled.eval()
+    assert eager.training is False and eager.lin.training is False
+    torch.testing.assert_close(compiled(x), eager(x))
+    assert _graphs(backend) == 2  # one per mode, reused on the way back
+
+
+def test_state_dict_and_parameters_are_the_modules():
+    eager = Scaled()
+    compiled = ember.compile(eager)
+    prefix = "_orig_mod."  # as torch.compile names them: checkpoints stay interchangeable
+    state = compiled.state_dict()
+    assert list(state) == [prefix + k for k in eager.state_dict()]
+    for k, v in eager.state_dict().items():
+        assert state[prefix + k].data_ptr() == v.data_ptr()
+    named = dict(compiled.named_parameters())
+    assert list(named) == [prefix + k for k, _ in eager.named_parameters()]
+    assert all(named[prefix + k] is p for k, p in eager.named_parameters())
+    assert list(compiled.parameters()) == list(eager.parameters())
+    assert list(compiled.buffers()) == list(eager.buffers())
+
+    fresh = {k: torch.full_like(v, 0.5) for k, v in state.items()}
+    compiled.load_state_dict(fresh)
+    assert torch.equal(eager.lin.weight, torch.full_like(eager.lin.weight, 0.5))
+    assert torch.equal(eager.offset, torch.full((3,), 0.5))
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
+def test_hooks_on_the_original_module_still_run(backend):
+    def with_hooks(model):
+        model.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+        model.register_forward_hook(lambda m, args, out: out + 10)
+        model.lin.register_forward_hook(lambda m, args, out: out * 3)
+        return model
+
+    eager = with_hooks(Scaled())
+    model = Scaled()
+    model.load_state_dict(eager.state_dict())
+    compiled = ember.compile(with_hooks(model), backend=backend)
+    torch.testing.assert_close(compiled(x), eager(x))
+    first = _graphs(backend)
+    torch.testing.assert_close(compiled(x), eager(x))
+    assert first >= 1 and _graphs(backend) == first  # compiled once, reused
+
+
+def test_repr_shows_the_module():
+    eager = nn.Sequential(nn.Linear(3, 2))
+    compiled = ember.compile(eager)
+    assert repr(eager).replace("\n", "\n  ") in repr(compiled)
+    assert repr(compiled).startswith("OptimizedModule(")
