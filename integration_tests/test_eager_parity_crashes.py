@@ -1,0 +1,53 @@
+"""Programs that raised under ember.compile where eager runs (issue 26, "crashes where eager
+works"), each run under backend="eager" and the default "inductor" and compared with eager.
+`ember.explain` pins the graph count, so that a silent fallback to eager fails the test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    yield
+    ember.reset()
+
+
+def run_both(fn, make_args, backend, *, seed=0):
+    """(eager result, compiled result) of fn on equal fresh arguments under one seed."""
+    torch.manual_seed(seed)
+    expected = fn(*make_args())
+    torch.manual_seed(seed)
+    got = ember.compile(fn, backend=backend)(*make_args())
+    return expected, got
+
+
+def graphs_and_breaks(fn, make_args, backend):
+    ember.reset()
+    out = ember.explain(fn, backend=backend)(*make_args())
+    return out.graph_count, out.graph_break_count
+
+
+# ---- 3. an argument named after a Python keyword (`from=`) ---------------------------------
+
+
+def random_from_keyword(t):
+    t = t.clone()
+    t.random_(**{"from": -10, "to": 10})
+    return t * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_from_keyword_argument(backend):
+    make = lambda: (torch.zeros(64, dtype=torch.int64),)  # noqa: E731
+    expected, got = run_both(random_from_keyword, make, backend)
+    assert torch.equal(got, expected)  # aten's random_.from runs as in eager, same draws
+    assert (got >= -20).all() and (got < 20).all()
+    assert graphs_and_breaks(random_from_keyword, make, backend) == (1, 0)
