@@ -51,3 +51,26 @@ def test_random_from_keyword_argument(backend):
     assert torch.equal(got, expected)  # aten's random_.from runs as in eager, same draws
     assert (got >= -20).all() and (got < 20).all()
     assert graphs_and_breaks(random_from_keyword, make, backend) == (1, 0)
+
+
+# ---- 1. copy_ from a Python number -----------------------------------------------------------
+
+
+def copy_from_numbers(x, n):
+    y = x.clone()
+    y.copy_(1)
+    n.copy_(2.75)  # into an int32 input: truncated as eager does, and written back
+    return y + x, n * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_from_a_python_number(backend):
+    make = lambda: (torch.randn(3, 4), torch.zeros(5, dtype=torch.int32))  # noqa: E731
+    expected, got = run_both(copy_from_numbers, make, backend)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+    args = make()
+    ember.compile(copy_from_numbers, backend=backend)(*args)
+    assert torch.equal(args[1], torch.full((5,), 2, dtype=torch.int32))
+    assert graphs_and_breaks(copy_from_numbers, make, backend) == (1, 0)
