@@ -74,3 +74,30 @@ def test_copy_from_a_python_number(backend):
     ember.compile(copy_from_numbers, backend=backend)(*args)
     assert torch.equal(args[1], torch.full((5,), 2, dtype=torch.int32))
     assert graphs_and_breaks(copy_from_numbers, make, backend) == (1, 0)
+
+
+# ---- 5. foreach ops that write a list of tensors (AMP GradScaler's unscale) ----------------
+
+
+def unscale_grads(g1, g2, inv_scale):
+    grads = [g1 * 1, g2 * 1]
+    found_inf = torch.zeros(1)
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+    torch._foreach_add_(grads, 1.0)
+    return grads, found_inf
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad", [False, True])
+def test_amp_unscale_of_a_list_of_grads(backend, bad):
+    def make():
+        g2 = torch.tensor([3.0, float("inf") if bad else 4.0, -1.0])
+        return torch.randn(2, 3), g2, torch.tensor(0.25)
+
+    expected, got = run_both(unscale_grads, make, backend)
+    (e_grads, e_found), (g_grads, g_found) = expected, got
+    assert torch.equal(g_found, e_found) and float(g_found) == float(bad)
+    for g, e in zip(g_grads, e_grads, strict=True):
+        torch.testing.assert_close(g, e)
+    assert not ember.counters["graph_fallbacks"]  # compiled, not run eagerly by the backend
+    assert graphs_and_breaks(unscale_grads, make, backend) == (1, 0)
