@@ -58,17 +58,21 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
     functional = functional_overload(func)
     if is_inplace(func) or is_out_variant(func):
         # the eager op on fake tensors gives eager's checks (dtype casts, shapes) and result
-        before = [tuple(bound[name].shape) for name in written if bound[name] is not None]
+        targets = _flat(bound[name] for name in written)
+        before = [tuple(t.shape) for t in targets]
         result = func(*args, **kwargs)
-        after = [tuple(bound[name].shape) for name in written if bound[name] is not None]
-        if before != after:
+        if before != [tuple(t.shape) for t in targets]:
             raise UnsupportedOpError(func, "resizes its out= tensor", "pass a correctly sized out")
         _check_overlap(func, bound, written)
         f_args, f_kwargs = call_by_name(functional, bound)
-        new_values = _as_tuple(tracer.call(functional, *f_args, **f_kwargs))
-        for name, value in zip(written, new_values, strict=True):
-            _check_cast(func, value, bound[name])
-            tracer.write(bound[name], value)
+        new_values = tracer.call(functional, *f_args, **f_kwargs)
+        if len(functional._schema.returns) == 1:  # one Tensor or one Tensor[] (foreach ops)
+            new_values = (new_values,)
+        if len(new_values) != len(written):  # one result per written argument, lists alike
+            raise UnsupportedOpError(func, "its functional twin returns other results")
+        for target, value in zip(targets, _flat(new_values), strict=True):
+            _check_cast(func, value, target)
+            tracer.write(target, value)
         return result
     # `<name>_functional`: the usual outputs, then the new value of each written argument
     f_args, f_kwargs = call_by_name(functional, bound)
@@ -81,11 +85,20 @@ def functionalize_mutation(tracer: FunctionalTracer, func: OpOverload, args: tup
     return results[0] if n_results == 1 else results
 
 
+def _flat(values) -> list:
+    """The tensors among `values`, a Tensor[] argument (foreach ops) contributing each of its
+    elements in order; absent (None) arguments contribute nothing."""
+    out = []
+    for value in values:
+        out.extend(value if isinstance(value, list | tuple) else (value,))
+    return [v for v in out if v is not None]
+
+
 def _check_overlap(func: OpOverload, bound: dict, written: Sequence[str]) -> None:
     """Eager refuses (or computes in its own visiting order) a write into memory the op
     also reads through another view, or into a self-overlapping tensor; the functional
     form would not match it. Refused, so the graph runs eagerly (overlap.py)."""
-    targets = [bound[name] for name in written if isinstance(bound[name], torch.Tensor)]
+    targets = [t for t in _flat(bound[name] for name in written) if isinstance(t, torch.Tensor)]
     reads = [
         t
         for name, value in bound.items()

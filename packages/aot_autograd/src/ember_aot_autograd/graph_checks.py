@@ -11,6 +11,7 @@ from torch._ops import OpOverload
 
 from ember_aot_autograd.cse import eliminate_common_subexpressions
 from ember_aot_autograd.errors import GraphNotFunctionalError, MissingMetadataError
+from ember_aot_autograd.printable import keyword_safe
 
 aten = torch.ops.aten
 
@@ -69,3 +70,4 @@ def clean(graph: torch.fx.Graph) -> None:
         eliminate_common_subexpressions(graph, writes=_writes_hidden)
     graph.eliminate_dead_code()
     graph.lint()
+    keyword_safe(graph)  # `aten.random.from` printed as a call that compiles

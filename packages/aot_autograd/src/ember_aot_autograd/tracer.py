@@ -249,6 +249,14 @@ class FunctionalTracer(TorchDispatchMode):
                 item_node = self.graph.call_function(operator.getitem, (node, index))
                 item_node.meta["val"] = item
                 self._register(item, item_node, source, func, args, kwargs, index)
+            elif isinstance(item, list | tuple) and _has_tensor(item):
+                # a Tensor[] result inside a tuple (`_amp_foreach_..._unscale`'s self_out)
+                list_node = self.graph.call_function(operator.getitem, (node, index))
+                list_node.meta["val"] = tuple(item)
+                for inner, tensor in enumerate(item):
+                    item_node = self.graph.call_function(operator.getitem, (list_node, inner))
+                    item_node.meta["val"] = tensor
+                    self.table.add_fresh(tensor, item_node)
         return out
 
     def _register(self, out, node, source, func, args, kwargs, index) -> None:

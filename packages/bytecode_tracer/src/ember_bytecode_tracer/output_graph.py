@@ -26,6 +26,7 @@ from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
 from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported
 from ember_bytecode_tracer.guards import Guard, GuardKind
+from ember_bytecode_tracer.keyword_args import keywords_by_position, needs_positions
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
 if TYPE_CHECKING:
@@ -205,6 +206,8 @@ class OutputGraph:
                 f"tensor operation {_target_name(target)} inside "
                 f"`with {self.graph_free_contexts[-1]}`, which changes how ops dispatch"
             )
+        if needs_positions(kwargs):  # `from=` would be a SyntaxError in the graph's source
+            args, kwargs = keywords_by_position(op, target, args, kwargs)
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
         # meta kernels skip a few argument checks of eager's (eager_checks.py): a call

@@ -8,6 +8,7 @@ register their rows with ``@register_decomposition``; importing this package imp
 from __future__ import annotations
 
 from ember_primops.decompositions import (  # noqa: F401  (importing a family registers it)
+    amp,
     attention,
     backward,
     creation,

@@ -232,6 +232,8 @@ def to_copy(
 
 @register_decomposition(aten.copy.default)
 def copy(a, src, non_blocking=False):
+    if not isinstance(src, torch.Tensor):  # `t.copy_(1)`: eager copies a wrapped number
+        return fill(a, src)
     value = src
     if value.device != a.device:
         value = prims.device_put(value, a.device)
