@@ -57,10 +57,15 @@ def test_inplace_all_reduce_is_rewritten_functional_with_copy_back():
     assert reduce.args[1] == "max"
 
 
+# the `_single` spellings are newer than torch 2.11, whose `_tensor` ones take the same args
+ALL_GATHER = getattr(funcol, "all_gather_single", funcol.all_gather_tensor)
+REDUCE_SCATTER = getattr(funcol, "reduce_scatter_single", funcol.reduce_scatter_tensor)
+
+
 def test_all_gather_and_reduce_scatter_along_other_dims():
     def f(x):
-        g = funcol.all_gather_single(x, 1, dist.group.WORLD)
-        return funcol.reduce_scatter_single(g, "sum", 1, dist.group.WORLD)
+        g = ALL_GATHER(x, 1, dist.group.WORLD)
+        return REDUCE_SCATTER(g, "sum", 1, dist.group.WORLD)
 
     c = Compiled(f)
     x = torch.randn(2, 3)
