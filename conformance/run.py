@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import importlib.metadata
 import json
 import os
+import platform
 import re
 import shlex
 import signal
@@ -160,7 +162,9 @@ def read_junit(path: Path) -> dict[str, dict]:
 
 def pytest_command(path: Path, mode: str, junit: Path) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider"]
-    cmd += ["--tb=long", f"--junitxml={junit}", "-o", "junit_logging=no"]
+    # pytest's logging plugin adds handlers to the pt2 loggers, which PyTorch's LoggingTestCase
+    # counts (at most two): without -p no:logging its logging tests fail under torch.compile too
+    cmd += ["-p", "no:logging", "--tb=long", f"--junitxml={junit}", "-o", "junit_logging=no"]
     if mode == "ember":
         cmd += ["-p", "ember_redirect"]
     return cmd
@@ -184,8 +188,16 @@ def run_pytest(cmd: list[str], cwd: Path, timeout: int) -> dict:
         timed_out = True
     seconds = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
     tail = "\n".join(out.splitlines()[-3:])
+    # the redirect's summary line: how many compiles reached Ember (0 would mean it did not take)
+    calls = re.search(r"ember_redirect: (\d+) calls", out)
     return {"rc": proc.returncode, "timed_out": timed_out, "seconds": round(seconds, 1),
-            "tail": tail}  # fmt: skip
+            "tail": tail, "ember_calls": int(calls.group(1)) if calls else None}  # fmt: skip
+
+
+def outcome_line(run: dict) -> str:
+    last = run["tail"].splitlines()[-1] if run["tail"] else ""
+    calls = "" if run["ember_calls"] is None else f", {run['ember_calls']} compiles by Ember"
+    return f"{last} ({run['seconds']} s{calls}{', TIMED OUT' if run['timed_out'] else ''})"
 
 
 def compare(torch_tests: dict, ember_tests: dict, test_file: str) -> dict[str, dict]:
@@ -197,9 +209,15 @@ def compare(torch_tests: dict, ember_tests: dict, test_file: str) -> dict[str, d
         if ref["outcome"] == "passed" and got["outcome"] != "passed":
             cls, why = classify(got["message"] + "\n" + got["text"], test_file)
             first = next((ln for ln in got["message"].splitlines() if ln.strip()), "")
-            row.update({"class": cls, "why": why, "message": first[:300]})
+            row.update({"class": cls, "why": why, "message": local_paths_out(first)[:300]})
         rows[name] = row
     return rows
+
+
+def local_paths_out(text: str) -> str:
+    """A message without this machine's folders (the docs are committed)."""
+    text = re.sub(r"/\S*/((?:test|packages|torch)/)", r"\1", text)
+    return text.replace(str(ROOT) + os.sep, "")
 
 
 def summarize(rows: dict[str, dict]) -> dict:
@@ -230,15 +248,13 @@ def run_file(entry: dict, upstream: Path, timeout: int) -> dict | None:
         commands[mode] = shlex.join(cmd)
         print(f"-- {entry['path']} [{mode}] ...", flush=True)
         runs[mode] = run_pytest(cmd, upstream, timeout)
-        print(
-            f"   {runs[mode]['tail'].splitlines()[-1] if runs[mode]['tail'] else ''} "
-            f"({runs[mode]['seconds']} s{', TIMED OUT' if runs[mode]['timed_out'] else ''})"
-        )
+        print("   " + outcome_line(runs[mode]), flush=True)
         tests[mode] = read_junit(junits[mode]) if junits[mode].exists() else {}
     rows = compare(tests["torch"], tests["ember"], path.name)
     result = {
         "file": entry["path"], "commit": entry["commit"], "sha256": digest,
         "sha256_matches": digest == entry["sha256"],
+        "torch": importlib.metadata.version("torch"), "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "command": "python conformance/run.py " + shlex.join(sys.argv[1:]),
         "pytest": commands, "runs": runs, "summary": summarize(rows), "tests": rows,
@@ -298,7 +314,11 @@ def report(entries: list[dict]) -> str:
             results.append(json.loads(path.read_text()))
     if not results:
         return "No results yet: fetch the upstream files (conformance/fetch.md) and run."
-    return table(results) + "\n\n" + failure_lists(results)
+    versions = sorted(
+        {f"torch {r.get('torch', '?')}, Python {r.get('python', '?')}" for r in results}
+    )
+    head = f"Measured with {'; '.join(versions)} (CPU).\n\n"
+    return head + table(results) + "\n\n" + failure_lists(results)
 
 
 def write_doc(text: str) -> None:

@@ -118,3 +118,10 @@ def test_write_doc_replaces_only_the_marked_block(tmp_path: Path, monkeypatch) -
     monkeypatch.setattr(run, "DOC", doc)
     run.write_doc("new table")
     assert doc.read_text() == f"intro\n{run.BEGIN}\nnew table\n{run.END}\noutro\n"
+
+
+def test_messages_lose_this_machines_folders() -> None:
+    message = f"failed (graph from {run.ROOT}/conformance/upstream/test/dynamo/test_x.py:2)"
+    assert run.local_paths_out(message) == "failed (graph from test/dynamo/test_x.py:2)"
+    inner = "/opt/venv/lib/python3.11/site-packages/torch/_dynamo/utils.py:3"
+    assert run.local_paths_out(inner) == "torch/_dynamo/utils.py:3"
