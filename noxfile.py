@@ -1,7 +1,8 @@
 """Nox sessions for the Ember repository.
 
 Plain `nox` runs lint, the per-package test sessions and the integration tests.
-`demo`, `bench` and `build` run only when named (`nox -s bench`). See README.md.
+`demo`, `bench`, `build`, `conformance` and the like run only when named (`nox -s bench`).
+See README.md.
 """
 
 from __future__ import annotations
@@ -141,6 +142,21 @@ def integration(session: nox.Session) -> None:
     )  # fmt: skip
     zoo_tests = [local(ZOO / "tests")] if (ZOO / "tests").is_dir() else []
     session.run("pytest", "--durations=15", "integration_tests", *zoo_tests, *session.posargs)
+
+
+@nox.session(python=MAIN_PYTHON)
+def conformance(session: nox.Session) -> None:
+    """PyTorch's own Dynamo test files run by torch.compile and by Ember (not in plain `nox`):
+    conformance/run.py, where the files are in conformance/upstream/ (or `-- --upstream DIR`);
+    where they are not, how to fetch them. posargs go to the runner. See docs/conformance.md."""
+    upstream = ROOT / "conformance" / "upstream"
+    if not any(upstream.rglob("test_*.py")) and "--upstream" not in session.posargs:
+        session.log((ROOT / "conformance" / "fetch.md").read_text())
+        session.skip("no upstream test files present: see conformance/fetch.md")
+    packages = [local(p.path) for p in PACKAGES]
+    # expecttest, hypothesis, numpy: imported by PyTorch's test files and torch.testing._internal
+    install(session, *packages, "torch", "pytest", "expecttest", "hypothesis", "numpy")
+    session.run("python", "conformance/run.py", *session.posargs)
 
 
 def rewritten_constraints(session: nox.Session, pins: dict[str, str | None]) -> Path:

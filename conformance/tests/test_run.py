@@ -1,0 +1,127 @@
+"""The conformance runner's classifier and report, on made-up pytest tracebacks.
+
+pytest -q -p no:cacheprovider conformance/tests
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import run
+
+
+def traceback(test_lines: list[str], inner: list[str], inner_file: str, error: str) -> str:
+    """A pytest --tb=long text: the test's entry, then one inner entry that raised."""
+    sep = "_ " * 20
+    return "\n".join(
+        [
+            "    def test_it(self):",
+            *test_lines,
+            "",
+            "test/dynamo/test_x.py:10: ",
+            sep,
+            "",
+            *inner,
+            *(f"E       {line}" for line in error.splitlines()),
+            "",
+            f"{inner_file}:99: {error.split(':')[0]}",
+        ]
+    )
+
+
+ASSERT_EQUAL = "/venv/lib/python3.11/site-packages/torch/_dynamo/test_case.py"
+
+CASES = [
+    ("wrong_result", ["        x = f(1)", ">       self.assertEqual(opt(x), fn(x))"],
+     ASSERT_EQUAL, "AssertionError: Tensor-likes are not close!"),
+    ("count", [">       self.assertEqual(cnt.frame_count, 1)"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    ("dynamo_internals",
+     ["    @torch._dynamo.config.patch(automatic_dynamic_shapes=False)",
+      ">       self.assertEqual(cnt.frame_count, 1)"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    ("dynamo_internals", ['>       self.assertEqual(counters["stats"]["calls"], 1)'],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    ("crash", [">       opt(torch.ones(2))"],
+     "/repo/packages/codegen_triton_cpp/src/ember_codegen/wrapper.py",
+     "ValueError: too many values to unpack"),
+    ("refused", [">       opt(torch.ones(2))"],
+     "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/translator.py",
+     "ember_bytecode_tracer.exc.Unsupported: graph break under fullgraph=True: x.item()"),
+    ("dynamo_internals",
+     ["        with self.assertRaises(torch._dynamo.exc.Unsupported):",
+      ">           opt(torch.ones(2))"],
+     "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/translator.py",
+     "ember_bytecode_tracer.exc.Unsupported: graph break under fullgraph=True"),
+    ("other", [">       opt(torch.ones(2))"], "/usr/lib/python3.11/json/decoder.py",
+     "KeyError: 'k'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("expected", "test_lines", "inner_file", "error"), CASES)
+def test_classify(expected: str, test_lines: list[str], inner_file: str, error: str) -> None:
+    text = traceback(test_lines, ["    def helper():", ">       raise"], inner_file, error)
+    cls, why = run.classify(text, "test_x.py")
+    assert cls == expected, why
+
+
+def test_every_rule_names_a_known_class() -> None:
+    assert {rule.cls for rule in run.RULES} <= set(run.CLASSES)
+    fields = {"error", "innermost", "where", "body"}
+    assert all(set(rule.patterns) <= fields for rule in run.RULES)
+
+
+def test_compare_counts_only_tests_torch_passes() -> None:
+    def junit(outcome: str, message: str = "") -> dict:
+        return {"outcome": outcome, "message": message, "text": ""}
+
+    torch_tests = {"A::a": junit("passed"), "A::b": junit("failed"), "A::c": junit("passed")}
+    ember_tests = {
+        "A::a": junit("passed"),
+        "A::b": junit("passed"),
+        "A::c": junit("failed", "boom"),
+    }
+    rows = run.compare(torch_tests, ember_tests, "test_x.py")
+    summary = run.summarize(rows)
+    assert (summary["tests"], summary["torch_passes"], summary["ember_passes"]) == (3, 2, 1)
+    assert summary["ember_only_passes"] == 1
+    assert rows["A::c"]["class"] == "other" and rows["A::c"]["message"] == "boom"
+    assert "class" not in rows["A::b"]
+
+
+def test_read_junit_outcomes(tmp_path: Path) -> None:
+    xml = tmp_path / "r.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="pkg.test_x.T" name="test_ok" time="0.1"/>'
+        '<testcase classname="pkg.test_x.T" name="test_bad"><failure message="m">tb</failure>'
+        "</testcase>"
+        '<testcase classname="pkg.test_x.T" name="test_xf">'
+        '<skipped type="pytest.xfail" message="expected"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    tests = run.read_junit(xml)
+    assert {k: v["outcome"] for k, v in tests.items()} == {
+        "T::test_ok": "passed", "T::test_bad": "failed", "T::test_xf": "xfail",
+    }  # fmt: skip
+    assert tests["T::test_bad"]["text"] == "tb"
+
+
+def test_write_doc_replaces_only_the_marked_block(tmp_path: Path, monkeypatch) -> None:
+    doc = tmp_path / "conformance.md"
+    doc.write_text(f"intro\n{run.BEGIN}\nold\n{run.END}\noutro\n")
+    monkeypatch.setattr(run, "DOC", doc)
+    run.write_doc("new table")
+    assert doc.read_text() == f"intro\n{run.BEGIN}\nnew table\n{run.END}\noutro\n"
+
+
+def test_messages_lose_this_machines_folders() -> None:
+    message = f"failed (graph from {run.ROOT}/conformance/upstream/test/dynamo/test_x.py:2)"
+    assert run.local_paths_out(message) == "failed (graph from test/dynamo/test_x.py:2)"
+    inner = "/opt/venv/lib/python3.11/site-packages/torch/_dynamo/utils.py:3"
+    assert run.local_paths_out(inner) == "torch/_dynamo/utils.py:3"
