@@ -139,3 +139,115 @@ def test_requires_grad_without_a_new_leaf_stays_one_graph(backend):
     expected.sum().backward()
     torch.testing.assert_close(p.grad, p_eager.grad)
     assert graphs_and_breaks(_no_leaf_made, (x, p), backend) == (1, 0)
+
+
+# ---- saved-tensor hooks around the compiled call ------------------------------------------
+
+
+def _sin_cos_chain(x, w):
+    return (x.sin() @ w).cos().sum()
+
+
+def _grads_of(fn, x, w):
+    x, w = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    out = fn(x, w)
+    out.backward()
+    return out.detach(), x.grad, w.grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_under_disabled_saved_tensor_hooks(backend):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    compiled = ember.compile(_sin_cos_chain, backend=backend)
+    with torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+        expected = _grads_of(_sin_cos_chain, x, w)
+        for _ in range(2):
+            got = _grads_of(compiled, x, w)
+            for g, e in zip(got, expected, strict=True):
+                torch.testing.assert_close(g, e)
+        # the caller's state is left as it was: pushing hooks still raises its message
+        hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+        with pytest.raises(RuntimeError, match="no hooks here"), hooks:
+            pass
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+    assert graphs_and_breaks(_sin_cos_chain, (x, w), backend) == (1, 0)
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.packed: list[torch.Tensor] = []
+        self.unpacked = 0
+
+    def pack(self, t):
+        self.packed.append(t)
+        return ("packed", t)
+
+    def unpack(self, packed):
+        self.unpacked += 1
+        return packed[1]
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+
+def _matmul_sum(x, w):
+    return (x @ w).sum() * 2
+
+
+def _packs_of_one_step(fn, x, w):
+    recorder = _Recorder()
+    with recorder.hooks():
+        out, gx, gw = _grads_of(fn, x, w)
+    return recorder, (out, gx, gw)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_matmul_sum, _sin_cos_chain], ids=lambda f: f.__name__)
+def test_user_pack_hook_is_not_called_while_tracing(fn, backend):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    eager_hooks, expected = _packs_of_one_step(fn, x, w)
+    compiled = ember.compile(fn, backend=backend)
+    first, got = _packs_of_one_step(compiled, x, w)  # traces and compiles, then runs
+    second, _ = _packs_of_one_step(compiled, x, w)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e)
+    # the hooks see real tensors only, once per tensor the compiled graph saves, on the
+    # compiling call as on later ones; the backward unpacks each
+    assert all(type(t) is torch.Tensor for t in first.packed)
+    assert len(first.packed) == len(second.packed) > 0
+    assert first.unpacked == len(first.packed)
+    if fn is _matmul_sum and backend != "aot_eager":
+        # x and w are all the backward needs: eager's count (and torch.compile's)
+        assert len(first.packed) == len(eager_hooks.packed) == 2
+    assert graphs_and_breaks(fn, (x, w), backend) == (1, 0)
+
+
+# ---- an autograd.Function keeping a tensor on ctx and writing it in backward -------------
+
+
+class _ScaledByStash(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.buf = t.clone()
+        return t * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.buf.mul_(2)
+        return grad * ctx.buf + 1
+
+
+def _uses_stash(x, w):
+    return (_ScaledByStash.apply(x.sin()) * w).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_function_mutating_its_ctx_buffer_in_backward(backend):
+    x, w = torch.randn(5), torch.randn(5)
+    expected = _grads_of(_uses_stash, x, w)
+    compiled = ember.compile(_uses_stash, backend=backend)
+    for _ in range(2):
+        got = _grads_of(compiled, x, w)
+        for g, e in zip(got, expected, strict=True):
+            torch.testing.assert_close(g, e)
+    assert graphs_and_breaks(_uses_stash, (x.requires_grad_(), w), backend) == (1, 0)
