@@ -15,8 +15,8 @@ runtime raises eager's error when a backward call has one of them (missing_tange
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -33,8 +33,26 @@ class SavedValues:
         self.tracer = tracer
         self.stale: list[tuple[Any, str]] = []  # (autograd node, eager's error message)
 
-    def hooks(self) -> AbstractContextManager:
-        return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+    @contextmanager
+    def hooks(self) -> Iterator[None]:
+        """The joint trace's own hooks, whatever the caller set around the compile: under a
+        tracer that suspended default hooks (so that a user's pack never sees a fake tensor),
+        and under `disable_saved_tensors_hooks`, which refuses to push any."""
+        autograd = torch._C._autograd
+        set_tracing = getattr(autograd, "_saved_tensors_hooks_set_tracing", None)
+        tracing = set_tracing(False) if set_tracing is not None else False
+        disabled = not autograd._saved_tensors_hooks_is_enabled()
+        message = autograd._saved_tensors_hooks_get_disabled_error_message() if disabled else None
+        if disabled:
+            autograd._saved_tensors_hooks_enable()
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                yield
+        finally:
+            if disabled:
+                autograd._saved_tensors_hooks_disable(message)
+            if set_tracing is not None:
+                set_tracing(tracing)
 
     def _pack(self, tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         value = tensor

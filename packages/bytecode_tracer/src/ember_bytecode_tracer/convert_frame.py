@@ -44,6 +44,7 @@ from ember_bytecode_tracer.guards import (
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
+from ember_bytecode_tracer.saved_hooks import user_saved_tensor_hooks_suspended
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
@@ -325,7 +326,8 @@ def trace_frame(
     `dynamic` decides which sizes and ints are symbolic (default: none)."""
     grad_mode = torch.is_grad_enabled()
     try:
-        return _trace_frame(frame, backend, fullgraph, dynamic or STATIC_POLICY)
+        with user_saved_tensor_hooks_suspended():  # autograd on fakes: not the user's pack
+            return _trace_frame(frame, backend, fullgraph, dynamic or STATIC_POLICY)
     finally:
         torch._C._set_grad_enabled(grad_mode)  # a trace may switch it (with no_grad(): ...)
         close_trace_time_autocasts()  # and leave a `with torch.autocast()` it stopped in

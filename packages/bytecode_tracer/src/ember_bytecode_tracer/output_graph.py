@@ -27,6 +27,7 @@ from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
 from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported
 from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.keyword_args import keywords_by_position, needs_positions
+from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
 if TYPE_CHECKING:
@@ -210,6 +211,9 @@ class OutputGraph:
             args, kwargs = keywords_by_position(op, target, args, kwargs)
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
+        leaf = leaf_creation_reason(op, target, fake_args, fake_kwargs)
+        if leaf is not None:  # a leaf lives outside the graph's autograd function
+            raise Unsupported(leaf)
         # meta kernels skip a few argument checks of eager's (eager_checks.py): a call
         # eager refuses is a graph break, where eager's kernel raises its own error
         detector = RandomOpDetector(check=refuse_as_eager)
@@ -230,6 +234,9 @@ class OutputGraph:
                 f"running {_target_name(target)} on example values failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        leaf = new_leaf_reason(example, fake_args, fake_kwargs)
+        if leaf is not None:
+            raise Unsupported(leaf)
         if detector.drew:
             self.rng.draw(_target_name(target))
         node = self.graph.create_node(op, target, args, kwargs)
