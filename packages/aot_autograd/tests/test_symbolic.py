@@ -115,6 +115,14 @@ def test_mlp_one_variant_for_every_batch_size(partitioner):
     assert not any(n.target is torch.ops.aten.sym_size.int for n in bw_gm.graph.nodes)
 
 
+# torch 2.11's FakeTensorMode answers `aten.size.default` with int() of every size, which
+# specializes a symbolic size; this test's helper runs `x.size()` on fakes through an FX
+# Interpreter (the tracer computes sizes itself and never dispatches it: its dynamic-shape
+# tests pass on 2.11, see the torch-oldest session)
+OLD_FAKE_SIZES = torch.__version__ < "2.13"
+
+
+@pytest.mark.skipif(OLD_FAKE_SIZES, reason="torch < 2.13: FakeTensorMode int()s aten.size")
 @pytest.mark.parametrize("partitioner", sorted(PARTITIONERS))
 def test_attention_block_with_symint_input(partitioner):
     from ember_primops import decomposition_table
