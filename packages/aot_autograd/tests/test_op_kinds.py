@@ -20,6 +20,7 @@ aten = torch.ops.aten
         (aten.add_.Tensor, aten.add.Tensor),
         (aten.add.out, aten.add.Tensor),
         (aten.bernoulli_.float, aten.bernoulli.p),
+        (aten.normal_.default, aten.normal_functional.default),  # no plain `normal` twin
         (aten.copy_.default, aten.copy.default),
         (aten.index_put_.default, aten.index_put.default),
         (aten._native_batch_norm_legit.default, aten._native_batch_norm_legit_functional.default),

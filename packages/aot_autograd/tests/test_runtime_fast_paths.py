@@ -140,22 +140,23 @@ def test_a_variant_writing_an_input_keeps_its_storage_sharing_checked():
     torch.testing.assert_close(out, expected_out)
 
 
-def test_backward_under_create_graph_is_once_differentiable():
+def test_backward_under_create_graph_is_differentiable_again():
     """A plain backward runs the compiled backward directly (grad mode is off there); under
-    create_graph=True it runs once-differentiable: the gradients are eager's and
-    differentiating them again raises (the compiled backward has no backward)."""
+    create_graph=True the gradients carry eager's history (double_backward.py): their own
+    gradients are eager's second derivatives."""
     torch.manual_seed(0)
     w = torch.randn(3, 3, requires_grad=True)
     x = torch.randn(2, 3)
     compiled = aot_function(lambda x, w: (x @ w).tanh(), CountingCompiler())
-    (expected,) = torch.autograd.grad((x @ w).tanh().sum(), [w])
     seed = torch.ones(2, 3, requires_grad=True)
+    (expected,) = torch.autograd.grad((x @ w).tanh(), [w], seed, create_graph=True)
     (grad,) = torch.autograd.grad(compiled(x, w), [w], seed, create_graph=True)
     torch.testing.assert_close(grad, expected)
-    with pytest.raises(RuntimeError, match="differentiate twice"):
-        grad.sum().backward()
+    assert grad.requires_grad
+    second = torch.autograd.grad(grad.square().sum(), [w, seed])
+    torch.testing.assert_close(second, torch.autograd.grad(expected.square().sum(), [w, seed]))
     (plain,) = torch.autograd.grad(compiled(x, w).sum(), [w])
-    torch.testing.assert_close(plain, expected)
+    torch.testing.assert_close(plain, torch.autograd.grad((x @ w).tanh().sum(), [w])[0])
     assert not plain.requires_grad
 
 

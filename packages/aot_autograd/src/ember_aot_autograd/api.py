@@ -158,6 +158,9 @@ class AotFunction:
         if self.artifact_store is not None and alias_pattern(args) is None:
             runner = self.artifact_store.load(args)
             if runner is not None:
+                recompute = getattr(runner, "recompute", None)  # a create_graph backward's
+                if recompute is not None and recompute.fn is None:
+                    recompute.fn = self.fn
                 return runner
         requires_grad = [isinstance(a, torch.Tensor) and a.requires_grad for a in args]
         training = torch.is_grad_enabled() and any(requires_grad)
@@ -176,7 +179,9 @@ class AotFunction:
             if joint.tangent_outputs and joint.grad_inputs:
                 log.debug("compiling training variant of %s", self.fn)
                 partition = self.partition_fn(joint)
-                runner = training_runner(joint, partition, args, self.fw_compiler, self.bw_compiler)
+                runner = training_runner(
+                    joint, partition, args, self.fw_compiler, self.bw_compiler, self.fn
+                )
                 if self.artifact_store is not None and alias_pattern(args) is None:
                     plan = training_plan(joint, partition)
                     self.artifact_store.save(args, plan, partition.fw_gm, partition.bw_gm)

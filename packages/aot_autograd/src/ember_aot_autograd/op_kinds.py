@@ -89,31 +89,39 @@ def _packet(namespace: str, name: str):
 def functional_overload(func: OpOverload) -> OpOverload:
     """The out-of-place overload computing what `func` writes (add_.Tensor -> add.Tensor).
 
-    In-place ops drop the trailing underscore; out= ops drop their out arguments; both are
-    matched by argument names and types. Ops with other mutable arguments use the
-    `<name>_functional` packet, which returns the new values after the usual outputs.
+    In-place ops drop the trailing underscore (or, failing that, take the
+    `<name>_functional` twin: normal_ -> normal_functional); out= ops drop their out
+    arguments; all are matched by argument names and types. Ops with other mutable arguments
+    use the `<name>_functional` packet, which returns the new values after the usual outputs.
     """
     schema = func._schema
     namespace, name = schema.name.split("::")
-    overload = func._overloadname
     if is_inplace(func):
-        packet = _packet(namespace, name[:-1])
         wanted = _signature(schema.arguments)
+        packets = (_packet(namespace, name[:-1]), _packet(namespace, name[:-1] + "_functional"))
     elif is_out_variant(func):
-        packet = _packet(namespace, name)
         wanted = _signature(schema.arguments, frozenset(written_arguments(func)))
+        packets = (_packet(namespace, name),)
     else:
-        packet = _packet(namespace, name + "_functional")
         wanted = None
-    if packet is not None:
-        candidates = [overload] + [o for o in packet.overloads() if o != overload]
-        for candidate in candidates:
-            op = getattr(packet, candidate, None)
-            if op is None or op._schema.is_mutable:
-                continue
-            if wanted is None or _signature(op._schema.arguments) == wanted:
-                return op
+        packets = (_packet(namespace, name + "_functional"),)
+    for packet in packets:
+        op = _matching_overload(packet, func._overloadname, wanted)
+        if op is not None:
+            return op
     raise UnsupportedOpError(func, "mutates an argument and has no out-of-place overload")
+
+
+def _matching_overload(packet: Any, overload: str, wanted: tuple | None) -> OpOverload | None:
+    if packet is None:
+        return None
+    for candidate in [overload] + [o for o in packet.overloads() if o != overload]:
+        op = getattr(packet, candidate, None)
+        if op is None or op._schema.is_mutable:
+            continue
+        if wanted is None or _signature(op._schema.arguments) == wanted:
+            return op
+    return None
 
 
 def is_random(func: object) -> bool:

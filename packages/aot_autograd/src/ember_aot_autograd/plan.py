@@ -44,6 +44,9 @@ class RunnerPlan:
     # training: (bitmask of tangents, message) per saved tensor the forward wrote after
     # autograd saved it: a backward with one of those tangents raises as eager's (saved_values)
     stale_saved: tuple[tuple[int, str], ...] = ()
+    # training: the forward draws random numbers (a create_graph backward cannot recompute
+    # it eagerly: see double_backward.py)
+    draws_random: bool = False
 
 
 def _plain(value: Any, what: str) -> Any:
@@ -122,6 +125,7 @@ def plan_to_data(plan: RunnerPlan) -> dict:
         "grad_slots": list(plan.grad_slots),
         "grad_masks": list(plan.grad_masks),
         "stale_saved": [[mask, message] for mask, message in plan.stale_saved],
+        "draws_random": plan.draws_random,
     }
 
 
@@ -143,4 +147,5 @@ def plan_from_data(data: dict) -> RunnerPlan:
         grad_slots=tuple(data["grad_slots"]),
         grad_masks=tuple(data["grad_masks"]),
         stale_saved=tuple((mask, message) for mask, message in data.get("stale_saved", ())),
+        draws_random=bool(data.get("draws_random", False)),
     )

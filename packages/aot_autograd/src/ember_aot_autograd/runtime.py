@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_structure
 
 from ember_aot_autograd.aliasing import storage_id
+from ember_aot_autograd.double_backward import EagerRecompute, differentiating_raises
 from ember_aot_autograd.graph_checks import assert_functional, assert_has_val
 from ember_aot_autograd.joint import JointGraph
 from ember_aot_autograd.missing_tangents import TangentPresence, tangent_masks
+from ember_aot_autograd.op_kinds import is_random
 from ember_aot_autograd.outputs import FromGraph
 from ember_aot_autograd.partition.common import Partition
 from ember_aot_autograd.plan import RunnerPlan
@@ -209,6 +210,7 @@ def training_plan(joint: JointGraph, partition: Partition) -> RunnerPlan:
         num_saved=partition.num_saved,
         grad_masks=tangent_masks(partition.bw_gm, partition.num_saved),
         stale_saved=joint.stale_saved,
+        draws_random=any(is_random(node.target) for node in partition.fw_gm.graph.nodes),
     )
 
 
@@ -226,7 +228,9 @@ def training_runner(
     example_inputs: Sequence[Any],
     fw_compiler: Compiler,
     bw_compiler: Compiler,
+    eager_fn: Callable | None = None,
 ) -> Callable[[Sequence[Any]], Any]:
+    """`eager_fn` (the traced function) serves a backward under create_graph=True."""
     info = joint.info
     compiled_fw = fw_compiler(
         _checked(partition.fw_gm, "forward"), [example_inputs[i] for i in info.tensor_inputs]
@@ -234,27 +238,34 @@ def training_runner(
     compiled_bw = bw_compiler(
         _checked(partition.bw_gm, "backward"), _placeholder_vals(partition.bw_gm)
     )
-    return plan_runner(training_plan(joint, partition), compiled_fw, compiled_bw)
+    return plan_runner(training_plan(joint, partition), compiled_fw, compiled_bw, eager_fn)
 
 
 def plan_runner(
-    plan: RunnerPlan, compiled_fw: Callable, compiled_bw: Callable | None = None
+    plan: RunnerPlan,
+    compiled_fw: Callable,
+    compiled_bw: Callable | None = None,
+    eager_fn: Callable | None = None,
 ) -> Callable[[Sequence[Any]], Any]:
     """The runtime wrapper of compiled graphs: `run(args)` with the function's own inputs.
 
-    Built from plain data only, so an artifact cache can rebuild it without tracing."""
+    Built from plain data only, so an artifact cache can rebuild it without tracing.
+    A training runner's `recompute` (double_backward.py) runs a backward under
+    create_graph=True through `eager_fn`, which its owner may set later (`recompute.fn`)."""
     select = _selector(plan.tensor_inputs)
     finish = _finisher(plan)
     if plan.kind == "inference":
         return _inference_run(plan, compiled_fw, select, finish)
     if compiled_bw is None:
         raise ValueError("a training plan needs a compiled backward graph")
-    function = _compiled_function(plan, compiled_fw, _backward(plan, compiled_bw))
+    recompute = EagerRecompute(plan, eager_fn)
+    function = _compiled_function(plan, compiled_fw, _backward(plan, compiled_bw), recompute)
 
     def run(args: Sequence[Any]) -> Any:
-        return finish(args, function.apply(*select(args)))
+        return finish(args, function.apply(args, *select(args)))
 
     run.writes_inputs = bool(plan.mutated_inputs)
+    run.recompute = recompute
     return run
 
 
@@ -276,6 +287,7 @@ def _inference_run(
         return finish(args, outputs)
 
     run_inference.writes_inputs = bool(plan.mutated_inputs)  # see aot_module's inputs_guarded
+    run_inference.recompute = None  # no backward
     return run_inference
 
 
@@ -334,10 +346,10 @@ def _kept_for_backward(written: Sequence[int]) -> Callable:
 
 
 def _compiled_function(
-    plan: RunnerPlan, compiled_fw: Callable, run_backward: Callable
+    plan: RunnerPlan, compiled_fw: Callable, run_backward: Callable, recompute: EagerRecompute
 ) -> type[torch.autograd.Function]:
     """The autograd.Function of a training plan: the compiled forward saving what the
-    backward reads, `run_backward` as its backward."""
+    backward reads, `run_backward` as its backward (`recompute`'s under create_graph)."""
     n_fw = plan.num_fw_outputs
     tangent_outputs = list(plan.tangent_outputs)
     non_differentiable = [k for k in range(n_fw) if k not in set(tangent_outputs)]
@@ -346,13 +358,16 @@ def _compiled_function(
     symbolic_saved = set(plan.symbolic_saved)  # saved values that are sizes (ints)
     Tensor = torch.Tensor
     grad_enabled = torch.is_grad_enabled
-    differentiable_once = once_differentiable(run_backward)
+    differentiable = _differentiable_backward(plan, run_backward, recompute)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, *primals):
+        def forward(ctx, args, *primals):
             # an output the loss did not use gets None, not zeros (missing_tangents.py)
             ctx.set_materialize_grads(False)
+            # the call's own inputs, for a backward under create_graph (double_backward.py)
+            ctx.call_args, ctx.primals = args, primals
+            ctx.versions = [p._version for p in primals if isinstance(p, Tensor)]
             outputs = compiled_fw(*primals)
             saved = outputs[n_fw:]
             if symbolic_saved:  # sizes the backward needs: ints, kept beside the tensors
@@ -381,10 +396,39 @@ def _compiled_function(
         @staticmethod
         def backward(ctx, *grad_outputs):
             # The compiled backward is not differentiable: under create_graph=True (grad
-            # mode on) once_differentiable runs it and makes a double backward raise; in a
-            # plain backward grad mode is already off, and its no_grad would be a no-op.
+            # mode on) the gradients come from an eager recomputation, which is
+            # (double_backward.py); in a plain backward grad mode is off.
             if grad_enabled():
-                return differentiable_once(ctx, *grad_outputs)
-            return run_backward(ctx, *grad_outputs)
+                return (None, *differentiable(ctx, grad_outputs))
+            return (None, *run_backward(ctx, *grad_outputs))
 
     return CompiledFunction
+
+
+def _differentiable_backward(
+    plan: RunnerPlan, run_backward: Callable, recompute: EagerRecompute
+) -> Callable:
+    """`backward(ctx, grad_outputs)` under create_graph=True: gradients with eager's
+    history, or the compiled ones marked so that differentiating them raises."""
+
+    def backward(ctx, grad_outputs):
+        primals = ctx.primals
+        reason = recompute.refusal(primals, ctx.versions)
+        if reason is None:
+            grads = recompute.grads(ctx.call_args, primals, grad_outputs)
+            if grads is not None:
+                result: list[Any] = [None] * len(primals)
+                for slot, grad in zip(plan.grad_slots, grads, strict=True):
+                    result[slot] = grad
+                return tuple(result)
+            reason = "its eager recomputation returned other outputs"
+        with torch.no_grad():
+            result = list(run_backward(ctx, *grad_outputs))
+        present = [k for k, g in enumerate(result) if isinstance(g, torch.Tensor)]
+        if present:
+            marked = differentiating_raises([result[k] for k in present], reason)
+            for k, grad in zip(present, marked, strict=True):
+                result[k] = grad
+        return tuple(result)
+
+    return backward

@@ -33,6 +33,20 @@ def test_subset_by_packet_and_overload():
     assert aten.sub.Tensor not in sub
 
 
+def test_random_false_leaves_the_random_ops_to_torchs_generator():
+    full, kept = decomposition_table(), decomposition_table(random=False)
+    for op in (aten.rand.default, aten.randn_like.default, aten.bernoulli.p):
+        assert op in full and op not in kept, op
+    assert aten.native_dropout.default not in kept
+    assert aten.add.Tensor in kept and aten._softmax.default in kept
+    # attention rows are tagged seeded (their dropout_p) but draw nothing themselves
+    assert aten._scaled_dot_product_flash_attention_for_cpu.default in kept
+    assert all(torch.Tag.nondeterministic_seeded in op.tags for op in set(full) - set(kept))
+    assert decomposition_table([aten.rand, aten.add.Tensor], random=False) == {
+        aten.add.Tensor: full[aten.add.Tensor]
+    }
+
+
 def test_missing_overload_is_a_key_error_naming_it():
     with pytest.raises(KeyError, match=r"aten\.nonzero\.default"):
         decomposition_table([aten.nonzero.default])

@@ -2,7 +2,10 @@
 
 Every decomposition calls ``prims.next_seed`` (the one impure prim) instead of baking a
 trace-time seed into the graph, then shapes the uniform/normal bits into the distribution.
-Values differ from eager's generator (same distribution, different stream).
+Values differ from eager's generator (same distribution, different stream): the inductor
+backend uses them (its kernels draw their own numbers, as torch.compile's inductor does unless
+``fallback_random``); ``decomposition_table(random=False)`` leaves them out, so that a graph
+keeps the aten ops and draws from torch's generator as eager does (the aot_eager backend).
 """
 
 from __future__ import annotations
@@ -13,10 +16,15 @@ import torch
 
 from ember_primops._namespace import prims
 from ember_primops.decompositions._helpers import broadcast_shapes, scalar
-from ember_primops.decompositions._registry import register_decomposition
+from ember_primops.decompositions._registry import register_decomposition as _register
 from ember_primops.decompositions.type_promotion import computation_dtype, convert
 
 aten = torch.ops.aten
+
+
+def register_decomposition(*ops):
+    """Every row of this module draws from ``prims.next_seed``."""
+    return _register(*ops, draws_random=True)
 
 
 def uniform_like(shape, dtype, device) -> torch.Tensor:
