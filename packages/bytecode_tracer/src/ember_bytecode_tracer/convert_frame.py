@@ -46,6 +46,7 @@ from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
+from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
@@ -349,9 +350,7 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
         except Unsupported as exc:
             location = exc.location or tx.location()
             if fullgraph:
-                raise Unsupported(
-                    f"graph break under fullgraph=True: {exc.reason}", location=location
-                ) from None
+                raise _fullgraph_error(exc, location) from None
             if break_at is not None or tx.current is None:
                 raise SkipFrame(str(exc)) from exc
             # Trace again from the start and stop just before the instruction that failed,
@@ -359,6 +358,14 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
             break_at = tx.index_of[id(tx.current)]
             reason = GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
     raise SkipFrame(f"could not trace {code.co_name}")
+
+
+def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
+    """The error the user sees: their line, why, and a hint (user_errors.py)."""
+    error = Unsupported(f"graph break under fullgraph=True: {exc.reason}", location=location)
+    error.kind, error.user_stack = kind_of(exc), getattr(exc, "user_stack", [])
+    error.message = fullgraph_message(exc, location)
+    return error
 
 
 def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> InstructionTranslator:

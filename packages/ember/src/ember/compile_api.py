@@ -14,14 +14,16 @@ import ember_frame_hook as fh
 from ember.backends import lookup_backend
 from ember.config import config
 from ember.distributed.ddp_split import split_for_ddp
+from ember.env_settings import check_environment
 from ember.exc import EmberError
-from ember.logs import configure_from_env, log_record
+from ember.logs import configure_from_env, full_tracebacks, log_record
 from ember.progress import ProgressFrameCompiler
 from ember.stats import clear as clear_counters
 from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler
+from ember_bytecode_tracer.exc import Unsupported
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -46,6 +48,7 @@ def compile(
     if disable:
         return model
     check_torch(suppress_errors=config.suppress_errors)
+    check_environment()  # a malformed EMBER_* setting names itself (env_settings.py)
     backend_fn = lookup_backend(backend, mode, options)
     if config.optimize_ddp:
         backend_fn = split_for_ddp(backend_fn)
@@ -66,6 +69,13 @@ def compile(
     if isinstance(model, torch.nn.Module):
         return OptimizedModule(model, compiler)
     return _wrap_function(model, compiler)
+
+
+def _at_user_frame(exc: BaseException) -> BaseException:
+    """The error with its traceback cut where the user called the compiled code: the chain
+    through the frame hook and the tracer is noise to a user (its message names their line).
+    EMBER_LOGS=+all or config.verbose keep the whole chain."""
+    return exc if full_tracebacks() else exc.with_traceback(None)
 
 
 def _log_and_trace(record) -> None:
@@ -98,6 +108,8 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
         previous = fh.set_eval_frame(compiler)
         try:
             return fn(*args, **kwargs)
+        except Unsupported as exc:  # fullgraph=True: the message shows the user's line
+            raise _at_user_frame(exc) from None
         finally:
             fh.set_eval_frame(previous)
 
@@ -128,6 +140,8 @@ class OptimizedModule(torch.nn.Module):
         previous = fh.set_eval_frame(self._ember_compiler)
         try:
             return self._orig_mod(*args, **kwargs)
+        except Unsupported as exc:  # fullgraph=True: the message shows the user's line
+            raise _at_user_frame(exc) from None
         finally:
             fh.set_eval_frame(previous)
 
