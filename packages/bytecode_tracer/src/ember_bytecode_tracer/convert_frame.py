@@ -161,7 +161,7 @@ def is_skipped(code: types.CodeType) -> bool:
     """Our own code, the standard library and torch internals run as they are; of torch's
     nn modules only `forward` methods are traced (constructors and helpers are not)."""
     filename = code.co_filename
-    if code.co_name.startswith("__resume_at_"):
+    if codegen.is_resume(code):
         return False
     if filename.startswith(_TORCH_ALLOWED):
         return code.co_name != "forward"
@@ -190,7 +190,7 @@ def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
 
 def has_tensor_work(frame: Any) -> bool:
     """Whether a frame can produce a graph: it sees tensors or modules, or names torch."""
-    if frame.f_code.co_name.startswith("__resume_at_"):
+    if codegen.is_resume(frame.f_code):
         return True
     if any(_holds_tensor_state(v) for v in frame.f_locals.values()):
         return True
@@ -375,8 +375,11 @@ def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> Inst
     output = OutputGraph(
         f_globals=frame.f_globals, code_name=code.co_name, dynamic=dynamic, code=code
     )
+    resume = codegen.RESUMES.get(code)
+    shown = {codegen.STACK_ARG: resume.stack_label()} if resume is not None else {}
     symbolic_locals = {
-        name: LazyLocal(value, LocalSource(name)) for name, value in frame.f_locals.items()
+        name: LazyLocal(value, LocalSource(name, shown_as=shown.get(name)))
+        for name, value in frame.f_locals.items()
     }
     return InstructionTranslator(
         code=code,

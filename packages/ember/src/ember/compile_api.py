@@ -88,10 +88,8 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
         raise EmberError(
             f"ember.compile expects a function or nn.Module, got {type(model).__name__}"
         )
-    if inspect.isgeneratorfunction(model) or inspect.iscoroutinefunction(model):
-        raise EmberError(
-            f"ember.compile cannot compile generator or async function {model.__qualname__}"
-        )
+    if inspect.iscoroutinefunction(model) or inspect.isasyncgenfunction(model):
+        raise EmberError(f"ember.compile cannot compile async function {model.__qualname__}")
     if not isinstance(fullgraph, bool):
         raise EmberError(f"fullgraph must be True or False, got {fullgraph!r}")
     if dynamic not in (None, False, True):
@@ -103,6 +101,9 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
 
 
 def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
+    if inspect.isgeneratorfunction(fn):
+        return _wrap_generator_function(fn, compiler)
+
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         previous = fh.set_eval_frame(compiler)
@@ -116,6 +117,40 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
     compiled._ember_compiler = compiler  # for explain() and tests
     compiled._ember_original = fn
     return compiled
+
+
+def _wrap_generator_function(fn: Callable, compiler: FrameCompiler) -> Callable:
+    """A generator function's body runs as Python (the frame hook leaves generator frames
+    alone); each step of it runs with the hook set, so the functions it calls compile."""
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        return (yield from _steps_with_hook(fn(*args, **kwargs), compiler))
+
+    compiled._ember_compiler = compiler
+    compiled._ember_original = fn
+    return compiled
+
+
+def _steps_with_hook(gen: Any, compiler: FrameCompiler) -> Any:
+    """`yield from gen` (send, throw and close included), the hook set only inside gen."""
+    sent, thrown = None, None
+    while True:
+        previous = fh.set_eval_frame(compiler)
+        try:
+            item = gen.send(sent) if thrown is None else gen.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            fh.set_eval_frame(previous)
+        sent, thrown = None, None
+        try:
+            sent = yield item
+        except GeneratorExit:
+            gen.close()
+            raise
+        except BaseException as exc:
+            thrown = exc
 
 
 class OptimizedModule(torch.nn.Module):
