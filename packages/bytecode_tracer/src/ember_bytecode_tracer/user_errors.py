@@ -107,7 +107,8 @@ def fullgraph_message(exc: Unsupported, location: str | None) -> str:
     """The message of the error `fullgraph=True` raises for `exc` at the user's `location`."""
     hint = HINTS[kind_of(exc)]
     stack = list(getattr(exc, "user_stack", None) or [])
-    lines = [f"graph break under fullgraph=True: {exc.reason}", "", "In your code:"]
+    where = f" ({location})" if location else ""
+    lines = [f"graph break under fullgraph=True: {exc.reason}", "", f"In your code{where}:"]
     for entry in stack or [location or "<unknown location>"]:
         lines += _frame_lines(entry, location)
     lines += ["", f"Why: {hint.why}.", f"Hint: {hint.hint}."]
