@@ -91,11 +91,11 @@ def test_bad_model_raises():
     with pytest.raises(ember.exc.EmberError, match=r"function or nn\.Module"):
         ember.compile(42)
 
-    def gen():
-        yield 1
+    async def coro():
+        return 1
 
-    with pytest.raises(ember.exc.EmberError, match="generator"):
-        ember.compile(gen)
+    with pytest.raises(ember.exc.EmberError, match="async"):
+        ember.compile(coro)
 
 
 def test_config_rejects_unknown_settings():

@@ -5,7 +5,7 @@ through their sources, calls the compiled graph, rebuilds the values the rest of
 needs, and replays side effects. Without a graph break the rewritten code returns what the
 runner returns. At a graph break at instruction `inst` it pushes the rebuilt stack, stores
 the rebuilt locals, runs `inst` itself as ordinary bytecode, and returns the result of
-calling `__resume_at_<offset>`, a copy of the original code that restores the stack and
+calling `resume_in_<function>_at_<line>`, a copy of the original code that restores the stack and
 jumps to where `inst` left off; the frame hook traces that function when it runs.
 """
 
@@ -15,6 +15,7 @@ import dis
 import itertools
 import sys
 import types
+import weakref
 from dataclasses import dataclass
 
 from ember_bytecode_tracer.bytecode import (
@@ -30,6 +31,22 @@ from ember_bytecode_tracer.exc import Unsupported
 PREFIX_OPS = {"RESUME", "COPY_FREE_VARS", "MAKE_CELL"}
 OUT = "___ember_out"
 STACK_ARG = "___ember_stack"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resume function picks up: shown to users instead of its private locals."""
+
+    function: str  # the user's function it continues
+    name: str  # resume_in_<function>_at_<line>
+    location: str  # file:line it resumes at
+
+    def stack_label(self) -> str:
+        return f"the values carried across the graph break into {self.location}"
+
+
+# resume code objects made here (weak: a reset frees them)
+RESUMES: weakref.WeakKeyDictionary[types.CodeType, ResumePoint] = weakref.WeakKeyDictionary()
 _resume_ids = itertools.count()
 PY311 = sys.version_info[:2] == (3, 11)
 
@@ -246,8 +263,9 @@ def _call_resume(
         out.append(create_instruction("LOAD_CONST", argval=resume_code))
         out.append(create_instruction("MAKE_FUNCTION", arg=0x08))
     else:
-        name = f"{resume_code.co_name}"
-        f_globals[name] = types.FunctionType(resume_code, f_globals, name)
+        # a private global per resume function; users see its code's name (resume_in_...)
+        name = f"__ember_{resume_code.co_name}_{next(_resume_ids)}"
+        f_globals[name] = types.FunctionType(resume_code, f_globals, resume_code.co_name)
         out.append(create_instruction("LOAD_GLOBAL", argval=name, push_null=True))
     values = [t for t, slot in zip(temps, stack_after, strict=True) if not slot.is_null]
     for name in resume_argument_names(code, live_locals):
@@ -291,12 +309,13 @@ def resume_function_code(
     restore.append(create_instruction("JUMP", target=target))
     _located(restore, code.co_firstlineno, target.positions)
     instructions = prefix_instructions((), code.co_freevars) + restore + body
-    offset = inst.offset if after_inst else target.offset
-    name = f"__resume_at_{offset}_{next(_resume_ids)}"
+    line = (target.positions.lineno if target.positions else None) or code.co_firstlineno
+    function = RESUMES[code].function if code in RESUMES else code.co_name
+    name = f"resume_in_{function}_at_{line}"
     arg_names = resume_argument_names(code, live_locals)
     others = tuple(n for n in code.co_varnames if n not in arg_names)
     flags = code.co_flags & ~(0x04 | 0x08)  # no *args / **kwargs
-    return assemble(
+    resume = assemble(
         instructions,
         template=code,
         co_name=name,
@@ -308,6 +327,12 @@ def resume_function_code(
         co_cellvars=(),
         co_flags=flags,
     )
+    RESUMES[resume] = ResumePoint(function, name, f"{code.co_filename}:{line}")
+    return resume
+
+
+def is_resume(code: types.CodeType) -> bool:
+    return code in RESUMES
 
 
 def resume_argument_names(code: types.CodeType, live_locals: list[str]) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
 from ember_bytecode_tracer.saved_hooks import user_saved_tensor_hooks_suspended
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
+from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
@@ -161,7 +162,7 @@ def is_skipped(code: types.CodeType) -> bool:
     """Our own code, the standard library and torch internals run as they are; of torch's
     nn modules only `forward` methods are traced (constructors and helpers are not)."""
     filename = code.co_filename
-    if code.co_name.startswith("__resume_at_"):
+    if codegen.is_resume(code):
         return False
     if filename.startswith(_TORCH_ALLOWED):
         return code.co_name != "forward"
@@ -190,7 +191,7 @@ def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
 
 def has_tensor_work(frame: Any) -> bool:
     """Whether a frame can produce a graph: it sees tensors or modules, or names torch."""
-    if frame.f_code.co_name.startswith("__resume_at_"):
+    if codegen.is_resume(frame.f_code):
         return True
     if any(_holds_tensor_state(v) for v in frame.f_locals.values()):
         return True
@@ -351,9 +352,7 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
         except Unsupported as exc:
             location = exc.location or tx.location()
             if fullgraph:
-                raise Unsupported(
-                    f"graph break under fullgraph=True: {exc.reason}", location=location
-                ) from None
+                raise _fullgraph_error(exc, location) from None
             if break_at is not None or tx.current is None:
                 raise SkipFrame(str(exc)) from exc
             # Trace again from the start and stop just before the instruction that failed,
@@ -363,6 +362,14 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
     raise SkipFrame(f"could not trace {code.co_name}")
 
 
+def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
+    """The error the user sees: their line, why, and a hint (user_errors.py)."""
+    error = Unsupported(f"graph break under fullgraph=True: {exc.reason}", location=location)
+    error.kind, error.user_stack = kind_of(exc), getattr(exc, "user_stack", [])
+    error.message = fullgraph_message(exc, location)
+    return error
+
+
 def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> InstructionTranslator:
     code = frame.f_code
     # Inlined functions of other modules reach their globals through sys.modules.
@@ -370,8 +377,11 @@ def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> Inst
     output = OutputGraph(
         f_globals=frame.f_globals, code_name=code.co_name, dynamic=dynamic, code=code
     )
+    resume = codegen.RESUMES.get(code)
+    shown = {codegen.STACK_ARG: resume.stack_label()} if resume is not None else {}
     symbolic_locals = {
-        name: LazyLocal(value, LocalSource(name)) for name, value in frame.f_locals.items()
+        name: LazyLocal(value, LocalSource(name, shown_as=shown.get(name)))
+        for name, value in frame.f_locals.items()
     }
     return InstructionTranslator(
         code=code,

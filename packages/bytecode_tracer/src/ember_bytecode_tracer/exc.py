@@ -11,14 +11,22 @@ class Unsupported(TracerError):
     """A construct the tracer cannot put in a graph: the frame breaks the graph here.
 
     `location` is the user's "file:line" where it happened, filled in by the translator.
+    `kind` names the construct for the hints shown to users (user_errors.HINTS); without it
+    the reason's words decide. `message`, when set, is the whole text shown (fullgraph).
     """
 
-    def __init__(self, reason: str, *, location: str | None = None) -> None:
+    def __init__(
+        self, reason: str, *, location: str | None = None, kind: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.location = location
+        self.kind = kind
+        self.message: str | None = None
 
     def __str__(self) -> str:
+        if self.message:
+            return self.message
         if self.location:
             return f"{self.reason}\n  at {self.location}"
         return self.reason
@@ -44,6 +52,11 @@ class BackendCompilerFailed(TracerError):
         self.backend_name = backend_name
         self.inner = inner
         self.location = location
+
+
+class UserSetupError(Exception):
+    """Base for errors in the user's setup (a malformed setting) that a backend may raise:
+    they reach the user as they are, never wrapped in BackendCompilerFailed."""
 
 
 class SkipFrame(TracerError):

@@ -24,7 +24,7 @@ from ember_bytecode_tracer.autocast_state import AutocastState
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
-from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported
+from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported, UserSetupError
 from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.keyword_args import keywords_by_position, needs_positions
 from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
@@ -275,6 +275,8 @@ class OutputGraph:
         self.backend_where = f"backend {name} compiling the graph ending at {location}"
         try:
             compiled = backend(gm, example_inputs)
+        except UserSetupError:
+            raise  # a malformed setting names itself (exc.py)
         except Exception as exc:
             failure = BackendCompilerFailed(name, exc, location)
             failure.symbolic = self.dynamic.is_symbolic  # the caller may retry static

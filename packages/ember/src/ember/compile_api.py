@@ -14,14 +14,16 @@ import ember_frame_hook as fh
 from ember.backends import lookup_backend
 from ember.config import config
 from ember.distributed.ddp_split import split_for_ddp
+from ember.env_settings import check_environment
 from ember.exc import EmberError
-from ember.logs import configure_from_env, log_record
+from ember.logs import configure_from_env, full_tracebacks, log_record
 from ember.progress import ProgressFrameCompiler
 from ember.stats import clear as clear_counters
 from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler
+from ember_bytecode_tracer.exc import Unsupported
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -46,6 +48,7 @@ def compile(
     if disable:
         return model
     check_torch(suppress_errors=config.suppress_errors)
+    check_environment()  # a malformed EMBER_* setting names itself (env_settings.py)
     backend_fn = lookup_backend(backend, mode, options)
     if config.optimize_ddp:
         backend_fn = split_for_ddp(backend_fn)
@@ -68,6 +71,13 @@ def compile(
     return _wrap_function(model, compiler)
 
 
+def _at_user_frame(exc: BaseException) -> BaseException:
+    """The error with its traceback cut where the user called the compiled code: the chain
+    through the frame hook and the tracer is noise to a user (its message names their line).
+    EMBER_LOGS=+all or config.verbose keep the whole chain."""
+    return exc if full_tracebacks() else exc.with_traceback(None)
+
+
 def _log_and_trace(record) -> None:
     log_record(record)
     on_frame(record)
@@ -78,10 +88,8 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
         raise EmberError(
             f"ember.compile expects a function or nn.Module, got {type(model).__name__}"
         )
-    if inspect.isgeneratorfunction(model) or inspect.iscoroutinefunction(model):
-        raise EmberError(
-            f"ember.compile cannot compile generator or async function {model.__qualname__}"
-        )
+    if inspect.iscoroutinefunction(model) or inspect.isasyncgenfunction(model):
+        raise EmberError(f"ember.compile cannot compile async function {model.__qualname__}")
     if not isinstance(fullgraph, bool):
         raise EmberError(f"fullgraph must be True or False, got {fullgraph!r}")
     if dynamic not in (None, False, True):
@@ -93,17 +101,56 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
 
 
 def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
+    if inspect.isgeneratorfunction(fn):
+        return _wrap_generator_function(fn, compiler)
+
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         previous = fh.set_eval_frame(compiler)
         try:
             return fn(*args, **kwargs)
+        except Unsupported as exc:  # fullgraph=True: the message shows the user's line
+            raise _at_user_frame(exc) from None
         finally:
             fh.set_eval_frame(previous)
 
     compiled._ember_compiler = compiler  # for explain() and tests
     compiled._ember_original = fn
     return compiled
+
+
+def _wrap_generator_function(fn: Callable, compiler: FrameCompiler) -> Callable:
+    """A generator function's body runs as Python (the frame hook leaves generator frames
+    alone); each step of it runs with the hook set, so the functions it calls compile."""
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        return (yield from _steps_with_hook(fn(*args, **kwargs), compiler))
+
+    compiled._ember_compiler = compiler
+    compiled._ember_original = fn
+    return compiled
+
+
+def _steps_with_hook(gen: Any, compiler: FrameCompiler) -> Any:
+    """`yield from gen` (send, throw and close included), the hook set only inside gen."""
+    sent, thrown = None, None
+    while True:
+        previous = fh.set_eval_frame(compiler)
+        try:
+            item = gen.send(sent) if thrown is None else gen.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            fh.set_eval_frame(previous)
+        sent, thrown = None, None
+        try:
+            sent = yield item
+        except GeneratorExit:
+            gen.close()
+            raise
+        except BaseException as exc:
+            thrown = exc
 
 
 class OptimizedModule(torch.nn.Module):
@@ -128,6 +175,8 @@ class OptimizedModule(torch.nn.Module):
         previous = fh.set_eval_frame(self._ember_compiler)
         try:
             return self._orig_mod(*args, **kwargs)
+        except Unsupported as exc:  # fullgraph=True: the message shows the user's line
+            raise _at_user_frame(exc) from None
         finally:
             fh.set_eval_frame(previous)
 

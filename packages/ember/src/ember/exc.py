@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.exc import BackendCompilerFailed, TracerError, Unsupported
+from ember_bytecode_tracer.exc import (
+    BackendCompilerFailed,
+    TracerError,
+    Unsupported,
+    UserSetupError,
+)
 
 __all__ = [
     "BackendCompilerFailed",
+    "ConfigurationError",
     "EmberError",
     "InvalidBackendError",
     "TracerError",
@@ -24,3 +30,8 @@ class InvalidBackendError(EmberError, ValueError):
 
 class UnsupportedTorchVersion(EmberError, RuntimeError):
     """The installed torch is outside the releases Ember is tested on (torch_support.py)."""
+
+
+class ConfigurationError(EmberError, UserSetupError, ValueError):
+    """A setting (an EMBER_* environment variable, an ember.config field) is malformed; the
+    message names it and says what to set. Never wrapped as a backend failure."""

@@ -6,6 +6,7 @@ import logging
 import os
 
 from ember.config import config
+from ember.exc import ConfigurationError
 from ember_bytecode_tracer.bytecode import decode, format_instructions
 
 # Artifacts the umbrella formats itself (from the frame compiler's records) ...
@@ -18,14 +19,26 @@ log = logging.getLogger("ember")
 _enabled: set[str] = set()
 
 
+def _names(value: str) -> set[str]:
+    """The artifact names in an EMBER_LOGS value; a leading `+` (more detail) is dropped."""
+    return {n.strip().lstrip("+") for n in value.split(",") if n.strip()}
+
+
+def full_tracebacks() -> bool:
+    """Errors shown to users keep Ember's internal frames: config.verbose or EMBER_LOGS=+all."""
+    value = os.environ.get("EMBER_LOGS", "")
+    return config.verbose or "+all" in {n.strip() for n in value.split(",")}
+
+
 def configure_from_env() -> None:
     """Reads EMBER_LOGS; unknown names raise so typos don't go unnoticed."""
     value = os.environ.get("EMBER_LOGS", "")
-    names = {n.strip() for n in value.split(",") if n.strip()}
+    names = _names(value)
     unknown = names - set(ARTIFACTS) - {"all"}
     if unknown:
-        raise ValueError(
-            f"EMBER_LOGS: unknown {sorted(unknown)}; choose from {', '.join(ARTIFACTS)} or all"
+        raise ConfigurationError(
+            f"EMBER_LOGS: unknown {sorted(unknown)}; choose from {', '.join(ARTIFACTS)} or all (+all: "
+            "with Ember's internal frames in tracebacks)"
         )
     _enabled.clear()
     _enabled.update(ARTIFACTS if "all" in names else names)

@@ -198,6 +198,9 @@ class ProgressFrameCompiler(FrameCompiler):
             with stage(name):
                 return backend(gm, example_inputs)
 
+        # failures name the user's backend ("backend 'inductor' failed"), not this wrapper
+        staged_backend.__name__ = staged_backend.__qualname__ = name
+        staged_backend._ember_wrapped_backend = backend
         super().__init__(staged_backend, **kwargs)
         self.user_backend = backend
 

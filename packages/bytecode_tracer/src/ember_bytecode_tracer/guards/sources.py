@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -75,8 +75,13 @@ class Source:
         base = self.base
         return self.step(None if base is None else base._get(scope), scope)
 
+    def shown(self) -> str:
+        """The source as users read it (guards, recompile reasons); expr() is for code."""
+        base = self.base
+        return self.access(base.shown() if base is not None else "")
+
     def __str__(self) -> str:
-        return self.expr()
+        return self.shown()
 
 
 class RootSource(Source):
@@ -104,12 +109,17 @@ def builtins_of(f_globals: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class LocalSource(RootSource):
-    """`L['name']`: an argument or closure variable of the frame."""
+    """`L['name']`: an argument or closure variable of the frame. `shown_as` replaces it in
+    text for users where the name is the tracer's own (a resume function's saved stack)."""
 
     name: str
+    shown_as: str | None = field(default=None, compare=False)
 
     def access(self, base_expr: str) -> str:
         return f"L[{self.name!r}]"
+
+    def shown(self) -> str:
+        return self.shown_as or self.access("")
 
     def absent(self, base_expr: str) -> str:
         return f"{self.name!r} not in L"

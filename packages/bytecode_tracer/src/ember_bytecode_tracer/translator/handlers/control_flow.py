@@ -21,7 +21,10 @@ def _condition(tx, value) -> bool:
     if isinstance(value, TensorVariable):
         known = decided_truth(value)  # a random draw against a constant outside its range
         if known is None:
-            raise Unsupported("branch on a tensor's value (data-dependent control flow)")
+            raise Unsupported(
+                "branch on a tensor's value (data-dependent control flow)",
+                kind="data_dependent_branch",
+            )
         return known
     return value.truthiness(tx)
 

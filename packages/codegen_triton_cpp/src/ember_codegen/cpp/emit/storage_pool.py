@@ -71,4 +71,14 @@ class StoragePool:
 
 
 #: EMBER_CPU_POOL_MB (default 2048) bounds the bytes held between calls; 0 disables pooling.
-STORAGE_POOL = StoragePool(int(os.environ.get("EMBER_CPU_POOL_MB", "2048")) << 20)
+def _pool_megabytes() -> int:
+    value = os.environ.get("EMBER_CPU_POOL_MB", "2048")
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise ValueError(
+            f"EMBER_CPU_POOL_MB={value!r} is not a whole number of megabytes: set one or unset it"
+        ) from None
+
+
+STORAGE_POOL = StoragePool(_pool_megabytes() << 20)
