@@ -3,6 +3,7 @@ weights, dropout off so that compiled and eager steps can be compared)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,6 +114,9 @@ def _hf_labels(model_cls_name: str, ids: torch.Tensor, config: Any) -> torch.Ten
 
 
 def build_huggingface(entry: Entry, size: str) -> Case:
+    # transformers imports torchvision where it is installed: through the shim first
+    with contextlib.suppress(ImportError):
+        import_torchvision()
     try:
         import transformers
     except ImportError as exc:
