@@ -70,6 +70,6 @@ def test_summary_names_slow_rows(tmp_path: Path) -> None:
     text = "\n".join(
         summary.table("timm", "infer-fp32", summary.load([str(path)])[("timm", "infer-fp32")])
     )
-    assert "Below 0.9x torch.compile's speed: a 0.50." in text
+    assert "Below 0.9x torch.compile's speed: a 0.500." in text
     assert "| ember | 2/2 | 1.00x |" in text
     assert "geomean speedup ratio 0.71x" in text

@@ -258,7 +258,7 @@ def environment(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": os.environ.get("SUITES_COMMIT", commit),
         "machine": machine,
-        "threads": torch.get_num_threads(),
+        "threads": args.threads or torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": version("transformers"),

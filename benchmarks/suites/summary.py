@@ -74,7 +74,7 @@ def _ember_vs_compile(ran: list[dict], compilers: list[str]) -> list[str]:
     speed = [(m, _ratio(e, t, "speedup")) for m, e, t in pairs]
     memory = geomean([_ratio(e, t, "peak_mb") for _, e, t in pairs])
     compile_s = geomean([_ratio(e, t, "compile_s") for _, e, t in pairs])
-    slow = [f"{m} {s:.2f}" for m, s in speed if s is not None and s < SLOW]
+    slow = [f"{m} {s:.3f}" for m, s in speed if s is not None and s < SLOW]
     return [
         f"Ember / torch.compile: geomean speedup ratio {_fmt(geomean([s for _, s in speed]))}, "
         f"peak memory ratio {_fmt(memory)}, cold compile time ratio {_fmt(compile_s)}.",
