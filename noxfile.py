@@ -285,6 +285,18 @@ def fuzz(session: nox.Session) -> None:
     session.run("python", "tools/fuzz_tracer.py", "--out", "fuzz_out", *args)
 
 
+@nox.session(python=MAIN_PYTHON)
+def suites(session: nox.Session) -> None:
+    """The public-suite runner (benchmarks/suites/run.py; not in plain `nox`): timm, Hugging
+    Face and torchvision models, eager vs torch.compile vs Ember interleaved, one JSON line
+    per model. posargs go to run.py, e.g. `nox -s suites -- --suite timm --models
+    resnet50 --out suites.jsonl`; then `python benchmarks/suites/summary.py suites.jsonl`."""
+    packages = [local(p.path) for p in PACKAGES]
+    install(session, *packages, "torch", "transformers", "timm", "torchvision")
+    args = session.posargs or ["--suite", "huggingface", "--models", "BertForMaskedLM"]
+    session.run("python", "benchmarks/suites/run.py", *args)
+
+
 @checked_session(python=MAIN_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, the forbidden-import checker and the shape budgets

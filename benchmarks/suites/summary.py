@@ -1,0 +1,133 @@
+"""Merge run.py's JSON lines into markdown tables, one per suite and mode.
+
+    python benchmarks/suites/summary.py results/*.jsonl > table.md
+
+Per (suite, mode): models run, pass rate of each compiler (a compiler passes a model when its
+output matched eager's at the suite's tolerance), geomean speedup over eager of each compiler
+(over the models where it passed), geomean of Ember's speedup over torch.compile's (models
+where both passed), geomean peak-memory and compile-time ratios Ember / torch.compile, the
+models where Ember runs below 0.9x torch.compile's speed, and where each record came from
+(date, commit, machine, command). The last record of a (suite, model, mode) wins.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+SLOW = 0.9  # Ember below this fraction of torch.compile's speed is named
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _fmt(value: float | None, suffix: str = "x") -> str:
+    return "-" if value is None else f"{value:.2f}{suffix}"
+
+
+def load(paths: list[str]) -> dict[tuple[str, str], dict[str, dict]]:
+    groups: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                groups[(record["suite"], record["mode"])][record["model"]] = record
+    return groups
+
+
+def _ratio(a: dict, b: dict, key: str) -> float | None:
+    if a.get(key) and b.get(key) and a.get("passes") and b.get("passes"):
+        return a[key] / b[key]
+    return None
+
+
+def table(suite: str, mode: str, records: dict[str, dict]) -> list[str]:
+    ran = [r for r in records.values() if "compilers" in r]
+    compilers = list(dict.fromkeys(c for r in ran for c in r["compilers"]))
+    lines = [f"### {suite}, {mode}", ""]
+    skipped = sorted(f"{m} ({r.get('skipped') or r.get('error')})"
+                     for m, r in records.items() if "compilers" not in r)  # fmt: skip
+    lines += ["| compiler | pass rate | geomean speedup over eager | geomean first-call s |",
+              "|---|---:|---:|---:|"]  # fmt: skip
+    for name in compilers:
+        results = [r["compilers"].get(name, {}) for r in ran]
+        passed = [x for x in results if x.get("passes")]
+        speed = geomean([x.get("speedup") for x in passed])
+        first = geomean([x.get("first_call_s") for x in passed])
+        lines.append(f"| {name} | {len(passed)}/{len(ran)} | {_fmt(speed)} | {_fmt(first, '')} |")
+    lines += ["", *_ember_vs_compile(ran, compilers), *_rows(ran, compilers)]
+    if skipped:
+        lines += ["", "Not run: " + "; ".join(skipped) + "."]
+    lines += ["", *_provenance(records.values())]
+    return lines
+
+
+def _ember_vs_compile(ran: list[dict], compilers: list[str]) -> list[str]:
+    if not {"ember", "torch.compile"} <= set(compilers):
+        return []
+    pairs = [(r["model"], r["compilers"]["ember"], r["compilers"]["torch.compile"]) for r in ran]
+    speed = [(m, _ratio(e, t, "speedup")) for m, e, t in pairs]
+    memory = geomean([_ratio(e, t, "peak_mb") for _, e, t in pairs])
+    compile_s = geomean([_ratio(e, t, "compile_s") for _, e, t in pairs])
+    slow = [f"{m} {s:.3f}" for m, s in speed if s is not None and s < SLOW]
+    return [
+        f"Ember / torch.compile: geomean speedup ratio {_fmt(geomean([s for _, s in speed]))}, "
+        f"peak memory ratio {_fmt(memory)}, cold compile time ratio {_fmt(compile_s)}.",
+        f"Below {SLOW}x torch.compile's speed: {', '.join(slow) if slow else 'none'}.",
+        "",
+    ]
+
+
+def _rows(ran: list[dict], compilers: list[str]) -> list[str]:
+    header = ["model", "batch"] + [f"{c} speedup" for c in compilers if c != "eager"]
+    header += ["Ember graphs", "compile s (tc / Ember)", "peak MB (eager / tc / Ember)"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for r in sorted(ran, key=lambda r: r["model"]):
+        res = r["compilers"]
+        cells = [r["model"], str(r.get("batch", "-"))]
+        for name in compilers:
+            if name == "eager":
+                continue
+            x = res.get(name, {})
+            cells.append(_fmt(x.get("speedup")) if x.get("passes") else _failure(x))
+        ember, tc = res.get("ember", {}), res.get("torch.compile", {})
+        cells.append(str(ember.get("graphs", "-")))
+        cells.append(f"{_fmt(tc.get('compile_s'), '')} / {_fmt(ember.get('compile_s'), '')}")
+        peaks = [res.get(c, {}).get("peak_mb") for c in ("eager", "torch.compile", "ember")]
+        cells.append(" / ".join("-" if p is None else f"{p:.0f}" for p in peaks))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _failure(result: dict) -> str:
+    if result.get("error"):
+        return "fails: " + result["error"][:80].replace("|", "/")
+    return "mismatch" if result else "-"
+
+
+def _provenance(records) -> list[str]:
+    envs = {json.dumps(r["env"], sort_keys=True) for r in records if "env" in r}
+    out = []
+    for text in sorted(envs):
+        env = json.loads(text)
+        out.append(f"- {env['date']}, commit {env['commit']}, {env['machine']} "
+                   f"({env['threads']} threads), torch {env['torch']}, transformers "
+                   f"{env['transformers']}: `{env['command']}`")  # fmt: skip
+    return out
+
+
+def main(paths: list[str]) -> int:
+    if not paths:
+        raise SystemExit("usage: summary.py RESULTS.jsonl ...")
+    for (suite, mode), records in sorted(load(paths).items()):
+        print("\n".join(table(suite, mode, records)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,75 @@
+"""The public-suite runner (benchmarks/suites) at its CPU size: a few small models per suite,
+fp32 inference, eager and Ember. Each must match eager at the suite's tolerance, in one
+graph, and get a speedup figure from the interleaved rounds. timm and torchvision models
+skip where those libraries are not installed (the integration session installs neither:
+the registry's torchvision is a CUDA build); the Hugging Face ones always run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SUITES = Path(__file__).resolve().parents[1] / "benchmarks" / "suites"
+sys.path.insert(0, str(SUITES))
+
+import run as suites_run  # noqa: E402
+
+CASES = [
+    ("huggingface", "BertForMaskedLM"),
+    ("huggingface", "GPT2LMHeadModel"),
+    ("timm", "lcnet_050"),
+    ("torchvision", "squeezenet1_1"),
+]
+
+
+def _args(suite: str, tmp_path: Path) -> object:
+    return suites_run.parse_args(
+        ["--suite", suite, "--compilers", "eager,ember", "--rounds", "1", "--warmup", "0",
+         "--min-sample-ms", "1", "--out", str(tmp_path / "out.jsonl")]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("suite", "model"), CASES, ids=[m for _, m in CASES])
+def test_suite_model_passes_in_one_graph(suite: str, model: str, tmp_path: Path) -> None:
+    record = suites_run.run_one(suite, model, _args(suite, tmp_path))
+    if "skipped" in record:
+        pytest.skip(record["skipped"])
+    assert "error" not in record, record
+    ember = record["compilers"]["ember"]
+    assert ember.get("error") is None, ember
+    assert ember["passes"] is True and record["compilers"]["eager"]["passes"] is True
+    assert ember["graphs"] == 1
+    assert ember["speedup"] > 0 and ember["compile_s"] >= 0
+    assert ember["peak_mb"] is None  # CPU: no allocator statistics
+
+
+def test_unknown_model_is_reported_not_fatal(tmp_path: Path) -> None:
+    args = _args("huggingface", tmp_path)
+    record = suites_run.run_one("huggingface", "NoSuchModelForMaskedLM", args)
+    assert "has no NoSuchModelForMaskedLM" in record["skipped"]
+
+
+def test_summary_names_slow_rows(tmp_path: Path) -> None:
+    import summary
+
+    def row(model: str, tc: float, em: float) -> dict:
+        env = {"date": "d", "commit": "c", "machine": "m", "threads": 1, "torch": "t",
+               "transformers": "x", "command": "cmd"}  # fmt: skip
+        result = {"passes": True, "compile_s": 1.0, "first_call_s": 1.0, "peak_mb": None}
+        return {"suite": "timm", "model": model, "mode": "infer-fp32", "batch": 2, "env": env,
+                "compilers": {"eager": {**result, "speedup": 1.0},
+                              "torch.compile": {**result, "speedup": tc},
+                              "ember": {**result, "speedup": em, "graphs": 1}}}  # fmt: skip
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [row("a", 2.0, 1.0), row("b", 1.0, 1.0)]))
+    text = "\n".join(
+        summary.table("timm", "infer-fp32", summary.load([str(path)])[("timm", "infer-fp32")])
+    )
+    assert "Below 0.9x torch.compile's speed: a 0.500." in text
+    assert "| ember | 2/2 | 1.00x |" in text
+    assert "geomean speedup ratio 0.71x" in text

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The public-suite runner (benchmarks/suites/run.py) on the lent GPU host, one shard a call:
+#   SUITE=timm MODE=infer-bf16 SHARD=0/8 bash tools/gpu/suites.sh
+# SUITE: timm | huggingface | torchvision; MODE: infer-fp32 | infer-bf16 | train-bf16;
+# SHARD: k/n (default 0/1: the whole suite); MODELS: a comma list instead of the suite's;
+# COMPILERS (default eager,torch.compile,ember); ROUNDS (5); MODEL_TIMEOUT (s per model, 300);
+# TOTAL_TIMEOUT (s for the shard, 560: one device command runs at most 600 s).
+# The host has its own torch, triton, transformers and torchvision and reaches no registry:
+# carry .whl with hatchling and its deps (for frame_hook's build) and timm's wheel, made here
+# with `pip download --no-deps -d .whl hatchling pathspec pluggy trove-classifiers timm==1.0.31`
+# (timm is pinned in constraints.txt; the host's own timm is used where .whl has none).
+# Writes $OUT/suites-SUITE-MODE-K_N.jsonl (one line per model, appended as each finishes, so
+# a cut-off shard keeps what it measured), its log, and $OUT/summary.md (summary.py of it).
+# Merge the shards of several calls with: python benchmarks/suites/summary.py out*/suites-*.jsonl
+set -uo pipefail
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
+    --target /tmp/fh ./packages/frame_hook || exit 1
+P=$PWD/packages
+export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/symbolic_shapes/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/tools:/tmp/site
+export EMBER_CACHE_DIR=${EMBER_CACHE_DIR:-/tmp/ember-cache}
+SUITE=${SUITE:-timm} MODE=${MODE:-infer-bf16} SHARD=${SHARD:-0/1}
+# the commit of the tree this runs (a git archive has no .git): pass it as SUITES_COMMIT
+export SUITES_COMMIT=${SUITES_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+python3 -c "import sys, torch, triton, transformers; print(sys.version.split()[0], torch.__version__, triton.__version__, transformers.__version__, torch.cuda.get_device_name())"
+python3 -c "import sys; sys.path.insert(0, 'benchmarks/suites'); from vision_import import import_timm; t = import_timm(); import torchvision; print('timm', t.__version__, 'torchvision', torchvision.__version__)" \
+    || echo "timm or torchvision missing: their models are recorded as skipped"
+name="suites-$SUITE-$MODE-${SHARD/\//_}"
+models=()
+[ -n "${MODELS:-}" ] && models=(--models "$MODELS")
+timeout "${TOTAL_TIMEOUT:-560}" python3 benchmarks/suites/run.py --suite "$SUITE" --mode "$MODE" \
+    --device cuda --size gpu --shard "$SHARD" "${models[@]}" \
+    --compilers "${COMPILERS:-eager,torch.compile,ember}" --rounds "${ROUNDS:-5}" \
+    --timeout "${MODEL_TIMEOUT:-300}" --out "$OUT/$name.jsonl" 2>&1 \
+    | grep -v -e '^\[transformers\]' -e Warning | tee "$OUT/$name.log"
+status=${PIPESTATUS[0]}
+python3 benchmarks/suites/summary.py "$OUT/$name.jsonl" | tee "$OUT/summary.md"
+exit "$status"
