@@ -20,7 +20,7 @@ python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /
 PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
     --target /tmp/fh ./packages/frame_hook || exit 1
 P=$PWD/packages
-export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/symbolic_shapes/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/tools:/tmp/site
+export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/symbolic_shapes/src:$P/events/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/tools:/tmp/site
 export EMBER_CACHE_DIR=${EMBER_CACHE_DIR:-/tmp/ember-cache}
 SUITE=${SUITE:-timm} MODE=${MODE:-infer-bf16} SHARD=${SHARD:-0/1}
 # the commit of the tree this runs (a git archive has no .git): pass it as SUITES_COMMIT
