@@ -16,8 +16,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "suites"))
 
-import ember  # noqa: E402
-from vision_import import import_timm  # noqa: E402
+from vision_import import import_timm
+
+import ember
 
 
 def explain(name: str, batch: int, bf16: bool) -> None:
