@@ -251,3 +251,27 @@ def test_function_mutating_its_ctx_buffer_in_backward(backend):
         for g, e in zip(got, expected, strict=True):
             torch.testing.assert_close(g, e)
     assert graphs_and_breaks(_uses_stash, (x.requires_grad_(), w), backend) == (1, 0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_views_of_parameters_under_no_grad_stay_in_one_graph(backend):
+    """Under no_grad a view of a parameter requires grad with no grad_fn (it looks like a
+    leaf) but is none: no graph break (timm's ViT and ConvNeXt broke at each such view)."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gamma = torch.nn.Parameter(torch.randn(4))
+            self.token = torch.nn.Parameter(torch.randn(1, 1, 4))
+
+        def forward(self, x):
+            token = self.token.expand(x.shape[0], -1, -1)
+            return torch.cat([token, x * self.gamma.reshape(1, 1, -1)], dim=1)
+
+    model = Scaled()
+    compiled = ember.compile(model, backend=backend)
+    x = torch.randn(2, 3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    records = compiled._ember_compiler.records
+    assert len(records) == 1 and not [b for r in records for b in r.breaks]

@@ -34,9 +34,15 @@ def leaf_creation_reason(op: str, target: Any, args: tuple, kwargs: dict) -> str
 
 
 def new_leaf_reason(example: Any, args: tuple, kwargs: dict) -> str | None:
-    """Why an op's result is a new leaf requiring grad (one not among its arguments)."""
+    """Why an op's result is a new leaf requiring grad (one not among its arguments).
+
+    A view is never a new leaf: under `no_grad` a view of a parameter (`cls_token.expand`,
+    `gamma.reshape`) requires grad and has no grad_fn, as in eager, yet it is no leaf of its
+    own, and a graph returns it correctly (ViT and ConvNeXt inference broke at each one)."""
     given = {id(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
     for t in tree_leaves(example):
-        if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf and id(t) not in given:
+        if not isinstance(t, torch.Tensor) or id(t) in given or t._is_view():
+            continue
+        if t.requires_grad and t.is_leaf:
             return "an op created an autograd leaf requiring grad inside the traced region"
     return None
