@@ -40,11 +40,16 @@ def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
     return factor, info
 
 
-@register_decomposition(aten.cholesky.default)
 def cholesky(a, upper=False):
     factor, info = prims.linalg_cholesky(a, upper)
     _checked(info, "cholesky", True)
     return factor
+
+
+# torch 2.14 removed the deprecated aten.cholesky (torch.cholesky goes through
+# linalg_cholesky_ex there); where it still exists it decomposes as above
+if hasattr(aten, "cholesky"):
+    register_decomposition(aten.cholesky.default)(cholesky)
 
 
 @register_decomposition(aten.cholesky_solve.default)
