@@ -89,3 +89,44 @@ def test_no_line_without_a_terminal_or_with_progress_off(tmp_path, setting, on_t
     output = run_child(tmp_path, setting, on_tty)
     assert "DONE" in output
     assert "ember: compiling" not in output and "\r" not in output.replace("\r\n", "\n")
+
+
+def test_a_narrow_terminal_shortens_the_name_not_the_elapsed_time():
+    from ember.progress import fit_line
+
+    head = "ember: compiling GPT2LMHeadModel.forward (modeling_gpt2.py:1040)"
+    tail = "aot > lower | kernels 3/12 | 12.3s"
+    line = fit_line(head, tail, 49)  # a 50-column terminal
+    assert len(line) <= 49 and line.endswith(tail) and "\u2026" in line
+    assert (
+        fit_line("ember: compiling f (x.py:1)", tail, 200)
+        == f"ember: compiling f (x.py:1) | {tail}"
+    )
+
+
+def test_a_decorated_forward_is_named_after_its_module():
+    import functools
+
+    from ember.progress import _describe
+
+    def decorator(func):
+        @functools.wraps(func)
+        def wrapper(self, *args, **kwargs):  # transformers' generic wrapper has this shape
+            return func(self, *args, **kwargs)
+
+        return wrapper
+
+    class Tiny(torch.nn.Module):
+        @decorator
+        def forward(self, x):
+            return x + 1
+
+    model = Tiny()
+    wrapper_code = Tiny.forward.__code__  # the wrapper's code; `func` is the real forward
+    f_locals = {"self": model, "args": (), "kwargs": {}, "func": Tiny.forward.__wrapped__}
+    assert _describe(wrapper_code, f_locals).startswith("Tiny.forward (test_progress.py:")
+    plain = _describe(Tiny.forward.__wrapped__.__code__, {"self": model, "x": 1})
+    assert plain.startswith("Tiny.forward (")
+    assert _describe(decorator.__code__, {"func": len}).startswith(
+        "test_a_decorated_forward_is_named_after_its_module.<locals>.decorator ("
+    )

@@ -21,6 +21,7 @@ Test hook: lower `AFTER_S` (0 draws from the start).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import shutil
@@ -30,6 +31,8 @@ import time
 from collections.abc import Callable, Iterator
 from types import CodeType
 from typing import Any, TextIO
+
+import torch
 
 from ember.config import config
 from ember_bytecode_tracer.convert_frame import FrameCompiler
@@ -77,13 +80,14 @@ class _Line(logging.Handler):
 
     # -- drawn by its thread ------------------------------------------------------------------
 
-    def text(self) -> str:
-        parts = [f"ember: compiling {self.what}"]
-        parts.append(" > ".join(self.stages[-3:]) or "trace")  # no stage yet: tracing
+    def text(self, columns: int = 10_000) -> str:
+        """The line, at most `columns - 1` wide: the name shortens first, so the stage, the
+        kernel count and the elapsed time stay readable in a narrow terminal."""
+        tail = [" > ".join(self.stages[-3:]) or "trace"]  # no stage yet: tracing
         if self.total:
-            parts.append(f"kernels {self.built}/{self.total}")
-        parts.append(f"{time.monotonic() - self.start:.1f}s")
-        return " | ".join(parts)
+            tail.append(f"kernels {self.built}/{self.total}")
+        tail.append(f"{time.monotonic() - self.start:.1f}s")
+        return fit_line(f"ember: compiling {self.what}", " | ".join(tail), columns - 1)
 
     def _run(self) -> None:
         if self._stop.wait(AFTER_S):
@@ -95,7 +99,7 @@ class _Line(logging.Handler):
 
     def _draw(self) -> None:
         columns = shutil.get_terminal_size(fallback=(100, 24)).columns
-        text = self.text()[: max(columns - 1, 10)]  # a wrapped line cannot be rewritten
+        text = self.text(max(columns, 11))  # a wrapped line cannot be rewritten
         self.width = max(self.width, len(text))
         self._write("\r" + text.ljust(self.width))
 
@@ -170,8 +174,33 @@ def stage(name: str) -> Iterator[None]:
         line._stage_end({"name": name})
 
 
-def _describe(code: CodeType) -> str:
-    return f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+def fit_line(head: str, tail: str, width: int) -> str:
+    """`head | tail` in `width` characters: `head` loses its end (marked by an ellipsis)
+    before `tail` loses anything."""
+    line = f"{head} | {tail}"
+    if len(line) <= width:
+        return line
+    room = width - len(tail) - 3
+    if room >= 8:
+        return f"{head[: room - 1]}\u2026 | {tail}"
+    return line[:width]
+
+
+def _describe(code: CodeType, f_locals: Any = None) -> str:
+    """What the user knows the frame as: `GPT2LMHeadModel.forward (modeling_gpt2.py:1040)` for
+    a module's method, also when a decorator's wrapper runs it (transformers wraps forward in
+    a generic `wrapper`: the module is its `self`, the method a function it closes over)."""
+    where = f"({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    owner = f_locals.get("self") if isinstance(f_locals, dict) else None
+    if not isinstance(owner, torch.nn.Module):
+        return f"{code.co_qualname} {where}"
+    wrapped = next(
+        (v for v in f_locals.values() if inspect.isfunction(v) and v.__code__ is not code
+         and getattr(type(owner), v.__name__, None) is not None),
+        None,
+    )  # fmt: skip
+    method = wrapped.__name__ if wrapped is not None else code.co_name
+    return f"{type(owner).__name__}.{method} {where}"
 
 
 def _backend_name(backend: Any) -> str:
@@ -205,5 +234,5 @@ class ProgressFrameCompiler(FrameCompiler):
         self.user_backend = backend
 
     def __call__(self, frame: Any, cache: Any) -> Any:
-        with compile_progress(_describe(frame.f_code)):
+        with compile_progress(_describe(frame.f_code, frame.f_locals)):
             return super().__call__(frame, cache)
