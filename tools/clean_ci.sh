@@ -13,6 +13,7 @@ rm -rf "$scratch"
 mkdir -p "$scratch/home"
 cp -r "$repo/../shared" "$scratch/shared"
 git clone -q "$repo" "$scratch/main"
+commit=$(git -C "$scratch/main" rev-parse --short HEAD)
 # pyenv lives under the real HOME; keep finding it when HOME is the empty one
 export PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 start=$(date +%s)
@@ -21,5 +22,5 @@ set +e
     bash .ci/run) > "$scratch/ci.log" 2>&1
 rc=$?
 set -e
-echo "clean CI of $(git -C "$repo" rev-parse --short HEAD): rc=$rc in $(( $(date +%s) - start )) s (log: $scratch/ci.log)"
+echo "clean CI of $commit: rc=$rc in $(( $(date +%s) - start )) s (log: $scratch/ci.log)"
 exit $rc
