@@ -15,6 +15,7 @@ from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.exc import CodegenError
 from ember_codegen.workers import progress_counter
 from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
+from ember_codegen.wrapper.runtime import call_without_autocast
 from ember_codegen.wrapper.size_bindings import bound, concrete
 from ember_events import stage
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
@@ -87,7 +88,7 @@ class CompiledGraph:
         return len(self.kernels) + len(self.templates)
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return self._call(inputs)
+        return call_without_autocast(self._call, inputs)
 
 
 MODES = (None, "default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagraphs")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -82,3 +83,18 @@ def adopt_extern_output(
     numel = extent((size, stride, offset))
     out = torch.empty(numel, dtype=dtype, device=t.device).as_strided(size, stride, offset)
     return out.copy_(t)
+
+
+_any_autocast = torch._C._is_any_autocast_enabled
+_disable_autocast = torch._C._DisableAutocast
+
+
+def call_without_autocast(call: Any, inputs: Sequence[Any]) -> Any:
+    """A compiled graph's call with the caller's autocast off. Its casts are ops of the
+    graph; under autocast the wrapper's library calls (``torch.bmm`` for a float32 matmul)
+    would cast again and return another dtype than the buffer the kernels were specialized
+    for: a Triton kernel reading a float32 buffer that holds bfloat16 reads past its end."""
+    if not _any_autocast():
+        return call(inputs)
+    with _disable_autocast():
+        return call(inputs)

@@ -15,6 +15,7 @@ from ember_codegen.cpp.build import CppBuilder, default_builder
 from ember_codegen.cpp.loader import ERROR_MESSAGES, LoadedKernelLibrary
 from ember_codegen.exc import KernelRuntimeError
 from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
+from ember_codegen.wrapper.runtime import call_without_autocast
 from ember_codegen.wrapper.size_bindings import bound
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
@@ -74,7 +75,7 @@ class CompiledGraph:
         return len(self.runs) + len(self.kernels) - in_runs
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return self._call(inputs)
+        return call_without_autocast(self._call, inputs)
 
 
 def native_functions(
