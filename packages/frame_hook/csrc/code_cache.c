@@ -151,6 +151,16 @@ int ember_code_cache_insert(CodeCache *cache, PyObject *entry) {
         }
     }
     PyObject *entries = cache->entries;
+    /* Inserting an entry already cached (the callback cached it itself, under its own
+     * lock: cache_insert) moves it to the front; it never takes a second slot. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        if (PyList_GET_ITEM(entries, i) == entry) {
+            if (i > 0) {
+                move_to_front(entries, i);
+            }
+            return 0;
+        }
+    }
     if (PyList_Insert(entries, 0, entry) < 0) {
         return -1;
     }

@@ -52,6 +52,32 @@ static PyObject *cache_entries(PyObject *module, PyObject *code) {
     return PyList_GetSlice(cache->entries, 0, PyList_GET_SIZE(cache->entries));
 }
 
+static PyObject *cache_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "cache_insert(code, entry) takes 2 arguments, got %zd",
+                     nargs);
+        return NULL;
+    }
+    PyObject *code = args[0], *entry = args[1];
+    if (require_code(code, "cache_insert") < 0) {
+        return NULL;
+    }
+    if (!GuardedCode_Check(entry)) {
+        PyErr_Format(PyExc_TypeError,
+                     "cache_insert(code, entry): expected a GuardedCode, got %.200s",
+                     Py_TYPE(entry)->tp_name);
+        return NULL;
+    }
+    if (ember_check_substitute((PyCodeObject *)code, ((GuardedCodeObject *)entry)->code) < 0) {
+        return NULL;
+    }
+    CodeCache *cache = ember_code_cache_ensure(code);
+    if (cache == NULL || ember_code_cache_insert(cache, entry) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *reset(PyObject *module, PyObject *unused) {
     ember_code_cache_reset_all();
     Py_RETURN_NONE;
@@ -100,6 +126,10 @@ static PyMethodDef methods[] = {
     {"is_skipped", is_skipped, METH_O, "Whether skip_code() was called for this code object."},
     {"cache_entries", cache_entries, METH_O,
      "The GuardedCode entries cached for a code object, most recently used first."},
+    {"cache_insert", (PyCFunction)(void (*)(void))cache_insert, METH_FASTCALL,
+     "cache_insert(code, entry): cache a GuardedCode for a code object now, most recently "
+     "used first (a callback that holds a lock caches its entry before releasing it; the "
+     "hook's own insert of the returned entry then only moves it to the front)."},
     {"reset", reset, METH_NOARGS, "Drop every cache entry and skip mark."},
     {"set_cache_limit", set_cache_limit, METH_O,
      "Set the number of entries kept per code object; returns the previous limit."},

@@ -152,6 +152,20 @@ def test_other_functions_validate_arguments():
         fh.set_cache_limit("8")
     with pytest.raises(ValueError, match="between"):
         fh.set_cache_limit(0)
+    entry = fh.GuardedCode(target.__code__, lambda f: True)
+    with pytest.raises(TypeError, match="code object"):
+        fh.cache_insert(target, entry)
+    with pytest.raises(TypeError, match="GuardedCode"):
+        fh.cache_insert(target.__code__, target.__code__)
+    with pytest.raises(TypeError, match="2 arguments"):
+        fh.cache_insert(target.__code__)
+
+    def two_args(x, y):
+        return x
+
+    with pytest.raises(TypeError, match="signature"):
+        fh.cache_insert(target.__code__, fh.GuardedCode(two_args.__code__, lambda f: True))
+    assert fh.cache_entries(target.__code__) == []
 
 
 def test_guarded_code_subclass_and_attributes():

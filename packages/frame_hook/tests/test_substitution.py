@@ -216,3 +216,32 @@ def test_deep_recursion_with_a_larger_substitute_frame():
     assert stats["hits"] > 600
     # Some frames sat at the end of a frame-stack chunk: they ran relocated, not original.
     assert stats["relocated"] > 0
+
+
+def test_cache_insert_caches_an_entry_before_any_call():
+    entry = fh.GuardedCode(substitute_for(orig, sub), lambda f_locals: True)
+    assert fh.cache_insert(orig.__code__, entry) is None
+    assert fh.cache_entries(orig.__code__) == [entry]
+    with fh.eval_frame(Recorder()):  # a hit: the callback is never asked
+        assert orig(3) == ("sub", 6)
+    assert entry.hits == 1
+
+
+def test_an_entry_cached_twice_keeps_one_slot_and_moves_to_front():
+    """A callback that cached its entry itself (cache_insert, under its own lock) and returns
+    it: the hook's insert of the returned entry moves it to the front, no second slot."""
+    newer = fh.GuardedCode(substitute_for(orig, sub), lambda f_locals: f_locals["x"] > 100)
+    older = fh.GuardedCode(substitute_for(orig, sub), lambda f_locals: True)
+
+    def callback(frame, cache):
+        if frame.f_code is not orig.__code__:
+            return None
+        fh.cache_insert(orig.__code__, older)
+        fh.cache_insert(orig.__code__, newer)
+        return older
+
+    with fh.eval_frame(callback):
+        assert orig(3) == ("sub", 6)
+    assert fh.cache_entries(orig.__code__) == [older, newer]
+    fh.cache_insert(orig.__code__, newer)
+    assert fh.cache_entries(orig.__code__) == [newer, older]

@@ -31,6 +31,7 @@ from ember_bytecode_tracer.autocast_state import ENTER as AUTOCAST_ENTER
 from ember_bytecode_tracer.autocast_state import AutocastState
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
 from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
+from ember_bytecode_tracer.compile_lock import COMPILE_LOCK, cached_fit, live_cache
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.exc import BackendCompilerFailed, SkipFrame, Unsupported
 from ember_bytecode_tracer.guards import (
@@ -239,6 +240,21 @@ class FrameCompiler:
         if is_skipped(code):
             fh.skip_code(code)
             return None
+        # One compile at a time; a thread that waited first looks at what the others cached
+        # meanwhile (compile_lock.py), and caches its own entry before letting the next look.
+        with COMPILE_LOCK:
+            if fh.is_skipped(code):  # given up (or found untraceable) while this one waited
+                return None
+            now = live_cache(code, cache.limit)
+            entry = cached_fit(cache, now, frame.f_locals) or self.compile_miss(frame, now)
+            if entry is not None:
+                fh.cache_insert(code, entry)
+            return entry
+
+    def compile_miss(self, frame: fh.Frame, cache: Any) -> fh.GuardedCode | None:
+        """Compiles a frame none of whose cached entries fit (`cache`: those entries, as a
+        CacheView); None runs it as it is."""
+        code = frame.f_code
         if cache.full and not self._room_for(frame, cache):
             return None
         if not has_tensor_work(frame):

@@ -233,6 +233,6 @@ class ProgressFrameCompiler(FrameCompiler):
         super().__init__(staged_backend, **kwargs)
         self.user_backend = backend
 
-    def __call__(self, frame: Any, cache: Any) -> Any:
+    def compile_miss(self, frame: Any, cache: Any) -> Any:
         with compile_progress(_describe(frame.f_code, frame.f_locals)):
-            return super().__call__(frame, cache)
+            return super().compile_miss(frame, cache)

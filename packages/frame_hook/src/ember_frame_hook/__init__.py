@@ -6,6 +6,9 @@ thread where the hook is on, it looks in the frame's code object for a cached
 the frame's own (a guard may be a ``GuardProgram``, checks run in C without a Python
 call). On a miss it calls the thread's callback, ``callback(frame, cache)``,
 which returns a ``GuardedCode`` to cache and run, or ``None`` to run the original code.
+A callback that serializes its work across threads caches its entry itself
+(``cache_insert``) before it lets the next thread look; the hook's insert of an entry
+already cached only moves it to the front.
 
 A package that knows a type's C layout adds its own check to guard programs through the
 ``CHECK_NATIVE`` plug-in, whose C interface is the header ``ember_frame_hook.h`` in
@@ -29,6 +32,7 @@ from ember_frame_hook._C import (
     GuardError,
     GuardProgram,
     cache_entries,
+    cache_insert,
     get_cache_limit,
     get_eval_frame,
     is_skipped,
@@ -54,6 +58,7 @@ __all__ = [
     "GuardProgram",
     "GuardedCode",
     "cache_entries",
+    "cache_insert",
     "eval_frame",
     "get_cache_limit",
     "get_eval_frame",
