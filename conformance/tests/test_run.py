@@ -125,3 +125,15 @@ def test_messages_lose_this_machines_folders() -> None:
     assert run.local_paths_out(message) == "failed (graph from test/dynamo/test_x.py:2)"
     inner = "/opt/venv/lib/python3.11/site-packages/torch/_dynamo/utils.py:3"
     assert run.local_paths_out(inner) == "torch/_dynamo/utils.py:3"
+
+
+def test_selection_joins_the_files_and_the_commands_k() -> None:
+    inductor = {"path": "test/inductor/test_torchinductor.py", "pytest_k": "CpuTests"}
+    assert run.selection(inductor, None) == "(CpuTests)"
+    assert run.selection(inductor, "test_abs") == "(CpuTests) and (test_abs)"
+    assert run.selection({"path": "test/dynamo/test_exc.py"}, None) is None
+    cmd = run.pytest_command(Path("t.py"), "ember", Path("j.xml"), "(CpuTests)")
+    assert cmd[cmd.index("-k") + 1] == "(CpuTests)"
+    # the compat plugin loads in both runs, the redirect only in Ember's
+    assert "upstream_compat" in run.pytest_command(Path("t.py"), "torch", Path("j.xml"))
+    assert "ember_redirect" not in run.pytest_command(Path("t.py"), "torch", Path("j.xml"))
