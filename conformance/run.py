@@ -53,7 +53,7 @@ class Rule:
 
 EMBER_CODE = r"/packages/\w+/src/|/site-packages/ember|/ember_\w+/|ember-cache"
 BACKEND_CODE = r"/torch/_inductor/|/torch/_functorch/|/triton/"
-COUNT = r"frame_count|op_count|graph_count|\bcnts?\b.*\bgraphs\b|len\(\s*\w*graphs"
+COUNT = r"frame_count|op_count|graph_count|\bcnts?\b.*\bgraphs\b|len\(\s*[\w.]*graphs"
 DYNAMO_READS = (
     r"counters\b|_dynamo\.utils|_dynamo\.config|_dynamo\.export|torch\.export|guard|"
     r"_dynamo_weak_dynamic_indices|getRecord|assertExpectedInline|munge_exc|comptime|"

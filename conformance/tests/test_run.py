@@ -41,6 +41,9 @@ CASES = [
      ASSERT_EQUAL, "AssertionError: Tensor-likes are not close!"),
     ("count", [">       self.assertEqual(cnt.frame_count, 1)"],
      ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    # a recording backend's graph list, read through an attribute: a count, not a value
+    ("count", [">       self.assertEqual(len(eager.graphs), 2)"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
     ("dynamo_internals",
      ["    @torch._dynamo.config.patch(automatic_dynamic_shapes=False)",
       ">       self.assertEqual(cnt.frame_count, 1)"],
