@@ -9,6 +9,14 @@ never does.
 Backends: the strings Ember knows under the same name go by that name; any other string is
 resolved through PyTorch's backend registry to its callable (Dynamo's convention,
 `backend(gm, example_inputs)`, which Ember's tracer follows); callables pass through.
+
+Inductor's tests (test/inductor/test_torchinductor.py) compile through a backend of their own
+that calls `torch._inductor.compile_fx.compile_fx(gm, example_inputs)` (CommonTemplate's
+`check_model`: `torch.compile(run, backend=compile_fx_wrapper)`); the test module binds that
+name at import (`from torch._inductor.compile_fx import compile_fx`), so it is replaced here,
+before collection, by Ember's inductor backend: Ember traces, and the graph it hands to the
+test's backend is compiled by Ember's inductor, not PyTorch's. The harness may import
+torch._inductor (it is a test harness; product code never does).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import ember
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}
 
 ORIGINAL: dict[str, Callable] = {}
-CALLS = {"compile": 0}  # how many times a test reached Ember (a summary line shows it)
+CALLS = {"compile": 0, "compile_fx": 0}  # how often tests reached Ember (summary line)
 
 
 def ember_backend(backend: str | Callable | None) -> str | Callable:
@@ -92,6 +100,22 @@ def reset() -> None:
     ORIGINAL["reset"]()
 
 
+def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
+    """torch._inductor.compile_fx.compile_fx, as Ember's inductor backend. PyTorch's keyword
+    arguments (inner_compile, config_patches, decompositions, ...) configure PyTorch's own
+    pipeline and have no counterpart: dropped."""
+    CALLS["compile_fx"] += 1
+    return ember.lookup_backend("inductor")(gm, list(example_inputs))
+
+
+def install_inductor() -> None:
+    """Inductor's tests call compile_fx by the name they import: replace it at its source."""
+    import torch._inductor.compile_fx as inductor_compile_fx
+
+    ORIGINAL["compile_fx"] = inductor_compile_fx.compile_fx
+    inductor_compile_fx.compile_fx = compile_fx
+
+
 def install() -> None:
     if ORIGINAL:
         return
@@ -106,6 +130,7 @@ def install() -> None:
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset
     torch._dynamo.test_case.reset = reset
+    install_inductor()
 
 
 def pytest_configure(config: Any) -> None:
@@ -114,8 +139,14 @@ def pytest_configure(config: Any) -> None:
 
 
 def pytest_report_header(config: Any) -> str:
-    return f"ember_redirect: torch.compile and torch._dynamo.optimize -> ember {ember.__version__}"
+    return (
+        "ember_redirect: torch.compile, torch._dynamo.optimize and "
+        f"torch._inductor.compile_fx.compile_fx -> ember {ember.__version__}"
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    terminalreporter.write_line(f"ember_redirect: {CALLS['compile']} calls compiled by Ember")
+    terminalreporter.write_line(
+        f"ember_redirect: {CALLS['compile']} calls compiled by Ember, "
+        f"{CALLS['compile_fx']} compile_fx calls by Ember's inductor"
+    )

@@ -1,6 +1,6 @@
 """Conformance harness: PyTorch's own Dynamo test files, run by torch.compile and by Ember.
 
-    python conformance/run.py [--upstream DIR] [--files test_exc.py ...] [--timeout 900]
+    python conformance/run.py [--upstream DIR] [--files test_exc.py ...] [--timeout 900] [-k EXPR]
 
 For each upstream file listed in conformance/files.toml and present under DIR (default
 conformance/upstream; conformance/fetch.md says how to get them), pytest runs it twice in
@@ -53,7 +53,7 @@ class Rule:
 
 EMBER_CODE = r"/packages/\w+/src/|/site-packages/ember|/ember_\w+/|ember-cache"
 BACKEND_CODE = r"/torch/_inductor/|/torch/_functorch/|/triton/"
-COUNT = r"frame_count|op_count|graph_count|\bcnts?\b.*\bgraphs\b|len\(\s*\w*graphs"
+COUNT = r"frame_count|op_count|graph_count|\bcnts?\b.*\bgraphs\b|len\(\s*[\w.]*graphs"
 DYNAMO_READS = (
     r"counters\b|_dynamo\.utils|_dynamo\.config|_dynamo\.export|torch\.export|guard|"
     r"_dynamo_weak_dynamic_indices|getRecord|assertExpectedInline|munge_exc|comptime|"
@@ -160,11 +160,15 @@ def read_junit(path: Path) -> dict[str, dict]:
     return tests
 
 
-def pytest_command(path: Path, mode: str, junit: Path) -> list[str]:
+def pytest_command(path: Path, mode: str, junit: Path, select: str | None = None) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider"]
+    if select:  # a -k expression: the file's own (files.toml `pytest_k`) and/or the command's
+        cmd += ["-k", select]
     # pytest's logging plugin adds handlers to the pt2 loggers, which PyTorch's LoggingTestCase
     # counts (at most two): without -p no:logging its logging tests fail under torch.compile too
     cmd += ["-p", "no:logging", "--tb=long", f"--junitxml={junit}", "-o", "junit_logging=no"]
+    # names an older stored upstream file imports that the installed torch lacks (both runs)
+    cmd += ["-p", "upstream_compat"]
     if mode == "ember":
         cmd += ["-p", "ember_redirect"]
     return cmd
@@ -230,7 +234,14 @@ def summarize(rows: dict[str, dict]) -> dict:
                                      for r in rows.values())}  # fmt: skip
 
 
-def run_file(entry: dict, upstream: Path, timeout: int) -> dict | None:
+def selection(entry: dict, extra: str | None) -> str | None:
+    """The -k expression for a file: files.toml's `pytest_k` (e.g. Inductor's CPU test class)
+    and the command's -k, both applying."""
+    parts = [f"({k})" for k in (entry.get("pytest_k"), extra) if k]
+    return " and ".join(parts) or None
+
+
+def run_file(entry: dict, upstream: Path, timeout: int, extra_k: str | None = None) -> dict | None:
     path = upstream / entry["path"]
     if not path.exists():
         print(f"-- {entry['path']}: not present under {upstream}; see conformance/fetch.md")
@@ -241,10 +252,11 @@ def run_file(entry: dict, upstream: Path, timeout: int) -> dict | None:
               f"{entry['sha256'][:12]} (another upstream version): results may differ")  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     junits, commands, runs, tests = {}, {}, {}, {}
+    select = selection(entry, extra_k)
     for mode in MODES:
         junits[mode] = RESULTS / f"{path.stem}.{mode}.xml"
         junits[mode].unlink(missing_ok=True)
-        cmd = pytest_command(path, mode, junits[mode])
+        cmd = pytest_command(path, mode, junits[mode], select)
         commands[mode] = shlex.join(cmd)
         print(f"-- {entry['path']} [{mode}] ...", flush=True)
         runs[mode] = run_pytest(cmd, upstream, timeout)
@@ -258,6 +270,7 @@ def run_file(entry: dict, upstream: Path, timeout: int) -> dict | None:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "command": "python conformance/run.py " + shlex.join(sys.argv[1:]),
         "pytest": commands, "runs": runs, "summary": summarize(rows), "tests": rows,
+        "selection": select,
     }  # fmt: skip
     (RESULTS / f"{path.stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -338,11 +351,13 @@ def main() -> int:
     )
     parser.add_argument("--files", nargs="*", help="only these file names (test_exc.py ...)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per pytest run")
+    parser.add_argument("-k", dest="k", help="pytest -k expression: run only a slice")
     parser.add_argument("--no-doc", action="store_true", help="leave docs/conformance.md")
     args = parser.parse_args()  # fmt: skip
     entries = tomllib.loads(FILES_TOML.read_text())["file"]
     chosen = [e for e in entries if not args.files or Path(e["path"]).name in args.files]
-    ran = [r for e in chosen if (r := run_file(e, args.upstream.resolve(), args.timeout))]
+    upstream = args.upstream.resolve()
+    ran = [r for e in chosen if (r := run_file(e, upstream, args.timeout, args.k))]
     if not ran:
         print("No upstream file present: see conformance/fetch.md to fetch them.")
         return 1

@@ -41,6 +41,9 @@ CASES = [
      ASSERT_EQUAL, "AssertionError: Tensor-likes are not close!"),
     ("count", [">       self.assertEqual(cnt.frame_count, 1)"],
      ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    # a recording backend's graph list, read through an attribute: a count, not a value
+    ("count", [">       self.assertEqual(len(eager.graphs), 2)"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
     ("dynamo_internals",
      ["    @torch._dynamo.config.patch(automatic_dynamic_shapes=False)",
       ">       self.assertEqual(cnt.frame_count, 1)"],
@@ -125,3 +128,15 @@ def test_messages_lose_this_machines_folders() -> None:
     assert run.local_paths_out(message) == "failed (graph from test/dynamo/test_x.py:2)"
     inner = "/opt/venv/lib/python3.11/site-packages/torch/_dynamo/utils.py:3"
     assert run.local_paths_out(inner) == "torch/_dynamo/utils.py:3"
+
+
+def test_selection_joins_the_files_and_the_commands_k() -> None:
+    inductor = {"path": "test/inductor/test_torchinductor.py", "pytest_k": "CpuTests"}
+    assert run.selection(inductor, None) == "(CpuTests)"
+    assert run.selection(inductor, "test_abs") == "(CpuTests) and (test_abs)"
+    assert run.selection({"path": "test/dynamo/test_exc.py"}, None) is None
+    cmd = run.pytest_command(Path("t.py"), "ember", Path("j.xml"), "(CpuTests)")
+    assert cmd[cmd.index("-k") + 1] == "(CpuTests)"
+    # the compat plugin loads in both runs, the redirect only in Ember's
+    assert "upstream_compat" in run.pytest_command(Path("t.py"), "torch", Path("j.xml"))
+    assert "ember_redirect" not in run.pytest_command(Path("t.py"), "torch", Path("j.xml"))
