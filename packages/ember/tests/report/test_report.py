@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import torch
 import ember
 import ember.trace
 from ember.report import load, render
+from ember.report.load import Trace
 from ember.report.highlight import highlight
 from ember.report.suggest import suggest
 
@@ -205,3 +207,35 @@ def test_autotune_decisions_are_shown_with_their_timings(tmp_path, monkeypatch):
     assert section.index("eager 100.000") < section.index("inductor 300.000")
     assert "aot_eager 500.000 ms" in section and "eager vs inductor: faster in 5/5" in section
     assert 'href="#p0-frame-' in section
+
+
+def _trace_with_breaks(sites: dict[str, list[int]]) -> Trace:
+    """A trace whose frames broke at the given `file:line`s (site -> the frames that broke)."""
+    trace = Trace(Path("made.jsonl"))
+    for location, frames in sites.items():
+        for fid in frames:
+            trace.frame(fid).breaks.append({"location": location, "reason": f"why {location}"})
+    return trace
+
+
+def test_break_sites_are_distinct_and_counted_most_frequent_first():
+    trace = _trace_with_breaks({"/a/m.py:9": [1], "/a/m.py:3": [1, 2, 3], "/a/n.py:4": [2, 5]})
+    sites = trace.break_sites()
+    assert [(s.location, s.count, s.frames) for s in sites] == [
+        ("/a/m.py:3", 3, (1, 2, 3)),
+        ("/a/n.py:4", 2, (2, 5)),
+        ("/a/m.py:9", 1, (1,)),
+    ]
+    page = render([trace])
+    top = page[page.index('id="break-sites"') :]
+    assert page.index('id="break-sites"') < page.index('class="frame ')  # before the frames
+    assert top.index("m.py:3") < top.index("n.py:4") < top.index("m.py:9")
+    assert "3 sites, 6 breaks" in top
+
+
+def test_the_toy_examples_two_breaks_are_one_site(trace_dir):
+    (trace,) = load(trace_dir)
+    line = toy_example.__code__.co_firstlineno + 2
+    (site,) = trace.break_sites()
+    assert site.location.endswith(f":{line}") and site.count == 2
+    assert site.reason.startswith("branch on a tensor's value")

@@ -53,11 +53,36 @@ class Trace:
     def frame(self, fid: int) -> Frame:
         return self.frames.setdefault(fid, Frame(fid))
 
+    def break_sites(self) -> list[BreakSite]:
+        return break_sites([self])
+
     def stage_totals(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for s in self.stages:
             totals[s["name"]] = totals.get(s["name"], 0.0) + s["seconds"]
         return totals
+
+
+@dataclass(frozen=True)
+class BreakSite:
+    """One place the graph broke (file:line and why), and how often it broke there."""
+
+    location: str
+    reason: str
+    count: int
+    frames: tuple[int, ...] = ()  # the frames (their ids) that broke there
+
+
+def break_sites(traces: list[Trace]) -> list[BreakSite]:
+    """The distinct graph-break sites of the traces, most frequent first (then by place)."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for trace in traces:
+        for frame in sorted(trace.frames.values(), key=lambda f: f.id):
+            for brk in frame.breaks:
+                key = (str(brk.get("location", "?")), str(brk.get("reason", "")))
+                seen.setdefault(key, []).append(frame.id)
+    sites = [BreakSite(loc, why, len(ids), tuple(ids)) for (loc, why), ids in seen.items()]
+    return sorted(sites, key=lambda s: (-s.count, s.location, s.reason))
 
 
 def trace_files(path: str | Path) -> list[Path]:

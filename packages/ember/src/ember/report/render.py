@@ -11,7 +11,7 @@ from importlib import resources
 from string import Template
 
 from ember.report.highlight import highlight
-from ember.report.load import Frame, Graph, Trace
+from ember.report.load import Frame, Graph, Trace, break_sites
 from ember.report.suggest import suggest
 
 # Stages in pipeline order; the chart lists any other name after these.
@@ -71,9 +71,31 @@ def render(traces: list[Trace], title: str = "Ember compile report") -> str:
             f'<li id="count-{k.replace(" ", "-")}"><b>{e(str(v))}</b> {e(k)}</li>'
             for k, v in counts
         ),
+        sites=_break_sites(traces),
         body=body,
         sources=e(", ".join(str(t.path) for t in traces) or "no trace files"),
     )
+
+
+def _break_sites(traces: list[Trace]) -> str:
+    """Distinct graph-break sites with their counts, most frequent first (the page's top)."""
+    sites = break_sites(traces)
+    if not sites:
+        return ""
+    rows = []
+    for site in sites:
+        file, _, line = site.location.rpartition(":")
+        short = f"{os.path.basename(file)}:{line}" if file else site.location
+        tip = suggest(site.reason)
+        rows.append([f'<code title="{e(site.location)}">{e(short)}</code>', e(site.reason),
+                     f'<span class="num">{site.count}</span>',
+                     e(tip.title) if tip is not None else "",
+                     e(", ".join(f"#{f}" for f in dict.fromkeys(site.frames)))])  # fmt: skip
+    total = sum(s.count for s in sites)
+    return (f'<section id="break-sites"><h2>Graph-break sites ({len(sites)} sites, '
+            f"{total} breaks)</h2>"
+            + table(["where", "reason", "count", "hint", "frames"], rows, "break-sites", raw=True)
+            + "</section>")  # fmt: skip
 
 
 def _process(trace: Trace, n: int) -> str:
