@@ -14,8 +14,8 @@ import torch
 import ember
 import ember.trace
 from ember.report import load, render
-from ember.report.load import Trace
 from ember.report.highlight import highlight
+from ember.report.load import Trace
 from ember.report.suggest import suggest
 
 
