@@ -239,3 +239,31 @@ def test_the_toy_examples_two_breaks_are_one_site(trace_dir):
     (site,) = trace.break_sites()
     assert site.location.endswith(f":{line}") and site.count == 2
     assert site.reason.startswith("branch on a tensor's value")
+
+
+def test_compile_ids_number_codes_and_their_attempts():
+    trace = Trace(Path("made.jsonl"))
+    codes = {"f": ("/m.py", "f", 1), "resume_in_f_at_3": ("/m.py", "resume_in_f_at_3", 1)}
+    for fid, name in enumerate(["f", "resume_in_f_at_3", "f", "resume_in_f_at_3", "f"], 1):
+        file, qualname, line = codes[name]
+        trace.frame(fid).code = {"file": file, "qualname": qualname, "line": line}
+    trace.frame(3).recompile = "L['a'] dtype changed"
+    groups = trace.compile_groups()
+    assert [[f.compile_id for f in g] for g in groups] == [["0/0", "0/1", "0/2"], ["1/0", "1/1"]]
+    html = render([trace])
+    tree = html[html.index('id="p0-compile-tree"') :]
+    assert tree.index("0/0") < tree.index("0/1") < tree.index("1/0")
+    assert "recompiled: L[&#x27;a&#x27;] dtype changed" in tree
+
+
+def test_the_compile_tree_holds_frames_compiles_graphs_and_kernels(trace_dir):
+    (trace,) = load(trace_dir)
+    ids = sorted(f.compile_id for f in trace.frames.values())
+    # toy_example compiled twice (a recompile for float64); the resume function after the
+    # `if` body twice, the one at the branch's other side once (the first call's b >= 0)
+    assert ids == ["0/0", "0/1", "1/0", "1/1", "2/0"]
+    parsed = Elements()
+    parsed.feed(render([trace]))
+    assert parsed.classes.count("tree-frame") == 3
+    assert parsed.classes.count("tree-compile") == len(trace.frames)
+    assert parsed.classes.count("tree-graph") == len(trace.graphs)

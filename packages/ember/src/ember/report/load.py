@@ -37,6 +37,13 @@ class Frame:
     stages: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None  # ran eagerly: why
     t: float = 0.0
+    compile_id: str = "?"  # "code/attempt": "0/0", "0/1" its recompile, "1/0" the next code
+
+    @property
+    def code_key(self) -> tuple:
+        """What makes two compiles the same code's (attempts at one frame)."""
+        code = self.code
+        return (code.get("file"), code.get("qualname"), code.get("line"))
 
 
 @dataclass
@@ -52,6 +59,17 @@ class Trace:
 
     def frame(self, fid: int) -> Frame:
         return self.frames.setdefault(fid, Frame(fid))
+
+    def compile_groups(self) -> list[list[Frame]]:
+        """Compiles grouped by code (first compiled first), each group's in attempt order;
+        sets each frame's `compile_id` ("code/attempt", as torch.compile numbers them)."""
+        groups: dict[tuple, list[Frame]] = {}
+        for frame in sorted(self.frames.values(), key=lambda f: f.id):
+            groups.setdefault(frame.code_key, []).append(frame)
+        for n, frames in enumerate(groups.values()):
+            for attempt, frame in enumerate(frames):
+                frame.compile_id = f"{n}/{attempt}"
+        return list(groups.values())
 
     def break_sites(self) -> list[BreakSite]:
         return break_sites([self])
@@ -128,6 +146,7 @@ def load_file(path: Path) -> Trace:
             reader = _READERS.get(record["event"])
             if reader is not None:
                 reader(trace, resolve(record), text)
+    trace.compile_groups()
     return trace
 
 

@@ -106,11 +106,56 @@ def _process(trace: Trace, n: int) -> str:
         heading=e(f"Process {trace.process.get('pid', '?')} ({trace.path.name})"),
         chart=stage_chart(trace.stage_totals()),
         per_graph=_per_graph(trace),
+        tree=compile_tree(trace, pid),
         index=_index(trace, frames, pid),
         frames="\n".join(_frame(trace, f, pid) for f in frames),
         caches=_caches(trace),
         fallbacks=_fallbacks(trace),
         autotune=_autotune(trace, pid),
+    )
+
+
+def compile_tree(trace: Trace, pid: str) -> str:
+    """frame (code) -> its compiles (id, recompile reason) -> their graphs -> kernels."""
+    items = []
+    for frames in trace.compile_groups():
+        first = frames[0]
+        compiles = "".join(_compile_item(trace, f, pid) for f in frames)
+        items.append(
+            f'<li class="tree-frame">frame {e(first.compile_id.split("/")[0])}: '
+            f"<code>{e(first.code.get('qualname', '?'))}</code> ({e(_where(first))})"
+            f"<ul>{compiles}</ul></li>"
+        )
+    if not items:
+        return '<p class="empty">No frames compiled.</p>'
+    return f'<ul class="compile-tree" id="{pid}-compile-tree">{"".join(items)}</ul>'
+
+
+def _compile_item(trace: Trace, frame: Frame, pid: str) -> str:
+    why = ""
+    if frame.recompile:
+        why = f' <span class="why">recompiled: {e(frame.recompile)}</span>'
+    elif frame.skipped is not None:
+        why = f' <span class="why">ran eagerly: {e(frame.skipped)}</span>'
+    graphs = [trace.graphs[g] for g in frame.graphs if g in trace.graphs]
+    inner = "".join(_graph_item(trace, g) for g in graphs)
+    return (
+        f'<li class="tree-compile"><a href="#{pid}-frame-{frame.id}">'
+        f"<b>{e(frame.compile_id)}</b></a>{why}" + (f"<ul>{inner}</ul>" if inner else "") + "</li>"
+    )
+
+
+def _graph_item(trace: Trace, graph: Graph) -> str:
+    children = sorted((g for g in trace.graphs.values() if g.parent == graph.id),
+                      key=lambda g: g.id)  # fmt: skip
+    kernels = ", ".join(k.get("name", "?") for k in graph.kernels)
+    listed = f' <span class="tree-kernels">kernels: {e(kernels)}</span>' if kernels else ""
+    inner = "".join(_graph_item(trace, c) for c in children)
+    return (
+        f'<li class="tree-graph">graph {graph.id}: '
+        f"{e(GRAPH_LABELS.get(graph.stage, graph.stage))}, {len(graph.rows)} nodes{listed}"
+        + (f"<ul>{inner}</ul>" if inner else "")
+        + "</li>"
     )
 
 
@@ -184,14 +229,15 @@ def _index(trace: Trace, frames: list[Frame], pid: str) -> str:
         search = e(f"{f.code.get('qualname', '')} {f.code.get('file', '')}")
         rows.append(
             f'<tr class="frame-row" data-name="{search}"><td class="num">{n}</td>'
+            f"<td>{e(f.compile_id)}</td>"
             f'<td><a href="#{fid}"><code>{e(f.code.get("qualname", "?"))}</code></a></td>'
             f'<td>{e(_where(f))}</td><td class="num">{len(f.graphs)}</td>'
             f'<td class="num">{len(f.breaks)}</td><td class="num">{1 if f.recompile else 0}</td>'
             f'<td class="num">{sum(f.stages.values()) + _frame_graph_seconds(trace, f):.3f}</td>'
             f"<td>{e(status)}</td></tr>"
         )
-    head = "".join(f"<th>{h}</th>" for h in ("#", "function", "where", "graphs", "breaks",
-                                             "recompile", "compile s", "status"))  # fmt: skip
+    head = "".join(f"<th>{h}</th>" for h in ("#", "compile id", "function", "where", "graphs",
+                                             "breaks", "recompile", "compile s", "status"))  # fmt: skip
     return (f'<table id="{pid}-frame-index" class="frame-index"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
 
@@ -217,6 +263,7 @@ def _frame(trace: Trace, frame: Frame, pid: str) -> str:
         status=" ".join(status),
         search=e(f"{frame.code.get('qualname', '')} {frame.code.get('file', '')}"),
         number=frame.id,
+        compile_id=e(frame.compile_id),
         name=e(frame.code.get("qualname", "?")),
         where=e(f"{frame.code.get('file', '?')}:{frame.code.get('line', '?')}"),
         recompile=recompile,
