@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -13,7 +14,7 @@ import torch
 
 import ember
 import ember.trace
-from ember.report import load, render
+from ember.report import load, render, write_report
 from ember.report.highlight import highlight
 from ember.report.load import Trace
 from ember.report.suggest import suggest
@@ -267,3 +268,72 @@ def test_the_compile_tree_holds_frames_compiles_graphs_and_kernels(trace_dir):
     assert parsed.classes.count("tree-frame") == 3
     assert parsed.classes.count("tree-compile") == len(trace.frames)
     assert parsed.classes.count("tree-graph") == len(trace.graphs)
+
+
+def scaled_step(a, b):
+    """A graph break (data-dependent branch) and, compiled with dynamic=True, a size symbol."""
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+@pytest.fixture(scope="module")
+def inductor_trace(tmp_path_factory):
+    """scaled_step through the inductor backend on a cold cache, sizes 8, 9 and 10."""
+    directory = tmp_path_factory.mktemp("inductor")
+    saved = os.environ.get("EMBER_CACHE_DIR")
+    os.environ["EMBER_CACHE_DIR"] = str(directory / "cache")
+    ember.reset()
+    ember.config.trace_dir = str(directory / "trace")
+    try:
+        compiled = ember.compile(scaled_step, dynamic=True)
+        for n in (8, 9, 10):
+            a, b = torch.randn(n), -torch.rand(n)
+            torch.testing.assert_close(compiled(a, b), scaled_step(a, b))
+        assert ember.counters["inductor"]["forward_graphs"] == 2  # one per side of the break
+    finally:
+        ember.config.trace_dir = None
+        ember.trace.close()
+        if saved is None:
+            os.environ.pop("EMBER_CACHE_DIR", None)
+        else:
+            os.environ["EMBER_CACHE_DIR"] = saved
+    return directory
+
+
+def _nested(events: list[dict]) -> None:
+    """Complete events of one thread: each lies within the one it starts in, or after it."""
+    by_thread: dict = {}
+    for ev in sorted(events, key=lambda ev: (ev["ts"], -ev["dur"])):
+        by_thread.setdefault(ev["tid"], []).append(ev)
+    for evs in by_thread.values():
+        open_ends: list[int] = []
+        for ev in evs:
+            while open_ends and open_ends[-1] <= ev["ts"]:
+                open_ends.pop()
+            end = ev["ts"] + ev["dur"]
+            assert not open_ends or end <= open_ends[-1], f"{ev} overlaps its parent"
+            open_ends.append(end)
+
+
+def test_the_timeline_is_chrome_trace_json_of_nested_stages(inductor_trace, tmp_path):
+    page = write_report(inductor_trace / "trace", tmp_path / "report.html")
+    (timeline,) = tmp_path.glob("report.*.trace.json")
+    assert f'href="{timeline.name}"' in page.read_text()
+    data = json.loads(timeline.read_text())
+    events = [ev for ev in data["traceEvents"] if ev["ph"] == "X"]
+    assert all(isinstance(ev["ts"], int) and ev["dur"] >= 0 and "pid" in ev and "tid" in ev
+               for ev in events)  # fmt: skip
+    names = {ev["name"] for ev in events}
+    assert {"trace", "backend", "aot", "passes", "decompose", "lower", "schedule", "codegen",
+            "cpp_build"} <= names  # fmt: skip
+    assert any(ev["cat"] == "build" and ev["name"].startswith("build kernels") for ev in events)
+    _nested(events)
+    compiles = {ev["args"].get("compile_id") for ev in events if ev["name"] == "trace"}
+    assert compiles == {"0/0", "1/0"}
+    # a stage of the pipeline lies within its frame's trace span
+    (lower, *_) = [ev for ev in events if ev["name"] == "lower"]
+    trace = next(ev for ev in events if ev["name"] == "trace" and ev["tid"] == lower["tid"]
+                 and ev["ts"] <= lower["ts"] <= ev["ts"] + ev["dur"])  # fmt: skip
+    assert lower["ts"] + lower["dur"] <= trace["ts"] + trace["dur"]

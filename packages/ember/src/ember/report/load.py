@@ -56,6 +56,7 @@ class Trace:
     fallbacks: list[dict] = field(default_factory=list)
     stages: list[dict] = field(default_factory=list)
     autotune: list[dict] = field(default_factory=list)  # backend="autotune" decisions
+    spans: list[dict] = field(default_factory=list)  # timed stages and builds (the timeline)
 
     def frame(self, fid: int) -> Frame:
         return self.frames.setdefault(fid, Frame(fid))
@@ -227,6 +228,10 @@ def _autotune(trace: Trace, r: dict, text) -> None:
     trace.autotune.append(r)
 
 
+def _span(trace: Trace, r: dict, text) -> None:
+    trace.spans.append(r)
+
+
 _READERS = {
     "process": _process,
     "graph": _graph,
@@ -240,4 +245,5 @@ _READERS = {
     "cache": _cache,
     "fallback": _fallback,
     "autotune": _autotune,
+    "span": _span,
 }

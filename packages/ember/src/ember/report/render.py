@@ -46,8 +46,14 @@ def table(header: list[str], rows: list[list[str]], cls: str = "", raw: bool = F
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def render(traces: list[Trace], title: str = "Ember compile report") -> str:
-    body = "\n".join(_process(t, n) for n, t in enumerate(traces))
+def render(
+    traces: list[Trace], title: str = "Ember compile report", timelines: list[str] | None = None
+) -> str:
+    """The page; `timelines`: each trace's Chrome-trace file, relative to the page (linked)."""
+    links = timelines or [""] * len(traces)
+    body = "\n".join(
+        _process(t, n, link) for n, (t, link) in enumerate(zip(traces, links, strict=True))
+    )
     frames = sum(len(t.frames) for t in traces)
     graphs = sum(sum(1 for g in t.graphs.values() if g.stage == "torch") for t in traces)
     breaks = sum(len(f.breaks) for t in traces for f in t.frames.values())
@@ -98,11 +104,20 @@ def _break_sites(traces: list[Trace]) -> str:
             + "</section>")  # fmt: skip
 
 
-def _process(trace: Trace, n: int) -> str:
+def _timeline_link(link: str, pid: str) -> str:
+    if not link:
+        return ""
+    return (f'<p class="timeline">Timeline of every compile (stages, kernel builds): '
+            f'<a id="{pid}-timeline" href="{e(link)}" download>{e(link)}</a>; open it in '
+            "chrome://tracing or ui.perfetto.dev (Open trace file).</p>")  # fmt: skip
+
+
+def _process(trace: Trace, n: int, link: str = "") -> str:
     pid = f"p{n}"
     frames = sorted(trace.frames.values(), key=lambda f: f.id)
     return _template("process.html").substitute(
         pid=pid,
+        timeline=_timeline_link(link, pid),
         heading=e(f"Process {trace.process.get('pid', '?')} ({trace.path.name})"),
         chart=stage_chart(trace.stage_totals()),
         per_graph=_per_graph(trace),
