@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -271,8 +272,9 @@ def test_the_compile_tree_holds_frames_compiles_graphs_and_kernels(trace_dir):
 
 
 def scaled_step(a, b):
-    """A graph break (data-dependent branch) and, compiled with dynamic=True, a size symbol."""
-    x = a / (torch.abs(a) + 1)
+    """A graph break (data-dependent branch); compiled with dynamic=True, size symbols for
+    a's two dimensions; reductions over each of them (kernels the scheduler cannot fuse)."""
+    x = a.sum(0).sum() + a.sum(1)
     if b.sum() < 0:
         b = b * -1
     return x * b
@@ -289,7 +291,7 @@ def inductor_trace(tmp_path_factory):
     try:
         compiled = ember.compile(scaled_step, dynamic=True)
         for n in (8, 9, 10):
-            a, b = torch.randn(n), -torch.rand(n)
+            a, b = torch.randn(n, 3), -torch.rand(n)
             torch.testing.assert_close(compiled(a, b), scaled_step(a, b))
         assert ember.counters["inductor"]["forward_graphs"] == 2  # one per side of the break
     finally:
@@ -337,3 +339,38 @@ def test_the_timeline_is_chrome_trace_json_of_nested_stages(inductor_trace, tmp_
     trace = next(ev for ev in events if ev["name"] == "trace" and ev["tid"] == lower["tid"]
                  and ev["ts"] <= lower["ts"] <= ev["ts"] + ev["dur"])  # fmt: skip
     assert lower["ts"] + lower["dur"] <= trace["ts"] + trace["dur"]
+
+
+def test_each_prim_graph_shows_its_loop_ir_and_fusion_decisions(inductor_trace):
+    (trace,) = load(inductor_trace / "trace")
+    prims = [g for g in trace.graphs.values() if g.stage.startswith("aot_")]
+    assert len(prims) == 2
+    for graph in prims:
+        assert "# operations" in graph.loop_ir and "# outputs" in graph.loop_ir
+        assert graph.kernel_groups.startswith("kernel0: loops [")
+    first = min(prims, key=lambda g: g.id)  # reductions over either dimension of a
+    assert any(line.startswith("fuse ") for line in first.fusion), first.fusion
+    assert any(line.startswith("no fusion of ") and ": " in line for line in first.fusion)
+    page = render([trace])
+    parsed = Elements()
+    parsed.feed(page)
+    assert parsed.classes.count("loop-ir") == parsed.classes.count("fusion") == 2
+    assert "<td>fused</td>" in page and "<td>not fused</td>" in page
+
+
+def test_fusion_lines_are_captured_without_reaching_other_handlers(tmp_path, caplog):
+    """With no EMBER_LOGS listener the scheduler's INFO lines go to the trace only."""
+    from ember.trace.kernels import FUSION_LOG, captured_log
+
+    logger = logging.getLogger(FUSION_LOG)
+    before = (logger.level, logger.propagate)
+    ember.config.trace_dir = str(tmp_path)
+    ember.trace.configure()
+    try:
+        with caplog.at_level(logging.WARNING), captured_log(FUSION_LOG) as lines:
+            logging.getLogger(FUSION_LOG).info("fuse %s into %s", "a", "b")
+    finally:
+        ember.config.trace_dir = None
+        ember.trace.close()
+    assert lines == ["fuse a into b"] and not caplog.records
+    assert (logger.level, logger.propagate) == before

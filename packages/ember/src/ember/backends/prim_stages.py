@@ -29,7 +29,13 @@ from ember.backends.inductor_target import MixedDeviceGraph, codegen_target, dev
 from ember.backends.size_specialization import has_symbolic_sizes
 from ember.backends.symbolic_key import shape_env_of
 from ember.stats import counters
-from ember.trace.kernels import emit_fallbacks, emit_kernels
+from ember.trace.kernels import (
+    FUSION_LOG,
+    captured_log,
+    emit_fallbacks,
+    emit_kernels,
+    emit_loop_ir,
+)
 from ember_aot_autograd import INPUT_WRITES_META
 from ember_aot_autograd.passes import HostSplit, move_scalar_work, split_host_outputs
 
@@ -157,7 +163,11 @@ def lower_graph(work: PrimGraph) -> None:
 
 def schedule_graph(work: PrimGraph) -> None:
     """Fusion into kernels and the buffer plan (outputs written in place counted)."""
-    work.scheduled = ember_inductor_ir.schedule(work.lowering)
+    with captured_log(FUSION_LOG) as fusion:  # the decisions, for the compile report
+        work.scheduled = ember_inductor_ir.schedule(work.lowering)
+    if fusion is not None:
+        emit_loop_ir(work.gm, ember_inductor_ir.dump_lowering(work.lowering),
+                     work.scheduled.describe(), fusion)  # fmt: skip
     in_place = sum(a.in_place for a in work.scheduled.allocations.values())
     if in_place:  # outputs written into the inputs they go back to (reuse.py)
         counters["inductor"]["outputs_written_in_place"] += in_place

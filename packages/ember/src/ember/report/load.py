@@ -20,6 +20,9 @@ class Graph:
     stages: dict[str, float] = field(default_factory=dict)  # compile seconds by stage
     kernels: list[dict] = field(default_factory=list)  # the kernels compiled from it
     wrapper: str | None = None
+    loop_ir: str = ""  # the lowered graph (loop IR) as text
+    kernel_groups: str = ""  # the schedule: each kernel group's loops and members
+    fusion: list[str] = field(default_factory=list)  # the scheduler's decisions, in order
 
 
 @dataclass
@@ -210,6 +213,13 @@ def _kernels(trace: Trace, r: dict, text) -> None:
     graph.wrapper = text(r.get("wrapper")) or None
 
 
+def _loop_ir(trace: Trace, r: dict, text) -> None:
+    graph = trace.graphs.get((r.get("prim_graph") or {}).get("graph_id"))
+    if graph is not None:
+        graph.loop_ir, graph.kernel_groups = text(r.get("loop_ir")), text(r.get("kernel_groups"))
+        graph.fusion = [text(line) for line in r.get("fusion", [])]
+
+
 def _cache(trace: Trace, r: dict, text) -> None:
     trace.caches.append(r)
 
@@ -246,4 +256,5 @@ _READERS = {
     "fallback": _fallback,
     "autotune": _autotune,
     "span": _span,
+    "loop_ir": _loop_ir,
 }

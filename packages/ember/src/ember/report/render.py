@@ -368,9 +368,37 @@ def _graph(trace: Trace, graph: Graph, depth: int = 0) -> str:
         + (f'<div class="kernels"><h4>Kernels ({len(graph.kernels)})</h4>{kernels}</div>'
            if graph.kernels else "")
         + wrapper
+        + _loop_ir(graph)
         + "".join(_graph(trace, c, depth + 1) for c in children)
         + "</details>"
     )  # fmt: skip
+
+
+# The scheduler's log lines (ember.fusion) by what they decided.
+FUSION_KINDS = (("fuse ", "fused"), ("no fusion", "not fused"), ("dead code", "removed"),
+                ("buffer reuse", "reuse"), ("in place", "in place"),
+                ("not in place", "not in place"))  # fmt: skip
+
+
+def fusion_kind(line: str) -> str:
+    return next((kind for prefix, kind in FUSION_KINDS if line.startswith(prefix)), "")
+
+
+def _loop_ir(graph: Graph) -> str:
+    """A prim graph's loop IR, kernel groups and fusion decisions (fused, refused: why)."""
+    if not (graph.loop_ir or graph.kernel_groups or graph.fusion):
+        return ""
+    rows = [[fusion_kind(line), line] for line in graph.fusion]
+    fused = sum(1 for row in rows if row[0] == "fused")
+    refused = sum(1 for row in rows if row[0] == "not fused")
+    return (
+        f'<details class="loop-ir"><summary>Loop IR</summary><pre class="code">'
+        f"{e(graph.loop_ir)}</pre></details>"
+        f'<details class="kernel-groups"><summary>Kernel groups</summary><pre class="code">'
+        f"{e(graph.kernel_groups)}</pre></details>"
+        f'<details class="fusion"><summary>Fusion decisions ({fused} fused, {refused} not '
+        f"fused)</summary>" + table(["decision", "detail"], rows, "fusion-decisions") + "</details>"
+    )
 
 
 def _kernel(kernel: dict) -> str:

@@ -2,10 +2,52 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from ember.trace import active
 from ember.trace.hooks import emit
+
+FUSION_LOG = "ember.fusion"  # the scheduler's decisions (fused, refused and why)
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def captured_log(name: str) -> Iterator[list[str] | None]:
+    """The INFO lines logged on `name` inside the block, while a trace is written (None
+    otherwise). Where nobody listens at INFO the lines are captured without reaching any
+    other handler; where someone does (EMBER_LOGS) they still reach it."""
+    if active() is None:
+        yield None
+        return
+    logger, handler = logging.getLogger(name), _Lines()
+    saved = (logger.level, logger.propagate)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = saved
+
+
+def emit_loop_ir(gm: Any, loop_ir: str, kernel_groups: str, fusion: list[str] | None) -> None:
+    """A prim graph's loop IR, its kernel groups and the fusion decisions that made them."""
+    if active() is not None:
+        emit("loop_ir", prim_graph=gm, loop_ir=loop_ir, kernel_groups=kernel_groups,
+             fusion=list(fusion or ()))  # fmt: skip
 
 
 def _origins(group: Any) -> list[str]:
