@@ -374,3 +374,21 @@ def test_fusion_lines_are_captured_without_reaching_other_handlers(tmp_path, cap
         ember.trace.close()
     assert lines == ["fuse a into b"] and not caplog.records
     assert (logger.level, logger.propagate) == before
+
+
+def test_dynamic_sizes_are_listed_with_their_sources_and_guards(inductor_trace):
+    (trace,) = load(inductor_trace / "trace")
+    first = trace.frames[min(trace.frames)]
+    by_name = {s["symbol"]: s for s in first.symbols}
+    assert set(by_name) == {"s0", "s1"}  # a's two dimensions (b's is the same as a's first)
+    assert by_name["s0"]["sources"][0] == "L['a'].size()[0]" and by_name["s0"]["value"] == "8"
+    assert by_name["s1"]["sources"][0] == "L['a'].size()[1]" and by_name["s1"]["value"] == "3"
+    s0_guards = [g["text"] for g in first.symbol_guards("s0")]
+    assert "s0 >= 2" in s0_guards and any("L['b'].size()[0]" in g for g in s0_guards)
+    assert all("s0" not in g["text"] for g in first.symbol_guards("s1"))
+    page = render([trace])
+    parsed = Elements()
+    parsed.feed(page)
+    assert parsed.classes.count("symbols") == 2 * len([f for f in trace.frames.values()
+                                                       if f.symbols])  # fmt: skip
+    assert "Dynamic sizes (2 symbols)" in page and "L[&#x27;a&#x27;].size()[1]" in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,18 @@ class Frame:
     recompile: str | None = None
     guards: list[dict] = field(default_factory=list)
     shape_guards: list[dict] = field(default_factory=list)
+    symbols: list[dict] = field(default_factory=list)  # size symbols: sources, value, range
     guard_source: str = ""
     bytecode: tuple[str, str] = ("", "")
     stages: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None  # ran eagerly: why
     t: float = 0.0
     compile_id: str = "?"  # "code/attempt": "0/0", "0/1" its recompile, "1/0" the next code
+
+    def symbol_guards(self, symbol: str) -> list[dict]:
+        """The shape guards on one size symbol (those whose condition names it)."""
+        word = re.compile(rf"\b{re.escape(symbol)}\b")
+        return [g for g in self.shape_guards if word.search(str(g.get("text", "")))]
 
     @property
     def code_key(self) -> tuple:
@@ -180,6 +187,7 @@ def _bytecode(trace: Trace, r: dict, text) -> None:
 def _guards(trace: Trace, r: dict, text) -> None:
     frame = trace.frame(r["frame"])
     frame.guards, frame.shape_guards = r.get("guards", []), r.get("shape_guards", [])
+    frame.symbols = r.get("symbols", [])
     frame.guard_source = text(r.get("source"))
 
 

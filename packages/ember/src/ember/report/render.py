@@ -285,6 +285,7 @@ def _frame(trace: Trace, frame: Frame, pid: str) -> str:
         breaks="".join(_break(b) for b in frame.breaks),
         source=_source(frame),
         graphs=_graphs(trace, frame),
+        symbols=_symbols(frame),
         guards=_guards(frame),
         original=highlight(frame.bytecode[0], "text"),
         rewritten=highlight(frame.bytecode[1], "text"),
@@ -417,6 +418,25 @@ def _graphs(trace: Trace, frame: Frame) -> str:
     if not graphs:
         return ""
     return "<h4>Graphs</h4>" + "".join(_graph(trace, g) for g in graphs)
+
+
+def _symbols(frame: Frame) -> str:
+    """The frame's dynamic sizes: each symbol, where it was read, its value, the guards on it."""
+    if not frame.symbols:
+        return ""
+    rows = []
+    for sym in frame.symbols:
+        name = str(sym.get("symbol", "?"))
+        guards = "<br>".join(
+            f"<code>{e(str(g.get('text', '')))}</code>" for g in frame.symbol_guards(name)
+        )
+        sources = "<br>".join(f"<code>{e(s)}</code>" for s in sym.get("sources") or [])
+        rows.append([f"<b>{e(name)}</b>", sources, e(str(sym.get("value", ""))),
+                     e(str(sym.get("range", ""))), guards])  # fmt: skip
+    return (f'<div class="symbols"><h4>Dynamic sizes ({len(rows)} symbols)</h4>'
+            + table(["symbol", "read from", "example value", "range", "guards on it"], rows,
+                    "symbols", raw=True)
+            + "</div>")  # fmt: skip
 
 
 def _guards(frame: Frame) -> str:
