@@ -392,3 +392,58 @@ def test_dynamic_sizes_are_listed_with_their_sources_and_guards(inductor_trace):
     assert parsed.classes.count("symbols") == 2 * len([f for f in trace.frames.values()
                                                        if f.symbols])  # fmt: skip
     assert "Dynamic sizes (2 symbols)" in page and "L[&#x27;a&#x27;].size()[1]" in page
+
+
+def _run_traced(trace: Path, cache: Path, dynamic: bool) -> subprocess.CompletedProcess:
+    script = WARM_RUN.format(tests=str(Path(__file__).parent), trace=str(trace), dynamic=dynamic)
+    env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+WARM_RUN = """
+import sys, torch, ember, ember.trace
+sys.path.insert(0, {tests!r})
+from test_report import scaled_step
+ember.config.trace_dir = {trace!r}
+compiled = ember.compile(scaled_step, dynamic={dynamic})
+for n in (8, 9, 10):
+    a, b = torch.randn(n, 3), -torch.rand(n)
+    torch.testing.assert_close(compiled(a, b), scaled_step(a, b))
+ember.trace.close()
+print(dict(ember.counters["inductor"]))
+"""
+
+
+def test_a_warm_start_still_shows_fusion_aot_graphs_and_loop_ir(inductor_trace, tmp_path):
+    """A second process, its code from the artifact cache the first one filled: the kernels'
+    fused nodes, the aot graphs and their loop IR are on the page as on a cold compile."""
+    done = _run_traced(tmp_path / "trace", inductor_trace / "cache", dynamic=True)
+    assert "'codegen_cache_hits': 2" in done.stdout and "codegen_cache_misses" not in done.stdout
+    (cold,) = load(inductor_trace / "trace")
+    (warm,) = load(tmp_path / "trace")
+
+    def shown(trace):
+        prims = sorted((g for g in trace.graphs.values() if g.stage.startswith("aot_")),
+                       key=lambda g: g.id)  # fmt: skip
+        return [(g.stage, {k["name"]: k["fused_nodes"] for k in g.kernels}, g.kernel_groups,
+                 bool(g.loop_ir), bool(g.fusion)) for g in prims]  # fmt: skip
+
+    assert shown(warm) == shown(cold)
+    assert all(k["fused_nodes"] for g in warm.graphs.values() for k in g.kernels)
+    assert "fuses: —" not in render([warm])
+
+
+def test_a_warm_start_from_the_aot_cache_records_its_aot_graphs(tmp_path):
+    """Static sizes: the warm process finds the prim graphs in the aot artifact cache (no
+    aot trace at all); they are rebuilt from their stored source for the trace."""
+    _run_traced(tmp_path / "cold", tmp_path / "cache", dynamic=False)
+    done = _run_traced(tmp_path / "warm", tmp_path / "cache", dynamic=False)
+    assert "'cache_hits': 6" in done.stdout  # the aot level: 2 graphs for each of 3 sizes
+    (warm,) = load(tmp_path / "warm")
+    prims = [g for g in warm.graphs.values() if g.stage.startswith("aot_")]
+    assert len(prims) == 6 and all(g.parent is not None and g.rows for g in prims)
+    assert all(k["fused_nodes"] for g in prims for k in g.kernels)
+    assert all(g.loop_ir and g.kernel_groups for g in prims)
