@@ -38,7 +38,11 @@ def test_run_jobs_keeps_order_and_reports_k_of_n(events, count):
     assert results == [i * i for i in range(count)]
     done = [p["done"] for kind, p in events.seen if kind == "kernels_built"]
     assert done == list(range(count + 1))  # 0 at the start, then one per finished job
-    assert {p["total"] for _, p in events.seen} == {count}
+    assert {p["total"] for kind, p in events.seen if kind == "kernels_built"} == {count}
+    spans = [p for kind, p in events.seen if kind == "build_span"]  # the compile's timeline
+    assert sorted(p["name"] for p in spans) == [f"build kernels {i}/{count}"
+                                                for i in range(1, count + 1)]  # fmt: skip
+    assert all(p["start"] <= p["end"] and p["thread"] for p in spans)
 
 
 def test_first_failing_job_raises(events):
@@ -47,7 +51,9 @@ def test_first_failing_job_raises(events):
 
     with pytest.raises(ValueError, match="broken kernel"):
         run_jobs([lambda: 1, bad, lambda: 3])
-    assert [p["done"] for _, p in events.seen][-1] == 3  # every job finished and was counted
+    assert [p["done"] for k, p in events.seen if k == "kernels_built"][
+        -1
+    ] == 3  # every job finished and was counted
 
 
 def test_silent_unless_a_listener_turned_events_on():

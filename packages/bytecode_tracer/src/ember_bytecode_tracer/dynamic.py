@@ -259,6 +259,16 @@ class DynamicTrace:
             return []
         return self.env.render_guards()
 
+    def symbols(self) -> list[dict[str, Any]]:
+        """Each size symbol of the trace: its name, the sources it was read from (the first
+        one is what its guards read), its example value and its range, as plain data."""
+        env = self.env
+        return [
+            {"symbol": str(s), "sources": [str(src) for src in env.var_to_sources.get(s, ())],
+             "value": str(env.var_to_val.get(s, "?")), "range": str(env.ranges.get(s, ""))}
+            for s in env.var_to_sources
+        ]  # fmt: skip
+
     def wrap_guard(self, guard: CompiledGuard, f_globals: dict[str, Any]) -> Any:
         """The frame's compiled guard joined with the shape guards (if any)."""
         rendered = self.shape_guards()
@@ -267,7 +277,7 @@ class DynamicTrace:
                 log.info("guard: %s  # %s (added at %s)", g.code, g.expr, g.where or "?")
         if not rendered:
             return guard
-        return ShapeGuardedCheck(guard, rendered, f_globals)
+        return ShapeGuardedCheck(guard, rendered, f_globals, self.symbols())
 
     def log_new_symbols(self) -> None:
         if not log.isEnabledFor(logging.INFO):
@@ -287,9 +297,16 @@ class ShapeGuardedCheck:
     The tensor/type guards run first (they establish that `L['x']` is a tensor of the
     expected rank), then the shape conditions, compiled into the same lambda."""
 
-    def __init__(self, base: CompiledGuard, rendered: list[es.RenderedGuard], f_globals: dict):
+    def __init__(
+        self,
+        base: CompiledGuard,
+        rendered: list[es.RenderedGuard],
+        f_globals: dict,
+        symbols: list[dict[str, Any]] | None = None,
+    ):
         self.base = base
         self.rendered = rendered
+        self.symbols = list(symbols or ())  # the size symbols (for reports): TraceShapes.symbols
         self._scope = {"G": f_globals, "math": math}
         shape_body = " and ".join(f"({g.code})" for g in rendered)
         base_check = base.check

@@ -19,11 +19,12 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ember_events import emit
+from ember_events import emit, on
 
 ENV_WORKERS = "EMBER_COMPILE_WORKERS"
 MAX_DEFAULT_WORKERS = 32
@@ -87,10 +88,28 @@ def progress_counter(total: int, what: str = "kernels") -> Callable[[], None]:
     return tick
 
 
+def timed_job(job: Callable[[], T], name: str) -> Callable[[], T]:
+    """The job, its run reported as a `build_span` event (`start`/`end`: perf_counter
+    seconds, `thread`: the worker's name) when a listener is on: a compile's timeline."""
+    if not on():
+        return job
+
+    def run() -> T:
+        start = time.perf_counter()
+        try:
+            return job()
+        finally:
+            emit("build_span", name=name, start=start,
+                 end=time.perf_counter(), thread=threading.current_thread().name)  # fmt: skip
+
+    return run
+
+
 def run_jobs(jobs: Sequence[Callable[[], T]], what: str = "kernels") -> list[T]:
     """The jobs' results in order, run on the compile pool (a single job inline: no pool
     round trip), each finished one reported; the first failing job's error is re-raised."""
     tick = progress_counter(len(jobs), what)
+    jobs = [timed_job(job, f"build {what} {n + 1}/{len(jobs)}") for n, job in enumerate(jobs)]
     if len(jobs) == 1:
         result = jobs[0]()
         tick()

@@ -13,7 +13,7 @@ import torch
 
 from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.exc import CodegenError
-from ember_codegen.workers import progress_counter
+from ember_codegen.workers import progress_counter, timed_job
 from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
 from ember_codegen.wrapper.runtime import call_without_autocast
 from ember_codegen.wrapper.size_bindings import bound, concrete
@@ -283,7 +283,7 @@ def compile_parallel(
     tick = progress_counter(len(items))  # each built binary reported (the progress line)
 
     def warm_and_report(item: tuple[GroupKernels, TritonKernel, tuple[int]]) -> None:
-        warm(item)
+        timed_job(lambda: warm(item), f"build {item[1].name}")()
         tick()
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:

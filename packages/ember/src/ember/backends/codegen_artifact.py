@@ -123,7 +123,8 @@ class CodegenArtifacts:
     def __init__(self) -> None:
         self.store = ArtifactDir(LEVEL)
 
-    def load(self, key: str, env: Any = None) -> tuple[Any, dict] | None:
+    def load(self, key: str, env: Any = None) -> tuple[Any, dict, dict] | None:
+        """(compiled graph, its aten fallbacks, its notes for the compile report) or None."""
         payload = self.store.load(key)
         if payload is None:
             return None
@@ -131,7 +132,9 @@ class CodegenArtifacts:
             log.info("codegen artifact %s: its guards fail on these sizes", key)
             return None
         compiled = from_payload(payload, str(self.store.path(key)))
-        return None if compiled is None else (compiled, payload["aten_fallbacks"])
+        if compiled is None:
+            return None
+        return compiled, payload["aten_fallbacks"], dict(payload.get("report") or {})
 
     def save(
         self,
@@ -139,8 +142,13 @@ class CodegenArtifacts:
         compiled: Any,
         aten_fallbacks: dict[str, int],
         guards: Sequence[str] = (),
+        notes: dict | None = None,
     ) -> None:
+        """`notes`: text for the compile report (each kernel's fused nodes, the kernel
+        groups, the loop IR and fusion decisions where recorded), shown again on a hit."""
         payload = to_payload(compiled, aten_fallbacks)
         if guards:
             payload["guards"] = list(guards)
+        if notes:
+            payload["report"] = dict(notes)
         self.store.save(key, payload)

@@ -46,7 +46,7 @@ from ember.backends.prim_stages import PrimGraph, finished_runner, lint
 from ember.backends.registry import register_backend, register_backend_configuration
 from ember.backends.saved_layouts import SavedLayouts
 from ember.backends.size_specialization import SizeSpecializer, has_symbolic_sizes
-from ember.trace.kernels import emit_kernels
+from ember.trace.kernels import emit_kernels, traced_graph
 from ember_aot_autograd import (
     INPUT_WRITES_META,
     aot_module,
@@ -168,8 +168,8 @@ def compile_graph_source(
         source, codegen_cache.target_key(target, settings, kind, writes)
     )
     if hit is not None:
-        compiled, aten = hit
-        emit_kernels(None, None, compiled, target)
+        compiled, aten, notes = hit
+        emit_kernels(traced_graph(kind, source), None, compiled, target, notes)
         return finished_runner(kind, compiled, target, settings, writes, aten)
     gm = graph_from_source(source)
     gm.meta[INPUT_WRITES_META] = writes

@@ -65,22 +65,25 @@ def codegen_key(gm: torch.fx.GraphModule, target: str) -> str | None:  # target:
         return None
 
 
-def lookup(key: str, env: Any = None) -> tuple[Any, dict] | None:
-    """(compiled code, the aten ops its graph keeps) stored under `key`, or None."""
+def lookup(key: str, env: Any = None) -> tuple[Any, dict, dict] | None:
+    """(compiled code, the aten ops its graph keeps, its report notes) stored under `key`,
+    or None."""
     hit = CodegenArtifacts().load(key, env)
     if hit is not None:
         artifact_cache.count("hits", "codegen_")
     return hit
 
 
-def lookup_source(source: GraphSource, target: str) -> tuple[Any, dict] | None:
+def lookup_source(source: GraphSource, target: str) -> tuple[Any, dict, dict] | None:
     """As lookup, for a graph the aot artifact cache stored as source."""
     return lookup(graph_key(source, target))
 
 
-def store(key: str, compiled: Any, gm: torch.fx.GraphModule, env: Any) -> None:
+def store(
+    key: str, compiled: Any, gm: torch.fx.GraphModule, env: Any, notes: dict | None = None
+) -> None:
     try:
-        CodegenArtifacts().save(key, compiled, aten_ops(gm), condition_guards(env))
+        CodegenArtifacts().save(key, compiled, aten_ops(gm), condition_guards(env), notes)
         artifact_cache.count("misses", "codegen_")
     except NotCacheable as reason:
         log.info("codegen artifact cache bypassed: %s", reason)

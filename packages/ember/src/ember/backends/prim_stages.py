@@ -29,7 +29,14 @@ from ember.backends.inductor_target import MixedDeviceGraph, codegen_target, dev
 from ember.backends.size_specialization import has_symbolic_sizes
 from ember.backends.symbolic_key import shape_env_of
 from ember.stats import counters
-from ember.trace.kernels import emit_fallbacks, emit_kernels
+from ember.trace.kernels import (
+    FUSION_LOG,
+    captured_log,
+    emit_fallbacks,
+    emit_kernels,
+    emit_loop_ir,
+    kernel_notes,
+)
 from ember_aot_autograd import INPUT_WRITES_META
 from ember_aot_autograd.passes import HostSplit, move_scalar_work, split_host_outputs
 
@@ -64,6 +71,7 @@ class PrimGraph:
     env: Any = None  # the shape env of its sizes, where keyed
     lowering: Any = None
     scheduled: Any = None
+    notes: dict = field(default_factory=dict)  # for the compile report, kept with the code
     runner: Callable | None = field(default=None, repr=False)  # set when the graph is done
 
 
@@ -132,8 +140,8 @@ def look_up_code(work: PrimGraph) -> None:
     work.env = shape_env_of(work.gm)
     hit = codegen_cache.lookup(work.key, work.env)
     if hit is not None:
-        compiled, aten = hit
-        emit_kernels(work.gm, None, compiled, work.target)
+        compiled, aten, notes = hit
+        emit_kernels(work.gm, None, compiled, work.target, notes)
         work.runner = finished_runner(
             work.kind, compiled, work.target, work.settings, work.writes, aten
         )
@@ -157,7 +165,12 @@ def lower_graph(work: PrimGraph) -> None:
 
 def schedule_graph(work: PrimGraph) -> None:
     """Fusion into kernels and the buffer plan (outputs written in place counted)."""
-    work.scheduled = ember_inductor_ir.schedule(work.lowering)
+    with captured_log(FUSION_LOG) as fusion:  # the decisions, for the compile report
+        work.scheduled = ember_inductor_ir.schedule(work.lowering)
+    work.notes = kernel_notes(work.scheduled)
+    if fusion is not None:  # a trace is written: the loop IR and decisions too
+        work.notes.update(loop_ir=ember_inductor_ir.dump_lowering(work.lowering), fusion=fusion)
+        emit_loop_ir(work.gm, work.notes)
     in_place = sum(a.in_place for a in work.scheduled.allocations.values())
     if in_place:  # outputs written into the inputs they go back to (reuse.py)
         counters["inductor"]["outputs_written_in_place"] += in_place
@@ -170,7 +183,7 @@ def generate_code(work: PrimGraph) -> None:
     compiled = ember_codegen.compile_graph(work.scheduled, target=work.target, **options)
     emit_kernels(work.gm, work.scheduled, compiled, work.target)
     if work.key is not None:
-        codegen_cache.store(work.key, compiled, work.gm, work.env)
+        codegen_cache.store(work.key, compiled, work.gm, work.env, work.notes)
     fallbacks = work.scheduled.fallback_counts
     work.runner = finished_runner(
         work.kind, compiled, work.target, work.settings, work.writes, {}, fallbacks

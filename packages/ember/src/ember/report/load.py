@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ class Graph:
     stages: dict[str, float] = field(default_factory=dict)  # compile seconds by stage
     kernels: list[dict] = field(default_factory=list)  # the kernels compiled from it
     wrapper: str | None = None
+    loop_ir: str = ""  # the lowered graph (loop IR) as text
+    kernel_groups: str = ""  # the schedule: each kernel group's loops and members
+    fusion: list[str] = field(default_factory=list)  # the scheduler's decisions, in order
 
 
 @dataclass
@@ -32,11 +36,24 @@ class Frame:
     recompile: str | None = None
     guards: list[dict] = field(default_factory=list)
     shape_guards: list[dict] = field(default_factory=list)
+    symbols: list[dict] = field(default_factory=list)  # size symbols: sources, value, range
     guard_source: str = ""
     bytecode: tuple[str, str] = ("", "")
     stages: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None  # ran eagerly: why
     t: float = 0.0
+    compile_id: str = "?"  # "code/attempt": "0/0", "0/1" its recompile, "1/0" the next code
+
+    def symbol_guards(self, symbol: str) -> list[dict]:
+        """The shape guards on one size symbol (those whose condition names it)."""
+        word = re.compile(rf"\b{re.escape(symbol)}\b")
+        return [g for g in self.shape_guards if word.search(str(g.get("text", "")))]
+
+    @property
+    def code_key(self) -> tuple:
+        """What makes two compiles the same code's (attempts at one frame)."""
+        code = self.code
+        return (code.get("file"), code.get("qualname"), code.get("line"))
 
 
 @dataclass
@@ -49,15 +66,52 @@ class Trace:
     fallbacks: list[dict] = field(default_factory=list)
     stages: list[dict] = field(default_factory=list)
     autotune: list[dict] = field(default_factory=list)  # backend="autotune" decisions
+    spans: list[dict] = field(default_factory=list)  # timed stages and builds (the timeline)
 
     def frame(self, fid: int) -> Frame:
         return self.frames.setdefault(fid, Frame(fid))
+
+    def compile_groups(self) -> list[list[Frame]]:
+        """Compiles grouped by code (first compiled first), each group's in attempt order;
+        sets each frame's `compile_id` ("code/attempt", as torch.compile numbers them)."""
+        groups: dict[tuple, list[Frame]] = {}
+        for frame in sorted(self.frames.values(), key=lambda f: f.id):
+            groups.setdefault(frame.code_key, []).append(frame)
+        for n, frames in enumerate(groups.values()):
+            for attempt, frame in enumerate(frames):
+                frame.compile_id = f"{n}/{attempt}"
+        return list(groups.values())
+
+    def break_sites(self) -> list[BreakSite]:
+        return break_sites([self])
 
     def stage_totals(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for s in self.stages:
             totals[s["name"]] = totals.get(s["name"], 0.0) + s["seconds"]
         return totals
+
+
+@dataclass(frozen=True)
+class BreakSite:
+    """One place the graph broke (file:line and why), and how often it broke there."""
+
+    location: str
+    reason: str
+    count: int
+    frames: tuple[int, ...] = ()  # the frames (their ids) that broke there
+
+
+def break_sites(traces: list[Trace]) -> list[BreakSite]:
+    """The distinct graph-break sites of the traces, most frequent first (then by place)."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for trace in traces:
+        for frame in sorted(trace.frames.values(), key=lambda f: f.id):
+            for brk in frame.breaks:
+                key = (str(brk.get("location", "?")), str(brk.get("reason", "")))
+                seen.setdefault(key, []).append(frame.id)
+    sites = [BreakSite(loc, why, len(ids), tuple(ids)) for (loc, why), ids in seen.items()]
+    return sorted(sites, key=lambda s: (-s.count, s.location, s.reason))
 
 
 def trace_files(path: str | Path) -> list[Path]:
@@ -103,6 +157,7 @@ def load_file(path: Path) -> Trace:
             reader = _READERS.get(record["event"])
             if reader is not None:
                 reader(trace, resolve(record), text)
+    trace.compile_groups()
     return trace
 
 
@@ -132,6 +187,7 @@ def _bytecode(trace: Trace, r: dict, text) -> None:
 def _guards(trace: Trace, r: dict, text) -> None:
     frame = trace.frame(r["frame"])
     frame.guards, frame.shape_guards = r.get("guards", []), r.get("shape_guards", [])
+    frame.symbols = r.get("symbols", [])
     frame.guard_source = text(r.get("source"))
 
 
@@ -165,6 +221,13 @@ def _kernels(trace: Trace, r: dict, text) -> None:
     graph.wrapper = text(r.get("wrapper")) or None
 
 
+def _loop_ir(trace: Trace, r: dict, text) -> None:
+    graph = trace.graphs.get((r.get("prim_graph") or {}).get("graph_id"))
+    if graph is not None:
+        graph.loop_ir, graph.kernel_groups = text(r.get("loop_ir")), text(r.get("kernel_groups"))
+        graph.fusion = [text(line) for line in r.get("fusion", [])]
+
+
 def _cache(trace: Trace, r: dict, text) -> None:
     trace.caches.append(r)
 
@@ -183,6 +246,10 @@ def _autotune(trace: Trace, r: dict, text) -> None:
     trace.autotune.append(r)
 
 
+def _span(trace: Trace, r: dict, text) -> None:
+    trace.spans.append(r)
+
+
 _READERS = {
     "process": _process,
     "graph": _graph,
@@ -196,4 +263,6 @@ _READERS = {
     "cache": _cache,
     "fallback": _fallback,
     "autotune": _autotune,
+    "span": _span,
+    "loop_ir": _loop_ir,
 }

@@ -11,7 +11,7 @@ from importlib import resources
 from string import Template
 
 from ember.report.highlight import highlight
-from ember.report.load import Frame, Graph, Trace
+from ember.report.load import Frame, Graph, Trace, break_sites
 from ember.report.suggest import suggest
 
 # Stages in pipeline order; the chart lists any other name after these.
@@ -46,8 +46,14 @@ def table(header: list[str], rows: list[list[str]], cls: str = "", raw: bool = F
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def render(traces: list[Trace], title: str = "Ember compile report") -> str:
-    body = "\n".join(_process(t, n) for n, t in enumerate(traces))
+def render(
+    traces: list[Trace], title: str = "Ember compile report", timelines: list[str] | None = None
+) -> str:
+    """The page; `timelines`: each trace's Chrome-trace file, relative to the page (linked)."""
+    links = timelines or [""] * len(traces)
+    body = "\n".join(
+        _process(t, n, link) for n, (t, link) in enumerate(zip(traces, links, strict=True))
+    )
     frames = sum(len(t.frames) for t in traces)
     graphs = sum(sum(1 for g in t.graphs.values() if g.stage == "torch") for t in traces)
     breaks = sum(len(f.breaks) for t in traces for f in t.frames.values())
@@ -71,24 +77,100 @@ def render(traces: list[Trace], title: str = "Ember compile report") -> str:
             f'<li id="count-{k.replace(" ", "-")}"><b>{e(str(v))}</b> {e(k)}</li>'
             for k, v in counts
         ),
+        sites=_break_sites(traces),
         body=body,
         sources=e(", ".join(str(t.path) for t in traces) or "no trace files"),
     )
 
 
-def _process(trace: Trace, n: int) -> str:
+def _break_sites(traces: list[Trace]) -> str:
+    """Distinct graph-break sites with their counts, most frequent first (the page's top)."""
+    sites = break_sites(traces)
+    if not sites:
+        return ""
+    rows = []
+    for site in sites:
+        file, _, line = site.location.rpartition(":")
+        short = f"{os.path.basename(file)}:{line}" if file else site.location
+        tip = suggest(site.reason)
+        rows.append([f'<code title="{e(site.location)}">{e(short)}</code>', e(site.reason),
+                     f'<span class="num">{site.count}</span>',
+                     e(tip.title) if tip is not None else "",
+                     e(", ".join(f"#{f}" for f in dict.fromkeys(site.frames)))])  # fmt: skip
+    total = sum(s.count for s in sites)
+    return (f'<section id="break-sites"><h2>Graph-break sites ({len(sites)} sites, '
+            f"{total} breaks)</h2>"
+            + table(["where", "reason", "count", "hint", "frames"], rows, "break-sites", raw=True)
+            + "</section>")  # fmt: skip
+
+
+def _timeline_link(link: str, pid: str) -> str:
+    if not link:
+        return ""
+    return (f'<p class="timeline">Timeline of every compile (stages, kernel builds): '
+            f'<a id="{pid}-timeline" href="{e(link)}" download>{e(link)}</a>; open it in '
+            "chrome://tracing or ui.perfetto.dev (Open trace file).</p>")  # fmt: skip
+
+
+def _process(trace: Trace, n: int, link: str = "") -> str:
     pid = f"p{n}"
     frames = sorted(trace.frames.values(), key=lambda f: f.id)
     return _template("process.html").substitute(
         pid=pid,
+        timeline=_timeline_link(link, pid),
         heading=e(f"Process {trace.process.get('pid', '?')} ({trace.path.name})"),
         chart=stage_chart(trace.stage_totals()),
         per_graph=_per_graph(trace),
+        tree=compile_tree(trace, pid),
         index=_index(trace, frames, pid),
         frames="\n".join(_frame(trace, f, pid) for f in frames),
         caches=_caches(trace),
         fallbacks=_fallbacks(trace),
         autotune=_autotune(trace, pid),
+    )
+
+
+def compile_tree(trace: Trace, pid: str) -> str:
+    """frame (code) -> its compiles (id, recompile reason) -> their graphs -> kernels."""
+    items = []
+    for frames in trace.compile_groups():
+        first = frames[0]
+        compiles = "".join(_compile_item(trace, f, pid) for f in frames)
+        items.append(
+            f'<li class="tree-frame">frame {e(first.compile_id.split("/")[0])}: '
+            f"<code>{e(first.code.get('qualname', '?'))}</code> ({e(_where(first))})"
+            f"<ul>{compiles}</ul></li>"
+        )
+    if not items:
+        return '<p class="empty">No frames compiled.</p>'
+    return f'<ul class="compile-tree" id="{pid}-compile-tree">{"".join(items)}</ul>'
+
+
+def _compile_item(trace: Trace, frame: Frame, pid: str) -> str:
+    why = ""
+    if frame.recompile:
+        why = f' <span class="why">recompiled: {e(frame.recompile)}</span>'
+    elif frame.skipped is not None:
+        why = f' <span class="why">ran eagerly: {e(frame.skipped)}</span>'
+    graphs = [trace.graphs[g] for g in frame.graphs if g in trace.graphs]
+    inner = "".join(_graph_item(trace, g) for g in graphs)
+    return (
+        f'<li class="tree-compile"><a href="#{pid}-frame-{frame.id}">'
+        f"<b>{e(frame.compile_id)}</b></a>{why}" + (f"<ul>{inner}</ul>" if inner else "") + "</li>"
+    )
+
+
+def _graph_item(trace: Trace, graph: Graph) -> str:
+    children = sorted((g for g in trace.graphs.values() if g.parent == graph.id),
+                      key=lambda g: g.id)  # fmt: skip
+    kernels = ", ".join(k.get("name", "?") for k in graph.kernels)
+    listed = f' <span class="tree-kernels">kernels: {e(kernels)}</span>' if kernels else ""
+    inner = "".join(_graph_item(trace, c) for c in children)
+    return (
+        f'<li class="tree-graph">graph {graph.id}: '
+        f"{e(GRAPH_LABELS.get(graph.stage, graph.stage))}, {len(graph.rows)} nodes{listed}"
+        + (f"<ul>{inner}</ul>" if inner else "")
+        + "</li>"
     )
 
 
@@ -162,14 +244,15 @@ def _index(trace: Trace, frames: list[Frame], pid: str) -> str:
         search = e(f"{f.code.get('qualname', '')} {f.code.get('file', '')}")
         rows.append(
             f'<tr class="frame-row" data-name="{search}"><td class="num">{n}</td>'
+            f"<td>{e(f.compile_id)}</td>"
             f'<td><a href="#{fid}"><code>{e(f.code.get("qualname", "?"))}</code></a></td>'
             f'<td>{e(_where(f))}</td><td class="num">{len(f.graphs)}</td>'
             f'<td class="num">{len(f.breaks)}</td><td class="num">{1 if f.recompile else 0}</td>'
             f'<td class="num">{sum(f.stages.values()) + _frame_graph_seconds(trace, f):.3f}</td>'
             f"<td>{e(status)}</td></tr>"
         )
-    head = "".join(f"<th>{h}</th>" for h in ("#", "function", "where", "graphs", "breaks",
-                                             "recompile", "compile s", "status"))  # fmt: skip
+    head = "".join(f"<th>{h}</th>" for h in ("#", "compile id", "function", "where", "graphs",
+                                             "breaks", "recompile", "compile s", "status"))  # fmt: skip
     return (f'<table id="{pid}-frame-index" class="frame-index"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
 
@@ -195,12 +278,14 @@ def _frame(trace: Trace, frame: Frame, pid: str) -> str:
         status=" ".join(status),
         search=e(f"{frame.code.get('qualname', '')} {frame.code.get('file', '')}"),
         number=frame.id,
+        compile_id=e(frame.compile_id),
         name=e(frame.code.get("qualname", "?")),
         where=e(f"{frame.code.get('file', '?')}:{frame.code.get('line', '?')}"),
         recompile=recompile,
         breaks="".join(_break(b) for b in frame.breaks),
         source=_source(frame),
         graphs=_graphs(trace, frame),
+        symbols=_symbols(frame),
         guards=_guards(frame),
         original=highlight(frame.bytecode[0], "text"),
         rewritten=highlight(frame.bytecode[1], "text"),
@@ -284,9 +369,37 @@ def _graph(trace: Trace, graph: Graph, depth: int = 0) -> str:
         + (f'<div class="kernels"><h4>Kernels ({len(graph.kernels)})</h4>{kernels}</div>'
            if graph.kernels else "")
         + wrapper
+        + _loop_ir(graph)
         + "".join(_graph(trace, c, depth + 1) for c in children)
         + "</details>"
     )  # fmt: skip
+
+
+# The scheduler's log lines (ember.fusion) by what they decided.
+FUSION_KINDS = (("fuse ", "fused"), ("no fusion", "not fused"), ("dead code", "removed"),
+                ("buffer reuse", "reuse"), ("in place", "in place"),
+                ("not in place", "not in place"))  # fmt: skip
+
+
+def fusion_kind(line: str) -> str:
+    return next((kind for prefix, kind in FUSION_KINDS if line.startswith(prefix)), "")
+
+
+def _loop_ir(graph: Graph) -> str:
+    """A prim graph's loop IR, kernel groups and fusion decisions (fused, refused: why)."""
+    if not (graph.loop_ir or graph.kernel_groups or graph.fusion):
+        return ""
+    rows = [[fusion_kind(line), line] for line in graph.fusion]
+    fused = sum(1 for row in rows if row[0] == "fused")
+    refused = sum(1 for row in rows if row[0] == "not fused")
+    return (
+        f'<details class="loop-ir"><summary>Loop IR</summary><pre class="code">'
+        f"{e(graph.loop_ir)}</pre></details>"
+        f'<details class="kernel-groups"><summary>Kernel groups</summary><pre class="code">'
+        f"{e(graph.kernel_groups)}</pre></details>"
+        f'<details class="fusion"><summary>Fusion decisions ({fused} fused, {refused} not '
+        f"fused)</summary>" + table(["decision", "detail"], rows, "fusion-decisions") + "</details>"
+    )
 
 
 def _kernel(kernel: dict) -> str:
@@ -305,6 +418,25 @@ def _graphs(trace: Trace, frame: Frame) -> str:
     if not graphs:
         return ""
     return "<h4>Graphs</h4>" + "".join(_graph(trace, g) for g in graphs)
+
+
+def _symbols(frame: Frame) -> str:
+    """The frame's dynamic sizes: each symbol, where it was read, its value, the guards on it."""
+    if not frame.symbols:
+        return ""
+    rows = []
+    for sym in frame.symbols:
+        name = str(sym.get("symbol", "?"))
+        guards = "<br>".join(
+            f"<code>{e(str(g.get('text', '')))}</code>" for g in frame.symbol_guards(name)
+        )
+        sources = "<br>".join(f"<code>{e(s)}</code>" for s in sym.get("sources") or [])
+        rows.append([f"<b>{e(name)}</b>", sources, e(str(sym.get("value", ""))),
+                     e(str(sym.get("range", ""))), guards])  # fmt: skip
+    return (f'<div class="symbols"><h4>Dynamic sizes ({len(rows)} symbols)</h4>'
+            + table(["symbol", "read from", "example value", "range", "guards on it"], rows,
+                    "symbols", raw=True)
+            + "</div>")  # fmt: skip
 
 
 def _guards(frame: Frame) -> str:

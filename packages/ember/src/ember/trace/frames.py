@@ -43,6 +43,7 @@ def write_frame(writer: TraceWriter, record: Any) -> None:
     if record.guards is not None:
         plain, shapes = _guards(record.guards)
         writer.write("guards", guards=plain, shape_guards=shapes,
+                     symbols=list(getattr(record.guards, "symbols", ())),
                      source=writer.blob(record.guards.source_code, "python"))  # fmt: skip
     for brk in record.breaks:
         writer.write("graph_break", reason=brk.reason, location=brk.location,

@@ -164,8 +164,15 @@ class TraceWriter(logging.Handler):
             total = self._totals.setdefault(key, [0.0, 0])
             total[0] += elapsed - children
             total[1] += 1
+            self.span(open_name, start, start + elapsed, "MainThread", "stage")
             if open_name == name:
                 return
+
+    def span(self, name: str, start: float, end: float, thread: str, kind: str) -> None:
+        """One timed interval for the compile's timeline (perf_counter seconds in; seconds
+        since the writer started out): a stage, or a kernel build on a worker thread."""
+        self.write("span", name=name, kind=kind, thread=thread,
+                   start=round(start - self._t0, 6), end=round(end - self._t0, 6))  # fmt: skip
 
     def flush_stages(self, graph: int | None) -> None:
         """Writes the aggregated stage times of one graph (or of frame level: None)."""
@@ -236,4 +243,5 @@ _HANDLERS = {
     "frame_start": lambda w, code: w.frame_start(code),
     "frame_skipped": lambda w, code, reason: w.frame_skipped(code, reason),
     "graph": lambda w, gm, stage, **extra: w.graph(gm, stage, **extra),
+    "build_span": lambda w, name, start, end, thread: w.span(name, start, end, thread, "build"),
 }
