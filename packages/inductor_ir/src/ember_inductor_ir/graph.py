@@ -38,6 +38,7 @@ from .layout import (
     is_channels_last,
     layout_of_tensor,
     order_free,
+    read_strides,
     size_expr,
 )
 from .lowering import lowering_for, prim_name
@@ -173,7 +174,9 @@ class GraphLowering:
         return self._votes(node) > 0
 
     def _votes(self, node: Pointwise | Reduction) -> int:
-        """Same-rank buffers the body reads: +1 per channels-last one, -1 per contiguous."""
+        """Same-rank buffers the body reads: +1 per channels-last one, -1 per contiguous,
+        judged by the order in which the body's own loops walk them: a channels-last feature
+        map read through a permute to NHWC (ConvNeXt's LayerNorm) is read contiguously."""
         rank = len(node.get_size())
         rw = ReadWriteHandler()
         index = index_vars("i", rank)
@@ -181,13 +184,19 @@ class GraphLowering:
             node.inner_fn(rw, index, index_vars("r", len(node.reduction_ranges)))
         else:
             node.inner_fn(rw, index)
+        first_reads: dict[str, sympy.Expr] = {}
+        for name, expr in rw.reads:
+            first_reads.setdefault(name, expr)
         votes = 0
-        for name in {name for name, _ in rw.reads}:
+        for name, expr in first_reads.items():
             layout = self.buffers[name].layout if name in self.buffers else None
             if layout is None or len(layout.size) != rank or layout.size[1] == 1:
                 continue
             if order_free(layout):  # (1, C, 1, 1) statistics: no say in the order
                 continue
+            walked = read_strides(expr, index)
+            if walked is not None:
+                layout = FixedLayout(layout.device, layout.dtype, node.get_size(), walked)
             votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
         return votes
 

@@ -110,6 +110,20 @@ def is_channels_last(layout: Layout) -> bool:
     return same and not layout.is_contiguous()
 
 
+def read_strides(index: Expr, index_vars: Sequence[sympy.Symbol]) -> list[Expr] | None:
+    """The strides at which a load walks its buffer along each of a body's loop variables:
+    ``index``'s coefficients when it is affine in them (a buffer read whole or through a
+    permute), else None (a reshape's ``ModularIndexing``, an indirect index)."""
+    index = sympy.expand(index)
+    if index.atoms(sympy.Function):
+        return None
+    strides = [index.coeff(v) for v in index_vars]
+    rest = index - sympy.Add(*[c * v for c, v in zip(strides, index_vars, strict=True)])
+    if any(v in rest.free_symbols or v in c.free_symbols for c in strides for v in index_vars):
+        return None
+    return strides
+
+
 def order_free(layout: Layout) -> bool:
     """Whether the layout is at once contiguous and channels-last, size-1 dims aside: a
     per-channel value kept 4-d (a batch norm's (1, C, 1, 1) statistics), whose memory order

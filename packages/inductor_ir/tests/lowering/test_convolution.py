@@ -304,3 +304,37 @@ def test_per_channel_statistics_do_not_outvote_a_channels_last_feature_map(monke
     want = _relu_of_normalized(x, mean, invstd, w, g)
     torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+
+
+def _depthwise_then_nhwc_norm_and_linear(x, w_dw, w_fc):
+    """ConvNeXt's block head: a depthwise convolution, a permute to NHWC, a normalization
+    over channels (here a plain centring, to keep the graph small) and a Linear on NHWC."""
+    y = prims.convolution(x, w_dw, None, [1, 1], [3, 3], [1, 1], False, [0, 0], 4)
+    nhwc = prims.permute(y, [0, 2, 3, 1])
+    centred = prims.sub(nhwc, prims.expand_dims(prims.sum(nhwc, [3]), [3]))
+    rows = prims.reshape(centred, [2 * 6 * 6, 4])
+    return (prims.mm(rows, prims.permute(w_fc, [1, 0])),)
+
+
+@pytest.mark.parametrize("target", [LIBRARY_CPU, FUSING_GPU], ids=["cpu", "gpu"])
+def test_an_nhwc_permute_of_a_channels_last_map_is_stored_as_read(target, monkeypatch):
+    # The permuted value walks the channels-last convolution output contiguously: stored
+    # contiguous, it is the Linear's [rows, channels] operand as is. Judged by the buffer it
+    # reads instead of by how it reads it, it was stored "channels-last" over (N, H, W, C)
+    # (H taken for channels), and the reshape for the mm copied it a second time.
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    inputs = [torch.randn(2, 4, 6, 6), torch.randn(4, 1, 7, 7), torch.randn(8, 4)]
+    lowering, sched, got = _lower_and_run(
+        prim_graph(_depthwise_then_nhwc_norm_and_linear, *inputs), inputs, target
+    )
+    conv = _extern_args(sched, "convolution")[0]
+    assert is_channels_last(conv.outputs[0].layout) == target.channels_last.inference
+    computed = [b for name, b in lowering.buffers.items() if list(b.layout.size) == [2, 6, 6, 4]]
+    assert len(computed) == 1 and computed[0].layout.is_contiguous(), [
+        b.layout.describe() for b in computed
+    ]
+    copies = [b for b in lowering.buffers.values() if list(b.layout.size) == [72, 4]]
+    assert copies == [], [b.layout.describe() for b in copies]
+    torch.testing.assert_close(
+        got[0], _depthwise_then_nhwc_norm_and_linear(*inputs)[0], atol=1e-4, rtol=1e-4
+    )

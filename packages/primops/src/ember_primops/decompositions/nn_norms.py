@@ -49,7 +49,14 @@ def native_layer_norm(a, normalized_shape, weight, bias, eps):
     if bias is not None:
         out = prims.add(out, convert(bias, compute))
     stats_dtype = a.dtype if a.device.type == "cpu" else compute
-    return convert(out, a.dtype), convert(mean_k, stats_dtype), convert(rstd_k, stats_dtype)
+    out = convert(out, a.dtype)
+    if not out.is_contiguous():
+        # Eager's kernels (CPU and CUDA) write a contiguous output whatever the input's
+        # strides: a permuted input (ConvNeXt's NHWC LayerNorm) must not hand its strides on,
+        # or a following matmul sees a batch it cannot fold and goes through bmm with the
+        # weight expanded (one copy of it per batch row).
+        out = prims.clone(out, memory_format=torch.contiguous_format)
+    return out, convert(mean_k, stats_dtype), convert(rstd_k, stats_dtype)
 
 
 # aten ops with mutating schemas kept in the table: their decomposition returns the outputs and
