@@ -18,16 +18,7 @@
 #         userstep (tools/gpu/dropout_training.py: GPT-2 defaults + AdamW inside the step, USERSTEP_ARGS).
 # Everything it prints is also under $OUT.
 set -uo pipefail
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
-    --target /tmp/fh ./packages/frame_hook || exit 1
-P=$PWD/packages
-export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/symbolic_shapes/src:$P/events/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/benchmarks/zoo/src:$PWD/tools:/tmp/site
-export EMBER_CACHE_DIR=${EMBER_CACHE_DIR:-/tmp/ember-cache}
-python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.get_device_name())"
+source tools/gpu/host_env.sh
 status=0
 for stage in "$@"; do
   echo "== $stage $(date +%T)"

@@ -13,15 +13,7 @@
 # a cut-off shard keeps what it measured), its log, and $OUT/summary.md (summary.py of it).
 # Merge the shards of several calls with: python benchmarks/suites/summary.py out*/suites-*.jsonl
 set -uo pipefail
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
-    --target /tmp/fh ./packages/frame_hook || exit 1
-P=$PWD/packages
-export PYTHONPATH=/tmp/fh:$P/bytecode_tracer/src:$P/ember/src:$P/aot_autograd/src:$P/symbolic_shapes/src:$P/events/src:$P/primops/src:$P/inductor_ir/src:$P/codegen_triton_cpp/src:$PWD/tools:/tmp/site
-export EMBER_CACHE_DIR=${EMBER_CACHE_DIR:-/tmp/ember-cache}
+source tools/gpu/host_env.sh
 SUITE=${SUITE:-timm} MODE=${MODE:-infer-bf16} SHARD=${SHARD:-0/1}
 # the commit of the tree this runs (a git archive has no .git): pass it as SUITES_COMMIT
 export SUITES_COMMIT=${SUITES_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
