@@ -9,6 +9,7 @@ Chromium: `apt-get install -y --no-install-recommends chromium-headless-shell` (
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -158,4 +159,46 @@ def test_tiny_hf_model_report_in_chromium(tmp_path, monkeypatch):
     assert dom.classes.count("graph-table") == len(trace.graphs)  # torch + aot graphs
     assert dom.classes.count("kernel") == kernels
     assert "per-graph" in dom.classes and "guards" in dom.classes
+    screenshot(page)
+
+
+def step(a, b):
+    x = a.sum(0).sum() + a.sum(1)
+    if b.sum() < 0:  # a graph break
+        b = b * -1
+    return x * b
+
+
+def run_dynamic_step() -> None:
+    compiled = ember.compile(step, dynamic=True)
+    for n in (8, 9, 10):
+        a, b = torch.randn(n, 3), (-1) ** n * torch.rand(n)
+        torch.testing.assert_close(compiled(a, b), step(a, b))
+    a, b = torch.randn(5, 3, dtype=torch.float64), torch.rand(5, dtype=torch.float64)
+    torch.testing.assert_close(compiled(a, b), step(a, b))  # recompiles: breaks there again
+
+
+@needs_chromium
+def test_report_sections_beyond_the_frames_in_chromium(tmp_path, monkeypatch):
+    """A graph break and dynamic sizes through inductor, cold: distinct break sites first,
+    the compile-id tree, the timeline (Chrome trace JSON, linked), loop IR and fusion
+    decisions per graph, the size symbols with their sources and guards."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    page = traced(tmp_path, run_dynamic_step)
+    (trace,) = load(tmp_path / "trace")
+    assert [s.count for s in trace.break_sites()] == [2]  # one site, broken at in 2 compiles
+    assert sorted(f.compile_id for f in trace.frames.values())[:2] == ["0/0", "0/1"]
+    dom = dump_dom(page)
+    assert {"break-sites", "p0-compile-tree", "p0-timeline"} <= dom.ids
+    html = page.read_text()
+    assert html.index('id="break-sites"') < html.index('class="frame ')
+    prims = [g for g in trace.graphs.values() if g.stage.startswith("aot_")]
+    assert dom.classes.count("tree-compile") == len(trace.frames)
+    assert dom.classes.count("loop-ir") == dom.classes.count("fusion") == len(prims) >= 3
+    assert "fusion-decisions" in dom.classes and dom.classes.count("symbols") >= 2
+    (timeline,) = tmp_path.glob("report.*.trace.json")
+    events = json.loads(timeline.read_text())["traceEvents"]
+    assert {"trace", "aot", "lower", "schedule", "codegen", "cpp_build"} <= {
+        ev["name"] for ev in events if ev["ph"] == "X"
+    }
     screenshot(page)
