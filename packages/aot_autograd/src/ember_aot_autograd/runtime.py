@@ -261,9 +261,6 @@ def plan_runner(
     create_graph=True through `eager_fn`, which its owner may set later (`recompute.fn`)."""
     select = _selector(plan.tensor_inputs)
     finish = _finisher(plan)
-    compiled_fw = _without_autocast(compiled_fw)
-    if compiled_bw is not None:
-        compiled_bw = _without_autocast(compiled_bw)
     if plan.kind == "inference":
         return _inference_run(plan, compiled_fw, select, finish)
     if compiled_bw is None:
@@ -277,25 +274,6 @@ def plan_runner(
     run.writes_inputs = bool(plan.mutated_inputs)
     run.recompute = recompute
     return run
-
-
-def _without_autocast(compiled: Callable) -> Callable:
-    """`compiled` called with the caller's autocast off: a graph traced under autocast holds
-    its casts as ops, and a call under it would cast again where the graph says otherwise
-    (the float32 matmuls of an attention's math: autocast runs them in bfloat16, so a
-    compiled wrapper's float32 buffer holds bfloat16 and its kernels read past its end;
-    a prim's reference result disagrees with its meta). PyTorch's AOTAutograd runs its
-    compiled graphs the same way. One C call a graph call where autocast is off."""
-    any_autocast = torch._C._is_any_autocast_enabled
-    disable_autocast = torch._C._DisableAutocast
-
-    def without_autocast(*args: Any) -> Any:
-        if not any_autocast():
-            return compiled(*args)
-        with disable_autocast():
-            return compiled(*args)
-
-    return without_autocast
 
 
 def _inference_run(
