@@ -35,6 +35,13 @@ increment_version = torch.autograd.graph.increment_version
 #: (the version counter still moves, as eager's in-place op moves it).
 INPUT_WRITES_META = "ember_input_writes"
 graph_log = logging.getLogger("ember.aot_graphs")
+#: A traced graph holds autocast's casts as explicit ops; run under the caller's autocast,
+#: its ops would be cast again: a product the user kept in float32 (an autocast-disabled
+#: block: Llama's rotary embedding) computed in bfloat16, and a library call's result not
+#: of the dtype the compiled code planned its buffers for (read as float32: garbage on the
+#: CPU, an illegal memory access on the GPU). Compiled graphs run with autocast off.
+any_autocast = torch._C._is_any_autocast_enabled
+autocast_off = torch._C._DisableAutocast
 
 
 class _Code:
@@ -276,6 +283,9 @@ def _inference_run(
     no_grad = torch.no_grad
 
     def run_inference(args: Sequence[Any]) -> Any:
+        if any_autocast():
+            with autocast_off():
+                return run_inference(args)  # autocast off inside: the plain paths below
         if not grad_enabled():
             return finish(args, compiled_fw(*select(args)))
         # Grad mode is on but nothing the graph makes is differentiable (else this
@@ -312,7 +322,11 @@ def _backward(plan: RunnerPlan, compiled_bw: Callable) -> Callable:
         for mask, message in stale_saved:  # eager's backward reads a written saved tensor
             if mask & present:
                 raise RuntimeError(message)
-        grads = compiled_bw(*saved, *tangents)
+        if any_autocast():  # a backward under autocast (see any_autocast)
+            with autocast_off():
+                grads = compiled_bw(*saved, *tangents)
+        else:
+            grads = compiled_bw(*saved, *tangents)
         result: list[torch.Tensor | None] = [None] * n_primals
         if present == all_present:
             for slot, grad in zip(grad_slots, grads, strict=True):
@@ -368,7 +382,11 @@ def _compiled_function(
             # the call's own inputs, for a backward under create_graph (double_backward.py)
             ctx.call_args, ctx.primals = args, primals
             ctx.versions = [p._version for p in primals if isinstance(p, Tensor)]
-            outputs = compiled_fw(*primals)
+            if any_autocast():  # see any_autocast
+                with autocast_off():
+                    outputs = compiled_fw(*primals)
+            else:
+                outputs = compiled_fw(*primals)
             saved = outputs[n_fw:]
             if symbolic_saved:  # sizes the backward needs: ints, kept beside the tensors
                 ctx.sizes = {k: saved[k] for k in symbolic_saved}
