@@ -41,7 +41,8 @@ def call(fn, inputs: dict):
 
 
 def profile(name: str, fn, inputs: dict, autocast: bool) -> None:
-    from torch.profiler import ProfilerActivity, profile as prof
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as prof
 
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
@@ -60,7 +61,11 @@ def profile(name: str, fn, inputs: dict, autocast: bool) -> None:
             call(fn, inputs)
             torch.cuda.synchronize()
     print(f"== {name}: {start.elapsed_time(end) / 10:.2f} ms/call, peak {peak:.0f} MB over inputs")
-    print(p.key_averages().table(sort_by="self_cuda_time_total", row_limit=15, max_name_column_width=70))
+    print(
+        p.key_averages().table(
+            sort_by="self_cuda_time_total", row_limit=15, max_name_column_width=70
+        )
+    )
 
 
 def main() -> None:
