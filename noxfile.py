@@ -55,6 +55,11 @@ def checked_session(**options: object) -> Callable[[Callable], Callable]:
     return register
 
 
+# pip byte-compiles every module it installs unless told not to: for torch alone that is a
+# third of its install time, paid by each session's venv. Python compiles what a test imports.
+NO_COMPILE = ["--no-compile"]
+
+
 def local(path: Path) -> str:
     """A path pip reads as a local project, relative to the repo root for readable logs."""
     return f"./{path.relative_to(ROOT)}"
@@ -62,12 +67,20 @@ def local(path: Path) -> str:
 
 def install(session: nox.Session, *args: str) -> None:
     """pip install with every requirement and build requirement pinned by constraints.txt."""
-    session.install("-c", str(CONSTRAINTS), "--build-constraint", str(CONSTRAINTS), *args)
+    session.install(
+        *NO_COMPILE, "-c", str(CONSTRAINTS), "--build-constraint", str(CONSTRAINTS), *args
+    )
 
 
 def zoo_paths() -> list[str]:
     return [local(ZOO)] if (ZOO / "pyproject.toml").exists() else []
 
+
+# pytest-xdist over the machine's cores for the long runs (integration tests, the torch
+# sessions' package tests): each test file stays in one worker (module-scoped state and
+# fixtures), and the compile-heavy files spread. A 2-core CI machine finishes the
+# integration tests in about 60% of the serial time.
+PARALLEL = ["-n", "auto", "--dist", "loadfile"]
 
 # Builds a package's tests need that are never made behind a user's back. The C++ tensor
 # check compiles against the installed torch in about 30 s of CPU, once per torch, Python
@@ -137,11 +150,13 @@ def integration(session: nox.Session) -> None:
     # expecttest, hypothesis: imported by torch's OpInfo database (integration_tests/opinfo);
     # triton, numpy: the zoo through the Triton target in Triton's CPU interpreter
     install(
-        session, *packages, *zoo_paths(), "torch", "transformers", "pytest", "expecttest",
-        "hypothesis", "triton", "numpy",
+        session, *packages, *zoo_paths(), "torch", "transformers", "pytest", "pytest-xdist",
+        "expecttest", "hypothesis", "triton", "numpy",
     )  # fmt: skip
     zoo_tests = [local(ZOO / "tests")] if (ZOO / "tests").is_dir() else []
-    session.run("pytest", "--durations=15", "integration_tests", *zoo_tests, *session.posargs)
+    session.run(
+        "pytest", *PARALLEL, "--durations=15", "integration_tests", *zoo_tests, *session.posargs
+    )  # fmt: skip
 
 
 @nox.session(python=MAIN_PYTHON)
@@ -181,8 +196,10 @@ def hf_latest(session: nox.Session) -> None:
     newest = ("transformers", "huggingface-hub", "tokenizers", "safetensors")
     pins = str(rewritten_constraints(session, dict.fromkeys(newest)))
     packages = [local(p.path) for p in PACKAGES]
-    session.install("-c", pins, "--build-constraint", pins, *packages, "torch", "pytest")
-    session.install("-c", pins, "--upgrade", "transformers")
+    session.install(
+        *NO_COMPILE, "-c", pins, "--build-constraint", pins, *packages, "torch", "pytest"
+    )
+    session.install(*NO_COMPILE, "-c", pins, "--upgrade", "transformers")
     session.run(
         "python", "-c", "import transformers; print('transformers', transformers.__version__)"
     )
@@ -201,8 +218,8 @@ def torch_312(session: nox.Session) -> None:
     pins = str(rewritten_constraints(session, PY312_PINS))
     packages = [local(p.path) + "[test]" for p in PACKAGES]
     session.install(
-        "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
-        "transformers", "pytest", "expecttest", "hypothesis", "numpy",
+        *NO_COMPILE, "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
+        "transformers", "pytest", "pytest-xdist", "expecttest", "hypothesis", "numpy",
     )  # fmt: skip
     tests = [local(p.path / "tests") for p in PACKAGES if needs_torch(p, PACKAGES)]
     # each package's tests in its own pytest process: their conftest files share names
@@ -219,7 +236,8 @@ def torch_312(session: nox.Session) -> None:
     ]  # fmt: skip
     ignored = [f"--ignore=integration_tests/{name}" for name in left_to_311]
     session.run(
-        "pytest", "-q", "--durations=10", "integration_tests", *ignored, *session.posargs
+        "pytest", "-q", *PARALLEL, "--durations=10", "integration_tests", *ignored,
+        *session.posargs,
     )  # fmt: skip
 
 
@@ -229,9 +247,8 @@ def torch_312(session: nox.Session) -> None:
 # code reads torch internals (the tracer, aot, primops' decompositions) and a bounded slice of
 # the integration tests: every zoo model through inductor, dynamic shapes, a training step.
 TORCH_RELEASES = {"torch-oldest": "torch==2.11.0", "torch-newest": None}
-TORCH_RELEASE_TESTS = [
-    "packages/bytecode_tracer/tests",
-    "packages/aot_autograd/tests",
+TORCH_RELEASE_TESTS = ["packages/bytecode_tracer/tests", "packages/aot_autograd/tests"]
+TORCH_RELEASE_INTEGRATION = [
     "integration_tests/test_zoo_backends.py",
     "integration_tests/test_dynamic_shapes.py",
     "integration_tests/test_toy_example.py",
@@ -246,12 +263,16 @@ def torch_release_session(name: str, pin: str | None) -> None:
         pins = str(rewritten_constraints(session, unpinned))
         packages = [local(p.path) + "[test]" for p in PACKAGES]
         session.install(
-            "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
-            "transformers", "pytest", "expecttest", "hypothesis", "numpy",
+            *NO_COMPILE, "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
+            "transformers", "pytest", "pytest-xdist", "expecttest", "hypothesis", "numpy",
         )  # fmt: skip
         session.run("python", "-c", "import torch; print('torch', torch.__version__)")
         for path in TORCH_RELEASE_TESTS:  # separate processes: the conftest files share names
             session.run("pytest", "-q", "-p", "no:cacheprovider", path, *session.posargs)
+        session.run(
+            "pytest", "-q", "-p", "no:cacheprovider", *PARALLEL, *TORCH_RELEASE_INTEGRATION,
+            *session.posargs,
+        )  # fmt: skip
 
     run.__doc__ = f"The tracer, aot and an integration slice on {pin or 'the newest torch'}."
     checked_session(name=name, python=MAIN_PYTHON)(run)
