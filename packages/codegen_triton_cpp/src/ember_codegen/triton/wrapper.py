@@ -59,14 +59,17 @@ class TritonWrapperBuilder(WrapperBuilder):
         self.templates = TemplateSites(templates)  # matmul templates (template_launch.py)
         self.templates.bind(sched)
         # tensors whose addresses the wrapper does not choose: checked before a direct launch
-        self.foreign = (
-            set(sched.graph_inputs)
-            | {out.name for g in sched if g.extern is not None for out in g.extern.outputs}
-            | {a.buffer for a in sched.allocations.values() if a.in_place}  # inputs themselves
-        )
+        self.foreign = set(sched.graph_inputs) | {
+            out.name for g in sched if g.extern is not None for out in g.extern.outputs
+        }
+        for a in sched.allocations.values():  # in plan order: storages handed on in turn
+            if a.reuses in self.foreign:  # an input itself, a library result's storage
+                self.foreign.add(a.buffer)
         #: a buffer that is a graph input's tensor -> that input (itself for inputs)
         self.input_of = {name: name for name in sched.graph_inputs} | {
-            a.buffer: a.reuses for a in sched.allocations.values() if a.in_place
+            a.buffer: a.reuses
+            for a in sched.allocations.values()
+            if a.in_place and a.reuses in sched.graph_inputs
         }
 
     def _guard_inputs(self) -> None:

@@ -156,25 +156,26 @@ class WrapperBuilder:
         want = self.preferred.get(name, own)
         if want[2] != own[2] or extent(want) > numel:  # kernels index from the own offset
             want = own
-        if plan is not None and plan.in_place and donor in self.live:
+        if plan is not None and plan.in_place and donor in self.dynamic_offset:
             # the graph input this output is written back to, which its own kernel reads
             # last: the output is that tensor itself (the caller then skips the copy)
             w.line(f"{name} = {donor}")
             self.live.add(name)
             self.held[name] = self.held[donor]
-            if donor in self.dynamic_offset:
-                self.dynamic_offset.add(name)
+            self.dynamic_offset.add(name)
             return
         if donor is not None and donor in self.live:
+            # a dead buffer's storage, or (in place) the storage of a buffer this buffer's
+            # own kernel reads last: its variable goes with the group's frees
             held = self.held[donor]  # same dtype and storage size (the memory plan's rule)
+            dead = "" if plan.in_place else f"; del {donor}"
             if held == want or (name not in self.preferred and held[2] == own[2]):
-                w.line(f"{name} = {donor}; del {donor}")
+                w.line(f"{name} = {donor}{dead}")
                 want = held
             else:
-                w.line(
-                    f"{name} = _as_strided({donor}, {want[0]}, {want[1]}, {want[2]}); del {donor}"
-                )
-            self.live.discard(donor)
+                w.line(f"{name} = _as_strided({donor}, {want[0]}, {want[1]}, {want[2]}){dead}")
+            if not plan.in_place:
+                self.live.discard(donor)
         else:
             self._allocate_new(name, layout, want, dtype)
         if donor is not None:

@@ -171,7 +171,8 @@ def schedule_graph(work: PrimGraph) -> None:
     if fusion is not None:  # a trace is written: the loop IR and decisions too
         work.notes.update(loop_ir=ember_inductor_ir.dump_lowering(work.lowering), fusion=fusion)
         emit_loop_ir(work.gm, work.notes)
-    in_place = sum(a.in_place for a in work.scheduled.allocations.values())
+    inputs = set(work.scheduled.graph_inputs)
+    in_place = sum(a.in_place and a.reuses in inputs for a in work.scheduled.allocations.values())
     if in_place:  # outputs written into the inputs they go back to (reuse.py)
         counters["inductor"]["outputs_written_in_place"] += in_place
 

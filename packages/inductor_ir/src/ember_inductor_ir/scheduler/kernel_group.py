@@ -82,8 +82,11 @@ class KernelGroup:
 @dataclass(frozen=True)
 class Allocation:
     """Where a buffer's storage comes from: fresh, or the storage of a dead buffer, or
-    (``in_place``) the storage of the graph input the buffer's value is written back to,
-    which its own kernel reads last (reuse.py's donations)."""
+    (``in_place``) the storage of a buffer its own kernel reads last, at the elements it
+    writes: another buffer of the graph (a pointwise kernel writing over its input), or the
+    graph input the buffer's value is written back to (reuse.py's donations). An in-place
+    buffer and its donor are one tensor while the kernel runs; the donor's name is freed
+    after it."""
 
     buffer: str
     reuses: str | None
@@ -148,5 +151,8 @@ class Schedule(list):  # list[KernelGroup]
     def describe(self) -> str:
         lines = [g.describe() for g in self]
         reused = [a for a in self.allocations.values() if a.reuses is not None]
-        lines += [f"reuse: {a.buffer} takes the storage of {a.reuses}" for a in reused]
+        lines += [
+            f"{'in place' if a.in_place else 'reuse'}: {a.buffer} takes the storage of {a.reuses}"
+            for a in reused
+        ]
         return "\n".join(lines)

@@ -5,17 +5,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from ..extern import ExternOutput, TensorArg
+from ..extern import ExternKernel, ExternOutput, TensorArg
 from ..handlers.readwrite import ReadWriteHandler
-from ..indexing import index_vars
+from ..indexing import index_vars, simplify_index
+from ..layout import Layout
 from ..nodes import Buffer, ComputedBuffer, InputBuffer
-from .kernel_group import Allocation, KernelGroup
+from .kernel_group import Allocation, KernelGroup, ScheduledNode
 
 log = logging.getLogger("ember.fusion")
 
 
 def _storage_key(buf: Buffer) -> tuple:
     return (buf.get_device(), buf.get_dtype(), buf.layout.storage_numel())
+
+
+#: Library prims whose results are fresh tensors of the library's (never views of their
+#: arguments, never a tensor the library keeps): once dead, their storage is the plan's to
+#: hand on, like a computed buffer's.
+FRESH_LIBRARY_RESULTS = frozenset(
+    {
+        "mm", "bmm", "addmm", "convolution", "convolution_backward",
+        "sdpa_flash_cpu", "sdpa_flash_cpu_backward", "sdpa_flash_cuda",
+        "sdpa_flash_cuda_backward", "sdpa_efficient", "sdpa_efficient_backward",
+    }
+)  # fmt: skip
 
 
 def plan_memory(
@@ -27,50 +40,26 @@ def plan_memory(
     """Allocations for every computed buffer and, per group, the storages dead after it.
 
     ``keep`` are buffers whose storage must survive the graph (graph outputs and the bases
-    of output views). A storage is handed on only between groups: never inside one, but
-    for ``donations`` (output buffer -> the graph input its value is written back to, an
-    optimizer's parameters and moments): the output takes the input's storage where its
-    kernel is the input's last reader and reads it at the index it writes (in_place_safe).
+    of output views). A dead storage is handed on to a buffer of the same dtype and size
+    made by a later group before anything is allocated anew (the wrapper holds a storage
+    for its taker: held while fresh memory is allocated, it would raise the peak). Inside a group, a computed buffer is written in place into the
+    storage of a buffer its own group reads for the last time (``Allocation.in_place``)
+    where that is safe (in_place_safe: one layout, every read of it at the element written);
+    so are ``donations`` (output buffer -> the graph input its value is written back to, an
+    optimizer's parameters and moments). The storages handed on are the plan's own: computed
+    buffers', ``out=`` results' and fresh library results' (FRESH_LIBRARY_RESULTS), never a
+    graph input's (but for donations) nor what a fallback kernel returns.
     """
     last_use: dict[str, int] = {}
     for k, group in enumerate(groups):
         for name in group.reads | set(group.buffer_names()):
             last_use[name] = k
     keep = _extend_to_extern_inputs(groups, last_use, keep)
-    planned = {
-        name
-        for group in groups
-        for name in group.buffer_names()
-        if isinstance(buffers[name], ComputedBuffer)
-        or (group.extern is not None and group.extern.writes_out)
-    }
-    owner: dict[str, str] = {}  # buffer -> the buffer whose storage it lives in
-    allocations: dict[str, Allocation] = {}
-    frees: dict[str, list[str]] = {g.name: [] for g in groups}
-    pool: dict[tuple, list[str]] = {}
+    planner = _Planner(groups, buffers, keep, last_use)
     for k, group in enumerate(groups):
-        for name in group.buffer_names():
-            buf = buffers[name]
-            reused = None
-            if name in planned and name not in keep:
-                candidates = pool.get(_storage_key(buf), [])
-                if candidates:
-                    reused = candidates.pop(0)
-            allocations[name] = Allocation(name, reused)
-            owner[name] = owner.get(reused, reused) if reused else name
-            if reused is not None:
-                log.info("buffer reuse: %s takes the storage of %s", name, reused)
-        for name, last in last_use.items():
-            buf = buffers.get(name)
-            if last != k or name in keep:
-                continue
-            if name in planned:
-                frees[group.name].append(name)
-                pool.setdefault(_storage_key(buf), []).append(name)
-            elif isinstance(buf, ExternOutput):
-                # The library allocated it: dropped at its last use (not held to the end
-                # of the call), but its storage is not the plan's to hand on.
-                frees[group.name].append(name)
+        planner.allocate(k, group)
+        planner.free(k, group)
+    allocations = planner.allocations
     failing = _may_fail(groups) if donations else None
     for out, donor in (donations or {}).items():
         reason = failing or (
@@ -83,7 +72,106 @@ def plan_memory(
             log.info("in place: %s is written into input %s", out, donor)
         else:
             log.info("not in place: %s into input %s: %s", out, donor, reason)
-    return allocations, frees
+    return allocations, planner.frees
+
+
+class _Planner:
+    """The plan built group by group: allocations, and a pool of dead storages by key."""
+
+    def __init__(
+        self,
+        groups: Sequence[KernelGroup],
+        buffers: dict[str, Buffer],
+        keep: set[str],
+        last_use: dict[str, int],
+    ) -> None:
+        self.groups, self.buffers, self.keep, self.last_use = groups, buffers, keep, last_use
+        #: buffers made in storage the plan allocates (and may then hand on)
+        self.planned = {
+            name
+            for group in groups
+            for name in group.buffer_names()
+            if isinstance(buffers[name], ComputedBuffer)
+            or (group.extern is not None and group.extern.writes_out)
+        }
+        #: library results whose storage is the plan's once dead (FRESH_LIBRARY_RESULTS)
+        self.fresh = {
+            out.name
+            for k, group in enumerate(groups)
+            if group.extern is not None and _fresh_results(group.extern)
+            for out in group.extern.outputs
+            if out.get_dtype().is_floating_point and last_use[out.name] > k  # (else unbound)
+        }
+        self.allocations: dict[str, Allocation] = {}
+        self.frees: dict[str, list[str]] = {g.name: [] for g in groups}
+        self.pool: dict[tuple, list[str]] = {}
+        self.overwritten: set[str] = set()  # storages a buffer of their last reader took
+
+    def allocate(self, k: int, group: KernelGroup) -> None:
+        for name in group.buffer_names():
+            reused, in_place = None, False
+            if name in self.planned and name not in self.keep:
+                reused = self._overwritable(k, group, name)
+                in_place = reused is not None
+                candidates = self.pool.get(_storage_key(self.buffers[name]), [])
+                if reused is None and candidates:
+                    reused = candidates.pop()  # the latest dead: held the shortest
+            if reused is None:
+                # fresh memory (or the library's): a dead storage held on for a later taker
+                # while more is allocated would only add to the peak; freed where it died
+                self.pool.clear()
+            self.allocations[name] = Allocation(name, reused, in_place=in_place)
+            if in_place:
+                self.overwritten.add(reused)
+                log.info("in place: %s is written into %s, read last by its kernel", name, reused)
+            elif reused is not None:
+                log.info("buffer reuse: %s takes the storage of %s", name, reused)
+
+    def _overwritable(self, k: int, group: KernelGroup, name: str) -> str | None:
+        """A buffer ``group`` reads for the last time whose storage ``name`` may be written
+        into (in_place_safe), or None."""
+        if group.extern is not None:
+            return None
+        key = _storage_key(self.buffers[name])
+        for donor in sorted(group.reads):
+            if (
+                self.last_use.get(donor) != k
+                or donor in self.keep
+                or donor in self.overwritten
+                or not (donor in self.planned or donor in self.fresh)
+                or _storage_key(self.buffers[donor]) != key
+            ):
+                continue
+            reason = in_place_safe(self.groups, self.buffers, name, donor, self.last_use)
+            if reason is None:
+                return donor
+            log.info("not in place: %s into %s: %s", name, donor, reason)
+        return None
+
+    def free(self, k: int, group: KernelGroup) -> None:
+        for name, last in self.last_use.items():
+            if last != k or name in self.keep:
+                continue
+            buf = self.buffers.get(name)
+            if name in self.overwritten:
+                # its storage is the buffer written into it now: only the name goes
+                self.frees[group.name].append(name)
+            elif name in self.planned or name in self.fresh:
+                self.frees[group.name].append(name)
+                self.pool.setdefault(_storage_key(buf), []).append(name)
+            elif isinstance(buf, ExternOutput):
+                # The library allocated it: dropped at its last use (not held to the end
+                # of the call), but its storage is not the plan's to hand on.
+                self.frees[group.name].append(name)
+
+
+def _fresh_results(extern: ExternKernel) -> bool:
+    return (
+        extern.kernel_name in FRESH_LIBRARY_RESULTS
+        and not extern.fallback
+        and extern.mutates is None
+        and not extern.writes_out
+    )
 
 
 def _may_fail(groups: Sequence[KernelGroup]) -> str | None:
@@ -110,24 +198,31 @@ def _reads_and_writes(node: ComputedBuffer) -> ReadWriteHandler:
 
 
 def in_place_safe(
-    groups: Sequence[KernelGroup], buffers: dict[str, Buffer], out: str, donor: str
+    groups: Sequence[KernelGroup],
+    buffers: dict[str, Buffer],
+    out: str,
+    donor: str,
+    last_use: Mapping[str, int] | None = None,
 ) -> str | None:
-    """Why output ``out`` may not be written into graph input ``donor``'s storage, or None.
+    """Why ``out`` may not be written into ``donor``'s storage, or None.
 
-    Safe when the two have one layout, the group computing ``out`` is the last to read
-    ``donor``, and inside it every read of ``donor`` is at the element ``out`` writes, by
-    ``out``'s own loop body or by one emitted before it (the same program reads each
-    element before it overwrites it, and nothing reads the old value afterwards). A reader
+    ``donor`` is a graph input (a donation), or, given ``last_use`` (buffer -> the last group
+    reading it, aliases' readers included), a buffer of the graph. Safe when the two have one
+    layout (for a buffer of the graph: one storage from one offset; loads and stores index
+    storage, so the shapes may differ), the group computing ``out`` is the last to read
+    ``donor``, and inside it every read of ``donor`` is at the element ``out`` writes at the
+    same point of the group's iteration space, by ``out``'s own loop body or by one emitted
+    before it (a reduction's pass over the point ends before the pass writing it: the same
+    program reads each element before it overwrites it, and nothing reads the old value
+    afterwards). A reader
     that recomputes a written value inline (an optimizer's parameter update reading both
     moments' old values) comes before the moments' stores in that order."""
     buf, inp = buffers.get(out), buffers.get(donor)
-    if not isinstance(buf, ComputedBuffer) or not isinstance(inp, InputBuffer):
+    if not isinstance(buf, ComputedBuffer) or inp is None:
+        return "not a computed buffer"
+    if last_use is None and not isinstance(inp, InputBuffer):
         return "not a computed buffer and a graph input"
-    a, b = buf.layout, inp.layout
-    same = (a.device, a.dtype, list(a.size), list(a.stride), a.offset) == (
-        b.device, b.dtype, list(b.size), list(b.stride), b.offset
-    )  # fmt: skip
-    if not same:
+    if not _one_storage(buf.layout, inp.layout, shape=last_use is None):
         return "another layout"
     producer = next((k for k, g in enumerate(groups) if out in g.buffer_names()), None)
     if producer is None or groups[producer].extern is not None:
@@ -135,27 +230,47 @@ def in_place_safe(
     for group in groups[producer + 1 :]:
         if donor in group.reads:
             return f"{group.name} reads the input after"
-    rw = _reads_and_writes(buf)
-    stores = {index for name, index in rw.writes if name == out}
+    if last_use is not None and last_use.get(donor, -1) > producer:
+        return "an alias of it is read after"
+    group = groups[producer]
+    ranges = group.var_ranges()
+    accesses = {node.buffer.name: _accesses(node, ranges) for node in group.nodes}
+    stores = {index for name, index in accesses[out][1] if name == out}
     if len(stores) != 1:
         return "written at more than one index"
     written_after = False
-    for node in groups[producer].nodes:
-        if node.buffer.name == out:
-            written_after = True
-            reads = rw.reads
-        else:
-            reads = _reads_and_writes(node.buffer).reads
-            if list(node.buffer.ranges) != list(buf.ranges) or node.buffer.reduction_ranges:
-                reads = [(name, None) for name, _ in reads]  # another loop: indices differ
-        loads = {index for name, index in reads if name == donor}
+    for node in group.nodes:
+        loads = {index for name, index in accesses[node.buffer.name][0] if name == donor}
         if not loads:
+            written_after |= node.buffer.name == out
             continue
         if not loads <= stores:
             return f"{node.buffer.name} reads the input at other elements than the one written"
-        if written_after and node.buffer.name != out:
+        if written_after:
             return f"{node.buffer.name} reads the input after it is written"
+        written_after |= node.buffer.name == out
     return None
+
+
+def _accesses(node: ScheduledNode, ranges: Mapping) -> tuple[list, list]:
+    """What a scheduled node reads and writes, indexed in its group's variables (so that
+    the nodes of one group compare: a reduction's reads at (i, r), a pointwise node's over
+    the same points), simplified over the group's ranges."""
+    rw = ReadWriteHandler()
+    node.run(rw)
+    reads = [(name, simplify_index(index, ranges)) for name, index in rw.reads]
+    writes = [(name, simplify_index(index, ranges)) for name, index in rw.writes]
+    return reads, writes
+
+
+def _one_storage(a: Layout, b: Layout, *, shape: bool) -> bool:
+    """Whether layouts ``a`` and ``b`` span one storage from one offset (and, with ``shape``,
+    have one size and stride)."""
+    if (a.device, a.dtype, a.offset, a.storage_numel()) != (
+        b.device, b.dtype, b.offset, b.storage_numel()
+    ):  # fmt: skip
+        return False
+    return not shape or (list(a.size), list(a.stride)) == (list(b.size), list(b.stride))
 
 
 def _extend_to_extern_inputs(
