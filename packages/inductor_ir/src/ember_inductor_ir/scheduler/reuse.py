@@ -55,7 +55,7 @@ def plan_memory(
         for name in group.reads | set(group.buffer_names()):
             last_use[name] = k
     keep = _extend_to_extern_inputs(groups, last_use, keep)
-    planner = _Planner(groups, buffers, keep, last_use)
+    planner = _Planner(groups, buffers, keep, last_use, set(donations or ()))
     for k, group in enumerate(groups):
         planner.allocate(k, group)
         planner.free(k, group)
@@ -84,8 +84,10 @@ class _Planner:
         buffers: dict[str, Buffer],
         keep: set[str],
         last_use: dict[str, int],
+        donated: set[str],
     ) -> None:
         self.groups, self.buffers, self.keep, self.last_use = groups, buffers, keep, last_use
+        self.donated = donated  # written into graph inputs instead, where safe (donations)
         #: buffers made in storage the plan allocates (and may then hand on)
         self.planned = {
             name
@@ -110,11 +112,12 @@ class _Planner:
     def allocate(self, k: int, group: KernelGroup) -> None:
         for name in group.buffer_names():
             reused, in_place = None, False
-            if name in self.planned and name not in self.keep:
+            if name in self.planned and name not in self.donated:  # (an output too)
                 reused = self._overwritable(k, group, name)
                 in_place = reused is not None
+            if reused is None and name in self.planned and name not in self.keep:
                 candidates = self.pool.get(_storage_key(self.buffers[name]), [])
-                if reused is None and candidates:
+                if candidates:
                     reused = candidates.pop()  # the latest dead: held the shortest
             if reused is None:
                 # fresh memory (or the library's): a dead storage held on for a later taker
