@@ -91,7 +91,10 @@ def _traced(fn, inputs, mode=None):
                 target, args = getattr(args[0], node.target), args[1:]
             else:
                 target = node.target
-            with mode or contextlib.nullcontext(), contextlib.suppress(RuntimeError):  # eager's error: no value
+            with (
+                mode or contextlib.nullcontext(),
+                contextlib.suppress(RuntimeError),
+            ):  # eager's error: no value
                 node.meta["example_value"] = target(*args, **kwargs)
     return gm
 
