@@ -182,4 +182,9 @@ def test_a_dense_cuda_mask_and_a_provable_one():
     assert fused_attention_masks(gm) == 0
     mode, fakes = _cuda_fakes(_inputs(False))
     gm = _traced(hf_bidirectional, fakes, mode)
+    (sdpa,) = [n for n in gm.graph.nodes if n.target is F.scaled_dot_product_attention]
+    old = sdpa.meta["example_value"]
     assert fused_attention_masks(gm) == 1 and _sdpa_mask(gm) is None  # dropped, not copied
+    refreshed = sdpa.meta["example_value"]  # computed again, without the mask
+    assert refreshed is not old
+    assert refreshed.device.type == "cuda" and refreshed.shape == (B, H, L, E)

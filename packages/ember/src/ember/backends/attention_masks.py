@@ -30,6 +30,8 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
+
 log = logging.getLogger("ember.attention")
 
 _SDPA_TARGETS = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
@@ -272,6 +274,23 @@ def _dense_cuda_mask(gm: torch.fx.GraphModule, node: torch.fx.Node, bound: dict)
     return True
 
 
+def _refresh_example(node: torch.fx.Node) -> None:
+    """The call's example value again, as the tracer computes it: the kernel aten now picks
+    returns its output in its own layout (flash: the query's; math: contiguous). Values of
+    tests (real tensors) and calls that fail keep the old one."""
+    old = _example(node)
+    mode = getattr(old, "fake_mode", None)
+    if mode is None:
+        return
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), _example)
+    try:
+        thunk = rule_for("call_function", node.target, args, kwargs)
+        with mode, dispatch_context(node.target, args, kwargs):
+            node.meta["example_value"] = thunk() if thunk else node.target(*args, **kwargs)
+    except Exception as exc:  # the old value's shape and dtype are still right
+        log.debug("sdpa %s: example value kept: %s: %s", node.name, type(exc).__name__, exc)
+
+
 def fused_attention_masks(gm: torch.fx.GraphModule) -> int:
     """Rewrites `gm`'s sdpa calls in place as the module docstring says; returns how many
     calls changed."""
@@ -284,10 +303,12 @@ def fused_attention_masks(gm: torch.fx.GraphModule) -> int:
             continue
         if _drop_if_all_true(gm, node, bound):
             log.debug("sdpa %s: an all-true attn_mask dropped", node.name)
-            changed += 1
         elif _dense_cuda_mask(gm, node, bound):
             log.debug("sdpa %s: a CUDA attn_mask of strided last dim made dense", node.name)
-            changed += 1
+        else:
+            continue
+        _refresh_example(node)
+        changed += 1
     if changed:
         gm.recompile()
     return changed
