@@ -134,9 +134,9 @@ TRITON_CHILD = textwrap.dedent(
     monkeypatch = pytest.MonkeyPatch()
     graphs = PrimGraphs(monkeypatch)
     results = {}
-    for name in ("bert", "distilbert"):
+    for name, padded in (("bert", False), ("distilbert", False), ("bert", True)):
         model = tiny(name).eval()
-        kwargs = _inputs(False)
+        kwargs = _inputs(padded)
         with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
             expected = model(**kwargs).logits.float()
             got = ember.compile(model)(**kwargs).logits.float()
@@ -162,7 +162,8 @@ def test_triton_target_lowers_the_maskless_attention(tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["ops"]["sdpa_flash_cpu"] == 4, result
+    assert result["ops"]["sdpa_flash_cpu"] == 6, result
     assert not DECOMPOSED & set(result["ops"]), result
-    assert result["masks"] == [True] * 4
-    assert result["inductor"]["forward_graphs"] == 2
+    # no mask where the traced one was all true; the padded batch keeps its mask
+    assert result["masks"] == [True] * 4 + [False] * 2
+    assert result["inductor"]["forward_graphs"] == 3

@@ -42,6 +42,13 @@ def strict_comparison(x):
     return F.scaled_dot_product_attention(q, k, v, mask)
 
 
+def grouped_heads_causal_free(x):
+    """Grouped-query heads (3 query heads share one key/value head) under the same mask."""
+    q, k, v = _qkv(x)
+    k, v = k[:, :1], v[:, :1]
+    return F.scaled_dot_product_attention(q, k, v, _index_mask(x), 0.0, False, enable_gqa=True)
+
+
 def or_with_input(x, user):
     q, k, v = _qkv(x)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=user | _index_mask(x))
@@ -112,7 +119,9 @@ def _inputs(with_user_mask):
 
 
 @pytest.mark.parametrize(
-    "fn", [hf_bidirectional, strict_comparison, or_with_input], ids=lambda f: f.__name__
+    "fn",
+    [hf_bidirectional, strict_comparison, grouped_heads_causal_free, or_with_input],
+    ids=lambda f: f.__name__,
 )
 def test_a_provably_all_true_mask_is_dropped(fn):
     inputs = _inputs(fn is or_with_input)
