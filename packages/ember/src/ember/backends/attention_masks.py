@@ -286,9 +286,19 @@ def _refresh_example(node: torch.fx.Node) -> None:
     try:
         thunk = rule_for("call_function", node.target, args, kwargs)
         with mode, dispatch_context(node.target, args, kwargs):
-            node.meta["example_value"] = thunk() if thunk else node.target(*args, **kwargs)
+            new = thunk() if thunk else node.target(*args, **kwargs)
     except Exception as exc:  # the old value's shape and dtype are still right
         log.debug("sdpa %s: example value kept: %s: %s", node.name, type(exc).__name__, exc)
+        return
+    # an autocast block traced inside the graph is not active here: where the dtype would
+    # differ, the traced value (its dtype is the one the graph computes) stays
+    if (
+        isinstance(new, torch.Tensor)
+        and new.dtype == old.dtype
+        and new.ndim == old.ndim
+        and all(_same_size(a, b) for a, b in zip(new.shape, old.shape, strict=True))
+    ):  # sizes compared as written: no guard
+        node.meta["example_value"] = new
 
 
 def fused_attention_masks(gm: torch.fx.GraphModule) -> int:
