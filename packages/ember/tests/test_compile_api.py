@@ -205,3 +205,17 @@ def test_two_compiles_of_one_function_share_code(backend):
     strict = ember.compile(_layer, backend=backend, fullgraph=True)
     torch.testing.assert_close(strict(a, w), _layer(a, w))
     assert len(strict._ember_compiler.records) == 1  # other options: its own too
+
+
+def test_compiles_with_one_mode_share_code():
+    """A named backend configured by mode/options is equal for equal settings (torch.compile's
+    inductor wrapper compares by its configuration too); other settings compile their own."""
+    a, w = torch.randn(8, 8), torch.randn(8, 8)
+    first = ember.compile(_layer, mode="max-autotune-no-cudagraphs")
+    second = ember.compile(_layer, mode="max-autotune-no-cudagraphs")
+    torch.testing.assert_close(first(a, w), _layer(a, w))
+    torch.testing.assert_close(second(a, w), _layer(a, w))
+    assert len(first._ember_compiler.records) == 1 and second._ember_compiler.records == []
+    plain = ember.compile(_layer)
+    torch.testing.assert_close(plain(a, w), _layer(a, w))
+    assert len(plain._ember_compiler.records) == 1

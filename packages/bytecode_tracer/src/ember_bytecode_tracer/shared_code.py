@@ -16,6 +16,7 @@ compiler never runs code with graph breaks that another compiler made.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +27,9 @@ log = logging.getLogger("ember.tracer")
 class _Backend:
     """A backend compared as TorchDynamo compares them: the same object, or an equal one of
     the same type. Wrappers that mark what they wrap (`_ember_wrapped_backend`) compare by
-    their function's code and what they wrap: two `split_for_ddp(b)` of one `b` are equal."""
+    their function's code and what they wrap: two `split_for_ddp(b)` of one `b` are equal;
+    two `functools.partial` by function and arguments (a named backend configured by
+    `mode`/`options`, as TorchDynamo's inductor wrapper compares by its configuration)."""
 
     __slots__ = ("chain", "inner")
 
@@ -41,16 +44,26 @@ class _Backend:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Backend) or self.chain != other.chain:
             return False
-        if self.inner is other.inner:
-            return True
-        if type(self.inner) is not type(other.inner):
-            return False
-        try:
-            return bool(self.inner == other.inner)
-        except Exception:  # a backend whose __eq__ fails shares nothing
-            return False
+        return _same(self.inner, other.inner)
 
     __hash__ = None  # type: ignore[assignment]  (backends need not be hashable)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if type(a) is functools.partial:
+        return _same(a.func, b.func) and _equal((a.args, a.keywords), (b.args, b.keywords))
+    return _equal(a, b)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a backend whose __eq__ fails shares nothing
+        return False
 
 
 def share_key(compiler_type: type, backend: Callable, **options: Any) -> tuple:
