@@ -46,6 +46,7 @@ from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
 from ember_bytecode_tracer.saved_hooks import user_saved_tensor_hooks_suspended
+from ember_bytecode_tracer.shared_code import share_key, shareable_entry
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
 from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
@@ -234,6 +235,13 @@ class FrameCompiler:
         self.records: list[FrameRecord] = []
         self.skipped: list[tuple[types.CodeType, str]] = []  # frames left to run as they are
         self._crowded_out: set[tuple] = set()  # (code, group) warned about a full cache
+        # compilers with an equal key share compiled code (shared_code.py)
+        self.share_key = share_key(
+            type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
+            suppress_errors=suppress_errors,
+            capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+        )  # fmt: skip
+        self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 
     def __call__(self, frame: fh.Frame, cache: fh.CacheView) -> fh.GuardedCode | None:
         code = frame.f_code
@@ -257,6 +265,9 @@ class FrameCompiler:
         code = frame.f_code
         if cache.full and not self._room_for(frame, cache):
             return None
+        shared = shareable_entry(cache.entries, self, self.share_key, frame.f_locals)
+        if shared is not None:
+            return self._take_over(shared)
         if not has_tensor_work(frame):
             fh.skip_code(code)
             return None
@@ -279,13 +290,27 @@ class FrameCompiler:
                 fh.skip_code(code)
                 return None
             raise
-        entry = CompiledFrame(new_code, _owned_by(self, guard))
+        entry = self._entry(new_code, guard, record)
         record.recompile_reason = reason
-        entry.record = record
         self.records.append(record)
         if self.on_record is not None:
             self.on_record(record)
         return entry
+
+    def _entry(self, code: types.CodeType, guard: Any, record: FrameRecord) -> CompiledFrame:
+        entry = CompiledFrame(code, _owned_by(self, guard))
+        entry.record = record
+        entry.compiler = self
+        entry.share_key = self.share_key
+        return entry
+
+    def _take_over(self, shared: CompiledFrame) -> CompiledFrame:
+        """Another compiler's code for this frame, under a guard owned by this one."""
+        record = shared.record
+        log.debug("ember: %s reuses code compiled for an equal compiler", record.code.co_name)
+        emit("frame_reused", code=record.code)
+        self.reused.append(record)
+        return self._entry(shared.code, record.guards, record)
 
     def _trace(self, frame: fh.Frame):
         try:
