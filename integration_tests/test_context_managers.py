@@ -4,6 +4,8 @@ with graph counts checked so that a silent fallback fails."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -55,3 +57,71 @@ def test_deterministic_mode_query_retraces(backend):
     finally:
         torch.use_deterministic_algorithms(False)
     assert _graphs(backend) == 2
+
+
+class ModeSwitch:
+    def __init__(self, mode):
+        self.saved = torch.is_grad_enabled()
+        self.mode = mode
+
+    def __enter__(self):
+        torch._C._set_grad_enabled(self.mode)
+
+    def __exit__(self, kind, value, tb):
+        torch._C._set_grad_enabled(self.saved)
+
+
+@contextlib.contextmanager
+def mode_switch(mode):
+    saved = torch.is_grad_enabled()
+    try:
+        yield torch._C._set_grad_enabled(mode)
+    finally:
+        torch._C._set_grad_enabled(saved)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("switch", [ModeSwitch, mode_switch], ids=["class", "generator"])
+def test_users_grad_switching_contexts_in_one_graph(backend, switch):
+    def fn(x):
+        with switch(False):
+            y = x.sin() * 2 if not torch.is_grad_enabled() else x
+        z = x.cos() * y
+        return z + 1
+
+    x = torch.randn(6, requires_grad=True)
+    expected = fn(x)
+    got = ember.compile(fn, backend=backend, fullgraph=True)(x)
+    torch.testing.assert_close(got, expected)
+    got.sum().backward()
+    grad, x.grad = x.grad, None
+    expected.sum().backward()
+    torch.testing.assert_close(grad, x.grad)
+    assert _graphs(backend) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_context_managers_as_decorators_in_one_graph(backend):
+    def fn(x):
+        @torch.no_grad()
+        def frozen(a):
+            return a * 3
+
+        @torch.autograd.graph.disable_saved_tensors_hooks("not here")
+        def plain(a, b):
+            return a + b
+
+        with torch.set_grad_enabled(False):
+
+            @torch.set_grad_enabled(True)
+            def tracked(a):
+                return a.exp()
+
+        return plain(frozen(x), tracked(x))
+
+    x = torch.randn(6, requires_grad=True)
+    expected = fn(x)
+    got = ember.compile(fn, backend=backend, fullgraph=True)(x)
+    torch.testing.assert_close(got, expected)
+    assert got.requires_grad == expected.requires_grad
+    assert _graphs(backend) == 1

@@ -102,3 +102,25 @@ def test_pure_dtype_functions_fold_without_a_guard():
     assert same(compiled(x), fn(x))
     assert compiled(x).dtype == torch.float32
     assert compiled.backend.graph_count == 1
+
+
+def test_a_query_read_again_after_the_trace_changed_the_state_is_not_reguarded():
+    # The inner context reads the message the outer one set: guarding that second answer
+    # at frame entry would never hold (a retrace on every call).
+    disable = torch.autograd.graph.disable_saved_tensors_hooks
+
+    def fn(x):
+        with disable("outer"):
+            with disable("inner"):
+                y = x * 2
+            return y + 1
+
+    x = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    for _ in range(3):
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+    with disable("already"):  # the first answer (None: enabled) is guarded
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is None

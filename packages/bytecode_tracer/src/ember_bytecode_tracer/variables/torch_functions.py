@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
@@ -77,12 +78,18 @@ UNSUPPORTED = {
 }  # fmt: skip
 
 
+# A query whose answer may be None (`_saved_tensors_hooks_get_disabled_error_message`).
+_GETTER_NAME = re.compile(r"(^|_)(get|is|are)_")
+
+
 def _reads_global_state(fn: Any, args, kwargs, value: Any) -> bool:
     """A call answered with a Python value from constant arguments alone: what it answers
     comes from thread or process state (the profiler, deterministic mode, cuDNN flags, the
     default dtype...), which the graph built from its value depends on."""
-    if value is None or isinstance(value, torch.Tensor) or fn in FOLDED_UNGUARDED:
+    if isinstance(value, torch.Tensor) or fn in FOLDED_UNGUARDED:
         return False
+    if value is None and not _GETTER_NAME.search(getattr(fn, "__name__", "")):
+        return False  # a setter (torch._C._set_cudnn_enabled): its node runs in the graph
     return all(a.is_python_constant() for a in (*args, *kwargs.values()))
 
 
@@ -107,7 +114,12 @@ def guard_state_query(tx, fn: Any, args, kwargs, value: Any) -> None:
     if path is None or kwargs or len(literals) > 1 or not all(isinstance(a, str) for a in literals):
         raise Unsupported(f"torch.{name}() answers from global state a guard cannot re-read")
     source = TorchStateSource(path, literals[0] if literals else None)
-    guard(tx, source, GuardKind.EQUALS_MATCH, value)
+    # The first read is what the frame's entry state must match; later reads of the same
+    # state follow from it and from what the trace itself set in between (a guard on a
+    # value the trace changed would never hold at entry).
+    if source not in tx.output.state_queries:
+        tx.output.state_queries.add(source)
+        guard(tx, source, GuardKind.EQUALS_MATCH, value)
 
 
 def is_torch_callable(value: Any) -> bool:
