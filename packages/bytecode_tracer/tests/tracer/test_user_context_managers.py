@@ -159,3 +159,20 @@ def test_disable_saved_tensors_hooks_as_decorator():
     assert compiled.backend.graph_count == 1
     # the switches have no effect on a graph that registers no hooks: not kept in it
     assert compiled.backend.ops() == ["add", "mul"]
+
+
+@pytest.mark.parametrize("outer", [True, False], ids=["grad", "no_grad"])
+def test_a_grad_mode_block_that_changes_nothing_adds_no_switch(outer):
+    def fn(x):
+        y = x + 1
+        with torch.no_grad():
+            y = y * 2
+        return y - 1
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = Compiled(fn, fullgraph=True)
+    with torch.set_grad_enabled(outer):
+        expected, got = fn(x), compiled(x)
+    assert same(got, expected) and got.requires_grad == expected.requires_grad
+    switches = compiled.backend.ops().count("_set_grad_enabled")
+    assert switches == (2 if outer else 0)

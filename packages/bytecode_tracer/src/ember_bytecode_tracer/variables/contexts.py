@@ -31,6 +31,8 @@ GRAD_MODE_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 
 
 def set_grad_mode(tx, enabled: bool) -> None:
+    if torch.is_grad_enabled() == enabled:
+        return  # already so at this point of the trace (no_grad under no_grad): no op
     tx.output.graph.call_function(torch._C._set_grad_enabled, (enabled,))
     torch._C._set_grad_enabled(enabled)
 
