@@ -125,3 +125,23 @@ def test_context_managers_as_decorators_in_one_graph(backend):
     torch.testing.assert_close(got, expected)
     assert got.requires_grad == expected.requires_grad
     assert _graphs(backend) == 1
+
+
+@torch.compiler.disable
+def _run_as_is(x):
+    return x * 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiler_directives_split_the_graph(backend):
+    import torch._dynamo  # the directive itself, not a dependency of Ember's
+
+    def fn(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        y = _run_as_is(y.cos())
+        return y + 1
+
+    x = torch.randn(6)
+    torch.testing.assert_close(ember.compile(fn, backend=backend)(x), fn(x))
+    assert _graphs(backend) == 3  # sin | cos | add: none for _run_as_is's own frame
