@@ -92,6 +92,7 @@ class OutputGraph:
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
         # Grad mode when the frame started (made before the trace switches it): guarded.
         self.entry_grad_mode = torch.is_grad_enabled()
+        self.state_queries: set[Source] = set()  # global-state queries guarded so far
         self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.

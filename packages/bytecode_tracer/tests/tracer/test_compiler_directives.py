@@ -1,0 +1,55 @@
+"""torch._dynamo.graph_break() and torch.compiler.disable honoured by the trace
+(variables/compiler_directives.py): a graph break where the user asked for one, and a
+disabled function run as it is (its frame not compiled)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+from conftest import Compiled, same
+from ember_bytecode_tracer.exc import Unsupported
+
+
+def test_graph_break_call_splits_the_graph():
+    def fn(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y.cos()
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    assert any("graph_break" in str(b) for b in compiled.breaks)
+
+
+def test_graph_break_call_refused_under_fullgraph():
+    def fn(x):
+        torch._dynamo.graph_break()
+        return x + 1
+
+    with pytest.raises(Unsupported, match="graph_break"):
+        Compiled(fn, fullgraph=True)(torch.randn(2))
+
+
+@torch.compiler.disable
+def _left_alone(x):
+    return x * 5
+
+
+def test_a_disabled_function_runs_as_it_is():
+    def fn(x):
+        y = x + 1
+        y = _left_alone(y)
+        return y - 1
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    # the graph before the call and the one after it; none for _left_alone's own frame
+    assert compiled.backend.graph_count == 2
+    assert [b for b in compiled.backend.ops(0)] == ["add"]
+    assert all(r.code is not _left_alone._torchdynamo_orig_callable.__code__
+               for r in compiled.compiler.records)  # fmt: skip
