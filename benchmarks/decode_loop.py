@@ -7,7 +7,8 @@ on a prefix that grows by one token per step over ``--lengths`` lengths, ``use_c
 checking every output against eager; both compilers build their dynamic graph after the second
 length (2 graphs each, asserted). Then ``--rounds`` rounds over the lengths; at every length
 each column is called in turn on the same inputs (interleaved call by call, so load drift hits
-every column alike) and each call is timed alone. A static Ember compile (its own copy of the
+every column alike; the order rotates by round) and each call is timed alone. Every column runs
+its own copy of the model, so none reads weights another column's call just brought to cache. A static Ember compile (its own copy of the
 model, compiled at ``--static-length`` only) joins the rotation at that length.
 
 Reported: per column the median per-call time over all steady calls; the median over calls of
@@ -55,8 +56,9 @@ def _compilers(model: torch.nn.Module) -> tuple[dict[str, Any], list[int]]:
     backend, ember_count = ds._counting_backend()
     fns = {
         "eager": model,
-        "torch.compile": torch.compile(model, dynamic=None),
-        "ember": ember.compile(model, backend=backend),
+        # each compiler on its own copy: no column reads weights another just warmed
+        "torch.compile": torch.compile(copy.deepcopy(model), dynamic=None),
+        "ember": ember.compile(copy.deepcopy(model), backend=backend),
     }
     return fns, ember_count
 
@@ -83,9 +85,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             fns["ember static"](**static_kwargs)
         times: dict[str, list[float]] = {name: [] for name in COLUMNS}
         ratios: dict[str, list[float]] = {"tc": [], "eager": [], "static": []}
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for kwargs in stream.inputs:
                 names = COLUMNS if kwargs is static_kwargs else COLUMNS[:3]
+                shift = round_ % len(names)  # each column takes each place in the order
+                names = names[shift:] + names[:shift]
                 took = {name: _time(fns[name], kwargs)[0] for name in names}
                 for name, t in took.items():
                     times[name].append(t)
