@@ -1,5 +1,5 @@
 """A no-cache decode loop's steady-state calls: Ember's dynamic kernels against torch.compile's,
-eager, and a static (``dynamic=False``) Ember compile of one length, timed call by call.
+eager, and static (``dynamic=False``) Ember compiles of single lengths, timed call by call.
 
 HF GPT-2 (``--size tiny`` by default: 2 layers, 64 wide, library defaults otherwise) is called
 on a prefix that grows by one token per step over ``--lengths`` lengths, ``use_cache=False``
@@ -8,12 +8,12 @@ checking every output against eager; both compilers build their dynamic graph af
 length (2 graphs each, asserted). Then ``--rounds`` rounds over the lengths; at every length
 each column is called in turn on the same inputs (interleaved call by call, so load drift hits
 every column alike; the order rotates by round) and each call is timed alone. Every column runs
-its own copy of the model, so none reads weights another column's call just brought to cache. A static Ember compile (its own copy of the
-model, compiled at ``--static-length`` only) joins the rotation at that length.
+its own copy of the model, so none reads weights another column's call just brought to cache. Static Ember compiles (each on its own copy of the
+model, each compiled at one of ``--static-lengths`` only) join the rotation at their length.
 
 Reported: per column the median per-call time over all steady calls; the median over calls of
 the per-call ratios Ember / torch.compile and Ember / eager (each ratio taken between calls
-made back to back at the same length); Ember dynamic / static at the static length.
+made back to back at the same length); Ember dynamic / static at the static lengths.
 Issue 28's targets: Ember / torch.compile <= 1.0; dynamic / static within 1.1.
 
     python benchmarks/decode_loop.py [--rounds 200] [--lengths 33] [--threads 1] [--json PATH]
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     stream = ds._decoder("gpt2", args.size, args.lengths)
     model = stream.model
     fns, ember_count = _compilers(model)
-    static_index = args.static_length - 4  # the stream's first prefix is 4 tokens long
-    static_kwargs = stream.inputs[static_index]
+    # length -> its static compile; the stream's first prefix is 4 tokens long
+    statics = {n: stream.inputs[n - 4] for n in map(int, args.static_lengths.split(","))}
     worst = 0.0
     with torch.no_grad():
         for kwargs in stream.inputs:  # warm-up: compiles, checks every length against eager
@@ -79,15 +79,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     worst, (ds._first_tensor(fns[name](**kwargs)) - reference).abs().max().item()
                 )
         graphs = {"torch.compile": ds._dynamo_graphs(), "ember": ember_count[0]}
-        # the static compile on its own copy (its guards pin that copy and this one length)
-        fns["ember static"] = ember.compile(copy.deepcopy(model), dynamic=False)
-        for _ in range(3):
-            fns["ember static"](**static_kwargs)
+        # each static compile on its own copy (its guards pin that copy and one length)
+        static_fns = {}
+        for n, kwargs in statics.items():
+            static_fns[n] = ember.compile(copy.deepcopy(model), dynamic=False)
+            for _ in range(3):
+                static_fns[n](**kwargs)
         times: dict[str, list[float]] = {name: [] for name in COLUMNS}
         ratios: dict[str, list[float]] = {"tc": [], "eager": [], "static": []}
         for round_ in range(args.rounds):
-            for kwargs in stream.inputs:
-                names = COLUMNS if kwargs is static_kwargs else COLUMNS[:3]
+            for length, kwargs in enumerate(stream.inputs, start=4):
+                names = COLUMNS if length in static_fns else COLUMNS[:3]
+                fns["ember static"] = static_fns.get(length)
                 shift = round_ % len(names)  # each column takes each place in the order
                 names = names[shift:] + names[:shift]
                 took = {name: _time(fns[name], kwargs)[0] for name in names}
@@ -119,7 +122,7 @@ def main() -> None:
     parser.add_argument("--size", choices=sorted(ds.SIZES), default="tiny")
     parser.add_argument("--lengths", type=int, default=33)
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--static-length", type=int, default=20)
+    parser.add_argument("--static-lengths", default="12,20,28")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
@@ -134,7 +137,7 @@ def main() -> None:
     print(
         f"median per-call ratio: Ember / torch.compile {r['ember_over_torch_compile']:.3f}, "
         f"Ember / eager {r['ember_over_eager']:.3f}, "
-        f"Ember dynamic / static (length {args.static_length}) {r['dynamic_over_static']:.3f}"
+        f"Ember dynamic / static (lengths {args.static_lengths}) {r['dynamic_over_static']:.3f}"
     )
     if args.json:
         meta = {
