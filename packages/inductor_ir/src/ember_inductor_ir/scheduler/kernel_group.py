@@ -21,6 +21,7 @@ from ..extern import ExternKernel
 from ..indexing import Expr, index_vars
 from ..layout import Layout
 from ..nodes import Buffer, ComputedBuffer
+from .peak import live_bytes_bound, plan_peak_bytes
 
 Placement = Literal["reduction", "full", "outer"]
 
@@ -130,6 +131,19 @@ class Schedule(list):  # list[KernelGroup]
         if expr.is_Integer:
             return int(expr)
         return int(self.shape_env.size_hint(expr))
+
+    def nbytes(self, buf: Buffer) -> int:
+        """The bytes of ``buf``'s storage on the example inputs."""
+        return self.size_hint(buf.layout.storage_numel()) * buf.get_dtype().itemsize
+
+    def peak_bytes(self) -> int:
+        """The most bytes of storage the memory plan holds at once (scheduler/peak.py)."""
+        return plan_peak_bytes(self, self.buffers, self.allocations, self.frees, self.nbytes)
+
+    def live_bytes_bound(self) -> int:
+        """The least a plan without in-place writes could hold (scheduler/peak.py)."""
+        keep = {spec.name for spec in self.graph_outputs if spec.name is not None}
+        return live_bytes_bound(self, self.buffers, keep, self.nbytes)
 
     def describe(self) -> str:
         lines = [g.describe() for g in self]

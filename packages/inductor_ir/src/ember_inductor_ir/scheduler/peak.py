@@ -1,0 +1,73 @@
+"""The memory a schedule's wrapper holds at most: its plan replayed group by group.
+
+The wrapper allocates each group's buffers before the group runs (a computed buffer fresh or
+in a dead buffer's storage, an in-place one in the storage of a buffer the group reads last, a
+library call's results fresh from the library), then drops the buffers the plan frees after
+it; a freed storage that a later buffer takes over is held until then (the wrapper keeps it
+for its taker). Counted: the storages the graph makes (outputs among them), with their sizes
+on the example inputs; not counted: graph inputs and constants, a library's workspaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..nodes import Buffer
+    from .kernel_group import Allocation, KernelGroup
+
+
+def plan_peak_bytes(
+    groups: Sequence[KernelGroup],
+    buffers: Mapping[str, Buffer],
+    allocations: Mapping[str, Allocation],
+    frees: Mapping[str, list[str]],
+    nbytes: Callable[[Buffer], int],
+) -> int:
+    """The most bytes of storage the plan holds at once (see the module docstring)."""
+    taken = {a.reuses for a in allocations.values() if a.reuses is not None and not a.in_place}
+    storage_of: dict[str, str] = {}  # buffer alive (or held for its taker) -> its storage
+    size: dict[str, int] = {}  # storage -> bytes
+    peak = 0
+    for group in groups:
+        for name in group.buffer_names():
+            plan = allocations.get(name)
+            donor = plan.reuses if plan is not None else None
+            if donor is not None and donor in storage_of:
+                storage = storage_of[donor] if plan.in_place else storage_of.pop(donor)
+                storage_of[name] = storage
+            elif plan is None or not plan.in_place:  # (in place in a graph input: uncounted)
+                storage_of[name] = name
+                size[name] = nbytes(buffers[name])
+        peak = max(peak, sum(size[s] for s in set(storage_of.values())))
+        for name in frees.get(group.name, ()):
+            if name not in taken:
+                storage_of.pop(name, None)
+    return peak
+
+
+def live_bytes_bound(
+    groups: Sequence[KernelGroup],
+    buffers: Mapping[str, Buffer],
+    keep: set[str],
+    nbytes: Callable[[Buffer], int],
+) -> int:
+    """What a plan without in-place writes holds at least: the most bytes of buffers alive
+    at once, each from the group making it to its last reader (graph outputs to the end),
+    with storages handed on at once and of any size."""
+    made: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for k, group in enumerate(groups):
+        for name in group.buffer_names():
+            made.setdefault(name, k)
+        for name in group.reads | set(group.buffer_names()):
+            last[name] = k
+    end = len(groups)
+    peak = 0
+    for k in range(len(groups)):
+        alive = [
+            n for n, at in made.items() if at <= k <= (end if n in keep else last.get(n, at))
+        ]
+        peak = max(peak, sum(nbytes(buffers[n]) for n in alive))
+    return peak
