@@ -66,8 +66,6 @@ def live_bytes_bound(
     end = len(groups)
     peak = 0
     for k in range(len(groups)):
-        alive = [
-            n for n, at in made.items() if at <= k <= (end if n in keep else last.get(n, at))
-        ]
+        alive = [n for n, at in made.items() if at <= k <= (end if n in keep else last.get(n, at))]
         peak = max(peak, sum(nbytes(buffers[n]) for n in alive))
     return peak
