@@ -170,6 +170,8 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported(f"Module.{name} with arguments")
         named = name.startswith("named_")
         plain = name.removeprefix("named_")
+        if self.source is not None:
+            self._guard_listing_keys(tx, _LISTED_TABLES[plain])
         items = []
         for path, value in getattr(self.module, f"named_{plain}")():
             source = self.source
@@ -180,12 +182,39 @@ class NNModuleVariable(VariableTracker):
             items.append(TupleVariable([ConstantVariable(path), tracker]) if named else tracker)
         return ListIteratorVariable(items)
 
+    def _guard_listing_keys(self, tx, tables: tuple[str, ...]) -> None:
+        """A listing's order and members follow the keys of each module's tables (a
+        parameter popped and re-added moves to the end): pin them, module by module."""
+
+        for path, module in self.module.named_modules(remove_duplicate=False):
+            source = self.source
+            for part in path.split("."):
+                if part:
+                    source = AttrSource(source, part)
+            for table in tables:
+                entries = module.__dict__[table]
+                guard(
+                    tx,
+                    AttrSource(source, table),
+                    GuardKind.DICT_KEYS,
+                    (type(entries), tuple(entries)),
+                )
+
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"
 
 
 _LISTINGS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
              "named_children", "modules", "named_modules")  # fmt: skip
+
+
+# The tables whose keys decide what (and in which order) each listing yields.
+_LISTED_TABLES = {
+    "parameters": ("_modules", "_parameters"),
+    "buffers": ("_modules", "_buffers"),
+    "children": ("_modules",),
+    "modules": ("_modules",),
+}
 
 
 def _class_attr_source(source: Source, name: str) -> Source:

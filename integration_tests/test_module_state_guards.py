@@ -1,0 +1,40 @@
+"""Module and tensor state changed between calls (issue 26), under the default backend:
+each later call matches eager and the change costs exactly one more graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import ember
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    yield
+    ember.reset()
+
+
+def _graphs() -> int:
+    return ember.counters["inductor"]["forward_graphs"]
+
+
+def test_reordered_parameters_retrace_under_inductor():
+    module = nn.Module()
+    module.small = nn.Parameter(torch.ones(1))
+    module.large = nn.Parameter(torch.ones(4))
+
+    def fn(x):
+        for i, p in enumerate(module.parameters()):
+            x = x + p.sum() * (3.0, 7.0)[i]
+        return x
+
+    compiled = ember.compile(fn)
+    x = torch.zeros(2)
+    torch.testing.assert_close(compiled(x), fn(x))
+    module._parameters["small"] = module._parameters.pop("small")
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert _graphs() == 2

@@ -1,0 +1,79 @@
+"""A module's state changed between calls (issue 26): what a trace read of it is guarded,
+so the next call retraces instead of replaying the old order or the old method."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from conftest import Compiled, same
+
+
+class TwoTensors(nn.Module):
+    """Two parameters (or buffers) of different sizes, so their order shows in the sum."""
+
+    def __init__(self, *, buffers: bool = False) -> None:
+        super().__init__()
+        for name, size in (("first", 1), ("second", 3)):
+            value = torch.full([size], 1.0)
+            if buffers:
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, nn.Parameter(value))
+
+
+def _weighted_sum(listing):
+    def fn(x):
+        weights = (10.0, 100.0)
+        for i, t in enumerate(listing()):
+            x = x + t.sum() * weights[i]
+        for i, (_, t) in enumerate(listing(named=True)):
+            x = x - t.sum() * weights[i]
+        return x * 2 + sum(t.numel() * (i + 1) for i, t in enumerate(listing()))
+
+    return fn
+
+
+def _check_reordering(table: str) -> None:
+    module = TwoTensors(buffers=table == "_buffers")
+    plain = "buffers" if table == "_buffers" else "parameters"
+
+    def listing(named=False):
+        return getattr(module, f"named_{plain}" if named else plain)()
+
+    fn = _weighted_sum(listing)
+    compiled = Compiled(fn)
+    x = torch.zeros(1)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+    # Popped and put back: the same tensors, listed in the other order.
+    entries = getattr(module, table)
+    entries["first"] = entries.pop("first")
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    # A dict rebuilt in the original order finds the first trace again.
+    module.__dict__[table] = dict(sorted(entries.items()))
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+
+
+def test_reordered_parameters_retrace():
+    _check_reordering("_parameters")
+
+
+def test_reordered_buffers_retrace():
+    _check_reordering("_buffers")
+
+
+def test_parameter_added_to_a_child_retraces():
+    outer = nn.Sequential(TwoTensors())
+
+    def fn(x):
+        return x + sum(p.sum() for p in outer.parameters())
+
+    compiled = Compiled(fn)
+    x = torch.zeros(2)
+    assert same(compiled(x), fn(x))
+    outer[0].third = nn.Parameter(torch.full([2], 5.0))
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
