@@ -38,3 +38,26 @@ def test_reordered_parameters_retrace_under_inductor():
     module._parameters["small"] = module._parameters.pop("small")
     torch.testing.assert_close(compiled(x), fn(x))
     assert _graphs() == 2
+
+
+def test_forward_set_on_the_instance_under_inductor():
+    import types
+
+    class Doubling(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    def minus_one(self, x):
+        return torch.relu(x) - 1
+
+    module = Doubling()
+
+    def fn(x):
+        return module(x) + 1
+
+    compiled = ember.compile(fn)
+    x = torch.randn(6)
+    torch.testing.assert_close(compiled(x), fn(x))
+    module.forward = types.MethodType(minus_one, module)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert _graphs() == 2

@@ -77,3 +77,44 @@ def test_parameter_added_to_a_child_retraces():
     outer[0].third = nn.Parameter(torch.full([2], 5.0))
     assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 2
+
+
+class Cosine(nn.Module):
+    def forward(self, x):
+        return torch.cos(x) * 2
+
+
+def _sine_forward(self, x):
+    return torch.sin(x) - 1
+
+
+def _tanh_forward(self, x):
+    return torch.tanh(x) + 3
+
+
+def test_forward_set_on_the_instance_runs_and_retraces():
+    import types
+
+    module = Cosine()
+
+    def fn(x):
+        return module(x) + 1
+
+    compiled = Compiled(fn)
+    x = torch.randn(5)
+    assert same(compiled(x), fn(x))
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+    module.forward = types.MethodType(_sine_forward, module)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    assert "sin" in compiled.backend.ops(1)
+    module.forward = types.MethodType(_tanh_forward, module)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 3
+    del module.forward  # the class's forward again: the first trace fits
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 3
+    module.forward = lambda x: x * 7  # a plain callable, called without self
+    assert same(compiled(x), fn(x))
+    assert not compiled.breaks

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -91,11 +91,20 @@ class NNModuleVariable(VariableTracker):
         module = self.module
         if _has_hooks(module):
             raise Unsupported(f"{type(module).__name__} has forward/backward hooks")
-        forward = inspect.getattr_static(module, "forward")
-        if "forward" in module.__dict__ or not inspect.isfunction(forward):
-            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
         if self.source is not None:
             self._guard_no_hooks(tx)
+        if "forward" in module.__dict__:
+            # `module.forward = ...` on the instance: nn.Module.__call__ runs that one.
+            return self._child(tx, "forward", module.__dict__["forward"]).call_function(
+                tx, args, kwargs
+            )
+        forward = inspect.getattr_static(module, "forward")
+        if not inspect.isfunction(forward):
+            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
+        if self.source is not None:
+            # The class's forward stands only while the instance sets none of its own.
+            entry = ItemSource(AttrSource(self.source, "__dict__"), "forward")
+            tx.output.add_guard(Guard(entry, GuardKind.ABSENT, user_location=tx.location()))
         source = _class_attr_source(self.source, "forward") if self.source is not None else None
         return tx.inline_call(forward, source, [self, *args], kwargs)
 
