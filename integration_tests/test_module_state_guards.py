@@ -61,3 +61,23 @@ def test_forward_set_on_the_instance_under_inductor():
     module.forward = types.MethodType(minus_one, module)
     torch.testing.assert_close(compiled(x), fn(x))
     assert _graphs() == 2
+
+
+def test_class_call_override_under_inductor():
+    class Offset(nn.Module):
+        def __call__(self, x):
+            return self.forward(x) + 10
+
+        def forward(self, x):
+            return x.sin()
+
+    module = Offset()
+
+    def fn(x):
+        return module(x) * 2
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    # The compiled module goes through __call__ too, as torch.compile's wrapper does.
+    torch.testing.assert_close(ember.compile(module)(x), module(x))
+    assert _graphs() == 2

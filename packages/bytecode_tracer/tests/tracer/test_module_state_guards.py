@@ -118,3 +118,33 @@ def test_forward_set_on_the_instance_runs_and_retraces():
     module.forward = lambda x: x * 7  # a plain callable, called without self
     assert same(compiled(x), fn(x))
     assert not compiled.breaks
+
+
+class ScaledCall(nn.Module):
+    """Replaces nn.Module.__call__: calling the module is not calling forward."""
+
+    def __call__(self, x):
+        return self.forward(x) * 4 + 0.5
+
+    def forward(self, x):
+        return x - 2
+
+
+class WrappedCall(nn.Module):
+    def __call__(self, x):
+        return super().__call__(x).neg()
+
+    def forward(self, x):
+        return x * 3
+
+
+def test_class_call_override_runs_instead_of_forward():
+    scaled, wrapped = ScaledCall(), WrappedCall()
+
+    def fn(x):
+        return scaled(x) + wrapped(x)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1

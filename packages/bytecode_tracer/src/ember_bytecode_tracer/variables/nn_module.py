@@ -89,6 +89,21 @@ class NNModuleVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         module = self.module
+        call = inspect.getattr_static(type(module), "__call__")
+        if call is not _MODULE_CALL:
+            # The class replaces nn.Module.__call__ (hooks, forward): Python runs its own.
+            if not inspect.isfunction(call):
+                raise Unsupported(f"{type(module).__name__}.__call__ is not a plain method")
+            source = (
+                _class_attr_source(self.source, "__call__") if self.source is not None else None
+            )
+            return tx.inline_call(call, source, [self, *args], kwargs)
+        return self.module_call(tx, args, kwargs)
+
+    def module_call(self, tx, args, kwargs) -> VariableTracker:
+        """nn.Module.__call__ itself (also as `super().__call__(...)` from an override)."""
+
+        module = self.module
         if _has_hooks(module):
             raise Unsupported(f"{type(module).__name__} has forward/backward hooks")
         if self.source is not None:
@@ -224,6 +239,9 @@ _LISTED_TABLES = {
     "children": ("_modules",),
     "modules": ("_modules",),
 }
+
+
+_MODULE_CALL = inspect.getattr_static(nn.Module, "__call__")
 
 
 def _class_attr_source(source: Source, name: str) -> Source:
