@@ -81,3 +81,16 @@ def test_class_call_override_under_inductor():
     # The compiled module goes through __call__ too, as torch.compile's wrapper does.
     torch.testing.assert_close(ember.compile(module)(x), module(x))
     assert _graphs() == 2
+
+
+def test_hasattr_on_an_input_tensor_under_inductor():
+    def fn(x):
+        return x.cos() + 5 if hasattr(x, "marked") else x.cos()
+
+    compiled = ember.compile(fn, fullgraph=True)
+    plain, marked = torch.randn(4), torch.randn(4)
+    marked.marked = True
+    torch.testing.assert_close(compiled(plain), fn(plain))
+    torch.testing.assert_close(compiled(marked), fn(marked))
+    torch.testing.assert_close(compiled(plain), fn(plain))
+    assert _graphs() == 2

@@ -148,3 +148,25 @@ def test_class_call_override_runs_instead_of_forward():
     x = torch.randn(3)
     assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 1
+
+
+def test_hasattr_on_an_input_tensor_follows_its_own_attributes():
+    def fn(x):
+        if hasattr(x, "tag"):
+            x = x + 2
+        if hasattr(x, "fake_mode"):  # an attribute of fake tensors only
+            x = x * 100
+        return x - 1
+
+    compiled = Compiled(fn, fullgraph=True)
+    plain = torch.ones(3)
+    assert same(compiled(plain), fn(plain))
+    tagged = torch.ones(3)
+    tagged.tag = None
+    assert same(compiled(tagged), fn(tagged))
+    assert compiled.backend.graph_count == 2
+    assert same(compiled(plain), fn(plain))  # each input finds its own trace again
+    assert same(compiled(tagged), fn(tagged))
+    del tagged.tag
+    assert same(compiled(tagged), fn(tagged))
+    assert compiled.backend.graph_count == 2
