@@ -94,3 +94,26 @@ def test_hasattr_on_an_input_tensor_under_inductor():
     torch.testing.assert_close(compiled(marked), fn(marked))
     torch.testing.assert_close(compiled(plain), fn(plain))
     assert _graphs() == 2
+
+
+def test_module_attribute_lookup_order_under_inductor():
+    class Base(nn.Module):
+        def mix(self, x):
+            return x.exp()
+
+    class Child(Base):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = nn.Linear(3, 3)  # shadowed by Base.mix for reads, as in Python
+            self.bias = torch.ones(3)
+
+        def bias(self):
+            return torch.zeros(3)
+
+        def forward(self, x):
+            return self.mix(x) + self.bias
+
+    module = Child()
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(ember.compile(module, fullgraph=True)(x), module(x))
+    assert _graphs() == 1

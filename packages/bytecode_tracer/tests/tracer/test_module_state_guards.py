@@ -170,3 +170,38 @@ def test_hasattr_on_an_input_tensor_follows_its_own_attributes():
     del tagged.tag
     assert same(compiled(tagged), fn(tagged))
     assert compiled.backend.graph_count == 2
+
+
+class _Helpers(nn.Module):
+    def proj(self, x):  # named like the subclass's submodule: the method wins in Python
+        return x * 5.0
+
+
+class ShadowedNames(_Helpers):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)  # registered in _modules, read back as _Helpers.proj
+        self.act = nn.Tanh()
+        self.offset = torch.full([4], 0.25)  # a plain tensor: the instance dict
+        self.gain = 3.0
+
+    def act(self, x):
+        return x - 1.0
+
+    def offset(self):
+        return torch.zeros(4)
+
+    def gain(self):
+        return -1.0
+
+    def forward(self, x):
+        return self.act(self.proj(x + self.offset)) * self.gain
+
+
+def test_module_attribute_lookup_follows_pythons_order():
+    module = ShadowedNames()
+    compiled = Compiled(module, fullgraph=True)
+    x = torch.randn(2, 4)
+    assert same(compiled(x), module(x))
+    assert compiled.backend.graph_count == 1
+    assert "linear" not in compiled.backend.ops(0)

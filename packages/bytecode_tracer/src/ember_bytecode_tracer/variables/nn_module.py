@@ -57,20 +57,22 @@ class NNModuleVariable(VariableTracker):
         return tx.wrap(value, AttrSource(self.source, name))
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        # Python's order: the class's data descriptors, the instance dict, other class
+        # attributes (a method named like a submodule wins), and only then nn.Module's
+        # __getattr__ over its parameters, buffers and submodules.
         module = self.module
         d = module.__dict__
-        for table in ("_parameters", "_buffers", "_modules"):
-            if name in d.get(table, {}):
-                value = d[table][name]
-                if value is None:
-                    return ConstantVariable(None)
-                return self._child(tx, name, value)
-        if name in d:
+        attribute = _class_attribute(type(module), name)
+        if name in d and not _is_data_descriptor(attribute):
             return self._child(tx, name, d[name])
-        try:
-            attribute = inspect.getattr_static(module, name)
-        except AttributeError:
-            raise Unsupported(f"{type(module).__name__} has no attribute {name!r}") from None
+        if attribute is _MISSING:
+            for table in ("_parameters", "_buffers", "_modules"):
+                if name in d.get(table, {}):
+                    value = d[table][name]
+                    if value is None:
+                        return ConstantVariable(None)
+                    return self._child(tx, name, value)
+            raise Unsupported(f"{type(module).__name__} has no attribute {name!r}")
         if isinstance(attribute, property):
             return tx.inline_call(attribute.fget, None, [self], {})
         if isinstance(attribute, staticmethod):
@@ -242,6 +244,20 @@ _LISTED_TABLES = {
 
 
 _MODULE_CALL = inspect.getattr_static(nn.Module, "__call__")
+_MISSING = object()
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    """What the class's MRO holds under `name` (no descriptor run), or _MISSING."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def _is_data_descriptor(attribute: Any) -> bool:
+    kind = type(attribute)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 def _class_attr_source(source: Source, name: str) -> Source:
