@@ -24,7 +24,7 @@ from ember_bytecode_tracer.reconstruct import (
 )
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
@@ -87,6 +87,16 @@ def _sequence(builder: RecipeBuilder, value: BaseListVariable) -> Recipe:
     return emits(
         lambda outs, L, G: kind(p(outs, L, G) for p in parts),
         lambda code: code.temp(sequence_code(code, kind, parts)),
+    )
+
+
+@recipe_for(DictViewVariable)
+def _dict_view(builder: RecipeBuilder, value: DictViewVariable) -> Recipe:
+    """A view rebuilt as the view of its rebuilt dict (eager returns a live dict_keys, ...)."""
+    owner, method = builder.recipe(value.owner), value.method
+    return emits(
+        lambda outs, L, G: getattr(owner(outs, L, G), method)(),
+        lambda code: code.temp(f"{code.value(owner)}.{method}()"),
     )
 
 
