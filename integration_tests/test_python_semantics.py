@@ -32,3 +32,28 @@ def test_dict_views_are_live_under_inductor():
     x = torch.randn(4)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
+
+
+class _Scaled:
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.__dict__["_scaled"]
+
+    def __set__(self, obj, value):
+        obj.__dict__["_scaled"] = value * 3
+
+
+class _Box:
+    scaled = _Scaled()
+
+
+def test_data_descriptor_set_under_inductor():
+    def fn(x, box):
+        box.scaled = x.cos()
+        return box.scaled + 1
+
+    x = torch.randn(4)
+    eager_box, compiled_box = _Box(), _Box()
+    expected = fn(x, eager_box)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x, compiled_box), expected)
+    torch.testing.assert_close(compiled_box._scaled, eager_box._scaled)
+    _ran_compiled()

@@ -37,3 +37,52 @@ def test_view_of_an_argument_dict_sees_the_traced_write():
     assert same(got, expected)
     assert same(traced_table, eager_table)
     assert compiled.backend.graph_count == 1
+
+
+class _Doubled:
+    """A data descriptor: stores twice what it is given, in the instance dict."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return obj.__dict__[self.slot]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value * 2
+
+
+class _Holder:
+    amount = _Doubled()
+
+    def __init__(self, amount):
+        self.amount = amount
+
+    @property
+    def negated(self):
+        return -self._neg
+
+    @negated.setter
+    def negated(self, value):
+        self._neg = value + 1
+
+
+def test_data_descriptor_set_and_get_run_as_in_python():
+    def fn(x, holder):
+        holder.amount = 10  # through _Doubled.__set__: 20
+        holder.negated = 3  # through the property's setter: _neg = 4
+        local = _Holder(x)  # built in the trace: __init__'s store goes through it too
+        local.amount = local.amount + 1
+        return x + holder.amount + holder.negated, local.amount
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    eager_holder, traced_holder = _Holder(1), _Holder(1)
+    expected, got = fn(x, eager_holder), compiled(x, traced_holder)
+    assert same(got, expected)
+    assert vars(traced_holder) == vars(eager_holder) == {"_amount": 20, "_neg": 4}
+    assert compiled.backend.graph_count == 1
+    again = _Holder(5)
+    assert same(compiled(x, again), fn(x, _Holder(5)))

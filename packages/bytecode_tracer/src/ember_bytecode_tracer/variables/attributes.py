@@ -45,6 +45,8 @@ def store_attribute(
             fn_source = AttrSource(TypeSource(obj.source), "__setattr__")
             tx.inline_call(hook, fn_source, [obj, ConstantVariable(name), value], {})
             return
+        if obj.descriptor_set(tx, name, value):  # a data descriptor of the type: inlined
+            return
     record_attribute_write(tx, obj, name, value)
 
 
