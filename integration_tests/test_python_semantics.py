@@ -4,6 +4,8 @@ checked to have run compiled."""
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 
@@ -56,4 +58,21 @@ def test_data_descriptor_set_under_inductor():
     expected = fn(x, eager_box)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x, compiled_box), expected)
     torch.testing.assert_close(compiled_box._scaled, eager_box._scaled)
+    _ran_compiled()
+
+
+class _Measured(collections.namedtuple("_Measured", "value scale")):
+    pass
+
+
+def test_namedtuple_attribute_kept_under_inductor():
+    def fn(x):
+        out = _Measured(x.exp(), 2)
+        out.extra = x * out.scale
+        return out
+
+    x = torch.randn(4)
+    expected, got = fn(x), ember.compile(fn, fullgraph=True)(x)
+    torch.testing.assert_close(got.value, expected.value)
+    torch.testing.assert_close(got.extra, expected.extra)
     _ran_compiled()

@@ -134,11 +134,35 @@ def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
 
 @recipe_for(ConstructedObjectVariable)
 def _constructed(builder: RecipeBuilder, value: ConstructedObjectVariable) -> Recipe:
-    return construct_recipe(
+    if value.source is not None:  # the frame's own object (with whatever else it carries)
+        return load_recipe(value.source)
+    made = construct_recipe(
         value.cls,
         [builder.recipe(a) for a in value.args],
         {k: builder.recipe(v) for k, v in value.kwargs.items()},
     )
+    if value.attrs:
+        made = _with_attributes(made, {k: builder.recipe(v) for k, v in value.attrs.items()})
+    return builder.once_per_call(value, made)
+
+
+def _with_attributes(made: Recipe, attrs: dict[str, Recipe]) -> Recipe:
+    """`made`'s object with the attributes the trace set on it (its instance dict)."""
+
+    def build(outs, L, G):
+        obj = made(outs, L, G)
+        for name, part in attrs.items():
+            object.__setattr__(obj, name, part(outs, L, G))
+        return obj
+
+    def emit(code: RebuildCode) -> str:
+        obj = code.temp(code.value(made))
+        setter = code.const(object.__setattr__)
+        for name, part in attrs.items():
+            code.line(f"{setter}({obj}, {name!r}, {code.value(part)})")
+        return obj
+
+    return emits(build, emit)
 
 
 @recipe_for(TracedObjectVariable)

@@ -3,6 +3,9 @@ differed from eager without a break): compared with eager, with graph counts."""
 
 from __future__ import annotations
 
+import collections
+
+import pytest
 import torch
 
 from conftest import Compiled, same
@@ -86,3 +89,53 @@ def test_data_descriptor_set_and_get_run_as_in_python():
     assert compiled.backend.graph_count == 1
     again = _Holder(5)
     assert same(compiled(x, again), fn(x, _Holder(5)))
+
+
+_Pair = collections.namedtuple("_Pair", "first second")
+
+
+class _TaggedPair(_Pair):
+    """A namedtuple subclass without __slots__: its instances carry a __dict__."""
+
+
+def test_attributes_set_on_a_namedtuple_built_in_the_trace_stay_on_it():
+    def fn(x):
+        pair = _TaggedPair(x, x * 2)
+        pair.note = x + 3
+        pair.label = "kept"
+        return pair.first + pair.note, pair, pair
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    expected, got = fn(x), compiled(x)
+    assert same(got[0], expected[0])
+    assert type(got[1]) is _TaggedPair and same(tuple(got[1]), tuple(expected[1]))
+    assert same(vars(got[1]), vars(expected[1]))
+    assert got[1] is got[2]  # one object, as in eager
+    assert compiled.backend.graph_count == 1
+
+
+def test_namedtuple_attribute_set_across_a_break_is_kept():
+    def fn(x):
+        pair = _TaggedPair(x, 1)
+        torch._dynamo.graph_break()  # the directive, honoured by the tracer
+        pair.note = x - 1
+        return pair
+
+    compiled = Compiled(fn)
+    x = torch.randn(2)
+    got, expected = compiled(x), fn(x)
+    assert same(got.note, expected.note) and same(tuple(got), tuple(expected))
+    assert compiled.breaks and compiled.backend.graph_count >= 1
+
+
+def test_attribute_on_a_plain_namedtuple_raises_as_eager():
+    def fn(x):
+        pair = _Pair(x, 1)
+        pair.note = 1  # no instance dict: AttributeError
+        return pair
+
+    with pytest.raises(AttributeError):
+        fn(torch.ones(1))
+    with pytest.raises(AttributeError):
+        Compiled(fn)(torch.ones(1))
