@@ -76,3 +76,19 @@ def test_namedtuple_attribute_kept_under_inductor():
     torch.testing.assert_close(got.value, expected.value)
     torch.testing.assert_close(got.extra, expected.extra)
     _ran_compiled()
+
+
+def test_rejected_builtin_arguments_raise_under_inductor():
+    def fn(x):
+        y = x.relu()
+        try:
+            flag = isinstance(y, torch.Tensor, exact=True)
+        except TypeError:
+            flag = "raised"
+        return y * 2, flag
+
+    x = torch.randn(4)
+    expected, got = fn(x), ember.compile(fn, fullgraph=True)(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] == "raised"
+    _ran_compiled()

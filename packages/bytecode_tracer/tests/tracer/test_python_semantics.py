@@ -139,3 +139,39 @@ def test_attribute_on_a_plain_namedtuple_raises_as_eager():
         fn(torch.ones(1))
     with pytest.raises(AttributeError):
         Compiled(fn)(torch.ones(1))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: isinstance(x, torch.Tensor, strict=True),
+        lambda x: len([x], [x]),
+        lambda x: getattr(x, "shape", None, 1),
+        lambda x: callable(x, flag=True),
+        lambda x: max(x.shape, ordering=1),
+    ],
+    ids=["isinstance_keyword", "len_two", "getattr_four", "callable_keyword", "max_keyword"],
+)
+def test_builtin_called_with_rejected_arguments_raises_as_eager(call):
+    def fn(x):
+        y = x * 2
+        return y, call(x)
+
+    with pytest.raises(TypeError):
+        fn(torch.ones(2))
+    with pytest.raises(TypeError):
+        Compiled(fn)(torch.ones(2))
+
+
+def test_rejected_builtin_call_caught_in_the_trace():
+    def fn(x):
+        try:
+            flag = isinstance(x, torch.Tensor, strict=True)
+        except TypeError:
+            flag = None
+        return x + 1, flag
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(2)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
