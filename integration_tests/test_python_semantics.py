@@ -92,3 +92,30 @@ def test_rejected_builtin_arguments_raise_under_inductor():
     torch.testing.assert_close(got[0], expected[0])
     assert got[1] == expected[1] == "raised"
     _ran_compiled()
+
+
+class _HalveInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.mark_dirty(t)
+        return t.mul_(0.5)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 0.5
+
+
+def test_dirty_input_of_a_function_under_inductor():
+    def fn(a):
+        b = a.sin()
+        _HalveInPlace.apply(b)
+        return (b * a).sum()
+
+    grads = []
+    for run in (fn, ember.compile(fn)):
+        a = torch.linspace(-1.0, 1.0, 5, requires_grad=True)
+        loss = run(a)
+        loss.backward()
+        grads.append((loss.detach(), a.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+    _ran_compiled()

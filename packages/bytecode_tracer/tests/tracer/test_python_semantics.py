@@ -175,3 +175,36 @@ def test_rejected_builtin_call_caught_in_the_trace():
     x = torch.randn(2)
     assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 1
+
+
+class _TripleInPlace(torch.autograd.Function):
+    """Triples its input in place and marks it dirty; the caller may drop the output."""
+
+    @staticmethod
+    def forward(ctx, t):
+        t.mul_(3)
+        ctx.mark_dirty(t)
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+
+
+def test_function_that_mutates_its_input_in_forward_keeps_the_write():
+    def fn(a):
+        b = a.clone()
+        before = b * 2
+        _TripleInPlace.apply(b)  # the output is discarded: the write to b is what counts
+        return (b * before).sum()
+
+    compiled = Compiled(fn)
+    results = []
+    for run in (fn, compiled):
+        a = torch.tensor([2.0, -1.0, 0.5], requires_grad=True)
+        loss = run(a)
+        loss.backward()
+        results.append((loss.detach(), a.grad))
+    assert same(results[1], results[0])
+    assert compiled.backend.graph_count >= 1  # the rest of the frame is still compiled
+    assert any("mutates an input" in str(b) for b in compiled.breaks)
