@@ -119,3 +119,15 @@ def test_dirty_input_of_a_function_under_inductor():
         grads.append((loss.detach(), a.grad))
     torch.testing.assert_close(grads[1], grads[0])
     _ran_compiled()
+
+
+def test_scalar_type_dtype_argument_under_inductor():
+    def fn(x):
+        return x.mul(2).to(bool), x.to(float) * 3
+
+    x = torch.randn(5)
+    expected, got = fn(x), ember.compile(fn, fullgraph=True)(x)
+    for e, g in zip(expected, got, strict=True):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+    _ran_compiled()

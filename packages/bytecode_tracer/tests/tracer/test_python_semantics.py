@@ -208,3 +208,28 @@ def test_function_that_mutates_its_input_in_forward_keeps_the_write():
     assert same(results[1], results[0])
     assert compiled.backend.graph_count >= 1  # the rest of the frame is still compiled
     assert any("mutates an input" in str(b) for b in compiled.breaks)
+
+
+def test_python_scalar_types_as_dtype_arguments():
+    def fn(x):
+        flags = x.mul(2).to(bool)
+        wide = torch.zeros(2, dtype=float) + x.sum()
+        counts = x.new_ones(3, dtype=int)
+        return flags, wide, counts, x.to(dtype=complex)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    expected, got = fn(x), compiled(x)
+    assert same(got, expected)
+    assert [t.dtype for t in got] == [t.dtype for t in expected]
+    assert compiled.backend.graph_count == 1
+
+
+def test_scalar_type_rejected_by_the_method_raises_as_eager():
+    def fn(x):
+        return x.type(float)
+
+    with pytest.raises(ValueError, match="invalid type"):
+        fn(torch.ones(2))
+    with pytest.raises(ValueError, match="invalid type"):
+        Compiled(fn)(torch.ones(2))
