@@ -126,10 +126,11 @@ def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
 
         builder.write_once(value, emits_write(same_dict, emit_same_dict))
         return load_recipe(value.source)
-    return emits(
+    made = emits(
         lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
         lambda code: code.temp(mapping_code(code, kind, parts)),
     )
+    return builder.once_per_call(value, made)  # one dict for all that hold it (and its views)
 
 
 @recipe_for(ConstructedObjectVariable)

@@ -27,6 +27,19 @@ def test_dict_views_follow_later_writes_to_their_dict():
     assert compiled.backend.graph_count == 1
 
 
+def test_returned_view_is_a_view_of_the_returned_dict():
+    def fn(x):
+        table = {"a": x}
+        vals = table.values()
+        table["b"] = x + 1
+        return table, vals, table
+
+    got = Compiled(fn, fullgraph=True)(torch.randn(2))
+    assert got[0] is got[2]
+    got[0]["c"] = 3  # a later write shows through the returned view, as in eager
+    assert list(got[1])[-1] == 3 and len(got[1]) == 3
+
+
 def test_view_of_an_argument_dict_sees_the_traced_write():
     def fn(x, table):
         vals = table.values()
