@@ -86,6 +86,37 @@ class _Holder:
         self._neg = value + 1
 
 
+class _Accumulating:
+    """A data descriptor with no __get__: reads find the instance dict entry it writes."""
+
+    def __set__(self, obj, value):
+        obj.__dict__["total"] = obj.__dict__.get("total", 0) + value
+
+
+class _Ledger:
+    total = _Accumulating()
+
+    @property
+    def fixed(self):
+        return 7
+
+
+def test_descriptor_writes_through_the_instance_dict_and_property_priority():
+    def fn(x, ledger):
+        ledger.total = 5
+        ledger.total = 2
+        return x + ledger.total + ledger.fixed  # the property wins over __dict__["fixed"]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.zeros(2)
+    eager_ledger, traced_ledger = _Ledger(), _Ledger()
+    for ledger in (eager_ledger, traced_ledger):
+        ledger.__dict__.update(total=1, fixed=100)
+    assert same(compiled(x, traced_ledger), fn(x, eager_ledger))
+    assert vars(traced_ledger) == vars(eager_ledger) == {"total": 8, "fixed": 100}
+    assert compiled.backend.graph_count == 1
+
+
 def test_data_descriptor_set_and_get_run_as_in_python():
     def fn(x, holder):
         holder.amount = 10  # through _Doubled.__set__: 20

@@ -80,11 +80,16 @@ def descriptor_get(
     name: str,
 ) -> VariableTracker | None:
     """`obj.name` through a Python data descriptor's `__get__`, inlined (it wins over the
-    instance dict); None when `cls.name` is no such descriptor (properties are read by the
-    callers' own rule)."""
+    instance dict), or a property's fget; None when `cls.name` is no such descriptor."""
     descriptor = data_descriptor(cls, name)
-    if descriptor is None or isinstance(descriptor, property):
+    if descriptor is None:
         return None
+    if isinstance(descriptor, property):  # it wins over an instance-dict entry too
+        if descriptor.fget is None:
+            raise TracedException(AttributeError, f"property {name!r} has no getter")
+        if not inspect.isfunction(descriptor.fget):
+            return None
+        return tx.inline_call(descriptor.fget, None, [obj], {})
     getter = _python_method(descriptor, "__get__")
     if getter is None:
         return None  # C slots and getsets: the callers' plain read

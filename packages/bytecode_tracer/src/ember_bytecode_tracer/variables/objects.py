@@ -135,16 +135,16 @@ class UserDefinedObjectVariable(VariableTracker):
             instance_dict = object.__getattribute__(value, "__dict__")
         except AttributeError:
             instance_dict = {}
-        if name in instance_dict:
-            source = self._instance_entry_source(name)
-            seen = tx.output.containers_by_id.get(id(instance_dict))
-            if isinstance(source, ItemSource) and seen is not None and seen[0] is instance_dict:
-                # the dict is already a tracker (read as `obj.__dict__` by the hook, or
-                # reached through another object): its entry, guarded once
-                tracker = tx.wrap(instance_dict, source.base)
-                if isinstance(tracker, ConstDictVariable) and name in tracker.items:
-                    return tracker.items[name]
-            return tx.wrap(instance_dict[name], source)
+        seen = tx.output.containers_by_id.get(id(instance_dict))
+        if seen is not None and seen[0] is instance_dict and isinstance(seen[1], ConstDictVariable):
+            # the dict is already a tracker (read as `obj.__dict__` by a hook or a
+            # descriptor, or reached through another object): its entries as the trace left
+            # them (written or deleted there), each guarded once
+            tracker = tx.wrap(instance_dict, GenericAttrSource(self.source, "__dict__"))
+            if tracker is seen[1] and name in tracker.items:  # (the same dict, guarded)
+                return tracker.items[name]
+        elif name in instance_dict:
+            return tx.wrap(instance_dict[name], self._instance_entry_source(name))
         try:
             attribute = inspect.getattr_static(value, name)
         except AttributeError:
