@@ -16,6 +16,7 @@ from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
@@ -74,6 +75,7 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if fn in IMPURE:
             raise Unsupported(f"call to builtin {fn.__name__}() (it has effects outside the graph)")
+        check_builtin_arguments(fn, len(args), tuple(kwargs))
         symbolic = call_symbolic(tx, fn, args, kwargs)  # sizes kept symbolic (sym_builtins.py)
         if symbolic is not None:
             return symbolic
