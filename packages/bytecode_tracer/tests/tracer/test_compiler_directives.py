@@ -34,6 +34,25 @@ def test_graph_break_call_refused_under_fullgraph():
         Compiled(fn, fullgraph=True)(torch.randn(2))
 
 
+def graph_break():
+    """A user's function that only looks like Dynamo's (same module and name): not a break."""
+
+
+graph_break.__module__ = "torch._dynamo.decorators"
+
+
+def test_a_look_alike_of_graph_break_is_traced_through():
+    def fn(x):
+        y = x.sin()
+        graph_break()
+        return y.cos()
+
+    x = torch.randn(4)
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
 @torch.compiler.disable
 def _left_alone(x):
     return x * 5

@@ -1,6 +1,6 @@
 """What user code tells torch.compile about compiling, honoured by the trace (without
-importing torch._dynamo: functions are recognized by their module and name, or by the
-marker torch.compiler.disable leaves on its wrapper).
+importing the compiler stack: a function is recognized as the object its module holds under
+its name, or by the marker torch.compiler.disable leaves on its wrapper).
 
 - `torch._dynamo.graph_break()`: a graph break where it is called.
 - a function wrapped by `torch.compiler.disable` / `torch._dynamo.disable`: a graph break
@@ -9,6 +9,7 @@ marker torch.compiler.disable leaves on its wrapper).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import ember_frame_hook as fh
@@ -25,10 +26,13 @@ DIRECTIVES = {
 def directive_reason(value: Any) -> str | None:
     key = (getattr(value, "__module__", None), getattr(value, "__qualname__", None))
     try:
-        if key in DIRECTIVES:
-            return DIRECTIVES[key]
+        reason = DIRECTIVES.get(key)
     except TypeError:  # an unhashable module or name
         return None
+    # by identity: the object its module holds under that name (the module is loaded, since
+    # the value came from it), so a look-alike function of the same names is not taken
+    if reason is not None and getattr(sys.modules.get(key[0]), key[1], None) is value:
+        return reason
     if getattr(value, "_torchdynamo_disable", False) is True:
         name = getattr(value, "__qualname__", value)
         return f"{name} is wrapped by torch.compiler.disable: it runs as it is"
