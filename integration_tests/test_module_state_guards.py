@@ -9,13 +9,7 @@ from torch import nn
 
 import ember
 
-
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ember")
 
 
 def _graphs() -> int:
