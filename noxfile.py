@@ -104,10 +104,12 @@ def register_tests(package: Package) -> None:
         closure = sibling_closure(package, PACKAGES)
         # The package under test with its `test` extra (what its tests need beyond pytest).
         paths = [local(p.path) + ("[test]" if p is package else "") for p in closure]
-        install(session, *paths, "pytest")
+        # the torch packages' tests over the cores (each passes under `-n 2 --dist loadfile`)
+        parallel = PARALLEL if needs_torch(package, PACKAGES) else []
+        install(session, *paths, "pytest", *(["pytest-xdist"] if parallel else []))
         for step in BEFORE_TESTS.get(package.folder, ()):
             session.run(*step)
-        session.run("pytest", local(package.path / "tests"), *session.posargs)
+        session.run("pytest", *parallel, local(package.path / "tests"), *session.posargs)
 
     tests.__doc__ = f"Unit tests of {package.name}, installed with only its declared deps."
     checked_session(name=f"tests-{package.folder}", python=pythons)(tests)
