@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import ember
+from ember_bytecode_tracer.variables.compiler_directives import graph_break
 
 BACKENDS = ["aot_eager", "inductor"]
 
@@ -129,11 +130,9 @@ def _run_as_is(x):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiler_directives_split_the_graph(backend):
-    import torch._dynamo  # the directive itself, not a dependency of Ember's
-
     def fn(x):
         y = x.sin()
-        torch._dynamo.graph_break()
+        graph_break()
         y = _run_as_is(y.cos())
         return y + 1
 

@@ -1,6 +1,6 @@
-"""torch._dynamo.graph_break() and torch.compiler.disable honoured by the trace
-(variables/compiler_directives.py): a graph break where the user asked for one, and a
-disabled function run as it is (its frame not compiled)."""
+"""graph_break() (Ember's, and Dynamo's once registered) and torch.compiler.disable honoured by
+the trace (variables/compiler_directives.py): a graph break where the user asked for one, and
+a disabled function run as it is (its frame not compiled)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ import torch._dynamo
 
 from conftest import Compiled, same
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.variables.compiler_directives import (
+    graph_break as ember_graph_break,
+)
+from ember_bytecode_tracer.variables.compiler_directives import register_graph_break
+
+# Dynamo's directive, registered as the conformance harness does (Ember never names it)
+register_graph_break(torch._dynamo.graph_break, "torch._dynamo.graph_break() was called")
 
 
 def test_graph_break_call_splits_the_graph():
@@ -23,6 +30,23 @@ def test_graph_break_call_splits_the_graph():
     assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 2
     assert any("graph_break" in str(b) for b in compiled.breaks)
+
+
+def test_embers_own_graph_break_splits_the_graph():
+    def fn(x):
+        y = x.sin()
+        ember_graph_break()
+        return y.cos()
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+
+
+def test_register_graph_break_refuses_a_non_function():
+    with pytest.raises(TypeError, match="takes a function"):
+        register_graph_break(3)
 
 
 def test_graph_break_call_refused_under_fullgraph():

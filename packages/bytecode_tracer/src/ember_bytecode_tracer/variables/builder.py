@@ -56,7 +56,7 @@ WRAP_ORDER = (
     "autograd_call",  # torch.autograd.grad/backward: a break (autograd_calls.py)
     "collective",  # torch.distributed calls (collectives.py)
     "optimizer",  # optimizers and clip_grad_norm_ (optimizer.py)
-    "compiler_directive",  # torch._dynamo.graph_break, compiler.disable'd: a break
+    "compiler_directive",  # graph_break(), registered breaks, compiler.disable'd: a break
     "trace_time_rule_function",  # Python functions answered by a rule (builtins.py)
     "user_function",  # other Python functions: inlined (functions.py)
     "method",  # bound methods (functions.py)
