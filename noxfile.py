@@ -226,7 +226,7 @@ def torch_312(session: nox.Session) -> None:
     tests = [local(p.path / "tests") for p in PACKAGES if needs_torch(p, PACKAGES)]
     # each package's tests in its own pytest process: their conftest files share names
     for path in tests:
-        session.run("pytest", "-q", path, *session.posargs)
+        session.run("pytest", "-q", *PARALLEL, path, *session.posargs)
     # test_wheels installs each wheel alone through constraints.txt, whose torch pin exists
     # for 3.11 only: it runs in the integration session. The others left to 3.11 test
     # nothing the Python version changes (multi-process gloo runs, on-disk cache formats
@@ -244,11 +244,18 @@ def torch_312(session: nox.Session) -> None:
 
 
 # The torch releases CI tests beside the pin (constraints.txt): the oldest Ember supports and
-# the newest the registry serves, resolved at run time (as hf_latest does for transformers).
+# the newest the registry serves, resolved at run time (as hf_latest does for transformers)
+# with a floor at the newest release we know of (tools/requirements/torch-newest.txt).
 # The range is the packages' metadata and ember/torch_support.py. Each runs the packages whose
 # code reads torch internals (the tracer, aot, primops' decompositions) and a bounded slice of
 # the integration tests: every zoo model through inductor, dynamic shapes, a training step.
-TORCH_RELEASES = {"torch-oldest": "torch==2.11.0", "torch-newest": None}
+NEWEST_FLOOR = ROOT / "tools" / "requirements" / "torch-newest.txt"
+TORCH_RELEASES = {
+    "torch-oldest": "torch==2.11.0",
+    "torch-newest": next(
+        line.strip() for line in NEWEST_FLOOR.read_text().splitlines() if line.startswith("torch")
+    ),
+}
 TORCH_RELEASE_TESTS = ["packages/bytecode_tracer/tests", "packages/aot_autograd/tests"]
 TORCH_RELEASE_INTEGRATION = [
     "integration_tests/test_zoo_backends.py",
@@ -270,7 +277,9 @@ def torch_release_session(name: str, pin: str | None) -> None:
         )  # fmt: skip
         session.run("python", "-c", "import torch; print('torch', torch.__version__)")
         for path in TORCH_RELEASE_TESTS:  # separate processes: the conftest files share names
-            session.run("pytest", "-q", "-p", "no:cacheprovider", path, *session.posargs)
+            session.run(
+                "pytest", "-q", "-p", "no:cacheprovider", *PARALLEL, path, *session.posargs
+            )  # fmt: skip
         session.run(
             "pytest", "-q", "-p", "no:cacheprovider", *PARALLEL, *TORCH_RELEASE_INTEGRATION,
             *session.posargs,

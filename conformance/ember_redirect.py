@@ -30,7 +30,7 @@ import torch._dynamo
 import torch._dynamo.test_case
 
 import ember
-from ember_bytecode_tracer.variables.compiler_directives import register_graph_break
+from ember_bytecode_tracer.directives import register_graph_break
 
 # Dynamo backend name -> Ember backend name
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ember
-from ember_bytecode_tracer.variables.compiler_directives import graph_break
+from ember_bytecode_tracer.directives import graph_break
 
 BACKENDS = ["aot_eager", "inductor"]
 

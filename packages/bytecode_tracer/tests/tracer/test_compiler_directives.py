@@ -9,11 +9,9 @@ import torch
 import torch._dynamo
 
 from conftest import Compiled, same
+from ember_bytecode_tracer.directives import graph_break as ember_graph_break
+from ember_bytecode_tracer.directives import register_graph_break
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.variables.compiler_directives import (
-    graph_break as ember_graph_break,
-)
-from ember_bytecode_tracer.variables.compiler_directives import register_graph_break
 
 # Dynamo's directive, registered as the conformance harness does (Ember never names it)
 register_graph_break(torch._dynamo.graph_break, "torch._dynamo.graph_break() was called")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import Compiled, same
+from ember_bytecode_tracer.directives import graph_break
 
 
 def test_dict_views_follow_later_writes_to_their_dict():
@@ -163,7 +164,7 @@ def test_attributes_set_on_a_namedtuple_built_in_the_trace_stay_on_it():
 def test_namedtuple_attribute_set_across_a_break_is_kept():
     def fn(x):
         pair = _TaggedPair(x, 1)
-        torch._dynamo.graph_break()  # the directive, honoured by the tracer
+        graph_break()  # the tracer's directive
         pair.note = x - 1
         return pair
 
@@ -278,3 +279,20 @@ def test_scalar_type_rejected_by_the_method_raises_as_eager():
         fn(torch.ones(2))
     with pytest.raises(ValueError, match="invalid type"):
         Compiled(fn)(torch.ones(2))
+
+
+def test_operator_not_negates_and_bool_asks_the_value():
+    import operator
+
+    def negated(x, flag):
+        return x + 1 if operator.not_(flag) else x - 1
+
+    def truth(x, n):
+        return (x * 2 if bool(n) else x), operator.truth(n)
+
+    compiled_not, compiled_bool = Compiled(negated, fullgraph=True), Compiled(truth, fullgraph=True)
+    x = torch.randn(3)
+    for flag in (True, False):
+        assert same(compiled_not(x, flag), negated(x, flag))
+    for n in (0, 3, [], [1]):
+        assert same(compiled_bool(x, n), truth(x, n))

@@ -489,10 +489,25 @@ for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator
     RULES[_fn] = _operator_rule(_fn)
 
 
-@rule(operator.not_, operator.truth)
+@rule(operator.truth)
 def _truth(tx, args, kwargs):
     (value,) = args
     return ConstantVariable(value.truthiness(tx))
+
+
+@rule(operator.not_)
+def _not(tx, args, kwargs):
+    (value,) = args
+    return ConstantVariable(not value.truthiness(tx))
+
+
+@rule(bool)
+def _bool(tx, args, kwargs):
+    # bool(x) asks x's tracker, as `if x:` does: a tensor breaks the graph, a deferred
+    # argument check (validation_checks.py) registers its run-time check
+    if kwargs:
+        raise Unsupported("bool() takes no keyword arguments")
+    return _truth(tx, args, kwargs) if args else ConstantVariable(False)
 
 
 def _short_circuit(tx, args, kwargs, stop_when: bool) -> VariableTracker:

@@ -1,9 +1,8 @@
 """What user code tells the compiler about compiling, honoured by the trace.
 
-- `graph_break()` (this module's, re-exported as `ember_bytecode_tracer.graph_break`), and any
-  function registered with `register_graph_break` (recognised by identity): a graph break
-  where it is called. Another compiler's directive is registered by whoever names it (the
-  conformance harness registers Dynamo's); product code never imports that stack.
+- `graph_break()` and any function registered with `register_graph_break` (both in
+  `ember_bytecode_tracer.directives`, recognised by identity): a graph break where it is
+  called.
 - a function wrapped by `torch.compiler.disable`: a graph break at the call, and the
   function's own frame is never compiled (it runs as it is), recognised by the marker the
   wrapper carries.
@@ -14,38 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import ember_frame_hook as fh
+from ember_bytecode_tracer.directives import directive_reason
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
-
-
-def graph_break() -> None:
-    """Ends the graph where it is called under Ember; does nothing when run eagerly."""
-
-
-# id(function) -> (function, why the trace stops at its call); the function is kept alive
-_BREAKS: dict[int, tuple[Any, str]] = {}
-
-
-def register_graph_break(fn: Any, reason: str | None = None) -> None:
-    """Make calls of `fn` (by identity) a graph break under Ember."""
-    if not callable(fn):
-        raise TypeError(f"register_graph_break takes a function, got {type(fn).__name__}")
-    name = getattr(fn, "__qualname__", repr(fn))
-    _BREAKS[id(fn)] = (fn, reason or f"{name}() was called: a graph break asked for")
-
-
-register_graph_break(graph_break, "graph_break() was called")
-
-
-def directive_reason(value: Any) -> str | None:
-    entry = _BREAKS.get(id(value))
-    if entry is not None and entry[0] is value:
-        return entry[1]
-    if getattr(value, "_torchdynamo_disable", False) is True:
-        name = getattr(value, "__qualname__", value)
-        return f"{name} is wrapped by torch.compiler.disable: it runs as it is"
-    return None
 
 
 class CompilerDirectiveVariable(VariableTracker):
