@@ -104,10 +104,12 @@ def register_tests(package: Package) -> None:
         closure = sibling_closure(package, PACKAGES)
         # The package under test with its `test` extra (what its tests need beyond pytest).
         paths = [local(p.path) + ("[test]" if p is package else "") for p in closure]
-        install(session, *paths, "pytest")
+        # the torch packages' tests over the cores (each passes under `-n 2 --dist loadfile`)
+        parallel = PARALLEL if needs_torch(package, PACKAGES) else []
+        install(session, *paths, "pytest", *(["pytest-xdist"] if parallel else []))
         for step in BEFORE_TESTS.get(package.folder, ()):
             session.run(*step)
-        session.run("pytest", local(package.path / "tests"), *session.posargs)
+        session.run("pytest", *parallel, local(package.path / "tests"), *session.posargs)
 
     tests.__doc__ = f"Unit tests of {package.name}, installed with only its declared deps."
     checked_session(name=f"tests-{package.folder}", python=pythons)(tests)
@@ -224,7 +226,7 @@ def torch_312(session: nox.Session) -> None:
     tests = [local(p.path / "tests") for p in PACKAGES if needs_torch(p, PACKAGES)]
     # each package's tests in its own pytest process: their conftest files share names
     for path in tests:
-        session.run("pytest", "-q", path, *session.posargs)
+        session.run("pytest", "-q", *PARALLEL, path, *session.posargs)
     # test_wheels installs each wheel alone through constraints.txt, whose torch pin exists
     # for 3.11 only: it runs in the integration session. The others left to 3.11 test
     # nothing the Python version changes (multi-process gloo runs, on-disk cache formats
@@ -242,11 +244,18 @@ def torch_312(session: nox.Session) -> None:
 
 
 # The torch releases CI tests beside the pin (constraints.txt): the oldest Ember supports and
-# the newest the registry serves, resolved at run time (as hf_latest does for transformers).
+# the newest the registry serves, resolved at run time (as hf_latest does for transformers)
+# with a floor at the newest release we know of (tools/requirements/torch-newest.txt).
 # The range is the packages' metadata and ember/torch_support.py. Each runs the packages whose
 # code reads torch internals (the tracer, aot, primops' decompositions) and a bounded slice of
 # the integration tests: every zoo model through inductor, dynamic shapes, a training step.
-TORCH_RELEASES = {"torch-oldest": "torch==2.11.0", "torch-newest": None}
+NEWEST_FLOOR = ROOT / "tools" / "requirements" / "torch-newest.txt"
+TORCH_RELEASES = {
+    "torch-oldest": "torch==2.11.0",
+    "torch-newest": next(
+        line.strip() for line in NEWEST_FLOOR.read_text().splitlines() if line.startswith("torch")
+    ),
+}
 TORCH_RELEASE_TESTS = ["packages/bytecode_tracer/tests", "packages/aot_autograd/tests"]
 TORCH_RELEASE_INTEGRATION = [
     "integration_tests/test_zoo_backends.py",
@@ -268,7 +277,9 @@ def torch_release_session(name: str, pin: str | None) -> None:
         )  # fmt: skip
         session.run("python", "-c", "import torch; print('torch', torch.__version__)")
         for path in TORCH_RELEASE_TESTS:  # separate processes: the conftest files share names
-            session.run("pytest", "-q", "-p", "no:cacheprovider", path, *session.posargs)
+            session.run(
+                "pytest", "-q", "-p", "no:cacheprovider", *PARALLEL, path, *session.posargs
+            )  # fmt: skip
         session.run(
             "pytest", "-q", "-p", "no:cacheprovider", *PARALLEL, *TORCH_RELEASE_INTEGRATION,
             *session.posargs,

@@ -30,6 +30,7 @@ import torch._dynamo
 import torch._dynamo.test_case
 
 import ember
+from ember_bytecode_tracer.directives import register_graph_break
 
 # Dynamo backend name -> Ember backend name
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}
@@ -130,6 +131,9 @@ def install() -> None:
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset
     torch._dynamo.test_case.reset = reset
+    # Dynamo's graph_break is a break under Ember too (registered here: product code never
+    # names PyTorch's compiler stack)
+    register_graph_break(torch._dynamo.graph_break, "torch._dynamo.graph_break() was called")
     install_inductor()
 
 

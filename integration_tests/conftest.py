@@ -50,3 +50,15 @@ def _train_like_eager(model, reference, compiled, batch, *, steps=2, rtol, atol)
 def train_like_eager():
     """`train_like_eager(model, reference, compiled, batch, rtol=, atol=)`: see above."""
     return _train_like_eager
+
+
+@pytest.fixture
+def fresh_ember(tmp_path, monkeypatch):
+    """Ember reset before and after the test, with its own artifact cache: a test's graph
+    counts are its own."""
+    import ember  # here: this conftest also serves sessions without torch
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    yield
+    ember.reset()

@@ -11,12 +11,7 @@ import ember
 BACKENDS = ["aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ember")
 
 
 def _ran_compiled(backend: str) -> None:

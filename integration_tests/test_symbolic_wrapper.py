@@ -71,3 +71,28 @@ def test_size_inputs_and_untrusted_inputs_are_read_per_call():
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert WRAPPER_STATS["wrapper_execs"] == WRAPPER_STATS["symbolic"] >= 1
     assert not WRAPPER_STATS["per_binding_fallback"]
+
+
+def test_buffers_small_at_a_calls_sizes_are_allocated_anew_and_large_ones_pooled():
+    """The storage pool's Python take and give (~2.6 us a buffer) cost more than a fresh
+    small tensor: a symbolic buffer goes through the pool only where the call's sizes make
+    it large (over SMALL_BUFFER_BYTES), as a static compile decides at compile time."""
+    from test_dynamic_backends import symbolic_graph
+
+    from ember_codegen.cpp.emit.wrapper import STORAGE_POOL
+
+    torch.manual_seed(0)
+    w = torch.randn(64, 64) / 8
+
+    def fn(x, w):
+        return (torch.relu(x @ w).exp() @ w,)
+
+    example = [torch.randn(3, 64), w]
+    compiled = inductor(symbolic_graph(fn, example, [{0: es.Dim()}, None]), example)
+    for rows, pooled in ((5, False), (9, False), (300, True), (301, True), (7, False)):
+        STORAGE_POOL.clear()
+        x = torch.randn(rows, 64)
+        torch.testing.assert_close(compiled(x, w)[0], fn(x, w)[0], rtol=1e-5, atol=1e-5)
+        # 300 rows of 64 floats are 75 KiB: the dead intermediates go back to the pool
+        assert (STORAGE_POOL.held_bytes > 0) is pooled, rows
+    assert not WRAPPER_STATS["per_binding_fallback"]

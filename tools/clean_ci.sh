@@ -18,7 +18,11 @@ commit=$(git -C "$scratch/main" rev-parse --short HEAD)
 export PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 start=$(date +%s)
 set +e
-(cd "$scratch/main" && HOME="$scratch/home" XDG_CACHE_HOME="$scratch/home/.cache" CI=true \
+# and nothing of this shell's Python setup: a PYTHONPATH into a working tree once made the
+# sessions test that tree's sources instead of the clone's installed packages
+clean_path=$(tr ':' '\n' <<< "$PATH" | grep -v -e venv -e '\.nox' | paste -sd:)
+(cd "$scratch/main" && env -u PYTHONPATH -u PYTHONHOME -u VIRTUAL_ENV PATH="$clean_path" \
+    HOME="$scratch/home" XDG_CACHE_HOME="$scratch/home/.cache" CI=true \
     bash .ci/run) > "$scratch/ci.log" 2>&1
 rc=$?
 set -e

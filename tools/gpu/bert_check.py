@@ -3,6 +3,10 @@ bf16 autocast inference: Ember's logits against eager's (relative error) and ms 
 eager, torch.compile and Ember (medians of interleaved rounds). One line per model, or the
 failure. Checks the fix of the illegal memory access in the softmax after BERT's attention
 scores (a compiled graph's float32 `torch.bmm` re-cast to bf16 by the caller's autocast).
+Also prints each runner's peak memory over one call (above what was allocated before it) and
+the attention prims in Ember's graphs: traced, transformers passes an all-true (B, 1, L, L)
+mask of stride-0 last dim that aten's fused CUDA kernels refuse; Ember drops it (flash, as
+eager without a mask), so `sdpa_flash_cuda` and no `bmm` are expected.
 
     python tools/gpu/bert_check.py [--batch 8] [--seq 512] [--rounds 20]
 """
@@ -10,6 +14,8 @@ scores (a compiled graph's float32 `torch.bmm` re-cast to bf16 by the caller's a
 from __future__ import annotations
 
 import argparse
+import collections
+import os
 import statistics
 import time
 import traceback
@@ -18,6 +24,7 @@ import torch
 import transformers
 
 import ember
+from ember.backends import inductor
 
 MODELS = ("BertForMaskedLM", "DistilBertForMaskedLM")
 
@@ -41,6 +48,32 @@ def _ms(fn, ids: torch.Tensor, calls: int = 5) -> float:
     return (time.perf_counter() - start) * 1e3 / calls
 
 
+PRIMS: collections.Counter = collections.Counter()
+_compile_prims = inductor.PrimCompiler.__call__
+
+
+def _spied(compiler, gm, example_inputs):
+    """Counts the attention prims and batched matmuls of the prim graphs Ember compiles."""
+    for node in gm.graph.nodes:
+        name = str(node.target).removeprefix("ember_prims.").removesuffix(".default")
+        if node.op == "call_function" and (name.startswith("sdpa") or name == "bmm"):
+            PRIMS[name] += 1
+    return _compile_prims(compiler, gm, example_inputs)
+
+
+inductor.PrimCompiler.__call__ = _spied
+os.environ.setdefault("EMBER_ARTIFACT_CACHE", "0")  # compiled here, so the spy sees the graphs
+
+
+def _peak_mb(fn, ids: torch.Tensor) -> float:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn(input_ids=ids)
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
 def check(name: str, batch: int, seq: int, rounds: int) -> str:
     model = _model(name)
     ids = torch.randint(0, 30000, (batch, seq), device="cuda")
@@ -59,6 +92,7 @@ def check(name: str, batch: int, seq: int, rounds: int) -> str:
         except Exception as exc:
             traceback.print_exc()
             return f"{name}: FAIL {type(exc).__name__}: {exc}"
+        peaks = {key: _peak_mb(fn, ids) for key, fn in runners.items()}
         times: dict[str, list[float]] = {k: [] for k in runners}
         for _ in range(rounds):  # interleaved
             for key, fn in runners.items():
@@ -70,7 +104,9 @@ def check(name: str, batch: int, seq: int, rounds: int) -> str:
         f"{name}: rel_err {error:.2e} graphs {graphs} | ms/call eager {ms['eager']:.2f} "
         f"torch.compile {ms['torch.compile']:.2f} ember {ms['ember']:.2f} | speedup over eager "
         f"torch.compile {ms['eager'] / ms['torch.compile']:.2f}x ember "
-        f"{ms['eager'] / ms['ember']:.2f}x"
+        f"{ms['eager'] / ms['ember']:.2f}x | peak MB eager {peaks['eager']:.0f} "
+        f"torch.compile {peaks['torch.compile']:.0f} ember {peaks['ember']:.0f} | ember prims "
+        f"{dict(PRIMS)}"
     )
 
 
@@ -83,6 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     for name in args.models:
         ember.reset()
+        PRIMS.clear()
         print(check(name, args.batch, args.seq, args.rounds), flush=True)
 
 

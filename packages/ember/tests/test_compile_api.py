@@ -183,3 +183,39 @@ def test_same_function_compiled_for_two_backends_uses_each():
     b(x)
     a(x)
     assert len(first.graphs) == 1 and len(second.graphs) == 1
+
+
+def _layer(a, w):
+    return torch.tanh(a @ w) * 2 - a
+
+
+@pytest.mark.parametrize("backend", ["inductor", "eager", "aot_eager"])
+def test_two_compiles_of_one_function_share_code(backend):
+    """torch.compile reuses a code object's entry for a second wrapper with the same backend;
+    so does ember.compile: one compile, both equal to eager."""
+    a, w = torch.randn(8, 8), torch.randn(8, 8)
+    first, second = ember.compile(_layer, backend=backend), ember.compile(_layer, backend=backend)
+    torch.testing.assert_close(first(a, w), _layer(a, w))
+    torch.testing.assert_close(second(a, w), _layer(a, w))
+    assert len(first._ember_compiler.records) == 1
+    assert second._ember_compiler.records == [] and len(second._ember_compiler.reused) == 1
+    other = ember.compile(_layer, backend="eager" if backend != "eager" else "inductor")
+    torch.testing.assert_close(other(a, w), _layer(a, w))
+    assert len(other._ember_compiler.records) == 1  # another backend compiles its own
+    strict = ember.compile(_layer, backend=backend, fullgraph=True)
+    torch.testing.assert_close(strict(a, w), _layer(a, w))
+    assert len(strict._ember_compiler.records) == 1  # other options: its own too
+
+
+def test_compiles_with_one_mode_share_code():
+    """A named backend configured by mode/options is equal for equal settings (torch.compile's
+    inductor wrapper compares by its configuration too); other settings compile their own."""
+    a, w = torch.randn(8, 8), torch.randn(8, 8)
+    first = ember.compile(_layer, mode="max-autotune-no-cudagraphs")
+    second = ember.compile(_layer, mode="max-autotune-no-cudagraphs")
+    torch.testing.assert_close(first(a, w), _layer(a, w))
+    torch.testing.assert_close(second(a, w), _layer(a, w))
+    assert len(first._ember_compiler.records) == 1 and second._ember_compiler.records == []
+    plain = ember.compile(_layer)
+    torch.testing.assert_close(plain(a, w), _layer(a, w))
+    assert len(plain._ember_compiler.records) == 1

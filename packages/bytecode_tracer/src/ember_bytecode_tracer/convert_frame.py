@@ -45,7 +45,13 @@ from ember_bytecode_tracer.guards import (
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
-from ember_bytecode_tracer.saved_hooks import user_saved_tensor_hooks_suspended
+from ember_bytecode_tracer.saved_hooks import (
+    DISABLE_SWITCHES,
+    disabled_message,
+    restore_disabled,
+    user_saved_tensor_hooks_suspended,
+)
+from ember_bytecode_tracer.shared_code import share_key, shareable_entry
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
 from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
@@ -234,6 +240,13 @@ class FrameCompiler:
         self.records: list[FrameRecord] = []
         self.skipped: list[tuple[types.CodeType, str]] = []  # frames left to run as they are
         self._crowded_out: set[tuple] = set()  # (code, group) warned about a full cache
+        # compilers with an equal key share compiled code (shared_code.py)
+        self.share_key = share_key(
+            type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
+            suppress_errors=suppress_errors,
+            capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+        )  # fmt: skip
+        self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 
     def __call__(self, frame: fh.Frame, cache: fh.CacheView) -> fh.GuardedCode | None:
         code = frame.f_code
@@ -257,6 +270,9 @@ class FrameCompiler:
         code = frame.f_code
         if cache.full and not self._room_for(frame, cache):
             return None
+        shared = shareable_entry(cache.entries, self, self.share_key, frame.f_locals)
+        if shared is not None:
+            return self._take_over(shared)
         if not has_tensor_work(frame):
             fh.skip_code(code)
             return None
@@ -279,13 +295,27 @@ class FrameCompiler:
                 fh.skip_code(code)
                 return None
             raise
-        entry = CompiledFrame(new_code, _owned_by(self, guard))
+        entry = self._entry(new_code, guard, record)
         record.recompile_reason = reason
-        entry.record = record
         self.records.append(record)
         if self.on_record is not None:
             self.on_record(record)
         return entry
+
+    def _entry(self, code: types.CodeType, guard: Any, record: FrameRecord) -> CompiledFrame:
+        entry = CompiledFrame(code, _owned_by(self, guard))
+        entry.record = record
+        entry.compiler = self
+        entry.share_key = self.share_key
+        return entry
+
+    def _take_over(self, shared: CompiledFrame) -> CompiledFrame:
+        """Another compiler's code for this frame, under a guard owned by this one."""
+        record = shared.record
+        log.debug("ember: %s reuses code compiled for an equal compiler", record.code.co_name)
+        emit("frame_reused", code=record.code)
+        self.reused.append(record)
+        return self._entry(shared.code, record.guards, record)
 
     def _trace(self, frame: fh.Frame):
         try:
@@ -342,11 +372,13 @@ def trace_frame(
     """Traces `frame`; returns (record, new code, guard). Raises SkipFrame to run it as is.
     `dynamic` decides which sizes and ints are symbolic (default: none)."""
     grad_mode = torch.is_grad_enabled()
+    hooks_message = disabled_message()  # disable_saved_tensors_hooks runs at trace time too
     try:
         with user_saved_tensor_hooks_suspended():  # autograd on fakes: not the user's pack
             return _trace_frame(frame, backend, fullgraph, dynamic or STATIC_POLICY)
     finally:
         torch._C._set_grad_enabled(grad_mode)  # a trace may switch it (with no_grad(): ...)
+        restore_disabled(hooks_message)  # and stop inside a disable_saved_tensors_hooks
         close_trace_time_autocasts()  # and leave a `with torch.autocast()` it stopped in
 
 
@@ -355,8 +387,10 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
     break_at: int | None = None
     reason: GraphBreak | None = None
     grad_mode = torch.is_grad_enabled()
+    hooks_message = disabled_message()
     for _attempt in range(2):
         torch._C._set_grad_enabled(grad_mode)
+        restore_disabled(hooks_message)
         close_trace_time_autocasts()
         tx = _make_translator(frame, dynamic)
         try:
@@ -444,6 +478,7 @@ def _runner(
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
     checks = output.check_appliers  # argument checks deferred to run time, before any result
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
+    disables_hooks = any(n.target in DISABLE_SWITCHES for n in output.graph.nodes)
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
@@ -451,6 +486,7 @@ def _runner(
         if compiled is not None:
             grad_mode = torch.is_grad_enabled()
             autocast = AutocastState.now() if uses_autocast else None
+            hooks_message = disabled_message() if disables_hooks else None
             try:
                 outs = compiled(*load_inputs(L))
             except BaseException:
@@ -458,6 +494,8 @@ def _runner(
                 torch._C._set_grad_enabled(grad_mode)
                 if autocast is not None:
                     autocast.restore()
+                if disables_hooks:
+                    restore_disabled(hooks_message)
                 if rng is not None:  # e.g. freeze_rng_state's `finally` restoring the state
                     rng.leave(incoming)
                 raise

@@ -58,3 +58,39 @@ def _bind(schema: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
             value = argument.default_value
         out.append(value)
     return tuple(out), rest
+
+
+# Python scalar types that torch's argument parser reads as a dtype (`x.to(bool)`,
+# `torch.zeros(2, dtype=float)`): FX would print them as `<class 'bool'>`, a SyntaxError.
+_SCALAR_TYPE_DTYPES: dict[type, torch.dtype] = {
+    bool: torch.bool,
+    int: torch.int64,
+    float: torch.float64,
+    complex: torch.complex128,
+}
+
+
+def _is_torch_call(op: str, target: Any) -> bool:
+    """A tensor method or a torch function: their parser treats a scalar type as a dtype
+    (user functions in the graph, such as a Function's apply, receive the type itself)."""
+    if op == "call_method":
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return op == "call_function" and (module == "torch" or module.startswith("torch."))
+
+
+def scalar_types_as_dtypes(op: str, target: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The same call with Python scalar types passed as the dtypes torch reads them as;
+    called once the call ran on the example values (a call eager rejects, such as
+    `x.type(float)`, has already failed there)."""
+    if not _is_torch_call(op, target):
+        return args, kwargs
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, type) and value in _SCALAR_TYPE_DTYPES:
+            return _SCALAR_TYPE_DTYPES[value]
+        if type(value) in (tuple, list):
+            return type(value)(swap(v) for v in value)
+        return value
+
+    return tuple(swap(a) for a in args), {k: swap(v) for k, v in kwargs.items()}

@@ -26,7 +26,11 @@ from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
 from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported, UserSetupError
 from ember_bytecode_tracer.guards import Guard, GuardKind
-from ember_bytecode_tracer.keyword_args import keywords_by_position, needs_positions
+from ember_bytecode_tracer.keyword_args import (
+    keywords_by_position,
+    needs_positions,
+    scalar_types_as_dtypes,
+)
 from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
 
@@ -92,6 +96,7 @@ class OutputGraph:
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
         # Grad mode when the frame started (made before the trace switches it): guarded.
         self.entry_grad_mode = torch.is_grad_enabled()
+        self.state_queries: set[Source] = set()  # global-state queries guarded so far
         self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
@@ -239,6 +244,7 @@ class OutputGraph:
             raise Unsupported(leaf)
         if detector.drew:
             self.rng.draw(_target_name(target))
+        args, kwargs = scalar_types_as_dtypes(op, target, args, kwargs)  # printable source
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["example_value"] = example
         if detector.drew:

@@ -24,7 +24,7 @@ from ember_bytecode_tracer.reconstruct import (
 )
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
@@ -90,6 +90,16 @@ def _sequence(builder: RecipeBuilder, value: BaseListVariable) -> Recipe:
     )
 
 
+@recipe_for(DictViewVariable)
+def _dict_view(builder: RecipeBuilder, value: DictViewVariable) -> Recipe:
+    """A view rebuilt as the view of its rebuilt dict (eager returns a live dict_keys, ...)."""
+    owner, method = builder.recipe(value.owner), value.method
+    return emits(
+        lambda outs, L, G: getattr(owner(outs, L, G), method)(),
+        lambda code: code.temp(f"{code.value(owner)}.{method}()"),
+    )
+
+
 @recipe_for(ConstDictVariable)
 def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
     if value.source is not None and id(value) not in builder.mutated:
@@ -116,19 +126,44 @@ def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
 
         builder.write_once(value, emits_write(same_dict, emit_same_dict))
         return load_recipe(value.source)
-    return emits(
+    made = emits(
         lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
         lambda code: code.temp(mapping_code(code, kind, parts)),
     )
+    return builder.once_per_call(value, made)  # one dict for all that hold it (and its views)
 
 
 @recipe_for(ConstructedObjectVariable)
 def _constructed(builder: RecipeBuilder, value: ConstructedObjectVariable) -> Recipe:
-    return construct_recipe(
+    if value.source is not None:  # the frame's own object (with whatever else it carries)
+        return load_recipe(value.source)
+    made = construct_recipe(
         value.cls,
         [builder.recipe(a) for a in value.args],
         {k: builder.recipe(v) for k, v in value.kwargs.items()},
     )
+    if value.attrs:
+        made = _with_attributes(made, {k: builder.recipe(v) for k, v in value.attrs.items()})
+    return builder.once_per_call(value, made)
+
+
+def _with_attributes(made: Recipe, attrs: dict[str, Recipe]) -> Recipe:
+    """`made`'s object with the attributes the trace set on it (its instance dict)."""
+
+    def build(outs, L, G):
+        obj = made(outs, L, G)
+        for name, part in attrs.items():
+            object.__setattr__(obj, name, part(outs, L, G))
+        return obj
+
+    def emit(code: RebuildCode) -> str:
+        obj = code.temp(code.value(made))
+        setter = code.const(object.__setattr__)
+        for name, part in attrs.items():
+            code.line(f"{setter}({obj}, {name!r}, {code.value(part)})")
+        return obj
+
+    return emits(build, emit)
 
 
 @recipe_for(TracedObjectVariable)

@@ -142,6 +142,31 @@ class RecipeBuilder:
         parts = {name: self.recipe(v) for name, v in value.attrs.items()}
         return build
 
+    def once_per_call(self, value: VariableTracker, recipe: Recipe) -> Recipe:
+        """`recipe` for the object built in the trace that `value` tracks, run once per call:
+        every place that holds the object (a local, the stack, the return value) gets the
+        same one, as in eager (an attribute set on it after a break stays on it)."""
+        known = self._objects.get(id(value))
+        if known is not None:
+            return known
+        key = id(value)
+
+        def build(outs, L, G):
+            made = L.setdefault(REBUILT_OBJECTS, {})
+            if key not in made:
+                made[key] = recipe(outs, L, G)
+            return made[key]
+
+        def emit(code: RebuildCode) -> str:
+            name = code.objects.get(key)
+            if name is None:
+                name = code.objects[key] = code.temp(code.value(recipe))
+            return name
+
+        self._objects[key] = emits(build, emit)
+        self._keep.append(value)  # ids stay unique while the recipes are built
+        return self._objects[key]
+
     def write_once(self, value: VariableTracker, write: Write) -> None:
         if id(value) not in self._written:
             self._written.add(id(value))

@@ -28,3 +28,21 @@ def user_saved_tensor_hooks_suspended() -> Iterator[None]:
         yield
     finally:
         _set_tracing(prior)
+
+
+# `torch.autograd.graph.disable_saved_tensors_hooks` as graph ops: the runner puts the state
+# back when a graph raises between the two (its `finally` in eager code).
+_autograd = torch._C._autograd
+DISABLE_SWITCHES = (_autograd._saved_tensors_hooks_disable, _autograd._saved_tensors_hooks_enable)
+
+
+def disabled_message() -> str | None:
+    """The error saved-tensor hooks raise now (None: they are enabled)."""
+    return _autograd._saved_tensors_hooks_get_disabled_error_message()
+
+
+def restore_disabled(message: str | None) -> None:
+    if message is None:
+        _autograd._saved_tensors_hooks_enable()
+    else:
+        _autograd._saved_tensors_hooks_disable(message)

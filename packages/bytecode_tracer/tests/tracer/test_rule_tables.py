@@ -29,7 +29,7 @@ from ember_bytecode_tracer.variables.builder import WRAP_ORDER, resolve_rule, wr
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.contexts import RealContextExit
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
@@ -212,6 +212,7 @@ _RECIPE_LADDER = [
     TensorVariable,
     SymNodeVariable,
     SizeVariable,
+    DictViewVariable,  # a view of its rebuilt dict, before the lists it subclasses
     BaseListVariable,
     ConstDictVariable,
     ConstructedObjectVariable,

@@ -3,6 +3,7 @@
 model = ember.compile(model)            # or @ember.compile, or backend="..."
 ember.explain(fn)(*args)                # graphs, breaks and guards of one run
 ember.mark_dynamic(x, 0)                # dim 0 of x symbolic from the first compile
+ember.graph_break()                     # end the graph here (a no-op when run eagerly)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ember.config import config
 from ember.explain import ExplainOutput, explain
 from ember.export import Exported, ExportGuardError, export
 from ember.stats import counters
+from ember_bytecode_tracer.directives import graph_break, register_graph_break
 from ember_bytecode_tracer.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 
 __version__ = "0.1.0"
@@ -29,12 +31,14 @@ __all__ = [
     "exc",
     "explain",
     "export",
+    "graph_break",
     "list_backends",
     "lookup_backend",
     "mark_dynamic",
     "mark_static",
     "maybe_mark_dynamic",
     "register_backend",
+    "register_graph_break",
     "reset",
     "run",
 ]

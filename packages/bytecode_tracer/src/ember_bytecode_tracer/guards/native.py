@@ -34,7 +34,6 @@ from ember_bytecode_tracer.guards.checks import (
 from ember_bytecode_tracer.guards.constants import needs_slow_equal, strict_equal
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import (
-    TORCH_STATE,
     AttrSource,
     BuiltinSource,
     DictKeysSource,
@@ -46,6 +45,7 @@ from ember_bytecode_tracer.guards.sources import (
     Source,
     TorchStateSource,
     TypeSource,
+    torch_state_path,
 )
 from ember_bytecode_tracer.guards.tensor_spec import DYNAMIC_MIN_SIZE, TensorSpec
 
@@ -129,7 +129,7 @@ def _load_torch_state(asm: Assembler, source: TorchStateSource) -> int:
     fn = asm._regs.get(("torch",))
     if fn is None:
         fn = asm._regs[("torch",)] = asm.load("LOAD_CONST", -1, torch)
-    for part in TORCH_STATE[source.name].split("."):
+    for part in torch_state_path(source.name).split("."):
         fn = asm.load("LOAD_ATTR", fn, part)
     return asm.load("CALL", fn, () if source.arg is None else (source.arg,))
 

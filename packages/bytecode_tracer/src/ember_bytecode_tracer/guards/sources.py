@@ -184,20 +184,33 @@ class TorchStateSource(RootSource):
     arg: str | None = None  # a literal argument of the call (a device type)
 
     def __post_init__(self) -> None:
-        if self.name not in TORCH_STATE:
+        if self.name not in TORCH_STATE and torch_state_query(self.name) is None:
             raise ValueError(
                 f"unknown torch state {self.name!r}; known: {', '.join(sorted(TORCH_STATE))}"
+                " or a dotted path of a function under torch"
             )
 
     def access(self, base_expr: str) -> str:
         arg = "" if self.arg is None else repr(self.arg)
-        return f"torch.{TORCH_STATE[self.name]}({arg})"
+        return f"torch.{torch_state_path(self.name)}({arg})"
 
     def step(self, base_value: Any, scope: Scope) -> Any:
-        fn = torch
-        for part in TORCH_STATE[self.name].split("."):
-            fn = getattr(fn, part)
+        fn = torch_state_query(self.name)
         return fn() if self.arg is None else fn(self.arg)
+
+
+def torch_state_path(name: str) -> str:
+    """The dotted path under `torch` of a state query: a TORCH_STATE name, or the path itself
+    (a query the trace read, e.g. "_C._autograd._profiler_enabled")."""
+    return TORCH_STATE.get(name, name)
+
+
+def torch_state_query(name: str) -> Any:
+    """The function a TorchStateSource calls, or None where the path reaches nothing."""
+    fn: Any = torch
+    for part in torch_state_path(name).split("."):
+        fn = getattr(fn, part, None)
+    return fn if callable(fn) else None
 
 
 @dataclass(frozen=True)

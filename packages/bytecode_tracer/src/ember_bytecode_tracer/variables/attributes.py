@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, TypeSource
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.object_identity import canonical_source, record_write
 from ember_bytecode_tracer.variables.objects import PythonModuleVariable, UserDefinedObjectVariable
@@ -34,8 +35,9 @@ def store_attribute(
     tx: Translator, obj: VariableTracker, name: str, value: VariableTracker
 ) -> None:
 
-    if isinstance(obj, TracedObjectVariable):  # built in the trace: nothing else sees it yet
-        obj.store_attribute(tx, name, value)
+    built_here = isinstance(obj, ConstructedObjectVariable) and obj.source is None
+    if isinstance(obj, TracedObjectVariable) or built_here:
+        obj.store_attribute(tx, name, value)  # built in the trace: nothing else sees it yet
         return
     if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:
         raise Unsupported(f"setting attribute {name!r} on {obj}")
@@ -44,6 +46,8 @@ def store_attribute(
         if hook is not None:  # a Python __setattr__ (aliases, validation): run it
             fn_source = AttrSource(TypeSource(obj.source), "__setattr__")
             tx.inline_call(hook, fn_source, [obj, ConstantVariable(name), value], {})
+            return
+        if obj.descriptor_set(tx, name, value):  # a data descriptor of the type: inlined
             return
     record_attribute_write(tx, obj, name, value)
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 
+from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
-from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
+from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 
 # Function's own `apply` descriptor: a Python classmethod up to torch 2.13, a C
 # classmethod_descriptor from 2.14 (whose bound form is a builtin method, with no __func__)
@@ -75,7 +76,14 @@ class AutogradFunctionApplyVariable(VariableTracker):
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
         target = applier(self.cls)
+        inputs = [a.node.meta["example_value"] for a in args if isinstance(a, TensorVariable)]
+        versions = [t._version for t in inputs]
         node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
+        if [t._version for t in inputs] != versions:
+            # forward wrote to an input in place (ctx.mark_dirty): the write and the
+            # input's rebased history happen outside the graph's dataflow, so the call
+            # runs eagerly after a break
+            raise Unsupported(f"{self.cls.__qualname__}.forward mutates an input in place")
         return wrap_graph_value(tx, node, value)
 
     def __repr__(self) -> str:

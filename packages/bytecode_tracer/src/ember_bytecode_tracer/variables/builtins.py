@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
@@ -74,6 +75,7 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if fn in IMPURE:
             raise Unsupported(f"call to builtin {fn.__name__}() (it has effects outside the graph)")
+        check_builtin_arguments(fn, len(args), tuple(kwargs))
         symbolic = call_symbolic(tx, fn, args, kwargs)  # sizes kept symbolic (sym_builtins.py)
         if symbolic is not None:
             return symbolic
@@ -278,8 +280,23 @@ def _guard_absent(tx, obj: VariableTracker, name: str) -> None:
 
 def _guard_present(tx, obj: VariableTracker, name: str) -> None:
     """Reading the attribute records the guards its value needs, which fail once it is gone."""
-    if obj.source is not None and not isinstance(obj, ConstantVariable):
+    if isinstance(obj, TensorVariable):
+        _guard_tensor_entry(tx, obj, name)
+    elif obj.source is not None and not isinstance(obj, ConstantVariable):
         obj.var_getattr(tx, name)
+
+
+def _real_tensor(tx, obj: TensorVariable) -> torch.Tensor | None:
+    return tx.output.real_value(obj.source) if obj.source is not None else None
+
+
+def _guard_tensor_entry(tx, obj: TensorVariable, name: str) -> None:
+    """A tensor's own attribute (`t.name = ...`, in its __dict__) must still be there; its
+    class's attributes stand with the tensor's type guard."""
+    real = _real_tensor(tx, obj)
+    if real is not None and name in real.__dict__:
+        entry = ItemSource(AttrSource(obj.source, "__dict__"), name)
+        guard(tx, entry, GuardKind.TYPE_MATCH, type(real.__dict__[name]))
 
 
 def _traces_getattribute(obj: VariableTracker) -> bool:
@@ -355,7 +372,10 @@ def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
     if value is not None:
         return hasattr(value, name)
     if isinstance(obj, TensorVariable):
-        return hasattr(obj.example, name)
+        # The tensor the call passed (its __dict__), not the fake example: a fake tensor has
+        # attributes of its own and none of the ones the program set on the real one.
+        real = _real_tensor(tx, obj)
+        return hasattr(real if real is not None else obj.python_type(), name)
     return None
 
 
@@ -469,10 +489,25 @@ for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator
     RULES[_fn] = _operator_rule(_fn)
 
 
-@rule(operator.not_, operator.truth)
+@rule(operator.truth)
 def _truth(tx, args, kwargs):
     (value,) = args
     return ConstantVariable(value.truthiness(tx))
+
+
+@rule(operator.not_)
+def _not(tx, args, kwargs):
+    (value,) = args
+    return ConstantVariable(not value.truthiness(tx))
+
+
+@rule(bool)
+def _bool(tx, args, kwargs):
+    # bool(x) asks x's tracker, as `if x:` does: a tensor breaks the graph, a deferred
+    # argument check (validation_checks.py) registers its run-time check
+    if kwargs:
+        raise Unsupported("bool() takes no keyword arguments")
+    return _truth(tx, args, kwargs) if args else ConstantVariable(False)
 
 
 def _short_circuit(tx, args, kwargs, stop_when: bool) -> VariableTracker:

@@ -13,6 +13,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     class_definition,
     collections_types,
     collectives,
+    compiler_directives,
     constant,
     constructed,
     contexts,

@@ -37,6 +37,8 @@ class ConstructedObjectVariable(VariableTracker):
         self.cls = cls
         self.args = args
         self.kwargs = kwargs
+        # attributes set on it in the trace (a namedtuple subclass's instance dict)
+        self.attrs: dict[str, VariableTracker] = {}
 
     def python_type(self) -> type:
         return self.cls
@@ -64,6 +66,8 @@ class ConstructedObjectVariable(VariableTracker):
             )
         if name in self._fields():
             return self._field_value(name)
+        if name in self.attrs:
+            return self.attrs[name]
         if is_namedtuple_class(self.cls) and name in _NAMEDTUPLE_METHODS:
             return BoundMethodOfTracker(self, name)
         if is_namedtuple_class(self.cls) and name == "_fields":
@@ -83,6 +87,21 @@ class ConstructedObjectVariable(VariableTracker):
         if attribute is not _MISSING and is_constant_value(attribute):
             return ConstantVariable(attribute)  # a class constant (the class is the same)
         raise Unsupported(f"reading {self.cls.__qualname__}.{name} of an object built in the trace")
+
+    def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        """`obj.name = value` on a namedtuple subclass's instance built in the trace: kept
+        in its instance dict and set on the rebuilt object. Fields, other descriptors and
+        classes without an instance dict break (eager raises or runs them)."""
+        cls = self.cls
+        if (
+            self.source is not None
+            or not is_namedtuple_class(cls)
+            or not any("__dict__" in vars(k) for k in cls.__mro__)
+            or inspect.getattr_static(cls, name, _MISSING) is not _MISSING
+            or inspect.getattr_static(cls, "__setattr__") is not object.__setattr__
+        ):
+            raise Unsupported(f"setting attribute {name!r} on a {cls.__qualname__}")
+        self.attrs[name] = value
 
     def unpack(self, tx) -> list[VariableTracker]:
         if not is_namedtuple_class(self.cls):

@@ -13,6 +13,9 @@ frame run as it is (see convert_frame).
 from __future__ import annotations
 
 import contextlib
+import functools
+import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +31,8 @@ GRAD_MODE_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 
 
 def set_grad_mode(tx, enabled: bool) -> None:
+    if torch.is_grad_enabled() == enabled:
+        return  # already so at this point of the trace (no_grad under no_grad): no op
     tx.output.graph.call_function(torch._C._set_grad_enabled, (enabled,))
     torch._C._set_grad_enabled(enabled)
 
@@ -52,6 +57,56 @@ class GradModeVariable(VariableTracker):
 
     def exit(self, tx) -> None:
         set_grad_mode(tx, self.previous)
+
+    def call_function(self, tx, args, kwargs):
+        # `@torch.no_grad()` / `@torch.set_grad_enabled(m)` on a function: it runs in that
+        # mode. set_grad_enabled switched at construction: decorating switches back.
+        fn = decorated_function(args, kwargs, f"call of {self!r}")
+        if self.applies_on_creation and self.previous is not None:
+            set_grad_mode(tx, self.previous)
+        enabled = self.enabled
+        return ContextDecoratedFunction(lambda: GradModeVariable(enabled), fn)
+
+    def __repr__(self) -> str:
+        return f"GradModeVariable({self.enabled})"
+
+
+def decorated_function(args, kwargs, what: str) -> VariableTracker:
+    """The one Python function a context manager object is called on (as a decorator)."""
+    if len(args) != 1 or kwargs or not _is_python_function(args[0]):
+        raise Unsupported(what)
+    return args[0]
+
+
+def _is_python_function(value: VariableTracker) -> bool:
+    try:
+        kind = value.python_type()
+    except Unsupported:
+        return False
+    return kind in (types.FunctionType, types.MethodType, functools.partial)
+
+
+class ContextDecoratedFunction(VariableTracker):
+    """A function wrapped by a context manager used as a decorator (ContextDecorator):
+    each call enters a fresh context made by `make_context`, calls `fn`, and leaves it."""
+
+    def __init__(self, make_context: Callable[[], VariableTracker], fn: VariableTracker) -> None:
+        super().__init__()
+        self.make_context = make_context
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        context = self.make_context()
+        context.enter(tx)
+        result = self.fn.call_function(tx, args, kwargs)
+        context.exit(tx)
+        return result
+
+    def __repr__(self) -> str:
+        return f"ContextDecoratedFunction({self.fn})"
 
 
 class NullContextVariable(VariableTracker):
@@ -160,7 +215,11 @@ def make_context(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None
     if cls in GRAPH_FREE_CLASSES and not args and not kwargs:
         return GraphFreeContextVariable(tx, GRAPH_FREE_CLASSES[cls])
     if cls in GRAD_MODE_CLASSES:
-        return GradModeVariable(GRAD_MODE_CLASSES[cls])
+        mode = GRAD_MODE_CLASSES[cls]
+        if args:  # `@torch.no_grad` without parentheses: the class called on the function
+            fn = decorated_function(args, kwargs, f"{cls.__name__}() with arguments")
+            return ContextDecoratedFunction(lambda: GradModeVariable(mode), fn)
+        return GradModeVariable(mode)
     if cls is torch.set_grad_enabled:
         mode = bool(args[0].as_python_constant())
         # set_grad_enabled(m) switches at construction (it also works as a plain call).

@@ -19,16 +19,45 @@ if TYPE_CHECKING:
 
 
 class DictViewVariable(ListVariable):
-    """d.keys() / d.values() / d.items(): the items as a list, and iterated live (a loop over
+    """d.keys() / d.values() / d.items(): a live view of its dict tracker (every read sees the
+    dict as it is now, as eager's views do after `d[k] = v`), and iterated live (a loop over
     it sees the dict as the body changes it; a size change is a break, as eager raises)."""
 
-    def __init__(self, owner: ConstDictVariable, make_item) -> None:
-        super().__init__([make_item(k, v) for k, v in owner.items.items()])
+    def __init__(self, owner: ConstDictVariable, method: str) -> None:
         self.owner = owner
-        self.make_item = make_item
+        self.method = method  # "keys", "values" or "items"
+        self.make_item = _VIEW_ITEMS[method]
+        super().__init__([])
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        return [self.make_item(k, v) for k, v in self.owner.items.items()]
+
+    @items.setter
+    def items(self, value: list[VariableTracker]) -> None:
+        pass  # the items are always the owner's
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.method)())
+
+    def as_python_constant(self) -> Any:
+        if self.method == "keys":  # the keys are constants even where the values are not
+            return dict.fromkeys(self.owner.items).keys()
+        return getattr(self.owner.as_python_constant(), self.method)()
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _LIST_ONLY:
+            raise TracedException(AttributeError, f"dict view has no attribute {name!r}")
+        return super().call_method(tx, name, args, kwargs)
 
     def iterate(self) -> DictViewIterator:
         return DictViewIterator(self.owner.items, self.make_item)
+
+
+_LIST_ONLY = frozenset(
+    ("append", "extend", "insert", "pop", "clear", "__setitem__", "reverse", "remove",
+     "__delitem__", "sort", "index", "count")
+)  # fmt: skip
 
 
 _VIEW_ITEMS = {
@@ -75,7 +104,7 @@ class ConstDictVariable(VariableTracker):
             k = args[0].as_python_constant()
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in _VIEW_ITEMS:
-            return DictViewVariable(self, _VIEW_ITEMS[name])
+            return DictViewVariable(self, name)
         if name in ("__contains__",):
             return ConstantVariable(args[0].as_python_constant() in items)
         if name == "__len__":

@@ -10,7 +10,9 @@ throw the exception into the generator).
 If the generator's yield sits inside its own try/except or try/finally, an error raised by
 the compiled graph at run time would skip that handler (eager code runs it). The trace
 allows ops in the block only when the rest of the generator does nothing that handler could
-need besides RNG state calls, which the runner also replays when the graph raises.
+need besides what the runner itself puts back when the graph raises: RNG state calls, grad
+mode, autocast, saved-tensor hooks disabled (disable_saved_tensors_hooks). Used as a
+decorator, each call of the decorated function enters a fresh context.
 """
 
 from __future__ import annotations
@@ -19,10 +21,18 @@ import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
+import torch
+
+from ember_bytecode_tracer.autocast_state import EXIT
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.saved_hooks import DISABLE_SWITCHES
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.contexts import ContextExitVariable
+from ember_bytecode_tracer.variables.contexts import (
+    ContextDecoratedFunction,
+    ContextExitVariable,
+    decorated_function,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
@@ -33,6 +43,21 @@ from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
+
+
+# What the runner itself puts back when a graph raises (convert_frame's runner): graph ops
+# of a generator's exit path that only do this need no handler of their own.
+_RUNNER_RESTORED = (torch._C._set_grad_enabled, EXIT, *DISABLE_SWITCHES)
+
+
+def _restores_only_runner_state(tx: Translator, body_end: tuple[int, ...]) -> bool:
+    """Whether the generator's exit path (traced after `body_end`) added nothing but graph
+    ops that set grad mode or leave autocast (RNG calls are replayed, not graph ops)."""
+    now = tx.output.effects_snapshot()
+    if now[1:] != body_end[1:]:
+        return False
+    added = list(tx.output.graph.nodes)[body_end[0] :]
+    return all(n.op == "call_function" and n.target in _RUNNER_RESTORED for n in added)
 
 
 class GeneratorContextVariable(VariableTracker):
@@ -104,13 +129,22 @@ class GeneratorContextVariable(VariableTracker):
         if (
             protected
             and body_end[0] != self.body_start[0]
-            and tx.output.effects_snapshot() != body_end
+            and not _restores_only_runner_state(tx, body_end)
         ):
             raise Unsupported(
                 "graph ops inside `with` over a @contextmanager whose yield is in a try block "
-                "that does more than restore RNG state: an error raised by the graph would "
-                "skip that handler"
+                "that does more than restore RNG state, grad mode, autocast or saved-tensor hooks: an error "
+                "raised by the graph would skip that handler"
             )
+
+    def call_function(self, tx, args, kwargs):
+        # A @contextmanager object used as a decorator: each call of the function runs in
+        # a fresh context from the same generator function and arguments.
+        fn = decorated_function(args, kwargs, f"call of {self!r}")
+        func, call_args, call_kwargs = self.func, self.args, self.kwargs
+        return ContextDecoratedFunction(
+            lambda: GeneratorContextVariable(func, call_args, call_kwargs), fn
+        )
 
     def __repr__(self) -> str:
         name = getattr(self.func, "qualname", None) or self.func.fn.__qualname__

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -57,20 +57,22 @@ class NNModuleVariable(VariableTracker):
         return tx.wrap(value, AttrSource(self.source, name))
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        # Python's order: the class's data descriptors, the instance dict, other class
+        # attributes (a method named like a submodule wins), and only then nn.Module's
+        # __getattr__ over its parameters, buffers and submodules.
         module = self.module
         d = module.__dict__
-        for table in ("_parameters", "_buffers", "_modules"):
-            if name in d.get(table, {}):
-                value = d[table][name]
-                if value is None:
-                    return ConstantVariable(None)
-                return self._child(tx, name, value)
-        if name in d:
+        attribute = _class_attribute(type(module), name)
+        if name in d and not _is_data_descriptor(attribute):
             return self._child(tx, name, d[name])
-        try:
-            attribute = inspect.getattr_static(module, name)
-        except AttributeError:
-            raise Unsupported(f"{type(module).__name__} has no attribute {name!r}") from None
+        if attribute is _MISSING:
+            for table in ("_parameters", "_buffers", "_modules"):
+                if name in d.get(table, {}):
+                    value = d[table][name]
+                    if value is None:
+                        return ConstantVariable(None)
+                    return self._child(tx, name, value)
+            raise Unsupported(f"{type(module).__name__} has no attribute {name!r}")
         if isinstance(attribute, property):
             return tx.inline_call(attribute.fget, None, [self], {})
         if isinstance(attribute, staticmethod):
@@ -89,13 +91,37 @@ class NNModuleVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         module = self.module
+        call = inspect.getattr_static(type(module), "__call__")
+        if call is not _MODULE_CALL:
+            # The class replaces nn.Module.__call__ (hooks, forward): Python runs its own.
+            if not inspect.isfunction(call):
+                raise Unsupported(f"{type(module).__name__}.__call__ is not a plain method")
+            source = (
+                _class_attr_source(self.source, "__call__") if self.source is not None else None
+            )
+            return tx.inline_call(call, source, [self, *args], kwargs)
+        return self.module_call(tx, args, kwargs)
+
+    def module_call(self, tx, args, kwargs) -> VariableTracker:
+        """nn.Module.__call__ itself (also as `super().__call__(...)` from an override)."""
+
+        module = self.module
         if _has_hooks(module):
             raise Unsupported(f"{type(module).__name__} has forward/backward hooks")
-        forward = inspect.getattr_static(module, "forward")
-        if "forward" in module.__dict__ or not inspect.isfunction(forward):
-            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
         if self.source is not None:
             self._guard_no_hooks(tx)
+        if "forward" in module.__dict__:
+            # `module.forward = ...` on the instance: nn.Module.__call__ runs that one.
+            return self._child(tx, "forward", module.__dict__["forward"]).call_function(
+                tx, args, kwargs
+            )
+        forward = inspect.getattr_static(module, "forward")
+        if not inspect.isfunction(forward):
+            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
+        if self.source is not None:
+            # The class's forward stands only while the instance sets none of its own.
+            entry = ItemSource(AttrSource(self.source, "__dict__"), "forward")
+            tx.output.add_guard(Guard(entry, GuardKind.ABSENT, user_location=tx.location()))
         source = _class_attr_source(self.source, "forward") if self.source is not None else None
         return tx.inline_call(forward, source, [self, *args], kwargs)
 
@@ -170,6 +196,8 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported(f"Module.{name} with arguments")
         named = name.startswith("named_")
         plain = name.removeprefix("named_")
+        if self.source is not None:
+            self._guard_listing_keys(tx, _LISTED_TABLES[plain])
         items = []
         for path, value in getattr(self.module, f"named_{plain}")():
             source = self.source
@@ -180,12 +208,56 @@ class NNModuleVariable(VariableTracker):
             items.append(TupleVariable([ConstantVariable(path), tracker]) if named else tracker)
         return ListIteratorVariable(items)
 
+    def _guard_listing_keys(self, tx, tables: tuple[str, ...]) -> None:
+        """A listing's order and members follow the keys of each module's tables (a
+        parameter popped and re-added moves to the end): pin them, module by module."""
+
+        for path, module in self.module.named_modules(remove_duplicate=False):
+            source = self.source
+            for part in path.split("."):
+                if part:
+                    source = AttrSource(source, part)
+            for table in tables:
+                entries = module.__dict__[table]
+                guard(
+                    tx,
+                    AttrSource(source, table),
+                    GuardKind.DICT_KEYS,
+                    (type(entries), tuple(entries)),
+                )
+
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"
 
 
 _LISTINGS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
              "named_children", "modules", "named_modules")  # fmt: skip
+
+
+# The tables whose keys decide what (and in which order) each listing yields.
+_LISTED_TABLES = {
+    "parameters": ("_modules", "_parameters"),
+    "buffers": ("_modules", "_buffers"),
+    "children": ("_modules",),
+    "modules": ("_modules",),
+}
+
+
+_MODULE_CALL = inspect.getattr_static(nn.Module, "__call__")
+_MISSING = object()
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    """What the class's MRO holds under `name` (no descriptor run), or _MISSING."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def _is_data_descriptor(attribute: Any) -> bool:
+    kind = type(attribute)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 def _class_attr_source(source: Source, name: str) -> Source:

@@ -19,6 +19,7 @@ from ember_bytecode_tracer.guards import (
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.descriptors import descriptor_get, descriptor_set
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.logging_calls import LoggingCallVariable, is_logging_call
@@ -126,20 +127,24 @@ class UserDefinedObjectVariable(VariableTracker):
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object without a source")
         value = self.value
+        kind = TypeVariable(type(value), source=TypeSource(self.source))
+        through = descriptor_get(tx, self, type(value), kind, name)
+        if through is not None:  # a Python data descriptor of the type wins over the dict
+            return through
         try:  # the dict object's lookup reads, never what a Python hook calls `__dict__`
             instance_dict = object.__getattribute__(value, "__dict__")
         except AttributeError:
             instance_dict = {}
-        if name in instance_dict:
-            source = self._instance_entry_source(name)
-            seen = tx.output.containers_by_id.get(id(instance_dict))
-            if isinstance(source, ItemSource) and seen is not None and seen[0] is instance_dict:
-                # the dict is already a tracker (read as `obj.__dict__` by the hook, or
-                # reached through another object): its entry, guarded once
-                tracker = tx.wrap(instance_dict, source.base)
-                if isinstance(tracker, ConstDictVariable) and name in tracker.items:
-                    return tracker.items[name]
-            return tx.wrap(instance_dict[name], source)
+        seen = tx.output.containers_by_id.get(id(instance_dict))
+        if seen is not None and seen[0] is instance_dict and isinstance(seen[1], ConstDictVariable):
+            # the dict is already a tracker (read as `obj.__dict__` by a hook or a
+            # descriptor, or reached through another object): its entries as the trace left
+            # them (written or deleted there), each guarded once
+            tracker = tx.wrap(instance_dict, GenericAttrSource(self.source, "__dict__"))
+            if tracker is seen[1] and name in tracker.items:  # (the same dict, guarded)
+                return tracker.items[name]
+        elif name in instance_dict:
+            return tx.wrap(instance_dict[name], self._instance_entry_source(name))
         try:
             attribute = inspect.getattr_static(value, name)
         except AttributeError:
@@ -213,8 +218,15 @@ class UserDefinedObjectVariable(VariableTracker):
         return ItemSource(GenericAttrSource(self.source, "__dict__"), name)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
-        """object.__setattr__ reached from a Python __setattr__: a write replayed later."""
-        record_write(tx, self, name, value)
+        """object.__setattr__ reached from a Python __setattr__: a write replayed later
+        (or the type's data descriptor, run inline)."""
+        if not self.descriptor_set(tx, name, value):
+            record_write(tx, self, name, value)
+
+    def descriptor_set(self, tx, name: str, value: VariableTracker) -> bool:
+        """`self.name = value` through a property or Python data descriptor of the type."""
+        source = TypeSource(self.source) if self.source is not None else None
+        return descriptor_set(tx, self, type(self.value), source, name, value)
 
     def dict_contents(self, tx) -> VariableTracker:
         """The entries of a dict subclass instance, as dict's own methods see them: guarded

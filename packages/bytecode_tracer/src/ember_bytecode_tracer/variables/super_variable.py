@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -38,6 +40,10 @@ class SuperVariable(VariableTracker):
                 break
         else:
             raise Unsupported(f"super() has no attribute {name!r}")
+        if attribute is _MODULE_CALL and hasattr(self.obj, "module_call"):
+            # An override of nn.Module.__call__ deferring to it: hooks and forward, as a
+            # module call is traced, not nn.Module's dispatch code.
+            return _CallWith(self.obj.module_call)
         if inspect.isfunction(attribute):
             return UserMethodVariable(attribute, self.obj)
         if klass is object and name == "__init__":
@@ -72,6 +78,20 @@ class _BoundCall(VariableTracker):
             raise Unsupported("object.__setattr__/__delattr__ take positional arguments")
         self.method(tx, args[0].as_python_constant(), *args[1:])
         return ConstantVariable(None)
+
+
+_MODULE_CALL = torch.nn.Module.__dict__["__call__"]
+
+
+class _CallWith(VariableTracker):
+    """A tracker's own implementation of a call, given the arguments as they are."""
+
+    def __init__(self, method) -> None:
+        super().__init__()
+        self.method = method
+
+    def call_function(self, tx, args, kwargs):
+        return self.method(tx, args, kwargs)
 
 
 class _NoOpCall(VariableTracker):

@@ -232,7 +232,7 @@ def wrap_graph_value(tx: Translator, node: torch.fx.Node, value: Any) -> Variabl
         if is_struct_sequence(type(value)):
             return StructSequenceVariable(type(value), items)
         return TupleVariable(items) if isinstance(value, tuple) else ListVariable(items)
-    if value is None or isinstance(value, bool | int | float | torch.dtype | torch.device):
+    if value is None or isinstance(value, bool | int | float | str | torch.dtype | torch.device):
         # A Python value computed from tensors (e.g. torch.is_floating_point): not a tensor.
         return ConstantVariable(value)
     raise Unsupported(f"graph operation returned a {type(value).__name__}")

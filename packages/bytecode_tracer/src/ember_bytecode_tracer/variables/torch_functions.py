@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
+from ember_bytecode_tracer.guards.sources import torch_state_query
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
@@ -37,7 +40,6 @@ def _compiling_predicates() -> list:
 CONSTANT_FOLDED = {
     torch.is_tensor: lambda obj: isinstance(obj, torch.Tensor),
     torch.is_grad_enabled: lambda: torch.is_grad_enabled(),
-    torch.get_default_dtype: lambda: torch.get_default_dtype(),
     torch.is_floating_point: lambda input: input.is_floating_point(),
     torch.is_complex: lambda input: input.is_complex(),
     torch.numel: lambda input: input.numel(),
@@ -53,11 +55,71 @@ CONSTANT_FOLDED = {
     **{fn: (lambda: True) for fn in _compiling_predicates()},
     torch.compiler.is_exporting: lambda: False,
 }
+# Queries of state the trace itself switches as it goes (grad mode is in CONSTANT_FOLDED;
+# autocast blocks are entered at trace time too) and whose value at frame entry every
+# frame guards (convert_frame._finalize): answered from trace time, with no further guard.
+_TRACKED_STATE_NAMES = (
+    "is_autocast_enabled", "get_autocast_dtype", "_is_any_autocast_enabled",
+    "is_autocast_cache_enabled", "is_autocast_cpu_enabled", "get_autocast_cpu_dtype",
+    "get_autocast_gpu_dtype", "get_autocast_ipu_dtype", "is_autocast_ipu_enabled",
+)  # fmt: skip
+# Functions of their arguments alone (no thread or process state): folded unguarded.
+_PURE_NAMES = ("promote_types", "can_cast", "_get_tracing_state")
+FOLDED_UNGUARDED = {
+    getattr(owner, name)
+    for owner in (torch, torch._C)
+    for name in (*_TRACKED_STATE_NAMES, *_PURE_NAMES)
+    if hasattr(owner, name)
+}
 # Functions with effects outside the graph, or that read data into Python.
 UNSUPPORTED = {
     torch.manual_seed, torch.save, torch.load, torch.set_default_dtype,
     torch.use_deterministic_algorithms, torch.set_printoptions,
 }  # fmt: skip
+
+
+# A query whose answer may be None (`_saved_tensors_hooks_get_disabled_error_message`).
+_GETTER_NAME = re.compile(r"(^|_)(get|is|are)_")
+
+
+def _reads_global_state(fn: Any, args, kwargs, value: Any) -> bool:
+    """A call answered with a Python value from constant arguments alone: what it answers
+    comes from thread or process state (the profiler, deterministic mode, cuDNN flags, the
+    default dtype...), which the graph built from its value depends on."""
+    if isinstance(value, torch.Tensor) or fn in FOLDED_UNGUARDED:
+        return False
+    if value is None and not _GETTER_NAME.search(getattr(fn, "__name__", "")):
+        return False  # a setter (torch._C._set_cudnn_enabled): its node runs in the graph
+    return all(a.is_python_constant() for a in (*args, *kwargs.values()))
+
+
+def _query_path(fn: Any) -> str | None:
+    """The dotted path under torch reaching `fn` (what a guard calls again), if any."""
+    module = getattr(fn, "__module__", None) or ""
+    owner = getattr(getattr(fn, "__self__", None), "__name__", None)
+    for prefix in dict.fromkeys(p for p in (module, owner) if isinstance(p, str)):
+        if prefix == "torch" or prefix.startswith("torch."):
+            path = f"{prefix}.{fn.__name__}".removeprefix("torch.")
+            if torch_state_query(path) is fn:
+                return path
+    return None
+
+
+def guard_state_query(tx, fn: Any, args, kwargs, value: Any) -> None:
+    """Guard that `fn(*args)` still answers `value` when the graph is reused; a query a guard
+    cannot repeat (no path under torch, several or non-literal arguments) ends the graph."""
+    name = getattr(fn, "__name__", fn)
+    path = _query_path(fn)
+    literals = [a.as_python_constant() for a in args]
+    if path is None or kwargs or len(literals) > 1 or not all(isinstance(a, str) for a in literals):
+        raise Unsupported(f"torch.{name}() answers from global state a guard cannot re-read")
+    source = TorchStateSource(path, literals[0] if literals else None)
+    # The first read is what the frame's entry state must match; later reads of the same
+    # state follow from it and from what the trace itself set in between (a guard on a
+    # value the trace changed would never hold at entry).
+    if source not in tx.output.state_queries:
+        tx.output.state_queries.add(source)
+        guard(tx, source, GuardKind.EQUALS_MATCH, value)
 
 
 def is_torch_callable(value: Any) -> bool:
@@ -124,6 +186,8 @@ class TorchFunctionVariable(VariableTracker):
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
         node, value = tx.output.create_node("call_function", fn, node_args, node_kwargs)
+        if _reads_global_state(fn, args, kwargs, value):
+            guard_state_query(tx, fn, args, kwargs, value)
         return wrap_graph_value(tx, node, value)
 
     def __repr__(self) -> str:

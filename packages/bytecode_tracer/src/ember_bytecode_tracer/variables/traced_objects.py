@@ -20,6 +20,11 @@ from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.descriptors import (
+    data_descriptor,
+    descriptor_get,
+    descriptor_set,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
@@ -80,6 +85,11 @@ class TracedObjectVariable(VariableTracker):
         return name in self.attrs or hasattr(self.cls, name)
 
     def var_getattr(self, tx, name):
+        through = descriptor_get(
+            tx, self, self.cls, TypeVariable(self.cls, source=self.cls_source), name
+        )
+        if through is not None:  # a data descriptor of the type wins over the table
+            return through
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -140,8 +150,9 @@ class TracedObjectVariable(VariableTracker):
         return AttrSource(self.cls_source, name) if self.cls_source is not None else None
 
     def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
-        descriptor = inspect.getattr_static(self.cls, name, None)
-        if hasattr(type(descriptor), "__set__"):  # a property with a setter, a data descriptor
+        if descriptor_set(tx, self, self.cls, self.cls_source, name, value):
+            return  # a property's setter or a data descriptor's __set__, inlined
+        if data_descriptor(self.cls, name) is not None:  # a C slot: not in the table
             raise Unsupported(f"setting {self.cls.__qualname__}.{name}, a data descriptor")
         self.attrs[name] = value
 

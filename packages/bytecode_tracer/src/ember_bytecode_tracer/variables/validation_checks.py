@@ -6,7 +6,9 @@ library sites listed in `SITES` (identified by their code objects, never by name
 takes the passing side, the graph computes `valid.all()` as an extra output, and the runner
 checks it right after the graph ran, before any result or side effect of the frame is
 handed back: a failing check raises the site's exception, as eager code would (the message
-names the same parameter and constraint; it does not print the values).
+names the same parameter and constraint; it does not print the values). From torch 2.15 the
+sites call `torch._is_all_true` inside a helper (`_all_true_or_runtime_assert`, listed in
+`HELPERS`) and take `bool()` of it: the check is then the caller's, named by its locals.
 """
 
 from __future__ import annotations
@@ -70,7 +72,25 @@ def _sites() -> dict[Any, tuple[type[BaseException], Callable[[Any], str]]]:
     }
 
 
+def _helpers() -> set[Any]:
+    from torch.distributions import distribution
+
+    helper = getattr(distribution, "_all_true_or_runtime_assert", None)  # torch >= 2.15
+    return {helper.__code__} if helper is not None else set()
+
+
 SITES = _sites()
+HELPERS = _helpers()
+
+
+def _site_frame(tx: Translator) -> Translator | None:
+    """The translator of a known site: this frame, or the caller of a helper it delegates to."""
+    if tx.code in SITES:
+        return tx
+    parent = getattr(tx, "parent", None)
+    if tx.code in HELPERS and parent is not None and parent.code in SITES:
+        return parent
+    return None
 
 
 @dataclass
@@ -87,17 +107,26 @@ class DeferredAllTrueVariable(VariableTracker):
     """`torch._is_all_true(valid)` at a known raising site: true while tracing, checked at
     run time."""
 
-    def __init__(self, node: torch.fx.Node, site: tuple[type[BaseException], Callable]) -> None:
+    def __init__(
+        self,
+        node: torch.fx.Node,
+        site: tuple[type[BaseException], Callable],
+        site_tx: Translator,
+    ) -> None:
         super().__init__()
         self.node = node
         self.site = site
+        self.site_tx = site_tx
 
     def python_type(self) -> type:
         return torch.Tensor
 
     def truthiness(self, tx: Translator) -> bool:
         error, message = self.site
-        tx.output.runtime_checks.append(RuntimeCheck(self.node, error, message(tx), tx.location()))
+        site_tx = self.site_tx
+        tx.output.runtime_checks.append(
+            RuntimeCheck(self.node, error, message(site_tx), site_tx.location())
+        )
         return True
 
     def __repr__(self) -> str:
@@ -107,11 +136,11 @@ class DeferredAllTrueVariable(VariableTracker):
 def deferred_all_true(tx: Translator, args, kwargs) -> VariableTracker | None:
     """The tracker for `torch._is_all_true(...)` when called at a known site, else None."""
 
-    site = SITES.get(tx.code)
-    if site is None or kwargs or len(args) != 1 or not isinstance(args[0], TensorVariable):
+    site_tx = _site_frame(tx)
+    if site_tx is None or kwargs or len(args) != 1 or not isinstance(args[0], TensorVariable):
         return None
     node, _ = tx.output.create_node("call_method", "all", (args[0].node,), {})
-    return DeferredAllTrueVariable(node, site)
+    return DeferredAllTrueVariable(node, SITES[site_tx.code], site_tx)
 
 
 def check_appliers(output: Any, output_index: Callable[[torch.fx.Node], int]) -> list[Callable]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import torch
 
 from ember.backends.attention_kernels import explicit_cuda_attention
+from ember.backends.attention_masks import fused_attention_masks
 from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.frame_hook_off import without_frame_hook
 from ember.backends.registry import register_backend
@@ -82,6 +83,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
 
 def _aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+    fused_attention_masks(gm)
     explicit_cuda_attention(gm)
     return aot_module(
         gm,

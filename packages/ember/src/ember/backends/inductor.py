@@ -32,6 +32,7 @@ import ember.backends.inductor_cache as codegen_cache
 import ember.backends.prim_stages as prim_stages
 from ember.backends.aot_artifact import AotArtifacts
 from ember.backends.attention_kernels import explicit_cuda_attention
+from ember.backends.attention_masks import fused_attention_masks
 from ember.backends.eager_fallback import eager_on_limitation
 from ember.backends.foreign_sizes import has_foreign_sizes
 from ember.backends.inductor_settings import InductorSettings, inductor_settings
@@ -81,8 +82,10 @@ class TorchGraph:
 
 
 def receive_graph(work: TorchGraph) -> None:
-    """The tracer's (or Dynamo's) graph, CUDA attention of symbolic size made an explicit
-    kernel call (attention_kernels.py)."""
+    """The tracer's (or Dynamo's) graph, attention masks that keep aten off its fused
+    kernels dropped or made dense (attention_masks.py), CUDA attention of symbolic size made
+    an explicit kernel call (attention_kernels.py)."""
+    fused_attention_masks(work.gm)
     explicit_cuda_attention(work.gm)
 
 

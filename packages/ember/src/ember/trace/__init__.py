@@ -75,6 +75,7 @@ def traced_backend(backend: Callable) -> Callable:
             with writer.guarded("graph end"):
                 writer.end_graph(gid)
 
+    compile_graph._ember_wrapped_backend = backend  # compilers of equal backends share code
     return compile_graph
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.translator.signals import ReturnValue
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.objects import NullVariable
+from ember_bytecode_tracer.variables.user_contexts import user_context
 
 
 @handler("NOP", "RESUME", "MAKE_CELL", "COPY_FREE_VARS", "EXTENDED_ARG", "CACHE")
@@ -56,6 +56,6 @@ def return_const(tx, inst):
 def before_with(tx, inst):
     context = tx.pop()
     if not hasattr(context, "enter"):
-        raise Unsupported(f"with-block over {context}")
+        context = user_context(context)  # __enter__/__exit__ in Python, or a graph break
     tx.push(context.exit_handler())
     tx.push(context.enter(tx))

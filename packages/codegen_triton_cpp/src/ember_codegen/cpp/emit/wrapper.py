@@ -64,8 +64,9 @@ class CppWrapperBuilder(WrapperBuilder):
         self.pending: list[str] = []
         self.pending_frees: list[str] = []
         self.pointers: set[str] = set()
-        #: buffers whose storage the wrapper took from the storage pool -> (dtype, numel)
-        self.pooled: dict[str, tuple[str, int]] = {}
+        #: buffers whose storage the wrapper took from the storage pool -> (dtype, numel,
+        #: the condition on the call's sizes under which it did, None: always)
+        self.pooled: dict[str, tuple[str, Any, str | None]] = {}
         #: per allocation site of a small fixed-size buffer: its first line (_slot_take);
         #: buffers holding a site's storage -> (site, its layout); sites given back
         self.slots: list[int] = []
@@ -74,12 +75,20 @@ class CppWrapperBuilder(WrapperBuilder):
 
     # -- storage: the pool and the slots -------------------------------------------------
     def _allocate_new(self, name: str, layout: Layout, want: Triple, dtype: str) -> None:
-        if not _small(layout):
-            storage = concrete(layout.storage_numel())
-            self.w.line(f"{name} = _pool.take({want[0]}, {want[1]}, {want[2]}, {dtype}, {storage})")
-            self.pooled[name] = (dtype, storage)
-        else:
+        if _small(layout):
             self._slot_take(name, want, self._fresh(layout, want, dtype))
+            return
+        storage = concrete(layout.storage_numel())
+        take = f"_pool.take({want[0]}, {want[1]}, {want[2]}, {dtype}, {storage})"
+        pooled_if = None
+        if is_symbolic(layout.storage_numel()):
+            # small at this call's sizes: allocated anew, as a static compile's small buffers
+            # are (the pool's Python take and give cost more than torch.empty_strided)
+            limit = SMALL_BUFFER_BYTES // layout.dtype.itemsize
+            pooled_if = f"{storage} > {limit}"
+            take = f"{take} if {pooled_if} else {self._fresh(layout, want, dtype)}"
+        self.w.line(f"{name} = {take}")
+        self.pooled[name] = (dtype, storage, pooled_if)
 
     def _took_over(self, name: str, donor: str) -> None:
         if donor in self.pooled:
@@ -120,8 +129,9 @@ class CppWrapperBuilder(WrapperBuilder):
     def _release(self, name: str, emit: Callable[[str], None]) -> None:
         """``name`` is dead: its storage back to the pool or its slot, the variable gone."""
         if name in self.pooled:  # dead: its storage serves a later allocation
-            dtype, storage = self.pooled.pop(name)
-            emit(f"_pool.give({name}, {dtype}, {storage})")
+            dtype, storage, pooled_if = self.pooled.pop(name)
+            give = f"_pool.give({name}, {dtype}, {storage})"
+            emit(give if pooled_if is None else f"if {pooled_if}: {give}")
         slot, layout = self.slotted.pop(name, (None, None))
         if slot is not None and self.held[name] == layout:  # back in the site's layout
             emit(f"_slots[{slot}].append({name})")

@@ -1,0 +1,96 @@
+"""graph_break() (Ember's, and Dynamo's once registered) and torch.compiler.disable honoured by
+the trace (variables/compiler_directives.py): a graph break where the user asked for one, and
+a disabled function run as it is (its frame not compiled)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+from conftest import Compiled, same
+from ember_bytecode_tracer.directives import graph_break as ember_graph_break
+from ember_bytecode_tracer.directives import register_graph_break
+from ember_bytecode_tracer.exc import Unsupported
+
+# Dynamo's directive, registered as the conformance harness does (Ember never names it)
+register_graph_break(torch._dynamo.graph_break, "torch._dynamo.graph_break() was called")
+
+
+def test_graph_break_call_splits_the_graph():
+    def fn(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y.cos()
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    assert any("graph_break" in str(b) for b in compiled.breaks)
+
+
+def test_embers_own_graph_break_splits_the_graph():
+    def fn(x):
+        y = x.sin()
+        ember_graph_break()
+        return y.cos()
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+
+
+def test_register_graph_break_refuses_a_non_function():
+    with pytest.raises(TypeError, match="takes a function"):
+        register_graph_break(3)
+
+
+def test_graph_break_call_refused_under_fullgraph():
+    def fn(x):
+        torch._dynamo.graph_break()
+        return x + 1
+
+    with pytest.raises(Unsupported, match="graph_break"):
+        Compiled(fn, fullgraph=True)(torch.randn(2))
+
+
+def graph_break():
+    """A user's function that only looks like Dynamo's (same module and name): not a break."""
+
+
+graph_break.__module__ = "torch._dynamo.decorators"
+
+
+def test_a_look_alike_of_graph_break_is_traced_through():
+    def fn(x):
+        y = x.sin()
+        graph_break()
+        return y.cos()
+
+    x = torch.randn(4)
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+@torch.compiler.disable
+def _left_alone(x):
+    return x * 5
+
+
+def test_a_disabled_function_runs_as_it_is():
+    def fn(x):
+        y = x + 1
+        y = _left_alone(y)
+        return y - 1
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    # the graph before the call and the one after it; none for _left_alone's own frame
+    assert compiled.backend.graph_count == 2
+    assert [b for b in compiled.backend.ops(0)] == ["add"]
+    assert all(r.code is not _left_alone._torchdynamo_orig_callable.__code__
+               for r in compiled.compiler.records)  # fmt: skip
