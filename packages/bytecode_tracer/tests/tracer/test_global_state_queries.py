@@ -124,3 +124,28 @@ def test_a_query_read_again_after_the_trace_changed_the_state_is_not_reguarded()
         assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 2
     assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is None
+
+
+class _Doubling(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out * 2 if func is torch.add else out
+
+
+def test_torch_assert_on_a_python_bool_stays_in_one_graph_and_guards_function_modes():
+    # torch._assert(cond, msg) asks has_torch_function((cond,)) of a constant: that once
+    # broke every timm block with a shape assertion (efficientnet_b0: 38 graphs)
+    def fn(x):
+        y = torch.relu(x)
+        torch._assert(x.shape[0] == 3, "three rows")
+        return torch.add(y, 1)
+
+    compiled = Compiled(fn)
+    x = torch.randn(3, 2)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+    with _Doubling():  # a torch-function mode on: has_torch_function answers otherwise
+        expected = fn(x)
+    with _Doubling():
+        got = compiled(x)
+    assert same(got, expected)

@@ -105,9 +105,23 @@ def _query_path(fn: Any) -> str | None:
     return None
 
 
+# `has_torch_function(args)` on constants (`torch._assert(cond, msg)` with a Python bool): an
+# argument's override is a fact of the constants; the rest of the answer is whether a
+# torch-function mode is on, which is what gets guarded.
+_TORCH_FUNCTION_CHECKS = {
+    getattr(torch._C, name)
+    for name in ("_has_torch_function", "_has_torch_function_unary", "_has_torch_function_variadic")
+    if hasattr(torch._C, name)
+}
+_MODE_QUERY = torch._C._is_torch_function_mode_enabled
+
+
 def guard_state_query(tx, fn: Any, args, kwargs, value: Any) -> None:
     """Guard that `fn(*args)` still answers `value` when the graph is reused; a query a guard
     cannot repeat (no path under torch, several or non-literal arguments) ends the graph."""
+    if fn in _TORCH_FUNCTION_CHECKS:
+        guard_state_query(tx, _MODE_QUERY, [], {}, _MODE_QUERY())
+        return
     name = getattr(fn, "__name__", fn)
     path = _query_path(fn)
     literals = [a.as_python_constant() for a in args]
