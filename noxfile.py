@@ -128,6 +128,7 @@ nox.options.sessions = [
     "torch-oldest",
     "torch-newest",
     "hf_latest",
+    "vision",
 ]
 
 
@@ -189,6 +190,20 @@ def rewritten_constraints(session: nox.Session, pins: dict[str, str | None]) -> 
     path = Path(session.create_tmp()) / f"constraints-{session.name}.txt"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@checked_session(python=MAIN_PYTHON)
+def vision(session: nox.Session) -> None:
+    """timm and torchvision models through the suite runner at CPU size (pass and one graph
+    each): the integration session cannot install torchvision (the registry's is a CUDA build
+    whose import fails beside a CPU torch once transformers imports it), so they run here,
+    without transformers."""
+    packages = [local(p.path) for p in PACKAGES]
+    install(session, *packages, "torch", "timm", "torchvision", "pytest")
+    session.run(
+        "pytest", "-q", "-p", "no:cacheprovider", "integration_tests/test_benchmark_suites.py",
+        "-k", "timm or torchvision", *session.posargs,
+    )  # fmt: skip
 
 
 @checked_session(python=MAIN_PYTHON)
