@@ -28,6 +28,17 @@ def test_explain_reports_graphs_breaks_and_guards():
     assert "Graph count: 2" in text and "data-dependent" in text and "L['a'] is a tensor" in text
 
 
+def test_explain_of_a_compiled_function_or_module_explains_what_was_compiled():
+    a, b = torch.randn(10), -torch.rand(10) - 0.1
+    compiled = ember.compile(toy_example)
+    compiled(a, b)  # warm: its own cache would answer a call
+    out = ember.explain(compiled)(a, b)
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    out = ember.explain(ember.compile(module))(torch.randn(2, 4))
+    assert out.graph_count == 1 and out.ops_per_graph[0][-1] == "relu"
+
+
 def test_explain_leaves_no_compiled_code_behind():
     a = torch.randn(3)
     ember.explain(toy_example)(a, a)

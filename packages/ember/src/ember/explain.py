@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ember.backends.registry import lookup_backend
-from ember.compile_api import trace_once
+from ember.compile_api import OptimizedModule, trace_once
 from ember_bytecode_tracer.convert_frame import FrameCompiler, FrameRecord, GraphBreak
 
 
@@ -55,11 +55,20 @@ def run_as_traced(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     return gm.forward
 
 
+def uncompiled(fn: Callable) -> Callable:
+    """What `ember.compile` wrapped, for a compiled module or function (their own compiler
+    and cache would answer the call, and the fresh trace would see nothing); else `fn`."""
+    if isinstance(fn, OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_ember_original", fn)
+
+
 def explain(fn: Callable, backend: str | Callable | None = None) -> Callable[..., ExplainOutput]:
     """Returns a function that runs `fn` once under a fresh trace and reports the result.
 
     `backend` is a registered name or a callable; by default graphs run as traced."""
     chosen = run_as_traced if backend is None else lookup_backend(backend)
+    fn = uncompiled(fn)
 
     def run(*args, **kwargs) -> ExplainOutput:
         compiler = FrameCompiler(chosen)
