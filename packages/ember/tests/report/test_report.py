@@ -394,8 +394,9 @@ def test_dynamic_sizes_are_listed_with_their_sources_and_guards(inductor_trace):
     assert "Dynamic sizes (2 symbols)" in page and "L[&#x27;a&#x27;].size()[1]" in page
 
 
-def _run_traced(trace: Path, cache: Path, dynamic: bool) -> subprocess.CompletedProcess:
-    script = WARM_RUN.format(tests=str(Path(__file__).parent), trace=str(trace), dynamic=dynamic)
+def _run_traced(trace: Path | None, cache: Path, dynamic: bool) -> subprocess.CompletedProcess:
+    script = WARM_RUN.format(tests=str(Path(__file__).parent), trace=trace and str(trace),
+                             dynamic=dynamic)  # fmt: skip
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, env=env, check=False)  # fmt: skip
@@ -407,12 +408,14 @@ WARM_RUN = """
 import sys, torch, ember, ember.trace
 sys.path.insert(0, {tests!r})
 from test_report import scaled_step
-ember.config.trace_dir = {trace!r}
+if {trace!r} is not None:
+    ember.config.trace_dir = {trace!r}
 compiled = ember.compile(scaled_step, dynamic={dynamic})
 for n in (8, 9, 10):
     a, b = torch.randn(n, 3), -torch.rand(n)
     torch.testing.assert_close(compiled(a, b), scaled_step(a, b))
-ember.trace.close()
+if {trace!r} is not None:
+    ember.trace.close()
 print(dict(ember.counters["inductor"]))
 """
 
@@ -434,6 +437,19 @@ def test_a_warm_start_still_shows_fusion_aot_graphs_and_loop_ir(inductor_trace, 
     assert shown(warm) == shown(cold)
     assert all(k["fused_nodes"] for g in warm.graphs.values() for k in g.kernels)
     assert "fuses: —" not in render([warm])
+
+
+def test_a_warm_start_after_an_untraced_cold_compile_shows_loop_ir_and_fusion(tmp_path):
+    """The cold process wrote no trace; the loop IR and fusion decisions were kept with the
+    cached code anyway, so the traced warm process shows them."""
+    _run_traced(None, tmp_path / "cache", dynamic=True)
+    done = _run_traced(tmp_path / "warm", tmp_path / "cache", dynamic=True)
+    assert "codegen_cache_misses" not in done.stdout
+    (warm,) = load(tmp_path / "warm")
+    prims = [g for g in warm.graphs.values() if g.stage.startswith("aot_")]
+    assert prims and all(g.loop_ir and g.kernel_groups and g.fusion for g in prims)
+    page = render([warm])
+    assert 'class="loop-ir"' in page and "Fusion decisions (" in page
 
 
 def test_a_warm_start_from_the_aot_cache_records_its_aot_graphs(tmp_path):

@@ -165,12 +165,13 @@ def lower_graph(work: PrimGraph) -> None:
 
 def schedule_graph(work: PrimGraph) -> None:
     """Fusion into kernels and the buffer plan (outputs written in place counted)."""
-    with captured_log(FUSION_LOG) as fusion:  # the decisions, for the compile report
+    with captured_log(FUSION_LOG, always=True) as fusion:  # the decisions, for the report
         work.scheduled = ember_inductor_ir.schedule(work.lowering)
+    # kept with the cached code: a warm start's report shows the loop IR and decisions too,
+    # though the cold compile wrote no trace
     work.notes = kernel_notes(work.scheduled)
-    if fusion is not None:  # a trace is written: the loop IR and decisions too
-        work.notes.update(loop_ir=ember_inductor_ir.dump_lowering(work.lowering), fusion=fusion)
-        emit_loop_ir(work.gm, work.notes)
+    work.notes.update(loop_ir=ember_inductor_ir.dump_lowering(work.lowering), fusion=fusion)
+    emit_loop_ir(work.gm, work.notes)
     inputs = set(work.scheduled.graph_inputs)
     in_place = sum(a.in_place and a.reuses in inputs for a in work.scheduled.allocations.values())
     if in_place:  # outputs written into the inputs they go back to (reuse.py)

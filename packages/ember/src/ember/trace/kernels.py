@@ -24,11 +24,11 @@ class _Lines(logging.Handler):
 
 
 @contextlib.contextmanager
-def captured_log(name: str) -> Iterator[list[str] | None]:
-    """The INFO lines logged on `name` inside the block, while a trace is written (None
-    otherwise). Where nobody listens at INFO the lines are captured without reaching any
-    other handler; where someone does (EMBER_LOGS) they still reach it."""
-    if active() is None:
+def captured_log(name: str, always: bool = False) -> Iterator[list[str] | None]:
+    """The INFO lines logged on `name` inside the block, while a trace is written or when
+    `always` (None otherwise). Where nobody listens at INFO the lines are captured without
+    reaching any other handler; where someone does (EMBER_LOGS) they still reach it."""
+    if active() is None and not always:
         yield None
         return
     logger, handler = logging.getLogger(name), _Lines()
