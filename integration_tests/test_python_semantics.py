@@ -125,3 +125,88 @@ def test_scalar_type_dtype_argument_under_inductor():
         assert g.dtype == e.dtype
         torch.testing.assert_close(g, e)
     _ran_compiled()
+
+
+class _Slotted:
+    __slots__ = ("spare", "value")
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_slotted_object_made_in_the_trace_under_inductor():
+    def fn(x):
+        s = _Slotted(x.cos())
+        s.value = s.value * 2
+        return s, s.value + 1, hasattr(s, "spare")
+
+    x = torch.randn(4)
+    (made, y, spare), (want, expected, want_spare) = ember.compile(fn, fullgraph=True)(x), fn(x)
+    torch.testing.assert_close(y, expected)
+    torch.testing.assert_close(made.value, want.value)
+    assert spare is want_spare is False and not hasattr(made, "spare")
+    _ran_compiled()
+
+
+class _Recording:
+    def __init__(self):
+        object.__setattr__(self, "names", [])
+
+    def __setattr__(self, name, value):
+        self.names.append(name)
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name):
+        return 0.5
+
+    def __delattr__(self, name):
+        self.names.append("-" + name)
+        super().__delattr__(name)
+
+
+def test_user_attribute_hooks_under_inductor():
+    def fn(x):
+        r = _Recording()
+        r.a = x.exp()
+        r.b = x + 1
+        del r.b
+        return r, r.a * r.missing + r.b
+
+    x = torch.randn(4)
+    (made, y), (want, expected) = ember.compile(fn, fullgraph=True)(x), fn(x)
+    torch.testing.assert_close(y, expected)
+    assert made.names == want.names == ["a", "b", "-b"]
+    torch.testing.assert_close(made.a, want.a)
+    _ran_compiled()
+
+
+def test_frame_local_class_and_weak_reference_under_inductor():
+    import weakref
+
+    def fn(x):
+        class Acc:
+            def __init__(self):
+                self.total = 0
+
+            def add(self, t):
+                self.total = self.total + t
+                return self
+
+        acc = Acc().add(x).add(x.sin())
+        ref = weakref.ref(acc)
+        return ref().total * (ref() is acc)
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()
+
+
+def test_returned_exception_object_under_inductor():
+    def fn(x):
+        return RuntimeError("bad value", 3), x.relu() + 1
+
+    x = torch.randn(4)
+    (exc, y), (want, expected) = ember.compile(fn, fullgraph=True)(x), fn(x)
+    torch.testing.assert_close(y, expected)
+    assert type(exc) is RuntimeError and exc.args == want.args
+    _ran_compiled()

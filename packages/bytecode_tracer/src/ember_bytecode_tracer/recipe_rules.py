@@ -3,10 +3,12 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import torch.fx
 
+from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
 from ember_bytecode_tracer.reconstruct import (
     Recipe,
@@ -25,11 +27,14 @@ from ember_bytecode_tracer.reconstruct import (
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
+from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import VariableTracker
@@ -168,7 +173,46 @@ def _with_attributes(made: Recipe, attrs: dict[str, Recipe]) -> Recipe:
 
 @recipe_for(TracedObjectVariable)
 def _traced_object(builder: RecipeBuilder, value: TracedObjectVariable) -> Recipe:
+    _refuse_frame_local(value.cls, "an instance of ")
     return builder.object_recipe(value)
+
+
+@recipe_for(ExceptionVariable)
+def _exception(builder: RecipeBuilder, value: ExceptionVariable) -> Recipe:
+    """An exception built (not raised) in the trace: `cls(*args)`, its args constants."""
+    if value.caught:
+        raise Unsupported("an exception caught in the trace leaving it (its traceback)")
+    args = [constant_recipe(a) for a in value.raised.args_]
+    return builder.once_per_call(value, construct_recipe(value.raised.exc_type, args, {}))
+
+
+@recipe_for(WeakRefVariable)
+def _weak_reference(builder: RecipeBuilder, value: WeakRefVariable) -> Recipe:
+    """A reference to the object rebuilt for this call (kept alive only by its holders)."""
+    referent = builder.recipe(value.referent)
+    return builder.once_per_call(
+        value,
+        emits(
+            lambda outs, L, G: weakref.ref(referent(outs, L, G)),
+            lambda code: code.temp(f"{code.const(weakref.ref)}({code.value(referent)})"),
+        ),
+    )
+
+
+@recipe_for(TypeVariable)
+def _class(builder: RecipeBuilder, value: TypeVariable) -> Recipe:
+    _refuse_frame_local(value.cls, "")
+    if value.source is not None:
+        return load_recipe(value.source)
+    return constant_recipe(value.cls)
+
+
+def _refuse_frame_local(cls: type, what: str) -> None:
+    if cls in FRAME_LOCAL_CLASSES:
+        raise Unsupported(
+            f"{what}class {cls.__qualname__}, defined inside the traced frame, leaving the "
+            "compiled region (eager makes a new class on every call)"
+        )
 
 
 @recipe_for(NumpyArrayVariable)

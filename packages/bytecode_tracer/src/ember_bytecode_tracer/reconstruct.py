@@ -14,6 +14,7 @@ read after something was written, and each write happens once per call.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -114,18 +115,24 @@ class RecipeBuilder:
 
     def object_recipe(self, value: VariableTracker) -> Recipe:
         """An object built in the trace: made once per call (identity and cycles are kept),
-        as `cls.__new__(cls)` with its final attributes; its __init__ is not run again."""
+        as `cls.__new__(cls)` with its final instance dict and slots, set past the class's
+        attribute hooks; its __init__ is not run again."""
         known = self._objects.get(id(value))
         if known is not None:
             return known
         cls, key = value.cls, id(value)
+        slot_names = list(getattr(value, "slots", {}))
+        descriptors = tuple(inspect.getattr_static(cls, name) for name in slot_names)
 
         def build(outs, L, G):
             made = L.setdefault(REBUILT_OBJECTS, {})
             obj = made.get(key)
             if obj is None:
                 obj = made[key] = cls.__new__(cls)
-                obj.__dict__.update({name: p(outs, L, G) for name, p in parts.items()})
+                values = [slots[name](outs, L, G) for name in slot_names]
+                set_state(
+                    obj, {name: p(outs, L, G) for name, p in parts.items()}, descriptors, values
+                )
             return obj
 
         def emit(code: RebuildCode) -> str:
@@ -134,12 +141,17 @@ class RecipeBuilder:
                 name = code.objects[key] = code.name("o")
                 kind = code.const(cls)
                 code.line(f"{name} = {kind}.__new__({kind})")
-                code.line(f"{name}.__dict__.update({{{entries_code(code, parts)}}})")
+                values = "".join(f"{code.value(slots[n])}, " for n in slot_names)
+                code.line(
+                    f"{code.const(set_state)}({name}, {{{entries_code(code, parts)}}}, "
+                    f"{code.const(descriptors)}, [{values}])"
+                )
             return name
 
         self._objects[key] = emits(build, emit)
         self._keep.append(value)  # ids stay unique while the recipes are built
         parts = {name: self.recipe(v) for name, v in value.attrs.items()}
+        slots = {name: self.recipe(v) for name, v in getattr(value, "slots", {}).items()}
         return build
 
     def once_per_call(self, value: VariableTracker, recipe: Recipe) -> Recipe:
@@ -184,6 +196,14 @@ class RecipeBuilder:
         if value.is_python_constant():
             return constant_recipe(value.as_python_constant())
         raise Unsupported(f"cannot rebuild {value} after the graph")
+
+
+def set_state(obj: Any, attrs: dict, descriptors: tuple, values: list) -> None:
+    """An object's instance dict and slots, written past its class's __setattr__."""
+    if attrs:
+        object.__getattribute__(obj, "__dict__").update(attrs)
+    for descriptor, value in zip(descriptors, values, strict=True):
+        descriptor.__set__(obj, value)
 
 
 def sequence_code(code: RebuildCode, kind: type, parts: list[Recipe]) -> str:

@@ -209,21 +209,22 @@ def test_identity_of_objects_built_in_the_trace():
     assert not compiled.breaks
 
 
-class Slotted:
-    __slots__ = ("value",)
-
+class Finalized:
     def __init__(self, value):
         self.value = value
+
+    def __del__(self):
+        pass
 
 
 def test_a_class_the_trace_cannot_build_is_a_graph_break():
     def fn(a):
-        box = Slotted(a * 2)
+        box = Finalized(a * 2)
         return box.value + 1
 
     compiled = Compiled(fn)
     assert same(compiled(x), x * 2 + 1)
-    assert any("Slotted" in b.reason and "__slots__" in b.reason for b in compiled.breaks)
+    assert any("Finalized" in b.reason and "__del__" in b.reason for b in compiled.breaks)
 
 
 class AliasedConfig:

@@ -30,11 +30,14 @@ from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
+from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 
 class _Tx:
@@ -219,6 +222,9 @@ _RECIPE_LADDER = [
     TracedObjectVariable,
     NumpyArrayVariable,
     ConstantVariable,
+    ExceptionVariable,  # built (not caught) in the trace: cls(*args)
+    WeakRefVariable,  # weakref.ref of the rebuilt object
+    TypeVariable,  # frame-local classes refused, else source or constant
 ]
 
 

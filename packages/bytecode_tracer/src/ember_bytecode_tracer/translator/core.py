@@ -164,7 +164,7 @@ class InstructionTranslator:
         del self.stack[entry.depth :]
         if entry.lasti:
             self.push(ConstantVariable(inst.offset or 0))
-        self.push(ExceptionVariable(exc))
+        self.push(ExceptionVariable(exc, caught=True))
         self.jump(entry.target)
         return True
 

@@ -593,9 +593,14 @@ def _has_trace_time_rule(tx, value: Any, source) -> bool:
         return False
 
 
-@wrap_rule("builtin_with_rule", types=types.BuiltinFunctionType, when=_has_trace_time_rule)
+@wrap_rule(
+    "builtin_with_rule",
+    types=(types.BuiltinFunctionType, types.WrapperDescriptorType),
+    when=_has_trace_time_rule,
+)
 def _wrap_builtin_with_rule(tx, value: Any, source) -> VariableTracker:
-    # C functions with a rule in the builtins table (functools.reduce, chain.from_iterable).
+    # C functions with a rule in the builtins table (functools.reduce, chain.from_iterable,
+    # object.__setattr__).
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return BuiltinVariable(value)

@@ -45,4 +45,5 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     traced_objects,
     validation_checks,
     value_ranges,
+    weak_refs,
 )

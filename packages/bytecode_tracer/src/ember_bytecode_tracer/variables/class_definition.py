@@ -2,11 +2,13 @@
 
 The class body is traced like a function whose locals are the class namespace (LOAD_NAME /
 STORE_NAME), so what it does -- defining methods, reading globals, side effects -- is
-followed as eager code would run it. The class object itself is not built: the trace keeps
-a description of it that can be stored and dropped, and any use of it (calling it, reading
-an attribute, returning it out of the compiled region) is a graph break naming the class.
-`torch.masked` defines an autograd.Function this way on every call and uses it only for
-MaskedTensor inputs.
+followed as eager code would run it. The trace keeps a description of the class that can be
+stored and dropped (`torch.masked` defines an autograd.Function this way on every call and
+uses it only for MaskedTensor inputs). Calling the class or reading its attributes builds a
+real class at trace time from the body's namespace (constants, and methods that close over
+nothing, made into plain functions), private to this trace: its instances are traced
+objects (traced_objects.py), and neither the class nor an instance may leave the compiled
+region (eager makes a new class on every call): returning or storing one is a graph break.
 
 Building a class runs more than its body: the metaclass and the bases' __init_subclass__.
 Only metaclasses whose construction has no effect a program could rely on are accepted
@@ -16,6 +18,7 @@ a counter), with no custom __init_subclass__ on any base.
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -27,7 +30,11 @@ from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
     UserFunctionVariable,
 )
-from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
+from ember_bytecode_tracer.variables.objects import (
+    FRAME_LOCAL_CLASSES,
+    TypeVariable,
+    constructor,
+)
 
 # Metaclasses whose class construction has no observable effect beyond the class object.
 HARMLESS_METACLASSES = {type, torch.autograd.function.FunctionMeta}
@@ -53,28 +60,32 @@ class MethodWrapperVariable(VariableTracker):
 
 
 class TracedClassVariable(VariableTracker):
-    """A class whose definition ran in the trace; the class object is never built."""
+    """A class whose definition ran in the trace; the class object is built when used."""
 
     def __init__(self, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> None:
         super().__init__()
         self.name = name
         self.bases = bases
         self.namespace = namespace
+        self._built: type | None = None
 
     def python_type(self) -> type:
         return type
 
-    def _unusable(self, what: str) -> Unsupported:
-        return Unsupported(
-            f"{what} class {self.name}, defined inside the traced frame (the trace does not "
-            "build classes): define it at module level to use it in compiled code"
-        )
+    def built(self) -> TypeVariable:
+        """The class as a real one, made once per trace (never seen outside it)."""
+        if self._built is None:
+            namespace = {k: _real_value(self.name, k, v) for k, v in self.namespace.items()}
+            metaclass = types.prepare_class(self.name, self.bases)[0]  # checked harmless
+            self._built = metaclass(self.name, self.bases, namespace)
+            FRAME_LOCAL_CLASSES.add(self._built)
+        return TypeVariable(self._built)
 
     def var_getattr(self, tx, name):
-        raise self._unusable(f"reading {name!r} of")
+        return self.built().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
-        raise self._unusable("calling")
+        return self.built().call_function(tx, args, kwargs)
 
     def __repr__(self) -> str:
         return f"TracedClassVariable({self.name})"
@@ -93,6 +104,35 @@ class BuildClassVariable(VariableTracker):
         _check_class_creation_is_harmless(name, bases)
         namespace = _run_body(tx, body, name)
         return TracedClassVariable(name, bases, namespace)
+
+
+def _real_value(cls_name: str, key: str, value: VariableTracker) -> Any:
+    """A class-body binding as the class object holds it."""
+    if isinstance(value, TracedClassVariable):
+        return value.built().cls
+    if isinstance(value, MethodWrapperVariable):
+        return value.kind(_real_value(cls_name, key, value.func))
+    if isinstance(value, NestedUserFunctionVariable):
+        return _plain_function(cls_name, key, value)
+    if isinstance(value, UserFunctionVariable):
+        return value.fn
+    return value.as_python_constant()
+
+
+def _plain_function(cls_name: str, key: str, fn: NestedUserFunctionVariable) -> Any:
+    """A method made in the class body as a function object: only when it closes over
+    nothing and its defaults are constants (its code then fixes what it does)."""
+    constants = [*fn.defaults, *fn.kwdefaults.values()]
+    if fn.closure or not all(d.is_python_constant() for d in constants):
+        raise Unsupported(
+            f"class {cls_name}, defined inside the traced frame: its {key} closes over local "
+            "variables or has defaults unknown at trace time"
+        )
+    made = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name)
+    made.__defaults__ = tuple(d.as_python_constant() for d in fn.defaults) or None
+    made.__kwdefaults__ = {k: v.as_python_constant() for k, v in fn.kwdefaults.items()} or None
+    made.__qualname__ = fn.qualname
+    return made
 
 
 def _base_class(value: VariableTracker) -> type:

@@ -11,9 +11,14 @@ from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 
 class ExceptionVariable(VariableTracker):
-    def __init__(self, raised: TracedException) -> None:
+    """An exception object: built by calling a builtin exception class (`caught` False:
+    it holds only its args, and is rebuilt as `cls(*args)` if it leaves the trace), or caught
+    by an `except` clause (it has a traceback and context, and cannot leave the trace)."""
+
+    def __init__(self, raised: TracedException, *, caught: bool = False) -> None:
         super().__init__()
         self.raised = raised
+        self.caught = caught
 
     def python_type(self) -> type:
         return self.raised.exc_type

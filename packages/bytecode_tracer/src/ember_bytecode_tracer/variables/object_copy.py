@@ -81,44 +81,6 @@ def copy_refusal(cls: type) -> str | None:
 class CopiedObjectVariable(TracedObjectVariable):
     """An object made in the trace by copying another (the original is left alone)."""
 
-    def _hook(self, name: str) -> Any:
-        hook = inspect.getattr_static(self.cls, name, None)
-        return hook if inspect.isfunction(hook) else None
-
-    def has_attribute(self, name: str) -> bool | None:
-        if self._hook("__getattribute__") is not None:
-            return None  # the hook decides: hasattr/getattr run it (builtins._probe)
-        return super().has_attribute(name)
-
-    def var_getattr(self, tx, name):
-        hook = self._hook("__getattribute__")
-        if hook is None or name == "__class__":
-            return self.generic_getattr(tx, name)
-        args = [self, ConstantVariable(name)]
-        return tx.inline_call(hook, self._attr_source("__getattribute__"), args, {})
-
-    def generic_getattr(self, tx, name):
-        """object.__getattribute__: the instance's table, then the class."""
-        return TracedObjectVariable.var_getattr(self, tx, name)
-
-    def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
-        hook = self._hook("__setattr__")
-        if hook is None:
-            self.generic_setattr(tx, name, value)
-            return
-        args = [self, ConstantVariable(name), value]
-        tx.inline_call(hook, self._attr_source("__setattr__"), args, {})
-
-    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
-        TracedObjectVariable.store_attribute(self, tx, name, value)
-
-    def delete_attribute(self, tx, name: str) -> None:
-        hook = self._hook("__delattr__")
-        if hook is None:
-            self.generic_delattr(tx, name)
-            return
-        tx.inline_call(hook, self._attr_source("__delattr__"), [self, ConstantVariable(name)], {})
-
     def __repr__(self) -> str:
         return f"CopiedObjectVariable({self.cls.__qualname__})"
 
@@ -270,6 +232,31 @@ def _delattr(tx, args, kwargs):
         raise Unsupported("delattr() takes two arguments")
     delete_attribute(tx, args[0], args[1].as_python_constant())
     return ConstantVariable(None)
+
+
+# object's own slots called on a tracker (`object.__setattr__(self, k, v)` in a class's
+# __init__ or __setattr__): the plain lookup or write, without the class's hooks.
+_GENERIC = {
+    object.__getattribute__: ("generic_getattr", 2),
+    object.__setattr__: ("generic_setattr", 3),
+    object.__delattr__: ("generic_delattr", 2),
+}
+
+
+def _generic_slot(slot):
+    method, arity = _GENERIC[slot]
+
+    def call(tx, args, kwargs):
+        if len(args) != arity or kwargs or not hasattr(args[0], method):
+            raise Unsupported(f"object.{slot.__name__} on {args[0] if args else 'nothing'}")
+        result = getattr(args[0], method)(tx, args[1].as_python_constant(), *args[2:])
+        return ConstantVariable(None) if result is None else result
+
+    return call
+
+
+for _slot in _GENERIC:
+    rule(_slot)(_generic_slot(_slot))
 
 
 def delete_attribute(tx: Translator, obj: VariableTracker, name: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -59,6 +60,12 @@ class PythonModuleVariable(VariableTracker):
         return f"PythonModuleVariable({self.module.__name__})"
 
 
+# Classes made at trace time from a class statement of the traced frame
+# (class_definition.py): private to the trace (eager makes a new one on every call), so
+# they are no constants, and neither they nor their instances are rebuilt after the graph.
+FRAME_LOCAL_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
+
+
 class TypeVariable(VariableTracker):
     """A class. Calling it constructs an object only for a few known value types."""
 
@@ -70,6 +77,8 @@ class TypeVariable(VariableTracker):
         return type(self.cls)
 
     def as_python_constant(self) -> Any:
+        if self.cls in FRAME_LOCAL_CLASSES:
+            raise Unsupported(f"class {self.cls.__qualname__}, defined inside the traced frame")
         return self.cls
 
     def var_getattr(self, tx, name):
@@ -291,6 +300,7 @@ CONSTRUCT_ORDER = (
     "stateless_module",  # torch.nn's parameter-free modules (nn_module.py)
     "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)
     "builtin_exception",  # ValueError(...) raised in the trace (exceptions.py)
+    "weak_reference",  # weakref.ref(obj) of an object made in the trace (weak_refs.py)
     "traced_object",  # plain Python classes: __init__ inlined, or the refusal (traced_objects.py)
 )
 Construct = Callable[

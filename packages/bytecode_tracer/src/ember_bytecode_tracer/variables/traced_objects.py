@@ -1,12 +1,17 @@
 """Plain Python objects built during a trace (a library's cache object, a small state holder).
 
-`Cls(...)` for a class whose instances are nothing but a `__dict__` (no custom `__new__`,
-attribute hooks, slots or C base) makes a `TracedObjectVariable`: the object is not built at
-trace time. Its class's `__init__` is inlined with the tracker as `self`; attribute writes go
-to the tracker's own attribute table (the object is new, so nothing else can see them), and
-methods, properties and class attributes are looked up along the class's MRO as Python would.
+`Cls(...)` for a Python class (no custom `__new__` or `__del__`, no C base) makes a
+`TracedObjectVariable`: the object is not built at trace time. Its class's `__init__` is
+inlined with the tracker as `self`; attribute writes go to the tracker's own tables (the
+object is new, so nothing else can see them): its instance dict, and the values of its
+`__slots__`. Methods, properties and class attributes are looked up along the class's MRO as
+Python would. Python attribute hooks run inline as eager runs them: `__getattribute__` for
+every read, `__getattr__` when the plain lookup raises AttributeError, `__setattr__` and
+`__delattr__` for writes and `del`; their `object.__setattr__(self, ...)` /
+`super().__setattr__` calls reach the tables (generic_setattr and friends).
 After the graph ran, the runner rebuilds the object as `cls.__new__(cls)` with its final
-attributes, once per call however many times it is reached (so identity is kept).
+state (instance dict and slots, set without the hooks), once per call however many times it
+is reached (so identity is kept).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import abc
 import inspect
 import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
@@ -34,8 +40,8 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
-# Special methods that would make a dict of attributes an incomplete picture of the object.
-_ATTRIBUTE_HOOKS = ("__getattribute__", "__setattr__", "__delattr__")
+# Attribute hooks run inline when they are Python functions.
+_ATTRIBUTE_HOOKS = ("__getattribute__", "__getattr__", "__setattr__", "__delattr__")
 
 
 def traceable_class_refusal(cls: type) -> str | None:
@@ -47,14 +53,19 @@ def traceable_class_refusal(cls: type) -> str | None:
     for klass in cls.__mro__[:-1]:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from {klass.__name__}, implemented in C"
-        if vars(klass).get("__slots__", ()):  # abc.ABC's empty __slots__ adds none
-            return "it has __slots__"
-        if "__new__" in vars(klass):
-            return "it defines __new__"
-        for hook in (*_ATTRIBUTE_HOOKS, "__getattr__", "__del__"):
-            if hook in vars(klass):
-                return f"it defines {hook}"
+        own = vars(klass)
+        if "__new__" in own or "__del__" in own:
+            return f"it defines {'__new__' if '__new__' in own else '__del__'}"
+        for hook in _ATTRIBUTE_HOOKS:
+            if hook in own and not inspect.isfunction(own[hook]):
+                return f"its {hook} is not a Python function"
     return None
+
+
+def slot_descriptor(cls: type, name: str) -> Any:
+    """The member descriptor of `cls`'s `__slots__` that `obj.name` reaches, or None."""
+    found = inspect.getattr_static(cls, name, None)
+    return found if isinstance(found, types.MemberDescriptorType) else None
 
 
 class TracedObjectVariable(VariableTracker):
@@ -64,7 +75,8 @@ class TracedObjectVariable(VariableTracker):
         super().__init__()
         self.cls = cls
         self.cls_source = cls_source
-        self.attrs: dict[str, VariableTracker] = {}
+        self.attrs: dict[str, VariableTracker] = {}  # the instance dict
+        self.slots: dict[str, VariableTracker] = {}  # the __slots__ that were set
 
     @classmethod
     def construct(cls, tx: Translator, klass: type, klass_source, args, kwargs):
@@ -81,10 +93,43 @@ class TracedObjectVariable(VariableTracker):
         return self.cls
 
     # ---- attributes ----------------------------------------------------------------
-    def has_attribute(self, name: str) -> bool:
-        return name in self.attrs or hasattr(self.cls, name)
+    def _hook(self, name: str) -> Any:
+        hook = inspect.getattr_static(self.cls, name, None)
+        return hook if inspect.isfunction(hook) else None
+
+    def has_attribute(self, name: str) -> bool | None:
+        if self._hook("__getattribute__") is not None:
+            return None  # the hook decides: hasattr/getattr run it (builtins._probe)
+        if slot_descriptor(self.cls, name) is not None:
+            return name in self.slots
+        if name in self.attrs or hasattr(self.cls, name):
+            return True
+        return None if self._hook("__getattr__") is not None else False
 
     def var_getattr(self, tx, name):
+        hook = self._hook("__getattribute__")
+        fallback = self._hook("__getattr__")
+        try:
+            if hook is None or name == "__class__":
+                return self.generic_getattr(tx, name)
+            args = [self, ConstantVariable(name)]
+            return tx.inline_call(hook, self._attr_source("__getattribute__"), args, {})
+        except TracedException as exc:
+            if fallback is None or exc.exc_type is not AttributeError:
+                raise
+        args = [self, ConstantVariable(name)]
+        return tx.inline_call(fallback, self._attr_source("__getattr__"), args, {})
+
+    def _has_dict(self) -> bool:
+        return bool(self.cls.__dictoffset__)
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__: data descriptors of the type (slots among them), the
+        instance dict, then the class."""
+        if slot_descriptor(self.cls, name) is not None:
+            if name not in self.slots:
+                raise TracedException(AttributeError, name)
+            return self.slots[name]
         through = descriptor_get(
             tx, self, self.cls, TypeVariable(self.cls, source=self.cls_source), name
         )
@@ -94,7 +139,7 @@ class TracedObjectVariable(VariableTracker):
             return self.attrs[name]
         if name == "__class__":
             return TypeVariable(self.cls, source=self.cls_source)
-        if name == "__dict__":
+        if name == "__dict__" and self._has_dict():
             view = ConstDictVariable({})
             view.items = self.attrs  # the table itself: writes through the view are the object's
             return view
@@ -150,17 +195,42 @@ class TracedObjectVariable(VariableTracker):
         return AttrSource(self.cls_source, name) if self.cls_source is not None else None
 
     def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        hook = self._hook("__setattr__")
+        if hook is None:
+            self.generic_setattr(tx, name, value)
+            return
+        args = [self, ConstantVariable(name), value]
+        tx.inline_call(hook, self._attr_source("__setattr__"), args, {})
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """object.__setattr__ on the tables."""
+        if slot_descriptor(self.cls, name) is not None:
+            self.slots[name] = value
+            return
         if descriptor_set(tx, self, self.cls, self.cls_source, name, value):
             return  # a property's setter or a data descriptor's __set__, inlined
-        if data_descriptor(self.cls, name) is not None:  # a C slot: not in the table
+        if data_descriptor(self.cls, name) is not None:  # a C getset: not in the table
             raise Unsupported(f"setting {self.cls.__qualname__}.{name}, a data descriptor")
+        if not self._has_dict():
+            raise Unsupported(
+                f"setting {name!r} on a {self.cls.__qualname__}, which has no __dict__"
+            )
         self.attrs[name] = value
 
     def delete_attribute(self, tx, name: str) -> None:
-        self.generic_delattr(tx, name)
+        hook = self._hook("__delattr__")
+        if hook is None:
+            self.generic_delattr(tx, name)
+            return
+        tx.inline_call(hook, self._attr_source("__delattr__"), [self, ConstantVariable(name)], {})
 
     def generic_delattr(self, tx, name: str) -> None:
-        """object.__delattr__ on the table (a class-level default shows through again)."""
+        """object.__delattr__ on the tables (a class-level default shows through again)."""
+        if slot_descriptor(self.cls, name) is not None:
+            if name not in self.slots:
+                raise TracedException(AttributeError, name)
+            del self.slots[name]
+            return
         descriptor = inspect.getattr_static(self.cls, name, None)
         if hasattr(type(descriptor), "__delete__"):
             raise Unsupported(f"deleting {self.cls.__qualname__}.{name}, a data descriptor")
