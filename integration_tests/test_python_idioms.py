@@ -571,6 +571,23 @@ def distributions_normal_unvalidated(x):
     return d.log_prob(x + 0.5), d.mean, d.stddev, d.sample(), d.rsample((2,))
 
 
+# Functions as values (issue 26): each also runs under inductor below.
+@case(t(3))
+def functools_wraps_nested(x):
+    def inner(y):
+        """Adds one."""
+        return y + 1
+
+    @functools.wraps(inner)
+    def wrapper(y):
+        return inner(y) * 2
+
+    return wrapper(x), wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__(x)
+
+
+INDUCTOR_TWINS = ["functools_wraps_nested"]
+
+
 # Cases torch.compile itself does not capture in one graph: compared with eager only.
 # (torch 2.13: deque.rotate is an unsupported method; np.sum of a 0-d result comes back as an
 # array where NumPy gives a scalar.)
@@ -657,3 +674,15 @@ def test_ambient_autocast_recompiles_and_keeps_its_casts(backend):
     assert got.dtype == expected.dtype == torch.bfloat16
     assert torch.allclose(got.float(), expected.float(), atol=1e-2, rtol=1e-2)
     assert not torch.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("name", INDUCTOR_TWINS)
+def test_function_value_idioms_under_inductor(name):
+    fn, make_args = CASES[name]
+    args = make_args()
+    torch.manual_seed(0)
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(*args)
+    assert same(got, _eager(fn, args))
+    ember.reset()
+    explained = ember.explain(fn)(*make_args())
+    assert explained.graph_count == 1, str(explained)

