@@ -585,7 +585,28 @@ def functools_wraps_nested(x):
     return wrapper(x), wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__(x)
 
 
-INDUCTOR_TWINS = ["functools_wraps_nested"]
+class _Scaled:
+    factor = 2
+
+    @classmethod
+    def apply(cls, x):
+        return x * cls.factor
+
+
+class _Scaled3(_Scaled):
+    factor = 3
+
+    @classmethod
+    def apply(cls, x):
+        return super().apply(x) + 1
+
+
+@case(t(3))
+def super_in_classmethod(x):
+    return _Scaled3.apply(x)
+
+
+INDUCTOR_TWINS = ["functools_wraps_nested", "super_in_classmethod"]
 
 
 # Cases torch.compile itself does not capture in one graph: compared with eager only.

@@ -99,3 +99,69 @@ def test_a_function_made_in_the_trace_that_escapes_still_breaks():
     got, g = compiled(torch.ones(2))
     assert same(got, torch.ones(2) + 1)
     assert g.tag == 1 and same(g(torch.ones(1)), torch.ones(1) + 1)
+
+
+# ---- super() in classmethods and staticmethods -------------------------------------------
+class _Base:
+    factor = 2
+
+    @classmethod
+    def scale(cls, x):
+        return x * cls.factor
+
+    @staticmethod
+    def shift(x):
+        return x + 1
+
+    def plain(self, x):
+        return x - self.factor
+
+
+class _Child(_Base):
+    factor = 5
+
+    @classmethod
+    def scale(cls, x):
+        return super().scale(x) + 1  # bound to _Child: cls.factor is 5
+
+    @staticmethod
+    def shift(x):
+        return super(_Child, _Child).shift(x) * 3
+
+    @staticmethod
+    def scale_of(cls, x):
+        return super(_Child, cls).scale(x)  # noqa: UP008 (the explicit form)
+
+    @classmethod
+    def unbound_plain(cls, x):
+        return super().plain(_Child(), x)  # a plain function on a class stays unbound
+
+    def from_instance(self, x):
+        return super().scale(x), super().shift(x)
+
+
+class _GrandChild(_Child):
+    factor = 7
+
+
+def test_super_in_a_classmethod_binds_to_the_class():
+    def fn(x):
+        return _Child.scale(x), _GrandChild.scale(x), _GrandChild().scale(x)
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_super_with_explicit_class_in_staticmethods():
+    def fn(x):
+        return _Child.shift(x), _Child.scale_of(_GrandChild, x), _Child.scale_of(_Child, x)
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_super_reaching_classmethods_staticmethods_and_plain_functions():
+    child = _GrandChild()
+
+    def fn(x):
+        return child.from_instance(x), _Child.unbound_plain(x)
+
+    _one_graph(fn, torch.randn(3))
