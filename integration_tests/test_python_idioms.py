@@ -606,7 +606,17 @@ def super_in_classmethod(x):
     return _Scaled3.apply(x)
 
 
-INDUCTOR_TWINS = ["functools_wraps_nested", "super_in_classmethod"]
+@functools.lru_cache(maxsize=16)
+def _cached_width(n):
+    return n * 3
+
+
+@case(t(3))
+def lru_cached_helper(x):
+    return x * _cached_width(2) + _cached_width(1)
+
+
+INDUCTOR_TWINS = ["functools_wraps_nested", "super_in_classmethod", "lru_cached_helper"]
 
 
 # Cases torch.compile itself does not capture in one graph: compared with eager only.

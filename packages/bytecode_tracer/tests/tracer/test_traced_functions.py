@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 
 from conftest import Compiled, same
@@ -165,3 +166,31 @@ def test_super_reaching_classmethods_staticmethods_and_plain_functions():
         return child.from_instance(x), _Child.unbound_plain(x)
 
     _one_graph(fn, torch.randn(3))
+
+
+# ---- functools.lru_cache / functools.cache -----------------------------------------------
+@functools.lru_cache(maxsize=16)
+def _cached_scale(n):
+    return n * 2 + 1
+
+
+@functools.cache
+def _cached_on_tensors(x, k=1):
+    return x.cos() * k
+
+
+def test_lru_cached_functions_are_traced_through_what_they_wrap(caplog):
+    def fn(x):
+        return x * _cached_scale(3), _cached_on_tensors(x, k=2), _cached_scale.__wrapped__(4)
+
+    with caplog.at_level("WARNING", logger="ember.tracer"):
+        _one_graph(fn, torch.randn(3))
+    assert "lru_cache-wrapped" in caplog.text  # as torch.compile, the cache is bypassed
+
+
+def test_an_unhashable_argument_to_a_cached_function_raises_as_eager():
+    def fn(x):
+        return x * _cached_scale([1])
+
+    with pytest.raises(TypeError, match="unhashable"):
+        Compiled(fn)(torch.randn(3))

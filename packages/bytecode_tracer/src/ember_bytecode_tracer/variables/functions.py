@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from types import CellType, FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
@@ -330,3 +331,57 @@ def _wrap_partial(tx: Translator, value: functools.partial, source: Source | Non
         for k, v in value.keywords.items()
     }
     return PartialVariable(func, args, kwargs)
+
+
+# ---- functools.lru_cache / functools.cache ----------------------------------------------
+# A call of a cached function is traced into the function it wraps (`__wrapped__`): the
+# cache is neither consulted nor filled. For the pure functions such caches are meant for,
+# that is the same result computed again at trace time, once per trace. torch.compile does
+# the same (it traces `__wrapped__` and warns once): a wrapped function with side effects
+# repeats them on every compiled call where eager ran them on the first call only, and a
+# mutable result is a fresh object per call where eager hands out the cached one (a caller
+# that mutates it changes what eager's later calls see). We match it, with the same warning.
+# Where eager raises (an unhashable argument), the trace breaks instead.
+_WARNED_CACHED: set[str] = set()
+
+
+class CachedFunctionVariable(VariableTracker):
+    def __init__(self, wrapper: Any, wrapped: VariableTracker, *, source: Source) -> None:
+        super().__init__(source=source)
+        self.wrapper = wrapper
+        self.wrapped = wrapped
+
+    def python_type(self) -> type:
+        return type(self.wrapper)
+
+    def call_function(self, tx, args, kwargs):
+        for arg in [*args, *kwargs.values()]:
+            if arg.python_type().__hash__ is None:
+                raise Unsupported(f"a {arg.python_type().__name__} argument to a cached function")
+        name = getattr(self.wrapper, "__qualname__", repr(self.wrapper))
+        if name not in _WARNED_CACHED:
+            _WARNED_CACHED.add(name)
+            logging.getLogger("ember.tracer").warning(
+                "%s: a call of the functools.lru_cache-wrapped %s is traced into the function"
+                " it wraps; its cache is not used (side effects repeat on every call)",
+                tx.location(),
+                name,
+            )
+        return self.wrapped.call_function(tx, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__wrapped__":
+            return self.wrapped
+        return tx.wrap(getattr(self.wrapper, name), AttrSource(self.source, name))
+
+    def __repr__(self) -> str:
+        return f"CachedFunctionVariable({getattr(self.wrapper, '__qualname__', '?')})"
+
+
+@wrap_rule("lru_cache_wrapper", types=functools._lru_cache_wrapper)
+def _wrap_cached(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    if source is None:
+        raise Unsupported("a functools.lru_cache-wrapped function without a source")
+    guard(tx, source, GuardKind.ID_MATCH, value)
+    wrapped = tx.wrap(value.__wrapped__, AttrSource(source, "__wrapped__"))
+    return CachedFunctionVariable(value, wrapped, source=source)
