@@ -616,7 +616,21 @@ def lru_cached_helper(x):
     return x * _cached_width(2) + _cached_width(1)
 
 
-INDUCTOR_TWINS = ["functools_wraps_nested", "super_in_classmethod", "lru_cached_helper"]
+@case(t(3))
+def str_methods_and_fspath(x, name="layer.0.attn"):
+    import os
+
+    parts = name.split(".")
+    scale = sum(int(p) for p in parts if p.isdigit()) + len(os.fspath(name))
+    return x * scale if "a1".isalnum() else x, "/".join(parts).upper()
+
+
+INDUCTOR_TWINS = [
+    "functools_wraps_nested",
+    "super_in_classmethod",
+    "lru_cached_helper",
+    "str_methods_and_fspath",
+]
 
 
 # Cases torch.compile itself does not capture in one graph: compared with eager only.

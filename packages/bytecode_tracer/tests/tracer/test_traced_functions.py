@@ -194,3 +194,48 @@ def test_an_unhashable_argument_to_a_cached_function_raises_as_eager():
 
     with pytest.raises(TypeError, match="unhashable"):
         Compiled(fn)(torch.randn(3))
+
+
+# ---- str methods and os.fspath on constants ----------------------------------------------
+def test_str_methods_on_constants_fold_at_trace_time():
+    def fn(x, name="conv1.weight"):
+        parts = name.split(".")
+        parts.append("grad")
+        checks = ("ab1".isalnum(), "12".isdigit(), name.startswith("conv"), " a ".strip())
+        text = "{}-{n}".format(len(parts), n=name.upper().replace("CONV", "c"))
+        if name.endswith("weight") and "x_y".isidentifier():
+            x = x * 2
+        return x + len(text), parts, ".".join(parts), checks, text.lower(), name.partition(".")
+
+    _one_graph(fn, torch.randn(3))
+    _one_graph(fn, torch.randn(3), "bn.bias")
+
+
+def test_a_str_argument_is_guarded_by_value():
+    def fn(x, mode):
+        return x + 1 if mode.isalpha() else x - 1
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x, "relu"), x + 1)
+    assert same(compiled(x, "relu6"), x - 1)  # a new string: a new trace
+
+
+def test_a_str_method_that_raises_is_caught_as_in_eager():
+    def fn(x, text="abc"):
+        try:
+            where = text.index("z")
+        except ValueError:
+            where = -1
+        return x * where
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_os_fspath_of_constants():
+    import os
+
+    def fn(x, path="runs/a", raw=b"ab"):
+        return x + len(os.fspath(path)) + len(os.fspath(raw)), os.fspath(path)
+
+    _one_graph(fn, torch.randn(3))
