@@ -625,11 +625,17 @@ def str_methods_and_fspath(x, name="layer.0.attn"):
     return x * scale if "a1".isalnum() else x, "/".join(parts).upper()
 
 
+@case(t2(4, 3))
+def aten_overload_by_attribute(x, y):
+    return torch.ops.aten.add.Tensor(torch.ops.aten.relu.default(x), y).sum(0)
+
+
 INDUCTOR_TWINS = [
     "functools_wraps_nested",
     "super_in_classmethod",
     "lru_cached_helper",
     "str_methods_and_fspath",
+    "aten_overload_by_attribute",
 ]
 
 

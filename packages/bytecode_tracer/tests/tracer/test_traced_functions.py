@@ -239,3 +239,28 @@ def test_os_fspath_of_constants():
         return x + len(os.fspath(path)) + len(os.fspath(raw)), os.fspath(path)
 
     _one_graph(fn, torch.randn(3))
+
+
+# ---- aten overloads reached by attribute -------------------------------------------------
+def test_aten_overloads_reached_by_attribute_are_graph_calls():
+    aten = torch.ops.aten
+
+    def fn(x, y):
+        a = torch.ops.aten.relu.default(x)
+        b = aten.add.Tensor(a, y, alpha=2)
+        return aten.sum.dim_IntList(b, [0]), aten.mul.Scalar(b, 3)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, y = torch.randn(3, 2), torch.randn(3, 2)
+    assert same(compiled(x, y), fn(x, y))
+    assert compiled.backend.graph_count == 1
+    targets = [n.target for n in compiled.backend.graphs[0].graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.relu.default in targets and torch.ops.aten.add.Tensor in targets
+
+
+def test_an_unknown_overload_name_still_breaks():
+    def fn(x):
+        return torch.ops.aten.relu.no_such_overload(x)
+
+    with pytest.raises(Exception, match="no_such_overload"):
+        Compiled(fn)(torch.randn(3))
