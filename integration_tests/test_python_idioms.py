@@ -630,12 +630,23 @@ def aten_overload_by_attribute(x, y):
     return torch.ops.aten.add.Tensor(torch.ops.aten.relu.default(x), y).sum(0)
 
 
+@torch.jit.script
+def _scripted_clamp(x: torch.Tensor, limit: int) -> torch.Tensor:
+    return torch.where(x.abs() < limit, x, torch.sign(x) * limit)
+
+
+@case(t(8))
+def jit_scripted_helper(x):
+    return _scripted_clamp(x * 3, 2) + 1
+
+
 INDUCTOR_TWINS = [
     "functools_wraps_nested",
     "super_in_classmethod",
     "lru_cached_helper",
     "str_methods_and_fspath",
     "aten_overload_by_attribute",
+    "jit_scripted_helper",
 ]
 
 

@@ -264,3 +264,44 @@ def test_an_unknown_overload_name_still_breaks():
 
     with pytest.raises(Exception, match="no_such_overload"):
         Compiled(fn)(torch.randn(3))
+
+
+# ---- torch.jit.script'ed functions --------------------------------------------------------
+@torch.jit.script
+def _scripted_bucket(pos: torch.Tensor, buckets: int) -> torch.Tensor:
+    sign = torch.sign(pos)
+    mid = buckets // 2
+    return torch.where(pos.abs() < mid, pos, sign * mid)
+
+
+@torch.jit.script
+def _scripted_outer(x: torch.Tensor) -> torch.Tensor:
+    return _scripted_bucket(x * 4, 6) + 1
+
+
+def test_scripted_functions_are_traced_through_their_python_source():
+    def fn(x):
+        return _scripted_outer(x), _scripted_bucket(x, buckets=4)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(8)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+    assert "where" in compiled.backend.ops()  # the function's ops, not an opaque call
+
+
+def test_a_scripted_function_without_its_python_source_breaks():
+    scripted = torch.jit.script(lambda_free_double)
+    del scripted._torchdynamo_inline
+
+    def fn(x):
+        return scripted(x) + 1
+
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1 and compiled.breaks
+
+
+def lambda_free_double(a: torch.Tensor) -> torch.Tensor:
+    return a * 2

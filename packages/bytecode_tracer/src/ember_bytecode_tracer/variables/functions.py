@@ -333,55 +333,80 @@ def _wrap_partial(tx: Translator, value: functools.partial, source: Source | Non
     return PartialVariable(func, args, kwargs)
 
 
-# ---- functools.lru_cache / functools.cache ----------------------------------------------
-# A call of a cached function is traced into the function it wraps (`__wrapped__`): the
-# cache is neither consulted nor filled. For the pure functions such caches are meant for,
-# that is the same result computed again at trace time, once per trace. torch.compile does
-# the same (it traces `__wrapped__` and warns once): a wrapped function with side effects
-# repeats them on every compiled call where eager ran them on the first call only, and a
-# mutable result is a fresh object per call where eager hands out the cached one (a caller
-# that mutates it changes what eager's later calls see). We match it, with the same warning.
-# Where eager raises (an unhashable argument), the trace breaks instead.
+# ---- callables that stand for a Python function: a call is traced into that function ----
+# functools.lru_cache / functools.cache: traced into the function it wraps (`__wrapped__`);
+# the cache is neither consulted nor filled. For the pure functions such caches are meant
+# for, that is the same result computed again at trace time, once per trace. torch.compile
+# does the same (it traces `__wrapped__` and warns once): a wrapped function with side
+# effects repeats them on every compiled call where eager ran them on the first call only,
+# and a mutable result is a fresh object per call where eager hands out the cached one (a
+# caller that mutates it changes what eager's later calls see). We match it, with the same
+# warning. Where eager raises (an unhashable argument), the trace breaks instead.
 _WARNED_CACHED: set[str] = set()
 
 
-class CachedFunctionVariable(VariableTracker):
-    def __init__(self, wrapper: Any, wrapped: VariableTracker, *, source: Source) -> None:
+def _check_cached_call(tx: Translator, wrapper: Any, args, kwargs) -> None:
+    for arg in [*args, *kwargs.values()]:
+        if arg.python_type().__hash__ is None:
+            raise Unsupported(f"a {arg.python_type().__name__} argument to a cached function")
+    name = getattr(wrapper, "__qualname__", repr(wrapper))
+    if name not in _WARNED_CACHED:
+        _WARNED_CACHED.add(name)
+        logging.getLogger("ember.tracer").warning(
+            "%s: a call of the functools.lru_cache-wrapped %s is traced into the function"
+            " it wraps; its cache is not used (side effects repeat on every call)",
+            tx.location(),
+            name,
+        )
+
+
+# torch.jit.script'ed functions: torch.jit keeps the Python function it compiled in
+# `_torchdynamo_inline` (torch/jit/_script.py, "Allow torch.compile() to inline"); that
+# function is traced, as torch.compile does (torch.jit.is_scripting() answers False).
+# A ScriptFunction without it (loaded from a file) is an opaque object: a graph break.
+TRACED_THROUGH: dict[type, tuple[str, Any]] = {
+    functools._lru_cache_wrapper: ("__wrapped__", _check_cached_call),
+    torch.jit.ScriptFunction: ("_torchdynamo_inline", None),
+}
+
+
+class TracedThroughVariable(VariableTracker):
+    """A callable of `TRACED_THROUGH`: calls trace the Python function it stands for."""
+
+    def __init__(self, wrapper: Any, attribute: str, wrapped: VariableTracker, *, source) -> None:
         super().__init__(source=source)
         self.wrapper = wrapper
+        self.attribute = attribute
         self.wrapped = wrapped
 
     def python_type(self) -> type:
         return type(self.wrapper)
 
     def call_function(self, tx, args, kwargs):
-        for arg in [*args, *kwargs.values()]:
-            if arg.python_type().__hash__ is None:
-                raise Unsupported(f"a {arg.python_type().__name__} argument to a cached function")
-        name = getattr(self.wrapper, "__qualname__", repr(self.wrapper))
-        if name not in _WARNED_CACHED:
-            _WARNED_CACHED.add(name)
-            logging.getLogger("ember.tracer").warning(
-                "%s: a call of the functools.lru_cache-wrapped %s is traced into the function"
-                " it wraps; its cache is not used (side effects repeat on every call)",
-                tx.location(),
-                name,
-            )
+        check = TRACED_THROUGH[type(self.wrapper)][1]
+        if check is not None:
+            check(tx, self.wrapper, args, kwargs)
         return self.wrapped.call_function(tx, args, kwargs)
 
     def var_getattr(self, tx, name):
-        if name == "__wrapped__":
+        if name == self.attribute:
             return self.wrapped
         return tx.wrap(getattr(self.wrapper, name), AttrSource(self.source, name))
 
     def __repr__(self) -> str:
-        return f"CachedFunctionVariable({getattr(self.wrapper, '__qualname__', '?')})"
+        return f"TracedThroughVariable({getattr(self.wrapper, '__qualname__', '?')})"
 
 
-@wrap_rule("lru_cache_wrapper", types=functools._lru_cache_wrapper)
-def _wrap_cached(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+def _stands_for_a_function(tx: Translator, value: Any, source: Source | None) -> bool:
+    entry = TRACED_THROUGH.get(type(value))
+    return entry is not None and inspect.isfunction(getattr(value, entry[0], None))
+
+
+@wrap_rule("traced_through", types=tuple(TRACED_THROUGH), when=_stands_for_a_function)
+def _wrap_traced_through(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     if source is None:
-        raise Unsupported("a functools.lru_cache-wrapped function without a source")
+        raise Unsupported(f"a {type(value).__name__} without a source")
     guard(tx, source, GuardKind.ID_MATCH, value)
-    wrapped = tx.wrap(value.__wrapped__, AttrSource(source, "__wrapped__"))
-    return CachedFunctionVariable(value, wrapped, source=source)
+    attribute = TRACED_THROUGH[type(value)][0]
+    wrapped = tx.wrap(getattr(value, attribute), AttrSource(source, attribute))
+    return TracedThroughVariable(value, attribute, wrapped, source=source)
