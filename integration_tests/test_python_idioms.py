@@ -571,6 +571,85 @@ def distributions_normal_unvalidated(x):
     return d.log_prob(x + 0.5), d.mean, d.stddev, d.sample(), d.rsample((2,))
 
 
+# Functions as values (issue 26): each also runs under inductor below.
+@case(t(3))
+def functools_wraps_nested(x):
+    def inner(y):
+        """Adds one."""
+        return y + 1
+
+    @functools.wraps(inner)
+    def wrapper(y):
+        return inner(y) * 2
+
+    return wrapper(x), wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__(x)
+
+
+class _Scaled:
+    factor = 2
+
+    @classmethod
+    def apply(cls, x):
+        return x * cls.factor
+
+
+class _Scaled3(_Scaled):
+    factor = 3
+
+    @classmethod
+    def apply(cls, x):
+        return super().apply(x) + 1
+
+
+@case(t(3))
+def super_in_classmethod(x):
+    return _Scaled3.apply(x)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_width(n):
+    return n * 3
+
+
+@case(t(3))
+def lru_cached_helper(x):
+    return x * _cached_width(2) + _cached_width(1)
+
+
+@case(t(3))
+def str_methods_and_fspath(x, name="layer.0.attn"):
+    import os
+
+    parts = name.split(".")
+    scale = sum(int(p) for p in parts if p.isdigit()) + len(os.fspath(name))
+    return x * scale if "a1".isalnum() else x, "/".join(parts).upper()
+
+
+@case(t2(4, 3))
+def aten_overload_by_attribute(x, y):
+    return torch.ops.aten.add.Tensor(torch.ops.aten.relu.default(x), y).sum(0)
+
+
+@torch.jit.script
+def _scripted_clamp(x: torch.Tensor, limit: int) -> torch.Tensor:
+    return torch.where(x.abs() < limit, x, torch.sign(x) * limit)
+
+
+@case(t(8))
+def jit_scripted_helper(x):
+    return _scripted_clamp(x * 3, 2) + 1
+
+
+INDUCTOR_TWINS = [
+    "functools_wraps_nested",
+    "super_in_classmethod",
+    "lru_cached_helper",
+    "str_methods_and_fspath",
+    "aten_overload_by_attribute",
+    "jit_scripted_helper",
+]
+
+
 # Cases torch.compile itself does not capture in one graph: compared with eager only.
 # (torch 2.13: deque.rotate is an unsupported method; np.sum of a 0-d result comes back as an
 # array where NumPy gives a scalar.)
@@ -657,3 +736,15 @@ def test_ambient_autocast_recompiles_and_keeps_its_casts(backend):
     assert got.dtype == expected.dtype == torch.bfloat16
     assert torch.allclose(got.float(), expected.float(), atol=1e-2, rtol=1e-2)
     assert not torch.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("name", INDUCTOR_TWINS)
+def test_function_value_idioms_under_inductor(name):
+    fn, make_args = CASES[name]
+    args = make_args()
+    torch.manual_seed(0)
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(*args)
+    assert same(got, _eager(fn, args))
+    ember.reset()
+    explained = ember.explain(fn)(*make_args())
+    assert explained.graph_count == 1, str(explained)

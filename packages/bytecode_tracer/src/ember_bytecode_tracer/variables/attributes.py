@@ -8,6 +8,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, TypeSource
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.object_identity import canonical_source, record_write
 from ember_bytecode_tracer.variables.objects import PythonModuleVariable, UserDefinedObjectVariable
@@ -36,7 +37,7 @@ def store_attribute(
 ) -> None:
 
     built_here = isinstance(obj, ConstructedObjectVariable) and obj.source is None
-    if isinstance(obj, TracedObjectVariable) or built_here:
+    if isinstance(obj, TracedObjectVariable | NestedUserFunctionVariable) or built_here:
         obj.store_attribute(tx, name, value)  # built in the trace: nothing else sees it yet
         return
     if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:

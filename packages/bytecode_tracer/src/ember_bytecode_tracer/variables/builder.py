@@ -17,7 +17,7 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     list_or_tuple, dict, numpy, autograd_function_apply, context_exit, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, compiler_directive, trace_time_rule_function, user_function, method, partial,
-    builtin_with_rule, builtin_function, class, environ, object
+    traced_through, builtin_with_rule, builtin_function, class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
 """
@@ -61,6 +61,7 @@ WRAP_ORDER = (
     "user_function",  # other Python functions: inlined (functions.py)
     "method",  # bound methods (functions.py)
     "partial",  # functools.partial (functions.py)
+    "traced_through",  # lru_cache'd and jit.script'ed functions: their Python function
     "builtin_with_rule",  # C functions with a rule (builtins.py)
     "builtin_function",  # builtins, math, operator functions (builtins.py)
     "class",  # classes: identity (objects.py)

@@ -6,6 +6,7 @@ import builtins
 import inspect
 import math
 import operator
+import os
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,11 @@ from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSourc
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
-from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.constant import (
+    ConstantVariable,
+    is_constant_value,
+    register_result_tracker,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import (
@@ -43,12 +48,56 @@ IMPURE = {builtins.print, builtins.input, builtins.open, builtins.id, builtins.b
           builtins.exec, builtins.eval, builtins.compile, builtins.globals, builtins.locals,
           builtins.vars, builtins.hash}  # fmt: skip
 # Pure builtins that run at trace time when all their arguments are constants.
-PURE_ON_CONSTANTS = {abs, all, any, bool, chr, divmod, float, format, int, len, max, min, ord,
-                     pow, repr, round, sorted, str, sum, tuple, list, set, frozenset, reversed,
-                     math.sqrt, math.ceil, math.floor, math.trunc, math.log, math.exp, math.pi.__class__,
-                     math.prod, math.isfinite, math.isnan, math.isinf, math.gcd, math.cos,
-                     math.sin, math.tan, math.log2, math.log10, math.erf, math.tanh,
-                     operator.index, isinstance, issubclass, callable}  # fmt: skip
+PURE_ON_CONSTANTS = {
+    abs,
+    all,
+    any,
+    bool,
+    chr,
+    divmod,
+    float,
+    format,
+    int,
+    len,
+    max,
+    min,
+    ord,
+    pow,
+    repr,
+    round,
+    sorted,
+    str,
+    sum,
+    tuple,
+    list,
+    set,
+    frozenset,
+    reversed,
+    math.sqrt,
+    math.ceil,
+    math.floor,
+    math.trunc,
+    math.log,
+    math.exp,
+    math.pi.__class__,
+    math.prod,
+    math.isfinite,
+    math.isnan,
+    math.isinf,
+    math.gcd,
+    math.cos,
+    math.sin,
+    math.tan,
+    math.log2,
+    math.log10,
+    math.erf,
+    math.tanh,
+    operator.index,
+    isinstance,
+    issubclass,
+    callable,
+    os.fspath,
+}  # fmt: skip  (os.fspath: a str or bytes is its own path)
 
 
 def rule(*fns: Any):
@@ -123,6 +172,9 @@ def wrap_python_result(result: Any) -> VariableTracker:
     if type(result).__name__ in ("list_reverseiterator", "reversed"):
         return ListIteratorVariable([wrap_python_result(r) for r in result])
     raise Unsupported(f"builtin returned a {type(result).__name__}")
+
+
+register_result_tracker(wrap_python_result)
 
 
 @rule(len)
@@ -607,7 +659,12 @@ def _wrap_builtin_with_rule(tx, value: Any, source) -> VariableTracker:
 
 
 def _is_foldable_module_function(tx, value: Any, source) -> bool:
-    return getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator")
+    if getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator"):
+        return True
+    try:
+        return value in PURE_ON_CONSTANTS  # os.fspath
+    except TypeError:  # unhashable
+        return False
 
 
 @wrap_rule("builtin_function", types=types.BuiltinFunctionType, when=_is_foldable_module_function)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
@@ -23,11 +23,12 @@ CONSTANT_TYPES = (
     torch.dtype, torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo,
 )  # fmt: skip
 
-# Methods of constants that are pure and safe to run at trace time.
+# Methods of constants that are pure and safe to run at trace time, by the constant's type.
+# str and bytes are immutable and their methods read nothing else: every public one is pure
+# (isalnum, split, join, format, upper, replace, strip...).
 PURE_METHODS = {
-    str: {"format", "join", "split", "strip", "lower", "upper", "startswith", "endswith",
-          "replace", "isdigit", "isidentifier", "count", "find", "rstrip", "lstrip",
-          "rsplit", "partition", "rpartition", "rfind", "removeprefix", "removesuffix"},
+    str: {name for name in dir(str) if not name.startswith("_")},
+    bytes: {name for name in dir(bytes) if not name.startswith("_")},
     int: {"bit_length", "to_bytes", "__index__", "conjugate"},
     float: {"is_integer", "conjugate", "hex"},
     # sets built by the trace (BUILD_SET): mutating them changes nothing outside it
@@ -50,6 +51,15 @@ _SYMBOLIC_TRACKER: list[Callable[[Any], VariableTracker]] = []
 
 def register_symbolic_tracker(make: Callable[[Any], VariableTracker]) -> None:
     _SYMBOLIC_TRACKER[:] = [make]
+
+
+# The tracker of a method's list result (str.split gives a list the code may mutate or
+# iterate), registered by builtins.py (which imports this module).
+_RESULT_TRACKER: list[Callable[[Any], VariableTracker]] = []
+
+
+def register_result_tracker(make: Callable[[Any], VariableTracker]) -> None:
+    _RESULT_TRACKER[:] = [make]
 
 
 class ConstantVariable(VariableTracker):
@@ -111,7 +121,13 @@ class ConstantMethodVariable(VariableTracker):
             k = {n: x.as_python_constant() for n, x in kwargs.items()}
         except Unsupported:
             raise Unsupported(f"{type(self.owner).__name__}.{self.name} on non-constants") from None
-        return ConstantVariable(getattr(self.owner, self.name)(*a, **k))
+        try:
+            result = getattr(self.owner, self.name)(*a, **k)
+        except Exception as exc:  # "abc".index("z"): raised as eager would (args are guarded)
+            raise TracedException(type(exc), *exc.args) from None
+        if type(result) is list and _RESULT_TRACKER:
+            return _RESULT_TRACKER[0](result)
+        return ConstantVariable(result)
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

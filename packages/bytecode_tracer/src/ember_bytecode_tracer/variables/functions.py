@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from types import FunctionType, MethodType
+import logging
+from types import CellType, FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
@@ -176,6 +177,7 @@ class NestedUserFunctionVariable(VariableTracker):
         defaults: list[VariableTracker],
         kwdefaults: dict[str, VariableTracker],
         closure: list[CellReference],
+        annotations: dict[str, VariableTracker] | None = None,
     ) -> None:
         super().__init__()
         self.code = code
@@ -184,6 +186,10 @@ class NestedUserFunctionVariable(VariableTracker):
         self.defaults = defaults
         self.kwdefaults = kwdefaults
         self.closure = closure
+        self.annotations = annotations or {}
+        # The function's own attributes as the trace set them (`functools.wraps` writes
+        # __name__, __doc__, ... and __wrapped__); None until the first read or write.
+        self.attrs: dict[str, VariableTracker] | None = None
 
     def python_type(self) -> type:
         return FunctionType
@@ -193,8 +199,77 @@ class NestedUserFunctionVariable(VariableTracker):
         closure_vars = dict(zip(self.code.co_freevars, self.closure, strict=True))
         return tx.inline_code(self.code, self.f_globals, bound, closure_vars)
 
+    def _attributes(self) -> dict[str, VariableTracker]:
+        if self.attrs is None:
+            self.attrs = nested_function_attributes(self)
+        return self.attrs
+
+    def has_attribute(self, name: str) -> bool:
+        return name in self._attributes() or name in self._attributes()["__dict__"].items
+
+    def var_getattr(self, tx, name):
+        attrs = self._attributes()
+        if name == "__defaults__":
+            return TupleVariable(list(self.defaults)) if self.defaults else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            return ConstDictVariable(self.kwdefaults) if self.kwdefaults else ConstantVariable(None)
+        if name in attrs:
+            return attrs[name]
+        instance_dict = attrs["__dict__"]
+        if isinstance(instance_dict, ConstDictVariable) and name in instance_dict.items:
+            return instance_dict.items[name]
+        if name in _FUNCTION_TYPE_ATTRIBUTES:
+            raise Unsupported(f"attribute {name!r} of a function made in the trace")
+        raise TracedException(AttributeError, name)
+
+    def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        """`f.name = value` on a function made in the trace. It stays a tracker of the
+        trace: a function made here that outlives the graph is a graph break (it is not
+        rebuilt), so no write can be lost."""
+        attrs = self._attributes()
+        if name == "__defaults__":
+            self.defaults = (
+                []
+                if value.is_python_constant() and value.as_python_constant() is None
+                else value.unpack(tx)
+            )
+        elif name in ("__name__", "__qualname__") and not isinstance(
+            value.as_python_constant(), str
+        ):
+            raise Unsupported(f"{name} of a function set to a non-string")
+        elif name == "__dict__" and not isinstance(value, ConstDictVariable):
+            raise Unsupported("__dict__ of a function set to a non-dict")
+        elif name in attrs:
+            attrs[name] = value
+        elif name in _FUNCTION_TYPE_ATTRIBUTES:
+            raise Unsupported(f"setting attribute {name!r} of a function made in the trace")
+        else:
+            attrs["__dict__"].call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
+
     def __repr__(self) -> str:
         return f"NestedUserFunctionVariable({self.qualname})"
+
+
+# Attributes every function has that the trace does not model (a read is a graph break).
+_FUNCTION_TYPE_ATTRIBUTES = frozenset(dir(FunctionType))
+
+
+def nested_function_attributes(fn: NestedUserFunctionVariable) -> dict[str, VariableTracker]:
+    """The writable attributes of a function made by MAKE_FUNCTION, as CPython sets them:
+    a real function with the same code gives the ones that depend on the code alone
+    (`__doc__` is the first constant when it is a string, `__name__` the code's name)."""
+    stand_in = FunctionType(fn.code, {}, None, None, tuple(CellType() for _ in fn.code.co_freevars))
+    attrs: dict[str, VariableTracker] = {
+        "__name__": ConstantVariable(stand_in.__name__),
+        "__qualname__": ConstantVariable(fn.qualname),
+        "__module__": ConstantVariable(fn.f_globals.get("__name__")),
+        "__doc__": ConstantVariable(stand_in.__doc__),
+        "__annotations__": ConstDictVariable(fn.annotations),
+        "__dict__": ConstDictVariable({}),
+    }
+    if hasattr(stand_in, "__type_params__"):  # 3.12
+        attrs["__type_params__"] = ConstantVariable(stand_in.__type_params__)
+    return attrs
 
 
 class PartialVariable(VariableTracker):
@@ -256,3 +331,82 @@ def _wrap_partial(tx: Translator, value: functools.partial, source: Source | Non
         for k, v in value.keywords.items()
     }
     return PartialVariable(func, args, kwargs)
+
+
+# ---- callables that stand for a Python function: a call is traced into that function ----
+# functools.lru_cache / functools.cache: traced into the function it wraps (`__wrapped__`);
+# the cache is neither consulted nor filled. For the pure functions such caches are meant
+# for, that is the same result computed again at trace time, once per trace. torch.compile
+# does the same (it traces `__wrapped__` and warns once): a wrapped function with side
+# effects repeats them on every compiled call where eager ran them on the first call only,
+# and a mutable result is a fresh object per call where eager hands out the cached one (a
+# caller that mutates it changes what eager's later calls see). We match it, with the same
+# warning. Where eager raises (an unhashable argument), the trace breaks instead.
+_WARNED_CACHED: set[str] = set()
+
+
+def _check_cached_call(tx: Translator, wrapper: Any, args, kwargs) -> None:
+    for arg in [*args, *kwargs.values()]:
+        if arg.python_type().__hash__ is None:
+            raise Unsupported(f"a {arg.python_type().__name__} argument to a cached function")
+    name = getattr(wrapper, "__qualname__", repr(wrapper))
+    if name not in _WARNED_CACHED:
+        _WARNED_CACHED.add(name)
+        logging.getLogger("ember.tracer").warning(
+            "%s: a call of the functools.lru_cache-wrapped %s is traced into the function"
+            " it wraps; its cache is not used (side effects repeat on every call)",
+            tx.location(),
+            name,
+        )
+
+
+# torch.jit.script'ed functions: torch.jit keeps the Python function it compiled in
+# `_torchdynamo_inline` (torch/jit/_script.py, "Allow torch.compile() to inline"); that
+# function is traced, as torch.compile does (torch.jit.is_scripting() answers False).
+# A ScriptFunction without it (loaded from a file) is an opaque object: a graph break.
+TRACED_THROUGH: dict[type, tuple[str, Any]] = {
+    functools._lru_cache_wrapper: ("__wrapped__", _check_cached_call),
+    torch.jit.ScriptFunction: ("_torchdynamo_inline", None),
+}
+
+
+class TracedThroughVariable(VariableTracker):
+    """A callable of `TRACED_THROUGH`: calls trace the Python function it stands for."""
+
+    def __init__(self, wrapper: Any, attribute: str, wrapped: VariableTracker, *, source) -> None:
+        super().__init__(source=source)
+        self.wrapper = wrapper
+        self.attribute = attribute
+        self.wrapped = wrapped
+
+    def python_type(self) -> type:
+        return type(self.wrapper)
+
+    def call_function(self, tx, args, kwargs):
+        check = TRACED_THROUGH[type(self.wrapper)][1]
+        if check is not None:
+            check(tx, self.wrapper, args, kwargs)
+        return self.wrapped.call_function(tx, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == self.attribute:
+            return self.wrapped
+        return tx.wrap(getattr(self.wrapper, name), AttrSource(self.source, name))
+
+    def __repr__(self) -> str:
+        return f"TracedThroughVariable({getattr(self.wrapper, '__qualname__', '?')})"
+
+
+def _stands_for_a_function(tx: Translator, value: Any, source: Source | None) -> bool:
+    entry = TRACED_THROUGH.get(type(value))
+    return entry is not None and inspect.isfunction(getattr(value, entry[0], None))
+
+
+@wrap_rule("traced_through", types=tuple(TRACED_THROUGH), when=_stands_for_a_function)
+def _wrap_traced_through(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    if source is None:
+        raise Unsupported(f"a {type(value).__name__} without a source")
+    guard(tx, source, GuardKind.ID_MATCH, value)
+    attribute = TRACED_THROUGH[type(value)][0]
+    wrapped = tx.wrap(getattr(value, attribute), AttrSource(source, attribute))
+    return TracedThroughVariable(value, attribute, wrapped, source=source)

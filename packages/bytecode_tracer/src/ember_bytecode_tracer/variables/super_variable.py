@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.functions import UserMethodVariable
+from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
 from ember_bytecode_tracer.variables.lazy import resolve_local
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
+from ember_bytecode_tracer.variables.objects import TypeVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
@@ -25,6 +27,8 @@ class SuperVariable(VariableTracker):
         self.obj = obj
 
     def _owner_type(self) -> type:
+        if isinstance(self.obj, TypeVariable):  # super() in a classmethod: the class itself
+            return self.obj.cls
         value = getattr(self.obj, "module", None) or getattr(self.obj, "value", None)
         if value is None:
             return self.obj.python_type()  # raises Unsupported when not known
@@ -44,8 +48,9 @@ class SuperVariable(VariableTracker):
             # An override of nn.Module.__call__ deferring to it: hooks and forward, as a
             # module call is traced, not nn.Module's dispatch code.
             return _CallWith(self.obj.module_call)
-        if inspect.isfunction(attribute):
-            return UserMethodVariable(attribute, self.obj)
+        bound = self._bind_descriptor(tx, attribute)
+        if bound is not None:
+            return bound
         if klass is object and name == "__init__":
             return _NoOpCall()
         if klass is object and name == "__getattribute__" and hasattr(self.obj, "generic_getattr"):
@@ -57,6 +62,30 @@ class SuperVariable(VariableTracker):
             # A dict subclass reaching dict's own lookup (transformers' _CanRecordRegistry).
             return BoundMethodOfTracker(self.obj.dict_contents(tx), name)
         raise Unsupported(f"super().{name} is a {type(attribute).__name__}")
+
+    def _bind_descriptor(self, tx: Translator, attribute: Any) -> VariableTracker | None:
+        """What `attribute.__get__(obj, type)` gives for Python functions: a function is
+        bound to an instance and left as it is on a class (super(C, cls).f); a classmethod
+        is bound to the class; a staticmethod is its function."""
+        on_class = isinstance(self.obj, TypeVariable)
+        if inspect.isfunction(attribute):
+            return (
+                UserFunctionVariable(attribute)
+                if on_class
+                else UserMethodVariable(attribute, self.obj)
+            )
+        if isinstance(attribute, staticmethod) and inspect.isfunction(attribute.__func__):
+            return UserFunctionVariable(attribute.__func__)
+        if isinstance(attribute, classmethod) and inspect.isfunction(attribute.__func__):
+            return UserMethodVariable(attribute.__func__, self._owner_class(tx))
+        return None
+
+    def _owner_class(self, tx: Translator) -> VariableTracker:
+        if isinstance(self.obj, TypeVariable):
+            return self.obj
+        if self.obj.source is None:
+            raise Unsupported("super() reaching a classmethod of an object without a source")
+        return tx.wrap(self._owner_type(), TypeSource(self.obj.source))
 
 
 _DICT_READS = ("get", "__getitem__", "__contains__", "__len__", "keys", "values", "items")

@@ -204,8 +204,19 @@ class TorchFunctionVariable(VariableTracker):
             guard_state_query(tx, fn, args, kwargs, value)
         return wrap_graph_value(tx, node, value)
 
+    def var_getattr(self, tx, name):
+        # `torch.ops.aten.relu.default`: an overload of an op packet (fixed once the packet
+        # is: the packet is guarded by identity) goes into the graph as the call target.
+        if isinstance(self.fn, torch._ops.OpOverloadPacket) and name in _overload_names(self.fn):
+            return TorchFunctionVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
     def __repr__(self) -> str:
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _overload_names(packet: torch._ops.OpOverloadPacket) -> list[str]:
+    return packet.overloads()
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

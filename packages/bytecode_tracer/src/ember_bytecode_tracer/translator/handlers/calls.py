@@ -53,8 +53,7 @@ def make_function(tx, inst):
     code = tx.pop().as_python_constant()
     flags = inst.arg
     closure = tx.pop().unpack(tx) if flags & 0x08 else []
-    if flags & 0x04:
-        tx.pop()  # annotations: not needed to run the function
+    annotations = tx.pop().unpack(tx) if flags & 0x04 else []  # name, value, name, ...
     kwdefaults = tx.pop() if flags & 0x02 else ConstDictVariable({})
     defaults = tx.pop().unpack(tx) if flags & 0x01 else []
     tx.push(
@@ -65,6 +64,10 @@ def make_function(tx, inst):
             defaults,
             {str(k): v for k, v in kwdefaults.items.items()},
             closure,
+            {
+                str(annotations[i].as_python_constant()): annotations[i + 1]
+                for i in range(0, len(annotations), 2)
+            },
         )
     )
 
