@@ -1,13 +1,16 @@
 """Compile time, cold and with a warm on-disk cache: Ember (inductor) vs torch.compile.
 
     python benchmarks/compile_time.py [--size tiny|real] [--models mlp,cnn] [--mode infer|train]
+        [--compile-workers 1,auto] [--repeat 3]
 
 Each measurement is a fresh process that builds the zoo model, warms the process up on an
 unrelated function through the `eager` backend (imports, torch's lazy init), then compiles the model
 and times its first call (trace + compile + one run) against a kernel cache directory: "cold"
 starts from an empty directory, "warm" is a second process over the directory the cold one filled
 (EMBER_CACHE_DIR for Ember, TORCHINDUCTOR_CACHE_DIR for torch.compile). Prints a markdown table
-with the warm speedup (cold / warm) of each.
+with the warm speedup (cold / warm) of each. `--compile-workers 1,auto` measures Ember once per
+size of its C++ build pool (EMBER_COMPILE_WORKERS; `auto` = the cores), a column each: the
+serial build against the parallel one. `--repeat R` takes each figure's median of R runs.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,8 +76,13 @@ def warm_up_process(compiler: str) -> None:
         torch.compile(unrelated, backend="eager")(torch.randn(3))
 
 
-def measure(compiler: str, name: str, args: argparse.Namespace, cache: str) -> float:
+def measure(
+    compiler: str, name: str, args: argparse.Namespace, cache: str, workers: str = "auto"
+) -> float:
     env = {**os.environ, CACHE_ENV[compiler]: cache, "HF_HUB_OFFLINE": "1"}
+    env.pop("EMBER_COMPILE_WORKERS", None)
+    if workers != "auto":
+        env["EMBER_COMPILE_WORKERS"] = workers
     command = [sys.executable, __file__, "--child", compiler, "--models", name]
     command += ["--size", args.size, "--mode", args.mode, "--device", args.device]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -89,6 +98,12 @@ def main() -> None:
     parser.add_argument("--mode", default="infer", choices=("infer", "train"))
     parser.add_argument("--compilers", default="ember,torch.compile", help="comma-separated")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--compile-workers",
+        default="auto",
+        help="Ember's C++ build pool sizes to compare, e.g. 1,auto",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="median of this many runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -100,15 +115,24 @@ def main() -> None:
     unknown = set(compilers) - set(CACHE_ENV)
     if unknown:
         parser.error(f"unknown compilers {sorted(unknown)}; choose from {sorted(CACHE_ENV)}")
-    header = "".join(f" | {c} cold | {c} warm | {c} cold/warm" for c in compilers)
+    pools = args.compile_workers.split(",")
+    columns = [(c, w) for c in compilers for w in (pools if c == "ember" else ["auto"])]
+
+    def label(compiler: str, workers: str) -> str:
+        return compiler if len(pools) == 1 or compiler != "ember" else f"{compiler} ({workers})"
+
+    header = "".join(f" | {label(*c)} cold | {label(*c)} warm | cold/warm" for c in columns)
     print(f"| model{header} |")
-    print("|---" + "|---:" * 3 * len(compilers) + "|")
+    print("|---" + "|---:" * 3 * len(columns) + "|")
     for name in args.models.split(","):
         cells = []
-        for compiler in compilers:
-            with tempfile.TemporaryDirectory(prefix="ember-compile-time-") as cache:
-                cold = measure(compiler, name, args, cache)
-                warm = measure(compiler, name, args, cache)
+        for compiler, workers in columns:
+            colds, warms = [], []
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory(prefix="ember-compile-time-") as cache:
+                    colds.append(measure(compiler, name, args, cache, workers))
+                    warms.append(measure(compiler, name, args, cache, workers))
+            cold, warm = statistics.median(colds), statistics.median(warms)
             cells += [f"{cold:.2f}", f"{warm:.2f}", f"{cold / warm:.1f}x"]
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
