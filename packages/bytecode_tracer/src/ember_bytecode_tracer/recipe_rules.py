@@ -3,10 +3,11 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch.fx
 
+from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
 from ember_bytecode_tracer.reconstruct import (
     Recipe,
@@ -24,9 +25,14 @@ from ember_bytecode_tracer.reconstruct import (
 )
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.container_subclasses import (
+    UserDictVariable,
+    UserListVariable,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.sets import SetVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -192,3 +198,58 @@ def _constant(builder: RecipeBuilder, value: VariableTracker) -> Recipe:
             lambda code: code.temp(f"{code.const(set)}({code.const(constant)})"),
         )
     return constant_recipe(constant)
+
+
+@recipe_for(SetVariable)
+def _set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
+    """A set of the trace, made once per call. Of constants: its operations run again
+    (the table, and so the order the caller iterates it in, is eager's, a pop()'s cursor
+    too); of tensors or objects: from its elements."""
+    kind = type(value.keys)
+    if value.ordered():
+        if value.history is None:
+            raise Unsupported("rebuilding a set whose operations are not known")
+        replay = value.replay_operand()
+        made = emits(
+            lambda outs, L, G: replay.build(),
+            lambda code: code.temp(f"{code.const(replay)}.build()"),
+        )
+    else:
+        parts = [builder.recipe(value.element(k)) for k in value.keys]
+        made = emits(
+            lambda outs, L, G: kind(p(outs, L, G) for p in parts),
+            lambda code: code.temp(f"{code.const(kind)}([{items_code(code, parts)}])"),
+        )
+    return builder.once_per_call(value, made)
+
+
+@recipe_for(UserListVariable, UserDictVariable)
+def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
+    """An instance of a list or dict subclass made in the trace: `cls.__new__(cls)` filled
+    through list's (dict's) own methods, with its attributes; its __init__ is not rerun."""
+    cls, is_list = value.cls, value.base is list
+    fill = list.extend if is_list else dict.update
+    if is_list:
+        items: Any = [builder.recipe(v) for v in value.items]
+    else:
+        items = {k: builder.recipe(v) for k, v in value.items.items()}
+    attrs = {k: builder.recipe(v) for k, v in value.attrs.items()}
+
+    def build(outs, L, G):
+        obj = cls.__new__(cls)
+        if is_list:
+            fill(obj, [p(outs, L, G) for p in items])
+        else:
+            fill(obj, {k: p(outs, L, G) for k, p in items.items()})
+        obj.__dict__.update({k: p(outs, L, G) for k, p in attrs.items()})
+        return obj
+
+    def emit(code: RebuildCode) -> str:
+        name, kind = code.name("o"), code.const(cls)
+        code.line(f"{name} = {kind}.__new__({kind})")
+        parts = f"[{items_code(code, items)}]" if is_list else f"{{{entries_code(code, items)}}}"
+        code.line(f"{code.const(fill)}({name}, {parts})")
+        code.line(f"{name}.__dict__.update({{{entries_code(code, attrs)}}})")
+        return name
+
+    return builder.once_per_call(value, emits(build, emit))

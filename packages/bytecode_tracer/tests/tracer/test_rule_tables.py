@@ -28,10 +28,15 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import WRAP_ORDER, resolve_rule, wrap_rules, wrap_value
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.container_subclasses import (
+    UserDictVariable,
+    UserListVariable,
+)
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.sets import SetVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -213,11 +218,14 @@ _RECIPE_LADDER = [
     SymNodeVariable,
     SizeVariable,
     DictViewVariable,  # a view of its rebuilt dict, before the lists it subclasses
+    UserListVariable,  # list and dict subclass instances, before list and dict
+    UserDictVariable,
     BaseListVariable,
     ConstDictVariable,
     ConstructedObjectVariable,
     TracedObjectVariable,
     NumpyArrayVariable,
+    SetVariable,
     ConstantVariable,
 ]
 

@@ -16,7 +16,8 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
     list_or_tuple, dict, numpy, autograd_function_apply, context_exit, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
-    optimizer, compiler_directive, trace_time_rule_function, user_function, method, partial,
+    optimizer, compiler_directive, namedtuple_make, trace_time_rule_function, user_function,
+    method, partial,
     builtin_with_rule, builtin_function, class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
@@ -57,6 +58,7 @@ WRAP_ORDER = (
     "collective",  # torch.distributed calls (collectives.py)
     "optimizer",  # optimizers and clip_grad_norm_ (optimizer.py)
     "compiler_directive",  # graph_break(), registered breaks, compiler.disable'd: a break
+    "namedtuple_make",  # SomeNamedTuple._make: built as the class is (constructed.py)
     "trace_time_rule_function",  # Python functions answered by a rule (builtins.py)
     "user_function",  # other Python functions: inlined (functions.py)
     "method",  # bound methods (functions.py)

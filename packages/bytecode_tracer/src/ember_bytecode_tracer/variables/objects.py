@@ -291,6 +291,7 @@ CONSTRUCT_ORDER = (
     "stateless_module",  # torch.nn's parameter-free modules (nn_module.py)
     "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)
     "builtin_exception",  # ValueError(...) raised in the trace (exceptions.py)
+    "container_subclass",  # user subclasses of list and dict (container_subclasses.py)
     "traced_object",  # plain Python classes: __init__ inlined, or the refusal (traced_objects.py)
 )
 Construct = Callable[
