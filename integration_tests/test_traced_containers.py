@@ -76,3 +76,15 @@ def test_namedtuple_helpers_under_inductor():
     torch.testing.assert_close(got[0], want[0])
     torch.testing.assert_close(got[1], want[1])
     assert got[2] == want[2]
+
+
+def test_list_subclass_input_mutated_under_inductor():
+    def fn(x, bag):
+        bag.append(x.exp())
+        return bag.total() * len(bag)
+
+    x = torch.randn(4)
+    mine, theirs = _Bag([x]), _Bag([x])
+    torch.testing.assert_close(_one_compiled_graph(fn, x, mine), fn(x, theirs))
+    assert type(mine) is _Bag and len(mine) == 2
+    torch.testing.assert_close(list(mine), list(theirs))

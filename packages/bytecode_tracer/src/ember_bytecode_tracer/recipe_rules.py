@@ -229,6 +229,8 @@ def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Reci
     through list's (dict's) own methods, with its attributes; its __init__ is not rerun."""
     cls, is_list = value.cls, value.base is list
     fill = list.extend if is_list else dict.update
+    if value.source is not None:
+        return _same_container(builder, value)
     if is_list:
         items: Any = [builder.recipe(v) for v in value.items]
     else:
@@ -253,3 +255,39 @@ def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Reci
         return name
 
     return builder.once_per_call(value, emits(build, emit))
+
+
+def _same_container(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
+    """An input list/dict subclass instance: itself, given the trace's items when the trace
+    changed them (through list's/dict's own methods: the class's are not rerun)."""
+    if id(value) in builder.mutated:
+        load, expr = source_loader(value.source), value.source.expr()
+        if value.base is list:
+            parts = [builder.recipe(v) for v in value.items]
+
+            def same_list(outs, L, G):
+                target, new = load(L, G), [p(outs, L, G) for p in parts]
+                return lambda: list.__setitem__(target, slice(None), new)
+
+            def emit_list(code: RebuildCode) -> list[str]:
+                target = code.temp(expr)
+                new = code.temp(f"[{items_code(code, parts)}]")
+                return [f"{code.const(list.__setitem__)}({target}, slice(None), {new})"]
+
+            builder.write_once(value, emits_write(same_list, emit_list))
+        else:
+            entries = {k: builder.recipe(v) for k, v in value.items.items()}
+
+            def same_dict(outs, L, G):
+                target = load(L, G)
+                new = {k: p(outs, L, G) for k, p in entries.items()}
+                return lambda: (dict.clear(target), dict.update(target, new))
+
+            def emit_dict(code: RebuildCode) -> list[str]:
+                target = code.temp(expr)
+                new = code.temp(f"{{{entries_code(code, entries)}}}")
+                clear, update = code.const(dict.clear), code.const(dict.update)
+                return [f"{clear}({target})", f"{update}({target}, {new})"]
+
+            builder.write_once(value, emits_write(same_dict, emit_dict))
+    return load_recipe(value.source)

@@ -180,7 +180,28 @@ CASES = {
     "object": (Plain(), "object", "UserDefinedObjectVariable", (T,), U),
     "set": ({1, 2}, "object", "UserDefinedObjectVariable", (T,), U),
     "ordered_dict": (collections.OrderedDict(a=1), "object", "UserDefinedObjectVariable", (T,), U),
-    "list_subclass": (type("L", (list,), {})([1]), "object", "UserDefinedObjectVariable", (T,), U),
+    # (issue 26: instances of plain list/dict subclasses are their items, as list and dict)
+    "list_subclass": (
+        type("L", (list,), {})([1]),
+        "container_subclass",
+        "UserListVariable",
+        (L, E),
+        U,
+    ),
+    "dict_subclass": (
+        type("M", (dict,), {})(a=1),
+        "container_subclass",
+        "UserDictVariable",
+        (D, E),
+        U,
+    ),
+    "list_subclass_own_getitem": (
+        type("G", (list,), {"__getitem__": lambda self, i: 0})([1]),
+        "object",
+        "UserDefinedObjectVariable",
+        (T,),
+        U,
+    ),
 }
 
 

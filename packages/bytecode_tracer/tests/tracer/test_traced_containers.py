@@ -285,3 +285,48 @@ def test_returned_subclass_instance_is_fresh_per_call():
     compiled = Compiled(fn, fullgraph=True)
     first, second = compiled(torch.randn(3)), compiled(torch.randn(3))
     assert type(first) is Stack and first is not second
+
+
+def test_list_subclass_input_mutated_as_eager():
+    def fn(x, s):
+        s.push(x + 1)
+        s.append(x * 2)
+        return s.total() * len(s)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    mine, theirs = Stack([x]), Stack([x])
+    torch.testing.assert_close(compiled(x, mine), fn(x, theirs))
+    assert compiled.backend.graph_count == 1
+    assert type(mine) is Stack and len(mine) == len(theirs) == 3
+    torch.testing.assert_close(list(mine), list(theirs))
+    torch.testing.assert_close(compiled(x, Stack([x])), fn(x, Stack([x])))
+    assert compiled.backend.graph_count == 1  # guarded by type and length: reused
+
+
+def test_dict_subclass_input_mutated_as_eager():
+    def fn(x, d):
+        d.register("b", x + 1)
+        d["c"] = d["a"] * 2
+        return d["a"] + d["b"] + d["zzz"]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    mine, theirs = Registry(a=x), Registry(a=x)
+    torch.testing.assert_close(compiled(x, mine), fn(x, theirs))
+    assert compiled.backend.graph_count == 1
+    assert type(mine) is Registry and list(mine) == list(theirs) == ["a", "b", "c"]
+    torch.testing.assert_close(dict(mine), dict(theirs))
+
+
+def test_attribute_of_a_list_subclass_input_is_read_and_guarded():
+    def fn(x, s):
+        return x * s.scale + s[0]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    s = Stack([x])
+    s.scale = 2.0
+    torch.testing.assert_close(compiled(x, s), fn(x, s))
+    s.scale = 3.0
+    torch.testing.assert_close(compiled(x, s), fn(x, s))  # the changed attribute is seen

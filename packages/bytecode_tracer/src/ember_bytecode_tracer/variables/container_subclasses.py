@@ -14,7 +14,9 @@ import inspect
 from typing import Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
@@ -46,9 +48,19 @@ class _SubclassMixin:
     """What a list or dict subclass instance adds to its container tracker."""
 
     cls: type
+    cls_source: Any
     attrs: dict[str, VariableTracker]
     base: type
-    owns_attributes = True  # made in the trace: its attribute writes are its own table
+
+    @property
+    def owns_attributes(self) -> bool:
+        """Made in the trace: its attribute writes go to its own table (an input's break)."""
+        return self.source is None
+
+    def _method(self, fn: Any, name: str) -> VariableTracker:
+        # the class is guarded (by identity, or by type for an input): its methods with it
+        fn_source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
+        return UserMethodVariable(fn, self, fn_source=fn_source)
 
     def _user_attribute(self, name: str) -> Any:
         """`name` as the Python classes above list/dict define it, or None."""
@@ -73,10 +85,12 @@ class _SubclassMixin:
             return tx.inline_call(attribute.fget, None, [self], {})
         if name in self.attrs:
             return self.attrs[name]
+        if self.source is not None and name in getattr(self, "value_dict", {}):
+            return tx.wrap(self.value_dict[name], AttrSource(self.source, name))
         if name == "__class__":
-            return TypeVariable(self.cls)
+            return TypeVariable(self.cls, source=self.cls_source)
         if inspect.isfunction(attribute):
-            return UserMethodVariable(attribute, self)
+            return self._method(attribute, name)
         if isinstance(attribute, staticmethod | classmethod):
             return tx.wrap(getattr(self.cls, name), None)
         if attribute is not None and is_constant_value(attribute):
@@ -86,6 +100,8 @@ class _SubclassMixin:
         raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__}")
 
     def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
+        if self.source is not None:
+            raise Unsupported(f"setting attribute {name!r} on an input {self.cls.__qualname__}")
         if inspect.getattr_static(self.cls, name, None) is not None:
             raise Unsupported(f"setting {self.cls.__qualname__}.{name}, a class attribute")
         self.attrs[name] = value
@@ -93,7 +109,7 @@ class _SubclassMixin:
     def call_method(self, tx, name, args, kwargs):
         attribute = self._user_attribute(name)
         if inspect.isfunction(attribute):
-            return UserMethodVariable(attribute, self).call_function(tx, args, kwargs)
+            return self._method(attribute, name).call_function(tx, args, kwargs)
         if attribute is not None:
             raise Unsupported(f"{self.cls.__qualname__}.{name} is a {type(attribute).__name__}")
         return self.builtin_method(tx, name, args, kwargs)
@@ -137,9 +153,10 @@ class _SubclassMixin:
 class UserListVariable(_SubclassMixin, ListVariable):
     base = list
 
-    def __init__(self, cls: type, items: list[VariableTracker]) -> None:
-        super().__init__(items)
+    def __init__(self, cls: type, items: list[VariableTracker], cls_source=None, **kw) -> None:
+        super().__init__(items, **kw)
         self.cls = cls
+        self.cls_source = cls_source
         self.attrs = {}
 
     def __repr__(self) -> str:
@@ -149,9 +166,10 @@ class UserListVariable(_SubclassMixin, ListVariable):
 class UserDictVariable(_SubclassMixin, ConstDictVariable):
     base = dict
 
-    def __init__(self, cls: type, items: dict[Any, VariableTracker]) -> None:
-        super().__init__(items)
+    def __init__(self, cls: type, items: dict[Any, VariableTracker], cls_source=None, **kw) -> None:
+        super().__init__(items, **kw)
         self.cls = cls
+        self.cls_source = cls_source
         self.attrs = {}
 
     def python_len(self, tx) -> VariableTracker:
@@ -175,12 +193,45 @@ def _construct(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
     refusal = subclass_refusal(cls, base)
     if refusal is not None:
         raise Unsupported(f"constructing a {cls.__qualname__} inside a traced region ({refusal})")
-    made = _TRACKERS[base](cls, [] if base is list else {})
+    made = _TRACKERS[base](cls, [] if base is list else {}, kind.source)
     init = made._user_attribute("__init__")
     if init is None:
         made.builtin_method(tx, "__init__", args, kwargs)
     elif inspect.isfunction(init):
-        UserMethodVariable(init, made).call_function(tx, args, kwargs)
+        made._method(init, "__init__").call_function(tx, args, kwargs)
     else:
         raise TracedException(TypeError, f"{cls.__qualname__}.__init__ is not a function")
+    return made
+
+
+# ---- wrapping real values (variables/builder.py) ----------------------------------------
+_GUARD_READS = ("__len__", "__iter__", "__getitem__")  # what the guards and item reads run
+
+
+def _is_plain_subclass_instance(tx, value: Any, source) -> bool:
+    cls = type(value)
+    base = list if isinstance(value, list) else dict if isinstance(value, dict) else None
+    if source is None or base is None or cls is base or subclass_refusal(cls, base):
+        return False
+    return all(getattr(cls, n) is getattr(base, n) for n in _GUARD_READS)
+
+
+@wrap_rule("container_subclass", types=(list, dict), when=_is_plain_subclass_instance)
+def _wrap_subclass_instance(tx, value: Any, source) -> VariableTracker | None:
+    if isinstance(value, dict) and not all(is_constant_value(k) for k in value):
+        return None
+    return aliased_container(tx, value, source, _build_instance)
+
+
+def _build_instance(tx, value: Any, source) -> VariableTracker:
+    cls = type(value)
+    if isinstance(value, list):
+        guard(tx, source, GuardKind.LEN_MATCH, (cls, len(value)))
+        items: Any = [tx.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
+        made: Any = UserListVariable(cls, items, TypeSource(source), source=source)
+    else:
+        guard(tx, source, GuardKind.DICT_KEYS, (cls, tuple(value)))
+        items = {k: tx.wrap(v, ItemSource(source, k)) for k, v in value.items()}
+        made = UserDictVariable(cls, items, TypeSource(source), source=source)
+    made.value_dict = vars(value)  # its attributes, read through the source (guarded)
     return made
