@@ -4,7 +4,7 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch.fx
 
@@ -26,11 +26,16 @@ from ember_bytecode_tracer.reconstruct import (
 )
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.container_subclasses import (
+    UserDictVariable,
+    UserListVariable,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
+from ember_bytecode_tracer.variables.sets import SetVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -236,3 +241,96 @@ def _constant(builder: RecipeBuilder, value: VariableTracker) -> Recipe:
             lambda code: code.temp(f"{code.const(set)}({code.const(constant)})"),
         )
     return constant_recipe(constant)
+
+
+@recipe_for(SetVariable)
+def _set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
+    """A set of the trace, made once per call. Of constants: its operations run again
+    (the table, and so the order the caller iterates it in, is eager's, a pop()'s cursor
+    too); of tensors or objects: from its elements."""
+    kind = type(value.keys)
+    if value.ordered():
+        if value.history is None:
+            raise Unsupported("rebuilding a set whose operations are not known")
+        replay = value.replay_operand()
+        made = emits(
+            lambda outs, L, G: replay.build(),
+            lambda code: code.temp(f"{code.const(replay)}.build()"),
+        )
+    else:
+        parts = [builder.recipe(value.element(k)) for k in value.keys]
+        made = emits(
+            lambda outs, L, G: kind(p(outs, L, G) for p in parts),
+            lambda code: code.temp(f"{code.const(kind)}([{items_code(code, parts)}])"),
+        )
+    return builder.once_per_call(value, made)
+
+
+@recipe_for(UserListVariable, UserDictVariable)
+def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
+    """An instance of a list or dict subclass made in the trace: `cls.__new__(cls)` filled
+    through list's (dict's) own methods, with its attributes; its __init__ is not rerun."""
+    cls, is_list = value.cls, value.base is list
+    fill = list.extend if is_list else dict.update
+    if value.source is not None:
+        return _same_container(builder, value)
+    if is_list:
+        items: Any = [builder.recipe(v) for v in value.items]
+    else:
+        items = {k: builder.recipe(v) for k, v in value.items.items()}
+    attrs = {k: builder.recipe(v) for k, v in value.attrs.items()}
+
+    def build(outs, L, G):
+        obj = cls.__new__(cls)
+        if is_list:
+            fill(obj, [p(outs, L, G) for p in items])
+        else:
+            fill(obj, {k: p(outs, L, G) for k, p in items.items()})
+        obj.__dict__.update({k: p(outs, L, G) for k, p in attrs.items()})
+        return obj
+
+    def emit(code: RebuildCode) -> str:
+        name, kind = code.name("o"), code.const(cls)
+        code.line(f"{name} = {kind}.__new__({kind})")
+        parts = f"[{items_code(code, items)}]" if is_list else f"{{{entries_code(code, items)}}}"
+        code.line(f"{code.const(fill)}({name}, {parts})")
+        code.line(f"{name}.__dict__.update({{{entries_code(code, attrs)}}})")
+        return name
+
+    return builder.once_per_call(value, emits(build, emit))
+
+
+def _same_container(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
+    """An input list/dict subclass instance: itself, given the trace's items when the trace
+    changed them (through list's/dict's own methods: the class's are not rerun)."""
+    if id(value) in builder.mutated:
+        load, expr = source_loader(value.source), value.source.expr()
+        if value.base is list:
+            parts = [builder.recipe(v) for v in value.items]
+
+            def same_list(outs, L, G):
+                target, new = load(L, G), [p(outs, L, G) for p in parts]
+                return lambda: list.__setitem__(target, slice(None), new)
+
+            def emit_list(code: RebuildCode) -> list[str]:
+                target = code.temp(expr)
+                new = code.temp(f"[{items_code(code, parts)}]")
+                return [f"{code.const(list.__setitem__)}({target}, slice(None), {new})"]
+
+            builder.write_once(value, emits_write(same_list, emit_list))
+        else:
+            entries = {k: builder.recipe(v) for k, v in value.items.items()}
+
+            def same_dict(outs, L, G):
+                target = load(L, G)
+                new = {k: p(outs, L, G) for k, p in entries.items()}
+                return lambda: (dict.clear(target), dict.update(target, new))
+
+            def emit_dict(code: RebuildCode) -> list[str]:
+                target = code.temp(expr)
+                new = code.temp(f"{{{entries_code(code, entries)}}}")
+                clear, update = code.const(dict.clear), code.const(dict.update)
+                return [f"{clear}({target})", f"{update}({target}, {new})"]
+
+            builder.write_once(value, emits_write(same_dict, emit_dict))
+    return load_recipe(value.source)

@@ -28,12 +28,17 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import WRAP_ORDER, resolve_rule, wrap_rules, wrap_value
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.container_subclasses import (
+    UserDictVariable,
+    UserListVariable,
+)
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
+from ember_bytecode_tracer.variables.sets import SetVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -178,7 +183,28 @@ CASES = {
     "object": (Plain(), "object", "UserDefinedObjectVariable", (T,), U),
     "set": ({1, 2}, "object", "UserDefinedObjectVariable", (T,), U),
     "ordered_dict": (collections.OrderedDict(a=1), "object", "UserDefinedObjectVariable", (T,), U),
-    "list_subclass": (type("L", (list,), {})([1]), "object", "UserDefinedObjectVariable", (T,), U),
+    # (issue 26: instances of plain list/dict subclasses are their items, as list and dict)
+    "list_subclass": (
+        type("L", (list,), {})([1]),
+        "container_subclass",
+        "UserListVariable",
+        (L, E),
+        U,
+    ),
+    "dict_subclass": (
+        type("M", (dict,), {})(a=1),
+        "container_subclass",
+        "UserDictVariable",
+        (D, E),
+        U,
+    ),
+    "list_subclass_own_getitem": (
+        type("G", (list,), {"__getitem__": lambda self, i: 0})([1]),
+        "object",
+        "UserDefinedObjectVariable",
+        (T,),
+        U,
+    ),
 }
 
 
@@ -216,11 +242,14 @@ _RECIPE_LADDER = [
     SymNodeVariable,
     SizeVariable,
     DictViewVariable,  # a view of its rebuilt dict, before the lists it subclasses
+    UserListVariable,  # list and dict subclass instances, before list and dict
+    UserDictVariable,
     BaseListVariable,
     ConstDictVariable,
     ConstructedObjectVariable,
     TracedObjectVariable,
     NumpyArrayVariable,
+    SetVariable,
     ConstantVariable,
     ExceptionVariable,  # built (not caught) in the trace: cls(*args)
     WeakRefVariable,  # weakref.ref of the rebuilt object

@@ -37,6 +37,7 @@ def store_attribute(
 ) -> None:
 
     built_here = isinstance(obj, ConstructedObjectVariable) and obj.source is None
+    built_here = built_here or getattr(obj, "owns_attributes", False)  # a list subclass's
     if isinstance(obj, TracedObjectVariable | NestedUserFunctionVariable) or built_here:
         obj.store_attribute(tx, name, value)  # built in the trace: nothing else sees it yet
         return

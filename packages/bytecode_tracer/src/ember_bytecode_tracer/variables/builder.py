@@ -14,10 +14,11 @@ behaviour (an `int` may be a symbolic size before it is a constant, a namedtuple
 plain tuple, a torch function reached through a torch module is not guarded by identity):
 
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
-    list_or_tuple, dict, numpy, autograd_function_apply, context_exit, python_module,
+    list_or_tuple, dict, container_subclass, numpy, autograd_function_apply, context_exit,
+    python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
-    optimizer, compiler_directive, trace_time_rule_function, user_function, method, partial,
-    traced_through, builtin_with_rule, builtin_function, class, environ, object
+    optimizer, compiler_directive, namedtuple_make, trace_time_rule_function, user_function,
+    method, partial, traced_through, builtin_with_rule, builtin_function, class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
 """
@@ -46,6 +47,7 @@ WRAP_ORDER = (
     "namedtuple",  # with a source: rebuilt by calling the class (constructed.py)
     "list_or_tuple",  # exact list/tuple (lists.py)
     "dict",  # exact dict (dicts.py)
+    "container_subclass",  # instances of list/dict subclasses (container_subclasses.py)
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
     "autograd_function_apply",  # MyFunction.apply (autograd_function.py)
     "context_exit",  # a with-block's __exit__ rebuilt at a graph break (contexts.py)
@@ -57,6 +59,7 @@ WRAP_ORDER = (
     "collective",  # torch.distributed calls (collectives.py)
     "optimizer",  # optimizers and clip_grad_norm_ (optimizer.py)
     "compiler_directive",  # graph_break(), registered breaks, compiler.disable'd: a break
+    "namedtuple_make",  # SomeNamedTuple._make: built as the class is (constructed.py)
     "trace_time_rule_function",  # Python functions answered by a rule (builtins.py)
     "user_function",  # other Python functions: inlined (functions.py)
     "method",  # bound methods (functions.py)

@@ -184,13 +184,13 @@ def _len(tx, args, kwargs):
         if value.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
         return ConstantVariable(value.example.shape[0])
+    own = getattr(value, "python_len", None)  # objects with a Python __len__
+    if own is not None:
+        return own(tx)
     if isinstance(value, ConstDictVariable):
         return ConstantVariable(len(value.items))
     if isinstance(value, ConstantVariable):
         return ConstantVariable(len(value.value))
-    own = getattr(value, "python_len", None)  # objects with a Python __len__
-    if own is not None:
-        return own(tx)
     return ConstantVariable(len(value.unpack(tx)))
 
 

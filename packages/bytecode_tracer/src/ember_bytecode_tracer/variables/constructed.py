@@ -8,14 +8,16 @@ anything else on the object is a graph break, after which it is a real object.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 from typing import Any
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import GuardKind, ItemSource
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.builtins import RULES
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
@@ -157,3 +159,54 @@ def _wrap_namedtuple(tx, value: tuple, source) -> VariableTracker:
     tracker = ConstructedObjectVariable(type(value), items, {})
     tracker.source = source
     return tracker
+
+
+class NamedTupleMakeVariable(VariableTracker):
+    """`P._make(iterable)` of a namedtuple class P: the object built as `P(*items)` is."""
+
+    def __init__(self, cls: type) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1:
+            raise Unsupported(f"{self.cls.__qualname__}._make() takes one iterable")
+        items = args[0].unpack(tx)
+        if len(items) != len(self.cls._fields):
+            raise Unsupported(f"{self.cls.__qualname__}._make() of {len(items)} items")
+        return ConstructedObjectVariable(self.cls, items, {})
+
+
+def _is_namedtuple_make(tx, value: Any, source) -> bool:
+    fn = getattr(value, "__func__", None)
+    owner = getattr(value, "__self__", None)
+    code = getattr(fn, "__code__", None)
+    return (
+        is_namedtuple_class(owner)
+        and code is not None
+        and code.co_name == "_make"
+        and code.co_filename == collections.namedtuple.__code__.co_filename
+    )
+
+
+@wrap_rule("namedtuple_make", when=_is_namedtuple_make)
+def _wrap_namedtuple_make(tx, value: Any, source) -> VariableTracker:
+    if source is not None:  # the class is guarded by identity; its _make stays collections'
+        guard(tx, AttrSource(source, "__func__"), GuardKind.ID_MATCH, value.__func__)
+    return NamedTupleMakeVariable(value.__self__)
+
+
+def _namedtuple_factory(tx, args, kwargs) -> VariableTracker:
+    """`collections.namedtuple(name, fields, ...)` with arguments known at trace time: the
+    class made now (its module the frame's, as the caller's frame would give it), one class
+    for every call of the compiled code where eager makes one per call."""
+    try:
+        a = [v.as_python_constant() for v in args]
+        k = {n: v.as_python_constant() for n, v in kwargs.items()}
+    except Unsupported:
+        raise Unsupported("collections.namedtuple() of values unknown at trace time") from None
+    k.setdefault("module", tx.f_globals.get("__name__"))
+    return TypeVariable(collections.namedtuple(*a, **k))
+
+
+RULES[collections.namedtuple] = _namedtuple_factory

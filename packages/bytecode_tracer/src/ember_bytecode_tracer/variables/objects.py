@@ -301,6 +301,7 @@ CONSTRUCT_ORDER = (
     "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)
     "builtin_exception",  # ValueError(...) raised in the trace (exceptions.py)
     "weak_reference",  # weakref.ref(obj) of an object made in the trace (weak_refs.py)
+    "container_subclass",  # user subclasses of list and dict (container_subclasses.py)
     "traced_object",  # plain Python classes: __init__ inlined, or the refusal (traced_objects.py)
 )
 Construct = Callable[

@@ -58,6 +58,10 @@ class SuperVariable(VariableTracker):
         if klass is object and name in _OBJECT_WRITES and hasattr(self.obj, _OBJECT_WRITES[name]):
             # object.__setattr__/__delattr__ on an object made in the trace: its own table.
             return _BoundCall(getattr(self.obj, _OBJECT_WRITES[name]))
+        if klass in (list, dict) and hasattr(self.obj, "builtin_method"):
+            # list's or dict's own method on a subclass instance made in the trace
+            obj = self.obj
+            return _CallWith(lambda tx, args, kwargs: obj.builtin_method(tx, name, args, kwargs))
         if klass is dict and name in _DICT_READS and hasattr(self.obj, "dict_contents"):
             # A dict subclass reaching dict's own lookup (transformers' _CanRecordRegistry).
             return BoundMethodOfTracker(self.obj.dict_contents(tx), name)

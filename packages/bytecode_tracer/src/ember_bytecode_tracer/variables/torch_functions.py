@@ -76,6 +76,14 @@ UNSUPPORTED = {
     torch.manual_seed, torch.save, torch.load, torch.set_default_dtype,
     torch.use_deterministic_algorithms, torch.set_printoptions,
 }  # fmt: skip
+# The mode stacks: a pop or push would run at trace time (torch.overrides' mode handling,
+# `_pop_mode_temporarily`, reached once its sets are traced) and leave the stack changed.
+UNSUPPORTED |= {
+    getattr(torch._C, name)
+    for name in ("_pop_torch_function_stack", "_push_on_torch_function_stack",
+                 "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack")
+    if hasattr(torch._C, name)
+}  # fmt: skip
 
 
 # A query whose answer may be None (`_saved_tensors_hooks_get_disabled_error_message`).

@@ -8,6 +8,7 @@ from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.sets import SetVariable, new_set
 
 INTRINSIC_LIST_TO_TUPLE = 6
 INTRINSIC_UNARY_POSITIVE = 5
@@ -133,31 +134,25 @@ def format_value(tx, inst):
 @handler("BUILD_SET")
 def build_set(tx, inst):
     items = tx.popn(inst.arg)
-    tx.push(ConstantVariable(set(_constants(items, "set"))))
+    made = new_set()
+    for item in items:  # added one by one, as CPython builds the literal
+        made.call_method(tx, "add", [item], {})
+    tx.push(made)
 
 
 @handler("SET_ADD")
 def set_add(tx, inst):
     value = tx.pop()
-    target = tx.peek(inst.arg)
-    _mutable_set(target).add(_constants([value], "set")[0])
+    _mutable_set(tx.peek(inst.arg)).call_method(tx, "add", [value], {})
 
 
 @handler("SET_UPDATE")
 def set_update(tx, inst):
     value = tx.pop()
-    target = tx.peek(inst.arg)
-    _mutable_set(target).update(_constants(value.unpack(tx), "set"))
+    _mutable_set(tx.peek(inst.arg)).call_method(tx, "update", [value], {})
 
 
-def _constants(items, what: str) -> list:
-    if not all(i.is_python_constant() for i in items):
-        raise Unsupported(f"a {what} of values unknown at trace time")
-    return [i.as_python_constant() for i in items]
-
-
-def _mutable_set(target) -> set:
-    value = target.as_python_constant() if target.is_python_constant() else None
-    if type(value) is not set or target.source is not None:
+def _mutable_set(target) -> SetVariable:
+    if not isinstance(target, SetVariable) or target.python_type() is not set:
         raise Unsupported("adding to a set that existed before the frame")
-    return value
+    return target

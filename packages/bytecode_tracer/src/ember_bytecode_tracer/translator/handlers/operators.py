@@ -21,6 +21,7 @@ from ember_bytecode_tracer.variables.lists import (
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.sets import SET_OPERATORS, SetVariable, set_operator
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -50,6 +51,8 @@ def apply_operator(tx, fn, args):
     """Runs `fn` on trackers: a graph node when a tensor is involved, else at trace time."""
     if any(isinstance(a, NumpyArrayVariable) for a in args):  # NumPy semantics, in place too
         return numpy_rules.apply_array_operator(tx, fn, args)
+    if fn in SET_OPERATORS and any(isinstance(a, SetVariable) for a in args):
+        return set_operator(tx, fn, args)  # on the sets' mirrors, `s |= t` in place
     if fn in INPLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
         fn = INPLACE_TO_PLAIN[fn]  # `n += t` for a non-tensor n rebinds n: not in place
     if any(isinstance(a, TensorVariable) for a in args):
