@@ -20,6 +20,7 @@ from ember_aot_autograd.partition import (
     min_cut_rematerialization_partition,
 )
 from ember_aot_autograd.plan import RunnerPlan
+from ember_aot_autograd.regions import has_regions, run_marking_regions
 from ember_aot_autograd.runtime import (
     Compiler,
     inference_plan,
@@ -272,6 +273,20 @@ def aot_function(
     )
 
 
+def _flat_call(module: torch.nn.Module, names: list[str]) -> Callable:
+    """`module` as a function of (its state named `names`..., its inputs...). A graph with
+    checkpointed regions runs node by node, so the ops traced know their region."""
+    marked = has_regions(module)
+
+    def flat(*args: Any) -> Any:
+        with swapped_state(module, names, args[: len(names)]):
+            if marked:
+                return run_marking_regions(module, args[len(names) :])
+            return module(*args[len(names) :])
+
+    return flat
+
+
 def aot_module(
     gm: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -303,9 +318,7 @@ def aot_module(
     state = module_state(gm)
     names = [name for name, _ in state]
 
-    def flat(*args: Any) -> Any:
-        with swapped_state(gm, names, args[: len(names)]):
-            return gm(*args[len(names) :])
+    flat = _flat_call(gm, names)
 
     values = _example_values(gm)
     compiled = aot_function(
@@ -416,14 +429,8 @@ def partition_report(
     if isinstance(fn, torch.nn.Module):
         state = module_state(fn)
         names = [name for name, _ in state]
-        module = fn
-
-        def flat(*args: Any) -> Any:
-            with swapped_state(module, names, args[: len(names)]):
-                return module(*args[len(names) :])
-
         example_inputs = [*[t for _, t in state], *example_inputs]
-        fn = flat
+        fn = _flat_call(fn, names)
     joint = trace_joint(fn, example_inputs, decompositions)
     return {
         "default": default_partition(joint).report,

@@ -36,6 +36,7 @@ from ember_aot_autograd.errors import (
 )
 from ember_aot_autograd.functional_rules import SPECIAL_RULES, functionalize_mutation
 from ember_aot_autograd.op_kinds import returns_views, written_arguments
+from ember_aot_autograd.regions import mark
 from ember_aot_autograd.symbolic import SYM_TYPES, SymbolNodes, static_fake
 from ember_aot_autograd.tensor_table import Entry, TensorTable, ViewStep
 from ember_events import stage
@@ -240,6 +241,7 @@ class FunctionalTracer(TorchDispatchMode):
         node_args, node_kwargs = tree_map(self._node_of, (args, kwargs))
         node = self.graph.call_function(func, tuple(node_args), node_kwargs)
         node.meta["val"] = tuple(out) if isinstance(out, list) else out
+        mark(node)  # the checkpointed region it was recorded in (regions.py)
         source = self._view_source(func, args) if returns_views(func) else None
         if isinstance(out, torch.Tensor):
             self._register(out, node, source, func, args, kwargs, None)
@@ -248,6 +250,7 @@ class FunctionalTracer(TorchDispatchMode):
             if isinstance(item, torch.Tensor):
                 item_node = self.graph.call_function(operator.getitem, (node, index))
                 item_node.meta["val"] = item
+                mark(item_node)
                 self._register(item, item_node, source, func, args, kwargs, index)
             elif isinstance(item, list | tuple) and _has_tensor(item):
                 # a Tensor[] result inside a tuple (`_amp_foreach_..._unscale`'s self_out)

@@ -1,5 +1,7 @@
 """The default partitioner: the forward computes what its outputs need and saves every
-forward value the backward uses; nothing is recomputed."""
+forward value the backward uses; nothing is recomputed, except the values of
+activation-checkpointed regions (regions.py), which the backward recomputes from the
+region's inputs."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from ember_aot_autograd.partition.common import (
     is_size_node,
     joint_parts,
 )
+from ember_aot_autograd.regions import must_recompute
 
 
 def default_partition(joint: JointGraph) -> Partition:
@@ -25,6 +28,7 @@ def default_partition(joint: JointGraph) -> Partition:
     for node in joint.gm.graph.nodes:
         if is_size_node(node) and all(i in forward for i in node.all_input_nodes):
             forward.add(node)
+    forward -= {n for n in forward if must_recompute(n, forward)}  # checkpointed regions
     backward = ancestors(grad_outputs, forward) - forward
     saved = {node for node in forward if any(user in backward for user in node.users)}
     saved |= {g for g in grad_outputs if g in forward}  # a gradient the forward computed

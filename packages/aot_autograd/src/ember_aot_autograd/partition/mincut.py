@@ -5,7 +5,9 @@ Each forward value the backward depends on becomes an edge of capacity "its byte
 network (node in -> node out); data dependencies have infinite capacity; graph inputs are
 free to keep; ops that must not run twice (expensive ones, random ones) are tied to the
 source, so they run in the forward only. A minimum source/sink cut then names the values to
-save: everything on the sink side of the cut is recomputed in the backward.
+save: everything on the sink side of the cut is recomputed in the backward. Values of
+activation-checkpointed regions (regions.py) cannot be saved: they are recomputed, whatever
+they cost.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ember_aot_autograd.partition.common import (
     value_bytes,
 )
 from ember_aot_autograd.partition.default import default_partition
+from ember_aot_autograd.regions import must_recompute, region_boundary
 
 log = logging.getLogger("ember.aot")
 
@@ -141,7 +144,7 @@ def is_recomputable(node: torch.fx.Node) -> bool:
 def min_cut_rematerialization_partition(
     joint: JointGraph, *, recomputable: Callable[[torch.fx.Node], bool] = is_recomputable
 ) -> Partition:
-    primals, tangents, _fw_outputs, grad_outputs = joint_parts(joint)
+    primals, tangents, fw_outputs, grad_outputs = joint_parts(joint)
     from_tangents = descendants(tangents)
     needed = ancestors(grad_outputs, set())
     # forward values the backward reads directly
@@ -152,6 +155,11 @@ def min_cut_rematerialization_partition(
     # free to save: inputs, constants, and sizes (ints; a backward that recomputed a size
     # would need the tensor it was read from)
     free = set(primals) | {n for n in region if n.op == "get_attr" or is_size_node(n)}
+    # values of checkpointed regions: recomputed, whatever they cost (regions.py)
+    # and their boundaries, saved (regions.py)
+    forward = ancestors(fw_outputs, set())
+    unsaveable = {n for n in region if must_recompute(n, forward)}
+    boundary_values = {n for n in region if region_boundary(n, forward)}
     network = nx.DiGraph()
     network.add_nodes_from(["source", "sink"])  # a region of factory ops reaches no source
     for node in region:
@@ -159,11 +167,15 @@ def min_cut_rematerialization_partition(
         if node in free:
             network.add_edge("source", into)
             network.add_edge(into, out, capacity=0)
-        elif not isinstance(node.meta.get("val"), torch.Tensor):
+        elif node in unsaveable or not isinstance(node.meta.get("val"), torch.Tensor):
             network.add_edge(into, out)  # tuples, scalars: cannot be saved as such
         else:
             network.add_edge(into, out, capacity=value_bytes(node))
-        if node not in free and not recomputable(node):
+        if (
+            node not in free
+            and node not in unsaveable
+            and (node in boundary_values or not recomputable(node))
+        ):
             network.add_edge("source", into)
         for user in node.users:
             if user in region:

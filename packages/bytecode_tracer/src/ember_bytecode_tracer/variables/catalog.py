@@ -10,6 +10,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     autograd_calls,
     autograd_function,
     builtins,
+    checkpoint,
     class_definition,
     collections_types,
     collectives,
