@@ -245,11 +245,13 @@ def torch_312(session: nox.Session) -> None:
     # test_wheels installs each wheel alone through constraints.txt, whose torch pin exists
     # for 3.11 only: it runs in the integration session. The others left to 3.11 test
     # nothing the Python version changes (multi-process gloo runs, on-disk cache formats
-    # across processes, the report in a browser, 10**6 guard runs) and cost minutes of CI.
+    # across processes, the report in a browser, 10**6 guard runs, generated Triton code run
+    # by Triton's interpreter) and cost minutes of CI.
     left_to_311 = [
         "test_wheels.py", "test_distributed_ddp.py", "test_distributed_fsdp.py",
         "test_distributed_collectives.py", "test_dynamic_artifact_cache.py",
-        "test_compile_report.py", "test_native_guard_leaks.py",
+        "test_compile_report.py", "test_native_guard_leaks.py", "test_memory_plan_peak.py",
+        "test_zoo_triton_interpreter.py", "test_dynamic_triton.py",
     ]  # fmt: skip
     ignored = [f"--ignore=integration_tests/{name}" for name in left_to_311]
     session.run(
