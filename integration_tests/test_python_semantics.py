@@ -5,6 +5,7 @@ checked to have run compiled."""
 from __future__ import annotations
 
 import collections
+import functools
 
 import pytest
 import torch
@@ -209,4 +210,16 @@ def test_returned_exception_object_under_inductor():
     (exc, y), (want, expected) = ember.compile(fn, fullgraph=True)(x), fn(x)
     torch.testing.assert_close(y, expected)
     assert type(exc) is RuntimeError and exc.args == want.args
+    _ran_compiled()
+
+
+def test_partial_attributes_under_inductor():
+    def fn(x):
+        part = functools.partial(torch.add, other=x.cos())
+        if hasattr(part, "keywords") and not hasattr(part, "__name__"):
+            return part(x) * len(part.keywords)
+        return x
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
