@@ -223,3 +223,15 @@ def test_partial_attributes_under_inductor():
     x = torch.randn(4)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
+
+
+def test_defaultdict_with_a_lambda_factory_under_inductor():
+    def fn(x):
+        table = collections.defaultdict(lambda: x.sin())
+        table["b"] = table["a"] * 2  # "a" made by the factory
+        counts = collections.defaultdict.fromkeys("ab", 1)
+        return table["a"] + table["b"] * counts["b"]
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()

@@ -3,6 +3,7 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 
 from __future__ import annotations
 
+import collections
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from ember_bytecode_tracer.reconstruct import (
     sequence_code,
     source_loader,
 )
+from ember_bytecode_tracer.variables.collections_types import DefaultDictVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.container_subclasses import (
@@ -141,6 +143,26 @@ def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
         lambda code: code.temp(mapping_code(code, kind, parts)),
     )
     return builder.once_per_call(value, made)  # one dict for all that hold it (and its views)
+
+
+@recipe_for(DefaultDictVariable)
+def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
+    """The frame's own defaultdict keeps its factory (written like a dict); one built in the
+    trace is rebuilt with its factory rebuilt first."""
+    if value.source is not None:
+        return _dict(builder, value)
+    factory = builder.recipe(value.factory)
+    parts = {k: builder.recipe(v) for k, v in value.items.items()}
+    made = emits(
+        lambda outs, L, G: collections.defaultdict(
+            factory(outs, L, G), [(k, p(outs, L, G)) for k, p in parts.items()]
+        ),
+        lambda code: code.temp(
+            f"{code.const(collections.defaultdict)}({code.value(factory)}, "
+            f"{mapping_code(code, dict, parts)})"
+        ),
+    )
+    return builder.once_per_call(value, made)
 
 
 @recipe_for(ConstructedObjectVariable)

@@ -3,6 +3,7 @@ test_functions.py): each compared with eager, in one graph."""
 
 from __future__ import annotations
 
+import collections
 import functools
 
 import pytest
@@ -57,3 +58,99 @@ def test_hasattr_of_a_partial_passed_in_keeps_its_own_attributes_apart():
     tagged = functools.partial(torch.add, other=1.0)
     tagged.tag = 1
     assert same(compiled(x, tagged), fn(x, tagged))
+
+
+def test_defaultdict_made_by_fromkeys_then_written():
+    def fn(x):
+        table = collections.defaultdict.fromkeys("pq", 0)
+        table["p"] = 3
+        table.setdefault("r", 7)
+        table.setdefault("p", 100)
+        table.setdefault("s")
+        try:
+            table["missing"]  # no factory: a KeyError, as a plain dict
+        except KeyError:
+            table["caught"] = 1
+        return x * table["p"] + table["r"], table["s"] is None, sorted(table), table.default_factory
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_fromkeys_of_dict_types_share_one_value():
+    def fn(x):
+        names = dict.fromkeys(["a", "b"])
+        moved = dict.fromkeys(names, x + 1)
+        ordered = collections.OrderedDict.fromkeys(("u", "v"), [])
+        ordered["u"].append(x)  # the same list under every key
+        return moved["a"] * moved["b"], len(ordered["v"]), type(ordered), list(names)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for _ in range(2):  # the classmethod read again: no recompile
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def _make_list():
+    return [1]
+
+
+@pytest.mark.parametrize("kind", ["lambda", "closure", "dict", "list", "function"])
+def test_defaultdict_built_with_a_factory_creates_missing_entries(kind):
+    def fn(x):
+        offset = 2
+
+        def inner():
+            return [offset]
+
+        factory = {
+            "lambda": lambda: {"v": x},
+            "closure": inner,
+            "dict": dict,
+            "list": list,
+            "function": _make_list,
+        }[kind]
+        table = collections.defaultdict(factory)
+        table["given"] = x + 1
+        first = table["absent"]  # made by the factory and stored
+        return table["given"], first, "absent" in table, len(table)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x)[0], fn(x)[0]) and same(compiled(x)[1:], fn(x)[1:])
+    assert compiled.backend.graph_count == 1
+
+
+def test_defaultdict_returned_keeps_its_factory():
+    def fn(x):
+        table = collections.defaultdict(list)
+        table["a"].append(x * 2)
+        return table
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    assert type(got) is collections.defaultdict and got.default_factory is list
+    assert same(dict(got), dict(expected)) and got["new"] == []
+
+
+def test_defaultdict_passed_in_is_written_back():
+    table = collections.defaultdict(int)
+
+    def fn(x):
+        table["hits"] += 1
+        table["scale"] = 3
+        return x * table["scale"] + table["hits"]
+
+    compiled = Compiled(fn, fullgraph=True)
+    expected_table = collections.defaultdict(int)
+    x = torch.randn(3)
+    for _ in range(2):
+        got = compiled(x)
+        expected_table["hits"] += 1
+        expected_table["scale"] = 3
+        assert same(got, x * 3 + expected_table["hits"])
+        assert dict(table) == dict(expected_table) and table.default_factory is int

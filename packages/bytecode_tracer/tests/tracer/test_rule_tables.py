@@ -26,6 +26,7 @@ from ember_bytecode_tracer.reconstruct import RECIPES, recipe_rule
 from ember_bytecode_tracer.variables import objects
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import WRAP_ORDER, resolve_rule, wrap_rules, wrap_value
+from ember_bytecode_tracer.variables.collections_types import DefaultDictVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.container_subclasses import (
@@ -92,6 +93,8 @@ def user_fn(x):
 _LINEAR = nn.Linear(2, 2)
 E, ID, L, T, D = "EQUALS_MATCH", "ID_MATCH", "LEN_MATCH", "TYPE_MATCH", "DICT_KEYS"
 U = Unsupported
+_DEFAULTS, _DEFAULT_DICT = collections.defaultdict(list, {"a": 1}), "DefaultDictVariable"
+
 # name: (value, rule, tracker with a source, its guards, tracker without a source), as the
 # ladder of variables/builder.py answered before it became a table.
 CASES = {
@@ -110,6 +113,7 @@ CASES = {
     "list": ([1, 2.0], "list_or_tuple", "ListVariable", (L, E, E), "ListVariable"),
     "tuple": ((1, torch.randn(1)), "list_or_tuple", "TupleVariable", (L, E, "TENSOR_MATCH"), U),
     "dict": ({"a": 1}, "dict", "ConstDictVariable", (D, E), "ConstDictVariable"),
+    "defaultdict": (_DEFAULTS, "defaultdict", "DefaultDictVariable", (D, E, ID), _DEFAULT_DICT),
     "class_key_dict": ({int: 1}, "dict", "ConstDictVariable", (L, ID, E), "ConstDictVariable"),
     "ndarray": (np.ones(2), "numpy", "NumpyArrayVariable", (T, E, E, E, E), U),
     "np_add": (np.add, "numpy", "NumpyFunctionVariable", (ID,), "NumpyFunctionVariable"),
@@ -174,7 +178,7 @@ CASES = {
     ),
     "user_fn": (user_fn, "user_function", "UserFunctionVariable", (ID,), "UserFunctionVariable"),
     "method": (Plain().method, "method", "UserMethodVariable", (T, ID), U),
-    "partial": (functools.partial(user_fn, 1), "partial", "PartialVariable", (ID, E, L, D), U),
+    "partial": (functools.partial(user_fn, 1), "partial", "PartialVariable", (ID, E, L, D, T), U),
     "reduce": (functools.reduce, "builtin_with_rule", "BuiltinVariable", (ID,), "BuiltinVariable"),
     "sqrt": (math.sqrt, "builtin_function", "BuiltinVariable", (ID,), "BuiltinVariable"),
     "op_add": (operator.add, "builtin_with_rule", "BuiltinVariable", (ID,), "BuiltinVariable"),
@@ -245,6 +249,7 @@ _RECIPE_LADDER = [
     UserListVariable,  # list and dict subclass instances, before list and dict
     UserDictVariable,
     BaseListVariable,
+    DefaultDictVariable,  # rebuilt with its factory
     ConstDictVariable,
     ConstructedObjectVariable,
     TracedObjectVariable,

@@ -654,8 +654,25 @@ def _wrap_builtin_with_rule(tx, value: Any, source) -> VariableTracker:
     # C functions with a rule in the builtins table (functools.reduce, chain.from_iterable,
     # object.__setattr__).
     if source is not None:
-        guard(tx, source, GuardKind.ID_MATCH, value)
+        guard(tx, *_identity_of_builtin(value, source))
     return BuiltinVariable(value)
+
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def _identity_of_builtin(value: Any, source) -> tuple:
+    """What to ID-guard: a classmethod of a C class read from it (`dict.fromkeys`) is a new
+    bound object on every read, the same as long as the class is (its attributes are fixed)."""
+    owner = getattr(value, "__self__", None)
+    if (
+        isinstance(owner, type)
+        and owner.__flags__ & _IMMUTABLE_TYPE
+        and isinstance(source, AttrSource)
+        and getattr(owner, source.attr, None) == value
+    ):
+        return source.base, GuardKind.ID_MATCH, owner
+    return source, GuardKind.ID_MATCH, value
 
 
 def _is_foldable_module_function(tx, value: Any, source) -> bool:

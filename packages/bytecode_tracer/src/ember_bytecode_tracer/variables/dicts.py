@@ -150,10 +150,10 @@ class ConstDictVariable(VariableTracker):
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
 @wrap_rule("dict", types=dict, exact=True)
 def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
-    return aliased_container(tx, value, source, _build_dict)
+    return aliased_container(tx, value, source, build_dict)
 
 
-def _build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
+def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
     if not all(is_constant_value(k) or _is_class_key(k) for k in value):
         raise Unsupported("dict with non-constant keys")
     if source is not None and all(is_constant_value(k) for k in value):
