@@ -235,3 +235,16 @@ def test_defaultdict_with_a_lambda_factory_under_inductor():
     x = torch.randn(4)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
+
+
+def test_identity_of_tensors_under_inductor():
+    def fn(x):
+        z = x.clone()
+        y = z.add_(1)
+        if y is z and 2 in [1, 2, z]:
+            return y * 2
+        return y - 1
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()

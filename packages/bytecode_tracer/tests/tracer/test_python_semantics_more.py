@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import operator
 
 import pytest
 import torch
@@ -154,3 +155,50 @@ def test_defaultdict_passed_in_is_written_back():
         expected_table["scale"] = 3
         assert same(got, x * 3 + expected_table["hits"])
         assert dict(table) == dict(expected_table) and table.default_factory is int
+
+
+def test_is_between_tensors_follows_the_objects():
+    def fn(x, y):
+        z = x.clone()
+        same_inplace = z.mul_(2) is z  # in-place methods return the tensor itself
+        noop = z.to(z.dtype) is z and z.contiguous() is z
+        fresh = (z + 0) is z
+        pair = x is y, x is not y
+        return z * 3 if same_inplace else z - 3, noop, fresh, pair
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, y = torch.randn(3), torch.randn(3)
+    assert same(compiled(x, y), fn(x, y))
+    assert same(compiled(x, x), fn(x, x))  # the same tensor twice: retraced, True
+    assert same(compiled(x, y), fn(x, y))
+
+
+def test_operator_is_and_is_not_on_tensors_and_numbers():
+    def fn(x):
+        y = x.add_(1)
+        return operator.is_(x, y), operator.is_not(-4, x), operator.is_(None, None)
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert compiled.backend.graph_count == 1
+
+
+def test_in_a_list_stops_at_the_first_match():
+    def fn(x):
+        items = [1, "a", x, 2.5]
+        found = (1 in items, "a" in items, x in [x, 1], (x + 0) is items[2], 7 in [1, 2])
+        return sum(v for v in items if not isinstance(v, str)), found
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_in_a_list_that_compares_a_number_with_a_tensor_breaks():
+    def fn(x):
+        return x + (1 if 5 in [0, x] else 2)
+
+    compiled = Compiled(fn)
+    for x in (torch.tensor(5.0), torch.tensor(4.0)):  # eager: x == 5 decides
+        assert same(compiled(x), fn(x))
