@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import operator
 
 import pytest
@@ -202,3 +203,54 @@ def test_in_a_list_that_compares_a_number_with_a_tensor_breaks():
     compiled = Compiled(fn)
     for x in (torch.tensor(5.0), torch.tensor(4.0)):  # eager: x == 5 decides
         assert same(compiled(x), fn(x))
+
+
+def test_unary_plus_on_tensors_and_numbers():
+    def fn(x, n):
+        return +x * +n, operator.pos(-n), +True
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for n in (2, -1.5):
+        assert same(compiled(x, n), fn(x, n))
+
+
+def test_math_functions_fold_on_numbers():
+    def fn(x, a):
+        return x + math.radians(a) + math.degrees(0.5) + math.atan2(1.0, a) + math.hypot(3, a)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x, 12), fn(x, 12))
+    assert compiled.backend.graph_count == 1
+
+
+def test_as_integer_ratio_of_numbers_and_symbolic_ints():
+    def fn(x, n, f):
+        num, den = n.as_integer_ratio()
+        fnum, fden = f.as_integer_ratio()
+        return x * num / den + fnum / fden + n.numerator + n.denominator + n.conjugate()
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for n in (3, 4, 5):  # n becomes a symbolic int on a later call
+        assert same(compiled(x, n, 0.75), fn(x, n, 0.75))
+
+
+def test_zip_strict_of_equal_lengths_and_a_mismatch():
+    def fn(x, names):
+        total = x
+        for name, scale in zip(names, [1, 2], strict=True):
+            total = total + scale * len(name)
+        return total
+
+    whole = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(whole(x, ["a", "bb"]), fn(x, ["a", "bb"]))
+    assert whole.backend.graph_count == 1
+    compiled = Compiled(fn)
+    for names in (["a"], ["a", "b", "c"]):  # eager raises: a break, then the same error
+        with pytest.raises(ValueError):
+            fn(x, names)
+        with pytest.raises(ValueError):
+            compiled(x, names)

@@ -92,6 +92,37 @@ PURE_ON_CONSTANTS = {
     math.log10,
     math.erf,
     math.tanh,
+    math.radians,
+    math.degrees,
+    math.asin,
+    math.acos,
+    math.atan,
+    math.atan2,
+    math.sinh,
+    math.cosh,
+    math.asinh,
+    math.acosh,
+    math.atanh,
+    math.hypot,
+    math.copysign,
+    math.fabs,
+    math.fmod,
+    math.expm1,
+    math.log1p,
+    math.isclose,
+    math.factorial,
+    math.comb,
+    math.perm,
+    math.lcm,
+    math.isqrt,
+    math.dist,
+    math.frexp,
+    math.ldexp,
+    math.modf,
+    math.remainder,
+    math.erfc,
+    math.gamma,
+    math.lgamma,
     operator.index,
     isinstance,
     issubclass,
@@ -236,8 +267,7 @@ def _enumerate(tx, args, kwargs):
 
 @rule(zip)
 def _zip(tx, args, kwargs):
-    if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
-        raise Unsupported("zip(strict=True)")
+    strict = kwargs.get("strict") is not None and kwargs["strict"].truthiness(tx)
     # Advanced together, item by item, as CPython does: an input may be lazy or infinite
     # (map, itertools.count), and zip stops at the first one exhausted.
     iterators = [a if isinstance(a, ListIteratorVariable) else ListIteratorVariable(a.unpack(tx))
@@ -248,6 +278,9 @@ def _zip(tx, args, kwargs):
         for it in iterators:
             item = it.next(tx)
             if item is None:
+                if strict and (row or any(o.next(tx) is not None for o in iterators[1:])):
+                    # eager raises ValueError when the loop reaches the end, not here
+                    raise Unsupported("zip(strict=True) over iterables of different lengths")
                 return ListIteratorVariable(rows)
             row.append(item)
         rows.append(TupleVariable(row))

@@ -119,6 +119,11 @@ def unary_negative(tx, inst):
     tx.push(apply_operator(tx, operator.neg, [tx.pop()]))
 
 
+@handler("UNARY_POSITIVE")
+def unary_positive(tx, inst):
+    tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+
+
 @handler("UNARY_INVERT")
 def unary_invert(tx, inst):
     tx.push(apply_operator(tx, operator.invert, [tx.pop()]))
