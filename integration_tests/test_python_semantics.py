@@ -248,3 +248,16 @@ def test_identity_of_tensors_under_inductor():
     x = torch.randn(4)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
+
+
+def test_dict_copy_and_update_from_pairs_under_inductor():
+    def fn(x):
+        table = {"a": x.sin()}
+        table.update([("b", x.cos())], c=x * 2)
+        snapshot = table.copy()
+        table["a"] = x
+        return snapshot["a"] + snapshot["b"] * snapshot["c"] + table["a"]
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()

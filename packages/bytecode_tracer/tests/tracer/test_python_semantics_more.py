@@ -254,3 +254,57 @@ def test_zip_strict_of_equal_lengths_and_a_mismatch():
             fn(x, names)
         with pytest.raises(ValueError):
             compiled(x, names)
+
+
+def test_copies_of_dicts_and_deques_are_new_objects_of_their_type():
+    def fn(x):
+        plain = {"a": x, "b": x + 1}
+        ordered = collections.OrderedDict(a=x)
+        defaults = collections.defaultdict(list, a=[x])
+        queue = collections.deque([x, 1])
+        copies = plain.copy(), ordered.copy(), defaults.copy(), queue.copy()
+        plain["a"] = x * 5  # the copies keep what they had
+        copies[2]["new"].append(2)  # a copied defaultdict keeps its factory
+        queue.append(3)
+        return copies, [type(c) for c in copies], len(defaults), plain
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    assert same(got, expected)
+    assert got[0][2].default_factory is list
+    assert compiled.backend.graph_count == 1
+
+
+def test_dict_update_from_pairs_zip_and_keywords():
+    def fn(x, y):
+        table = {"a": x}
+        table.update([("b", y + 1), ["c", y]])
+        table.update(zip("ad", [y * 2, x - 1], strict=True))
+        table.update(e=x * 3)
+        ordered = collections.OrderedDict(a=x)
+        ordered.update((k, v * 2) for k, v in table.items())
+        return table, ordered, list(ordered)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, y = torch.randn(3), torch.randn(3)
+    assert same(compiled(x, y), fn(x, y))
+    assert compiled.backend.graph_count == 1
+
+
+_Pair = collections.namedtuple("_Pair", ["left", "right"])
+
+
+@pytest.mark.parametrize("name", ["items", "keys", "_fields", "_asdict", "append", "left", "x"])
+def test_hasattr_on_containers_sizes_and_namedtuples(name):
+    def fn(x, table):
+        values = [
+            hasattr(table, name), hasattr(x.shape, name), hasattr([x], name), hasattr((x,), name),
+            hasattr(_Pair(x, 1), name), hasattr(collections.OrderedDict(), name),
+        ]  # fmt: skip
+        return x + sum(values), values
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x, {"a": 1}), fn(x, {"a": 1}))
+    assert compiled.backend.graph_count == 1

@@ -56,6 +56,9 @@ class OrderedDictVariable(ConstDictVariable):
         if self.source is not None:
             tx.output.side_effects.containers[self.source] = self
 
+    def copied(self) -> ConstDictVariable:
+        return OrderedDictVariable(self.items)
+
 
 class DefaultDictVariable(ConstDictVariable):
     """A defaultdict: its factory is any tracker (a class, a lambda or closure made in the
@@ -90,6 +93,9 @@ class DefaultDictVariable(ConstDictVariable):
             if self.source is not None:
                 tx.output.side_effects.containers[self.source] = self
         return self.items[k]
+
+    def copied(self) -> ConstDictVariable:
+        return DefaultDictVariable(self.factory, self.items)
 
     def var_getattr(self, tx, name):
         if name == "default_factory":
@@ -180,6 +186,8 @@ class DequeVariable(ListVariable):
                 items[:] = items[-n:] + items[:-n] if n else items
         elif name == "pop" and args:
             raise Unsupported("deque.pop() takes no index")
+        elif name == "copy" and not args:
+            return DequeVariable(list(items))
         else:
             return super().call_method(tx, name, args, kwargs)
         self._record(tx)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import abc
+import collections
+import collections.abc
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import DictKeysSource, GuardKind, ItemSource, dict_item_source
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
@@ -90,6 +92,16 @@ class ConstDictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return BoundMethodOfTracker(self, name)
 
+    def has_attribute(self, name: str) -> bool | None:
+        known = attribute_of_c_instance(self.python_type(), name)
+        if known is None and self.source is None and self.python_type() in _FRESH:
+            return hasattr(_FRESH[self.python_type()], name)  # built here: no attribute set
+        return known
+
+    def copied(self) -> ConstDictVariable:
+        """`d.copy()`: dict.copy gives a plain dict (a subclass's too)."""
+        return ConstDictVariable(self.items)
+
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = key.as_python_constant()
         if k not in self.items:
@@ -109,6 +121,8 @@ class ConstDictVariable(VariableTracker):
             return ConstantVariable(args[0].as_python_constant() in items)
         if name == "__len__":
             return ConstantVariable(len(items))
+        if name == "copy" and not args and not kwargs:
+            return self.copied()
         if name in ("__setitem__", "update", "pop", "setdefault", "__delitem__", "clear"):
             result = self._mutate(tx, name, args, kwargs)
             if self.source is not None:
@@ -122,10 +136,7 @@ class ConstDictVariable(VariableTracker):
             items[args[0].as_python_constant()] = args[1]
         elif name == "update":
             if args:
-                other = args[0]
-                if not isinstance(other, ConstDictVariable):
-                    raise Unsupported("dict.update with a non-dict")
-                items.update(other.items)
+                items.update(_update_items(tx, args[0]))
             items.update(kwargs)
         elif name == "pop":
             k = args[0].as_python_constant()
@@ -145,6 +156,24 @@ class ConstDictVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"ConstDictVariable({self.items!r})"
+
+
+_FRESH = {collections.OrderedDict: collections.OrderedDict()}
+
+
+def _update_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
+    """What `d.update(other)` adds: a dict's items, else an iterable of key/value pairs."""
+    if isinstance(other, ConstDictVariable):
+        return other.items
+    if issubclass(other.python_type(), collections.abc.Mapping):
+        raise Unsupported(f"dict.update with a mapping {other}")  # its keys() and [] decide
+    added = {}
+    for pair in other.unpack(tx):
+        parts = pair.unpack(tx)
+        if len(parts) != 2:  # eager raises with the earlier pairs added: eager does it
+            raise Unsupported("dict.update with an element that is not a pair")
+        added[parts[0].as_python_constant()] = parts[1]
+    return added
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
