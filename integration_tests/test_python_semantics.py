@@ -261,3 +261,14 @@ def test_dict_copy_and_update_from_pairs_under_inductor():
     x = torch.randn(4)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
+
+
+def test_set_argument_changed_in_place_under_inductor():
+    def fn(x, names):
+        names.add("seen")
+        return x.sin() * len(names) if names.isdisjoint({"skip"}) else x
+
+    x, names = torch.randn(4), {"a"}
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x, names), fn(x, {"a"}))
+    assert names == {"a", "seen"}
+    _ran_compiled()

@@ -37,7 +37,7 @@ from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
-from ember_bytecode_tracer.variables.sets import SetVariable
+from ember_bytecode_tracer.variables.sets import SetVariable, replay_onto
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -271,6 +271,8 @@ def _set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
     (the table, and so the order the caller iterates it in, is eager's, a pop()'s cursor
     too); of tensors or objects: from its elements."""
     kind = type(value.keys)
+    if value.source is not None:  # a set passed in: the trace's changes run on it
+        return _same_set(builder, value)
     if value.ordered():
         if value.history is None:
             raise Unsupported("rebuilding a set whose operations are not known")
@@ -286,6 +288,22 @@ def _set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
             lambda code: code.temp(f"{code.const(kind)}([{items_code(code, parts)}])"),
         )
     return builder.once_per_call(value, made)
+
+
+def _same_set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
+    if id(value) in builder.mutated:
+        load, expr, steps = source_loader(value.source), value.source.expr(), tuple(value.writes)
+
+        def write(outs, L, G):
+            target = load(L, G)
+            return lambda: replay_onto(target, steps)
+
+        def emit_write(code: RebuildCode) -> list[str]:
+            target = code.temp(expr)
+            return [f"{code.const(replay_onto)}({target}, {code.const(steps)})"]
+
+        builder.write_once(value, emits_write(write, emit_write))
+    return load_recipe(value.source)
 
 
 @recipe_for(UserListVariable, UserDictVariable)

@@ -308,3 +308,43 @@ def test_hasattr_on_containers_sizes_and_namedtuples(name):
     x = torch.randn(3)
     assert same(compiled(x, {"a": 1}), fn(x, {"a": 1}))
     assert compiled.backend.graph_count == 1
+
+
+_SEEN_NAMES = {"a", "b"}
+
+
+def test_set_from_a_global_is_changed_in_place_after_the_graph():
+    _SEEN_NAMES.clear()
+    _SEEN_NAMES.update(("a", "b"))
+
+    def fn(x):
+        _SEEN_NAMES.add("c")
+        _SEEN_NAMES.discard("a")
+        _SEEN_NAMES.update(["d"])
+        return x * len(_SEEN_NAMES), "b" in _SEEN_NAMES
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    before = _SEEN_NAMES
+    got = compiled(x)
+    assert _SEEN_NAMES is before and {"b", "c", "d"} == _SEEN_NAMES
+    assert same(got, (x * 3, True))
+
+
+def test_set_argument_read_iterated_and_changed():
+    def fn(x, names, other):
+        total = x
+        for name in sorted(names):  # its order, as guarded
+            total = total + len(name)
+        apart = names.isdisjoint(other)
+        names |= {"zz"}  # in place: the caller's set
+        names -= {"a"}
+        return total, apart, len(names), [n for n in other]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for first in ({"a", "bb"}, {"a", "bb"}, {"ccc"}):
+        eager_names, traced_names = set(first), set(first)
+        expected = fn(x, eager_names, {"q", "a"})
+        assert same(compiled(x, traced_names, {"q", "a"}), expected)
+        assert traced_names == eager_names

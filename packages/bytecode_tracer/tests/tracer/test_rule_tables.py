@@ -185,7 +185,8 @@ CASES = {
     "user_class": (Plain, "class", "TypeVariable", (ID,), "TypeVariable"),
     "environ": (os.environ, "environ", "EnvironVariable", (T,), U),
     "object": (Plain(), "object", "UserDefinedObjectVariable", (T,), U),
-    "set": ({1, 2}, "object", "UserDefinedObjectVariable", (T,), U),
+    "set": ({1, 2}, "set", "SetVariable", (D,), U),  # of constants: guarded in order
+    "object_set": ({Color.RED}, "object", "UserDefinedObjectVariable", (T,), U),
     "ordered_dict": (collections.OrderedDict(a=1), "object", "UserDefinedObjectVariable", (T,), U),
     # (issue 26: instances of plain list/dict subclasses are their items, as list and dict)
     "list_subclass": (
