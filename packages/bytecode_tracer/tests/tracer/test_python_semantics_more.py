@@ -348,3 +348,53 @@ def test_set_argument_read_iterated_and_changed():
         expected = fn(x, eager_names, {"q", "a"})
         assert same(compiled(x, traced_names, {"q", "a"}), expected)
         assert traced_names == eager_names
+
+
+class _Plain:
+    pass
+
+
+class _Named:
+    def __init__(self, label):
+        self.label = label
+
+    def __str__(self):
+        return f"named:{self.label}"
+
+
+class _Shown:
+    def __repr__(self):
+        return "shown"
+
+
+def test_equality_of_objects_without_eq_is_identity():
+    def fn(x, given):
+        made = _Plain()
+        checks = (made == None, made != None, made == _Plain(), made == made, given == made)  # noqa: E711
+        return x + sum(checks), checks
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, given = torch.randn(3), _Plain()
+    assert same(compiled(x, given), fn(x, given))
+    assert compiled.backend.graph_count == 1
+
+
+def test_str_of_objects_with_python_str_or_repr():
+    def fn(x, given):
+        return x * 2, str(_Named("in")), str(given), str(_Shown())
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for label in ("a", "b"):
+        given = _Named(label)
+        assert same(compiled(x, given), fn(x, given))
+
+
+def test_str_of_an_object_with_the_default_repr_breaks():
+    def fn(x):
+        text = str(_Plain())  # holds the address of an object made on this call
+        return x + 1, text.split(" object at")[0]
+
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))

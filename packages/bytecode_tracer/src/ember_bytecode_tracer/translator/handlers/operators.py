@@ -73,7 +73,19 @@ def apply_operator(tx, fn, args):
             return ConstantVariable(fn(*(a.as_python_constant() for a in args)))
         except Exception as exc:
             raise Unsupported(f"{fn.__name__} raised {type(exc).__name__} at trace time") from exc
+    if fn in (operator.eq, operator.ne) and all(_default_equality(a) for a in args):
+        same = identity(tx, *args)  # object.__eq__ on both sides: `==` is `is`
+        if same is not None:
+            return ConstantVariable(same == (fn is operator.eq))
     raise Unsupported(f"operator {fn.__name__} on {args}")
+
+
+def _default_equality(value) -> bool:
+    try:
+        cls = value.python_type()
+    except Unsupported:
+        return False
+    return cls.__eq__ is object.__eq__ and cls.__ne__ is object.__ne__
 
 
 def _as_sequence(value):
