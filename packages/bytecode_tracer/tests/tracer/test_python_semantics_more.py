@@ -4,6 +4,7 @@ test_functions.py): each compared with eager, in one graph."""
 from __future__ import annotations
 
 import collections
+import collections.abc
 import functools
 import math
 import operator
@@ -398,3 +399,71 @@ def test_str_of_an_object_with_the_default_repr_breaks():
     compiled = Compiled(fn)
     x = torch.randn(3)
     assert same(compiled(x), fn(x))
+
+
+def test_ordered_dict_passed_in_is_iterated_and_written_back():
+    def fn(x, table):
+        for key in table:
+            x = x * table[key]
+        table.move_to_end("a")
+        table["z"] = 5
+        return x, list(table)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    eager_table = collections.OrderedDict(a=2, b=3)
+    traced_table = collections.OrderedDict(a=2, b=3)
+    assert same(compiled(x, traced_table), fn(x, eager_table))
+    assert list(traced_table.items()) == list(eager_table.items())
+    assert type(traced_table) is collections.OrderedDict
+
+
+class _Registry(collections.abc.MutableMapping):
+    """A user's mapping over a dict it holds (collections.abc supplies keys())."""
+
+    def __init__(self, **entries):
+        self._entries = dict(entries)
+
+    def __getitem__(self, key):
+        return self._entries[key]
+
+    def __setitem__(self, key, value):
+        self._entries[key] = value
+
+    def __delitem__(self, key):
+        del self._entries[key]
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self):
+        return len(self._entries)
+
+
+class _Columns:
+    def __init__(self, *names):
+        self.names = list(names)
+
+    def keys(self):
+        return reversed(self.names)
+
+    def __getitem__(self, key):
+        return len(key)
+
+
+def _scaled(x, scale=1, shift=0):
+    return x * scale + shift
+
+
+def test_user_mappings_passed_in_are_merged_through_keys_and_getitem():
+    def fn(x, registry, columns):
+        merged = dict(registry)
+        merged.update(columns)
+        listed = [k for k in registry]
+        return _scaled(x, **registry), merged, listed, dict(columns)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    registry, columns = _Registry(scale=2, shift=x), _Columns("ab", "c")
+    assert same(compiled(x, registry, columns), fn(x, registry, columns))
+    assert compiled.backend.graph_count == 1

@@ -93,6 +93,7 @@ def user_fn(x):
 _LINEAR = nn.Linear(2, 2)
 E, ID, L, T, D = "EQUALS_MATCH", "ID_MATCH", "LEN_MATCH", "TYPE_MATCH", "DICT_KEYS"
 U = Unsupported
+_OD, _OD_VALUE = "OrderedDictVariable", collections.OrderedDict(a=1)
 _DEFAULTS, _DEFAULT_DICT = collections.defaultdict(list, {"a": 1}), "DefaultDictVariable"
 
 # name: (value, rule, tracker with a source, its guards, tracker without a source), as the
@@ -187,7 +188,7 @@ CASES = {
     "object": (Plain(), "object", "UserDefinedObjectVariable", (T,), U),
     "set": ({1, 2}, "set", "SetVariable", (D,), U),  # of constants: guarded in order
     "object_set": ({Color.RED}, "object", "UserDefinedObjectVariable", (T,), U),
-    "ordered_dict": (collections.OrderedDict(a=1), "object", "UserDefinedObjectVariable", (T,), U),
+    "ordered_dict": (_OD_VALUE, "ordered_dict", _OD, (D, E), _OD),
     # (issue 26: instances of plain list/dict subclasses are their items, as list and dict)
     "list_subclass": (
         type("L", (list,), {})([1]),

@@ -23,7 +23,7 @@ from ember_bytecode_tracer.variables.constant import (
     is_constant_value,
     register_result_tracker,
 )
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items, pair_items
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import (
     ListVariable,
@@ -324,13 +324,8 @@ RULES[tuple] = _make_sequence(tuple)
 def _dict(tx, args, kwargs):
     items: dict[Any, VariableTracker] = {}
     if args:
-        source = args[0]
-        if isinstance(source, ConstDictVariable):
-            items.update(source.items)
-        else:
-            for pair in source.unpack(tx):
-                key, value = pair.unpack(tx)
-                items[key.as_python_constant()] = value
+        mapped = mapping_items(tx, args[0])
+        items.update(mapped if mapped is not None else pair_items(tx, args[0]))
     items.update(kwargs)
     return ConstDictVariable(items)
 

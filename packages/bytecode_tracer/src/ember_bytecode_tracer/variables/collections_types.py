@@ -156,6 +156,16 @@ def _wrap_defaultdict(tx: Translator, value: Any, source: Source | None) -> Vari
     return aliased_container(tx, value, source, _build_defaultdict)
 
 
+@wrap_rule("ordered_dict", types=collections.OrderedDict, exact=True)
+def _wrap_ordered_dict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    return aliased_container(tx, value, source, _build_ordered_dict)
+
+
+def _build_ordered_dict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    # Its items, keys guarded in order; attributes on the instance are not read through it.
+    return OrderedDictVariable(build_dict(tx, value, source).items, source=source)
+
+
 def _build_defaultdict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     plain = build_dict(tx, value, source)  # keys guarded, values wrapped
     factory_source = AttrSource(source, "default_factory") if source is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import collections
 import collections.abc
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
@@ -162,18 +163,44 @@ _FRESH = {collections.OrderedDict: collections.OrderedDict()}
 
 
 def _update_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
-    """What `d.update(other)` adds: a dict's items, else an iterable of key/value pairs."""
-    if isinstance(other, ConstDictVariable):
-        return other.items
-    if issubclass(other.python_type(), collections.abc.Mapping):
-        raise Unsupported(f"dict.update with a mapping {other}")  # its keys() and [] decide
+    """What `d.update(other)` adds: a mapping's items, else an iterable of key/value pairs."""
+    mapped = mapping_items(tx, other)
+    return mapped if mapped is not None else pair_items(tx, other)
+
+
+def pair_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
     added = {}
     for pair in other.unpack(tx):
         parts = pair.unpack(tx)
         if len(parts) != 2:  # eager raises with the earlier pairs added: eager does it
-            raise Unsupported("dict.update with an element that is not a pair")
+            raise Unsupported("a dict built from an element that is not a pair")
         added[parts[0].as_python_constant()] = parts[1]
     return added
+
+
+def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | None:
+    """A mapping's items as CPython's dict merge reads them (`dict(m)`, `d.update(m)`,
+    `f(**m)`): a dict's own; a user's mapping (its class defines keys() in Python) through
+    its keys() and [] in order; None for anything else (an iterable of pairs)."""
+    if isinstance(other, ConstDictVariable):
+        return other.items
+    try:
+        cls = other.python_type()
+    except Unsupported:
+        return None
+    keys = inspect.getattr_static(cls, "keys", None)
+    if keys is None:
+        return None
+    if not inspect.isfunction(keys):  # a mapping of C (a mappingproxy): its own keys()
+        raise Unsupported(f"dict merge of a {cls.__qualname__}")
+    items = {}
+    # Mapping's own keys() is a view whose iteration is the mapping's
+    keys_of = (
+        other if keys is collections.abc.Mapping.keys else other.call_method(tx, "keys", [], {})
+    )
+    for key in keys_of.unpack(tx):
+        items[key.as_python_constant()] = tx.subscript(other, key)
+    return items
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

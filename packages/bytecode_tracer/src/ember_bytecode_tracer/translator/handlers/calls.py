@@ -6,7 +6,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.translator.signals import GeneratorYield
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items
 from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.objects import NullVariable
 
@@ -42,9 +42,10 @@ def call_function_ex(tx, inst):
     null = tx.pop()
     if not isinstance(null, NullVariable):
         raise Unsupported("CALL_FUNCTION_EX without NULL")
-    if not isinstance(kwargs, ConstDictVariable):
-        raise Unsupported("** of a non-dict")
-    keywords = {str(k): v for k, v in kwargs.items.items()}
+    items = mapping_items(tx, kwargs)
+    if items is None:
+        raise Unsupported("** of a non-mapping")
+    keywords = {str(k): v for k, v in items.items()}
     tx.push(fn.call_function(tx, args.unpack(tx), keywords))
 
 
