@@ -272,3 +272,16 @@ def test_set_argument_changed_in_place_under_inductor():
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x, names), fn(x, {"a"}))
     assert names == {"a", "seen"}
     _ran_compiled()
+
+
+def test_tensor_keys_under_inductor():
+    weight = torch.nn.Parameter(torch.ones(4))
+
+    def fn(x):
+        table = {weight: x.sin(), "b": 2}
+        table[x] = table[weight] * table["b"]
+        return table[x] + table[weight] + (1 if x in table else 0)
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()

@@ -19,7 +19,6 @@ from ember_bytecode_tracer.reconstruct import (
     entries_code,
     items_code,
     load_recipe,
-    mapping_code,
     output_recipe,
     recipe_for,
     sequence_code,
@@ -32,7 +31,12 @@ from ember_bytecode_tracer.variables.container_subclasses import (
     UserDictVariable,
     UserListVariable,
 )
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
+from ember_bytecode_tracer.variables.dicts import (
+    ConstDictVariable,
+    DictViewVariable,
+    TensorKey,
+    constant_keys,
+)
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
@@ -112,18 +116,36 @@ def _dict_view(builder: RecipeBuilder, value: DictViewVariable) -> Recipe:
     )
 
 
+def _entries(builder: RecipeBuilder, items: dict) -> list[tuple[Recipe, Recipe]]:
+    """(key, value) recipes of a dict tracker's items: a constant key as itself, a tensor
+    key as its tensor is rebuilt."""
+    return [
+        (builder.recipe(k.tracker) if isinstance(k, TensorKey) else constant_recipe(k),
+         builder.recipe(v))
+        for k, v in items.items()
+    ]  # fmt: skip
+
+
+def _pairs(outs, L, G, entries: list[tuple[Recipe, Recipe]]) -> list[tuple[Any, Any]]:
+    return [(k(outs, L, G), v(outs, L, G)) for k, v in entries]
+
+
+def _pairs_code(code: RebuildCode, entries: list[tuple[Recipe, Recipe]]) -> str:
+    return "[" + "".join(f"({code.value(k)}, {code.value(v)}), " for k, v in entries) + "]"
+
+
 @recipe_for(ConstDictVariable)
 def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
     if value.source is not None and id(value) not in builder.mutated:
         return load_recipe(value.source)
-    parts = {k: builder.recipe(v) for k, v in value.items.items()}
+    entries = _entries(builder, value.items)
     kind = value.dict_type
     if value.source is not None:
         load, expr = source_loader(value.source), value.source.expr()
 
         def same_dict(outs, L, G):
             target = load(L, G)
-            new = {k: p(outs, L, G) for k, p in parts.items()}
+            new = _pairs(outs, L, G, entries)
 
             def apply() -> None:
                 target.clear()
@@ -133,14 +155,14 @@ def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
 
         def emit_same_dict(code: RebuildCode) -> list[str]:
             target = code.temp(expr)
-            new = code.temp(f"{{{entries_code(code, parts)}}}")
+            new = code.temp(_pairs_code(code, entries))
             return [f"{target}.clear()", f"{target}.update({new})"]
 
         builder.write_once(value, emits_write(same_dict, emit_same_dict))
         return load_recipe(value.source)
     made = emits(
-        lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
-        lambda code: code.temp(mapping_code(code, kind, parts)),
+        lambda outs, L, G: kind(_pairs(outs, L, G, entries)),
+        lambda code: code.temp(f"{code.const(kind)}({_pairs_code(code, entries)})"),
     )
     return builder.once_per_call(value, made)  # one dict for all that hold it (and its views)
 
@@ -152,14 +174,14 @@ def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
     if value.source is not None:
         return _dict(builder, value)
     factory = builder.recipe(value.factory)
-    parts = {k: builder.recipe(v) for k, v in value.items.items()}
+    entries = _entries(builder, value.items)
     made = emits(
         lambda outs, L, G: collections.defaultdict(
-            factory(outs, L, G), [(k, p(outs, L, G)) for k, p in parts.items()]
+            factory(outs, L, G), _pairs(outs, L, G, entries)
         ),
         lambda code: code.temp(
             f"{code.const(collections.defaultdict)}({code.value(factory)}, "
-            f"{mapping_code(code, dict, parts)})"
+            f"{_pairs_code(code, entries)})"
         ),
     )
     return builder.once_per_call(value, made)
@@ -317,6 +339,7 @@ def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Reci
     if is_list:
         items: Any = [builder.recipe(v) for v in value.items]
     else:
+        constant_keys(value.items)  # (tensor keys: rebuilt through _entries only)
         items = {k: builder.recipe(v) for k, v in value.items.items()}
     attrs = {k: builder.recipe(v) for k, v in value.attrs.items()}
 
@@ -359,6 +382,7 @@ def _same_container(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
 
             builder.write_once(value, emits_write(same_list, emit_list))
         else:
+            constant_keys(value.items)
             entries = {k: builder.recipe(v) for k, v in value.items.items()}
 
             def same_dict(outs, L, G):

@@ -467,3 +467,40 @@ def test_user_mappings_passed_in_are_merged_through_keys_and_getitem():
     registry, columns = _Registry(scale=2, shift=x), _Columns("ab", "c")
     assert same(compiled(x, registry, columns), fn(x, registry, columns))
     assert compiled.backend.graph_count == 1
+
+
+_WEIGHT = torch.nn.Parameter(torch.ones(3))
+_BY_TENSOR = collections.defaultdict(list)
+
+
+def test_tensors_as_dict_keys_by_identity():
+    def fn(x, y):
+        table = {"a": x, _WEIGHT: 3, y: "y"}
+        table[x] = table[_WEIGHT] * 2
+        found = (x in table, (x + 0) in table, y in table, table.get(x.view(3), "none"))
+        keys = [k * 1 for k in table if isinstance(k, torch.Tensor)]
+        return table, found, keys, table[_WEIGHT] * x
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, y = torch.randn(3), torch.randn(3)
+    got, expected = compiled(x, y), fn(x, y)
+    assert same(got[1:], expected[1:])
+    assert list(got[0]) == list(expected[0])  # the very tensors, in order
+    assert [got[0][k] for k in got[0]] == [expected[0][k] for k in expected[0]]
+    assert compiled.backend.graph_count == 1
+
+
+def test_defaultdict_with_tensor_keys_from_a_global_is_written_back():
+    _BY_TENSOR.clear()
+    _BY_TENSOR[_WEIGHT].append(1)
+
+    def fn(x):
+        _BY_TENSOR[_WEIGHT].append(2)
+        _BY_TENSOR["total"] = x.sum()
+        return x * len(_BY_TENSOR[_WEIGHT])
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), x * 2)
+    assert list(_BY_TENSOR) == [_WEIGHT, "total"] and _BY_TENSOR[_WEIGHT] == [1, 2]
+    assert same(_BY_TENSOR["total"], x.sum())

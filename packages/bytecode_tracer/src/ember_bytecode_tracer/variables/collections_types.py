@@ -20,7 +20,14 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import aliased_container, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable, build_dict
+from ember_bytecode_tracer.variables.dicts import (
+    ConstDictVariable,
+    build_dict,
+    constant_keys,
+    dict_key,
+    key_tracker,
+    missing_key,
+)
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -34,10 +41,10 @@ class OrderedDictVariable(ConstDictVariable):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "move_to_end":
-            key = args[0].as_python_constant()
+            key = dict_key(args[0])
             last = _flag(args[1] if len(args) > 1 else kwargs.get("last"), True)
             if key not in self.items:
-                raise TracedException(KeyError, key)
+                raise missing_key(key)
             value = self.items.pop(key)
             self.items = {key: value, **self.items} if not last else {**self.items, key: value}
             self._record(tx)
@@ -49,7 +56,7 @@ class OrderedDictVariable(ConstDictVariable):
             key = list(self.items)[-1 if last else 0]
             value = self.items.pop(key)
             self._record(tx)
-            return TupleVariable([ConstantVariable(key), value])
+            return TupleVariable([key_tracker(key), value])
         return super().call_method(tx, name, args, kwargs)
 
     def _record(self, tx) -> None:
@@ -78,6 +85,7 @@ class DefaultDictVariable(ConstDictVariable):
         return collections.defaultdict
 
     def as_python_constant(self) -> Any:
+        constant_keys(self.items)
         pairs = {k: v.as_python_constant() for k, v in self.items.items()}
         return collections.defaultdict(self.factory.as_python_constant(), pairs)
 
@@ -85,10 +93,10 @@ class DefaultDictVariable(ConstDictVariable):
         return self.factory.is_python_constant() and self.factory.as_python_constant() is None
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = key.as_python_constant()
+        k = dict_key(key)
         if k not in self.items:
             if self._no_factory():
-                raise TracedException(KeyError, k)
+                raise missing_key(k)
             self.items[k] = self.factory.call_function(tx, [], {})
             if self.source is not None:
                 tx.output.side_effects.containers[self.source] = self
@@ -107,7 +115,7 @@ class DefaultDictVariable(ConstDictVariable):
             return self.getitem(tx, args[0])
         if name == "__missing__":
             if self._no_factory():
-                raise TracedException(KeyError, args[0].as_python_constant())
+                raise Unsupported("defaultdict.__missing__ without a factory (a KeyError)")
             return self.getitem(tx, args[0])
         return super().call_method(tx, name, args, kwargs)
 

@@ -1,4 +1,9 @@
-"""Dicts whose keys are constants known at trace time."""
+"""Dicts whose keys are constants known at trace time, or tensors.
+
+A tensor key is a `TensorKey`: hashed and compared by the tensor's identity, as
+Tensor.__hash__ (id) and dict lookup (identity first) do, its fake example standing for the
+tensor (one per tensor object, see translator/handlers/operators.py `identity`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import collections.abc
 import inspect
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import DictKeysSource, GuardKind, ItemSource, dict_item_source
 from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
@@ -15,10 +22,53 @@ from ember_bytecode_tracer.variables.builder import aliased_container, guard, wr
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.variables.base import Translator
+
+
+class TensorKey:
+    """A tensor as a dict key (its tracker inside): equal only to the same tensor."""
+
+    __slots__ = ("tracker",)
+
+    def __init__(self, tracker: TensorVariable) -> None:
+        self.tracker = tracker
+
+    def __hash__(self) -> int:
+        return id(self.tracker.example)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorKey) and other.tracker.example is self.tracker.example
+
+    def __repr__(self) -> str:
+        return f"TensorKey({self.tracker!r})"
+
+
+def dict_key(key: VariableTracker) -> Any:
+    """What `key` is in a dict tracker's items: the constant, or a tensor's TensorKey."""
+    if isinstance(key, TensorVariable):
+        return TensorKey(key)
+    return key.as_python_constant()
+
+
+def key_tracker(key: Any) -> VariableTracker:
+    """The tracker of a key of a dict tracker's items."""
+    return key.tracker if isinstance(key, TensorKey) else ConstantVariable(key)
+
+
+def missing_key(key: Any) -> Exception:
+    """The KeyError eager raises for `key` (a tensor's: a break, its object is not here)."""
+    if isinstance(key, TensorKey):
+        return Unsupported("KeyError of a tensor key")
+    return TracedException(KeyError, key)
+
+
+def constant_keys(items: dict) -> None:
+    if any(isinstance(k, TensorKey) for k in items):
+        raise Unsupported("a dict with tensor keys is not a constant")
 
 
 class DictViewVariable(ListVariable):
@@ -44,6 +94,7 @@ class DictViewVariable(ListVariable):
         return type(getattr({}, self.method)())
 
     def as_python_constant(self) -> Any:
+        constant_keys(self.owner.items)
         if self.method == "keys":  # the keys are constants even where the values are not
             return dict.fromkeys(self.owner.items).keys()
         return getattr(self.owner.as_python_constant(), self.method)()
@@ -64,9 +115,9 @@ _LIST_ONLY = frozenset(
 
 
 _VIEW_ITEMS = {
-    "keys": lambda k, v: ConstantVariable(k),
+    "keys": lambda k, v: key_tracker(k),
     "values": lambda k, v: v,
-    "items": lambda k, v: TupleVariable([ConstantVariable(k), v]),
+    "items": lambda k, v: TupleVariable([key_tracker(k), v]),
 }
 
 
@@ -82,13 +133,14 @@ class ConstDictVariable(VariableTracker):
         return self.dict_type
 
     def as_python_constant(self) -> Any:
+        constant_keys(self.items)
         return self.dict_type({k: v.as_python_constant() for k, v in self.items.items()})
 
     def truthiness(self, tx) -> bool:
         return bool(self.items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items]
+        return [key_tracker(k) for k in self.items]
 
     def var_getattr(self, tx, name):
         return BoundMethodOfTracker(self, name)
@@ -104,9 +156,9 @@ class ConstDictVariable(VariableTracker):
         return ConstDictVariable(self.items)
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = key.as_python_constant()
+        k = dict_key(key)
         if k not in self.items:
-            raise TracedException(KeyError, k)  # the keys are guarded (or built here)
+            raise missing_key(k)  # the keys are guarded (or built here)
         return self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -114,12 +166,12 @@ class ConstDictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in _VIEW_ITEMS:
             return DictViewVariable(self, name)
         if name in ("__contains__",):
-            return ConstantVariable(args[0].as_python_constant() in items)
+            return ConstantVariable(dict_key(args[0]) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
         if name == "copy" and not args and not kwargs:
@@ -134,23 +186,23 @@ class ConstDictVariable(VariableTracker):
     def _mutate(self, tx, name, args, kwargs):
         items = self.items
         if name == "__setitem__":
-            items[args[0].as_python_constant()] = args[1]
+            items[dict_key(args[0])] = args[1]
         elif name == "update":
             if args:
                 items.update(_update_items(tx, args[0]))
             items.update(kwargs)
         elif name == "pop":
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             if k in items:
                 return items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise Unsupported(f"KeyError {k!r} at trace time")
         elif name == "setdefault":
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             return items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         elif name == "__delitem__":
-            del items[args[0].as_python_constant()]
+            del items[dict_key(args[0])]
         elif name == "clear":
             items.clear()
         return ConstantVariable(None)
@@ -174,7 +226,7 @@ def pair_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
         parts = pair.unpack(tx)
         if len(parts) != 2:  # eager raises with the earlier pairs added: eager does it
             raise Unsupported("a dict built from an element that is not a pair")
-        added[parts[0].as_python_constant()] = parts[1]
+        added[dict_key(parts[0])] = parts[1]
     return added
 
 
@@ -199,7 +251,7 @@ def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | No
         other if keys is collections.abc.Mapping.keys else other.call_method(tx, "keys", [], {})
     )
     for key in keys_of.unpack(tx):
-        items[key.as_python_constant()] = tx.subscript(other, key)
+        items[dict_key(key)] = tx.subscript(other, key)
     return items
 
 
@@ -210,22 +262,45 @@ def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
 
 
 def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
-    if not all(is_constant_value(k) or _is_class_key(k) for k in value):
+    if not all(is_constant_value(k) or _is_class_key(k) or _is_tensor(k) for k in value):
         raise Unsupported("dict with non-constant keys")
-    if source is not None and all(is_constant_value(k) for k in value):
+    by_position = not all(is_constant_value(k) for k in value)
+    if source is not None and not by_position:
         guard(tx, source, GuardKind.DICT_KEYS, (type(value), tuple(value.keys())))
-    elif source is not None:  # classes as keys: each key's identity, by position
+    elif source is not None:  # classes or tensors as keys: each key by position
         guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
-        for i, k in enumerate(value):
-            kind = GuardKind.EQUALS_MATCH if is_constant_value(k) else GuardKind.ID_MATCH
-            guard(tx, ItemSource(DictKeysSource(source), i), kind, k)
-    # keys without a literal (dtypes, devices) reach their values by position: the
-    # DICT_KEYS guard above pins every key's position
+    keys = [_key_of_entry(tx, source, i, k, by_position) for i, k in enumerate(value)]
+    # keys without a literal (dtypes, devices, tensors) reach their values by position: the
+    # guards above pin every key's position
     items = {
-        k: tx.wrap(v, dict_item_source(source, k, i) if source is not None else None)
-        for i, (k, v) in enumerate(value.items())
+        key: tx.wrap(v, dict_item_source(source, k, i) if source is not None else None)
+        for i, (key, (k, v)) in enumerate(zip(keys, value.items(), strict=True))
     }
     return ConstDictVariable(items, source=source)
+
+
+def _is_tensor(key: Any) -> bool:
+    return isinstance(key, torch.Tensor)
+
+
+def _key_of_entry(
+    tx: Translator, source: Source | None, index: int, key: Any, by_position: bool
+) -> Any:
+    """A key of a dict read from the frame, guarded by position when the dict's keys are
+    not all constants: a constant by value, a class by identity, a tensor as a graph input
+    (the one placeholder of that tensor however reached, guarded to stay distinct)."""
+    if not by_position:
+        return key
+    if source is None:
+        if _is_tensor(key):
+            raise Unsupported("a dict with tensor keys without a source")
+        return key
+    key_source = ItemSource(DictKeysSource(source), index)
+    if _is_tensor(key):
+        return dict_key(tx.wrap(key, key_source))
+    kind = GuardKind.EQUALS_MATCH if is_constant_value(key) else GuardKind.ID_MATCH
+    guard(tx, key_source, kind, key)
+    return key
 
 
 def _is_class_key(key: Any) -> bool:

@@ -45,7 +45,9 @@ def call_function_ex(tx, inst):
     items = mapping_items(tx, kwargs)
     if items is None:
         raise Unsupported("** of a non-mapping")
-    keywords = {str(k): v for k, v in items.items()}
+    if not all(type(k) is str for k in items):
+        raise Unsupported("** with keys that are not strings (eager raises TypeError)")
+    keywords = dict(items)
     tx.push(fn.call_function(tx, args.unpack(tx), keywords))
 
 

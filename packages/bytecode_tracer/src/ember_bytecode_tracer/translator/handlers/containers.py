@@ -6,7 +6,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key, mapping_items
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.sets import SetVariable, new_set
 
@@ -60,7 +60,7 @@ def call_intrinsic_1(tx, inst):
 @handler("BUILD_MAP")
 def build_map(tx, inst):
     flat = tx.popn(2 * inst.arg)
-    items = {flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}
+    items = {dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
     tx.push(ConstDictVariable(items))
 
 

@@ -13,7 +13,7 @@ from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables import numpy_rules
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key
 from ember_bytecode_tracer.variables.lists import (
     BaseListVariable,
     SizeVariable,
@@ -227,7 +227,7 @@ def contains_op(tx, inst):
     container = tx.pop()
     item = tx.pop()
     if isinstance(container, ConstDictVariable):
-        found = item.as_python_constant() in container.items
+        found = dict_key(item) in container.items
     elif isinstance(container, BaseListVariable):
         found = _in_sequence(tx, item, container.items)
     elif container.is_python_constant():
