@@ -504,3 +504,46 @@ def test_defaultdict_with_tensor_keys_from_a_global_is_written_back():
     assert same(compiled(x), x * 2)
     assert list(_BY_TENSOR) == [_WEIGHT, "total"] and _BY_TENSOR[_WEIGHT] == [1, 2]
     assert same(_BY_TENSOR["total"], x.sum())
+
+
+def test_class_of_a_tensor_and_its_name():
+    def fn(x, w):
+        return x + 1, f"{x.__class__.__name__}/{w.__class__.__name__}", x.__class__ is torch.Tensor
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, w = torch.randn(3), torch.nn.Parameter(torch.randn(3))
+    assert same(compiled(x, w), fn(x, w))
+    assert compiled.backend.graph_count == 1
+
+
+def test_cache_keyed_by_shape_passed_in():
+    def fn(x, cache):
+        if x.shape not in cache:
+            cache[x.shape] = x * 2
+        return x + cache[x.shape]
+
+    compiled = Compiled(fn, fullgraph=True)
+    eager_cache, traced_cache = {}, {}
+    for x in (torch.randn(2, 3), torch.randn(2, 3), torch.randn(4)):
+        assert same(compiled(x, traced_cache), fn(x, eager_cache))
+        assert list(traced_cache) == list(eager_cache)
+
+
+class _Span(collections.namedtuple("_Span", ["start", "stop"])):
+    @classmethod
+    def unit(cls):
+        return cls(0, 1)
+
+    def width(self):
+        return self.stop - self.start
+
+
+def test_classmethod_of_a_namedtuple_built_in_the_trace():
+    def fn(x):
+        span = _Span(x, x * 3)
+        return span.width(), span.unit().stop
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1

@@ -98,6 +98,8 @@ class ConstructedObjectVariable(VariableTracker):
             return UserMethodVariable(attribute, self)
         if isinstance(attribute, staticmethod) and inspect.isfunction(attribute.__func__):
             return UserFunctionVariable(attribute.__func__)
+        if isinstance(attribute, classmethod) and inspect.isfunction(attribute.__func__):
+            return UserMethodVariable(attribute.__func__, TypeVariable(self.cls))
         if attribute is not _MISSING and is_constant_value(attribute):
             return ConstantVariable(attribute)  # a class constant (the class is the same)
         raise Unsupported(f"reading {self.cls.__qualname__}.{name} of an object built in the trace")

@@ -262,7 +262,9 @@ def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
 
 
 def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
-    if not all(is_constant_value(k) or _is_class_key(k) or _is_tensor(k) for k in value):
+    if not all(
+        is_constant_value(k) or _is_class_key(k) or _is_tensor(k) or _is_size(k) for k in value
+    ):
         raise Unsupported("dict with non-constant keys")
     by_position = not all(is_constant_value(k) for k in value)
     if source is not None and not by_position:
@@ -283,6 +285,11 @@ def _is_tensor(key: Any) -> bool:
     return isinstance(key, torch.Tensor)
 
 
+def _is_size(key: Any) -> bool:
+    """A torch.Size of ints as a key (a cache by shape): compared by value, as a tuple."""
+    return type(key) is torch.Size and all(type(d) is int for d in key)
+
+
 def _key_of_entry(
     tx: Translator, source: Source | None, index: int, key: Any, by_position: bool
 ) -> Any:
@@ -298,8 +305,8 @@ def _key_of_entry(
     key_source = ItemSource(DictKeysSource(source), index)
     if _is_tensor(key):
         return dict_key(tx.wrap(key, key_source))
-    kind = GuardKind.EQUALS_MATCH if is_constant_value(key) else GuardKind.ID_MATCH
-    guard(tx, key_source, kind, key)
+    by_value = is_constant_value(key) or _is_size(key)
+    guard(tx, key_source, GuardKind.EQUALS_MATCH if by_value else GuardKind.ID_MATCH, key)
     return key
 
 
