@@ -9,6 +9,7 @@ import functools
 import math
 import operator
 
+import numpy as np
 import pytest
 import torch
 
@@ -547,3 +548,17 @@ def test_classmethod_of_a_namedtuple_built_in_the_trace():
     x = torch.randn(3)
     assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 1
+
+
+def test_tensors_made_from_one_array_are_distinct_objects():
+    def fn(x):
+        array = x.numpy() * 2
+        first, second = torch.from_numpy(array), torch.as_tensor(array)
+        second.add_(1)  # the same memory: first sees it
+        return first is second, first * 1, {first: 1, second: 2}[first]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    assert got[0] is expected[0] is False and got[2] == expected[2] == 1
+    assert np.allclose(got[1].numpy(), expected[1].numpy())
