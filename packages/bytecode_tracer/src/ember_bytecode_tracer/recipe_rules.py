@@ -4,6 +4,7 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 from __future__ import annotations
 
 import collections
+import types
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from ember_bytecode_tracer.variables.dicts import (
     constant_keys,
 )
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
@@ -182,6 +184,41 @@ def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
         lambda code: code.temp(
             f"{code.const(collections.defaultdict)}({code.value(factory)}, "
             f"{_pairs_code(code, entries)})"
+        ),
+    )
+    return builder.once_per_call(value, made)
+
+
+def make_function(code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict):
+    """A function as MAKE_FUNCTION makes it (one made in the trace, without cells)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+    fn.__kwdefaults__ = kwdefaults or None
+    fn.__qualname__ = qualname
+    return fn
+
+
+@recipe_for(NestedUserFunctionVariable)
+def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
+    """A lambda or inner def made in the trace, returned or stored: made again, once per call
+    (eager makes a new function object on every call too). With cells, annotations or
+    attributes the trace read or set: not rebuilt."""
+    if value.closure or value.annotations or value.attrs is not None:
+        raise Unsupported(f"cannot rebuild {value} after the graph")
+    defaults = [builder.recipe(d) for d in value.defaults]
+    kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
+    code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
+    made = emits(
+        lambda outs, L, G: make_function(
+            code_object,
+            f_globals,
+            qualname,
+            tuple(d(outs, L, G) for d in defaults),
+            {k: p(outs, L, G) for k, p in kwdefaults.items()},
+        ),
+        lambda code: code.temp(
+            f"{code.const(make_function)}({code.const(code_object)}, {code.const(f_globals)}, "
+            f"{qualname!r}, ({items_code(code, defaults)}), "
+            f"{{{entries_code(code, kwdefaults)}}})"
         ),
     )
     return builder.once_per_call(value, made)

@@ -562,3 +562,22 @@ def test_tensors_made_from_one_array_are_distinct_objects():
     got, expected = compiled(x), fn(x)
     assert got[0] is expected[0] is False and got[2] == expected[2] == 1
     assert np.allclose(got[1].numpy(), expected[1].numpy())
+
+
+def test_functions_made_in_the_trace_are_returned_as_new_functions():
+    def fn(x):
+        table = collections.defaultdict(lambda: [0])
+        table["a"] = x + 1
+
+        def scale(v, factor=2, *, shift=1):
+            return v * factor + shift
+
+        return table, scale, lambda: 7
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    assert same(dict(got[0]), dict(expected[0])) and got[0]["new"] == [0]
+    assert got[1](3) == expected[1](3) == 7 and got[1].__qualname__ == expected[1].__qualname__
+    assert got[2]() == 7 and compiled(x)[1] is not got[1]  # a new function on every call
+    assert compiled.backend.graph_count == 1

@@ -36,6 +36,7 @@ from ember_bytecode_tracer.variables.container_subclasses import (
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -261,6 +262,7 @@ _RECIPE_LADDER = [
     ExceptionVariable,  # built (not caught) in the trace: cls(*args)
     WeakRefVariable,  # weakref.ref of the rebuilt object
     TypeVariable,  # frame-local classes refused, else source or constant
+    NestedUserFunctionVariable,  # made again (without cells)
 ]
 
 
