@@ -581,3 +581,24 @@ def test_functions_made_in_the_trace_are_returned_as_new_functions():
     assert got[1](3) == expected[1](3) == 7 and got[1].__qualname__ == expected[1].__qualname__
     assert got[2]() == 7 and compiled(x)[1] is not got[1]  # a new function on every call
     assert compiled.backend.graph_count == 1
+
+
+class _Chained:
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def __iter__(self):
+        for part in self.parts:
+            yield from part
+        yield "end"
+
+
+def test_yield_from_in_a_users_iter():
+    def fn(x, given):
+        made = _Chained([1, 2], (3,))
+        return x * sum(v for v in made if v != "end"), list(given), set(given)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, given = torch.randn(3), _Chained(["a"], [], ("b", "c"))
+    assert same(compiled(x, given), fn(x, given))
+    assert compiled.backend.graph_count == 1
