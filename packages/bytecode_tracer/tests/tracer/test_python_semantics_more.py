@@ -602,3 +602,39 @@ def test_yield_from_in_a_users_iter():
     x, given = torch.randn(3), _Chained(["a"], [], ("b", "c"))
     assert same(compiled(x, given), fn(x, given))
     assert compiled.backend.graph_count == 1
+
+
+def _same_arrays(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.dtype == e.dtype and g.shape == e.shape and np.allclose(g, e), (g, e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_numpy_shift_norm_meshgrid_and_parts(dtype):
+    def fn(x, y):
+        a, b = x.numpy(), y.numpy()
+        return (
+            np.fft.fftshift(a), np.fft.ifftshift(a, axes=1), np.fft.fftshift(b),
+            np.linalg.norm(a, axis=0), np.linalg.norm(a, axis=(0, 1), keepdims=True),
+            *np.meshgrid(b, a[0]), *np.meshgrid(b, b * 2, indexing="ij"),
+            a.real, a.imag, a.strides, a.T.copy(),
+        )  # fmt: skip
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, y = torch.randn(3, 4, dtype=dtype), torch.randn(5, dtype=dtype)
+    got, expected = compiled(x, y), fn(x, y)
+    assert got[-2] == expected[-2]  # the strides, in bytes
+    _same_arrays(got[:-2] + got[-1:], expected[:-2] + expected[-1:])
+    assert compiled.backend.graph_count == 1
+
+
+def test_numpy_strides_of_a_computed_array_break():
+    def fn(x):
+        return x + 1, (x.numpy().T * 2).strides
+
+    compiled = Compiled(fn)
+    x = torch.randn(2, 3)
+    got, expected = compiled(x), fn(x)
+    assert same(got[0], expected[0]) and got[1] == expected[1]
