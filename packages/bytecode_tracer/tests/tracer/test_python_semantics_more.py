@@ -638,3 +638,22 @@ def test_numpy_strides_of_a_computed_array_break():
     x = torch.randn(2, 3)
     got, expected = compiled(x), fn(x)
     assert same(got[0], expected[0]) and got[1] == expected[1]
+
+
+def _sparse_set():
+    """A set whose order is not its copy's (its table kept the size of 100 elements)."""
+    made = set(range(100))
+    for i in range(95):
+        made.discard(i)
+    made.update((200, 7))
+    return made
+
+
+def test_set_passed_in_iterates_in_its_own_order():
+    def fn(x, numbers):
+        return x + 1, [n for n in numbers], list(numbers)
+
+    compiled = Compiled(fn, fullgraph=True)
+    numbers = _sparse_set()
+    assert list(numbers) != list(set(numbers))  # what the test depends on
+    assert same(compiled(torch.randn(2), numbers)[1:], fn(torch.randn(2), numbers)[1:])

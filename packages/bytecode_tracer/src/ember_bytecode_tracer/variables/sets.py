@@ -110,6 +110,7 @@ class SetVariable(VariableTracker):
         history: list | None,
         *,
         source: Source | None = None,
+        seen: tuple | None = None,
     ) -> None:
         super().__init__(source=source)
         self.keys = keys
@@ -120,7 +121,7 @@ class SetVariable(VariableTracker):
         self.history: list | None = history
         # A set passed in: its iteration order (guarded) until the trace changes it, and
         # the changes, run on it after the graph.
-        self.seen: tuple | None = tuple(keys) if source is not None else None
+        self.seen = seen
         self.writes: list[tuple] = []
 
     @classmethod
@@ -344,7 +345,7 @@ def _wrap_set(tx: Translator, value: set, source: Source | None) -> VariableTrac
 
 def _build_set(tx: Translator, value: set, source: Source) -> VariableTracker:
     guard(tx, source, GuardKind.DICT_KEYS, (set, tuple(value)))  # its elements, in order
-    return SetVariable(set(value), {}, None, source=source)
+    return SetVariable(set(value), {}, None, source=source, seen=tuple(value))
 
 
 def new_set(kind: type = set) -> SetVariable:
