@@ -5,6 +5,7 @@ checked to have run compiled."""
 from __future__ import annotations
 
 import collections
+import functools
 
 import pytest
 import torch
@@ -209,4 +210,78 @@ def test_returned_exception_object_under_inductor():
     (exc, y), (want, expected) = ember.compile(fn, fullgraph=True)(x), fn(x)
     torch.testing.assert_close(y, expected)
     assert type(exc) is RuntimeError and exc.args == want.args
+    _ran_compiled()
+
+
+def test_partial_attributes_under_inductor():
+    def fn(x):
+        part = functools.partial(torch.add, other=x.cos())
+        if hasattr(part, "keywords") and not hasattr(part, "__name__"):
+            return part(x) * len(part.keywords)
+        return x
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()
+
+
+def test_defaultdict_with_a_lambda_factory_under_inductor():
+    def fn(x):
+        table = collections.defaultdict(lambda: x.sin())
+        table["b"] = table["a"] * 2  # "a" made by the factory
+        counts = collections.defaultdict.fromkeys("ab", 1)
+        return table["a"] + table["b"] * counts["b"]
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()
+
+
+def test_identity_of_tensors_under_inductor():
+    def fn(x):
+        z = x.clone()
+        y = z.add_(1)
+        if y is z and 2 in [1, 2, z]:
+            return y * 2
+        return y - 1
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()
+
+
+def test_dict_copy_and_update_from_pairs_under_inductor():
+    def fn(x):
+        table = {"a": x.sin()}
+        table.update([("b", x.cos())], c=x * 2)
+        snapshot = table.copy()
+        table["a"] = x
+        return snapshot["a"] + snapshot["b"] * snapshot["c"] + table["a"]
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    _ran_compiled()
+
+
+def test_set_argument_changed_in_place_under_inductor():
+    def fn(x, names):
+        names.add("seen")
+        return x.sin() * len(names) if names.isdisjoint({"skip"}) else x
+
+    x, names = torch.randn(4), {"a"}
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x, names), fn(x, {"a"}))
+    assert names == {"a", "seen"}
+    _ran_compiled()
+
+
+def test_tensor_keys_under_inductor():
+    weight = torch.nn.Parameter(torch.ones(4))
+
+    def fn(x):
+        table = {weight: x.sin(), "b": 2}
+        table[x] = table[weight] * table["b"]
+        return table[x] + table[weight] + (1 if x in table else 0)
+
+    x = torch.randn(4)
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()

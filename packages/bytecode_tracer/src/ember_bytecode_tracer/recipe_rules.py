@@ -3,6 +3,8 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 
 from __future__ import annotations
 
+import collections
+import types
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -18,24 +20,30 @@ from ember_bytecode_tracer.reconstruct import (
     entries_code,
     items_code,
     load_recipe,
-    mapping_code,
     output_recipe,
     recipe_for,
     sequence_code,
     source_loader,
 )
+from ember_bytecode_tracer.variables.collections_types import DefaultDictVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.container_subclasses import (
     UserDictVariable,
     UserListVariable,
 )
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
+from ember_bytecode_tracer.variables.dicts import (
+    ConstDictVariable,
+    DictViewVariable,
+    TensorKey,
+    constant_keys,
+)
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
-from ember_bytecode_tracer.variables.sets import SetVariable
+from ember_bytecode_tracer.variables.sets import SetVariable, replay_onto
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
@@ -110,18 +118,36 @@ def _dict_view(builder: RecipeBuilder, value: DictViewVariable) -> Recipe:
     )
 
 
+def _entries(builder: RecipeBuilder, items: dict) -> list[tuple[Recipe, Recipe]]:
+    """(key, value) recipes of a dict tracker's items: a constant key as itself, a tensor
+    key as its tensor is rebuilt."""
+    return [
+        (builder.recipe(k.tracker) if isinstance(k, TensorKey) else constant_recipe(k),
+         builder.recipe(v))
+        for k, v in items.items()
+    ]  # fmt: skip
+
+
+def _pairs(outs, L, G, entries: list[tuple[Recipe, Recipe]]) -> list[tuple[Any, Any]]:
+    return [(k(outs, L, G), v(outs, L, G)) for k, v in entries]
+
+
+def _pairs_code(code: RebuildCode, entries: list[tuple[Recipe, Recipe]]) -> str:
+    return "[" + "".join(f"({code.value(k)}, {code.value(v)}), " for k, v in entries) + "]"
+
+
 @recipe_for(ConstDictVariable)
 def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
     if value.source is not None and id(value) not in builder.mutated:
         return load_recipe(value.source)
-    parts = {k: builder.recipe(v) for k, v in value.items.items()}
+    entries = _entries(builder, value.items)
     kind = value.dict_type
     if value.source is not None:
         load, expr = source_loader(value.source), value.source.expr()
 
         def same_dict(outs, L, G):
             target = load(L, G)
-            new = {k: p(outs, L, G) for k, p in parts.items()}
+            new = _pairs(outs, L, G, entries)
 
             def apply() -> None:
                 target.clear()
@@ -131,16 +157,71 @@ def _dict(builder: RecipeBuilder, value: ConstDictVariable) -> Recipe:
 
         def emit_same_dict(code: RebuildCode) -> list[str]:
             target = code.temp(expr)
-            new = code.temp(f"{{{entries_code(code, parts)}}}")
+            new = code.temp(_pairs_code(code, entries))
             return [f"{target}.clear()", f"{target}.update({new})"]
 
         builder.write_once(value, emits_write(same_dict, emit_same_dict))
         return load_recipe(value.source)
     made = emits(
-        lambda outs, L, G: kind((k, p(outs, L, G)) for k, p in parts.items()),
-        lambda code: code.temp(mapping_code(code, kind, parts)),
+        lambda outs, L, G: kind(_pairs(outs, L, G, entries)),
+        lambda code: code.temp(f"{code.const(kind)}({_pairs_code(code, entries)})"),
     )
     return builder.once_per_call(value, made)  # one dict for all that hold it (and its views)
+
+
+@recipe_for(DefaultDictVariable)
+def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
+    """The frame's own defaultdict keeps its factory (written like a dict); one built in the
+    trace is rebuilt with its factory rebuilt first."""
+    if value.source is not None:
+        return _dict(builder, value)
+    factory = builder.recipe(value.factory)
+    entries = _entries(builder, value.items)
+    made = emits(
+        lambda outs, L, G: collections.defaultdict(
+            factory(outs, L, G), _pairs(outs, L, G, entries)
+        ),
+        lambda code: code.temp(
+            f"{code.const(collections.defaultdict)}({code.value(factory)}, "
+            f"{_pairs_code(code, entries)})"
+        ),
+    )
+    return builder.once_per_call(value, made)
+
+
+def make_function(code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict):
+    """A function as MAKE_FUNCTION makes it (one made in the trace, without cells)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+    fn.__kwdefaults__ = kwdefaults or None
+    fn.__qualname__ = qualname
+    return fn
+
+
+@recipe_for(NestedUserFunctionVariable)
+def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
+    """A lambda or inner def made in the trace, returned or stored: made again, once per call
+    (eager makes a new function object on every call too). With cells, annotations or
+    attributes the trace read or set: not rebuilt."""
+    if value.closure or value.annotations or value.attrs is not None:
+        raise Unsupported(f"cannot rebuild {value} after the graph")
+    defaults = [builder.recipe(d) for d in value.defaults]
+    kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
+    code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
+    made = emits(
+        lambda outs, L, G: make_function(
+            code_object,
+            f_globals,
+            qualname,
+            tuple(d(outs, L, G) for d in defaults),
+            {k: p(outs, L, G) for k, p in kwdefaults.items()},
+        ),
+        lambda code: code.temp(
+            f"{code.const(make_function)}({code.const(code_object)}, {code.const(f_globals)}, "
+            f"{qualname!r}, ({items_code(code, defaults)}), "
+            f"{{{entries_code(code, kwdefaults)}}})"
+        ),
+    )
+    return builder.once_per_call(value, made)
 
 
 @recipe_for(ConstructedObjectVariable)
@@ -249,6 +330,8 @@ def _set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
     (the table, and so the order the caller iterates it in, is eager's, a pop()'s cursor
     too); of tensors or objects: from its elements."""
     kind = type(value.keys)
+    if value.source is not None:  # a set passed in: the trace's changes run on it
+        return _same_set(builder, value)
     if value.ordered():
         if value.history is None:
             raise Unsupported("rebuilding a set whose operations are not known")
@@ -266,6 +349,22 @@ def _set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
     return builder.once_per_call(value, made)
 
 
+def _same_set(builder: RecipeBuilder, value: SetVariable) -> Recipe:
+    if id(value) in builder.mutated:
+        load, expr, steps = source_loader(value.source), value.source.expr(), tuple(value.writes)
+
+        def write(outs, L, G):
+            target = load(L, G)
+            return lambda: replay_onto(target, steps)
+
+        def emit_write(code: RebuildCode) -> list[str]:
+            target = code.temp(expr)
+            return [f"{code.const(replay_onto)}({target}, {code.const(steps)})"]
+
+        builder.write_once(value, emits_write(write, emit_write))
+    return load_recipe(value.source)
+
+
 @recipe_for(UserListVariable, UserDictVariable)
 def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
     """An instance of a list or dict subclass made in the trace: `cls.__new__(cls)` filled
@@ -277,6 +376,7 @@ def _container_subclass(builder: RecipeBuilder, value: UserListVariable) -> Reci
     if is_list:
         items: Any = [builder.recipe(v) for v in value.items]
     else:
+        constant_keys(value.items)  # (tensor keys: rebuilt through _entries only)
         items = {k: builder.recipe(v) for k, v in value.items.items()}
     attrs = {k: builder.recipe(v) for k, v in value.attrs.items()}
 
@@ -319,6 +419,7 @@ def _same_container(builder: RecipeBuilder, value: UserListVariable) -> Recipe:
 
             builder.write_once(value, emits_write(same_list, emit_list))
         else:
+            constant_keys(value.items)
             entries = {k: builder.recipe(v) for k, v in value.items.items()}
 
             def same_dict(outs, L, G):

@@ -26,6 +26,7 @@ from ember_bytecode_tracer.reconstruct import RECIPES, recipe_rule
 from ember_bytecode_tracer.variables import objects
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import WRAP_ORDER, resolve_rule, wrap_rules, wrap_value
+from ember_bytecode_tracer.variables.collections_types import DefaultDictVariable
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.container_subclasses import (
@@ -35,6 +36,7 @@ from ember_bytecode_tracer.variables.container_subclasses import (
 from ember_bytecode_tracer.variables.contexts import RealContextExit
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -92,6 +94,9 @@ def user_fn(x):
 _LINEAR = nn.Linear(2, 2)
 E, ID, L, T, D = "EQUALS_MATCH", "ID_MATCH", "LEN_MATCH", "TYPE_MATCH", "DICT_KEYS"
 U = Unsupported
+_OD, _OD_VALUE = "OrderedDictVariable", collections.OrderedDict(a=1)
+_DEFAULTS, _DEFAULT_DICT = collections.defaultdict(list, {"a": 1}), "DefaultDictVariable"
+
 # name: (value, rule, tracker with a source, its guards, tracker without a source), as the
 # ladder of variables/builder.py answered before it became a table.
 CASES = {
@@ -110,6 +115,7 @@ CASES = {
     "list": ([1, 2.0], "list_or_tuple", "ListVariable", (L, E, E), "ListVariable"),
     "tuple": ((1, torch.randn(1)), "list_or_tuple", "TupleVariable", (L, E, "TENSOR_MATCH"), U),
     "dict": ({"a": 1}, "dict", "ConstDictVariable", (D, E), "ConstDictVariable"),
+    "defaultdict": (_DEFAULTS, "defaultdict", "DefaultDictVariable", (D, E, ID), _DEFAULT_DICT),
     "class_key_dict": ({int: 1}, "dict", "ConstDictVariable", (L, ID, E), "ConstDictVariable"),
     "ndarray": (np.ones(2), "numpy", "NumpyArrayVariable", (T, E, E, E, E), U),
     "np_add": (np.add, "numpy", "NumpyFunctionVariable", (ID,), "NumpyFunctionVariable"),
@@ -174,15 +180,16 @@ CASES = {
     ),
     "user_fn": (user_fn, "user_function", "UserFunctionVariable", (ID,), "UserFunctionVariable"),
     "method": (Plain().method, "method", "UserMethodVariable", (T, ID), U),
-    "partial": (functools.partial(user_fn, 1), "partial", "PartialVariable", (ID, E, L, D), U),
+    "partial": (functools.partial(user_fn, 1), "partial", "PartialVariable", (ID, E, L, D, T), U),
     "reduce": (functools.reduce, "builtin_with_rule", "BuiltinVariable", (ID,), "BuiltinVariable"),
     "sqrt": (math.sqrt, "builtin_function", "BuiltinVariable", (ID,), "BuiltinVariable"),
     "op_add": (operator.add, "builtin_with_rule", "BuiltinVariable", (ID,), "BuiltinVariable"),
     "user_class": (Plain, "class", "TypeVariable", (ID,), "TypeVariable"),
     "environ": (os.environ, "environ", "EnvironVariable", (T,), U),
     "object": (Plain(), "object", "UserDefinedObjectVariable", (T,), U),
-    "set": ({1, 2}, "object", "UserDefinedObjectVariable", (T,), U),
-    "ordered_dict": (collections.OrderedDict(a=1), "object", "UserDefinedObjectVariable", (T,), U),
+    "set": ({1, 2}, "set", "SetVariable", (D,), U),  # of constants: guarded in order
+    "object_set": ({Color.RED}, "object", "UserDefinedObjectVariable", (T,), U),
+    "ordered_dict": (_OD_VALUE, "ordered_dict", _OD, (D, E), _OD),
     # (issue 26: instances of plain list/dict subclasses are their items, as list and dict)
     "list_subclass": (
         type("L", (list,), {})([1]),
@@ -245,6 +252,7 @@ _RECIPE_LADDER = [
     UserListVariable,  # list and dict subclass instances, before list and dict
     UserDictVariable,
     BaseListVariable,
+    DefaultDictVariable,  # rebuilt with its factory
     ConstDictVariable,
     ConstructedObjectVariable,
     TracedObjectVariable,
@@ -254,6 +262,7 @@ _RECIPE_LADDER = [
     ExceptionVariable,  # built (not caught) in the trace: cls(*args)
     WeakRefVariable,  # weakref.ref of the rebuilt object
     TypeVariable,  # frame-local classes refused, else source or constant
+    NestedUserFunctionVariable,  # made again (without cells)
 ]
 
 

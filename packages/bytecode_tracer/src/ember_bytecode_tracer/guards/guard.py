@@ -61,8 +61,10 @@ def _expect_typed_count(guard: Guard) -> None:
 
 
 def _expect_typed_keys(guard: Guard) -> None:
-    if not (_is_pair(guard.expected, type, tuple) and issubclass(guard.expected[0], dict)):
-        raise TypeError(f"DICT_KEYS expects (dict type, tuple of keys), got {guard.expected!r}")
+    if not (_is_pair(guard.expected, type, tuple) and issubclass(guard.expected[0], dict | set)):
+        raise TypeError(
+            f"DICT_KEYS expects (dict or set type, tuple of keys), got {guard.expected!r}"
+        )
     for key in guard.expected[1]:
         try:
             check_constant(key)

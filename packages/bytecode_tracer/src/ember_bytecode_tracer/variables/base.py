@@ -23,6 +23,18 @@ if TYPE_CHECKING:
 PROBING = [0]  # > 0 while is_python_constant() asks
 
 
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def attribute_of_c_instance(cls: type, name: str) -> bool | None:
+    """hasattr(obj, name) for any instance of `cls` when a C class whose instances carry no
+    __dict__ (a list, a dict, a torch.Size): its class's attributes, which cannot change.
+    None otherwise."""
+    if cls.__flags__ & _IMMUTABLE_TYPE and cls.__dictoffset__ == 0:
+        return hasattr(cls, name)
+    return None
+
+
 class Translator(Protocol):
     """What a tracker may use of the translator running it. Trackers never import the
     translator (translator/core.py implements this and owns the imports downward): they

@@ -14,7 +14,8 @@ behaviour (an `int` may be a symbolic size before it is a constant, a namedtuple
 plain tuple, a torch function reached through a torch module is not guarded by identity):
 
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
-    list_or_tuple, dict, container_subclass, numpy, autograd_function_apply, context_exit,
+    list_or_tuple, dict, defaultdict, ordered_dict, set,
+    container_subclass, numpy, autograd_function_apply, context_exit,
     python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, compiler_directive, namedtuple_make, trace_time_rule_function, user_function,
@@ -47,6 +48,9 @@ WRAP_ORDER = (
     "namedtuple",  # with a source: rebuilt by calling the class (constructed.py)
     "list_or_tuple",  # exact list/tuple (lists.py)
     "dict",  # exact dict (dicts.py)
+    "defaultdict",  # exact defaultdict: a dict with its factory (collections_types.py)
+    "ordered_dict",  # exact OrderedDict: its items (collections_types.py)
+    "set",  # exact set of constants, passed in: guarded in order, written back (sets.py)
     "container_subclass",  # instances of list/dict subclasses (container_subclasses.py)
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
     "autograd_function_apply",  # MyFunction.apply (autograd_function.py)

@@ -23,7 +23,7 @@ from ember_bytecode_tracer.variables.constant import (
     is_constant_value,
     register_result_tracker,
 )
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items, pair_items
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import (
     ListVariable,
@@ -92,6 +92,37 @@ PURE_ON_CONSTANTS = {
     math.log10,
     math.erf,
     math.tanh,
+    math.radians,
+    math.degrees,
+    math.asin,
+    math.acos,
+    math.atan,
+    math.atan2,
+    math.sinh,
+    math.cosh,
+    math.asinh,
+    math.acosh,
+    math.atanh,
+    math.hypot,
+    math.copysign,
+    math.fabs,
+    math.fmod,
+    math.expm1,
+    math.log1p,
+    math.isclose,
+    math.factorial,
+    math.comb,
+    math.perm,
+    math.lcm,
+    math.isqrt,
+    math.dist,
+    math.frexp,
+    math.ldexp,
+    math.modf,
+    math.remainder,
+    math.erfc,
+    math.gamma,
+    math.lgamma,
     operator.index,
     isinstance,
     issubclass,
@@ -236,8 +267,7 @@ def _enumerate(tx, args, kwargs):
 
 @rule(zip)
 def _zip(tx, args, kwargs):
-    if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
-        raise Unsupported("zip(strict=True)")
+    strict = kwargs.get("strict") is not None and kwargs["strict"].truthiness(tx)
     # Advanced together, item by item, as CPython does: an input may be lazy or infinite
     # (map, itertools.count), and zip stops at the first one exhausted.
     iterators = [a if isinstance(a, ListIteratorVariable) else ListIteratorVariable(a.unpack(tx))
@@ -248,6 +278,9 @@ def _zip(tx, args, kwargs):
         for it in iterators:
             item = it.next(tx)
             if item is None:
+                if strict and (row or any(o.next(tx) is not None for o in iterators[1:])):
+                    # eager raises ValueError when the loop reaches the end, not here
+                    raise Unsupported("zip(strict=True) over iterables of different lengths")
                 return ListIteratorVariable(rows)
             row.append(item)
         rows.append(TupleVariable(row))
@@ -291,13 +324,8 @@ RULES[tuple] = _make_sequence(tuple)
 def _dict(tx, args, kwargs):
     items: dict[Any, VariableTracker] = {}
     if args:
-        source = args[0]
-        if isinstance(source, ConstDictVariable):
-            items.update(source.items)
-        else:
-            for pair in source.unpack(tx):
-                key, value = pair.unpack(tx)
-                items[key.as_python_constant()] = value
+        mapped = mapping_items(tx, args[0])
+        items.update(mapped if mapped is not None else pair_items(tx, args[0]))
     items.update(kwargs)
     return ConstDictVariable(items)
 
@@ -654,8 +682,25 @@ def _wrap_builtin_with_rule(tx, value: Any, source) -> VariableTracker:
     # C functions with a rule in the builtins table (functools.reduce, chain.from_iterable,
     # object.__setattr__).
     if source is not None:
-        guard(tx, source, GuardKind.ID_MATCH, value)
+        guard(tx, *_identity_of_builtin(value, source))
     return BuiltinVariable(value)
+
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def _identity_of_builtin(value: Any, source) -> tuple:
+    """What to ID-guard: a classmethod of a C class read from it (`dict.fromkeys`) is a new
+    bound object on every read, the same as long as the class is (its attributes are fixed)."""
+    owner = getattr(value, "__self__", None)
+    if (
+        isinstance(owner, type)
+        and owner.__flags__ & _IMMUTABLE_TYPE
+        and isinstance(source, AttrSource)
+        and getattr(owner, source.attr, None) == value
+    ):
+        return source.base, GuardKind.ID_MATCH, owner
+    return source, GuardKind.ID_MATCH, value
 
 
 def _is_foldable_module_function(tx, value: Any, source) -> bool:

@@ -3,22 +3,36 @@
 Both are dicts whose keys are constants (`ConstDictVariable`), with the few behaviours
 that differ: OrderedDict's `move_to_end` and `popitem(last=...)`, defaultdict's missing-key
 read, which calls the factory and stores its result as CPython does. They are rebuilt after
-the graph by calling the class (a defaultdict with its factory, which must be known at trace
-time). A deque is a list with its left-end methods (no `maxlen`: a graph break). Registered
+the graph by calling the class (a defaultdict with its factory rebuilt, recipe_rules.py); a
+defaultdict passed in is guarded like a dict, its factory by what it is. A deque is a list with its left-end methods (no `maxlen`: a graph break). Registered
 as rules of the builtins table, keyed by the class.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import AttrSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import aliased_container, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import (
+    ConstDictVariable,
+    build_dict,
+    constant_keys,
+    dict_key,
+    key_tracker,
+    missing_key,
+)
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
+    from ember_bytecode_tracer.variables.base import Translator
 
 
 class OrderedDictVariable(ConstDictVariable):
@@ -27,10 +41,10 @@ class OrderedDictVariable(ConstDictVariable):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "move_to_end":
-            key = args[0].as_python_constant()
+            key = dict_key(args[0])
             last = _flag(args[1] if len(args) > 1 else kwargs.get("last"), True)
             if key not in self.items:
-                raise TracedException(KeyError, key)
+                raise missing_key(key)
             value = self.items.pop(key)
             self.items = {key: value, **self.items} if not last else {**self.items, key: value}
             self._record(tx)
@@ -42,36 +56,66 @@ class OrderedDictVariable(ConstDictVariable):
             key = list(self.items)[-1 if last else 0]
             value = self.items.pop(key)
             self._record(tx)
-            return TupleVariable([ConstantVariable(key), value])
+            return TupleVariable([key_tracker(key), value])
         return super().call_method(tx, name, args, kwargs)
 
     def _record(self, tx) -> None:
         if self.source is not None:
             tx.output.side_effects.containers[self.source] = self
 
+    def copied(self) -> ConstDictVariable:
+        return OrderedDictVariable(self.items)
+
 
 class DefaultDictVariable(ConstDictVariable):
-    def __init__(self, factory: VariableTracker, items: dict[Any, VariableTracker]) -> None:
-        real_factory = factory.as_python_constant()  # rebuilt as defaultdict(factory, ...)
-        super().__init__(
-            items, dict_type=lambda pairs: collections.defaultdict(real_factory, pairs)
-        )
+    """A defaultdict: its factory is any tracker (a class, a lambda or closure made in the
+    trace, None); a missing key's read stores what calling it returns, as CPython does."""
+
+    def __init__(
+        self,
+        factory: VariableTracker,
+        items: dict[Any, VariableTracker],
+        *,
+        source: Source | None = None,
+    ) -> None:
+        super().__init__(items, source=source, dict_type=collections.defaultdict)
         self.factory = factory
-        self.real_factory = real_factory
 
     def python_type(self) -> type:
         return collections.defaultdict
 
+    def as_python_constant(self) -> Any:
+        constant_keys(self.items)
+        pairs = {k: v.as_python_constant() for k, v in self.items.items()}
+        return collections.defaultdict(self.factory.as_python_constant(), pairs)
+
+    def _no_factory(self) -> bool:
+        return self.factory.is_python_constant() and self.factory.as_python_constant() is None
+
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = key.as_python_constant()
+        k = dict_key(key)
         if k not in self.items:
-            if self.real_factory is None:
-                raise TracedException(KeyError, k)
+            if self._no_factory():
+                raise missing_key(k)
             self.items[k] = self.factory.call_function(tx, [], {})
+            if self.source is not None:
+                tx.output.side_effects.containers[self.source] = self
         return self.items[k]
+
+    def copied(self) -> ConstDictVariable:
+        return DefaultDictVariable(self.factory, self.items)
+
+    def var_getattr(self, tx, name):
+        if name == "default_factory":
+            return self.factory
+        return super().var_getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__missing__":
+            if self._no_factory():
+                raise Unsupported("defaultdict.__missing__ without a factory (a KeyError)")
             return self.getitem(tx, args[0])
         return super().call_method(tx, name, args, kwargs)
 
@@ -92,9 +136,49 @@ def _ordered_dict(tx, args, kwargs):
 @rule(collections.defaultdict)
 def _defaultdict(tx, args, kwargs):
     factory = args[0] if args else ConstantVariable(None)
-    if not factory.is_python_constant():
-        raise Unsupported("defaultdict() with a factory not known at trace time")
+    if factory.is_python_constant():
+        real = factory.as_python_constant()
+        if real is not None and not callable(real):
+            raise TracedException(TypeError, "first argument must be callable or None")
     return DefaultDictVariable(factory, _dict_items(tx, list(args[1:]), kwargs))
+
+
+def _from_keys(make: Callable[[dict[Any, VariableTracker]], VariableTracker]):
+    def run(tx, args, kwargs):
+        value = args[1] if len(args) > 1 else kwargs.get("value", ConstantVariable(None))
+        keys = [k.as_python_constant() for k in args[0].unpack(tx)]
+        return make(dict.fromkeys(keys, value))  # one value object for every key, as in C
+
+    return run
+
+
+rule(dict.fromkeys)(_from_keys(ConstDictVariable))
+rule(collections.OrderedDict.fromkeys)(_from_keys(OrderedDictVariable))
+rule(collections.defaultdict.fromkeys)(
+    _from_keys(lambda items: DefaultDictVariable(ConstantVariable(None), items))
+)
+
+
+@wrap_rule("defaultdict", types=collections.defaultdict, exact=True)
+def _wrap_defaultdict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    return aliased_container(tx, value, source, _build_defaultdict)
+
+
+@wrap_rule("ordered_dict", types=collections.OrderedDict, exact=True)
+def _wrap_ordered_dict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    return aliased_container(tx, value, source, _build_ordered_dict)
+
+
+def _build_ordered_dict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    # Its items, keys guarded in order; attributes on the instance are not read through it.
+    return OrderedDictVariable(build_dict(tx, value, source).items, source=source)
+
+
+def _build_defaultdict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    plain = build_dict(tx, value, source)  # keys guarded, values wrapped
+    factory_source = AttrSource(source, "default_factory") if source is not None else None
+    factory = tx.wrap(value.default_factory, factory_source)
+    return DefaultDictVariable(factory, plain.items, source=source)
 
 
 class DequeVariable(ListVariable):
@@ -120,6 +204,8 @@ class DequeVariable(ListVariable):
                 items[:] = items[-n:] + items[:-n] if n else items
         elif name == "pop" and args:
             raise Unsupported("deque.pop() takes no index")
+        elif name == "copy" and not args:
+            return DequeVariable(list(items))
         else:
             return super().call_method(tx, name, args, kwargs)
         self._record(tx)

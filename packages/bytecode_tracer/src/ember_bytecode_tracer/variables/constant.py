@@ -29,8 +29,8 @@ CONSTANT_TYPES = (
 PURE_METHODS = {
     str: {name for name in dir(str) if not name.startswith("_")},
     bytes: {name for name in dir(bytes) if not name.startswith("_")},
-    int: {"bit_length", "to_bytes", "__index__", "conjugate"},
-    float: {"is_integer", "conjugate", "hex"},
+    int: {"bit_length", "bit_count", "to_bytes", "__index__", "conjugate", "as_integer_ratio"},
+    float: {"is_integer", "conjugate", "hex", "as_integer_ratio"},
     # sets built by the trace (BUILD_SET): mutating them changes nothing outside it
     set: {"add", "update", "discard", "remove", "clear", "union", "intersection",
           "difference", "issubset", "issuperset", "isdisjoint", "copy"},

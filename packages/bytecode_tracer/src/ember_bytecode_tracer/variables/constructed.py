@@ -76,6 +76,18 @@ class ConstructedObjectVariable(VariableTracker):
             return ConstantVariable(self.cls._fields)
         return self._class_attribute(tx, name)
 
+    def has_attribute(self, name: str) -> bool | None:
+        """hasattr of a namedtuple built here: its fields, what the trace set on it, its
+        class's attributes (a property decides for itself: unknown); nothing else."""
+        if not is_namedtuple_class(self.cls) or hasattr(self.cls, "__getattr__"):
+            return None
+        if name in self.attrs or name in self._fields():
+            return True
+        attribute = inspect.getattr_static(self.cls, name, _MISSING)
+        if attribute is _MISSING:
+            return False
+        return None if isinstance(attribute, property) else True
+
     def _class_attribute(self, tx, name: str) -> VariableTracker:
         # Methods and properties defined in Python on the class run inlined with this
         # tracker as self (fields read as above; writes to a field are a graph break).
@@ -86,6 +98,8 @@ class ConstructedObjectVariable(VariableTracker):
             return UserMethodVariable(attribute, self)
         if isinstance(attribute, staticmethod) and inspect.isfunction(attribute.__func__):
             return UserFunctionVariable(attribute.__func__)
+        if isinstance(attribute, classmethod) and inspect.isfunction(attribute.__func__):
+            return UserMethodVariable(attribute.__func__, TypeVariable(self.cls))
         if attribute is not _MISSING and is_constant_value(attribute):
             return ConstantVariable(attribute)  # a class constant (the class is the same)
         raise Unsupported(f"reading {self.cls.__qualname__}.{name} of an object built in the trace")

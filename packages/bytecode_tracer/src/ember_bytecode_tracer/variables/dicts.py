@@ -1,21 +1,74 @@
-"""Dicts whose keys are constants known at trace time."""
+"""Dicts whose keys are constants known at trace time, or tensors.
+
+A tensor key is a `TensorKey`: hashed and compared by the tensor's identity, as
+Tensor.__hash__ (id) and dict lookup (identity first) do, its fake example standing for the
+tensor (one per tensor object, see translator/handlers/operators.py `identity`).
+"""
 
 from __future__ import annotations
 
 import abc
+import collections
+import collections.abc
+import inspect
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import DictKeysSource, GuardKind, ItemSource, dict_item_source
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.variables.base import Translator
+
+
+class TensorKey:
+    """A tensor as a dict key (its tracker inside): equal only to the same tensor."""
+
+    __slots__ = ("tracker",)
+
+    def __init__(self, tracker: TensorVariable) -> None:
+        self.tracker = tracker
+
+    def __hash__(self) -> int:
+        return id(self.tracker.example)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorKey) and other.tracker.example is self.tracker.example
+
+    def __repr__(self) -> str:
+        return f"TensorKey({self.tracker!r})"
+
+
+def dict_key(key: VariableTracker) -> Any:
+    """What `key` is in a dict tracker's items: the constant, or a tensor's TensorKey."""
+    if isinstance(key, TensorVariable):
+        return TensorKey(key)
+    return key.as_python_constant()
+
+
+def key_tracker(key: Any) -> VariableTracker:
+    """The tracker of a key of a dict tracker's items."""
+    return key.tracker if isinstance(key, TensorKey) else ConstantVariable(key)
+
+
+def missing_key(key: Any) -> Exception:
+    """The KeyError eager raises for `key` (a tensor's: a break, its object is not here)."""
+    if isinstance(key, TensorKey):
+        return Unsupported("KeyError of a tensor key")
+    return TracedException(KeyError, key)
+
+
+def constant_keys(items: dict) -> None:
+    if any(isinstance(k, TensorKey) for k in items):
+        raise Unsupported("a dict with tensor keys is not a constant")
 
 
 class DictViewVariable(ListVariable):
@@ -41,6 +94,7 @@ class DictViewVariable(ListVariable):
         return type(getattr({}, self.method)())
 
     def as_python_constant(self) -> Any:
+        constant_keys(self.owner.items)
         if self.method == "keys":  # the keys are constants even where the values are not
             return dict.fromkeys(self.owner.items).keys()
         return getattr(self.owner.as_python_constant(), self.method)()
@@ -61,9 +115,9 @@ _LIST_ONLY = frozenset(
 
 
 _VIEW_ITEMS = {
-    "keys": lambda k, v: ConstantVariable(k),
+    "keys": lambda k, v: key_tracker(k),
     "values": lambda k, v: v,
-    "items": lambda k, v: TupleVariable([ConstantVariable(k), v]),
+    "items": lambda k, v: TupleVariable([key_tracker(k), v]),
 }
 
 
@@ -79,21 +133,32 @@ class ConstDictVariable(VariableTracker):
         return self.dict_type
 
     def as_python_constant(self) -> Any:
+        constant_keys(self.items)
         return self.dict_type({k: v.as_python_constant() for k, v in self.items.items()})
 
     def truthiness(self, tx) -> bool:
         return bool(self.items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items]
+        return [key_tracker(k) for k in self.items]
 
     def var_getattr(self, tx, name):
         return BoundMethodOfTracker(self, name)
 
+    def has_attribute(self, name: str) -> bool | None:
+        known = attribute_of_c_instance(self.python_type(), name)
+        if known is None and self.source is None and self.python_type() in _FRESH:
+            return hasattr(_FRESH[self.python_type()], name)  # built here: no attribute set
+        return known
+
+    def copied(self) -> ConstDictVariable:
+        """`d.copy()`: dict.copy gives a plain dict (a subclass's too)."""
+        return ConstDictVariable(self.items)
+
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = key.as_python_constant()
+        k = dict_key(key)
         if k not in self.items:
-            raise TracedException(KeyError, k)  # the keys are guarded (or built here)
+            raise missing_key(k)  # the keys are guarded (or built here)
         return self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -101,14 +166,16 @@ class ConstDictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in _VIEW_ITEMS:
             return DictViewVariable(self, name)
         if name in ("__contains__",):
-            return ConstantVariable(args[0].as_python_constant() in items)
+            return ConstantVariable(dict_key(args[0]) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
+        if name == "copy" and not args and not kwargs:
+            return self.copied()
         if name in ("__setitem__", "update", "pop", "setdefault", "__delitem__", "clear"):
             result = self._mutate(tx, name, args, kwargs)
             if self.source is not None:
@@ -119,26 +186,23 @@ class ConstDictVariable(VariableTracker):
     def _mutate(self, tx, name, args, kwargs):
         items = self.items
         if name == "__setitem__":
-            items[args[0].as_python_constant()] = args[1]
+            items[dict_key(args[0])] = args[1]
         elif name == "update":
             if args:
-                other = args[0]
-                if not isinstance(other, ConstDictVariable):
-                    raise Unsupported("dict.update with a non-dict")
-                items.update(other.items)
+                items.update(_update_items(tx, args[0]))
             items.update(kwargs)
         elif name == "pop":
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             if k in items:
                 return items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise Unsupported(f"KeyError {k!r} at trace time")
         elif name == "setdefault":
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             return items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         elif name == "__delitem__":
-            del items[args[0].as_python_constant()]
+            del items[dict_key(args[0])]
         elif name == "clear":
             items.clear()
         return ConstantVariable(None)
@@ -147,29 +211,103 @@ class ConstDictVariable(VariableTracker):
         return f"ConstDictVariable({self.items!r})"
 
 
+_FRESH = {collections.OrderedDict: collections.OrderedDict()}
+
+
+def _update_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
+    """What `d.update(other)` adds: a mapping's items, else an iterable of key/value pairs."""
+    mapped = mapping_items(tx, other)
+    return mapped if mapped is not None else pair_items(tx, other)
+
+
+def pair_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
+    added = {}
+    for pair in other.unpack(tx):
+        parts = pair.unpack(tx)
+        if len(parts) != 2:  # eager raises with the earlier pairs added: eager does it
+            raise Unsupported("a dict built from an element that is not a pair")
+        added[dict_key(parts[0])] = parts[1]
+    return added
+
+
+def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | None:
+    """A mapping's items as CPython's dict merge reads them (`dict(m)`, `d.update(m)`,
+    `f(**m)`): a dict's own; a user's mapping (its class defines keys() in Python) through
+    its keys() and [] in order; None for anything else (an iterable of pairs)."""
+    if isinstance(other, ConstDictVariable):
+        return other.items
+    try:
+        cls = other.python_type()
+    except Unsupported:
+        return None
+    keys = inspect.getattr_static(cls, "keys", None)
+    if keys is None:
+        return None
+    if not inspect.isfunction(keys):  # a mapping of C (a mappingproxy): its own keys()
+        raise Unsupported(f"dict merge of a {cls.__qualname__}")
+    items = {}
+    # Mapping's own keys() is a view whose iteration is the mapping's
+    keys_of = (
+        other if keys is collections.abc.Mapping.keys else other.call_method(tx, "keys", [], {})
+    )
+    for key in keys_of.unpack(tx):
+        items[dict_key(key)] = tx.subscript(other, key)
+    return items
+
+
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
 @wrap_rule("dict", types=dict, exact=True)
 def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
-    return aliased_container(tx, value, source, _build_dict)
+    return aliased_container(tx, value, source, build_dict)
 
 
-def _build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
-    if not all(is_constant_value(k) or _is_class_key(k) for k in value):
+def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
+    if not all(
+        is_constant_value(k) or _is_class_key(k) or _is_tensor(k) or _is_size(k) for k in value
+    ):
         raise Unsupported("dict with non-constant keys")
-    if source is not None and all(is_constant_value(k) for k in value):
+    by_position = not all(is_constant_value(k) for k in value)
+    if source is not None and not by_position:
         guard(tx, source, GuardKind.DICT_KEYS, (type(value), tuple(value.keys())))
-    elif source is not None:  # classes as keys: each key's identity, by position
+    elif source is not None:  # classes or tensors as keys: each key by position
         guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
-        for i, k in enumerate(value):
-            kind = GuardKind.EQUALS_MATCH if is_constant_value(k) else GuardKind.ID_MATCH
-            guard(tx, ItemSource(DictKeysSource(source), i), kind, k)
-    # keys without a literal (dtypes, devices) reach their values by position: the
-    # DICT_KEYS guard above pins every key's position
+    keys = [_key_of_entry(tx, source, i, k, by_position) for i, k in enumerate(value)]
+    # keys without a literal (dtypes, devices, tensors) reach their values by position: the
+    # guards above pin every key's position
     items = {
-        k: tx.wrap(v, dict_item_source(source, k, i) if source is not None else None)
-        for i, (k, v) in enumerate(value.items())
+        key: tx.wrap(v, dict_item_source(source, k, i) if source is not None else None)
+        for i, (key, (k, v)) in enumerate(zip(keys, value.items(), strict=True))
     }
     return ConstDictVariable(items, source=source)
+
+
+def _is_tensor(key: Any) -> bool:
+    return isinstance(key, torch.Tensor)
+
+
+def _is_size(key: Any) -> bool:
+    """A torch.Size of ints as a key (a cache by shape): compared by value, as a tuple."""
+    return type(key) is torch.Size and all(type(d) is int for d in key)
+
+
+def _key_of_entry(
+    tx: Translator, source: Source | None, index: int, key: Any, by_position: bool
+) -> Any:
+    """A key of a dict read from the frame, guarded by position when the dict's keys are
+    not all constants: a constant by value, a class by identity, a tensor as a graph input
+    (the one placeholder of that tensor however reached, guarded to stay distinct)."""
+    if not by_position:
+        return key
+    if source is None:
+        if _is_tensor(key):
+            raise Unsupported("a dict with tensor keys without a source")
+        return key
+    key_source = ItemSource(DictKeysSource(source), index)
+    if _is_tensor(key):
+        return dict_key(tx.wrap(key, key_source))
+    by_value = is_constant_value(key) or _is_size(key)
+    guard(tx, key_source, GuardKind.EQUALS_MATCH if by_value else GuardKind.ID_MATCH, key)
+    return key
 
 
 def _is_class_key(key: Any) -> bool:

@@ -272,17 +272,55 @@ def nested_function_attributes(fn: NestedUserFunctionVariable) -> dict[str, Vari
     return attrs
 
 
+_BARE_PARTIAL = functools.partial(print)  # what any partial has: its type's and __dict__
+
+
 class PartialVariable(VariableTracker):
+    """functools.partial(func, *args, **kwargs). `origin` is where a partial passed in was
+    read (exact type guarded); one built in the trace has no origin and an empty __dict__."""
+
     def __init__(
-        self, func: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+        self,
+        func: VariableTracker,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+        *,
+        origin: Source | None = None,
     ):
         super().__init__()
         self.func = func
         self.args = args
         self.kwargs = kwargs
+        self.origin = origin
+        self._keywords: ConstDictVariable | None = None
 
     def python_type(self) -> type:
         return functools.partial
+
+    def has_attribute(self, name: str) -> bool | None:
+        if hasattr(_BARE_PARTIAL, name):
+            return True
+        # What its __dict__ holds: nothing for one built here; one passed in may change.
+        return False if self.origin is None else None
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(list(self.args))
+        if name == "keywords":
+            if self._keywords is None:  # one dict, shared with the calls (mutations show)
+                source = AttrSource(self.origin, "keywords") if self.origin else None
+                self._keywords = ConstDictVariable(self.kwargs, source=source)
+                self.kwargs = self._keywords.items
+            return self._keywords
+        if name == "__call__":
+            return self
+        if not hasattr(_BARE_PARTIAL, name) and self.has_attribute(name) is False:
+            raise TracedException(
+                AttributeError, f"'functools.partial' object has no attribute {name!r}"
+            )
+        return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
         return self.func.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
@@ -330,7 +368,8 @@ def _wrap_partial(tx: Translator, value: functools.partial, source: Source | Non
         k: tx.wrap(v, ItemSource(AttrSource(source, "keywords"), k))
         for k, v in value.keywords.items()
     }
-    return PartialVariable(func, args, kwargs)
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    return PartialVariable(func, args, kwargs, origin=source)
 
 
 # ---- callables that stand for a Python function: a call is traced into that function ----

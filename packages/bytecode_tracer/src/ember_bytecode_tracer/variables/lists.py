@@ -8,7 +8,7 @@ import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import GuardKind, ItemSource
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -71,6 +71,9 @@ class BaseListVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         return BoundMethodOfTracker(self, name)
+
+    def has_attribute(self, name: str) -> bool | None:
+        return attribute_of_c_instance(self.python_type(), name)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.items!r})"

@@ -194,7 +194,10 @@ def tensor_from_array(tx: Translator, fn: Any, args, kwargs) -> VariableTracker 
     if fn is torch.tensor:
         node, example = tx.output.create_node("call_function", torch.clone, (array.node,), {})
         return TensorVariable(node, example)
-    return TensorVariable(array.node, array.example)
+    # A new tensor object over the same memory, as eager's: a view (its own example, so
+    # that `is` and identity-keyed containers tell the two calls' tensors apart).
+    node, example = tx.output.create_node("call_method", "view_as", (array.node, array.node), {})
+    return TensorVariable(node, example)
 
 
 def _tensor_numpy(tx: Translator, tensor: TensorVariable, args, kwargs) -> VariableTracker | None:

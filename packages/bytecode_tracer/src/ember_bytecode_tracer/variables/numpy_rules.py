@@ -719,11 +719,71 @@ def array_attribute(tx, array: NumpyArrayVariable, name: str) -> VariableTracker
         return ConstantVariable(array.dtype)
     if name == "T":
         return _transpose(tx, array)
+    if name in ("real", "imag"):
+        return _real_or_imag(tx, array, name)
+    if name == "strides":
+        return _strides(array)
     if name in _READS_DATA:
         raise Unsupported(f"ndarray.{name}() reads array data into Python")
     if name in METHODS:
         return NumpyMethodVariable(array, name)
     raise Unsupported(f"ndarray.{name} is not traced as a tensor operation")
+
+
+def _real_or_imag(tx, array: NumpyArrayVariable, name: str) -> VariableTracker:
+    """A complex array's parts (views); a real array's real part is itself (a view) and its
+    imaginary part zeros of its dtype, as NumPy's."""
+    if array.dtype.kind == "c":
+        return _array(tx, getattr(torch, name), (array.node,), scalar=False)
+    if name == "real":
+        return _array(tx, torch.Tensor.view_as, (array.node, array.node), scalar=False)
+    return _array(tx, torch.zeros_like, (array.node,), scalar=False)
+
+
+def _strides(array: NumpyArrayVariable) -> VariableTracker:
+    """Byte strides of an array over a tensor passed in (its strides are guarded); an
+    array computed in the graph may be laid out otherwise than NumPy would: not known."""
+    strides = array.example.stride()
+    if array.node.op != "placeholder" or not all(type(s) is int for s in strides):
+        raise Unsupported("ndarray.strides of an array computed in the trace")
+    return ConstantVariable(tuple(s * array.dtype.itemsize for s in strides))
+
+
+@rule(np.fft.fftshift, np.fft.ifftshift)
+def _fftshift(tx, x, axes=None):
+    """fftshift/ifftshift: a roll by half of each axis, the dtype kept."""
+    a = _as_array(tx, x)
+    dims = _axes(axes, len(a.shape))
+    shifts = tuple(a.shape[d] // 2 for d in dims)
+    return _array(tx, torch.roll, (a.node, shifts, dims), scalar=False)
+
+
+@rule(np.linalg.norm)
+def _norm(tx, x, ord=None, axis=None, keepdims=False):
+    """The 2-norm over `axis` (all of it by default: Frobenius for a matrix) of a float
+    array, in its dtype as NumPy's; other orders and dtypes are a break."""
+    a = _as_array(tx, x)
+    if _const(ord, "ord") is not None or a.dtype.kind != "f":
+        raise Unsupported("numpy.linalg.norm other than the 2-norm of a float array")
+    dims = _axes(axis, len(a.shape))
+    args = (a.node, 2, dims, bool(_const(keepdims, "keepdims")))
+    return _array(tx, torch.linalg.vector_norm, args)
+
+
+@rule(np.meshgrid)
+def _meshgrid(tx, *xi, copy=True, sparse=False, indexing="xy"):
+    """Coordinate matrices of arrays of one dtype, each flattened (copies, as NumPy's)."""
+    arrays = [_as_array(tx, x) for x in xi]
+    if _const(sparse, "sparse") or len({a.dtype for a in arrays}) > 1:
+        raise Unsupported("numpy.meshgrid sparse or of mixed dtypes")
+    flat = tuple(_node(tx, "call_function", torch.reshape, (a.node, (-1,)))[0] for a in arrays)
+    mode = _const(indexing, "indexing")
+    node, _example = _node(tx, "call_function", torch.meshgrid, flat, {"indexing": mode})
+    grids = []
+    for i in range(len(arrays)):
+        part, _ = _node(tx, "call_function", operator.getitem, (node, i))
+        grids.append(_array(tx, torch.clone, (part,), scalar=False))
+    return TupleVariable(grids)
 
 
 def _index_key(tx, key: VariableTracker) -> tuple[Any, bool]:

@@ -30,7 +30,7 @@ from ember_bytecode_tracer.variables.attributes import store_attribute
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, constant_keys
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.object_identity import canonical_source
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
@@ -144,6 +144,7 @@ class _Copier:
         if type(value) is ListVariable:
             return ListVariable([self.part(item) for item in value.items])
         if type(value) is ConstDictVariable and value.dict_type is dict:
+            constant_keys(value.items)  # a deep copy copies tensor keys too: not here
             return ConstDictVariable({k: self.part(v) for k, v in value.items.items()})
         if isinstance(value, TracedObjectVariable):
             self._check_class(value.cls)

@@ -131,6 +131,16 @@ class UserDefinedObjectVariable(VariableTracker):
             return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
         return self.generic_getattr(tx, name)
 
+    def unpack(self, tx) -> list[VariableTracker]:
+        """Iterating it: its class's Python __iter__, inlined and run to its end."""
+        method = inspect.getattr_static(type(self.value), "__iter__", None)
+        if not inspect.isfunction(method):
+            raise Unsupported(f"iterating over {self}")
+        if inspect.isgeneratorfunction(method) and self.source is not None:
+            fn_source = AttrSource(TypeSource(self.source), "__iter__")
+            return tx.run_generator(method, fn_source, [self])
+        return self.var_getattr(tx, "__iter__").call_function(tx, [], {}).unpack(tx)
+
     def generic_getattr(self, tx, name):
         """object.__getattribute__: instance dict, then the class (descriptors first)."""
         if self.source is None:

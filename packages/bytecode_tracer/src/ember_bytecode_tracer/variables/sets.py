@@ -17,15 +17,18 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.guards import GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.variables.base import Translator
 
 
@@ -101,15 +104,25 @@ class SetVariable(VariableTracker):
     """A set or frozenset made in the trace: its mirror and the trackers of its objects."""
 
     def __init__(
-        self, keys: set | frozenset, objects: dict[_Identity, VariableTracker], history: list
+        self,
+        keys: set | frozenset,
+        objects: dict[_Identity, VariableTracker],
+        history: list | None,
+        *,
+        source: Source | None = None,
+        seen: tuple | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(source=source)
         self.keys = keys
         self.objects = {k: objects[k] for k in keys if isinstance(k, _Identity)}
         # The mirror's operations, replayed after the graph to rebuild the very same table
         # (a copy of a set with deleted slots iterates in another order); None once
-        # unknown (an operand without a history).
+        # unknown (an operand without a history, a set passed in).
         self.history: list | None = history
+        # A set passed in: its iteration order (guarded) until the trace changes it, and
+        # the changes, run on it after the graph.
+        self.seen = seen
+        self.writes: list[tuple] = []
 
     @classmethod
     def made(cls, keys: Any, objects: dict, history: list | None) -> VariableTracker:
@@ -119,6 +132,12 @@ class SetVariable(VariableTracker):
         return cls(keys, objects, history)
 
     def record(self, step: tuple | None) -> None:
+        if self.source is not None:
+            if step is None or not all(_replayable(o) for o in step[2]):
+                raise Unsupported("a change to a set passed in that cannot be run again")
+            self.writes.append(step)
+            self.seen = None  # its order is now the real table's, which the trace lacks
+            return
         if self.history is not None:
             self.history = None if step is None else [*self.history, step]
 
@@ -138,10 +157,13 @@ class SetVariable(VariableTracker):
         return self.objects[key] if isinstance(key, _Identity) else ConstantVariable(key)
 
     def ordered(self) -> bool:
-        """Whether the iteration order is CPython's (all elements constants)."""
-        return not self.objects
+        """Whether the mirror's iteration order is CPython's (all elements constants, and
+        every operation known from an empty set on)."""
+        return not self.objects and self.history is not None
 
     def unpack(self, tx) -> list[VariableTracker]:
+        if self.seen is not None:
+            return [ConstantVariable(k) for k in self.seen]
         if not self.ordered():
             raise Unsupported("iterating over a set of tensors or objects (ordered by address)")
         return [ConstantVariable(k) for k in self.keys]
@@ -197,6 +219,8 @@ def _run(tx, target: SetVariable, fn: Any, reals: list, objects: dict, step) -> 
     if result is target.keys or result is None:  # in place (`s |= t`, s.update(t))
         target.objects = {k: objects[k] for k in target.keys if isinstance(k, _Identity)}
         target.record(step)
+        if target.source is not None:
+            tx.output.side_effects.containers[target.source] = target
         return target if result is not None else ConstantVariable(None)
     if isinstance(result, set | frozenset):
         return SetVariable.made(result, objects, [step] if step is not None else None)
@@ -291,6 +315,37 @@ SET_OPERATORS = _IN_PLACE_OPERATORS | frozenset(
     (operator.or_, operator.and_, operator.sub, operator.xor, operator.eq, operator.ne,
      operator.lt, operator.le, operator.gt, operator.ge)
 )  # fmt: skip
+
+
+def _replayable(operand: Any) -> bool:
+    """Constants (and tuples of them): what a write to a set passed in may hand over."""
+    if isinstance(operand, tuple | frozenset):
+        return all(_replayable(o) for o in operand)
+    if isinstance(operand, _Replay):  # a set of the trace, made again from constants
+        return all(_replayable(o) for step in operand.steps for o in step[2])
+    return not isinstance(operand, _Identity)
+
+
+def replay_onto(target: set, steps: tuple) -> None:
+    """Runs a trace's changes to a set passed in on the set itself, in order."""
+    for kind, fn, operands in steps:
+        reals = [o.build() if isinstance(o, _Replay) else o for o in operands]
+        if kind == "call":
+            getattr(target, fn)(*reals)
+        else:
+            fn(target, *reals)
+
+
+@wrap_rule("set", types=set, exact=True)
+def _wrap_set(tx: Translator, value: set, source: Source | None) -> VariableTracker | None:
+    if source is None or not all(is_constant_value(k) for k in value):
+        return None  # a set of objects: by the object rule
+    return aliased_container(tx, value, source, _build_set)
+
+
+def _build_set(tx: Translator, value: set, source: Source) -> VariableTracker:
+    guard(tx, source, GuardKind.DICT_KEYS, (set, tuple(value)))  # its elements, in order
+    return SetVariable(set(value), {}, None, source=source, seen=tuple(value))
 
 
 def new_set(kind: type = set) -> SetVariable:

@@ -26,6 +26,7 @@ from ember_bytecode_tracer.guards import GuardKind
 from ember_bytecode_tracer.variables.base import PROBING, VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, register_symbolic_tracker
+from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, TupleVariable
 from ember_symbolic import SymNode, TensorPropertySource
 
 if TYPE_CHECKING:
@@ -34,6 +35,17 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# What an int's own attributes and argument-free methods are, for a symbolic int n: n itself
+# (None) or a constant; `n.as_integer_ratio()` is (n, 1), as for every int.
+_INT_ATTRIBUTES = {"real": None, "numerator": None, "imag": ConstantVariable(0),
+                   "denominator": ConstantVariable(1)}  # fmt: skip
+_INT_METHODS = {
+    "conjugate": lambda n: n,
+    "__index__": lambda n: n,
+    "__int__": lambda n: n,
+    "as_integer_ratio": lambda n: TupleVariable([n, ConstantVariable(1)]),
+}
+
 _PYTYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
@@ -68,7 +80,17 @@ class SymNodeVariable(VariableTracker):
         return _decide(bool, self.value)  # the env decides it and records the guard
 
     def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        if self.python_type() is int:
+            if name in _INT_ATTRIBUTES:
+                return self if _INT_ATTRIBUTES[name] is None else _INT_ATTRIBUTES[name]
+            if name in _INT_METHODS:
+                return BoundMethodOfTracker(self, name)
         raise Unsupported(f"attribute {name!r} of a symbolic {self.python_type().__name__}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if self.python_type() is int and name in _INT_METHODS and not args and not kwargs:
+            return _INT_METHODS[name](self)
+        raise Unsupported(f"method {name!r} of a symbolic {self.python_type().__name__}")
 
     def __repr__(self) -> str:
         return f"SymNodeVariable({self.value})"

@@ -80,6 +80,8 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(self.example, name))
         if name == "grad":
             return read_grad(tx, self)
+        if name == "__class__":  # its exact class: guarded with the tensor (TENSOR_MATCH)
+            return tx.wrap(getattr(self, "tensor_type", None) or self.python_type(), None)
         if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
             if name == "data":
                 raise Unsupported(f"Tensor.{name} inside a traced region")

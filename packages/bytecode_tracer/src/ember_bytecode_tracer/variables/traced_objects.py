@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builtins import constant_fold, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.descriptors import (
     data_descriptor,
@@ -33,7 +34,11 @@ from ember_bytecode_tracer.variables.descriptors import (
 )
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
-from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
+from ember_bytecode_tracer.variables.objects import (
+    TypeVariable,
+    UserDefinedObjectVariable,
+    constructor,
+)
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -295,3 +300,24 @@ def _construct_traced_object(tx, kind: TypeVariable, args, kwargs) -> VariableTr
     if refusal is None:
         return TracedObjectVariable.construct(tx, kind.cls, kind.source, args, kwargs)
     raise Unsupported(f"constructing a {kind.cls.__qualname__} inside a traced region ({refusal})")
+
+
+# ---- str() of a user's object: its class's Python __str__ (or __repr__), inlined -------
+def _python_dunder(cls: type, name: str) -> bool:
+    return inspect.isfunction(inspect.getattr_static(cls, name, None))
+
+
+@rule(str)
+def _str(tx, args, kwargs):
+    obj = args[0] if len(args) == 1 and not kwargs else None
+    if isinstance(obj, TracedObjectVariable | UserDefinedObjectVariable):
+        cls = obj.python_type()
+        name = "__str__" if _python_dunder(cls, "__str__") else None
+        if name is None and inspect.getattr_static(cls, "__str__") is object.__str__:
+            name = "__repr__" if _python_dunder(cls, "__repr__") else None
+        if name is not None:
+            result = obj.var_getattr(tx, name).call_function(tx, [], {})
+            if result.is_python_constant() and type(result.as_python_constant()) is str:
+                return result
+            raise Unsupported(f"{cls.__qualname__}.{name} returned a value not known at trace time")
+    return constant_fold(str, args, kwargs)

@@ -6,8 +6,9 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.translator.signals import GeneratorYield
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items
 from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.objects import NullVariable
 
 
@@ -42,9 +43,12 @@ def call_function_ex(tx, inst):
     null = tx.pop()
     if not isinstance(null, NullVariable):
         raise Unsupported("CALL_FUNCTION_EX without NULL")
-    if not isinstance(kwargs, ConstDictVariable):
-        raise Unsupported("** of a non-dict")
-    keywords = {str(k): v for k, v in kwargs.items.items()}
+    items = mapping_items(tx, kwargs)
+    if items is None:
+        raise Unsupported("** of a non-mapping")
+    if not all(type(k) is str for k in items):
+        raise Unsupported("** with keys that are not strings (eager raises TypeError)")
+    keywords = dict(items)
     tx.push(fn.call_function(tx, args.unpack(tx), keywords))
 
 
@@ -77,6 +81,35 @@ def return_generator(tx, inst):
     if tx.yielded is None and not tx.suspends_on_yield:
         raise Unsupported("generator function traced as a frame")
     tx.push(ConstantVariable(None))  # resumed with None; the next POP_TOP drops it
+
+
+@handler("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(tx, inst):
+    """`yield from it` in a generator run to its end in the trace (a user's __iter__):
+    its items, each yielded in turn (SEND below)."""
+    if tx.yielded is None or tx.version >= (3, 12):
+        raise Unsupported("yield from outside a generator run to its end (3.11)")
+    value = tx.pop()
+    tx.push(
+        value if isinstance(value, ListIteratorVariable) else ListIteratorVariable(value.unpack(tx))
+    )
+
+
+@handler("SEND")
+def send(tx, inst):
+    """3.11's SEND: the next item of the iterator under the value sent (None, from the
+    YIELD_VALUE before), or, when it is exhausted, None in its place and a jump past."""
+    sent = tx.pop()
+    iterator = tx.peek()
+    if not isinstance(iterator, ListIteratorVariable) or not sent.is_python_constant():
+        raise Unsupported("send() into a generator inside the trace")
+    item = iterator.next(tx)
+    if item is None:
+        tx.pop()
+        tx.push(ConstantVariable(None))  # what `yield from` over an iterator evaluates to
+        tx.jump(inst.target)
+        return
+    tx.push(item)
 
 
 @handler("YIELD_VALUE")

@@ -6,7 +6,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key, mapping_items
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.sets import SetVariable, new_set
 
@@ -60,7 +60,7 @@ def call_intrinsic_1(tx, inst):
 @handler("BUILD_MAP")
 def build_map(tx, inst):
     flat = tx.popn(2 * inst.arg)
-    items = {flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}
+    items = {dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
     tx.push(ConstDictVariable(items))
 
 
@@ -82,11 +82,12 @@ def map_add(tx, inst):
 def dict_update(tx, inst):
     other = tx.pop()
     target = tx.peek(inst.arg)
-    if not isinstance(other, ConstDictVariable):
-        raise Unsupported("** of a non-dict")
-    if inst.opname == "DICT_MERGE" and set(other.items) & set(target.items):
+    items = mapping_items(tx, other)
+    if items is None:
+        raise Unsupported("** of a non-mapping")
+    if inst.opname == "DICT_MERGE" and set(items) & set(target.items):
         raise Unsupported("duplicate keyword argument")
-    target.items.update(other.items)
+    target.items.update(items)
 
 
 @handler("UNPACK_SEQUENCE")

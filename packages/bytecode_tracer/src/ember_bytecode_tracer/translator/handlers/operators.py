@@ -11,8 +11,9 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables import numpy_rules
+from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key
 from ember_bytecode_tracer.variables.lists import (
     BaseListVariable,
     SizeVariable,
@@ -72,7 +73,19 @@ def apply_operator(tx, fn, args):
             return ConstantVariable(fn(*(a.as_python_constant() for a in args)))
         except Exception as exc:
             raise Unsupported(f"{fn.__name__} raised {type(exc).__name__} at trace time") from exc
+    if fn in (operator.eq, operator.ne) and all(_default_equality(a) for a in args):
+        same = identity(tx, *args)  # object.__eq__ on both sides: `==` is `is`
+        if same is not None:
+            return ConstantVariable(same == (fn is operator.eq))
     raise Unsupported(f"operator {fn.__name__} on {args}")
+
+
+def _default_equality(value) -> bool:
+    try:
+        cls = value.python_type()
+    except Unsupported:
+        return False
+    return cls.__eq__ is object.__eq__ and cls.__ne__ is object.__ne__
 
 
 def _as_sequence(value):
@@ -118,6 +131,11 @@ def unary_negative(tx, inst):
     tx.push(apply_operator(tx, operator.neg, [tx.pop()]))
 
 
+@handler("UNARY_POSITIVE")
+def unary_positive(tx, inst):
+    tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+
+
 @handler("UNARY_INVERT")
 def unary_invert(tx, inst):
     tx.push(apply_operator(tx, operator.invert, [tx.pop()]))
@@ -142,23 +160,46 @@ def compare_op(tx, inst):
 def is_op(tx, inst):
     right = tx.pop()
     left = tx.pop()
-    if left.is_python_constant() and right.is_python_constant():
-        same = left.as_python_constant() is right.as_python_constant()
-    elif left is right:
-        same = True
-    elif isinstance(left, TensorVariable) != isinstance(right, TensorVariable):
-        same = False
-    elif isinstance(left, ConstantVariable) or isinstance(right, ConstantVariable):
-        same = False  # a constant is never the same object as a non-constant tracker
-    elif isinstance(left, TracedObjectVariable) or isinstance(right, TracedObjectVariable):
-        same = False  # an object built in the trace has one tracker, compared above
-    elif isinstance(left, NumpyArrayVariable) or isinstance(right, NumpyArrayVariable):
-        same = False  # likewise an array (np.asarray(a) returns a's own tracker)
-    elif (found := _sourced_identity(tx, left, right)) is not None:
-        same = found
-    else:
+    same = identity(tx, left, right)
+    if same is None:
         raise Unsupported("identity comparison of values not known at trace time")
     tx.push(ConstantVariable(same != bool(inst.arg)))
+
+
+def _identity_rule(negated: bool):
+    def run(tx, args, kwargs):
+        same = identity(tx, *args)
+        if same is None:
+            raise Unsupported("identity comparison of values not known at trace time")
+        return ConstantVariable(same != negated)
+
+    return run
+
+
+rule(operator.is_)(_identity_rule(False))
+rule(operator.is_not)(_identity_rule(True))
+
+
+def identity(tx, left, right) -> bool | None:
+    """`left is right` when the trace knows it (None: it does not)."""
+    if left.is_python_constant() and right.is_python_constant():
+        return left.as_python_constant() is right.as_python_constant()
+    if left is right:
+        return True
+    if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+        # Each tensor object has one fake example, which an in-place op or a no-op
+        # `.to()`/`.contiguous()` returns itself, as eager returns the tensor; tensor inputs
+        # are guarded distinct (convert_frame.py) or share one tracker.
+        return left.example is right.example
+    if isinstance(left, TensorVariable) != isinstance(right, TensorVariable):
+        return False
+    if isinstance(left, ConstantVariable) or isinstance(right, ConstantVariable):
+        return False  # a constant is never the same object as a non-constant tracker
+    if isinstance(left, TracedObjectVariable) or isinstance(right, TracedObjectVariable):
+        return False  # an object built in the trace has one tracker, compared above
+    if isinstance(left, NumpyArrayVariable) or isinstance(right, NumpyArrayVariable):
+        return False  # likewise an array (np.asarray(a) returns a's own tracker)
+    return _sourced_identity(tx, left, right)
 
 
 def _sourced_identity(tx, left, right) -> bool | None:
@@ -186,15 +227,29 @@ def contains_op(tx, inst):
     container = tx.pop()
     item = tx.pop()
     if isinstance(container, ConstDictVariable):
-        found = item.as_python_constant() in container.items
+        found = dict_key(item) in container.items
     elif isinstance(container, BaseListVariable):
-        found = item.as_python_constant() in [v.as_python_constant() for v in container.items]
+        found = _in_sequence(tx, item, container.items)
     elif container.is_python_constant():
         found = item.as_python_constant() in container.as_python_constant()
     else:
         # A user's container (a Mapping subclass, a registry): its own __contains__, inlined.
         found = container.call_method(tx, "__contains__", [item], {}).truthiness(tx)
     tx.push(ConstantVariable(found != bool(inst.arg)))
+
+
+def _in_sequence(tx, item, elements) -> bool:
+    """CPython's `item in seq`: each element in order, the same object or equal; a pair the
+    trace cannot compare (a tensor against a number: its value decides) is a break."""
+    for element in elements:
+        if identity(tx, element, item):
+            return True
+        if element.is_python_constant() and item.is_python_constant():
+            if element.as_python_constant() == item.as_python_constant():
+                return True
+            continue
+        raise Unsupported(f"`in` compares {item} with {element}: not known at trace time")
+    return False
 
 
 def subscript(tx, container, key):
