@@ -111,3 +111,37 @@ def test_module_attribute_lookup_order_under_inductor():
     x = torch.randn(2, 3)
     torch.testing.assert_close(ember.compile(module, fullgraph=True)(x), module(x))
     assert _graphs() == 1
+
+
+def test_hooks_of_the_compiled_module_and_its_children_under_inductor():
+    """Hooks on the compiled module itself and on a child run in the one graph (issue 26)."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    calls = []
+
+    def record(module, inputs, output):
+        calls.append(type(module).__name__)
+        return output * 2
+
+    for module in model.modules():
+        module.register_forward_hook(record)
+    x = torch.randn(3, 4)
+    expected = model(x)
+    calls.clear()
+    compiled = ember.compile(model, fullgraph=True)
+    torch.testing.assert_close(compiled(x), expected)
+    assert sorted(calls) == ["Linear", "Linear", "ReLU", "Sequential"]
+    assert _graphs() == 1
+    model[1]._forward_hooks.clear()  # removed: retraced, eager's value again
+    torch.testing.assert_close(compiled(x), model(x))
+    assert _graphs() == 2
+
+
+def test_lazy_module_compiled_before_its_first_call_under_inductor():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LazyLinear(6), nn.Tanh(), nn.LazyLinear(1))
+    compiled = ember.compile(model, fullgraph=True)
+    x = torch.randn(5, 3)
+    got = compiled(x)
+    torch.testing.assert_close(got, model(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert _graphs() == 1

@@ -17,26 +17,12 @@ from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.module_hooks import call_with_hooks
 from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-
-
-def _has_hooks(module: nn.Module) -> bool:
-    global_hooks = (
-        nn.modules.module._global_forward_hooks,
-        nn.modules.module._global_forward_pre_hooks,
-        nn.modules.module._global_backward_hooks,
-    )
-    return bool(
-        module._forward_hooks
-        or module._forward_pre_hooks
-        or module._backward_hooks
-        or getattr(module, "_backward_pre_hooks", None)
-        or any(global_hooks)
-    )
 
 
 class NNModuleVariable(VariableTracker):
@@ -105,32 +91,29 @@ class NNModuleVariable(VariableTracker):
     def module_call(self, tx, args, kwargs) -> VariableTracker:
         """nn.Module.__call__ itself (also as `super().__call__(...)` from an override)."""
 
+        return call_with_hooks(tx, self, list(args), dict(kwargs), self._forward_call(tx))
+
+    def _forward_call(self, tx):
+        """What nn.Module.__call__ runs between the hooks: the instance's `forward` where one
+        is set on it, else the class's."""
         module = self.module
-        if _has_hooks(module):
-            raise Unsupported(f"{type(module).__name__} has forward/backward hooks")
-        if self.source is not None:
-            self._guard_no_hooks(tx)
-        if "forward" in module.__dict__:
-            # `module.forward = ...` on the instance: nn.Module.__call__ runs that one.
-            return self._child(tx, "forward", module.__dict__["forward"]).call_function(
-                tx, args, kwargs
-            )
-        forward = inspect.getattr_static(module, "forward")
-        if not inspect.isfunction(forward):
-            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
-        if self.source is not None:
-            # The class's forward stands only while the instance sets none of its own.
-            entry = ItemSource(AttrSource(self.source, "__dict__"), "forward")
-            tx.output.add_guard(Guard(entry, GuardKind.ABSENT, user_location=tx.location()))
-        source = _class_attr_source(self.source, "forward") if self.source is not None else None
-        return tx.inline_call(forward, source, [self, *args], kwargs)
 
-    def _guard_no_hooks(self, tx) -> None:
-        """Hooks registered later must not be skipped by code traced without them."""
+        def call(args, kwargs):
+            if "forward" in module.__dict__:
+                forward = self._child(tx, "forward", module.__dict__["forward"])
+                return forward.call_function(tx, args, kwargs)
+            forward = inspect.getattr_static(module, "forward")
+            if not inspect.isfunction(forward):
+                raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
+            source = None
+            if self.source is not None:
+                # The class's forward stands only while the instance sets none of its own.
+                entry = ItemSource(AttrSource(self.source, "__dict__"), "forward")
+                tx.output.add_guard(Guard(entry, GuardKind.ABSENT, user_location=tx.location()))
+                source = _class_attr_source(self.source, "forward")
+            return tx.inline_call(forward, source, [self, *args], kwargs)
 
-        for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
-            hooks = getattr(self.module, table)
-            guard(tx, AttrSource(self.source, table), GuardKind.LEN_MATCH, (type(hooks), 0))
+        return call
 
     def call_method(self, tx, name, args, kwargs):
         module = self.module
