@@ -142,3 +142,82 @@ def test_lazy_linear_initialises_inside_the_trace_once():
     assert compiled.backend.graph_count == 1
     assert same(compiled(x), model(x))
     assert compiled.backend.graph_count == 1  # the guards follow the class it became
+
+
+# ---- module methods: listings with arguments, classmethods, static forwards, __getitem__ --
+class Stack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.own = nn.Parameter(torch.tensor([2.0, 3.0]))
+        self.child = Affine()
+        self.register_buffer("count", torch.tensor([4.0, 1.0]))
+
+
+def test_listings_with_arguments_match_eager():
+    model = Stack()
+
+    def fn(x):
+        total = x
+        for p in model.parameters(recurse=False):
+            total = total + p.sum()
+        for name, p in model.named_parameters(prefix="top"):
+            total = total * (len(name) + p.sum())
+        for name, b in model.named_buffers("b", False):
+            total = total - b.sum() * len(name)
+        names = [n for n, _ in model.named_modules(prefix="m")]
+        return total + len("".join(names))
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(2)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_classmethod_and_staticmethod_forward_of_modules():
+    class Twice(nn.Module):
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+    class Caller(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.twice = Twice()
+            self.base = 5.0
+
+        @classmethod
+        def through(cls, module, x):
+            return module(x) + len(cls.__name__)
+
+        def forward(self, x):
+            return self.through(self.twice, x) + self.base
+
+    model = Caller()
+    compiled = Compiled(model, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), model(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_module_with_its_own_len_and_getitem():
+    class Picker(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 3)])
+
+        def __len__(self):
+            return len(self.layers) - 1  # the last layer is left out on purpose
+
+        def __getitem__(self, i):
+            return self.layers[len(self.layers) - 1 - i]  # reversed
+
+        def forward(self, x):
+            for i in range(len(self)):
+                x = self[i](x)
+            return x
+
+    model = Picker()
+    compiled = Compiled(model, fullgraph=True)
+    x = torch.randn(2, 3)
+    assert same(compiled(x), model(x))
+    assert compiled.backend.graph_count == 1
