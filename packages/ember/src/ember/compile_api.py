@@ -68,7 +68,9 @@ def compile(
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
     )
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, compiler)
+        recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
+                  "options": options}  # fmt: skip
+        return OptimizedModule(model, compiler, recipe)
     return _wrap_function(model, compiler)
 
 
@@ -163,14 +165,25 @@ class OptimizedModule(torch.nn.Module):
     buffers are the original's, under the `_orig_mod.` prefix as torch.compile has them.
     """
 
-    _own_attributes = frozenset({"_orig_mod", "_ember_compiler", "_mirror_ready"})
+    _own_attributes = frozenset({"_orig_mod", "_ember_compiler", "_mirror_ready", "_ember_recipe"})
 
-    def __init__(self, module: torch.nn.Module, compiler: FrameCompiler) -> None:
+    def __init__(
+        self, module: torch.nn.Module, compiler: FrameCompiler, recipe: dict | None = None
+    ) -> None:
         object.__setattr__(self, "_mirror_ready", False)  # Module.__init__ sets `training`
         super().__init__()
         self._orig_mod = module  # registered as a submodule: parameters, state_dict, .to()
         self._ember_compiler = compiler
+        self._ember_recipe = recipe  # how it was compiled: pickling keeps that, not the code
         self._mirror_ready = True
+
+    def __reduce__(self) -> tuple:
+        """Pickled (torch.save) and copied as the original module and the arguments of
+        ember.compile: loading compiles the loaded module again (compiled code and caches
+        are never saved). The backend must be picklable, a name or a module-level function."""
+        if self._ember_recipe is None:
+            raise TypeError("this compiled module was not made by ember.compile: not picklable")
+        return (_compile_again, (self._orig_mod, self._ember_recipe))
 
     def forward(self, *args, **kwargs):
         module = self._orig_mod
@@ -237,6 +250,10 @@ class OptimizedModule(torch.nn.Module):
     def __dir__(self) -> list[str]:
         own = self._orig_mod.__dir__()
         return own + [name for name in super().__dir__() if name not in own]
+
+
+def _compile_again(module: torch.nn.Module, recipe: dict) -> OptimizedModule:
+    return compile(module, **recipe)
 
 
 def _runs_forward_hooks(module: torch.nn.Module) -> bool:
