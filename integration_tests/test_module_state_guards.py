@@ -145,3 +145,26 @@ def test_lazy_module_compiled_before_its_first_call_under_inductor():
     torch.testing.assert_close(got, model(x))
     torch.testing.assert_close(compiled(x), model(x))
     assert _graphs() == 1
+
+
+def test_grad_mode_context_across_a_break_under_inductor():
+    """A set_grad_enabled object made before a break and entered after it, and a break inside
+    a profiler block: eager's values and grad mode, one graph per piece of work (issue 26)."""
+
+    def fn(x):
+        x = x.sin() * 2
+        switch = torch.set_grad_enabled(True)
+        ember.graph_break()
+        with switch, torch.profiler.record_function("piece"):
+            y = x.exp()
+            ember.graph_break()
+            y = y + 1
+        return y, x * 3
+
+    x = torch.randn(6, requires_grad=True)
+    got, want = ember.compile(fn)(x), fn(x)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+        assert g.requires_grad == w.requires_grad
+    assert torch.is_grad_enabled()
+    assert _graphs() == 3

@@ -579,7 +579,13 @@ def _compile_graph(
     tx: InstructionTranslator, builder: RecipeBuilder, backend: Callable, record: FrameRecord
 ):
     output = tx.output
-    if not builder.outputs and output.count_calls() == 0:
+    if not builder.outputs and all(
+        n.target is torch._C._set_grad_enabled
+        for n in output.graph.nodes
+        if n.op.startswith("call")
+    ):
+        # Nothing but grad-mode switches (a break inside `with no_grad()` before any op):
+        # no graph; the runner sets the mode the trace ended in (grad_mode_after).
         return None
     sub = output.compile_subgraph(list(builder.outputs), backend, location=tx.location())
     record.graphs.append(sub.graph_module)

@@ -32,9 +32,14 @@ from ember_bytecode_tracer.variables.container_subclasses import (
     UserDictVariable,
     UserListVariable,
 )
-from ember_bytecode_tracer.variables.contexts import RealContextExit
+from ember_bytecode_tracer.variables.contexts import (
+    GradModeVariable,
+    NullContextVariable,
+    RealContextExit,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -254,6 +259,9 @@ _RECIPE_LADDER = [
     ExceptionVariable,  # built (not caught) in the trace: cls(*args)
     WeakRefVariable,  # weakref.ref of the rebuilt object
     TypeVariable,  # frame-local classes refused, else source or constant
+    UserMethodVariable,  # a bound method at a break: its function bound to the rebuilt owner
+    GradModeVariable,  # a grad-mode context object live at a break: a fresh one
+    NullContextVariable,  # nullcontext (and a no-op profiler block's) live at a break
 ]
 
 
