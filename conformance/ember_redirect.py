@@ -140,6 +140,11 @@ def install() -> None:
     # Dynamo's graph_break is a break under Ember too (registered here: product code never
     # names PyTorch's compiler stack)
     register_graph_break(torch._dynamo.graph_break, "torch._dynamo.graph_break() was called")
+    # Dynamo's tests' stand-in for code it cannot trace (`a + b` that Dynamo never inlines):
+    # a break where the tests expect one
+    register_graph_break(
+        torch._dynamo.eval_frame.unsupported, "torch._dynamo.eval_frame.unsupported was called"
+    )
     install_inductor()
 
 
