@@ -129,10 +129,10 @@ def install() -> None:
     )
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and
-    # tests (and torch._dynamo.testing's helpers) recognise a compiled module by this name
-    ORIGINAL["OptimizedModule"] = torch._dynamo.eval_frame.OptimizedModule
+    # tests recognise a compiled module by this public name (only it: torch._dynamo's own
+    # code, e.g. export, still builds Dynamo's from eval_frame's)
+    ORIGINAL["OptimizedModule"] = torch._dynamo.OptimizedModule
     torch._dynamo.OptimizedModule = ember.OptimizedModule
-    torch._dynamo.eval_frame.OptimizedModule = ember.OptimizedModule
     torch._dynamo.optimize = optimize
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset
