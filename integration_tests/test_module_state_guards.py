@@ -114,26 +114,23 @@ def test_module_attribute_lookup_order_under_inductor():
 
 
 def test_hooks_of_the_compiled_module_and_its_children_under_inductor():
-    """Hooks on the compiled module itself and on a child run in the one graph (issue 26)."""
+    """Hooks on a child run in forward's graph; the compiled module's own hook runs around
+    it as a frame of its own, as under torch.compile (issue 26)."""
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    calls = []
 
-    def record(module, inputs, output):
-        calls.append(type(module).__name__)
-        return output * 2
+    def shift(module, inputs, output):  # each module's hook shows in the value
+        return output * 2 + len(type(module).__name__)
 
     for module in model.modules():
-        module.register_forward_hook(record)
+        module.register_forward_hook(shift)
     x = torch.randn(3, 4)
     expected = model(x)
-    calls.clear()
     compiled = ember.compile(model, fullgraph=True)
     torch.testing.assert_close(compiled(x), expected)
-    assert sorted(calls) == ["Linear", "Linear", "ReLU", "Sequential"]
-    assert _graphs() == 1
-    model[1]._forward_hooks.clear()  # removed: retraced, eager's value again
+    assert _graphs() == 2  # forward with its children's hooks; the module's own hook
+    model[1]._forward_hooks.clear()  # removed: forward retraced, eager's value again
     torch.testing.assert_close(compiled(x), model(x))
-    assert _graphs() == 2
+    assert _graphs() == 3
 
 
 def test_lazy_module_compiled_before_its_first_call_under_inductor():

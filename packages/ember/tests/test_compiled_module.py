@@ -166,13 +166,23 @@ def test_repr_shows_the_module():
 
 
 @pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
-def test_hooks_on_the_compiled_module_are_in_its_one_graph(backend):
+def test_hooks_of_children_are_in_forwards_graph_own_hooks_run_around_it(backend):
     model = Scaled()
-    model.register_forward_pre_hook(lambda m, args: (args[0] - 1,))
-    model.lin.register_forward_hook(lambda m, args, out: out.sigmoid())
+    model.register_forward_pre_hook(lambda m, args: (args[0] - 1,))  # a frame of its own
+    model.lin.register_forward_hook(lambda m, args, out: out.sigmoid())  # in forward's graph
     compiled = ember.compile(model, backend=backend, fullgraph=True)
     torch.testing.assert_close(compiled(x), model(x))
-    assert _graphs(backend) == 1
+    assert _graphs(backend) == 2
+
+
+def test_a_lazy_compiled_module_initialises_before_the_trace():
+    torch.manual_seed(0)
+    model = nn.LazyLinear(3)
+    compiled = ember.compile(model, backend="inductor", fullgraph=True)
+    got = compiled(x)
+    assert type(model) is nn.Linear and model.weight.shape == (3, 3)
+    torch.testing.assert_close(got, model(x))
+    assert _graphs("inductor") == 1
 
 
 def test_torch_save_and_load_compile_the_loaded_module_again(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import functools
 import inspect
@@ -187,23 +186,19 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         module = self._orig_mod
+        if hasattr(module, "_initialize_hook"):
+            # A lazy module infers its parameters from the first arguments, as Python (as
+            # torch.compile's does): its hooks are gone before anything is traced.
+            module._infer_parameters(module, args, kwargs)
         previous = fh.set_eval_frame(self._ember_compiler)
         try:
-            if _runs_forward_hooks(module):
-                # The hooks (and a lazy module's initialisation) are traced with forward, in
-                # one frame, as torch.compile's are: through a frame of its own that calls it.
-                return self._module_call()(module, args, kwargs)
+            # nn.Module.__call__ runs as Python: the module's own hooks are frames of their
+            # own around forward's, as under torch.compile (its children's are traced)
             return module(*args, **kwargs)
         except Unsupported as exc:  # fullgraph=True: the message shows the user's line
             raise _at_user_frame(exc) from None
         finally:
             fh.set_eval_frame(previous)
-
-    def _module_call(self) -> Callable:
-        call = self.__dict__.get("_ember_module_call")
-        if call is None:  # a code object of its own: its cache entries are this module's
-            call = self.__dict__["_ember_module_call"] = _new_module_call()
-        return call
 
     @property
     def training(self) -> bool:  # type: ignore[override]
@@ -254,28 +249,6 @@ class OptimizedModule(torch.nn.Module):
 
 def _compile_again(module: torch.nn.Module, recipe: dict) -> OptimizedModule:
     return compile(module, **recipe)
-
-
-def _runs_forward_hooks(module: torch.nn.Module) -> bool:
-    """Whether nn.Module.__call__ runs forward hooks or pre-hooks around the module's forward
-    (and no backward hooks, which stay outside the graph as they run on backward)."""
-    hooks = torch.nn.modules.module
-    forward = (module._forward_hooks or module._forward_pre_hooks or hooks._global_forward_hooks
-               or hooks._global_forward_pre_hooks)  # fmt: skip
-    backward = (module._backward_hooks or module._backward_pre_hooks
-                or hooks._global_backward_hooks or hooks._global_backward_pre_hooks)  # fmt: skip
-    return bool(forward) and not backward
-
-
-_MODULE_CALL_SOURCE = "def module_call(module, args, kwargs):\n    return module(*args, **kwargs)\n"
-
-
-def _new_module_call() -> Callable:
-    """A fresh function calling a module, whose frame the frame hook compiles (a file name
-    that is user code's, not Ember's)."""
-    namespace: dict[str, Any] = {}
-    exec(builtins.compile(_MODULE_CALL_SOURCE, "<compiled module call>", "exec"), namespace)
-    return namespace["module_call"]
 
 
 def disable(fn: Callable | None = None) -> Any:
