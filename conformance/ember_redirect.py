@@ -3,7 +3,8 @@
 Before collection it replaces the entry points PyTorch's Dynamo tests compile through with
 Ember's: `torch.compile`, `torch._dynamo.optimize`, `torch._dynamo.optimize_assert` and
 `torch._dynamo.reset` (also the name `torch._dynamo.test_case` imported, which every
-`TestCase.setUp`/`tearDown` calls). Tooling only: the conformance harness loads it; product code
+`TestCase.setUp`/`tearDown` calls); `torch._dynamo.OptimizedModule`, the type torch.compile
+returns for a module, names Ember's compiled-module type. Tooling only: the conformance harness loads it; product code
 never does.
 
 Backends: the strings Ember knows under the same name go by that name; any other string is
@@ -127,6 +128,11 @@ def install() -> None:
         reset=torch._dynamo.reset,
     )
     torch.compile = compile
+    # the type torch.compile returns for a module: the redirected call returns Ember's, and
+    # tests recognise a compiled module by this public name (only it: torch._dynamo's own
+    # code, e.g. export, still builds Dynamo's from eval_frame's)
+    ORIGINAL["OptimizedModule"] = torch._dynamo.OptimizedModule
+    torch._dynamo.OptimizedModule = ember.OptimizedModule
     torch._dynamo.optimize = optimize
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset
@@ -134,6 +140,11 @@ def install() -> None:
     # Dynamo's graph_break is a break under Ember too (registered here: product code never
     # names PyTorch's compiler stack)
     register_graph_break(torch._dynamo.graph_break, "torch._dynamo.graph_break() was called")
+    # Dynamo's tests' stand-in for code it cannot trace (`a + b` that Dynamo never inlines):
+    # a break where the tests expect one
+    register_graph_break(
+        torch._dynamo.eval_frame.unsupported, "torch._dynamo.eval_frame.unsupported was called"
+    )
     install_inductor()
 
 

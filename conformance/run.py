@@ -63,7 +63,11 @@ VALUES = r"assertEqual|assert_close|allclose|same\(|assertTrue|assertFalse|asser
 EXPECTS_DYNAMO_EXC = (
     r"(assertRaises\w*|assertExpectedInlineMunged)\(\s*"
     r"(torch\._dynamo\.exc\.|Unsupported|UserError|BackendCompilerFailed|\w*ValidationException)"
+    r"|except\s+\(?torch\._dynamo\.exc\."
 )
+# a backend the test passes inspects Dynamo's own graph bookkeeping: its placeholder names
+# (`l_x_`, `l_mod_buf`) or the static-input markers it puts in node meta
+DYNAMO_GRAPH_BOOKKEEPING = r"_dynamo_static_input_type|\.name == [\"']l_\w+[\"']"
 
 # First match wins.
 RULES = (
@@ -81,6 +85,11 @@ RULES = (
         "refused",
         {"error": r"ember_bytecode_tracer\.exc\.Unsupported|ember\.exc\.Unsupported"},
         "Ember refused the code (its Unsupported), under fullgraph",
+    ),
+    Rule(
+        "dynamo_internals",
+        {"body": DYNAMO_GRAPH_BOOKKEEPING},
+        "its backend reads Dynamo's graph bookkeeping (placeholder names, static-input meta)",
     ),
     Rule(
         "crash",

@@ -111,3 +111,57 @@ def test_module_attribute_lookup_order_under_inductor():
     x = torch.randn(2, 3)
     torch.testing.assert_close(ember.compile(module, fullgraph=True)(x), module(x))
     assert _graphs() == 1
+
+
+def test_hooks_of_the_compiled_module_and_its_children_under_inductor():
+    """Hooks on a child run in forward's graph; the compiled module's own hook runs around
+    it as a frame of its own, as under torch.compile (issue 26)."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def shift(module, inputs, output):  # each module's hook shows in the value
+        return output * 2 + len(type(module).__name__)
+
+    for module in model.modules():
+        module.register_forward_hook(shift)
+    x = torch.randn(3, 4)
+    expected = model(x)
+    compiled = ember.compile(model, fullgraph=True)
+    torch.testing.assert_close(compiled(x), expected)
+    assert _graphs() == 2  # forward with its children's hooks; the module's own hook
+    model[1]._forward_hooks.clear()  # removed: forward retraced, eager's value again
+    torch.testing.assert_close(compiled(x), model(x))
+    assert _graphs() == 3
+
+
+def test_lazy_module_compiled_before_its_first_call_under_inductor():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LazyLinear(6), nn.Tanh(), nn.LazyLinear(1))
+    compiled = ember.compile(model, fullgraph=True)
+    x = torch.randn(5, 3)
+    got = compiled(x)
+    torch.testing.assert_close(got, model(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert _graphs() == 1
+
+
+def test_grad_mode_context_across_a_break_under_inductor():
+    """A set_grad_enabled object made before a break and entered after it, and a break inside
+    a profiler block: eager's values and grad mode, one graph per piece of work (issue 26)."""
+
+    def fn(x):
+        x = x.sin() * 2
+        switch = torch.set_grad_enabled(True)
+        ember.graph_break()
+        with switch, torch.profiler.record_function("piece"):
+            y = x.exp()
+            ember.graph_break()
+            y = y + 1
+        return y, x * 3
+
+    x = torch.randn(6, requires_grad=True)
+    got, want = ember.compile(fn)(x), fn(x)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+        assert g.requires_grad == w.requires_grad
+    assert torch.is_grad_enabled()
+    assert _graphs() == 3

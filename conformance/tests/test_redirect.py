@@ -31,6 +31,10 @@ assert torch.allclose(compiled(a, b), model(a, b), atol=1e-5)
 assert len(seen) == 1, seen
 assert ember_redirect.CALLS == {"compile": 1, "compile_fx": 1}, ember_redirect.CALLS
 assert ember.counters["inductor"]["forward_graphs"] == 1, ember.counters["inductor"]
+# a compiled module is recognised by the name torch.compile's type has
+compiled_module = torch.compile(torch.nn.Linear(2, 2))
+assert isinstance(compiled_module, torch._dynamo.OptimizedModule)
+assert torch._dynamo.eval_frame.OptimizedModule is not ember.OptimizedModule  # export's
 print("ok")
 """
 

@@ -63,6 +63,19 @@ CASES = [
      "ember_bytecode_tracer.exc.Unsupported: graph break under fullgraph=True"),
     ("other", [">       opt(torch.ones(2))"], "/usr/lib/python3.11/json/decoder.py",
      "KeyError: 'k'"),
+    # a backend of the test's that looks for Dynamo's placeholder names: not Ember's failure
+    ("dynamo_internals",
+     ["        def check(gm, _):", "            found = [n for n in gm.graph.nodes",
+      "                     if n.name == \"l_w_\"]", "            assert found",
+      ">       opt(torch.ones(2))"],
+     "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/output_graph.py",
+     "ember_bytecode_tracer.exc.BackendCompilerFailed: backend 'check' failed"),
+    # a failing backend the test means to skip, caught as Dynamo's exception type
+    ("dynamo_internals",
+     ["        try:", ">           opt(torch.ones(2))",
+      "        except torch._dynamo.exc.BackendCompilerFailed:", "            pass"],
+     "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/output_graph.py",
+     "ember_bytecode_tracer.exc.BackendCompilerFailed: backend 'x' failed: ImportError"),
 ]  # fmt: skip
 
 

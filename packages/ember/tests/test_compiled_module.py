@@ -163,3 +163,45 @@ def test_repr_shows_the_module():
     compiled = ember.compile(eager)
     assert repr(eager).replace("\n", "\n  ") in repr(compiled)
     assert repr(compiled).startswith("OptimizedModule(")
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
+def test_hooks_of_children_are_in_forwards_graph_own_hooks_run_around_it(backend):
+    model = Scaled()
+    model.register_forward_pre_hook(lambda m, args: (args[0] - 1,))  # a frame of its own
+    model.lin.register_forward_hook(lambda m, args, out: out.sigmoid())  # in forward's graph
+    compiled = ember.compile(model, backend=backend, fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert _graphs(backend) == 2
+
+
+def test_a_lazy_compiled_module_initialises_before_the_trace():
+    torch.manual_seed(0)
+    model = nn.LazyLinear(3)
+    compiled = ember.compile(model, backend="inductor", fullgraph=True)
+    got = compiled(x)
+    assert type(model) is nn.Linear and model.weight.shape == (3, 3)
+    torch.testing.assert_close(got, model(x))
+    assert _graphs("inductor") == 1
+
+
+def test_torch_save_and_load_compile_the_loaded_module_again(tmp_path):
+    import copy
+
+    model = Scaled()
+    compiled = ember.compile(model, backend="inductor")
+    expected = compiled(x)
+    torch.save(compiled, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert type(loaded) is type(compiled) and loaded._orig_mod is not model
+    ember.reset()  # nothing cached: the loaded module must compile itself
+    torch.testing.assert_close(loaded(x), expected)
+    assert _graphs("inductor") == 1
+    twin = copy.deepcopy(compiled)
+    torch.testing.assert_close(twin(x), model(x))
+    assert twin._orig_mod is not model
+    # a backend that cannot be pickled cannot be saved (as with torch.compile)
+    import pickle
+
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        pickle.dumps(ember.compile(model, backend=lambda gm, inputs: gm.forward))

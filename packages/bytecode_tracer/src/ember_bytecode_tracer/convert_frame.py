@@ -33,7 +33,12 @@ from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructi
 from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
 from ember_bytecode_tracer.compile_lock import COMPILE_LOCK, cached_fit, live_cache
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
-from ember_bytecode_tracer.exc import BackendCompilerFailed, SkipFrame, Unsupported
+from ember_bytecode_tracer.exc import (
+    BackendCompilerFailed,
+    ExampleRuntimeError,
+    SkipFrame,
+    Unsupported,
+)
 from ember_bytecode_tracer.guards import (
     Guard,
     GuardKind,
@@ -414,7 +419,8 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
 
 def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
     """The error the user sees: their line, why, and a hint (user_errors.py)."""
-    error = Unsupported(f"graph break under fullgraph=True: {exc.reason}", location=location)
+    kind = type(exc) if isinstance(exc, ExampleRuntimeError) else Unsupported  # a RuntimeError
+    error = kind(f"graph break under fullgraph=True: {exc.reason}", location=location)
     error.kind, error.user_stack = kind_of(exc), getattr(exc, "user_stack", [])
     error.message = fullgraph_message(exc, location)
     return error
@@ -579,7 +585,13 @@ def _compile_graph(
     tx: InstructionTranslator, builder: RecipeBuilder, backend: Callable, record: FrameRecord
 ):
     output = tx.output
-    if not builder.outputs and output.count_calls() == 0:
+    if not builder.outputs and all(
+        n.target is torch._C._set_grad_enabled
+        for n in output.graph.nodes
+        if n.op.startswith("call")
+    ):
+        # Nothing but grad-mode switches (a break inside `with no_grad()` before any op):
+        # no graph; the runner sets the mode the trace ended in (grad_mode_after).
         return None
     sub = output.compile_subgraph(list(builder.outputs), backend, location=tx.location())
     record.graphs.append(sub.graph_module)

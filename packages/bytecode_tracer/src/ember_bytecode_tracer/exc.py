@@ -43,6 +43,12 @@ class TracedException(Unsupported):
         self.args_ = args
 
 
+class ExampleRuntimeError(Unsupported, RuntimeError):
+    """An op raised a RuntimeError on the example values (a shape mismatch eager raises
+    too): a graph break, after which eager raises its own error; under fullgraph=True it is
+    what the caller gets, catchable as the RuntimeError it is (as torch.compile's is)."""
+
+
 class BackendCompilerFailed(TracerError):
     """The backend raised while compiling a graph."""
 

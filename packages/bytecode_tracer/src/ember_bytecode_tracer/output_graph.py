@@ -24,7 +24,12 @@ from ember_bytecode_tracer.autocast_state import AutocastState
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.eager_checks import refuse_as_eager
 from ember_bytecode_tracer.example_rules import dispatch_context, rule_for
-from ember_bytecode_tracer.exc import BackendCompilerFailed, Unsupported, UserSetupError
+from ember_bytecode_tracer.exc import (
+    BackendCompilerFailed,
+    ExampleRuntimeError,
+    Unsupported,
+    UserSetupError,
+)
 from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.keyword_args import (
     keywords_by_position,
@@ -235,7 +240,8 @@ class OutputGraph:
         except (Unsupported, es.ConstraintViolationError):
             raise  # a dim marked dynamic forced to a constant is the user's error, not a break
         except Exception as exc:  # data-dependent ops, unsupported fake kernels, user errors
-            raise Unsupported(
+            kind = ExampleRuntimeError if type(exc) is RuntimeError else Unsupported
+            raise kind(
                 f"running {_target_name(target)} on example values failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc

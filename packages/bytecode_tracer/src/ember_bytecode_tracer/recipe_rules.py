@@ -4,6 +4,7 @@ table, one per tracker class (reconstruct.py itself imports no tracker)."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,11 @@ from ember_bytecode_tracer.variables.container_subclasses import (
     UserDictVariable,
     UserListVariable,
 )
+from ember_bytecode_tracer.variables.contexts import (
+    GradModeVariable,
+    NullContextVariable,
+    rebuilt_grad_mode,
+)
 from ember_bytecode_tracer.variables.dicts import (
     ConstDictVariable,
     DictViewVariable,
@@ -39,7 +45,10 @@ from ember_bytecode_tracer.variables.dicts import (
     constant_keys,
 )
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
-from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.functions import (
+    NestedUserFunctionVariable,
+    UserMethodVariable,
+)
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
@@ -299,6 +308,27 @@ def _refuse_frame_local(cls: type, what: str) -> None:
             f"{what}class {cls.__qualname__}, defined inside the traced frame, leaving the "
             "compiled region (eager makes a new class on every call)"
         )
+
+
+@recipe_for(GradModeVariable)
+def _grad_mode(builder: RecipeBuilder, value: GradModeVariable) -> Recipe:
+    """A grad-mode context object held in a local at a break (`ctx = set_grad_enabled(m)`,
+    entered after it): a fresh one per call, as eager makes."""
+    arguments = (value.enabled, value.previous, value.applies_on_creation)
+    return construct_recipe(rebuilt_grad_mode, [constant_recipe(a) for a in arguments], {})
+
+
+@recipe_for(UserMethodVariable)
+def _bound_method(builder: RecipeBuilder, value: UserMethodVariable) -> Recipe:
+    """A bound method on the stack at a break (`ctx.__exit__(...)` is the call that breaks):
+    the function the trace resolved, bound to its rebuilt owner."""
+    owner = builder.recipe(value.owner)
+    return construct_recipe(types.MethodType, [constant_recipe(value.fn), owner], {})
+
+
+@recipe_for(NullContextVariable)
+def _null_context(builder: RecipeBuilder, value: NullContextVariable) -> Recipe:
+    return construct_recipe(contextlib.nullcontext, [builder.recipe(value.enter_result)], {})
 
 
 @recipe_for(NumpyArrayVariable)

@@ -94,3 +94,21 @@ def test_a_disabled_function_runs_as_it_is():
     assert [b for b in compiled.backend.ops(0)] == ["add"]
     assert all(r.code is not _left_alone._torchdynamo_orig_callable.__code__
                for r in compiled.compiler.records)  # fmt: skip
+
+
+def test_a_registered_torch_function_is_a_break_not_a_graph_op():
+    """Registered breaks are recognised before the torch-function rules (issue 26): a C
+    function of torch registered as a break runs as Python between two graphs."""
+    opaque_add = torch._C._dynamo.eval_frame.unsupported  # a + b, in C
+    register_graph_break(opaque_add, "a registered break")
+
+    def fn(x):
+        y = x.sin()
+        z = opaque_add(y, y)
+        return z.cos()
+
+    compiled = Compiled(fn)
+    x = torch.randn(4)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+    assert all("unsupported" not in op for i in range(2) for op in compiled.backend.ops(i))

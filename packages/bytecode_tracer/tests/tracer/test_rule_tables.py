@@ -33,10 +33,17 @@ from ember_bytecode_tracer.variables.container_subclasses import (
     UserDictVariable,
     UserListVariable,
 )
-from ember_bytecode_tracer.variables.contexts import RealContextExit
+from ember_bytecode_tracer.variables.contexts import (
+    GradModeVariable,
+    NullContextVariable,
+    RealContextExit,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, DictViewVariable
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
-from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.functions import (
+    NestedUserFunctionVariable,
+    UserMethodVariable,
+)
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -263,6 +270,9 @@ _RECIPE_LADDER = [
     WeakRefVariable,  # weakref.ref of the rebuilt object
     TypeVariable,  # frame-local classes refused, else source or constant
     NestedUserFunctionVariable,  # made again (without cells)
+    UserMethodVariable,  # a bound method at a break: its function bound to the rebuilt owner
+    GradModeVariable,  # a grad-mode context object live at a break: a fresh one
+    NullContextVariable,  # nullcontext (and a no-op profiler block's) live at a break
 ]
 
 

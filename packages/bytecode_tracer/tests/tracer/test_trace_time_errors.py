@@ -64,3 +64,22 @@ def test_under_fullgraph_the_error_names_the_line():
     with pytest.raises(Unsupported, match="TypeError raised at trace time") as got:
         compiled(torch.arange(4.0), 2.0)
     assert "test_trace_time_errors.py" in str(got.value)
+
+
+def test_an_op_failing_on_example_values_is_a_runtime_error_as_in_eager():
+    """A shape mismatch: without fullgraph the break lets eager raise its own RuntimeError;
+    with fullgraph=True the caller still catches a RuntimeError naming it (issue 26)."""
+    weight = torch.randn(3, 4)
+
+    def fn(x):
+        return torch.mm(x, weight) + 1
+
+    bad = torch.randn(2, 5)
+    with pytest.raises(RuntimeError) as eager:
+        fn(bad)
+    with pytest.raises(RuntimeError) as broken:
+        Compiled(fn)(bad)
+    assert str(broken.value) == str(eager.value)
+    with pytest.raises(RuntimeError, match="fullgraph") as strict:
+        Compiled(fn, fullgraph=True)(bad)
+    assert "mm" in str(strict.value)

@@ -67,7 +67,9 @@ def compile(
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
     )
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, compiler)
+        recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
+                  "options": options}  # fmt: skip
+        return OptimizedModule(model, compiler, recipe)
     return _wrap_function(model, compiler)
 
 
@@ -162,19 +164,37 @@ class OptimizedModule(torch.nn.Module):
     buffers are the original's, under the `_orig_mod.` prefix as torch.compile has them.
     """
 
-    _own_attributes = frozenset({"_orig_mod", "_ember_compiler", "_mirror_ready"})
+    _own_attributes = frozenset({"_orig_mod", "_ember_compiler", "_mirror_ready", "_ember_recipe"})
 
-    def __init__(self, module: torch.nn.Module, compiler: FrameCompiler) -> None:
+    def __init__(
+        self, module: torch.nn.Module, compiler: FrameCompiler, recipe: dict | None = None
+    ) -> None:
         object.__setattr__(self, "_mirror_ready", False)  # Module.__init__ sets `training`
         super().__init__()
         self._orig_mod = module  # registered as a submodule: parameters, state_dict, .to()
         self._ember_compiler = compiler
+        self._ember_recipe = recipe  # how it was compiled: pickling keeps that, not the code
         self._mirror_ready = True
 
+    def __reduce__(self) -> tuple:
+        """Pickled (torch.save) and copied as the original module and the arguments of
+        ember.compile: loading compiles the loaded module again (compiled code and caches
+        are never saved). The backend must be picklable, a name or a module-level function."""
+        if self._ember_recipe is None:
+            raise TypeError("this compiled module was not made by ember.compile: not picklable")
+        return (_compile_again, (self._orig_mod, self._ember_recipe))
+
     def forward(self, *args, **kwargs):
+        module = self._orig_mod
+        if hasattr(module, "_initialize_hook"):
+            # A lazy module infers its parameters from the first arguments, as Python (as
+            # torch.compile's does): its hooks are gone before anything is traced.
+            module._infer_parameters(module, args, kwargs)
         previous = fh.set_eval_frame(self._ember_compiler)
         try:
-            return self._orig_mod(*args, **kwargs)
+            # nn.Module.__call__ runs as Python: the module's own hooks are frames of their
+            # own around forward's, as under torch.compile (its children's are traced)
+            return module(*args, **kwargs)
         except Unsupported as exc:  # fullgraph=True: the message shows the user's line
             raise _at_user_frame(exc) from None
         finally:
@@ -225,6 +245,10 @@ class OptimizedModule(torch.nn.Module):
     def __dir__(self) -> list[str]:
         own = self._orig_mod.__dir__()
         return own + [name for name in super().__dir__() if name not in own]
+
+
+def _compile_again(module: torch.nn.Module, recipe: dict) -> OptimizedModule:
+    return compile(module, **recipe)
 
 
 def disable(fn: Callable | None = None) -> Any:

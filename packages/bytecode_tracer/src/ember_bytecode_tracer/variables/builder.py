@@ -16,9 +16,9 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
     list_or_tuple, dict, defaultdict, ordered_dict, set,
     container_subclass, numpy, autograd_function_apply, context_exit,
-    python_module,
+    grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
-    optimizer, compiler_directive, namedtuple_make, trace_time_rule_function, user_function,
+    optimizer, namedtuple_make, trace_time_rule_function, user_function,
     method, partial, traced_through, builtin_with_rule, builtin_function, class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
@@ -55,6 +55,10 @@ WRAP_ORDER = (
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
     "autograd_function_apply",  # MyFunction.apply (autograd_function.py)
     "context_exit",  # a with-block's __exit__ rebuilt at a graph break (contexts.py)
+    "grad_mode_context",  # a no_grad/enable_grad/set_grad_enabled object (contexts.py)
+    # graph_break(), registered breaks (by identity, even a torch function), functions
+    # compiler.disable'd: a break (compiler_directives.py)
+    "compiler_directive",
     "python_module",  # modules: identity (objects.py)
     "tensor_method_descriptor",  # torch.Tensor.add as a value (tensor.py)
     "rng_function",  # torch.manual_seed and friends (rng_state.py)
@@ -62,7 +66,6 @@ WRAP_ORDER = (
     "autograd_call",  # torch.autograd.grad/backward: a break (autograd_calls.py)
     "collective",  # torch.distributed calls (collectives.py)
     "optimizer",  # optimizers and clip_grad_norm_ (optimizer.py)
-    "compiler_directive",  # graph_break(), registered breaks, compiler.disable'd: a break
     "namedtuple_make",  # SomeNamedTuple._make: built as the class is (constructed.py)
     "trace_time_rule_function",  # Python functions answered by a rule (builtins.py)
     "user_function",  # other Python functions: inlined (functions.py)

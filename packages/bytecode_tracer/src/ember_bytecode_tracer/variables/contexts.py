@@ -124,6 +124,21 @@ class NullContextVariable(VariableTracker):
         pass
 
 
+class ProfilerObjectVariable(VariableTracker):
+    """What `with torch.profiler.profile() as prof` binds in a trace, where the profiler is
+    a no-op (as under torch.compile): any use of it (or keeping it past a graph break, which
+    would need a real one) stops the trace, so the frame runs as Python and profiles."""
+
+    def __repr__(self) -> str:
+        return "the profiler of a with block traced as a no-op"
+
+
+# Profiling contexts: a no-op inside a trace (their events are Python-side bookkeeping).
+PROFILER_CLASSES = frozenset({torch.profiler.profile, torch.profiler.record_function,
+                              torch.autograd.profiler.profile,
+                              torch.autograd.profiler.record_function})  # fmt: skip
+
+
 class ContextExitVariable(VariableTracker):
     """The bound __exit__ that BEFORE_WITH leaves on the stack."""
 
@@ -201,6 +216,21 @@ class RealContextExit:
         return ContextExitVariable(context)
 
 
+def rebuilt_grad_mode(enabled: bool, previous: bool | None, applies_on_creation: bool) -> Any:
+    """A grad-mode context object live at a graph break, made again after the graph: the
+    same kind, not entered. `set_grad_enabled(m)` switched when made (the trace did too): it
+    is made under the mode it was made under, so it restores that one, and the mode now is
+    kept."""
+    if not applies_on_creation:
+        return torch.enable_grad() if enabled else torch.no_grad()
+    now = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(now if previous is None else previous)
+    try:
+        return torch.set_grad_enabled(enabled)
+    finally:
+        torch._C._set_grad_enabled(now)
+
+
 GRAPH_FREE_CLASSES = {
     torch._C._DisableTorchDispatch: "torch._C._DisableTorchDispatch()",
     torch._C._DisableFuncTorch: "torch._C._DisableFuncTorch()",
@@ -227,6 +257,8 @@ def make_context(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None
         context.previous = torch.is_grad_enabled()
         set_grad_mode(tx, mode)
         return context
+    if cls in PROFILER_CLASSES:
+        return NullContextVariable(ProfilerObjectVariable())
     if cls is contextlib.nullcontext:
         return NullContextVariable(args[0] if args else ConstantVariable(None))
     return None
@@ -244,3 +276,21 @@ def _wrap_context_exit(tx, value: RealContextExit, source) -> VariableTracker:
     guard(tx, source, GuardKind.TYPE_MATCH, RealContextExit)
     tx.wrap(value.previous, AttrSource(source, "previous"))
     return value.tracker()
+
+
+@wrap_rule(
+    "grad_mode_context",
+    types=(torch.no_grad, torch.enable_grad, torch.set_grad_enabled),
+    exact=True,
+    when=_is_sourced,
+)
+def _wrap_grad_mode_object(tx, value: Any, source) -> VariableTracker:
+    # A grad-mode context object made outside the trace (or before a break): the same
+    # switch; set_grad_enabled's mode and the mode it restores are guarded constants.
+    guard(tx, source, GuardKind.TYPE_MATCH, type(value))
+    if type(value) is not torch.set_grad_enabled:
+        return GradModeVariable(type(value) is torch.enable_grad)
+    mode = tx.wrap(value.mode, AttrSource(source, "mode")).as_python_constant()
+    context = GradModeVariable(bool(mode), applies_on_creation=True)
+    context.previous = bool(tx.wrap(value.prev, AttrSource(source, "prev")).as_python_constant())
+    return context

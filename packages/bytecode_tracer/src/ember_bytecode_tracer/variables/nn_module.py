@@ -17,26 +17,12 @@ from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.module_hooks import call_with_hooks
 from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-
-
-def _has_hooks(module: nn.Module) -> bool:
-    global_hooks = (
-        nn.modules.module._global_forward_hooks,
-        nn.modules.module._global_forward_pre_hooks,
-        nn.modules.module._global_backward_hooks,
-    )
-    return bool(
-        module._forward_hooks
-        or module._forward_pre_hooks
-        or module._backward_hooks
-        or getattr(module, "_backward_pre_hooks", None)
-        or any(global_hooks)
-    )
 
 
 class NNModuleVariable(VariableTracker):
@@ -78,7 +64,13 @@ class NNModuleVariable(VariableTracker):
         if isinstance(attribute, staticmethod):
             return self._child(tx, name, getattr(module, name))
         if isinstance(attribute, classmethod):
-            raise Unsupported(f"classmethod {type(module).__name__}.{name}")
+            # bound to the class (guarded by the module's type); reached by its __func__
+            owner_source = None if self.source is None else TypeSource(self.source)
+            owner = TypeVariable(type(module), source=owner_source)
+            fn_source = None
+            if self.source is not None:
+                fn_source = AttrSource(_class_attr_source(self.source, name), "__func__")
+            return UserMethodVariable(attribute.__func__, owner, fn_source=fn_source)
         if name in _LISTINGS and attribute is getattr(nn.Module, name):
             # `model.parameters()` as a method load + call: the same listing as call_method
             # (nn.Module's own generators, not traced as generator frames)
@@ -105,40 +97,39 @@ class NNModuleVariable(VariableTracker):
     def module_call(self, tx, args, kwargs) -> VariableTracker:
         """nn.Module.__call__ itself (also as `super().__call__(...)` from an override)."""
 
+        return call_with_hooks(tx, self, list(args), dict(kwargs), self._forward_call(tx))
+
+    def _forward_call(self, tx):
+        """What nn.Module.__call__ runs between the hooks: the instance's `forward` where one
+        is set on it, else the class's."""
         module = self.module
-        if _has_hooks(module):
-            raise Unsupported(f"{type(module).__name__} has forward/backward hooks")
-        if self.source is not None:
-            self._guard_no_hooks(tx)
-        if "forward" in module.__dict__:
-            # `module.forward = ...` on the instance: nn.Module.__call__ runs that one.
-            return self._child(tx, "forward", module.__dict__["forward"]).call_function(
-                tx, args, kwargs
-            )
-        forward = inspect.getattr_static(module, "forward")
-        if not inspect.isfunction(forward):
-            raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
-        if self.source is not None:
-            # The class's forward stands only while the instance sets none of its own.
-            entry = ItemSource(AttrSource(self.source, "__dict__"), "forward")
-            tx.output.add_guard(Guard(entry, GuardKind.ABSENT, user_location=tx.location()))
-        source = _class_attr_source(self.source, "forward") if self.source is not None else None
-        return tx.inline_call(forward, source, [self, *args], kwargs)
 
-    def _guard_no_hooks(self, tx) -> None:
-        """Hooks registered later must not be skipped by code traced without them."""
+        def call(args, kwargs):
+            if "forward" in module.__dict__:
+                forward = self._child(tx, "forward", module.__dict__["forward"])
+                return forward.call_function(tx, args, kwargs)
+            forward = inspect.getattr_static(module, "forward")
+            if isinstance(forward, staticmethod) and inspect.isfunction(forward.__func__):
+                source = None if self.source is None else _class_attr_source(self.source, "forward")
+                return tx.inline_call(forward.__func__, source, list(args), kwargs)
+            if not inspect.isfunction(forward):
+                raise Unsupported(f"{type(module).__name__}.forward is not a plain method")
+            source = None
+            if self.source is not None:
+                # The class's forward stands only while the instance sets none of its own.
+                entry = ItemSource(AttrSource(self.source, "__dict__"), "forward")
+                tx.output.add_guard(Guard(entry, GuardKind.ABSENT, user_location=tx.location()))
+                source = _class_attr_source(self.source, "forward")
+            return tx.inline_call(forward, source, [self, *args], kwargs)
 
-        for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
-            hooks = getattr(self.module, table)
-            guard(tx, AttrSource(self.source, table), GuardKind.LEN_MATCH, (type(hooks), 0))
+        return call
 
     def call_method(self, tx, name, args, kwargs):
         module = self.module
         if name in _LISTINGS:
             return self._listing(tx, name, args, kwargs)
-        if name == "__len__" and isinstance(module, nn.ModuleList | nn.Sequential | nn.ModuleDict):
-            self._guard_children(tx)
-            return ConstantVariable(len(module))
+        if name == "__len__" and isinstance(module, _CONTAINERS):
+            return self.python_len(tx)
         if name == "__getitem__" and isinstance(
             module, nn.ModuleList | nn.Sequential | nn.ModuleDict
         ):
@@ -159,7 +150,31 @@ class NNModuleVariable(VariableTracker):
             )
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    def python_len(self, tx) -> VariableTracker:
+        """len(module): the class's own Python __len__ inlined, a container's children
+        counted (their keys guarded)."""
+        own = self._own_method("__len__")
+        if own is not None:
+            return tx.inline_call(own, self._method_source("__len__"), [self], {})
+        if isinstance(self.module, _CONTAINERS):
+            self._guard_children(tx)
+            return ConstantVariable(len(self.module))
+        raise Unsupported(f"len() of {type(self.module).__name__}")
+
+    def _own_method(self, name: str) -> Any:
+        """The class's Python-level `name` where user code defines it (not torch.nn's)."""
+        method = _class_attribute(type(self.module), name)
+        if not inspect.isfunction(method) or method.__module__.startswith("torch.nn."):
+            return None
+        return method
+
+    def _method_source(self, name: str) -> Source | None:
+        return None if self.source is None else _class_attr_source(self.source, name)
+
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        own = self._own_method("__getitem__")
+        if own is not None:
+            return tx.inline_call(own, self._method_source("__getitem__"), [self, index], {})
         key = index.as_python_constant()
         if isinstance(key, slice):
             # The children the slice picks, each reachable (and guarded) by its index.
@@ -192,20 +207,21 @@ class NNModuleVariable(VariableTracker):
         raise Unsupported(f"iterating over {type(module).__name__}")
 
     def _listing(self, tx, name, args, kwargs) -> VariableTracker:
-        if args or kwargs:
-            raise Unsupported(f"Module.{name} with arguments")
         named = name.startswith("named_")
         plain = name.removeprefix("named_")
+        options = _listing_options(name, args, kwargs)
+        prefix = options.pop("prefix", "")
         if self.source is not None:
             self._guard_listing_keys(tx, _LISTED_TABLES[plain])
         items = []
-        for path, value in getattr(self.module, f"named_{plain}")():
+        for path, value in getattr(self.module, f"named_{plain}")(**options):
             source = self.source
             for part in path.split("."):
                 if part:
                     source = AttrSource(source, part)
             tracker = tx.wrap(value, source)
-            items.append(TupleVariable([ConstantVariable(path), tracker]) if named else tracker)
+            shown = f"{prefix}.{path}" if prefix and path else prefix or path
+            items.append(TupleVariable([ConstantVariable(shown), tracker]) if named else tracker)
         return ListIteratorVariable(items)
 
     def _guard_listing_keys(self, tx, tables: tuple[str, ...]) -> None:
@@ -230,6 +246,22 @@ class NNModuleVariable(VariableTracker):
         return f"NNModuleVariable({type(self.module).__name__})"
 
 
+def _listing_options(name: str, args, kwargs) -> dict[str, Any]:
+    """A listing's arguments (constants), as keywords of its `named_` form."""
+    try:
+        values = [a.as_python_constant() for a in args]
+        named = {k: v.as_python_constant() for k, v in kwargs.items()}
+    except Unsupported:
+        raise Unsupported(f"Module.{name} with arguments not known at trace time") from None
+    bound = inspect.signature(getattr(nn.Module, name)).bind(None, *values, **named)
+    options = dict(bound.arguments)
+    options.pop(next(iter(options)))  # self
+    if options.get("memo") is not None:
+        raise Unsupported(f"Module.{name} with a memo set")
+    options.pop("memo", None)
+    return options
+
+
 _LISTINGS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
              "named_children", "modules", "named_modules")  # fmt: skip
 
@@ -243,6 +275,7 @@ _LISTED_TABLES = {
 }
 
 
+_CONTAINERS = (nn.ModuleList, nn.Sequential, nn.ModuleDict)
 _MODULE_CALL = inspect.getattr_static(nn.Module, "__call__")
 _MISSING = object()
 

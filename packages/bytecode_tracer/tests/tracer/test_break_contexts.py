@@ -1,0 +1,144 @@
+"""Graph breaks around context managers (issue 26): a context object made before a break
+and entered after it, a break inside grad-mode blocks, profiler blocks, and a bound
+`__exit__` of a context passed in. Each matches eager, with as many graphs as there are
+pieces of tensor work (no graph made of grad-mode switches alone)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from conftest import Compiled, same
+from ember_bytecode_tracer.directives import graph_break
+
+
+def test_set_grad_enabled_made_before_a_break_is_entered_after_it():
+    def fn(x):
+        x = x * 3
+        switch = torch.set_grad_enabled(False)  # switches now, and back when the block ends
+        graph_break()
+        with switch:
+            y = x + 1
+        return y, torch.is_grad_enabled()
+
+    x = torch.randn(4, requires_grad=True)
+    compiled = Compiled(fn)
+    got, mode = compiled(x)
+    want, eager_mode = fn(x)
+    assert same(got, want) and got.requires_grad == want.requires_grad
+    assert mode == eager_mode and torch.is_grad_enabled()
+    assert compiled.backend.graph_count == 2
+
+
+def test_no_grad_object_and_nullcontext_live_across_a_break():
+    def fn(x):
+        quiet, plain = torch.no_grad(), contextlib.nullcontext(7)
+        x = x.sin()
+        graph_break()
+        with quiet:
+            a = x * 2
+        with plain as seven:
+            b = x + seven
+        return a, b
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = Compiled(fn)
+    got, want = compiled(x), fn(x)
+    assert same(got[0], want[0]) and same(got[1], want[1])
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == [False, True]
+    assert compiled.backend.graph_count == 2
+
+
+def test_breaks_inside_nested_grad_blocks_make_no_switch_only_graphs():
+    def fn(x):
+        with torch.no_grad():
+            graph_break()  # nothing traced before it but the switch
+            with torch.enable_grad():
+                x = x * 5
+                graph_break()
+                x = x.exp()
+            inside = torch.is_grad_enabled()
+        return x, inside
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = Compiled(fn)
+    got, inside = compiled(x)
+    want, eager_inside = fn(x)
+    assert same(got, want) and got.requires_grad and inside == eager_inside is False
+    assert torch.is_grad_enabled()
+    assert compiled.backend.graph_count == 2
+
+
+def test_profiler_blocks_are_no_ops_a_break_inside_splits_the_graph():
+    def fn(x):
+        y = x.cos()
+        with torch.profiler.profile(), torch.autograd.profiler.record_function("inner"):
+            y = y * 4
+            graph_break()
+            y = y - 1
+        return y
+
+    x = torch.randn(5)
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 2
+
+
+def test_profiler_object_used_after_the_block_runs_the_frame_as_python():
+    def fn(x):
+        with torch.profiler.profile() as prof:
+            y = x * 2
+        return y, len(prof.key_averages()) >= 0
+
+    x = torch.randn(2)
+    compiled = Compiled(fn)
+    got, ok = compiled(x)
+    assert same(got, x * 2) and ok
+
+
+def test_bound_exit_of_a_context_passed_in_breaks_and_resumes():
+    log = []
+
+    @contextlib.contextmanager
+    def tracked(x):
+        try:
+            log.append("enter")
+            yield x.sum()
+        finally:
+            log.append("exit")
+
+    def fn(x, ctx):
+        ctx.__exit__(None, None, None)
+        return x.tan()
+
+    x = torch.randn(3)
+    ctx = tracked(x)
+    ctx.__enter__()
+    compiled = Compiled(fn)
+    assert same(compiled(x, ctx), x.tan())
+    assert log == ["enter", "exit"]
+    assert compiled.backend.graph_count == 1
+
+
+def test_grad_mode_objects_passed_in_are_entered_in_the_graph_and_guarded():
+    def fn(x, ctx):
+        with ctx:
+            y = x * 2
+        return y
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = Compiled(fn, fullgraph=True)
+    assert not compiled(x, torch.no_grad()).requires_grad
+    assert compiled(x, torch.enable_grad()).requires_grad  # another class: retraced
+    assert compiled.backend.graph_count == 2
+    modes = []
+    for run in (fn, compiled):
+        with torch.no_grad():
+            switch = torch.set_grad_enabled(True)  # made under no_grad: restores it on exit
+        torch.set_grad_enabled(True)
+        got = run(x, switch)
+        modes.append((got.requires_grad, torch.is_grad_enabled()))
+        torch.set_grad_enabled(True)
+        assert same(got, x * 2)
+    assert modes[0] == modes[1] == (True, False)
