@@ -6,6 +6,7 @@ with them once per concrete size signature: one trace, values equal to eager for
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import pytest
@@ -145,6 +146,11 @@ def test_registered_backends_declare_by_name():
     assert not handles_symbolic_sizes("test_undeclared_sizes")
     for name in ("eager", "aot_eager", "inductor", "autotune"):
         assert handles_symbolic_sizes(name), name
+        assert handles_symbolic_sizes(ember.lookup_backend(name)), name  # passed as a callable
+    assert handles_symbolic_sizes(declared) and not handles_symbolic_sizes(undeclared)
+    assert handles_symbolic_sizes(
+        functools.partial(ember.lookup_backend("inductor"), settings=None)
+    )
     for name in ("test_declared_sizes", "test_undeclared_sizes"):
         compiled = ember.compile(add_alpha, backend=name, dynamic=True)
         for a in (2, 3, 4):

@@ -46,12 +46,15 @@ def symbolic_sizes(fn: Backend) -> Backend:
 
 
 def handles_symbolic_sizes(backend: str | Backend) -> bool:
-    """Whether a backend (a registered name or a callable) declared symbolic sizes."""
+    """Whether a backend (a registered name or a callable: marked, or registered as declared,
+    or a partial of one) declared symbolic sizes."""
     if isinstance(backend, str):
         return backend in _SYMBOLIC_NAMES
     while isinstance(backend, functools.partial) and not hasattr(backend, SYMBOLIC_SIZES_ATTR):
         backend = backend.func
-    return getattr(backend, SYMBOLIC_SIZES_ATTR, False) is True
+    if getattr(backend, SYMBOLIC_SIZES_ATTR, False) is True:
+        return True
+    return any(_REGISTRY[name] is backend for name in _SYMBOLIC_NAMES)
 
 
 def register_backend(name: str, fn: Backend | None = None, *, symbolic_sizes: bool | None = None):
