@@ -9,7 +9,14 @@ never does.
 
 Backends: the strings Ember knows under the same name go by that name; any other string is
 resolved through PyTorch's backend registry to its callable (Dynamo's convention,
-`backend(gm, example_inputs)`, which Ember's tracer follows); callables pass through.
+`backend(gm, example_inputs)`, which Ember's tracer follows); callables pass through. PyTorch's
+test backends that only run the graph as it is (`CompileCounter`, `EagerAndRecordGraphs`,
+`CompileCounterWithBackend("eager")`, the `eager` functions) handle symbolic sizes and are
+declared so (`ember.backends.symbolic_sizes`): Ember calls them once per graph, as Dynamo does.
+The ones that run PyTorch's AOT or inductor on the example inputs they are handed
+(`AotEagerAndRecordGraphs`, `CompileCounterWithBackend("aot_eager")`, ...) are not: Ember
+compiles a symbolic graph with them once per concrete size, so counts of their calls can
+differ from Dynamo's where sizes are dynamic.
 
 Inductor's tests (test/inductor/test_torchinductor.py) compile through a backend of their own
 that calls `torch._inductor.compile_fx.compile_fx(gm, example_inputs)` (CommonTemplate's
@@ -45,12 +52,34 @@ def ember_backend(backend: str | Callable | None) -> str | Callable:
     if backend is None:
         return "inductor"
     if callable(backend):
-        return backend
+        return _declared(backend)
     if backend in BACKEND_NAMES:
         return BACKEND_NAMES[backend]
     from torch._dynamo.backends.registry import lookup_backend
 
-    return lookup_backend(backend)
+    return _declared(lookup_backend(backend))
+
+
+#: names of PyTorch's eager backends (gm.forward, perhaps in a try block)
+_EAGER_NAMES = ("eager", "eager_noexcept")
+
+
+def _runs_graph_as_is(backend: Callable) -> bool:
+    """PyTorch's test backends that return the graph's own forward (read in
+    torch/_dynamo/testing.py and backends/debugging.py): they handle symbolic sizes."""
+    import torch._dynamo.backends.debugging as debugging
+    import torch._dynamo.testing as testing
+
+    if isinstance(backend, (testing.CompileCounter, testing.EagerAndRecordGraphs)):
+        return True
+    if isinstance(backend, testing.CompileCounterWithBackend):
+        return backend.backend in _EAGER_NAMES
+    plain = [testing.dummy_fx_compile, *(getattr(debugging, n) for n in _EAGER_NAMES)]
+    return any(backend is b for b in plain)
+
+
+def _declared(backend: Callable) -> Callable:
+    return ember.backends.symbolic_sizes(backend) if _runs_graph_as_is(backend) else backend
 
 
 def compile(model: Callable | None = None, **kwargs: Any) -> Any:

@@ -416,3 +416,75 @@ def test_a_symbolic_inference_graph_skips_the_per_call_signature(monkeypatch):
             torch.testing.assert_close(compiled(x, w), f(x, w))
     assert len(compiled._ember_compiler.records) == 1
     assert len(calls) == 1  # the warm-up at compile time, never per call
+
+
+# ---- a user's backend that compiles for its example inputs (issue 26) ----------------------
+
+
+class UserAotBackend:
+    """The custom-backend pattern of PyTorch's tutorial: PyTorch's own AOT tracer over the graph
+    and the example inputs it is handed (it specialises on them), counting its calls."""
+
+    def __init__(self) -> None:
+        self.example_sizes: list[list] = []
+
+    def __call__(self, gm, example_inputs):
+        from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+        self.example_sizes.append(
+            [tuple(e.shape) if isinstance(e, torch.Tensor) else e for e in example_inputs]
+        )
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=lambda g, _: make_boxed_func(g.forward)
+        )
+
+
+def test_user_aot_backend_over_sizes_under_default_settings():
+    """Default settings: the second size makes the trace symbolic; the user's backend gets
+    one compile per size, each with that size's inputs, and every result equals eager's."""
+    user = UserAotBackend()
+
+    def fn(x, w):
+        return (x.reshape(-1, 2) @ w).sum(0) * x.shape[0]
+
+    compiled = ember.compile(fn, backend=user)
+    w = torch.randn(2, 3)
+    for n in (4, 6, 8, 12, 6, 8):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert len(compiled._ember_compiler.records) == 2  # static, then symbolic: no retrace
+    assert [s[0] for s in user.example_sizes] == [(4,), (6,), (8,), (12,)]
+    assert counters["per_size"]["compiles"] == 3
+
+
+def test_user_aot_backend_with_an_int_alpha_under_dynamic():
+    user = UserAotBackend()
+
+    def fn(x, a):
+        return torch.add(x, x.relu(), alpha=a)
+
+    compiled = ember.compile(fn, backend=user, dynamic=True)
+    x = torch.randn(5, requires_grad=True)
+    for a in (2, 3, 5, 3):
+        got, want = compiled(x, a), fn(x, a)
+        torch.testing.assert_close(got, want)
+        (grad,) = torch.autograd.grad(got.sum(), x)
+        (expected,) = torch.autograd.grad(want.sum(), x)
+        torch.testing.assert_close(grad, expected)
+    assert len(compiled._ember_compiler.records) == 1
+    assert [s[1] for s in user.example_sizes] == [2, 3, 5]
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_ember_backends_compile_a_symbolic_graph_once(backend):
+    """The same program under Ember's own backends (declared symbolic): one compile."""
+
+    def fn(x, a):
+        return torch.add(x, x.relu(), alpha=a) * x.shape[0]
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for n, a in ((4, 2), (6, 3), (8, 5)):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x, a), fn(x, a))
+    assert counters[backend]["forward_graphs"] == 1
+    assert not counters["per_size"]["graphs"]

@@ -47,3 +47,36 @@ def test_inductor_tests_compile_fx_goes_to_embers_inductor(tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("ok")
+
+
+# PyTorch's test backends under dynamic sizes: the ones that run the graph as it is are
+# called once (declared symbolic), the one running PyTorch's AOT once per size
+DECLARED = """
+import torch, ember, ember_redirect
+import torch._dynamo.testing as testing
+ember_redirect.install()
+def fn(x, a):
+    return torch.add(x, x.relu(), alpha=a) * x.shape[0]
+for make, calls in ((testing.CompileCounter, 1), (testing.EagerAndRecordGraphs, 1),
+                    (lambda: testing.CompileCounterWithBackend("eager"), 1),
+                    (lambda: testing.CompileCounterWithBackend("aot_eager"), 3)):
+    torch._dynamo.reset()
+    backend = make()
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    for n, a in ((4, 2), (6, 3), (8, 5)):
+        x = torch.randn(n)
+        assert torch.allclose(compiled(x, a), fn(x, a)), (backend, n, a)
+    count = getattr(backend, "frame_count", None) or len(backend.graphs)
+    assert count == calls, (type(backend).__name__, count)
+print("ok")
+"""
+
+
+def test_torch_test_backends_declared_by_what_they_run(tmp_path: Path) -> None:
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", DECLARED], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok")

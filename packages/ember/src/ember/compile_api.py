@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 import ember_frame_hook as fh
-from ember.backends import lookup_backend
+from ember.backends import handles_symbolic_sizes, lookup_backend, per_size_unless_declared
 from ember.config import config
 from ember.distributed.ddp_split import split_for_ddp
 from ember.env_settings import check_environment
@@ -52,6 +52,8 @@ def compile(
     backend_fn = lookup_backend(backend, mode, options)
     if config.optimize_ddp:
         backend_fn = split_for_ddp(backend_fn)
+    # a backend that compiles for its example inputs only: one compile per size (per_size.py)
+    backend_fn = per_size_unless_declared(backend_fn, handles_symbolic_sizes(backend))
     configure_from_env()
     if configure_trace() is not None:  # EMBER_TRACE_DIR: record what this compile does
         backend_fn, on_record = traced_backend(backend_fn), _log_and_trace

@@ -77,7 +77,7 @@ def count_aten_fallbacks(gm: torch.fx.GraphModule) -> None:
             log.info("aten op without decomposition kept in the graph: %s", target)
 
 
-@register_backend("aot_eager")
+@register_backend("aot_eager", symbolic_sizes=True)
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
     return eager_on_limitation("aot_eager", _aot_eager)(gm, example_inputs)
 

@@ -292,7 +292,7 @@ def configure_autotune(mode: str | None, options: dict | None) -> Callable:
     return functools.partial(autotune, plan=autotune_plan(mode, options))
 
 
-@register_backend("autotune")
+@register_backend("autotune", symbolic_sizes=True)
 def autotune(
     gm: torch.fx.GraphModule, example_inputs: list[Any], plan: AutotunePlan | None = None
 ) -> Callable:

@@ -9,7 +9,7 @@ import torch
 from ember.backends.registry import register_backend
 
 
-@register_backend("eager")
+@register_backend("eager", symbolic_sizes=True)
 def eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
     """Runs the captured graph as is."""
     return gm.forward

@@ -187,7 +187,7 @@ def configure_inductor(mode: str | None, options: dict | None) -> Callable:
     return functools.partial(inductor, settings=settings)
 
 
-@register_backend("inductor")
+@register_backend("inductor", symbolic_sizes=True)
 def inductor(
     gm: torch.fx.GraphModule,
     example_inputs: list[torch.Tensor],
