@@ -400,7 +400,7 @@ def _check_cached_call(tx: Translator, wrapper: Any, args, kwargs) -> None:
 
 
 # torch.jit.script'ed functions: torch.jit keeps the Python function it compiled in
-# `_torchdynamo_inline` (torch/jit/_script.py, "Allow torch.compile() to inline"); that
+# `_torchdynamo_inline` (torch/jit/_script.py keeps it for compilers to inline); that
 # function is traced, as torch.compile does (torch.jit.is_scripting() answers False).
 # A ScriptFunction without it (loaded from a file) is an opaque object: a graph break.
 TRACED_THROUGH: dict[type, tuple[str, Any]] = {
