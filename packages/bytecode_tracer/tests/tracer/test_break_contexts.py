@@ -142,3 +142,27 @@ def test_grad_mode_objects_passed_in_are_entered_in_the_graph_and_guarded():
         torch.set_grad_enabled(True)
         assert same(got, x * 2)
     assert modes[0] == modes[1] == (True, False)
+
+
+@torch.no_grad()
+def _scaled_without_grad(x):
+    return x * 2
+
+
+@torch.set_grad_enabled(False)
+def _shifted_without_grad(x):
+    return x + 1
+
+
+def test_functions_decorated_outside_the_trace_with_grad_mode_objects():
+    # the decorator's wrapper makes a fresh context per call from the object it holds
+    # (`self.__class__()`): one graph, the mode as in eager (Llama's rotary embedding)
+    def fn(x):
+        y = _scaled_without_grad(x) + _shifted_without_grad(x)
+        return y, y.requires_grad, (x * 3).requires_grad
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3, requires_grad=True)
+    got, expected = compiled(x), fn(x)
+    assert same(got[0], expected[0]) and got[1:] == expected[1:] == (False, True)
+    assert compiled.backend.graph_count == 1

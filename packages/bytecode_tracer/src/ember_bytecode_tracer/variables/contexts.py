@@ -46,6 +46,24 @@ class GradModeVariable(VariableTracker):
         self.previous: bool | None = None
         self.applies_on_creation = applies_on_creation
 
+    @property
+    def cls(self) -> type:
+        if self.applies_on_creation:
+            return torch.set_grad_enabled
+        return torch.enable_grad if self.enabled else torch.no_grad
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        # what torch's decorator wrapper reads to make a fresh context per call
+        # (`_DecoratorContextManager.clone`: `self.__class__()` / `self.__class__(self.mode)`)
+        if name == "__class__":
+            return TypeVariable(self.cls)
+        if name == "mode" and self.applies_on_creation:
+            return ConstantVariable(self.enabled)
+        return super().var_getattr(tx, name)
+
     def enter(self, tx) -> VariableTracker:
         if self.previous is None:
             self.previous = torch.is_grad_enabled()
