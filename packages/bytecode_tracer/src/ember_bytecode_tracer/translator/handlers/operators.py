@@ -85,6 +85,8 @@ def _default_equality(value) -> bool:
         cls = value.python_type()
     except Unsupported:
         return False
+    if cls is type(None):  # 3.12 gives NoneType its own (identity) comparison slots
+        return True
     return cls.__eq__ is object.__eq__ and cls.__ne__ is object.__ne__
 
 
@@ -131,7 +133,7 @@ def unary_negative(tx, inst):
     tx.push(apply_operator(tx, operator.neg, [tx.pop()]))
 
 
-@handler("UNARY_POSITIVE")
+@handler("UNARY_POSITIVE", versions=((3, 11),))  # 3.12: CALL_INTRINSIC_1 (containers.py)
 def unary_positive(tx, inst):
     tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
 
