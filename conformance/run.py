@@ -1,6 +1,7 @@
 """Conformance harness: PyTorch's own Dynamo test files, run by torch.compile and by Ember.
 
     python conformance/run.py [--upstream DIR] [--files test_exc.py ...] [--timeout 900] [-k EXPR]
+                              [--shard K/N] [--test-timeout 300]
 
 For each upstream file listed in conformance/files.toml and present under DIR (default
 conformance/upstream; conformance/fetch.md says how to get them), pytest runs it twice in
@@ -8,7 +9,9 @@ subprocesses: as it is (torch.compile), and with conformance/ember_redirect.py l
 which sends torch.compile and torch._dynamo.optimize to Ember. Per-test outcomes come from
 `--junitxml`. Every test torch.compile passes and Ember fails is put in one class by the
 RULES table below, read from the failure's traceback text. Writes conformance/results/<file>.json
-(git-ignored), prints a markdown table and puts it into docs/conformance.md.
+(git-ignored; with --shard K/N, <file>.shard-K-of-N.json, and the report merges a file's shards),
+prints a markdown table and puts it into docs/conformance.md. The plugin run_limits.py (both
+runs) keeps the shard's tests and fails a test that runs past --test-timeout.
 """
 
 from __future__ import annotations
@@ -177,14 +180,14 @@ def pytest_command(path: Path, mode: str, junit: Path, select: str | None = None
     # counts (at most two): without -p no:logging its logging tests fail under torch.compile too
     cmd += ["-p", "no:logging", "--tb=long", f"--junitxml={junit}", "-o", "junit_logging=no"]
     # names an older stored upstream file imports that the installed torch lacks (both runs)
-    cmd += ["-p", "upstream_compat"]
+    cmd += ["-p", "upstream_compat", "-p", "run_limits"]
     if mode == "ember":
         cmd += ["-p", "ember_redirect"]
     return cmd
 
 
-def run_pytest(cmd: list[str], cwd: Path, timeout: int) -> dict:
-    env = dict(os.environ, PYTORCH_PRINT_REPRO_ON_FAILURE="0")
+def run_pytest(cmd: list[str], cwd: Path, timeout: int, limits: dict[str, str]) -> dict:
+    env = dict(os.environ, PYTORCH_PRINT_REPRO_ON_FAILURE="0", **limits)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     env.setdefault("EMBER_CACHE_DIR", "/tmp/ember-cache-conformance")
     start = datetime.datetime.now(datetime.UTC)
@@ -250,7 +253,14 @@ def selection(entry: dict, extra: str | None) -> str | None:
     return " and ".join(parts) or None
 
 
-def run_file(entry: dict, upstream: Path, timeout: int, extra_k: str | None = None) -> dict | None:
+def result_name(stem: str, shard: str | None) -> str:
+    if not shard:
+        return f"{stem}.json"
+    k, n = shard.split("/")
+    return f"{stem}.shard-{k}-of-{n}.json"
+
+
+def run_file(entry: dict, upstream: Path, args: argparse.Namespace) -> dict | None:
     path = upstream / entry["path"]
     if not path.exists():
         print(f"-- {entry['path']}: not present under {upstream}; see conformance/fetch.md")
@@ -261,14 +271,18 @@ def run_file(entry: dict, upstream: Path, timeout: int, extra_k: str | None = No
               f"{entry['sha256'][:12]} (another upstream version): results may differ")  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     junits, commands, runs, tests = {}, {}, {}, {}
-    select = selection(entry, extra_k)
+    select = selection(entry, args.k)
+    limits = {"EMBER_CONFORMANCE_TEST_TIMEOUT": str(args.test_timeout)}
+    if args.shard:
+        limits["EMBER_CONFORMANCE_SHARD"] = args.shard
+    stem = path.stem + (f".shard-{args.shard.replace('/', '-of-')}" if args.shard else "")
     for mode in MODES:
-        junits[mode] = RESULTS / f"{path.stem}.{mode}.xml"
+        junits[mode] = RESULTS / f"{stem}.{mode}.xml"
         junits[mode].unlink(missing_ok=True)
         cmd = pytest_command(path, mode, junits[mode], select)
         commands[mode] = shlex.join(cmd)
         print(f"-- {entry['path']} [{mode}] ...", flush=True)
-        runs[mode] = run_pytest(cmd, upstream, timeout)
+        runs[mode] = run_pytest(cmd, upstream, args.timeout, limits)
         print("   " + outcome_line(runs[mode]), flush=True)
         tests[mode] = read_junit(junits[mode]) if junits[mode].exists() else {}
     rows = compare(tests["torch"], tests["ember"], path.name)
@@ -279,9 +293,9 @@ def run_file(entry: dict, upstream: Path, timeout: int, extra_k: str | None = No
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "command": "python conformance/run.py " + shlex.join(sys.argv[1:]),
         "pytest": commands, "runs": runs, "summary": summarize(rows), "tests": rows,
-        "selection": select,
+        "selection": select, "shard": args.shard,
     }  # fmt: skip
-    (RESULTS / f"{path.stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / result_name(path.stem, args.shard)).write_text(json.dumps(result, indent=1) + "\n")
     return result
 
 
@@ -294,6 +308,7 @@ def table(results: list[dict]) -> str:
         s = res["summary"]
         share = f"{s['ember_passes'] / s['torch_passes']:.0%}" if s["torch_passes"] else "-"
         timed = " (timed out)" if any(r["timed_out"] for r in res["runs"].values()) else ""
+        timed += f" ({res['shards']})" if res.get("shards") else ""
         cells = [f"`{res['file']}`{timed}", s["tests"], s["torch_passes"], s["ember_passes"],
                  share, *(s["by_class"][c] for c in CLASSES), f"`{res['commit'][:12]}`",
                  res["date"], f"`{res['command'].strip()}`"]  # fmt: skip
@@ -328,12 +343,36 @@ def failure_lists(results: list[dict]) -> str:
     return "\n".join(out)
 
 
+def merged_shards(paths: list[Path]) -> dict:
+    """One file's result from its shards' results: tests united, counts recomputed; marked
+    partial while shards of the same N are missing."""
+    parts = [json.loads(p.read_text()) for p in paths]
+    n = int(parts[0]["shard"].split("/")[1])
+    seen = sorted(int(p["shard"].split("/")[0]) for p in parts)
+    rows = {name: row for p in parts for name, row in p["tests"].items()}
+    merged = dict(parts[-1], tests=rows, summary=summarize(rows), shard=None)
+    merged["runs"] = {f"{p['shard']} {m}": r for p in parts for m, r in p["runs"].items()}
+    merged["date"] = max(p["date"] for p in parts)
+    merged["command"] = re.sub(r"--shard \S+", f"--shard K/{n}", parts[-1]["command"])
+    merged["shards"] = f"{len(seen)} of {n} shards" if len(seen) < n else None
+    return merged
+
+
+def file_result(stem: str) -> dict | None:
+    """A file's latest measurement: its whole-file result or the merge of its shards, whichever
+    was written last (shards of the latest N only)."""
+    whole = RESULTS / f"{stem}.json"
+    shards = sorted(RESULTS.glob(f"{stem}.shard-*-of-*.json"), key=lambda p: p.stat().st_mtime)
+    if shards:
+        n = shards[-1].name.rsplit("-of-", 1)[1]
+        shards = [p for p in shards if p.name.endswith(f"-of-{n}")]
+    if shards and (not whole.exists() or whole.stat().st_mtime < shards[-1].stat().st_mtime):
+        return merged_shards(shards)
+    return json.loads(whole.read_text()) if whole.exists() else None
+
+
 def report(entries: list[dict]) -> str:
-    results = []
-    for entry in entries:
-        path = RESULTS / f"{Path(entry['path']).stem}.json"
-        if path.exists():
-            results.append(json.loads(path.read_text()))
+    results = [r for e in entries if (r := file_result(Path(e["path"]).stem))]
     if not results:
         return "No results yet: fetch the upstream files (conformance/fetch.md) and run."
     versions = sorted(
@@ -361,12 +400,18 @@ def main() -> int:
     parser.add_argument("--files", nargs="*", help="only these file names (test_exc.py ...)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per pytest run")
     parser.add_argument("-k", dest="k", help="pytest -k expression: run only a slice")
+    parser.add_argument(
+        "--shard", help="K/N: only the K-th of N interleaved slices of each file's tests"
+    )
+    parser.add_argument(
+        "--test-timeout", type=int, default=300, help="seconds one test may run (0: no limit)"
+    )
     parser.add_argument("--no-doc", action="store_true", help="leave docs/conformance.md")
     args = parser.parse_args()  # fmt: skip
     entries = tomllib.loads(FILES_TOML.read_text())["file"]
     chosen = [e for e in entries if not args.files or Path(e["path"]).name in args.files]
     upstream = args.upstream.resolve()
-    ran = [r for e in chosen if (r := run_file(e, upstream, args.timeout, args.k))]
+    ran = [r for e in chosen if (r := run_file(e, upstream, args))]
     if not ran:
         print("No upstream file present: see conformance/fetch.md to fetch them.")
         return 1

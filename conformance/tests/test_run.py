@@ -153,3 +153,55 @@ def test_selection_joins_the_files_and_the_commands_k() -> None:
     # the compat plugin loads in both runs, the redirect only in Ember's
     assert "upstream_compat" in run.pytest_command(Path("t.py"), "torch", Path("j.xml"))
     assert "ember_redirect" not in run.pytest_command(Path("t.py"), "torch", Path("j.xml"))
+
+
+def shard_result(shard: str, rows: dict[str, dict], date: str = "2026-11-29") -> dict:
+    return {"file": "test/dynamo/test_x.py", "commit": "c" * 40, "shard": shard, "date": date,
+            "command": f"python conformance/run.py --files test_x.py --shard {shard}",
+            "runs": {"torch": {"timed_out": False}, "ember": {"timed_out": False}},
+            "tests": rows, "summary": run.summarize(rows)}  # fmt: skip
+
+
+def test_a_files_shards_merge_into_one_result(tmp_path: Path, monkeypatch) -> None:
+    import json
+    import os
+
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    passed = {"torch": "passed", "ember": "passed"}
+    refused = {"torch": "passed", "ember": "failed", "class": "refused"}
+    (tmp_path / "test_x.shard-1-of-2.json").write_text(
+        json.dumps(shard_result("1/2", {"a": passed, "b": refused}))
+    )
+    first = run.file_result("test_x")
+    assert first["shards"] == "1 of 2 shards" and first["summary"]["torch_passes"] == 2
+    (tmp_path / "test_x.shard-2-of-2.json").write_text(
+        json.dumps(shard_result("2/2", {"c": passed}, date="2026-11-30"))
+    )
+    merged = run.file_result("test_x")
+    assert merged["shards"] is None and merged["date"] == "2026-11-30"
+    assert merged["summary"]["ember_passes"] == 2 and merged["summary"]["by_class"]["refused"] == 1
+    assert "--shard K/2" in merged["command"]
+    # a whole-file run written after the shards is the latest measurement
+    whole = tmp_path / "test_x.json"
+    whole.write_text(json.dumps(shard_result("1/1", {"a": passed}) | {"shard": None}))
+    later = max(p.stat().st_mtime for p in tmp_path.glob("*shard*")) + 5
+    os.utime(whole, (later, later))
+    assert run.file_result("test_x")["summary"]["tests"] == 1
+
+
+def test_the_limits_plugin_keeps_one_interleaved_shard(monkeypatch) -> None:
+    import run_limits
+
+    class Hook:
+        def pytest_deselected(self, items: list) -> None:
+            self.dropped = items
+
+    class Config:
+        hook = Hook()
+
+    items = list(range(7))
+    monkeypatch.setenv("EMBER_CONFORMANCE_SHARD", "2/3")
+    run_limits.pytest_collection_modifyitems(Config(), items)
+    assert items == [1, 4] and Config.hook.dropped == [0, 2, 3, 5, 6]
+    with pytest.raises(ValueError, match="K/N"):
+        run_limits.shard_of("4/3")
