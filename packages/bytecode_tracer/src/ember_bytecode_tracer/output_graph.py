@@ -38,7 +38,6 @@ from ember_bytecode_tracer.keyword_args import (
 )
 from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
-from ember_bytecode_tracer.saved_hooks import DISABLE_SWITCHES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -348,7 +347,6 @@ _MUTATING_FUNCTIONS = {
     operator.ior, operator.ixor, operator.ilshift, operator.irshift,
     torch._C._set_grad_enabled,
     torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast,
-    *DISABLE_SWITCHES,  # disable_saved_tensors_hooks' switches: None, and they matter
 }  # fmt: skip
 
 

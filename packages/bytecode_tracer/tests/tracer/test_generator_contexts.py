@@ -256,22 +256,3 @@ def test_default_dtype_set_inside_a_context_runs_as_python():
     out, made = compiled(x)
     assert same(out, x + 1) and made.dtype == torch.float64
     assert torch.get_default_dtype() == torch.float32
-
-
-def test_saved_tensor_hooks_disabled_by_a_decorator_stay_in_the_graph():
-    # Disabling saved-tensor hooks answers None too: its nodes must stay, or a call under
-    # hooks a user registers would save through them where eager raises.
-    def fn(z):
-        @torch.autograd.graph.disable_saved_tensors_hooks("no hooks here")
-        def square(t):
-            return t * t
-
-        return square(z)
-
-    compiled = Compiled(fn)
-    x = torch.randn(3, requires_grad=True)
-    assert same(compiled(x), x * x)
-    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
-    with hooks, pytest.raises(RuntimeError, match="no hooks here"):
-        compiled(torch.randn(3, requires_grad=True))
-    assert compiled.backend.graph_count >= 1
