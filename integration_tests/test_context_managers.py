@@ -139,3 +139,26 @@ def test_compiler_directives_split_the_graph(backend):
     x = torch.randn(6)
     torch.testing.assert_close(ember.compile(fn, backend=backend)(x), fn(x))
     assert _graphs(backend) == 3  # sin | cos | add: none for _run_as_is's own frame
+
+
+@contextlib.contextmanager
+def _tally_on_exit(log):
+    try:
+        yield len(log)
+    finally:
+        log.append("exit")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generator_finally_with_effects_around_graph_ops(backend):
+    def fn(x, log):
+        with _tally_on_exit(log) as n:
+            y = x.sin() + n
+        return y * 2
+
+    log: list[str] = []
+    compiled = ember.compile(fn, backend=backend, fullgraph=True)
+    x = torch.randn(5)
+    torch.testing.assert_close(compiled(x, log), fn(x, []))
+    assert log == ["exit"]
+    assert _graphs(backend) == 1

@@ -107,19 +107,65 @@ def test_context_manager_defined_in_the_frame():
     assert same(compiled(x), fn(x))
 
 
-def test_ops_in_body_with_a_finally_that_has_effects_break():
-    # The finally appends to a list: a graph raising at run time would skip it.
+def test_ops_in_body_with_a_finally_that_has_effects_are_traced():
+    # A plain finally re-raises: the code after the yield is traced on exit, its effect
+    # (a list append, a global write reading a value set before the block) replayed.
     def fn(x):
+        global _seen
+        _seen = 7
         with logged_finally():
+            y = x.sin()
+        return y * _seen
+
+    events.clear()
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), x.sin() * 7) and events == ["finally"]
+    assert compiled.backend.graph_count == 1
+
+
+@contextlib.contextmanager
+def copies_on_exit(box):
+    try:
+        yield box[0] * 2
+    finally:
+        box[1] = box[0] + 1
+
+
+def test_finally_after_yield_reads_state_set_inside_the_block():
+    def fn(x, box):
+        with copies_on_exit(box) as y:
+            box[0] = 10
+            out = x.cos() + y
+        return out, box[1]
+
+    box = [1, 0]
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    out, after = compiled(x, box)
+    assert same(out, x.cos() + 2) and after == 11 and box == [10, 11]
+
+
+@contextlib.contextmanager
+def swallowing():
+    try:
+        yield
+    except RuntimeError:
+        events.append("swallowed")
+
+
+def test_ops_in_body_of_a_try_except_around_the_yield_break():
+    # The except may catch an error the graph raises at run time: never traced.
+    def fn(x):
+        with swallowing():
             y = x.sin()
         return y
 
-    with pytest.raises(Unsupported, match="try block"):
+    with pytest.raises(Unsupported, match="try/except"):
         Compiled(fn, fullgraph=True)(torch.randn(3))
-    events.clear()
     compiled = Compiled(fn)
     x = torch.randn(3)
-    assert same(compiled(x), x.sin()) and events == ["finally"]
+    assert same(compiled(x), x.sin())
 
 
 def test_finally_with_effects_but_no_ops_in_body_is_traced():
@@ -183,3 +229,30 @@ def test_no_graph_ops_inside_dispatch_disabling_guards():
     compiled = Compiled(op_under_guard)
     assert same(compiled(x), x + 1)
     assert skip_reasons(compiled) or compiled.breaks
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def test_default_dtype_set_inside_a_context_runs_as_python():
+    # The C setter answers None: as a graph node it would be dropped as unused, and the
+    # factory in the block would build the default dtype of the call, not the block's.
+    def fn(x):
+        with default_dtype(torch.float64):
+            made = torch.tensor([1.0, 2.0])
+        return x + 1, made
+
+    with pytest.raises(Unsupported):
+        Compiled(fn, fullgraph=True)(torch.randn(2))
+    compiled = Compiled(fn)
+    x = torch.randn(2)
+    out, made = compiled(x)
+    assert same(out, x + 1) and made.dtype == torch.float64
+    assert torch.get_default_dtype() == torch.float32

@@ -175,6 +175,12 @@ class InstructionTranslator:
             and self.parent._in_user_try(self.parent.current)
         ):
             return True
+        return self.handler_may_catch(inst)
+
+    def handler_may_catch(self, inst: Instruction) -> bool:
+        """Whether a user's handler covering `inst` may catch what it raises: a try/except
+        (a plain `finally:` always re-raises, so an error from a graph propagates as in
+        eager, past effects it would have had, as every effect of a graph that raises)."""
         return self.try_block_covers(inst) and not self._handler_only_finalizes(inst)
 
     def try_block_covers(self, inst: Instruction) -> bool:

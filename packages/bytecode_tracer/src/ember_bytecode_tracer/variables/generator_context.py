@@ -7,11 +7,12 @@ binds); leaving the block normally resumes it, and it must return then, as conte
 requires. Leaving with an exception raised at trace time is a graph break (`__exit__` would
 throw the exception into the generator).
 
-If the generator's yield sits inside its own try/except or try/finally, an error raised by
-the compiled graph at run time would skip that handler (eager code runs it). The trace
-allows ops in the block only when the rest of the generator does nothing that handler could
-need besides what the runner itself puts back when the graph raises: RNG state calls, grad
-mode, autocast, saved-tensor hooks disabled (disable_saved_tensors_hooks). Used as a
+If the generator's yield sits inside its own try/finally, the code after the yield is traced
+on exit like the rest: a plain `finally:` re-raises, so an error the compiled graph raises
+at run time propagates as in eager (past the effects of the finally, as past every effect
+of a frame whose graph raises; the runner puts back grad mode, autocast, saved-tensor hooks
+and RNG state, as for a try/finally in the frame itself). A try/except around the yield may
+catch that error, which the compiled code cannot: no graph ops in such a block. Used as a
 decorator, each call of the decorated function enters a fresh context.
 """
 
@@ -21,11 +22,7 @@ import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ember_bytecode_tracer.autocast_state import EXIT
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.saved_hooks import DISABLE_SWITCHES
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.contexts import (
@@ -43,21 +40,6 @@ from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
-
-
-# What the runner itself puts back when a graph raises (convert_frame's runner): graph ops
-# of a generator's exit path that only do this need no handler of their own.
-_RUNNER_RESTORED = (torch._C._set_grad_enabled, EXIT, *DISABLE_SWITCHES)
-
-
-def _restores_only_runner_state(tx: Translator, body_end: tuple[int, ...]) -> bool:
-    """Whether the generator's exit path (traced after `body_end`) added nothing but graph
-    ops that set grad mode or leave autocast (RNG calls are replayed, not graph ops)."""
-    now = tx.output.effects_snapshot()
-    if now[1:] != body_end[1:]:
-        return False
-    added = list(tx.output.graph.nodes)[body_end[0] :]
-    return all(n.op == "call_function" and n.target in _RUNNER_RESTORED for n in added)
 
 
 class GeneratorContextVariable(VariableTracker):
@@ -122,19 +104,14 @@ class GeneratorContextVariable(VariableTracker):
             raise Unsupported("leaving a @contextmanager object that was not entered")
         body_end = tx.output.effects_snapshot()
         paused_at = generator.tx.instructions[generator.tx.ip - 1]
-        protected = generator.tx.try_block_covers(paused_at)
+        protected = generator.tx.handler_may_catch(paused_at)
         yielded, _ = generator.send(tx, ConstantVariable(None))
         if yielded:
             raise Unsupported("@contextmanager generator didn't stop (RuntimeError in eager)")
-        if (
-            protected
-            and body_end[0] != self.body_start[0]
-            and not _restores_only_runner_state(tx, body_end)
-        ):
+        if protected and body_end[0] != self.body_start[0]:
             raise Unsupported(
-                "graph ops inside `with` over a @contextmanager whose yield is in a try block "
-                "that does more than restore RNG state, grad mode, autocast or saved-tensor hooks: an error "
-                "raised by the graph would skip that handler"
+                "graph ops inside `with` over a @contextmanager whose yield is in a try/except: "
+                "an error raised by the graph at run time would skip that handler"
             )
 
     def call_function(self, tx, args, kwargs):

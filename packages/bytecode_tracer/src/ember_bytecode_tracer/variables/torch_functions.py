@@ -86,6 +86,22 @@ UNSUPPORTED |= {
 }  # fmt: skip
 
 
+# A C setter of process state (`torch._C._set_default_dtype`, `_set_cudnn_enabled`): a
+# graph node answering None is dropped as unused, and running it at trace time would change
+# the state the rest of the trace sees. It runs as Python, after a break. The setters the
+# tracer models (grad mode, saved-tensor hooks, autocast) are rules of their own.
+_SETTER_NAME = re.compile(r"^_?set_")
+_MODELED_SETTERS = {torch._C._set_grad_enabled}
+
+
+def _sets_process_state(fn: Any) -> bool:
+    return (
+        isinstance(fn, types.BuiltinFunctionType)
+        and fn not in _MODELED_SETTERS
+        and bool(_SETTER_NAME.search(getattr(fn, "__name__", "")))
+    )
+
+
 # A query whose answer may be None (`_saved_tensors_hooks_get_disabled_error_message`).
 _GETTER_NAME = re.compile(r"(^|_)(get|is|are)_")
 
@@ -182,7 +198,7 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
-        if fn in UNSUPPORTED:
+        if fn in UNSUPPORTED or _sets_process_state(fn):
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() changes global state")
         if fn in CONSTANT_FOLDED:
             values = [_folding_value(a) for a in args]
