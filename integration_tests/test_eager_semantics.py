@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import threading
 import typing
 import weakref
@@ -186,6 +187,30 @@ def free_variable_assigned_later(x):
     return inner(x)
 
 
+def _scaled(x, scale=1.0, shift=0.0):
+    return x * scale + shift
+
+
+def _keeping_known_keywords(fn):
+    known = tuple(["scale"])  # a cell of this function, read by the comprehension below
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        kwargs = {k: v for k, v in kwargs.items() if k in known}
+        return fn(*args, **kwargs)
+
+    return call
+
+
+_scaled_known = _keeping_known_keywords(_scaled)
+
+
+def comprehension_reads_a_closure_cell(x):
+    # transformers' hub-kernel wrapper: a closure made outside the trace whose dict
+    # comprehension (a nested function on 3.11) reads the closure's free variable
+    return _scaled_known(x, scale=3.0, shift=1.0)
+
+
 def act2fn_lookup(x):
     from transformers.activations import ACT2FN
 
@@ -243,6 +268,7 @@ FULLGRAPH_CASES = {
     "user_iterables": (user_iterables, _t(3)),
     "nullcontext_block": (nullcontext_block, _t(3)),
     "free_variable_assigned_later": (free_variable_assigned_later, _t(3)),
+    "comprehension_reads_a_closure_cell": (comprehension_reads_a_closure_cell, _t(3)),
     "act2fn_lookup": (act2fn_lookup, _t(3)),
     "model_output_setitem_and_keys": (model_output_setitem_and_keys, _t(3)),
     "model_output_attribute_written": (model_output_attribute_written, _t(2, 3)),
@@ -256,6 +282,7 @@ FULLGRAPH_XFAIL: dict[str, str] = {
     "type_hints_read": "typing.get_type_hints calls mappingproxy.get, a C function",
     "thread_local_read": "an attribute of a global threading.local is not found",
     "user_iterables": "an iterator whose __iter__ returns self: RecursionError at trace",
+    "comprehension_reads_a_closure_cell": "free variable 'known' referenced before assignment",
     "act2fn_lookup": "dict methods of a dict subclass instance (ClassInstantier) break",
     "model_output_setitem_and_keys": "ModelOutput item assignment (KeyedOutputVariable)",
     "model_output_attribute_written": "setting a ModelOutput attribute is a break",
@@ -379,6 +406,24 @@ def test_clip_text_features_are_one_graph():
     with torch.no_grad():
         explained = ember.explain(model.get_text_features, backend="inductor")(ids)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), str(explained)
+
+
+def test_deberta_v2_scripted_helpers_are_one_graph_under_inductor():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.DebertaV2Config(
+        vocab_size=99, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, max_position_embeddings=32, pad_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model, ids = transformers.DebertaV2Model(config).eval(), torch.randint(1, 99, (2, 7))
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+        got = ember.compile(model, backend="inductor")(ids).last_hidden_state
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        ember.reset()
+        explained = ember.explain(model, backend="inductor")(ids)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), str(explained)
+    _ran_compiled("inductor")
 
 
 @pytest.mark.parametrize("backend", FULL_BACKENDS)
