@@ -115,6 +115,17 @@ def enum_and_typeddict(x):
     return x * cfg["scale"] + cfg["shift"], _Color.RED.name, _Color(2) is _Color.RED
 
 
+class _Bag:
+    pass
+
+
+def attribute_deleted(x):
+    bag = _Bag()
+    bag.a, bag.b = x.sin(), x.cos()
+    del bag.b
+    return bag.a + 1, hasattr(bag, "b")
+
+
 def data_assigned(x, y):
     x.data = y
     return x + 1
@@ -262,6 +273,7 @@ def _t(*shape):
 FULLGRAPH_CASES = {
     "module_made_inside": (module_made_inside, _t(4)),
     "enum_and_typeddict": (enum_and_typeddict, _t(3)),
+    "attribute_deleted": (attribute_deleted, _t(3)),
     "data_assigned": (data_assigned, lambda: (torch.randn(3), torch.randn(3))),
     "type_hints_read": (type_hints_read, _t(3)),
     "thread_local_read": (thread_local_read, _t(3)),
