@@ -205,3 +205,10 @@ def test_the_limits_plugin_keeps_one_interleaved_shard(monkeypatch) -> None:
     assert items == [1, 4] and Config.hook.dropped == [0, 2, 3, 5, 6]
     with pytest.raises(ValueError, match="K/N"):
         run_limits.shard_of("4/3")
+
+
+def test_a_failing_line_in_a_part_the_test_file_mixes_in_is_the_tests_own() -> None:
+    assert run.in_test_file("test/dynamo/_test_misc_part3.py", "test_misc.py")
+    assert run.in_test_file("/x/test/dynamo/test_misc.py", "test_misc.py")
+    assert not run.in_test_file("torch/_dynamo/test_case.py", "test_misc.py")
+    assert not run.in_test_file("test/dynamo/_test_miscellany.py", "test_misc.py")
