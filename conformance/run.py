@@ -62,7 +62,7 @@ DYNAMO_READS = (
     r"_dynamo_weak_dynamic_indices|getRecord|assertExpectedInline|munge_exc|comptime|"
     r"_dynamo\.exc|Unsupported|UserError|BackendCompilerFailed|logs_to_string|explain\("
 )
-VALUES = r"assertEqual|assert_close|allclose|same\(|assertTrue|assertFalse|assertIs|assert "
+VALUES = r"assertEqual|assertAlmostEqual|assert_close|allclose|same\(|assertTrue|assertFalse|assertIs|assert "
 EXPECTS_DYNAMO_EXC = (
     r"(assertRaises\w*|assertExpectedInlineMunged)\(\s*"
     r"(torch\._dynamo\.exc\.|Unsupported|UserError|BackendCompilerFailed|\w*ValidationException)"
