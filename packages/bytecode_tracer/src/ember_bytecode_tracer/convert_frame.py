@@ -47,6 +47,7 @@ from ember_bytecode_tracer.guards import (
     compile_guards,
     compile_source_loader,
 )
+from ember_bytecode_tracer.guards.filter import GuardFilter, filter_guards
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
@@ -233,8 +234,10 @@ class FrameCompiler:
         suppress_errors: bool = False,
         dynamic: bool | None = None,
         capture_dynamic_output_shape_ops: bool = False,
+        guard_filter: GuardFilter | None = None,
     ) -> None:
         self.backend = backend
+        self.guard_filter = guard_filter  # options={"guard_filter_fn": ...} (guards/filter.py)
         # dynamic=None|True|False and, per code object, the sizes/ints seen (dynamic.py)
         self.dynamic = DynamicPolicy(
             dynamic, capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops
@@ -250,6 +253,7 @@ class FrameCompiler:
             type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
             suppress_errors=suppress_errors,
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+            guard_filter=guard_filter,
         )  # fmt: skip
         self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 
@@ -324,7 +328,10 @@ class FrameCompiler:
 
     def _trace(self, frame: fh.Frame):
         try:
-            return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic)
+            return trace_frame(
+                frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic,
+                guard_filter=self.guard_filter,
+            )  # fmt: skip
         except BackendCompilerFailed as exc:
             if not getattr(exc, "symbolic", False):
                 raise
@@ -335,7 +342,10 @@ class FrameCompiler:
                 "it with static shapes from now on", frame.f_code.co_name, exc,
             )  # fmt: skip
             self.dynamic.state(frame.f_code).static_only = True
-            return trace_frame(frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic)
+            return trace_frame(
+                frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic,
+                guard_filter=self.guard_filter,
+            )  # fmt: skip
 
     def _room_for(self, frame: fh.Frame, cache: fh.CacheView) -> bool:
         """On a full cache: the limit counts only the entries of this frame's group (other
@@ -372,22 +382,34 @@ class FrameCompiler:
 
 
 def trace_frame(
-    frame: Any, backend: Callable, *, fullgraph: bool = False, dynamic: DynamicPolicy | None = None
+    frame: Any,
+    backend: Callable,
+    *,
+    fullgraph: bool = False,
+    dynamic: DynamicPolicy | None = None,
+    guard_filter: GuardFilter | None = None,
 ):
     """Traces `frame`; returns (record, new code, guard). Raises SkipFrame to run it as is.
-    `dynamic` decides which sizes and ints are symbolic (default: none)."""
+    `dynamic` decides which sizes and ints are symbolic (default: none); `guard_filter`
+    drops the guards a user's guard_filter_fn rejects."""
     grad_mode = torch.is_grad_enabled()
     hooks_message = disabled_message()  # disable_saved_tensors_hooks runs at trace time too
     try:
         with user_saved_tensor_hooks_suspended():  # autograd on fakes: not the user's pack
-            return _trace_frame(frame, backend, fullgraph, dynamic or STATIC_POLICY)
+            return _trace_frame(frame, backend, fullgraph, dynamic or STATIC_POLICY, guard_filter)
     finally:
         torch._C._set_grad_enabled(grad_mode)  # a trace may switch it (with no_grad(): ...)
         restore_disabled(hooks_message)  # and stop inside a disable_saved_tensors_hooks
         close_trace_time_autocasts()  # and leave a `with torch.autocast()` it stopped in
 
 
-def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: DynamicPolicy):
+def _trace_frame(
+    frame: Any,
+    backend: Callable,
+    fullgraph: bool,
+    dynamic: DynamicPolicy,
+    guard_filter: GuardFilter | None = None,
+):
     code = frame.f_code
     break_at: int | None = None
     reason: GraphBreak | None = None
@@ -398,6 +420,7 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
         restore_disabled(hooks_message)
         close_trace_time_autocasts()
         tx = _make_translator(frame, dynamic)
+        tx.output.guard_filter = guard_filter
         try:
             if break_at is None:
                 value = tx.run()
@@ -740,6 +763,8 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
         guards.append(
             Guard(container_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(container_sources[1:]))
         )
+    if output.guard_filter is not None:  # the user's choice of guards to skip (unsafe)
+        guards = filter_guards(guards, output.guard_filter, frame.f_globals, frame.f_locals)
     guard = compile_guards(guards, frame.f_globals, f_locals=frame.f_locals)
     # The shape guards of a symbolic trace join the same check (dynamic.py).
     guard = output.dynamic.wrap_guard(guard, frame.f_globals)

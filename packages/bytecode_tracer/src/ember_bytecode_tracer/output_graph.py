@@ -94,6 +94,8 @@ class OutputGraph:
         self._input_by_source: dict[Source, GraphInput] = {}
         self._input_by_id: dict[int, GraphInput] = {}
         self.guards: list[Guard] = []
+        # the user's guard_filter_fn (guards/filter.py), applied when the guards are compiled
+        self.guard_filter: Any = None
         self.side_effects = SideEffects()
         self.op_count = 0  # call nodes in the current graph
         self.compiled_graphs: list[CompiledSubgraph] = []

@@ -49,7 +49,8 @@ def compile(
         return model
     check_torch(suppress_errors=config.suppress_errors)
     check_environment()  # a malformed EMBER_* setting names itself (env_settings.py)
-    backend_fn = lookup_backend(backend, mode, options)
+    guard_filter, backend_options = _split_guard_filter(options)
+    backend_fn = lookup_backend(backend, mode, backend_options)
     if config.optimize_ddp:
         backend_fn = split_for_ddp(backend_fn)
     # a backend that compiles for its example inputs only: one compile per size (per_size.py)
@@ -67,6 +68,7 @@ def compile(
         on_record=on_record,
         dynamic=dynamic,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
+        guard_filter=guard_filter,
     )
     if isinstance(model, torch.nn.Module):
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
@@ -85,6 +87,21 @@ def _at_user_frame(exc: BaseException) -> BaseException:
 def _log_and_trace(record) -> None:
     log_record(record)
     on_frame(record)
+
+
+def _split_guard_filter(options: dict[str, Any] | None) -> tuple[Callable | None, dict | None]:
+    """`guard_filter_fn` is the tracer's (which guards to install, as torch.compile's option of
+    that name); the other options are the backend's."""
+    if not options or "guard_filter_fn" not in options:
+        return None, options
+    rest = {k: v for k, v in options.items() if k != "guard_filter_fn"}
+    keep = options["guard_filter_fn"]
+    if not callable(keep):
+        raise EmberError(
+            f"options['guard_filter_fn'] must be a function taking the list of guard entries "
+            f"and returning one bool per entry, got {type(keep).__name__}"
+        )
+    return keep, rest or None
 
 
 def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
