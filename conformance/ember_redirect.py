@@ -4,8 +4,9 @@ Before collection it replaces the entry points PyTorch's Dynamo tests compile th
 Ember's: `torch.compile`, `torch._dynamo.optimize`, `torch._dynamo.optimize_assert` and
 `torch._dynamo.reset` (also the name `torch._dynamo.test_case` imported, which every
 `TestCase.setUp`/`tearDown` calls); `torch._dynamo.OptimizedModule`, the type torch.compile
-returns for a module, names Ember's compiled-module type. Tooling only: the conformance harness loads it; product code
-never does.
+returns for a module, names Ember's compiled-module type; `torch.compiler.set_stance` sets
+Ember's stance (`ember.set_stance`). Tooling only: the conformance harness loads it; product
+code never does.
 
 Backends: the strings Ember knows under the same name go by that name; any other string is
 resolved through PyTorch's backend registry to its callable (Dynamo's convention,
@@ -131,6 +132,12 @@ def reset() -> None:
     ORIGINAL["reset"]()
 
 
+def set_stance(stance: str = "default", **kwargs: Any) -> Any:
+    """torch.compiler.set_stance, as Ember's (the stance only: `skip_guard_eval_unsafe` and
+    `force_backend` have no counterpart and are dropped)."""
+    return ember.set_stance(stance)
+
+
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
     """torch._inductor.compile_fx.compile_fx, as Ember's inductor backend. PyTorch's keyword
     arguments (inner_compile, config_patches, decompositions, ...) configure PyTorch's own
@@ -155,6 +162,7 @@ def install() -> None:
         optimize=torch._dynamo.optimize,
         optimize_assert=torch._dynamo.optimize_assert,
         reset=torch._dynamo.reset,
+        set_stance=torch.compiler.set_stance,
     )
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and
@@ -165,6 +173,7 @@ def install() -> None:
     torch._dynamo.optimize = optimize
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset
+    torch.compiler.set_stance = torch._dynamo.set_stance = set_stance
     torch._dynamo.test_case.reset = reset
     # Dynamo's graph_break is a break under Ember too (registered here: product code never
     # names PyTorch's compiler stack)

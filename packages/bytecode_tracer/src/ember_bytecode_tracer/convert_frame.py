@@ -26,6 +26,7 @@ import ember_frame_hook as fh
 from ember_bytecode_tracer import (
     codegen,
     recipe_rules,  # noqa: F401  (fills reconstruct's table)
+    stance,
 )
 from ember_bytecode_tracer.autocast_state import ENTER as AUTOCAST_ENTER
 from ember_bytecode_tracer.autocast_state import AutocastState
@@ -36,6 +37,7 @@ from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.exc import (
     BackendCompilerFailed,
     ExampleRuntimeError,
+    RecompileRefused,
     SkipFrame,
     Unsupported,
 )
@@ -277,6 +279,8 @@ class FrameCompiler:
         """Compiles a frame none of whose cached entries fit (`cache`: those entries, as a
         CacheView); None runs it as it is."""
         code = frame.f_code
+        if cache.entries and stance.current() != "default":
+            return self._miss_under_stance(frame, cache)
         if cache.full and not self._room_for(frame, cache):
             return None
         shared = shareable_entry(cache.entries, self, self.share_key, frame.f_locals)
@@ -346,6 +350,19 @@ class FrameCompiler:
                 frame, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic,
                 guard_filter=self.guard_filter,
             )  # fmt: skip
+
+    def _miss_under_stance(self, frame: fh.Frame, cache: fh.CacheView) -> None:
+        """A recompile under a stance other than "default" (stance.py): run as Python, or
+        raise under "fail_on_recompile"."""
+        if stance.current() != "fail_on_recompile":
+            return None
+        code = frame.f_code
+        reason = recompile_reason(cache.entries, frame.f_locals) or "unknown"
+        raise RecompileRefused(
+            f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) needs a recompile while "
+            f"the compile stance is 'fail_on_recompile'; the guard that failed: {reason}. "
+            "Set the stance to 'default' (ember.set_stance) to let it compile again"
+        )
 
     def _room_for(self, frame: fh.Frame, cache: fh.CacheView) -> bool:
         """On a full cache: the limit counts only the entries of this frame's group (other

@@ -67,3 +67,7 @@ class UserSetupError(Exception):
 
 class SkipFrame(TracerError):
     """Nothing worth compiling in this frame (no tensor ops): run it as is, don't ask again."""
+
+
+class RecompileRefused(TracerError, RuntimeError):
+    """A frame needed a recompile while the stance is "fail_on_recompile" (stance.py)."""

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ember_bytecode_tracer.guards import AttrSource, GlobalSource, Guard, GuardKind, LocalSource
-from ember_bytecode_tracer.guards import TorchStateSource
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    GlobalSource,
+    Guard,
+    GuardKind,
+    LocalSource,
+    TorchStateSource,
+)
 from ember_bytecode_tracer.guards.filter import entries_for, filter_guards
 
 SCALE = 3

@@ -14,6 +14,7 @@ from ember.compile_api import OptimizedModule, compile, disable, reset, run
 from ember.config import config
 from ember.explain import ExplainOutput, explain
 from ember.export import Exported, ExportGuardError, export
+from ember.stance import set_stance
 from ember.stats import counters
 from ember_bytecode_tracer.directives import graph_break, register_graph_break
 from ember_bytecode_tracer.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
@@ -41,4 +42,5 @@ __all__ = [
     "register_graph_break",
     "reset",
     "run",
+    "set_stance",
 ]

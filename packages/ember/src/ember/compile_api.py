@@ -18,6 +18,7 @@ from ember.env_settings import check_environment
 from ember.exc import EmberError
 from ember.logs import configure_from_env, full_tracebacks, log_record
 from ember.progress import ProgressFrameCompiler
+from ember.stance import hook_for
 from ember.stats import clear as clear_counters
 from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
@@ -127,7 +128,7 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
-        previous = fh.set_eval_frame(compiler)
+        previous = fh.set_eval_frame(hook_for(compiler))
         try:
             return fn(*args, **kwargs)
         except Unsupported as exc:  # fullgraph=True: the message shows the user's line
@@ -157,7 +158,7 @@ def _steps_with_hook(gen: Any, compiler: FrameCompiler) -> Any:
     """`yield from gen` (send, throw and close included), the hook set only inside gen."""
     sent, thrown = None, None
     while True:
-        previous = fh.set_eval_frame(compiler)
+        previous = fh.set_eval_frame(hook_for(compiler))
         try:
             item = gen.send(sent) if thrown is None else gen.throw(thrown)
         except StopIteration as stop:
@@ -209,7 +210,7 @@ class OptimizedModule(torch.nn.Module):
             # A lazy module infers its parameters from the first arguments, as Python (as
             # torch.compile's does): its hooks are gone before anything is traced.
             module._infer_parameters(module, args, kwargs)
-        previous = fh.set_eval_frame(self._ember_compiler)
+        previous = fh.set_eval_frame(hook_for(self._ember_compiler))
         try:
             # nn.Module.__call__ runs as Python: the module's own hooks are frames of their
             # own around forward's, as under torch.compile (its children's are traced)

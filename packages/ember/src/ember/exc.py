@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ember_bytecode_tracer.exc import (
     BackendCompilerFailed,
+    RecompileRefused,
     TracerError,
     Unsupported,
     UserSetupError,
@@ -14,6 +15,7 @@ __all__ = [
     "ConfigurationError",
     "EmberError",
     "InvalidBackendError",
+    "RecompileRefused",
     "TracerError",
     "Unsupported",
     "UnsupportedTorchVersion",
