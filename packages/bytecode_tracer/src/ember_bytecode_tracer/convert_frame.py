@@ -46,6 +46,7 @@ from ember_bytecode_tracer.guards import (
     TorchStateSource,
     compile_guards,
     compile_source_loader,
+    is_frame_cell,
 )
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
@@ -439,7 +440,7 @@ def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> Inst
         name: LazyLocal(value, LocalSource(name, shown_as=shown.get(name)))
         for name, value in frame.f_locals.items()
     }
-    return InstructionTranslator(
+    tx = InstructionTranslator(
         code=code,
         instructions=decode(code),
         symbolic_locals=symbolic_locals,
@@ -447,6 +448,8 @@ def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> Inst
         f_builtins=_builtins_of(frame.f_globals),
         output=output,
     )
+    tx.frame_cells = dict(zip(code.co_freevars, frame.closure or (), strict=False))
+    return tx
 
 
 def _run_until(tx: InstructionTranslator, index: int) -> None:
@@ -455,8 +458,11 @@ def _run_until(tx: InstructionTranslator, index: int) -> None:
     tx.current = tx.instructions[index]
 
 
-def _input_names(frame: Any) -> list[str]:
-    return list(frame.f_locals.keys())
+def _input_names(frame: Any, output: OutputGraph) -> list[str]:
+    """The runner's arguments: the frame's locals, then the cells of its free variables
+    the trace wrote (their writes are replayed through them)."""
+    cells = [s.name for s, _ in output.side_effects.attributes if is_frame_cell(s)]
+    return [*frame.f_locals.keys(), *cells]
 
 
 def _runner(
@@ -621,7 +627,7 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     recipes = [builder.recipe(value)]
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
-    names = _input_names(frame)
+    names = _input_names(frame, output)
     runner = _runner(
         output,
         compiled,
@@ -694,7 +700,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
             recipes.append(builder.recipe(value))
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
-    names = _input_names(frame)
+    names = _input_names(frame, output)
     runner = _runner(
         output,
         compiled,
