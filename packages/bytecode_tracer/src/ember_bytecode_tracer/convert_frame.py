@@ -415,7 +415,16 @@ def _trace_frame(frame: Any, backend: Callable, fullgraph: bool, dynamic: Dynami
             # so that nothing it did half-way leaks into the graph or the side effects.
             break_at = tx.index_of[id(tx.current)]
             reason = GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
+        finally:
+            _release(tx)
     raise SkipFrame(f"could not trace {code.co_name}")
+
+
+def _release(tx: InstructionTranslator) -> None:
+    """A finished trace (compiled, or given up) lets go of the frame's values."""
+    tx.output.release()
+    tx.symbolic_locals.clear()
+    tx.stack.clear()
 
 
 def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
