@@ -285,3 +285,28 @@ def test_tensor_keys_under_inductor():
     x = torch.randn(4)
     torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
     _ran_compiled()
+
+
+def test_nonlocal_write_below_the_compiled_frame_under_inductor():
+    def make():
+        count = 0.5
+        total = torch.zeros(4)
+
+        def outer(x):
+            def bump():
+                nonlocal count, total
+                count += 1
+                total = total + x.cos()
+                return total * count
+
+            return bump()
+
+        return outer, lambda: (count, total)
+
+    (eager_fn, eager_state), (fn, state) = make(), make()
+    compiled = ember.compile(fn, fullgraph=True)
+    x = torch.randn(4)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), eager_fn(x))
+        torch.testing.assert_close(state(), eager_state())
+    _ran_compiled()

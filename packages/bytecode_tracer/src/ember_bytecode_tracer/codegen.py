@@ -27,6 +27,7 @@ from ember_bytecode_tracer.bytecode import (
     prefix_instructions,
 )
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import FREE_CELL
 
 PREFIX_OPS = {"RESUME", "COPY_FREE_VARS", "MAKE_CELL"}
 OUT = "___ember_out"
@@ -62,6 +63,8 @@ def _located(instructions: list[Instruction], lineno: int, positions=None) -> li
 
 
 def _load_local(name: str, code: types.CodeType) -> Instruction:
+    if name.startswith(FREE_CELL):  # the cell itself, for the runner to write
+        return create_instruction("LOAD_CLOSURE", argval=name[len(FREE_CELL) :])
     op = "LOAD_DEREF" if name in code.co_freevars else "LOAD_FAST"
     return create_instruction(op, argval=name)
 

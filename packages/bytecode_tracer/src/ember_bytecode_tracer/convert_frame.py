@@ -48,6 +48,7 @@ from ember_bytecode_tracer.guards import (
     TorchStateSource,
     compile_guards,
     compile_source_loader,
+    is_frame_cell,
 )
 from ember_bytecode_tracer.guards.filter import GuardFilter, filter_guards
 from ember_bytecode_tracer.output_graph import OutputGraph
@@ -454,7 +455,16 @@ def _trace_frame(
             # so that nothing it did half-way leaks into the graph or the side effects.
             break_at = tx.index_of[id(tx.current)]
             reason = GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
+        finally:
+            _release(tx)
     raise SkipFrame(f"could not trace {code.co_name}")
+
+
+def _release(tx: InstructionTranslator) -> None:
+    """A finished trace (compiled, or given up) lets go of the frame's values."""
+    tx.output.release()
+    tx.symbolic_locals.clear()
+    tx.stack.clear()
 
 
 def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
@@ -479,7 +489,7 @@ def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> Inst
         name: LazyLocal(value, LocalSource(name, shown_as=shown.get(name)))
         for name, value in frame.f_locals.items()
     }
-    return InstructionTranslator(
+    tx = InstructionTranslator(
         code=code,
         instructions=decode(code),
         symbolic_locals=symbolic_locals,
@@ -487,6 +497,8 @@ def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> Inst
         f_builtins=_builtins_of(frame.f_globals),
         output=output,
     )
+    tx.frame_cells = dict(zip(code.co_freevars, frame.closure or (), strict=False))
+    return tx
 
 
 def _run_until(tx: InstructionTranslator, index: int) -> None:
@@ -495,8 +507,11 @@ def _run_until(tx: InstructionTranslator, index: int) -> None:
     tx.current = tx.instructions[index]
 
 
-def _input_names(frame: Any) -> list[str]:
-    return list(frame.f_locals.keys())
+def _input_names(frame: Any, output: OutputGraph) -> list[str]:
+    """The runner's arguments: the frame's locals, then the cells of its free variables
+    the trace wrote (their writes are replayed through them)."""
+    cells = [s.name for s, _ in output.side_effects.attributes if is_frame_cell(s)]
+    return [*frame.f_locals.keys(), *cells]
 
 
 def _runner(
@@ -661,7 +676,7 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     recipes = [builder.recipe(value)]
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
-    names = _input_names(frame)
+    names = _input_names(frame, output)
     runner = _runner(
         output,
         compiled,
@@ -734,7 +749,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
             recipes.append(builder.recipe(value))
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
-    names = _input_names(frame)
+    names = _input_names(frame, output)
     runner = _runner(
         output,
         compiled,

@@ -139,12 +139,17 @@ class DynamicPolicy:
 
 
 STATIC_POLICY = DynamicPolicy(False)
-_TRACES: weakref.WeakKeyDictionary[es.ShapeEnv, DynamicTrace] = weakref.WeakKeyDictionary()
+# ShapeEnv -> its trace, both weakly: the trace holds its env, so a strong value would keep
+# the entry (the trace's OutputGraph, its example inputs, the user's tensors) forever.
+_TRACES: weakref.WeakKeyDictionary[es.ShapeEnv, weakref.ref[DynamicTrace]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def trace_of(env: es.ShapeEnv) -> DynamicTrace | None:
     """The trace a ShapeEnv belongs to (to find the graph a SymInt's nodes go into)."""
-    return _TRACES.get(env)
+    ref = _TRACES.get(env)
+    return ref() if ref is not None else None
 
 
 class DynamicTrace:
@@ -164,7 +169,7 @@ class DynamicTrace:
         self.unbacked_nodes: dict[sympy.Symbol, tuple[Any, int]] = {}  # u0 -> (node, dim)
         self._logged: set[sympy.Symbol] = set()
         self.output: Any = None  # the OutputGraph owning this trace (it sets itself)
-        _TRACES[self.env] = self
+        _TRACES[self.env] = weakref.ref(self)
 
     @property
     def mode(self) -> bool | None:

@@ -311,6 +311,24 @@ class OutputGraph:
         self.compiled_graphs.append(sub)
         return sub
 
+    def release(self) -> None:
+        """Drops the frame's values the finished trace holds (its example inputs, the objects
+        it read): the trace's objects form cycles (the ShapeEnv names this graph's location),
+        so the caller's tensors and modules would otherwise live until a garbage collection
+        rather than until their last reference goes, as in eager."""
+        for graph_input in self.inputs:
+            graph_input.value = None
+        for table in (
+            self._input_by_id,
+            self.wrapped,
+            self.objects_by_id,
+            self.containers_by_id,
+            self._fake_cache,
+        ):
+            table.clear()
+        self.side_effects = SideEffects()
+        self.dynamic.output = None
+
     def count_calls(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op.startswith("call"))
 

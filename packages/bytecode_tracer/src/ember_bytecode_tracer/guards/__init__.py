@@ -18,6 +18,7 @@ from ember_bytecode_tracer.guards.compile import (
 from ember_bytecode_tracer.guards.describe import describe_guard, explain_failure, summarize
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import (
+    FREE_CELL,
     TORCH_STATE,
     AttrSource,
     BuiltinSource,
@@ -31,10 +32,12 @@ from ember_bytecode_tracer.guards.sources import (
     TorchStateSource,
     TypeSource,
     dict_item_source,
+    is_frame_cell,
 )
 from ember_bytecode_tracer.guards.tensor_spec import TensorSpec
 
 __all__ = [
+    "FREE_CELL",
     "TORCH_STATE",
     "AttrSource",
     "BuiltinSource",
@@ -56,5 +59,6 @@ __all__ = [
     "describe_guard",
     "dict_item_source",
     "explain_failure",
+    "is_frame_cell",
     "summarize",
 ]

@@ -156,6 +156,7 @@ def compile_guards(
     physical = _physical_paths(planned, Scope(f_locals or {}, f_globals, f_builtins), f_locals)
     check, source_code = _generate(planned, f_globals, f_builtins, physical)
     assembled, untranslated = native.assemble(planned, physical)
+    physical.release()
     source_code += (
         f"# native: {len(assembled.code)} instructions, {assembled.nregs} registers"
         f"{f', {len(untranslated)} guards run as Python' if untranslated else ''}\n"
@@ -193,13 +194,18 @@ def _physical_paths(
         if cls is not None:
             pinned.setdefault(guard.source, cls)
 
+    # The frame's values are read while the guards compile, never after (`release`): the
+    # compiled checks must not keep the caller's tensors alive.
+    frame_scope = [scope]
+    no_locals = f_locals is None
+
     def value_of(source: Source) -> Any:
         if source in objects:
             return objects[source]
-        if f_locals is None and source.is_local():
+        if (no_locals and source.is_local()) or not frame_scope:
             return module_paths.unknown()
         try:
-            return source._get(scope)
+            return source._get(frame_scope[0])
         except Exception:
             return module_paths.unknown()
 
@@ -214,6 +220,7 @@ def _physical_paths(
         return module_paths.absent_from_module_dicts(source, pinned.get, value_of)
 
     physical.module_absent = module_absent  # type: ignore[attr-defined]  # read by ABSENT
+    physical.release = frame_scope.clear  # type: ignore[attr-defined]
     return physical
 
 
@@ -243,6 +250,7 @@ def compile_source_loader(
             node = node.base
     gen._bind = {node for node, count in uses.items() if count >= 2 and node.base is not None}
     values = [gen.value(source) for source in sources]
+    physical.release()
     params = ", ".join(["G", "B", "torch", *gen.consts])
     body = "\n".join(f"        {line}" for line in gen.lines)
     source_code = (

@@ -107,6 +107,16 @@ def builtins_of(f_globals: dict[str, Any]) -> dict[str, Any]:
     return found.__dict__ if isinstance(found, type(builtins)) else found
 
 
+#: `L[FREE_CELL + name]`: the cell object of the compiled frame's free variable `name`. The
+#: runner alone is handed it (codegen loads it with LOAD_CLOSURE) to replay a write of the
+#: variable; guards never read it (the frame's locals hold the cell's contents).
+FREE_CELL = "___ember_cell_"
+
+
+def is_frame_cell(source: Any) -> bool:
+    return isinstance(source, LocalSource) and source.name.startswith(FREE_CELL)
+
+
 @dataclass(frozen=True)
 class LocalSource(RootSource):
     """`L['name']`: an argument or closure variable of the frame. `shown_as` replaces it in

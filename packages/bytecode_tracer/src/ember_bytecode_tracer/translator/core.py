@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any
 import ember_symbolic as es
 from ember_bytecode_tracer.bytecode import decode
 from ember_bytecode_tracer.exc import TracedException, TracerError, Unsupported
-from ember_bytecode_tracer.guards import AttrSource, GlobalSource, Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.guards import (
+    FREE_CELL,
+    AttrSource,
+    GlobalSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    LocalSource,
+    is_frame_cell,
+)
 from ember_bytecode_tracer.internal_errors import raised_by_ember, report_once
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator, subscript
 from ember_bytecode_tracer.translator.registry import lookup
@@ -31,6 +40,7 @@ from ember_bytecode_tracer.variables.constant import ConstantVariable, is_consta
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.functions import bind_arguments
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import TypeVariable
 
 if TYPE_CHECKING:
@@ -74,6 +84,9 @@ class InstructionTranslator:
         self.output = output
         self.globals_source = globals_source  # None: the root frame's globals, G[...]
         self.closure_cells = closure_cells or {}
+        # The compiled frame's own closure cells (root translator only; its free variables
+        # are symbolic locals): written ones are handed to the runner (guards.FREE_CELL).
+        self.frame_cells: dict[str, Any] = {}
         self.parent = parent
         self.stack: list[VariableTracker] = []
         self.ip = 0
@@ -255,11 +268,42 @@ class InstructionTranslator:
                 # defined the method, fixed with the function found on a guarded type.
                 return TypeVariable(value)
             raise Unsupported(f"closure variable {name!r} of a function without a source")
-        index = self.code.co_freevars.index(name)
-        source = AttrSource(
-            ItemSource(AttrSource(self.fn_source, "__closure__"), index), "cell_contents"
-        )
-        return wrap_value(self, value, source)
+        cell_source = self._cell_source(name)
+        written = self.output.side_effects.attributes.get((cell_source, "cell_contents"))
+        if written is not None:
+            return written
+        return wrap_value(self, value, AttrSource(cell_source, "cell_contents"))
+
+    def store_closure_cell(self, name: str, value: VariableTracker) -> None:
+        """`nonlocal name; name = value` on a real closure cell (of the inlined function, or
+        of the compiled frame): seen by later reads of that cell however it is reached,
+        replayed after the graph."""
+        if name in self.frame_cells:
+            self.symbolic_locals[name] = value
+        elif self.fn_source is None:
+            raise Unsupported(f"assigning the closure variable {name!r} of a sourceless function")
+        key = (self._cell_source(name), "cell_contents")
+        self.output.side_effects.attributes[key] = value
+
+    def _cell_source(self, name: str) -> Source:
+        """The source of the real cell `name`: the first one it was reached through (a cell
+        shared by two functions is one object; reaching it another way guards the alias).
+        The compiled frame's own cell (reached here only to write it: its reads are symbolic
+        locals) is the runner's argument FREE_CELL + name, which no guard reads: a second
+        way to it is a graph break."""
+        frame_cell = self.frame_cells.get(name)
+        cell = frame_cell if frame_cell is not None else self.closure_cells[name]
+        seen = self.output.objects_by_id.get(id(cell))
+        seen_source = seen[1] if seen is not None and seen[0] is cell else None
+        if frame_cell is not None:
+            source = LocalSource(FREE_CELL + name)
+        else:
+            index = self.code.co_freevars.index(name)
+            source = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+        if seen_source is not None and is_frame_cell(seen_source) != is_frame_cell(source):
+            raise Unsupported(f"closure variable {name!r} shared with the compiled frame")
+        note_object(self, cell, source)
+        return self.output.objects_by_id[id(cell)][1]
 
     # ---- helpers used by handlers ------------------------------------------------
     def load_global(self, name: str) -> VariableTracker:

@@ -51,8 +51,17 @@ class Translator(Protocol):
     f_globals: dict[str, Any]
     globals_source: Source | None
     closure_cells: dict[str, Any]
+    frame_cells: dict[str, Any]
 
     def location(self) -> str: ...
+
+    def load_closure_cell(self, name: str) -> VariableTracker:
+        """The contents of the real closure cell `name` of the function being inlined."""
+        ...
+
+    def store_closure_cell(self, name: str, value: VariableTracker) -> None:
+        """Writes the real closure cell `name` (replayed after the graph)."""
+        ...
 
     def root(self) -> Translator: ...
 

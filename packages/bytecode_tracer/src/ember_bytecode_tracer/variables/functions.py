@@ -156,14 +156,27 @@ class CellReference(VariableTracker):
         self.tx = tx
         self.name = name
 
-    def get(self) -> VariableTracker:
+    def _real_cell(self) -> bool:
+        """A free variable of an inlined real function: its cell exists outside the trace."""
+        return self.name not in self.tx.code.co_cellvars and self.name in self.tx.closure_cells
 
+    def get(self) -> VariableTracker:
+        if self._real_cell():
+            return self.tx.load_closure_cell(self.name)
         if self.name not in self.tx.symbolic_locals:
             raise Unsupported(f"free variable {self.name!r} referenced before assignment")
         return resolve_local(self.tx, self.name)
 
     def set(self, value: VariableTracker) -> None:
-        self.tx.symbolic_locals[self.name] = value
+        if self._real_cell() or self.name in self.tx.frame_cells:
+            self.tx.store_closure_cell(self.name, value)
+        elif self.name in self.tx.code.co_freevars:
+            # The compiled frame's own free variable: its cell is not rebuilt after the graph.
+            raise Unsupported(
+                f"assigning the free variable {self.name!r} of a function from outside the trace"
+            )
+        else:
+            self.tx.symbolic_locals[self.name] = value
 
 
 class NestedUserFunctionVariable(VariableTracker):

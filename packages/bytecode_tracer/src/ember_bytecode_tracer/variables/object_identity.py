@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.guards import Guard, GuardKind
+from ember_bytecode_tracer.guards import Guard, GuardKind, is_frame_cell
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -49,7 +49,12 @@ def record_write(tx: Translator, obj: VariableTracker, name: str, value: Variabl
 
 def distinct_object_guards(output: OutputGraph) -> list[Guard]:
     """Objects of a type that had attributes written, distinct when traced, stay distinct."""
-    by_source = {source: value for value, source in output.objects_by_id.values()}
+    # (the compiled frame's own cells are distinct by construction, and no guard reads them)
+    by_source = {
+        source: value
+        for value, source in output.objects_by_id.values()
+        if not is_frame_cell(source)
+    }
     written = {type(by_source[s]) for s, _ in output.side_effects.attributes if s in by_source}
     guards = []
     for kind in written:

@@ -80,6 +80,8 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(self.example, name))
         if name == "grad":
             return read_grad(tx, self)
+        if name == "grad_fn":
+            return _grad_fn(self)
         if name == "__class__":  # its exact class: guarded with the tensor (TENSOR_MATCH)
             return tx.wrap(getattr(self, "tensor_type", None) or self.python_type(), None)
         if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
@@ -102,6 +104,16 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
+
+
+def _grad_fn(tensor: TensorVariable) -> VariableTracker:
+    """`t.grad_fn`: None where no autograd history can exist (a tensor that does not
+    require grad; an intermediate whose example has none, e.g. after `detach_()`); the node
+    itself is a graph break (an input's history is not part of its guard either)."""
+    example = tensor.example
+    if not example.requires_grad or (tensor.source is None and example.grad_fn is None):
+        return ConstantVariable(None)
+    raise Unsupported("Tensor.grad_fn of a tensor with autograd history")
 
 
 # Methods whose call another module answers, by name (numpy_arrays.py: `t.numpy()` is the
