@@ -12,6 +12,7 @@ retraces.
 from __future__ import annotations
 
 import inspect
+import warnings
 import weakref
 from typing import Any
 
@@ -21,6 +22,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.objects import constructor
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 
 # Function's own `apply` descriptor: a Python classmethod up to torch 2.13, a C
@@ -90,6 +92,51 @@ class AutogradFunctionApplyVariable(VariableTracker):
         return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
 
 
+class AutogradFunctionInstanceVariable(VariableTracker):
+    """`MyFunction()`: an instance made in the trace (deprecated in eager, where it warns),
+    used for its `apply`; anything else read from it is a break."""
+
+    def __init__(self, cls: type) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if name == "apply" and autograd_function_of(self.cls.apply) is self.cls:
+            return AutogradFunctionApplyVariable(self.cls)
+        raise Unsupported(f"reading {name!r} of a {self.cls.__qualname__} instance")
+
+    def __repr__(self) -> str:
+        return f"AutogradFunctionInstanceVariable({self.cls.__qualname__})"
+
+
+def _guard_methods(tx, owner, function_class: type) -> None:
+    """The class's forward/backward (and setup_context) by identity: redefining retraces."""
+    for name in ("forward", "setup_context", "backward"):
+        guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, getattr(function_class, name))
+
+
+@constructor("autograd_function")
+def _construct_instance(tx, kind, args, kwargs) -> VariableTracker | None:
+    cls = kind.cls
+    if not (issubclass(cls, torch.autograd.Function) and cls is not torch.autograd.Function):
+        return None
+    if "__init__" in vars(cls) or "__new__" in vars(cls) or args or kwargs:
+        return None  # a constructor of its own: the general refusal stands
+    if kind.source is not None:
+        _guard_methods(tx, kind.source, cls)
+    warnings.warn(  # Function.__init__'s own warning, given when the call is traced
+        f"{cls} should not be instantiated. Methods on autograd functions are all static, "
+        "so you should invoke them on the class itself. Instantiating an autograd function "
+        "will raise an error in a future version of PyTorch.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return AutogradFunctionInstanceVariable(cls)
+
+
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
 @wrap_rule("autograd_function_apply")
 def _wrap_apply(tx, value: Any, source) -> VariableTracker | None:
@@ -99,6 +146,5 @@ def _wrap_apply(tx, value: Any, source) -> VariableTracker | None:
     if source is not None:  # MyFunction.apply of a torch.autograd.Function
         owner = AttrSource(source, "__self__")
         guard(tx, owner, GuardKind.ID_MATCH, function_class)
-        for name in ("forward", "backward"):
-            guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, getattr(function_class, name))
+        _guard_methods(tx, owner, function_class)
     return AutogradFunctionApplyVariable(function_class)

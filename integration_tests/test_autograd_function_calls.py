@@ -1,0 +1,50 @@
+"""User `torch.autograd.Function`s under the default backend (issue 26): values and custom
+gradients as eager gives them, one graph, run compiled."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import ember
+
+pytestmark = pytest.mark.usefixtures("fresh_ember")
+
+
+def _ran_compiled() -> None:
+    assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
+
+
+def _values_and_grads(fn, *inputs, compile_it: bool):
+    leaves = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    run = ember.compile(fn, fullgraph=True) if compile_it else fn
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        out = run(*leaves)
+    out.sum().backward()
+    return out.detach(), [t.grad for t in leaves]
+
+
+class _CubeWithOddGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.sign()  # a rule of its own, not the forward's derivative
+
+
+def test_apply_of_an_instance_under_inductor():
+    def fn(x):
+        return _CubeWithOddGrad().apply(x * 2) + 1
+
+    x = torch.randn(6, requires_grad=True)
+    expected = _values_and_grads(fn, x, compile_it=False)
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()
