@@ -48,3 +48,27 @@ def test_apply_of_an_instance_under_inductor():
     got = _values_and_grads(fn, x, compile_it=True)
     torch.testing.assert_close(got, expected)
     _ran_compiled()
+
+
+class _KeepIntermediate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kept):
+        kept.append(x.tanh())
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return grad * 3, None
+
+
+def test_list_filled_by_forward_under_inductor():
+    def fn(x):
+        kept = []
+        out = _KeepIntermediate.apply(x, kept)
+        return out * kept[0] + len(kept)
+
+    x = torch.randn(5, requires_grad=True)
+    expected = _values_and_grads(fn, x, compile_it=False)
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()

@@ -76,3 +76,84 @@ def test_apply_through_an_instance_made_in_the_trace():
     expected.sum().backward()
     assert same(x.grad, x_ref.grad)
     assert compiled.backend.graph_count == 1
+
+
+class RecordInto(torch.autograd.Function):
+    """forward writes into a list it is given: a new tensor, the input itself, a number."""
+
+    @staticmethod
+    def forward(ctx, x, sink):
+        sink.append(x.exp())
+        sink.append(x)
+        sink.append(len(sink))
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return grad * 2, None
+
+
+def test_list_written_by_forward_is_seen_after_the_call():
+    # the list is made in the frame: what forward put in it is read back in the trace
+    def fn(x):
+        sink = [x.cos()]
+        out = RecordInto.apply(x, sink)
+        return out + sink[1] * len(sink), sink[2] is x, sink[3]
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(4, requires_grad=True)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
+def test_callers_list_written_by_forward_is_replayed():
+    # the list comes from the caller: forward's writes reach it after the compiled call
+    def fn(x, sink):
+        return RecordInto.apply(x + 1, sink)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    got_sink, want_sink = [], []
+    assert same(compiled(x, got_sink), fn(x, want_sink))
+    assert same(got_sink, want_sink)
+    assert compiled.backend.graph_count == 1
+
+
+def test_list_forward_leaves_alone_passes_its_tensors():
+    class WeightedSum(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weights):
+            return x * weights[0] + weights[1]
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    def fn(x, w0, w1):
+        return WeightedSum.apply(x, [w0, w1]).sum()
+
+    compiled = Compiled(fn, fullgraph=True)
+    args = [torch.randn(3, requires_grad=True) for _ in range(3)]
+    assert same(compiled(*args), fn(*args))
+    assert compiled.backend.graph_count == 1
+
+
+def test_dict_argument_is_a_break_run_eagerly():
+    class ReadTable(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, table):
+            table["seen"] = True
+            return x + 1
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    def fn(x, table):
+        return ReadTable.apply(x, table) * 2
+
+    compiled = Compiled(fn)
+    table = {}
+    x = torch.randn(3)
+    assert same(compiled(x, table), fn(x, {}))
+    assert table == {"seen": True}

@@ -12,6 +12,7 @@ retraces.
 from __future__ import annotations
 
 import inspect
+import operator
 import warnings
 import weakref
 from typing import Any
@@ -22,6 +23,8 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.objects import constructor
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 
@@ -48,19 +51,74 @@ def autograd_function_of(value: Any) -> type | None:
 _APPLIERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def applier(cls: type):
+def applier(cls: type, lists: tuple[int, ...] = ()):
     """A plain function calling `cls.apply`: FX names a bound classmethod by its defining
-    module (`torch.autograd.function.apply`), which does not exist, so graphs call this."""
-    known = _APPLIERS.get(cls)
-    if known is None:
+    module (`torch.autograd.function.apply`), which does not exist, so graphs call this.
+    With `lists` (positions of list arguments), it returns `(result, *final contents of
+    those lists)`: what forward appended or replaced, for the trace to replay on the lists
+    of the frame (the graph passes forward lists of its own)."""
+    known = _APPLIERS.setdefault(cls, {})
+    if lists not in known:
         owner = weakref.ref(cls)  # the table's value must not keep its key alive
 
         def apply(*args, **kwargs):
-            return owner().apply(*args, **kwargs)
+            result = owner().apply(*args, **kwargs)
+            if not lists:
+                return result
+            return (result, *(tuple(args[i]) for i in lists))
 
         apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
-        known = _APPLIERS[cls] = apply
-    return known
+        known[lists] = apply
+    return known[lists]
+
+
+def _check_passable(value: Any, top_level: bool) -> None:
+    """Lists are passed by value in a graph: one as a direct argument has its final
+    contents replayed; one nested in another argument would lose forward's writes."""
+    if isinstance(value, list) and not top_level:
+        raise Unsupported("a list nested in an autograd.Function argument (forward may mutate it)")
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_passable(item, top_level=False)
+    elif isinstance(value, dict | set):
+        raise Unsupported(f"a {type(value).__name__} as an autograd.Function argument")
+
+
+def _trackers_by_example(trackers) -> dict[int, VariableTracker]:
+    """id(example value) -> tracker, for tensors among (and inside) `trackers`."""
+    found: dict[int, VariableTracker] = {}
+    for tracker in trackers:
+        if isinstance(tracker, TensorVariable):
+            found.setdefault(id(tracker.node.meta["example_value"]), tracker)
+        elif isinstance(tracker, BaseListVariable):
+            found.update(_trackers_by_example(tracker.items))
+    return found
+
+
+def _unchanged(final: tuple, items: list[VariableTracker]) -> bool:
+    if len(final) != len(items):
+        return False
+    for value, item in zip(final, items, strict=True):
+        if isinstance(item, TensorVariable):
+            if value is not item.node.meta["example_value"]:
+                return False
+        elif not (item.is_python_constant() and item.as_python_constant() is value):
+            return False
+    return True
+
+
+def _replay_list(tx, lst: ListVariable, node, index: int, final: tuple, known) -> None:
+    """Writes forward's final contents of the list argument `lst` into it (when changed)."""
+    if _unchanged(final, lst.items):
+        return
+    contents = tx.output.graph.call_function(operator.getitem, (node, index))
+    contents.meta["example_value"] = final
+    made = wrap_graph_value(tx, contents, final).items
+    items = [
+        known.get(id(value), item) if isinstance(value, torch.Tensor) else item
+        for value, item in zip(final, made, strict=True)
+    ]
+    lst.call_method(tx, "__setitem__", [ConstantVariable(slice(None)), TupleVariable(items)], {})
 
 
 class AutogradFunctionApplyVariable(VariableTracker):
@@ -77,7 +135,11 @@ class AutogradFunctionApplyVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
-        target = applier(self.cls)
+        for arg in node_args:
+            _check_passable(arg, top_level=True)
+        _check_passable(tuple(node_kwargs.values()), top_level=False)
+        lists = tuple(i for i, a in enumerate(args) if isinstance(a, ListVariable))
+        target = applier(self.cls, lists)
         inputs = [a.node.meta["example_value"] for a in args if isinstance(a, TensorVariable)]
         versions = [t._version for t in inputs]
         node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
@@ -86,7 +148,15 @@ class AutogradFunctionApplyVariable(VariableTracker):
             # input's rebased history happen outside the graph's dataflow, so the call
             # runs eagerly after a break
             raise Unsupported(f"{self.cls.__qualname__}.forward mutates an input in place")
-        return wrap_graph_value(tx, node, value)
+        if not lists:
+            return wrap_graph_value(tx, node, value)
+        result_node = tx.output.graph.call_function(operator.getitem, (node, 0))
+        result_node.meta["example_value"] = value[0]
+        result = wrap_graph_value(tx, result_node, value[0])
+        known = _trackers_by_example([*args, result])
+        for k, i in enumerate(lists):
+            _replay_list(tx, args[i], node, k + 1, value[k + 1], known)
+        return result
 
     def __repr__(self) -> str:
         return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
