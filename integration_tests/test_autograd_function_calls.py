@@ -72,3 +72,31 @@ def test_list_filled_by_forward_under_inductor():
     got = _values_and_grads(fn, x, compile_it=True)
     torch.testing.assert_close(got, expected)
     _ran_compiled()
+
+
+class _ExpInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        torch.exp(x, out=x)  # forward runs without grad: out= on a tensor needing grad is fine
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (result,) = ctx.saved_tensors
+        return grad * result
+
+
+@pytest.mark.parametrize("keep_output", [True, False])
+def test_forward_writing_its_input_under_inductor(keep_output):
+    def fn(w):
+        h = w.sin()
+        out = _ExpInPlace.apply(h)
+        return (out if keep_output else h) * w
+
+    w = torch.randn(6, requires_grad=True)
+    expected = _values_and_grads(fn, w, compile_it=False)
+    got = _values_and_grads(fn, w, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()

@@ -157,3 +157,50 @@ def test_dict_argument_is_a_break_run_eagerly():
     x = torch.randn(3)
     assert same(compiled(x, table), fn(x, {}))
     assert table == {"seen": True}
+
+
+class ExpInPlace(torch.autograd.Function):
+    """Writes exp into its input through `out=` (allowed only because forward runs without
+    grad) and marks it dirty."""
+
+    @staticmethod
+    def forward(ctx, x):
+        torch.exp(x, out=x)
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (result,) = ctx.saved_tensors
+        return grad * result
+
+
+@pytest.mark.parametrize("keep_output", [True, False])
+def test_forward_writing_its_input_stays_in_the_graph(keep_output):
+    def fn(w):
+        h = w * 0.5
+        out = ExpInPlace.apply(h)
+        return (out if keep_output else h) * w  # a dropped output: the write still counts
+
+    compiled = Compiled(fn, fullgraph=True)
+    results = []
+    for run in (fn, compiled):
+        w = torch.tensor([0.3, -1.2, 2.0], requires_grad=True)
+        out = run(w)
+        out.sum().backward()
+        results.append((out.detach(), w.grad))
+    assert same(results[1], results[0])
+    assert compiled.backend.graph_count == 1
+
+
+def test_forward_writing_a_callers_tensor_writes_it():
+    def fn(x, buffer):
+        ExpInPlace.apply(buffer)
+        return x + 1
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, got, want = torch.randn(3), torch.zeros(3), torch.zeros(3)
+    assert same(compiled(x, got), fn(x, want))
+    assert same(got, want)
+    assert compiled.backend.graph_count == 1

@@ -51,14 +51,16 @@ def autograd_function_of(value: Any) -> type | None:
 _APPLIERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def applier(cls: type, lists: tuple[int, ...] = ()):
+def applier(cls: type, lists: tuple[int, ...] = (), *, writes: bool = False):
     """A plain function calling `cls.apply`: FX names a bound classmethod by its defining
     module (`torch.autograd.function.apply`), which does not exist, so graphs call this.
     With `lists` (positions of list arguments), it returns `(result, *final contents of
     those lists)`: what forward appended or replaced, for the trace to replay on the lists
-    of the frame (the graph passes forward lists of its own)."""
+    of the frame (the graph passes forward lists of its own). With `writes` (forward writes
+    to an input in place), its name ends in `_`, as an in-place op's does, so that graph
+    passes keep the call whether or not its result is used."""
     known = _APPLIERS.setdefault(cls, {})
-    if lists not in known:
+    if (lists, writes) not in known:
         owner = weakref.ref(cls)  # the table's value must not keep its key alive
 
         def apply(*args, **kwargs):
@@ -67,9 +69,10 @@ def applier(cls: type, lists: tuple[int, ...] = ()):
                 return result
             return (result, *(tuple(args[i]) for i in lists))
 
-        apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
-        known[lists] = apply
-    return known[lists]
+        name = f"{cls.__name__}_apply" + ("_" if writes else "")
+        apply.__name__ = apply.__qualname__ = name
+        known[lists, writes] = apply
+    return known[lists, writes]
 
 
 def _check_passable(value: Any, top_level: bool) -> None:
@@ -140,14 +143,15 @@ class AutogradFunctionApplyVariable(VariableTracker):
         _check_passable(tuple(node_kwargs.values()), top_level=False)
         lists = tuple(i for i, a in enumerate(args) if isinstance(a, ListVariable))
         target = applier(self.cls, lists)
-        inputs = [a.node.meta["example_value"] for a in args if isinstance(a, TensorVariable)]
+        inputs = [t for t in _trackers_by_example(args).values() if isinstance(t, TensorVariable)]
+        inputs = [t.node.meta["example_value"] for t in inputs]
         versions = [t._version for t in inputs]
         node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
         if [t._version for t in inputs] != versions:
-            # forward wrote to an input in place (ctx.mark_dirty): the write and the
-            # input's rebased history happen outside the graph's dataflow, so the call
-            # runs eagerly after a break
-            raise Unsupported(f"{self.cls.__qualname__}.forward mutates an input in place")
+            # forward wrote to an input in place (ctx.mark_dirty): the node is an in-place
+            # op, kept however its output is used (the caller may drop it); the graph's
+            # later uses of the input read the written tensor, with its rebased history
+            node.target = applier(self.cls, lists, writes=True)
         if not lists:
             return wrap_graph_value(tx, node, value)
         result_node = tx.output.graph.call_function(operator.getitem, (node, 0))
