@@ -204,3 +204,55 @@ def test_forward_writing_a_callers_tensor_writes_it():
     assert same(compiled(x, got), fn(x, want))
     assert same(got, want)
     assert compiled.backend.graph_count == 1
+
+
+SEEN_SHAPES = []
+
+
+class NotesShapes(torch.autograd.Function):
+    """forward records into a module-level list: a Python effect of every eager call."""
+
+    @staticmethod
+    def forward(ctx, x):
+        SEEN_SHAPES.append(tuple(x.shape))
+        return x + 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def _counting_function():
+    calls = {"forward": 0}
+
+    class CountsCalls(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            calls["forward"] += 1  # a dict in a closure cell
+            print("forward ran")
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    return CountsCalls, calls
+
+
+def test_forward_with_python_effects_runs_eagerly_once_per_call(capsys):
+    # run on example values at trace time, forward would append/count/print once more,
+    # with fake tensors: the call is a break, and eager makes each effect once
+    counting, calls = _counting_function()
+
+    def fn(x):
+        return NotesShapes.apply(x).sin() + counting.apply(x)
+
+    compiled = Compiled(fn)
+    SEEN_SHAPES.clear()
+    x = torch.randn(2, 3)
+    for _ in range(2):
+        assert same(compiled(x), NotesShapes.apply(x).sin() + counting.apply(x))
+    assert SEEN_SHAPES == [(2, 3)] * 4
+    assert calls["forward"] == 4
+    assert capsys.readouterr().out == "forward ran\n" * 4
+    assert any("changes Python state" in str(b) for b in compiled.breaks)

@@ -24,6 +24,7 @@ from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.function_state import watch
 from ember_bytecode_tracer.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.objects import constructor
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
@@ -31,6 +32,7 @@ from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, 
 # Function's own `apply` descriptor: a Python classmethod up to torch 2.13, a C
 # classmethod_descriptor from 2.14 (whose bound form is a builtin method, with no __func__)
 _APPLY = torch.autograd.Function.__dict__["apply"]
+_BASE_SETUP_CONTEXT = torch.autograd.Function.setup_context
 
 
 def autograd_function_of(value: Any) -> type | None:
@@ -73,6 +75,14 @@ def applier(cls: type, lists: tuple[int, ...] = (), *, writes: bool = False):
         apply.__name__ = apply.__qualname__ = name
         known[lists, writes] = apply
     return known[lists, writes]
+
+
+def _user_functions(cls: type) -> list[Any]:
+    """forward and, when the class defines one, setup_context: what apply runs."""
+    functions = [cls.forward]
+    if cls.setup_context is not _BASE_SETUP_CONTEXT:
+        functions.append(cls.setup_context)
+    return functions
 
 
 def _check_passable(value: Any, top_level: bool) -> None:
@@ -146,7 +156,16 @@ class AutogradFunctionApplyVariable(VariableTracker):
         inputs = [t for t in _trackers_by_example(args).values() if isinstance(t, TensorVariable)]
         inputs = [t.node.meta["example_value"] for t in inputs]
         versions = [t._version for t in inputs]
-        node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
+        with watch(_user_functions(self.cls)) as state:
+            try:
+                node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
+            finally:
+                changed = state.changes()
+        if changed:
+            raise Unsupported(
+                f"{self.cls.__qualname__}.forward changes Python state ({', '.join(changed)}): "
+                "run on example values it would do so at trace time"
+            )
         if [t._version for t in inputs] != versions:
             # forward wrote to an input in place (ctx.mark_dirty): the node is an in-place
             # op, kept however its output is used (the caller may drop it); the graph's
