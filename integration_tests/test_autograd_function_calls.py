@@ -3,6 +3,7 @@ gradients as eager gives them, one graph, run compiled."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -99,4 +100,35 @@ def test_forward_writing_its_input_under_inductor(keep_output):
     expected = _values_and_grads(fn, w, compile_it=False)
     got = _values_and_grads(fn, w, compile_it=True)
     torch.testing.assert_close(got, expected)
+    _ran_compiled()
+
+
+@dataclasses.dataclass
+class _Gains:
+    gain: torch.Tensor
+    power: int
+
+
+class _ApplyGains(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gains, tensors):
+        ctx.save_for_backward(gains.gain, tensors[0])
+        return x**gains.power * gains.gain + tensors[0] * tensors[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        gain, first = ctx.saved_tensors
+        return grad * gain + first * 0, None, None
+
+
+def test_dataclass_and_list_arguments_under_inductor():
+    def fn(x, gains, a, b):
+        return _ApplyGains.apply(x, gains, [a, b]).tanh()
+
+    gains = _Gains(torch.randn(4, requires_grad=True), 3)
+    inputs = (torch.randn(4, requires_grad=True), torch.randn(4), torch.randn(4))
+    expected = _values_and_grads(lambda x, a, b: fn(x, gains, a, b), *inputs, compile_it=False)
+    got = _values_and_grads(lambda x, a, b: fn(x, gains, a, b), *inputs, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    assert gains.gain.grad is None
     _ran_compiled()

@@ -4,6 +4,8 @@ tracer failed to import there and Ember compiled nothing)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -256,3 +258,84 @@ def test_forward_with_python_effects_runs_eagerly_once_per_call(capsys):
     assert calls["forward"] == 4
     assert capsys.readouterr().out == "forward ran\n" * 4
     assert any("changes Python state" in str(b) for b in compiled.breaks)
+
+
+@dataclasses.dataclass
+class Affine:
+    scale: torch.Tensor
+    shift: torch.Tensor
+    repeats: int
+
+
+class ApplyAffine(torch.autograd.Function):
+    """Takes a dataclass of tensors and a number: neither is an autograd input in eager
+    (no gradient reaches `params.scale`), the custom backward decides the rest."""
+
+    @staticmethod
+    def forward(ctx, x, params, offset):
+        ctx.save_for_backward(params.scale)
+        return (x * params.scale + params.shift) * params.repeats + offset
+
+    @staticmethod
+    def backward(ctx, grad):
+        (scale,) = ctx.saved_tensors
+        return grad * scale, None, None
+
+
+def _affine_grads(run, params_requires_grad=True):
+    x = torch.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    params = Affine(
+        torch.tensor([2.0, 3.0, -1.0], requires_grad=params_requires_grad), torch.ones(3), 2
+    )
+    out = run(x, params)
+    out.sum().backward()
+    return out.detach(), x.grad, params.scale.grad
+
+
+def test_dataclass_argument_is_passed_as_its_fields():
+    def fn(x, params):
+        return ApplyAffine.apply(x, params, 0.5).exp()
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(_affine_grads(compiled), _affine_grads(fn))
+    assert _affine_grads(compiled)[2] is None
+    assert compiled.backend.graph_count == 1
+    # another object with other values: the fields are graph inputs, read on each call
+    x = torch.randn(3)
+    other = Affine(torch.full((3,), 5.0), torch.zeros(3), 2)
+    assert same(compiled(x, other), fn(x, other))
+    # another number of repeats: guarded, retraced
+    other.repeats = 3
+    assert same(compiled(x, other), fn(x, other))
+
+
+def test_dataclass_built_in_the_frame_is_passed_too():
+    def fn(x, scale):
+        return ApplyAffine.apply(x, Affine(scale, scale.cos(), 1), 1.0)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, scale = torch.randn(4), torch.randn(4)
+    assert same(compiled(x, scale), fn(x, scale))
+    assert compiled.backend.graph_count == 1
+
+
+def test_forward_rebinding_a_field_is_a_break():
+    class Rebinds(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, params):
+            params.repeats += 1
+            return x * params.repeats
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    def fn(x, params):
+        return Rebinds.apply(x, params)
+
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    got, want = Affine(x, x, 1), Affine(x, x, 1)
+    assert same(compiled(x, got), fn(x, want))
+    assert got.repeats == want.repeats == 2
+    assert any("sets attributes of a dataclass" in str(b) for b in compiled.breaks)

@@ -11,6 +11,7 @@ retraces.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import operator
 import warnings
@@ -53,19 +54,24 @@ def autograd_function_of(value: Any) -> type | None:
 _APPLIERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def applier(cls: type, lists: tuple[int, ...] = (), *, writes: bool = False):
+def applier(cls: type, lists: tuple[int, ...] = (), objects: tuple = (), *, writes=False):
     """A plain function calling `cls.apply`: FX names a bound classmethod by its defining
     module (`torch.autograd.function.apply`), which does not exist, so graphs call this.
     With `lists` (positions of list arguments), it returns `(result, *final contents of
     those lists)`: what forward appended or replaced, for the trace to replay on the lists
-    of the frame (the graph passes forward lists of its own). With `writes` (forward writes
-    to an input in place), its name ends in `_`, as an in-place op's does, so that graph
-    passes keep the call whether or not its result is used."""
+    of the frame (the graph passes forward lists of its own). `objects` are (position,
+    class, field names) of dataclass arguments, which the graph passes as the tuple of
+    their fields and forward gets as a copy. With `writes` (forward writes to an input in
+    place), its name ends in `_`, as an in-place op's does, so that graph passes keep the
+    call whether or not its result is used."""
     known = _APPLIERS.setdefault(cls, {})
-    if (lists, writes) not in known:
+    key = (lists, objects, writes)
+    if key not in known:
         owner = weakref.ref(cls)  # the table's value must not keep its key alive
 
         def apply(*args, **kwargs):
+            if objects:
+                args = _with_copies(args, objects)
             result = owner().apply(*args, **kwargs)
             if not lists:
                 return result
@@ -73,8 +79,47 @@ def applier(cls: type, lists: tuple[int, ...] = (), *, writes: bool = False):
 
         name = f"{cls.__name__}_apply" + ("_" if writes else "")
         apply.__name__ = apply.__qualname__ = name
-        known[lists, writes] = apply
-    return known[lists, writes]
+        known[key] = apply
+    return known[key]
+
+
+_COPIES: list | None = None  # set while the trace runs forward on example values
+
+
+def _with_copies(args: tuple, objects: tuple) -> tuple:
+    args = list(args)
+    for position, kind, names in objects:
+        copy = kind.__new__(kind)
+        for name, value in zip(names, args[position], strict=True):
+            object.__setattr__(copy, name, value)
+        if _COPIES is not None:
+            _COPIES.append((copy, names, args[position]))
+        args[position] = copy
+    return tuple(args)
+
+
+def _fields_of(tx, tracker: VariableTracker) -> tuple[type, tuple[str, ...], list] | None:
+    """A dataclass argument as (class, names, field trackers), or None: not one."""
+    kind = tracker.python_type()
+    if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+        return None
+    value = getattr(tracker, "value", None)
+    if value is not None:  # a real object: its instance dict must hold just the fields
+        names = tuple(getattr(value, "__dict__", {"": None}))
+        if not set(names) <= {f.name for f in dataclasses.fields(kind)}:
+            raise Unsupported(f"a {kind.__qualname__} with attributes beyond its fields")
+    elif getattr(tracker, "attrs", None) or not hasattr(tracker, "_fields"):
+        raise Unsupported(f"a {kind.__qualname__} made in the trace as a Function argument")
+    else:
+        names = tuple(f.name for f in dataclasses.fields(kind))
+    return kind, names, [tracker.var_getattr(tx, n) for n in names]
+
+
+def _check_copies(copies: list, qualname: str) -> None:
+    for copy, names, values in copies:
+        now = vars(copy)
+        if tuple(now) != names or any(now[n] is not v for n, v in zip(names, values, strict=True)):
+            raise Unsupported(f"{qualname}.forward sets attributes of a dataclass argument")
 
 
 def _user_functions(cls: type) -> list[Any]:
@@ -146,31 +191,28 @@ class AutogradFunctionApplyVariable(VariableTracker):
         return self.cls.apply
 
     def call_function(self, tx, args, kwargs):
+        args, objects = list(args), []
+        for position, arg in enumerate(args):
+            fields = None if isinstance(arg, TensorVariable) else _fields_of(tx, arg)
+            if fields is not None:
+                objects.append((position, fields[0], fields[1]))
+                args[position] = TupleVariable(fields[2])
         node_args = tuple(as_node_arg(tx, a) for a in args)
         node_kwargs = {k: as_node_arg(tx, v) for k, v in kwargs.items()}
         for arg in node_args:
             _check_passable(arg, top_level=True)
         _check_passable(tuple(node_kwargs.values()), top_level=False)
         lists = tuple(i for i, a in enumerate(args) if isinstance(a, ListVariable))
-        target = applier(self.cls, lists)
+        target = applier(self.cls, lists, tuple(objects))
         inputs = [t for t in _trackers_by_example(args).values() if isinstance(t, TensorVariable)]
         inputs = [t.node.meta["example_value"] for t in inputs]
         versions = [t._version for t in inputs]
-        with watch(_user_functions(self.cls)) as state:
-            try:
-                node, value = tx.output.create_node("call_function", target, node_args, node_kwargs)
-            finally:
-                changed = state.changes()
-        if changed:
-            raise Unsupported(
-                f"{self.cls.__qualname__}.forward changes Python state ({', '.join(changed)}): "
-                "run on example values it would do so at trace time"
-            )
+        node, value = self._run(tx, target, node_args, node_kwargs)
         if [t._version for t in inputs] != versions:
             # forward wrote to an input in place (ctx.mark_dirty): the node is an in-place
             # op, kept however its output is used (the caller may drop it); the graph's
             # later uses of the input read the written tensor, with its rebased history
-            node.target = applier(self.cls, lists, writes=True)
+            node.target = applier(self.cls, lists, tuple(objects), writes=True)
         if not lists:
             return wrap_graph_value(tx, node, value)
         result_node = tx.output.graph.call_function(operator.getitem, (node, 0))
@@ -180,6 +222,29 @@ class AutogradFunctionApplyVariable(VariableTracker):
         for k, i in enumerate(lists):
             _replay_list(tx, args[i], node, k + 1, value[k + 1], known)
         return result
+
+    def _run(self, tx, target, node_args, node_kwargs):
+        """The node, with its example value from running apply on fake tensors, once
+        forward is seen to leave Python state and its dataclass arguments as they were."""
+        global _COPIES
+        _COPIES = copies = []
+        try:
+            with watch(_user_functions(self.cls)) as state:
+                try:
+                    node, value = tx.output.create_node(
+                        "call_function", target, node_args, node_kwargs
+                    )
+                finally:
+                    changed = state.changes()
+        finally:
+            _COPIES = None
+        if changed:
+            raise Unsupported(
+                f"{self.cls.__qualname__}.forward changes Python state ({', '.join(changed)}): "
+                "run on example values it would do so at trace time"
+            )
+        _check_copies(copies, self.cls.__qualname__)
+        return node, value
 
     def __repr__(self) -> str:
         return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
