@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import Compiled, same
+from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.autograd_function import autograd_function_of
 
 
@@ -339,3 +340,19 @@ def test_forward_rebinding_a_field_is_a_break():
     assert same(compiled(x, got), fn(x, want))
     assert got.repeats == want.repeats == 2
     assert any("sets attributes of a dataclass" in str(b) for b in compiled.breaks)
+
+
+def test_failed_trace_into_a_func_transform_leaves_no_level_pushed():
+    # tracing into torch.func.grad entered its level stack at trace time; the break
+    # that followed left the level pushed, and eager code after it failed
+    def fn(x):
+        return torch.func.grad(lambda y: (y.sin() * 2).sum())(x)
+
+    x = torch.randn(3)
+    with pytest.raises(Unsupported):
+        Compiled(fn, fullgraph=True)(x)
+    assert torch._C._functorch.maybe_current_level() is None
+    torch.randn(2).requires_grad_(True)  # raised "inside of a function being transformed"
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+    assert torch._C._functorch.maybe_current_level() is None
