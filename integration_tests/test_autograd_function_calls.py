@@ -132,3 +132,25 @@ def test_dataclass_and_list_arguments_under_inductor():
     torch.testing.assert_close(got, expected)
     assert gains.gain.grad is None
     _ran_compiled()
+
+
+class _WithSummary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.sin(), _Gains(x.abs().sum(), 2), {"peak": x.amax()}
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return grad * 4
+
+
+def test_dataclass_and_dict_results_under_inductor():
+    def fn(x):
+        out, summary, extra = _WithSummary.apply(x)
+        return out * summary.power + summary.gain + extra["peak"]
+
+    x = torch.randn(5, requires_grad=True)
+    expected = _values_and_grads(fn, x, compile_it=False)
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()

@@ -356,3 +356,41 @@ def test_failed_trace_into_a_func_transform_leaves_no_level_pushed():
     compiled = Compiled(fn)
     assert same(compiled(x), fn(x))
     assert torch._C._functorch.maybe_current_level() is None
+
+
+@dataclasses.dataclass
+class Parts:
+    total: torch.Tensor
+    count: int
+
+
+class SplitStats(torch.autograd.Function):
+    """Returns a tensor, a dataclass and a dict: apply leaves the last two as forward made
+    them (their tensors get no gradient history), the tensor gets the custom backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, Parts(x.sum(), x.numel()), {"max": x.amax(), "n": 3}
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return grad * 5
+
+
+def test_dataclass_and_dict_in_forwards_result():
+    def fn(x):
+        out, parts, extra = SplitStats.apply(x)
+        return out * parts.count + parts.total + extra["max"] * extra["n"], parts, extra
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(4, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    got, want = compiled(x), fn(x_ref)
+    assert same(got[0], want[0])
+    assert type(got[1]) is Parts and same(got[1].total, want[1].total)
+    assert got[1].count == want[1].count and not got[1].total.requires_grad
+    assert same(got[2], want[2])
+    got[0].sum().backward()
+    want[0].sum().backward()
+    assert same(x.grad, x_ref.grad)
+    assert compiled.backend.graph_count == 1

@@ -25,6 +25,8 @@ from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.function_state import watch
 from ember_bytecode_tracer.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.objects import constructor
@@ -179,6 +181,49 @@ def _replay_list(tx, lst: ListVariable, node, index: int, final: tuple, known) -
     lst.call_method(tx, "__setitem__", [ConstantVariable(slice(None)), TupleVariable(items)], {})
 
 
+def _is_record(value: Any) -> bool:
+    """A dict or dataclass in forward's result, or a tuple/list holding one."""
+    if isinstance(value, tuple | list):
+        return any(_is_record(v) for v in value)
+    return type(value) is dict or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+
+
+def _read(tx, node, how, key, value):
+    read = tx.output.graph.call_function(how, (node, key))
+    read.meta["example_value"] = value
+    return _wrap_result(tx, read, value)
+
+
+def _wrap_record(tx, node, value: Any) -> VariableTracker:
+    if type(value) is dict:
+        if not all(type(k) in (str, int) for k in value):
+            raise Unsupported("a dict with other keys than str or int in forward's result")
+        return ConstDictVariable(
+            {k: _read(tx, node, operator.getitem, k, v) for k, v in value.items()}
+        )
+    kind = type(value)
+    names = [f.name for f in dataclasses.fields(kind)]
+    plain = not hasattr(kind, "__post_init__") and all(f.init for f in dataclasses.fields(kind))
+    if not plain or list(getattr(value, "__dict__", ())) != names:
+        raise Unsupported(f"a {kind.__qualname__} in forward's result (rebuilt by calling it)")
+    fields = {n: _read(tx, node, getattr, n, getattr(value, n)) for n in names}
+    return ConstructedObjectVariable(kind, [], fields)
+
+
+def _wrap_result(tx, node, value: Any) -> VariableTracker:
+    """forward's result: tensors, tuples and numbers as any graph value; dicts and
+    dataclasses (which apply returns as forward made them, their tensors untouched by
+    autograd) read from the node item by item and rebuilt after the graph."""
+    if not _is_record(value):
+        return wrap_graph_value(tx, node, value)
+    if isinstance(value, tuple | list) and type(value) in (tuple, list):
+        items = [_read(tx, node, operator.getitem, i, v) for i, v in enumerate(value)]
+        return TupleVariable(items) if type(value) is tuple else ListVariable(items)
+    if isinstance(value, tuple | list):
+        raise Unsupported(f"a {type(value).__name__} holding a dict or dataclass from forward")
+    return _wrap_record(tx, node, value)
+
+
 class AutogradFunctionApplyVariable(VariableTracker):
     def __init__(self, cls: type) -> None:
         super().__init__()
@@ -214,10 +259,10 @@ class AutogradFunctionApplyVariable(VariableTracker):
             # later uses of the input read the written tensor, with its rebased history
             node.target = applier(self.cls, lists, tuple(objects), writes=True)
         if not lists:
-            return wrap_graph_value(tx, node, value)
+            return _wrap_result(tx, node, value)
         result_node = tx.output.graph.call_function(operator.getitem, (node, 0))
         result_node.meta["example_value"] = value[0]
-        result = wrap_graph_value(tx, result_node, value[0])
+        result = _wrap_result(tx, result_node, value[0])
         known = _trackers_by_example([*args, result])
         for k, i in enumerate(lists):
             _replay_list(tx, args[i], node, k + 1, value[k + 1], known)
