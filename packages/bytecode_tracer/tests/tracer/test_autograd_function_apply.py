@@ -394,3 +394,36 @@ def test_dataclass_and_dict_in_forwards_result():
     want[0].sum().backward()
     assert same(x.grad, x_ref.grad)
     assert compiled.backend.graph_count == 1
+
+
+class ScaleByModule(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, module, x):
+        return x * module.factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad
+
+
+class Holder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.factor = 2
+
+
+def test_module_argument_is_a_break_run_eagerly():
+    # forward reads the module when it runs: a graph holding the module as a constant
+    # failed to run (its class is no name in the graph's code), and a backend tracing the
+    # call would bake the attribute in unguarded
+    holder = Holder()
+
+    def fn(x):
+        return ScaleByModule.apply(holder, x) + 1
+
+    compiled = Compiled(fn)
+    x = torch.ones(2)
+    assert same(compiled(x), fn(x))
+    holder.factor = 5
+    assert same(compiled(x), fn(x))
+    assert any("as an autograd.Function argument" in str(b) for b in compiled.breaks)

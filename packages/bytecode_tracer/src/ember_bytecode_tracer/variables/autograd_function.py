@@ -19,6 +19,7 @@ import weakref
 from typing import Any
 
 import torch
+import torch.fx
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
@@ -132,15 +133,24 @@ def _user_functions(cls: type) -> list[Any]:
     return functions
 
 
+# what a graph passes to forward as it is: values, with nothing for forward to read later
+_LITERALS = (
+    torch.fx.Node, type(None), bool, int, float, complex, str, bytes, slice, type(Ellipsis),
+    torch.dtype, torch.device, torch.layout, torch.memory_format,
+)  # fmt: skip
+
+
 def _check_passable(value: Any, top_level: bool) -> None:
     """Lists are passed by value in a graph: one as a direct argument has its final
-    contents replayed; one nested in another argument would lose forward's writes."""
+    contents replayed; one nested in another argument would lose forward's writes. Other
+    objects (modules, functions, user objects) would be read by forward when the graph
+    runs, unguarded (or baked in by a backend that traces the call): a break."""
     if isinstance(value, list) and not top_level:
         raise Unsupported("a list nested in an autograd.Function argument (forward may mutate it)")
-    if isinstance(value, list | tuple):
+    if type(value) in (list, tuple, torch.Size):
         for item in value:
             _check_passable(item, top_level=False)
-    elif isinstance(value, dict | set):
+    elif not isinstance(value, _LITERALS):
         raise Unsupported(f"a {type(value).__name__} as an autograd.Function argument")
 
 
