@@ -5,6 +5,7 @@ tracer failed to import there and Ember compiled nothing)."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 import pytest
 import torch
@@ -427,3 +428,28 @@ def test_module_argument_is_a_break_run_eagerly():
     holder.factor = 5
     assert same(compiled(x), fn(x))
     assert any("as an autograd.Function argument" in str(b) for b in compiled.breaks)
+
+
+class Mode(enum.Enum):
+    DOUBLE = 2
+    TRIPLE = 3
+
+
+class ScaleByMode(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mode, shape):
+        return (x * mode.value).reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(-1) * 7, None, None
+
+
+def test_literal_arguments_pass_as_they_are():
+    def fn(x, mode):
+        return ScaleByMode.apply(x, mode, torch.Size([2, 2]))
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(4)
+    for mode in (Mode.DOUBLE, Mode.TRIPLE):
+        assert same(compiled(x, mode), fn(x, mode))

@@ -12,6 +12,7 @@ retraces.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import operator
 import warnings
@@ -136,7 +137,7 @@ def _user_functions(cls: type) -> list[Any]:
 # what a graph passes to forward as it is: values, with nothing for forward to read later
 _LITERALS = (
     torch.fx.Node, type(None), bool, int, float, complex, str, bytes, slice, type(Ellipsis),
-    torch.dtype, torch.device, torch.layout, torch.memory_format,
+    torch.dtype, torch.device, torch.layout, torch.memory_format, enum.Enum,
 )  # fmt: skip
 
 
