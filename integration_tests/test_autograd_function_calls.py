@@ -154,3 +154,26 @@ def test_dataclass_and_dict_results_under_inductor():
     got = _values_and_grads(fn, x, compile_it=True)
     torch.testing.assert_close(got, expected)
     _ran_compiled()
+
+
+_BACKWARD_RUNS = []
+
+
+class _LogsBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.cos()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _BACKWARD_RUNS.append(1)
+        return grad * 2
+
+
+def test_backward_effects_happen_on_every_pass_under_inductor():
+    # inductor's autograd retrace ran the user's backward once, at compile time
+    compiled = ember.compile(lambda x: _LogsBackward.apply(x).sum() * 2)
+    _BACKWARD_RUNS.clear()
+    for _ in range(3):
+        compiled(torch.randn(4, requires_grad=True)).backward()
+    assert len(_BACKWARD_RUNS) == 3

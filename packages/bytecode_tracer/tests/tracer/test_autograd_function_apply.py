@@ -453,3 +453,58 @@ def test_literal_arguments_pass_as_they_are():
     x = torch.randn(4)
     for mode in (Mode.DOUBLE, Mode.TRIPLE):
         assert same(compiled(x, mode), fn(x, mode))
+
+
+BACKWARD_CALLS = []
+
+
+class CountsBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        BACKWARD_CALLS.append(grad.shape)  # once per backward pass in eager
+        return grad * 2, None
+
+
+def test_backward_with_python_effects_is_a_break():
+    # a backend that retraces the graph with autograd runs the user's backward once, when
+    # it compiles: the call runs eagerly, its backward on every pass
+    def fn(x):
+        return CountsBackward.apply(x, 3).sum()
+
+    compiled = Compiled(fn)
+    BACKWARD_CALLS.clear()
+    for _ in range(3):
+        compiled(torch.randn(2, requires_grad=True)).backward()
+    assert len(BACKWARD_CALLS) == 3
+    assert any("backward changes Python state" in str(b) for b in compiled.breaks)
+    # no grad needed: nothing runs the backward, the call is traced
+    BACKWARD_CALLS.clear()
+    assert same(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert BACKWARD_CALLS == []
+
+
+def test_duplicate_tensor_input_accumulates_both_gradients():
+    class Product(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b + a
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            return grad * (b + 1), grad * a
+
+    def fn(x):
+        return Product.apply(x, x).sum()
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.tensor([0.5, -2.0, 3.0], requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    compiled(x).backward()
+    fn(x_ref).backward()
+    assert same(x.grad, x_ref.grad)

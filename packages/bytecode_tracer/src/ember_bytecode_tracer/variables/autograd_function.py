@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._pytree import tree_leaves
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
@@ -124,6 +125,25 @@ def _check_copies(copies: list, qualname: str) -> None:
         now = vars(copy)
         if tuple(now) != names or any(now[n] is not v for n, v in zip(names, values, strict=True)):
             raise Unsupported(f"{qualname}.forward sets attributes of a dataclass argument")
+
+
+def _backward_changes(tx, cls: type, node_args: tuple, value: Any) -> list[str]:
+    """What the user's backward, run once on the example values, changes in the Python
+    state it names ([] when nothing, or when it cannot run on them). Eager runs it on every
+    backward pass; a backend that retraces the graph with autograd runs it once."""
+    nodes = [n for n in tree_leaves(node_args) if isinstance(n, torch.fx.Node)]
+    leaves = [n.meta.get("example_value") for n in nodes]
+    inputs = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+    outputs = [t for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.grad_fn]
+    if not (inputs and outputs and torch.is_grad_enabled()):
+        return []
+    with tx.output.fake_mode, watch([cls.backward]) as state:
+        try:
+            grads = [torch.ones_like(t) for t in outputs]
+            torch.autograd.grad(outputs, inputs, grads, retain_graph=True, allow_unused=True)
+        except Exception:  # fake values it cannot take: nothing learnt
+            pass
+        return state.changes()
 
 
 def _user_functions(cls: type) -> list[Any]:
@@ -300,6 +320,12 @@ class AutogradFunctionApplyVariable(VariableTracker):
                 "run on example values it would do so at trace time"
             )
         _check_copies(copies, self.cls.__qualname__)
+        changed = _backward_changes(tx, self.cls, node_args, value)
+        if changed:
+            raise Unsupported(
+                f"{self.cls.__qualname__}.backward changes Python state ({', '.join(changed)}): "
+                "a backend that traces the backward would do so once, when it compiles"
+            )
         return node, value
 
     def __repr__(self) -> str:
