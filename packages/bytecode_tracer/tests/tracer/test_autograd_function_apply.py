@@ -508,3 +508,38 @@ def test_duplicate_tensor_input_accumulates_both_gradients():
     compiled(x).backward()
     fn(x_ref).backward()
     assert same(x.grad, x_ref.grad)
+
+
+class _Switch:
+    def __init__(self) -> None:
+        self.flips = 0
+
+
+SWITCH = _Switch()
+
+
+def _flip():  # a helper the backward calls: its write is found through it
+    SWITCH.flips += 1
+
+
+class FlipsInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        _flip()
+        return grad * 4
+
+
+def test_effect_made_by_a_helper_of_backward_is_found():
+    def fn(x):
+        return FlipsInBackward.apply(x).sum()
+
+    compiled = Compiled(fn)
+    SWITCH.flips = 0
+    for _ in range(2):
+        compiled(torch.randn(3, requires_grad=True)).backward()
+    assert SWITCH.flips == 2
+    assert any("backward changes Python state" in str(b) for b in compiled.breaks)
