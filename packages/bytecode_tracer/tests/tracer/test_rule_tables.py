@@ -130,7 +130,7 @@ CASES = {
         Identity.apply,
         "autograd_function_apply",
         "AutogradFunctionApplyVariable",
-        (ID, ID, ID),
+        (ID, ID, ID, ID),  # the class, its forward, setup_context and backward
         "AutogradFunctionApplyVariable",
     ),
     "context_exit": (RealContextExit(True), "context_exit", "ContextExitVariable", (T, E), U),

@@ -84,6 +84,17 @@ UNSUPPORTED |= {
                  "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack")
     if hasattr(torch._C, name)
 }  # fmt: skip
+# The torch.func transforms' level stack: `grad_increment_nesting()` and its siblings,
+# entered when the trace goes into torch.func.grad/vmap/jvp, would push a level at trace
+# time that a break before the matching decrement leaves pushed for every later call
+# (eager's next `requires_grad_()` then raised "inside of a function being transformed").
+_FUNCTORCH = getattr(torch._C, "_functorch", None)
+UNSUPPORTED |= {
+    getattr(_FUNCTORCH, name)
+    for name in dir(_FUNCTORCH)
+    if name.endswith(("_increment_nesting", "_decrement_nesting", "dynamic_layer_stack"))
+    or name.startswith("pop_dynamic_layer_stack")
+}  # fmt: skip
 
 
 # A C setter of process state (`torch._C._set_default_dtype`, `_set_cudnn_enabled`): a

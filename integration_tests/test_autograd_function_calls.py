@@ -1,0 +1,179 @@
+"""User `torch.autograd.Function`s under the default backend (issue 26): values and custom
+gradients as eager gives them, one graph, run compiled."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import pytest
+import torch
+
+import ember
+
+pytestmark = pytest.mark.usefixtures("fresh_ember")
+
+
+def _ran_compiled() -> None:
+    assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
+
+
+def _values_and_grads(fn, *inputs, compile_it: bool):
+    leaves = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    run = ember.compile(fn, fullgraph=True) if compile_it else fn
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        out = run(*leaves)
+    out.sum().backward()
+    return out.detach(), [t.grad for t in leaves]
+
+
+class _CubeWithOddGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.sign()  # a rule of its own, not the forward's derivative
+
+
+def test_apply_of_an_instance_under_inductor():
+    def fn(x):
+        return _CubeWithOddGrad().apply(x * 2) + 1
+
+    x = torch.randn(6, requires_grad=True)
+    expected = _values_and_grads(fn, x, compile_it=False)
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()
+
+
+class _KeepIntermediate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kept):
+        kept.append(x.tanh())
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return grad * 3, None
+
+
+def test_list_filled_by_forward_under_inductor():
+    def fn(x):
+        kept = []
+        out = _KeepIntermediate.apply(x, kept)
+        return out * kept[0] + len(kept)
+
+    x = torch.randn(5, requires_grad=True)
+    expected = _values_and_grads(fn, x, compile_it=False)
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()
+
+
+class _ExpInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        torch.exp(x, out=x)  # forward runs without grad: out= on a tensor needing grad is fine
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (result,) = ctx.saved_tensors
+        return grad * result
+
+
+@pytest.mark.parametrize("keep_output", [True, False])
+def test_forward_writing_its_input_under_inductor(keep_output):
+    def fn(w):
+        h = w.sin()
+        out = _ExpInPlace.apply(h)
+        return (out if keep_output else h) * w
+
+    w = torch.randn(6, requires_grad=True)
+    expected = _values_and_grads(fn, w, compile_it=False)
+    got = _values_and_grads(fn, w, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()
+
+
+@dataclasses.dataclass
+class _Gains:
+    gain: torch.Tensor
+    power: int
+
+
+class _ApplyGains(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gains, tensors):
+        ctx.save_for_backward(gains.gain, tensors[0])
+        return x**gains.power * gains.gain + tensors[0] * tensors[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        gain, first = ctx.saved_tensors
+        return grad * gain + first * 0, None, None
+
+
+def test_dataclass_and_list_arguments_under_inductor():
+    def fn(x, gains, a, b):
+        return _ApplyGains.apply(x, gains, [a, b]).tanh()
+
+    gains = _Gains(torch.randn(4, requires_grad=True), 3)
+    inputs = (torch.randn(4, requires_grad=True), torch.randn(4), torch.randn(4))
+    expected = _values_and_grads(lambda x, a, b: fn(x, gains, a, b), *inputs, compile_it=False)
+    got = _values_and_grads(lambda x, a, b: fn(x, gains, a, b), *inputs, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    assert gains.gain.grad is None
+    _ran_compiled()
+
+
+class _WithSummary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.sin(), _Gains(x.abs().sum(), 2), {"peak": x.amax()}
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return grad * 4
+
+
+def test_dataclass_and_dict_results_under_inductor():
+    def fn(x):
+        out, summary, extra = _WithSummary.apply(x)
+        return out * summary.power + summary.gain + extra["peak"]
+
+    x = torch.randn(5, requires_grad=True)
+    expected = _values_and_grads(fn, x, compile_it=False)
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    _ran_compiled()
+
+
+_BACKWARD_RUNS = []
+
+
+class _LogsBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.cos()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _BACKWARD_RUNS.append(1)
+        return grad * 2
+
+
+def test_backward_effects_happen_on_every_pass_under_inductor():
+    # inductor's autograd retrace ran the user's backward once, at compile time
+    compiled = ember.compile(lambda x: _LogsBackward.apply(x).sum() * 2)
+    _BACKWARD_RUNS.clear()
+    for _ in range(3):
+        compiled(torch.randn(4, requires_grad=True)).backward()
+    assert len(_BACKWARD_RUNS) == 3
