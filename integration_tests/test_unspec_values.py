@@ -4,6 +4,9 @@ with eager.
 
 - `torch.tensor(b)` of a symbolic bool (a comparison of sizes under dynamic shapes) is a
   0-d bool tensor in the graph, as eager's `torch.tensor(True)`.
+- an int a traced function reads from its closure cell becomes a SymInt input once it
+  changed between calls (automatic dynamic, as for locals and globals): one recompile, not
+  one per value.
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ import ember
 
 
 class Recording:
-    def __init__(self) -> None:
+    """Records each graph; runs it as is, or through Ember's inductor when `compiler`."""
+
+    def __init__(self, compiler: str | None = None) -> None:
         self.graphs: list[torch.fx.GraphModule] = []
+        self.compiler = compiler
 
     def __call__(self, gm, example_inputs):
         self.graphs.append(gm)
-        return gm.forward
+        if self.compiler is None:
+            return gm.forward
+        return ember.lookup_backend(self.compiler)(gm, example_inputs)
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +58,32 @@ def test_tensor_of_a_symbolic_bool_is_a_graph_value():
             for g, w in zip(got, want, strict=True):
                 assert g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w)
     assert len(recording.graphs) == 1  # one symbolic graph for every size
+
+
+def scaler():
+    factor = 2
+
+    def scale(t):
+        return t * factor
+
+    def set_factor(value):
+        nonlocal factor
+        factor = value
+
+    return scale, set_factor
+
+
+def shift_by_closure(x, fn):
+    return fn(x) + 1
+
+
+@pytest.mark.parametrize("compiler", [None, "inductor"])
+def test_closure_int_becomes_dynamic_after_it_changed(compiler):
+    recording = Recording(compiler)
+    scale, set_factor = scaler()
+    f = ember.compile(shift_by_closure, backend=ember.backends.symbolic_sizes(recording))
+    for factor in range(2, 14):
+        set_factor(factor)
+        x = torch.randn(6)
+        assert torch.equal(f(x, scale), x * factor + 1)
+    assert len(recording.graphs) == 2  # the first value, then a SymInt for every other

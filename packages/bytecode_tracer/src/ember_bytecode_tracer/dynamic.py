@@ -29,7 +29,13 @@ import sympy
 import torch
 
 import ember_symbolic as es
-from ember_bytecode_tracer.guards import GlobalSource, LocalSource, TensorSpec
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    TensorSpec,
+)
 
 if TYPE_CHECKING:
     import types
@@ -231,7 +237,7 @@ class DynamicTrace:
     # ---- ints --------------------------------------------------------------------
     def int_is_dynamic(self, source: Source, value: int) -> bool:
         """Whether the int read at `source` becomes a SymInt graph input."""
-        if type(value) is not int or not isinstance(source, LocalSource | GlobalSource):
+        if type(value) is not int or not _int_source(source):
             return False
         self.seen_ints[source] = value
         if self.mode is False or value in (0, 1):
@@ -343,3 +349,18 @@ class ShapeGuardedCheck:
                 where = f", added at {g.where}" if g.where else ""
                 return f"shape guard failed: {g.code}  (that is, {g.expr}{where})"
         return None
+
+
+def _int_source(source: Source) -> bool:
+    """Where an int may become automatically dynamic: a local, a global, or the cell of a
+    closure a function of the trace reads (`fn.__closure__[i].cell_contents`: a function
+    made per call around a changing int)."""
+    if isinstance(source, LocalSource | GlobalSource):
+        return True
+    return (
+        isinstance(source, AttrSource)
+        and source.attr == "cell_contents"
+        and isinstance(source.base, ItemSource)
+        and isinstance(source.base.base, AttrSource)
+        and source.base.base.attr == "__closure__"
+    )
