@@ -7,6 +7,8 @@ with eager.
 - an int a traced function reads from its closure cell becomes a SymInt input once it
   changed between calls (automatic dynamic, as for locals and globals): one recompile, not
   one per value.
+- an argument that was a tensor and is now an int is a value that changes between calls: the
+  int is a SymInt from its first compile, so ints that follow reuse that graph.
 """
 
 from __future__ import annotations
@@ -87,3 +89,20 @@ def test_closure_int_becomes_dynamic_after_it_changed(compiler):
         x = torch.randn(6)
         assert torch.equal(f(x, scale), x * factor + 1)
     assert len(recording.graphs) == 2  # the first value, then a SymInt for every other
+
+
+def times(x, y):
+    return x * y
+
+
+@pytest.mark.parametrize("compiler", [None, "inductor"])
+def test_int_where_a_tensor_was_is_dynamic(compiler):
+    recording = Recording(compiler)
+    f = ember.compile(times, backend=ember.backends.symbolic_sizes(recording))
+    calls = [(2, "t"), (3, 3), (4, "t"), (5, 4), (6, "t"), (7, 9)]
+    for n, other in calls:
+        x = torch.randn(n)
+        y = torch.randn(n) if other == "t" else other
+        assert torch.allclose(f(x, y), x * y)
+    # sizes 2, then 3 with an int (symbolic at once), then a symbolic tensor; no more
+    assert len(recording.graphs) == 3

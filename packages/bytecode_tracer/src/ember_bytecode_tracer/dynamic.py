@@ -245,7 +245,9 @@ class DynamicTrace:
         if self.mode is True:
             return True
         previous = self.state.ints.get(source)
-        if previous is not None and previous != value:
+        # changed since the last compile: another int, or a tensor there before (a value
+        # whose kind changes between calls changes)
+        if (previous is not None and previous != value) or source in self.state.sizes:
             self.state.dynamic_ints.add(source)
         return source in self.state.dynamic_ints
 
