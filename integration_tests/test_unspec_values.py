@@ -7,6 +7,8 @@ with eager.
 - an int a traced function reads from its closure cell becomes a SymInt input once it
   changed between calls (automatic dynamic, as for locals and globals): one recompile, not
   one per value.
+- `ember.config.static_parameter_shapes`: nn.Parameter inputs keep static sizes under
+  automatic dynamic shapes (one compile per size); off, they become symbolic as others do.
 - an argument that was a tensor and is now an int is a value that changes between calls: the
   int is a SymInt from its first compile, so ints that follow reuse that graph.
 """
@@ -106,3 +108,20 @@ def test_int_where_a_tensor_was_is_dynamic(compiler):
         assert torch.allclose(f(x, y), x * y)
     # sizes 2, then 3 with an int (symbolic at once), then a symbolic tensor; no more
     assert len(recording.graphs) == 3
+
+
+def project(x, w):
+    return x @ w
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_static_parameter_shapes_keeps_parameters_static(monkeypatch, static):
+    monkeypatch.setattr(ember.config, "static_parameter_shapes", static)
+    recording = Recording("inductor")
+    f = ember.compile(project, backend=ember.backends.symbolic_sizes(recording))
+    w = torch.randn(3, 2)
+    for rows in (1, 10, 11, 15, 15):
+        x = torch.nn.Parameter(torch.randn(rows, 3))
+        torch.testing.assert_close(f(x, w), project(x, w))
+    # static: one compile per size (1, 10, 11, 15); else size 10 makes the rows symbolic
+    assert len(recording.graphs) == (4 if static else 2)

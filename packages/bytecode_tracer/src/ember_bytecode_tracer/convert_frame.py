@@ -233,11 +233,14 @@ class FrameCompiler:
         suppress_errors: bool = False,
         dynamic: bool | None = None,
         capture_dynamic_output_shape_ops: bool = False,
+        static_parameter_shapes: bool = False,
     ) -> None:
         self.backend = backend
         # dynamic=None|True|False and, per code object, the sizes/ints seen (dynamic.py)
         self.dynamic = DynamicPolicy(
-            dynamic, capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops
+            dynamic,
+            capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+            static_parameter_shapes=static_parameter_shapes,
         )
         self.fullgraph = fullgraph
         self.on_record = on_record
@@ -250,6 +253,7 @@ class FrameCompiler:
             type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
             suppress_errors=suppress_errors,
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+            static_parameter_shapes=static_parameter_shapes,
         )  # fmt: skip
         self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 

@@ -125,11 +125,20 @@ class CodeState:
 class DynamicPolicy:
     """The `dynamic=` setting of one FrameCompiler and its per-code-object state."""
 
-    def __init__(self, mode: bool | None = None, *, capture_dynamic_output_shape_ops: bool = False):
+    def __init__(
+        self,
+        mode: bool | None = None,
+        *,
+        capture_dynamic_output_shape_ops: bool = False,
+        static_parameter_shapes: bool = False,
+    ):
         if mode not in (None, True, False):
             raise ValueError(f"dynamic must be None, True or False, got {mode!r}")
         self.mode = mode
         self.capture_dynamic_output_shape_ops = capture_dynamic_output_shape_ops
+        # nn.Parameter inputs keep static sizes under automatic dynamic shapes too (under
+        # dynamic=True they always do): a parameter of a new size recompiles
+        self.static_parameter_shapes = static_parameter_shapes
         self._states: weakref.WeakKeyDictionary[types.CodeType, CodeState] = (
             weakref.WeakKeyDictionary()
         )
@@ -190,7 +199,7 @@ class DynamicTrace:
         dims: dict[int, es.Dim] = {}
         if self.mode is True and not isinstance(value, torch.nn.Parameter):
             dims = {d: es.Dim(es.DimDynamic.DUCK) for d in range(len(sizes))}
-        elif self.mode is None:
+        elif self.mode is None and not self._static_parameter(value):
             previous = self.state.sizes.get(source)
             if previous is not None and len(previous) == len(sizes):
                 changed = {
@@ -211,6 +220,9 @@ class DynamicTrace:
         if all(m.dynamic is es.DimDynamic.STATIC for m in dims.values()):
             return None
         return dims
+
+    def _static_parameter(self, value: torch.Tensor) -> bool:
+        return self.policy.static_parameter_shapes and isinstance(value, torch.nn.Parameter)
 
     def fake_tensor(self, source: Source, value: torch.Tensor) -> torch.Tensor:
         dims = self.tensor_dims(source, value)

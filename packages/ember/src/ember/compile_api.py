@@ -67,6 +67,7 @@ def compile(
         on_record=on_record,
         dynamic=dynamic,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
+        static_parameter_shapes=config.static_parameter_shapes,
     )
     if isinstance(model, torch.nn.Module):
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
