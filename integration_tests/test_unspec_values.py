@@ -7,6 +7,9 @@ with eager.
 - an int a traced function reads from its closure cell becomes a SymInt input once it
   changed between calls (automatic dynamic, as for locals and globals): one recompile, not
   one per value.
+- `torch.tensor([a, b])` of one-element tensors of the trace (and numbers): the values stay
+  in the graph (each item reshaped to 0-d, converted to the promoted dtype, stacked,
+  detached), dtype and values as eager's.
 - `ember.config.static_parameter_shapes`: nn.Parameter inputs keep static sizes under
   automatic dynamic shapes (one compile per size); off, they become symbolic as others do.
 - an argument that was a tensor and is now an int is a value that changes between calls: the
@@ -125,3 +128,41 @@ def test_static_parameter_shapes_keeps_parameters_static(monkeypatch, static):
         torch.testing.assert_close(f(x, w), project(x, w))
     # static: one compile per size (1, 10, 11, 15); else size 10 makes the rows symbolic
     assert len(recording.graphs) == (4 if static else 2)
+
+
+def pair_of_scalars(x):
+    a = x.sum()
+    b = x[:1].reshape(1, 1, 1) * 2
+    return torch.tensor([a, b]) + 1
+
+
+def mixed_items(x, n):
+    a = x.max()
+    return torch.tensor([[a, 2], [n, x.min()]]), torch.tensor([a, x[0]], dtype=torch.float64)
+
+
+def int_and_float(x):
+    i = x.to(torch.int32)[0]
+    return torch.tensor([i, i * 2]), torch.tensor([i, x[1]]), torch.tensor([True, x[0] > 0])
+
+
+@pytest.mark.parametrize("compiler", [None, "inductor"])
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (pair_of_scalars, lambda: (torch.randn(4, requires_grad=True),)),
+        (mixed_items, lambda: (torch.randn(5), 7)),
+        (int_and_float, lambda: (torch.randn(3) * 5,)),
+    ],
+)
+def test_tensor_of_tensor_items_stays_in_the_graph(compiler, fn, make):
+    recording = Recording(compiler)
+    f = ember.compile(fn, backend=ember.backends.symbolic_sizes(recording), fullgraph=True)
+    for _ in range(3):  # new values each call: nothing was read into Python or guarded
+        args = make()
+        got, want = f(*args), fn(*args)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape and not g.requires_grad
+            torch.testing.assert_close(g, w)
+    assert len(recording.graphs) == 1

@@ -24,6 +24,7 @@ from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import tensor_from_array
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
+from ember_bytecode_tracer.variables.tensor_lists import tensor_of_tensors
 from ember_bytecode_tracer.variables.validation_checks import deferred_all_true
 
 
@@ -195,6 +196,9 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(result)
         if fn in (torch.from_numpy, torch.as_tensor, torch.tensor):
             tensor = tensor_from_array(tx, fn, args, kwargs)
+            if tensor is not None:
+                return tensor
+            tensor = tensor_of_tensors(tx, args, kwargs) if fn is torch.tensor else None
             if tensor is not None:
                 return tensor
             fn, kwargs = _symbool_tensor(fn, args, kwargs)
