@@ -192,3 +192,24 @@ def test_against_torch_compile_on_the_same_snippet():
     ours = Compiled(fn, fullgraph=True)(f32())
     theirs = torch.compile(fn, backend="eager", fullgraph=True)(f32())
     check_same(ours, theirs)
+
+
+def noisy(x):
+    y = x * 2
+    noise = np.random.uniform(low=-1, high=1, size=(3,))
+    return y + torch.from_numpy(noise)
+
+
+def test_numpy_random_method_is_a_call_into_c():
+    """np.random.uniform is a method of a Cython function: its __code__ holds no bytecode.
+    It runs as a call (a break), drawing from NumPy's generator once, as in eager."""
+    compiled = Compiled(noisy)
+    x = torch.randn(3, dtype=torch.float64)
+    np.random.seed(5)
+    expected, after = noisy(x), np.random.uniform()
+    np.random.seed(5)
+    got = compiled(x)
+    torch.testing.assert_close(got, expected)
+    assert np.random.uniform() == after  # the generator advanced as much as in eager
+    assert any("implemented in C" in b.reason for b in compiled.breaks), compiled.breaks
+    assert compiled.backend.graph_count >= 1
