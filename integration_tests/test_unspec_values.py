@@ -9,7 +9,8 @@ with eager.
   one per value.
 - `torch.tensor([a, b])` of one-element tensors of the trace (and numbers): the values stay
   in the graph (each item reshaped to 0-d, converted to the promoted dtype, stacked,
-  detached), dtype and values as eager's.
+  detached), dtype and values as eager's; ndarrays of the trace are sequences there (a list
+  of arrays of one shape is their stack).
 - `ember.config.static_parameter_shapes`: nn.Parameter inputs keep static sizes under
   automatic dynamic shapes (one compile per size); off, they become symbolic as others do.
 - an argument that was a tensor and is now an int is a value that changes between calls: the
@@ -18,6 +19,7 @@ with eager.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -146,10 +148,17 @@ def int_and_float(x):
     return torch.tensor([i, i * 2]), torch.tensor([i, x[1]]), torch.tensor([True, x[0] > 0])
 
 
+def stacked_arrays(x):
+    a = x.numpy() * 2
+    b = np.ones((2, 3))
+    return torch.tensor([a, b, a], dtype=torch.float32, device="cpu"), torch.tensor([[a], [a]])
+
+
 @pytest.mark.parametrize("compiler", [None, "inductor"])
 @pytest.mark.parametrize(
     "fn, make",
     [
+        (stacked_arrays, lambda: (torch.randn(2, 3, dtype=torch.float64),)),
         (pair_of_scalars, lambda: (torch.randn(4, requires_grad=True),)),
         (mixed_items, lambda: (torch.randn(5), 7)),
         (int_and_float, lambda: (torch.randn(3) * 5,)),

@@ -1,4 +1,5 @@
-"""`torch.tensor([a, b, ...])` where items are tensors of the trace (and Python numbers).
+"""`torch.tensor([a, b, ...])` where items are tensors or ndarrays of the trace (and Python
+numbers).
 
 Eager reads each tensor item as a Python scalar (it must hold exactly one element, whatever
 its shape), infers the dtype by promoting the items' own (a tensor's dtype; bool, int64 or
@@ -8,7 +9,8 @@ reshaped to a 0-d tensor and converted to the dtype, nested lists stacked, the r
 detached. The tensors' values stay in the graph (nothing is read into Python, nothing is
 guarded on them); only their sizes are fixed (static, one element each), as the trace saw
 them. Anything else (a ragged nesting, a symbolic or multi-element item, other keywords)
-is left to the general path.
+is left to the general path. NumPy arrays of the trace (held as tensors) are sequences to
+eager: a list of arrays of one shape and dtype kind is their stack, in the promoted dtype.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable
+from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg
 
@@ -30,15 +33,18 @@ _PYTHON_DTYPES = {bool: torch.bool, int: torch.int64}
 
 def tensor_of_tensors(tx: Translator, args, kwargs) -> VariableTracker | None:
     """The graph form of `torch.tensor(items)` with tensor items, or None: not this case."""
-    if len(args) != 1 or not isinstance(args[0], BaseListVariable) or set(kwargs) - {"dtype"}:
+    if len(args) != 1 or not isinstance(args[0], BaseListVariable) or set(kwargs) - _KEYWORDS:
         return None
     dtype_arg = kwargs.get("dtype")
     if dtype_arg is not None and not _is_constant(dtype_arg, torch.dtype | None):
         return None
+    device = kwargs.get("device")
+    if device is not None and not _on_cpu(device):
+        return None
     if torch.get_default_device().type != "cpu":
         return None
     leaves = _leaves(args[0])
-    if leaves is None or not any(isinstance(v, TensorVariable) for v in leaves):
+    if leaves is None or not any(isinstance(v, _HELD) for v in leaves):
         return None
     dtype = dtype_arg.as_python_constant() if dtype_arg is not None else None
     dtype = dtype or _inferred_dtype(leaves)
@@ -47,6 +53,17 @@ def tensor_of_tensors(tx: Translator, args, kwargs) -> VariableTracker | None:
     node, example = _build(tx, args[0], dtype)
     node, example = tx.output.create_node("call_method", "detach", (node,), {})
     return TensorVariable(node, example)
+
+
+_KEYWORDS = {"dtype", "device"}
+_HELD = (TensorVariable, NumpyArrayVariable)  # items whose values are graph tensors
+
+
+def _on_cpu(device: VariableTracker) -> bool:
+    if not _is_constant(device, str | torch.device | None):
+        return False
+    value = device.as_python_constant()
+    return value is None or torch.device(value) == torch.device("cpu")
 
 
 def _is_constant(value: VariableTracker, kind: Any) -> bool:
@@ -64,6 +81,8 @@ def _leaves(items: BaseListVariable) -> list[VariableTracker] | None:
         level = [item for v in level for item in v.items]
         if not level:
             return None
+    if any(isinstance(leaf, NumpyArrayVariable) for leaf in level):
+        return level if _same_arrays(level) else None
     for leaf in level:
         if isinstance(leaf, TensorVariable):
             if not _one_static_element(leaf.example):
@@ -74,6 +93,19 @@ def _leaves(items: BaseListVariable) -> list[VariableTracker] | None:
     return out
 
 
+def _same_arrays(leaves: list[VariableTracker]) -> bool:
+    """Arrays only (not NumPy scalars), of one static shape, on the CPU."""
+    if not all(isinstance(v, NumpyArrayVariable) and not v.scalar for v in leaves):
+        return False
+    shapes = {tuple(v.example.shape) for v in leaves}
+    sizes = next(iter(shapes))
+    return len(shapes) == 1 and all(isinstance(s, int) for s in sizes) and _cpu(leaves)
+
+
+def _cpu(leaves: list[VariableTracker]) -> bool:
+    return all(v.example.device.type == "cpu" for v in leaves)
+
+
 def _one_static_element(example: torch.Tensor) -> bool:
     sizes = example.shape
     return all(isinstance(s, int) for s in sizes) and example.numel() == 1 and example.is_cpu
@@ -82,7 +114,7 @@ def _one_static_element(example: torch.Tensor) -> bool:
 def _inferred_dtype(leaves: list[VariableTracker]) -> torch.dtype | None:
     dtype = None
     for leaf in leaves:
-        if isinstance(leaf, TensorVariable):
+        if isinstance(leaf, _HELD):
             own = leaf.example.dtype
         else:
             kind = leaf.python_type()
@@ -98,6 +130,8 @@ def _build(tx: Translator, value: VariableTracker, dtype: torch.dtype) -> tuple[
     if isinstance(value, BaseListVariable):
         parts = [_build(tx, item, dtype)[0] for item in value.items]
         return output.create_node("call_function", torch.stack, (parts,), {})
+    if isinstance(value, NumpyArrayVariable):  # a sequence: its own shape
+        return output.create_node("call_method", "to", (value.node, dtype), {})
     if isinstance(value, TensorVariable):
         node, _ = output.create_node("call_method", "reshape", (value.node, ()), {})
         return output.create_node("call_method", "to", (node, dtype), {})
