@@ -11,6 +11,8 @@ with eager.
   in the graph (each item reshaped to 0-d, converted to the promoted dtype, stacked,
   detached), dtype and values as eager's; ndarrays of the trace are sequences there (a list
   of arrays of one shape is their stack).
+- NumPy's global random draws with `size=` run right before the graph, as eager's (same
+  values from the same seed, the generator left where eager leaves it): arrays as inputs.
 - `ember.config.static_parameter_shapes`: nn.Parameter inputs keep static sizes under
   automatic dynamic shapes (one compile per size); off, they become symbolic as others do.
 - an argument that was a tensor and is now an int is a value that changes between calls: the
@@ -174,4 +176,26 @@ def test_tensor_of_tensor_items_stays_in_the_graph(compiler, fn, make):
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape and not g.requires_grad
             torch.testing.assert_close(g, w)
+    assert len(recording.graphs) == 1
+
+
+def jitter(x):
+    noise = np.random.normal(0.0, 0.5, size=(x.shape[0], 1))
+    picks = np.random.randint(0, 3, size=(2,))
+    return x + torch.from_numpy(noise), torch.tensor([noise, noise]).sum() + torch.from_numpy(picks)
+
+
+@pytest.mark.parametrize("compiler", [None, "inductor"])
+def test_numpy_random_draws_are_inputs_of_the_graph(compiler):
+    recording = Recording(compiler)
+    f = ember.compile(jitter, backend=ember.backends.symbolic_sizes(recording), fullgraph=True)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    for seed in (0, 7, 9):
+        np.random.seed(seed)
+        want, after = jitter(x), np.random.random()
+        np.random.seed(seed)
+        got = f(x)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(torch.as_tensor(g), torch.as_tensor(w))
+        assert np.random.random() == after
     assert len(recording.graphs) == 1

@@ -487,11 +487,14 @@ def _runner(
     rebuild = compile_rebuild(recipes, side_effects, single=single, builds_objects=builds_objects)
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
     checks = output.check_appliers  # argument checks deferred to run time, before any result
+    draws = output.draws  # calls whose results are inputs (NumPy's random draws), in order
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
     disables_hooks = any(n.target in DISABLE_SWITCHES for n in output.graph.nodes)
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
+        for name, draw in draws:
+            L[name] = draw()
         incoming = rng.enter() if rng is not None else None
         if compiled is not None:
             grad_mode = torch.is_grad_enabled()
@@ -732,7 +735,11 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     )
     guards += output.entry_autocast.guards()
     guards += distinct_object_guards(output)
-    tensor_sources = [i.source for i in output.inputs if isinstance(i.value, torch.Tensor)]
+    tensor_sources = [
+        i.source
+        for i in output.inputs
+        if isinstance(i.value, torch.Tensor) and not output.is_drawn(i.source)
+    ]
     if len(tensor_sources) > 1:
         guards.append(
             Guard(tensor_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(tensor_sources[1:]))
