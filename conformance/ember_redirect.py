@@ -83,12 +83,40 @@ def _declared(backend: Callable) -> Callable:
     return ember.backends.symbolic_sizes(backend) if _runs_graph_as_is(backend) else backend
 
 
+def dynamic_setting(dynamic: bool | None) -> bool | None:
+    """Ember's `dynamic=` for a Dynamo one, read with Dynamo's shape settings as they are
+    when the test compiles: `assume_static_by_default=False` makes every size symbolic from
+    the first call (Ember's dynamic=True); `automatic_dynamic_shapes=False` never turns a
+    size that changed symbolic (Ember's dynamic=False: one compile per size). An explicit
+    True/False wins, as in Dynamo."""
+    if dynamic is not None:
+        return dynamic
+    settings = torch._dynamo.config
+    if not settings.assume_static_by_default:
+        return True
+    if not settings.automatic_dynamic_shapes:
+        return False
+    return None
+
+
+def _sync_settings() -> None:
+    """Dynamo's settings that Ember has under another name, as they are now: the recompile
+    limit is Ember's cache_size_limit (compiled variants per code object before the frame
+    runs eagerly; read by ember.compile), capture_dynamic_output_shape_ops is Ember's own
+    (nonzero and friends with an unbacked size instead of a break), and
+    force_parameter_static_shapes is Ember's static_parameter_shapes."""
+    settings = torch._dynamo.config
+    ember.config.cache_size_limit = settings.recompile_limit
+    ember.config.capture_dynamic_output_shape_ops = settings.capture_dynamic_output_shape_ops
+    ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
+
+
 def compile(model: Callable | None = None, **kwargs: Any) -> Any:
     """torch.compile, compiled by Ember; arguments Ember has no counterpart for are dropped."""
     options = {
         "backend": ember_backend(kwargs.get("backend")),
         "fullgraph": kwargs.get("fullgraph", False),
-        "dynamic": kwargs.get("dynamic"),
+        "dynamic": dynamic_setting(kwargs.get("dynamic")),
         "mode": kwargs.get("mode"),
         "options": kwargs.get("options"),
         "disable": kwargs.get("disable", False),
@@ -100,6 +128,7 @@ def compile(model: Callable | None = None, **kwargs: Any) -> Any:
 
 def _ember_compile(model: Callable, **options: Any) -> Any:
     CALLS["compile"] += 1
+    _sync_settings()
     return ember.compile(model, **options)
 
 
@@ -110,7 +139,7 @@ class _Optimize:
         self.options = {
             "backend": ember_backend(backend),
             "fullgraph": fullgraph,
-            "dynamic": dynamic,
+            "dynamic": dynamic_setting(dynamic),
             "disable": disable,
         }
 

@@ -80,3 +80,45 @@ def test_torch_test_backends_declared_by_what_they_run(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("ok")
+
+
+# Dynamo's shape and recompile settings, read when a test compiles, reach Ember as the
+# policy Ember has under its own name
+SETTINGS = """
+from unittest.mock import patch
+import torch, ember, ember_redirect
+import torch._dynamo.testing as testing
+ember_redirect.install()
+def fn(x):
+    return x * 2
+def compiles(sizes, **patches):
+    torch._dynamo.reset()
+    counter = testing.CompileCounter()
+    with torch._dynamo.config.patch(**patches):
+        compiled = torch.compile(fn, backend=counter)
+    for n in sizes:
+        x = torch.randn(n)
+        assert torch.equal(compiled(x), x * 2)
+    return counter.frame_count
+sizes = (2, 3, 4, 5)
+assert compiles(sizes) == 2  # automatic dynamic: the second size makes it symbolic
+assert compiles(sizes, automatic_dynamic_shapes=False) == 4  # one compile per size
+assert compiles(sizes, assume_static_by_default=False) == 1  # symbolic from the start
+assert compiles(sizes, automatic_dynamic_shapes=False, recompile_limit=2) == 2  # then eager
+with patch.object(torch._dynamo.config, "recompile_limit", 3):
+    torch.compile(fn, backend="eager")
+assert ember.config.cache_size_limit == 3
+torch.compile(fn, backend="eager")
+assert ember.config.cache_size_limit == torch._dynamo.config.recompile_limit
+print("ok")
+"""
+
+
+def test_dynamo_shape_settings_map_to_embers_policy(tmp_path: Path) -> None:
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", SETTINGS], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok")

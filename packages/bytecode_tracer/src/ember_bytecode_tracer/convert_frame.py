@@ -238,12 +238,15 @@ class FrameCompiler:
         dynamic: bool | None = None,
         capture_dynamic_output_shape_ops: bool = False,
         guard_filter: GuardFilter | None = None,
+        static_parameter_shapes: bool = False,
     ) -> None:
         self.backend = backend
         self.guard_filter = guard_filter  # options={"guard_filter_fn": ...} (guards/filter.py)
         # dynamic=None|True|False and, per code object, the sizes/ints seen (dynamic.py)
         self.dynamic = DynamicPolicy(
-            dynamic, capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops
+            dynamic,
+            capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+            static_parameter_shapes=static_parameter_shapes,
         )
         self.fullgraph = fullgraph
         self.on_record = on_record
@@ -257,6 +260,7 @@ class FrameCompiler:
             suppress_errors=suppress_errors,
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
             guard_filter=guard_filter,
+            static_parameter_shapes=static_parameter_shapes,
         )  # fmt: skip
         self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 
@@ -538,11 +542,14 @@ def _runner(
     rebuild = compile_rebuild(recipes, side_effects, single=single, builds_objects=builds_objects)
     rng = output.rng.runtime()  # RNG calls of the trace, replayed around the graph
     checks = output.check_appliers  # argument checks deferred to run time, before any result
+    draws = output.draws  # calls whose results are inputs (NumPy's random draws), in order
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
     disables_hooks = any(n.target in DISABLE_SWITCHES for n in output.graph.nodes)
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
+        for name, draw in draws:
+            L[name] = draw()
         incoming = rng.enter() if rng is not None else None
         if compiled is not None:
             grad_mode = torch.is_grad_enabled()
@@ -783,7 +790,11 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
     )
     guards += output.entry_autocast.guards()
     guards += distinct_object_guards(output)
-    tensor_sources = [i.source for i in output.inputs if isinstance(i.value, torch.Tensor)]
+    tensor_sources = [
+        i.source
+        for i in output.inputs
+        if isinstance(i.value, torch.Tensor) and not output.is_drawn(i.source)
+    ]
     if len(tensor_sources) > 1:
         guards.append(
             Guard(tensor_sources[0], GuardKind.NO_TENSOR_ALIASING, tuple(tensor_sources[1:]))

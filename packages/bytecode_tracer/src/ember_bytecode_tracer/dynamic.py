@@ -29,7 +29,13 @@ import sympy
 import torch
 
 import ember_symbolic as es
-from ember_bytecode_tracer.guards import GlobalSource, LocalSource, TensorSpec
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    TensorSpec,
+)
 
 if TYPE_CHECKING:
     import types
@@ -119,11 +125,20 @@ class CodeState:
 class DynamicPolicy:
     """The `dynamic=` setting of one FrameCompiler and its per-code-object state."""
 
-    def __init__(self, mode: bool | None = None, *, capture_dynamic_output_shape_ops: bool = False):
+    def __init__(
+        self,
+        mode: bool | None = None,
+        *,
+        capture_dynamic_output_shape_ops: bool = False,
+        static_parameter_shapes: bool = False,
+    ):
         if mode not in (None, True, False):
             raise ValueError(f"dynamic must be None, True or False, got {mode!r}")
         self.mode = mode
         self.capture_dynamic_output_shape_ops = capture_dynamic_output_shape_ops
+        # nn.Parameter inputs keep static sizes under automatic dynamic shapes too (under
+        # dynamic=True they always do): a parameter of a new size recompiles
+        self.static_parameter_shapes = static_parameter_shapes
         self._states: weakref.WeakKeyDictionary[types.CodeType, CodeState] = (
             weakref.WeakKeyDictionary()
         )
@@ -189,7 +204,7 @@ class DynamicTrace:
         dims: dict[int, es.Dim] = {}
         if self.mode is True and not isinstance(value, torch.nn.Parameter):
             dims = {d: es.Dim(es.DimDynamic.DUCK) for d in range(len(sizes))}
-        elif self.mode is None:
+        elif self.mode is None and not self._static_parameter(value):
             previous = self.state.sizes.get(source)
             if previous is not None and len(previous) == len(sizes):
                 changed = {
@@ -210,6 +225,9 @@ class DynamicTrace:
         if all(m.dynamic is es.DimDynamic.STATIC for m in dims.values()):
             return None
         return dims
+
+    def _static_parameter(self, value: torch.Tensor) -> bool:
+        return self.policy.static_parameter_shapes and isinstance(value, torch.nn.Parameter)
 
     def fake_tensor(self, source: Source, value: torch.Tensor) -> torch.Tensor:
         dims = self.tensor_dims(source, value)
@@ -236,7 +254,7 @@ class DynamicTrace:
     # ---- ints --------------------------------------------------------------------
     def int_is_dynamic(self, source: Source, value: int) -> bool:
         """Whether the int read at `source` becomes a SymInt graph input."""
-        if type(value) is not int or not isinstance(source, LocalSource | GlobalSource):
+        if type(value) is not int or not _int_source(source):
             return False
         self.seen_ints[source] = value
         if self.mode is False or value in (0, 1):
@@ -244,7 +262,9 @@ class DynamicTrace:
         if self.mode is True:
             return True
         previous = self.state.ints.get(source)
-        if previous is not None and previous != value:
+        # changed since the last compile: another int, or a tensor there before (a value
+        # whose kind changes between calls changes)
+        if (previous is not None and previous != value) or source in self.state.sizes:
             self.state.dynamic_ints.add(source)
         return source in self.state.dynamic_ints
 
@@ -348,3 +368,18 @@ class ShapeGuardedCheck:
                 where = f", added at {g.where}" if g.where else ""
                 return f"shape guard failed: {g.code}  (that is, {g.expr}{where})"
         return None
+
+
+def _int_source(source: Source) -> bool:
+    """Where an int may become automatically dynamic: a local, a global, or the cell of a
+    closure a function of the trace reads (`fn.__closure__[i].cell_contents`: a function
+    made per call around a changing int)."""
+    if isinstance(source, LocalSource | GlobalSource):
+        return True
+    return (
+        isinstance(source, AttrSource)
+        and source.attr == "cell_contents"
+        and isinstance(source.base, ItemSource)
+        and isinstance(source.base.base, AttrSource)
+        and source.base.base.attr == "__closure__"
+    )

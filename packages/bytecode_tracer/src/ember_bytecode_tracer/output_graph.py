@@ -30,7 +30,7 @@ from ember_bytecode_tracer.exc import (
     Unsupported,
     UserSetupError,
 )
-from ember_bytecode_tracer.guards import Guard, GuardKind
+from ember_bytecode_tracer.guards import Guard, GuardKind, LocalSource
 from ember_bytecode_tracer.keyword_args import (
     keywords_by_position,
     needs_positions,
@@ -118,6 +118,9 @@ class OutputGraph:
         # Bool outputs the runner checks right after the graph (variables/validation_checks.py).
         self.runtime_checks: list[Any] = []
         self.check_appliers: list[Callable] = []  # set with the runner's recipes
+        # Calls the runner makes before the graph, each result an input read from L under
+        # its name (NumPy's random draws, variables/numpy_random.py).
+        self.draws: list[tuple[str, Callable[[], torch.Tensor]]] = []
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -166,6 +169,21 @@ class OutputGraph:
         if known is not None:
             return known.node
         return self._new_input(source, value, example).node
+
+    def drawn_input(
+        self, draw: Callable[[], torch.Tensor], example: torch.Tensor
+    ) -> tuple[torch.fx.Node, torch.Tensor]:
+        """A placeholder for a tensor the runner makes by calling `draw()` right before the
+        graph (in the order of these calls); `example` is one such tensor. Static sizes, no
+        guard: the frame's locals do not hold it (the runner adds it under its name)."""
+        name = f"__ember_draw_{len(self.draws)}"
+        self.draws.append((name, draw))
+        fake = self.to_fake(example)
+        return self._new_input(LocalSource(name), example, fake).node, fake
+
+    def is_drawn(self, source: Source) -> bool:
+        """Whether a graph input is one the runner makes (a fresh object each call)."""
+        return isinstance(source, LocalSource) and any(source.name == n for n, _ in self.draws)
 
     def input_node(self, source: Source) -> torch.fx.Node | None:
         known = self._input_by_source.get(source)

@@ -192,3 +192,66 @@ def test_against_torch_compile_on_the_same_snippet():
     ours = Compiled(fn, fullgraph=True)(f32())
     theirs = torch.compile(fn, backend="eager", fullgraph=True)(f32())
     check_same(ours, theirs)
+
+
+def noisy(x):
+    y = x * 2
+    noise = np.random.rand(3)
+    return y + torch.from_numpy(noise)
+
+
+def test_numpy_random_method_is_a_call_into_c():
+    """np.random.rand is a method of a Cython function: its __code__ holds no bytecode.
+    It runs as a call (a break), drawing from NumPy's generator once, as in eager."""
+    compiled = Compiled(noisy)
+    x = torch.randn(3, dtype=torch.float64)
+    np.random.seed(5)
+    expected, after = noisy(x), np.random.uniform()
+    np.random.seed(5)
+    got = compiled(x)
+    torch.testing.assert_close(got, expected)
+    assert np.random.uniform() == after  # the generator advanced as much as in eager
+    assert any("implemented in C" in b.reason for b in compiled.breaks), compiled.breaks
+    assert compiled.backend.graph_count >= 1
+
+
+def drawn(x):
+    a = np.random.uniform(low=-1, high=1, size=(2, 3))
+    y = x * torch.from_numpy(a)
+    b = np.random.randint(0, 5, size=(3,))
+    return y + torch.from_numpy(b), a
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_numpy_random_draws_run_before_the_graph_as_eager_draws(fullgraph):
+    """np.random.uniform(..., size=...) of the global generator: called by the compiled frame,
+    in order, with the same arguments; the arrays enter the graph as inputs (no break, no
+    recompile per draw), equal to eager's draws from the same seed, the generator left
+    where eager leaves it."""
+    compiled = Compiled(drawn, fullgraph=fullgraph)
+    x = torch.randn(2, 3, dtype=torch.float64)
+    for seed in (3, 4, 5):
+        np.random.seed(seed)
+        expected, after = drawn(x), np.random.random()
+        np.random.seed(seed)
+        got = compiled(x)
+        check_same(got, expected)
+        assert np.random.random() == after
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+    first, second = compiled(x), compiled(x)
+    assert not np.array_equal(first[1], second[1])  # new draws on each call
+
+
+def scalar_draw(x):
+    return x * np.random.uniform()
+
+
+def test_numpy_random_scalar_draw_is_a_break():
+    """Without size= the draw is a Python float: a value no guard could hold; a break."""
+    compiled = Compiled(scalar_draw)
+    np.random.seed(1)
+    x = torch.ones(2)
+    expected = scalar_draw(x)
+    np.random.seed(1)
+    torch.testing.assert_close(compiled(x), expected)
+    assert compiled.breaks

@@ -70,6 +70,7 @@ def compile(
         dynamic=dynamic,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
         guard_filter=guard_filter,
+        static_parameter_shapes=config.static_parameter_shapes,
     )
     if isinstance(model, torch.nn.Module):
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,

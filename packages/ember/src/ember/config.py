@@ -13,6 +13,10 @@ class Config:
     # nonzero, masked_select, boolean-mask indexing, unique: with symbolic shapes on, an
     # unbacked size symbol keeps the graph going; off, these ops are a graph break.
     capture_dynamic_output_shape_ops: bool = False
+    # nn.Parameter inputs keep their sizes static under automatic dynamic shapes
+    # (dynamic=None): a parameter of another size recompiles instead of becoming symbolic.
+    # Under dynamic=True parameters are always static; False: they follow the other inputs.
+    static_parameter_shapes: bool = False
     # a compile running longer than 2 s draws one status line on stderr when it is a
     # terminal (stage, kernels built, elapsed; ember/progress.py); False: never
     progress: bool = True

@@ -32,6 +32,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     logging_calls,
     nn_module,
     numpy_arrays,
+    numpy_random,
     numpy_rules,
     object_copy,
     object_identity,

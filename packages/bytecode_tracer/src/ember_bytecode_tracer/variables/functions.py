@@ -349,7 +349,9 @@ def _is_function(tx: Translator, value: Any, source: Source | None) -> bool:
 
 
 def _is_method(tx: Translator, value: Any, source: Source | None) -> bool:
-    return inspect.ismethod(value)
+    # a method of a Python function (a Cython one, numpy.random's, has a __code__ with no
+    # bytecode to trace: it is a call into compiled code)
+    return inspect.ismethod(value) and inspect.isfunction(value.__func__)
 
 
 @wrap_rule("user_function", when=_is_function)

@@ -278,7 +278,7 @@ class UserDefinedObjectVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        if isinstance(self.value, types.BuiltinFunctionType | types.BuiltinMethodType):
+        if _implemented_in_c(self.value):
             name = getattr(self.value, "__qualname__", None) or repr(self.value)
             raise Unsupported(
                 f"call to {name}, a function implemented in C (its effects are not in the graph)"
@@ -287,6 +287,14 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+def _implemented_in_c(value: Any) -> bool:
+    """A builtin, or a method of a function compiled to C (Cython's, whose __code__ holds
+    no bytecode)."""
+    if isinstance(value, types.BuiltinFunctionType | types.BuiltinMethodType):
+        return True
+    return isinstance(value, types.MethodType) and not inspect.isfunction(value.__func__)
 
 
 class NullVariable(VariableTracker):

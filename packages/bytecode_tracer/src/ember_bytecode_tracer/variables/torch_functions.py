@@ -22,7 +22,9 @@ from ember_bytecode_tracer.variables.functions import (
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import tensor_from_array
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
+from ember_bytecode_tracer.variables.tensor_lists import tensor_of_tensors
 from ember_bytecode_tracer.variables.validation_checks import deferred_all_true
 
 
@@ -223,6 +225,10 @@ class TorchFunctionVariable(VariableTracker):
             tensor = tensor_from_array(tx, fn, args, kwargs)
             if tensor is not None:
                 return tensor
+            tensor = tensor_of_tensors(tx, args, kwargs) if fn is torch.tensor else None
+            if tensor is not None:
+                return tensor
+            fn, kwargs = _symbool_tensor(fn, args, kwargs)
         if fn is torch._is_all_true:  # an argument check that raises: run after the graph
             deferred = deferred_all_true(tx, args, kwargs)
             if deferred is not None:
@@ -248,6 +254,17 @@ class TorchFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _symbool_tensor(fn: Any, args, kwargs) -> tuple[Any, dict]:
+    """`torch.tensor(b)` of a symbolic bool: eager sees a Python bool (a 0-d bool tensor);
+    torch.tensor cannot read a SymBool on example values, torch.scalar_tensor can: the
+    same tensor, the dtype named (bool unless the call names one)."""
+    if len(args) != 1 or not set(kwargs) <= {"dtype", "device", "requires_grad"}:
+        return fn, kwargs
+    if isinstance(args[0], SymNodeVariable) and args[0].python_type() is bool:
+        return torch.scalar_tensor, {"dtype": ConstantVariable(torch.bool), **kwargs}
+    return fn, kwargs
 
 
 def _overload_names(packet: torch._ops.OpOverloadPacket) -> list[str]:
