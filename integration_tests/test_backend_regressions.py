@@ -45,6 +45,24 @@ def test_stft_frames_through_inductor(tmp_path, monkeypatch):
     assert ember.counters["inductor"]["backward_runs"] == 1
 
 
+def test_angle_of_complex_and_real_inputs_through_inductor(tmp_path, monkeypatch):
+    # aten.angle's decomposition raised for a complex tensor (a stage error where eager runs)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    z = torch.tensor([1 + 1j, -2 + 0.5j, 3 - 3j, 0j, -1 + 0j, complex("nan")])
+    x, n = torch.tensor([-2.0, 0.0, 4.0, float("nan")]), torch.tensor([-3, 0, 7])
+
+    def f(z, x, n):
+        return torch.angle(z) * 2, torch.angle(x), torch.angle(n)
+
+    ember.reset()
+    got, expected = ember.compile(f, backend="inductor")(z, x, n), f(z, x, n)
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, equal_nan=True)
+    assert ember.counters["inductor"]["forward_runs"] == 1
+    assert not ember.counters["graph_fallbacks"]
+
+
 def test_tensor_written_after_autograd_saved_it_through_aot_eager():
     # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
     # autograd's version check; eager's forward runs and its backward raises: so do ours
