@@ -63,6 +63,23 @@ def test_angle_of_complex_and_real_inputs_through_inductor(tmp_path, monkeypatch
     assert not ember.counters["graph_fallbacks"]
 
 
+def test_output_sliced_to_no_elements_of_a_computed_buffer_through_inductor(tmp_path, monkeypatch):
+    # the relu's buffer was held as the empty output view, which torch gives no data pointer
+    # (0): the kernel wrote the relu through a null pointer (a segfault)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = torch.randn(4, 2, 4, 4)
+
+    def f(x):
+        return torch.relu(x)[:, :, :, :0].view(4, 2, -1), torch.relu(x)[:, :, :0, :].sum()
+
+    ember.reset()
+    got, expected = ember.compile(f, backend="inductor")(x), f(x)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b)
+    assert ember.counters["inductor"]["forward_runs"] == 1
+
+
 def test_tensor_written_after_autograd_saved_it_through_aot_eager():
     # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
     # autograd's version check; eager's forward runs and its backward raises: so do ours
