@@ -80,6 +80,26 @@ def test_output_sliced_to_no_elements_of_a_computed_buffer_through_inductor(tmp_
     assert ember.counters["inductor"]["forward_runs"] == 1
 
 
+def test_gather_with_sparse_grad_through_inductor(tmp_path, monkeypatch):
+    # its backward makes a sparse gradient, which the joint trace raised on (a crash): now
+    # the graph runs eagerly, counted, with eager's values and sparse gradient
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    a = torch.randn(3, 4, 5, requires_grad=True)
+    index = torch.randint(4, (3, 2, 5))
+
+    def f(a, index):
+        return torch.gather(a, 1, index, sparse_grad=True) * 3
+
+    ember.reset()
+    out = ember.compile(f, backend="inductor")(a, index)
+    torch.testing.assert_close(out, f(a, index))
+    (grad,) = torch.autograd.grad(out.sum(), a)
+    (expected,) = torch.autograd.grad(f(a, index).sum(), a)
+    assert grad.layout == expected.layout == torch.sparse_coo
+    torch.testing.assert_close(grad.to_dense(), expected.to_dense())
+    assert sum(ember.counters["graph_fallbacks"].values()) == 1
+
+
 def test_tensor_written_after_autograd_saved_it_through_aot_eager():
     # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
     # autograd's version check; eager's forward runs and its backward raises: so do ours
