@@ -119,6 +119,11 @@ RULES = (
         {"where": INDUCTOR_READS},
         "reads PyTorch Inductor's counters (torch._inductor.metrics) or its generated code",
     ),
+    Rule(
+        "dynamo_internals",
+        {"body": r"fallback_random", "error": r"AssertionError"},
+        "compares random draws with eager's under Inductor's fallback_random config knob",
+    ),
     Rule("count", {"where": COUNT}, "a frame/op/graph count assertion"),
     Rule(
         "dynamo_internals",
