@@ -100,6 +100,25 @@ def test_gather_with_sparse_grad_through_inductor(tmp_path, monkeypatch):
     assert sum(ember.counters["graph_fallbacks"].values()) == 1
 
 
+def test_cat_of_channels_last_conv_and_pool_keeps_eager_strides_through_inductor(
+    tmp_path, monkeypatch
+):
+    # max_pool2d's and cat's decompositions gave contiguous results of channels_last inputs
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    conv, pool = torch.nn.Conv2d(8, 3, 1), torch.nn.MaxPool2d(2)
+    x = torch.randn(1, 8, 6, 6).to(memory_format=torch.channels_last)
+    y = torch.randn(1, 8, 12, 12).to(memory_format=torch.channels_last)
+
+    def f(x, y):
+        return torch.cat([conv(x), pool(y)], 1)
+
+    ember.reset()
+    with torch.no_grad():
+        got, expected = ember.compile(f, backend="inductor")(x, y), f(x, y)
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected)
+
+
 def test_tensor_written_after_autograd_saved_it_through_aot_eager():
     # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
     # autograd's version check; eager's forward runs and its backward raises: so do ours
