@@ -119,6 +119,20 @@ def test_cat_of_channels_last_conv_and_pool_keeps_eager_strides_through_inductor
     torch.testing.assert_close(got, expected)
 
 
+def test_min_of_a_tensor_with_an_empty_dim_through_inductor(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+
+    def f(v):
+        r = v.min(dim=1)
+        return r.values + 1, r.indices
+
+    ember.reset()
+    x = torch.rand(5, 3, 0)
+    got, expected = ember.compile(f, backend="inductor")(x), f(x)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+
+
 def test_tensor_written_after_autograd_saved_it_through_aot_eager():
     # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
     # autograd's version check; eager's forward runs and its backward raises: so do ours

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._pytree import tree_leaves
 
+from ember_primops import PrimInputError
 from ember_primops.decompose_mode import DecomposeMode
 
 
@@ -56,3 +57,15 @@ def test_result_strides_match_eager(name):
     for g, e in zip(tree_leaves(got), tree_leaves(expected), strict=True):
         assert g.stride() == e.stride()
         torch.testing.assert_close(g, e)
+
+
+def test_min_over_a_non_empty_dim_of_an_empty_tensor():
+    # the reduced dim has 3 elements, another dim none: eager gives empty values/indices;
+    # the argmin prim refused every empty tensor
+    x = torch.rand(4, 3, 0)
+    with DecomposeMode():
+        values, indices = x.min(dim=1)
+    assert values.shape == indices.shape == (4, 0)
+    assert indices.dtype == torch.int64
+    with pytest.raises(PrimInputError, match="non-zero size"), DecomposeMode():
+        torch.rand(4, 0).argmax(1)
