@@ -121,8 +121,8 @@ RULES = (
     ),
     Rule(
         "dynamo_internals",
-        {"body": r"fallback_random", "error": r"AssertionError"},
-        "compares random draws with eager's under Inductor's fallback_random config knob",
+        {"body": r"fallback_random|profiler_mark_wrapper_call", "error": r"AssertionError|assert "},
+        "its assertion depends on an Inductor config knob (fallback_random, profiler marks)",
     ),
     Rule("count", {"where": COUNT}, "a frame/op/graph count assertion"),
     Rule(
