@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch.testing._internal.common_utils as common_utils
+import torch.testing._internal.inductor_utils as inductor_utils
 
 
 def _identity_decorator(fn: Any) -> Any:
@@ -25,7 +26,13 @@ STAND_INS = {
 }
 
 
+# test_torchinductor.py (stored copy, commit 82bdbe7fd5cd): imports HAS_CUDA, which newer
+# inductor_utils renamed; it only gates the CUDA test classes, and this machine has no CUDA
+INDUCTOR_STAND_INS = {"HAS_CUDA": False}
+
+
 def pytest_configure(config: Any) -> None:
-    for name, value in STAND_INS.items():
-        if not hasattr(common_utils, name):
-            setattr(common_utils, name, value)
+    for module, stand_ins in ((common_utils, STAND_INS), (inductor_utils, INDUCTOR_STAND_INS)):
+        for name, value in stand_ins.items():
+            if not hasattr(module, name):
+                setattr(module, name, value)

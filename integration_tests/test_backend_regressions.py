@@ -45,6 +45,94 @@ def test_stft_frames_through_inductor(tmp_path, monkeypatch):
     assert ember.counters["inductor"]["backward_runs"] == 1
 
 
+def test_angle_of_complex_and_real_inputs_through_inductor(tmp_path, monkeypatch):
+    # aten.angle's decomposition raised for a complex tensor (a stage error where eager runs)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    z = torch.tensor([1 + 1j, -2 + 0.5j, 3 - 3j, 0j, -1 + 0j, complex("nan")])
+    x, n = torch.tensor([-2.0, 0.0, 4.0, float("nan")]), torch.tensor([-3, 0, 7])
+
+    def f(z, x, n):
+        return torch.angle(z) * 2, torch.angle(x), torch.angle(n)
+
+    ember.reset()
+    got, expected = ember.compile(f, backend="inductor")(z, x, n), f(z, x, n)
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, equal_nan=True)
+    assert ember.counters["inductor"]["forward_runs"] == 1
+    assert not ember.counters["graph_fallbacks"]
+
+
+def test_output_sliced_to_no_elements_of_a_computed_buffer_through_inductor(tmp_path, monkeypatch):
+    # the relu's buffer was held as the empty output view, which torch gives no data pointer
+    # (0): the kernel wrote the relu through a null pointer (a segfault)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = torch.randn(4, 2, 4, 4)
+
+    def f(x):
+        return torch.relu(x)[:, :, :, :0].view(4, 2, -1), torch.relu(x)[:, :, :0, :].sum()
+
+    ember.reset()
+    got, expected = ember.compile(f, backend="inductor")(x), f(x)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b)
+    assert ember.counters["inductor"]["forward_runs"] == 1
+
+
+def test_gather_with_sparse_grad_through_inductor(tmp_path, monkeypatch):
+    # its backward makes a sparse gradient, which the joint trace raised on (a crash): now
+    # the graph runs eagerly, counted, with eager's values and sparse gradient
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    a = torch.randn(3, 4, 5, requires_grad=True)
+    index = torch.randint(4, (3, 2, 5))
+
+    def f(a, index):
+        return torch.gather(a, 1, index, sparse_grad=True) * 3
+
+    ember.reset()
+    out = ember.compile(f, backend="inductor")(a, index)
+    torch.testing.assert_close(out, f(a, index))
+    (grad,) = torch.autograd.grad(out.sum(), a)
+    (expected,) = torch.autograd.grad(f(a, index).sum(), a)
+    assert grad.layout == expected.layout == torch.sparse_coo
+    torch.testing.assert_close(grad.to_dense(), expected.to_dense())
+    assert sum(ember.counters["graph_fallbacks"].values()) == 1
+
+
+def test_cat_of_channels_last_conv_and_pool_keeps_eager_strides_through_inductor(
+    tmp_path, monkeypatch
+):
+    # max_pool2d's and cat's decompositions gave contiguous results of channels_last inputs
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    conv, pool = torch.nn.Conv2d(8, 3, 1), torch.nn.MaxPool2d(2)
+    x = torch.randn(1, 8, 6, 6).to(memory_format=torch.channels_last)
+    y = torch.randn(1, 8, 12, 12).to(memory_format=torch.channels_last)
+
+    def f(x, y):
+        return torch.cat([conv(x), pool(y)], 1)
+
+    ember.reset()
+    with torch.no_grad():
+        got, expected = ember.compile(f, backend="inductor")(x, y), f(x, y)
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected)
+
+
+def test_min_of_a_tensor_with_an_empty_dim_through_inductor(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+
+    def f(v):
+        r = v.min(dim=1)
+        return r.values + 1, r.indices
+
+    ember.reset()
+    x = torch.rand(5, 3, 0)
+    got, expected = ember.compile(f, backend="inductor")(x), f(x)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+
+
 def test_tensor_written_after_autograd_saved_it_through_aot_eager():
     # fuzz 2026:3: `y.clamp_()` after `y * w` saved y stopped aot's joint trace with
     # autograd's version check; eager's forward runs and its backward raises: so do ours

@@ -87,6 +87,17 @@ def test_real_tensor_requiring_grad_inside_trace_raises():
         trace_to_aten(lambda x: x * w, [torch.randn(3)])
 
 
+def test_op_returning_a_sparse_tensor_is_refused_as_a_declared_limitation():
+    # gather(sparse_grad=True)'s backward builds a sparse COO gradient: no storage, no prims
+    def f(grad, index):
+        return torch.ops.aten.gather_backward(grad, torch.zeros(4, 6), 1, index, True)
+
+    index = torch.randint(6, (4, 2))
+    assert f(torch.ones(4, 2), index).layout == torch.sparse_coo  # eager runs it
+    with pytest.raises(UnsupportedOpError, match="sparse_coo tensor"):
+        trace_to_aten(f, [torch.ones(4, 2), index])
+
+
 def _addmm(bias, a, b, *, beta=1, alpha=1):
     return beta * bias + alpha * torch.mm(a, b)
 

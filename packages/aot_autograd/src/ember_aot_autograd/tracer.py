@@ -26,7 +26,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
 )
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 
 from ember_aot_autograd.dense import is_dense
 from ember_aot_autograd.errors import (
@@ -54,6 +54,16 @@ class TraceReport:
     decomposed: Counter = field(default_factory=Counter)
     undecomposed: Counter = field(default_factory=Counter)  # only when a table was given
     constants: int = 0
+
+
+def _refuse_unstrided(func: OpOverload, out: Any) -> None:
+    """A result that is not a strided tensor (gather's sparse_grad=True backward gives a
+    sparse one) has no storage the table can key it by, nor prims to lower it to."""
+    for leaf in tree_leaves(out):
+        if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+            raise UnsupportedOpError(
+                func, f"returns a {leaf.layout} tensor; the trace handles strided tensors only"
+            )
 
 
 def _has_tensor(value: Any) -> bool:
@@ -232,6 +242,7 @@ class FunctionalTracer(TorchDispatchMode):
             ) from error
         if not _has_tensor(out):
             return out  # metadata queries (prim.device, sym_size): nothing to record
+        _refuse_unstrided(func, out)
         name = str(func)
         if self.decompositions is not None and func.namespace == "aten":
             if self.strict:

@@ -47,9 +47,15 @@ def is_contiguous(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
     return True
 
 
+def _has_no_elements(layout: Triple) -> bool:
+    return any(size == 0 for size in layout[0])
+
+
 def preferred_layouts(sched: Schedule) -> dict[str, Triple]:
     """Per buffer, the layout extern calls and graph outputs take of it most often (its own
-    layout on a tie): the layout worth holding the buffer's tensor in."""
+    layout on a tie): the layout worth holding the buffer's tensor in. Never a view with no
+    elements of a buffer that has some: torch gives such a tensor no data pointer (0), and
+    the buffer's kernels write through the tensor it is held in."""
     uses: dict[str, Counter] = {}
     for group in sched:
         if group.extern is not None:
@@ -62,5 +68,8 @@ def preferred_layouts(sched: Schedule) -> dict[str, Triple]:
     preferred = {}
     for name, counts in uses.items():
         own = triple(sched.layout(name))
-        preferred[name] = max(counts, key=lambda view: (counts[view], view == own))
+        if not _has_no_elements(own):
+            counts = Counter({v: n for v, n in counts.items() if not _has_no_elements(v)})
+        if counts:
+            preferred[name] = max(counts, key=lambda view: (counts[view], view == own))
     return preferred

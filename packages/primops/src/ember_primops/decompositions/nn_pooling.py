@@ -103,7 +103,16 @@ def _max_pool(a, kernel_size, stride, padding, dilation, ceil_mode, n):
         prims.gather(pos_full, flat.dim() - 1, prims.expand_dims(best, [flat.dim() - 1])),
         [flat.dim() - 1],
     )
-    return out, index
+    return _in_layout_of(out, a), _in_layout_of(index, a)
+
+
+def _in_layout_of(out, a):
+    """``out`` in the channels_last(_3d) layout of the input ``a`` (not also contiguous), as
+    eager's pooling writes its results; else as it is."""
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(a.dim())
+    if fmt is None or a.is_contiguous() or not a.is_contiguous(memory_format=fmt):
+        return out
+    return prims.clone(out, memory_format=fmt)
 
 
 @register_decomposition(aten.max_pool2d_with_indices.default)
@@ -164,7 +173,8 @@ def _avg_pool(a, kernel_size, stride, padding, ceil_mode, count_include_pad, div
             part = prims.broadcast_in_dim(part, shape, [i])
             divisor = part if divisor is None else prims.mul(divisor, part)
         out = prims.div(total, divisor)
-    return convert(out, a.dtype)
+    out = convert(out, a.dtype)
+    return _in_layout_of(out, a) if n == 2 else out  # eager's 3-d average is contiguous
 
 
 @register_decomposition(aten.avg_pool2d.default)

@@ -181,9 +181,9 @@ def entr(a):
 
 @register_decomposition(aten.angle.default)
 def angle(a):
+    if a.is_complex():  # the argument of z: atan2(im, re), in the real dtype as eager's
+        return prims.atan2(prims.imag(a), prims.real(a))
     (x,), result = operands(a, kind=Kind.INT_TO_FLOAT)
-    if x.dtype.is_complex:
-        raise NotImplementedError("angle of complex tensors has no prim decomposition yet")
     out = prims.where(prims.lt(x, scalar(0, x)), scalar(math.pi, x), scalar(0, x))
     return convert(prims.where(prims.isnan(x), x, out), result)
 

@@ -27,7 +27,22 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0) -> torch.Tensor:
         if t.dim() == 0:
             raise RuntimeError("zero-dimensional tensor cannot be concatenated")
     dim = canonical_dim(dim, kept[0].dim())
-    return prims.cat([convert(t, dtype) for t in kept], dim)
+    out = prims.cat([convert(t, dtype) for t in kept], dim)
+    memory_format = _common_memory_format(kept)
+    if memory_format is not None:  # eager's cat keeps the layout its inputs share
+        return prims.clone(out, memory_format=memory_format)
+    return out
+
+
+def _common_memory_format(tensors: Sequence[torch.Tensor]):
+    """channels_last(_3d) when every input is laid out so and not also contiguous, as eager's
+    cat picks its output's strides; None (contiguous) otherwise."""
+    formats = set()
+    for t in tensors:
+        fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
+        laid_out = fmt is not None and t.is_contiguous(memory_format=fmt)
+        formats.add(fmt if laid_out and not t.is_contiguous() else None)
+    return formats.pop() if len(formats) == 1 else None
 
 
 @register_decomposition(aten.stack.default)
