@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import (
     AttrSource,
+    DictValuesSource,
     GenericAttrSource,
     Guard,
     GuardKind,
@@ -249,14 +250,14 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def dict_contents(self, tx) -> VariableTracker:
         """The entries of a dict subclass instance, as dict's own methods see them: guarded
-        by its keys and each value, read through dict's lookup (refused when the subclass
-        overrides what the guards would read through)."""
+        by its keys and each value, read through dict's lookup. Where the subclass's
+        `__getitem__` is its own (transformers' ClassInstantier builds an object per
+        lookup), a value is read by position from `list(obj.values())` (dict's C view,
+        which never calls it); an iteration or `values` of its own Python is refused."""
         value, cls = self.value, type(self.value)
-        overridden = [
-            n for n in ("__getitem__", "__iter__") if getattr(cls, n) is not getattr(dict, n)
-        ]
-        if not isinstance(value, dict) or overridden or self.source is None:
-            raise Unsupported(f"dict methods of a {cls.__name__} ({overridden or 'no source'})")
+        own = [n for n in ("__iter__", "values") if _python_override(cls, n)]
+        if not isinstance(value, dict) or own or self.source is None:
+            raise Unsupported(f"dict methods of a {cls.__name__} ({own or 'no source'})")
         if not all(is_constant_value(k) for k in value):
             raise Unsupported("dict with non-constant keys")
         tx.output.add_guard(
@@ -264,7 +265,11 @@ class UserDefinedObjectVariable(VariableTracker):
                 self.source, GuardKind.DICT_KEYS, (cls, tuple(value)), user_location=tx.location()
             )
         )
-        items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in value.items()}
+        if cls.__getitem__ is dict.__getitem__:
+            items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in value.items()}
+        else:
+            values = DictValuesSource(self.source)
+            items = {k: tx.wrap(v, ItemSource(values, i)) for i, (k, v) in enumerate(value.items())}
         return ConstDictVariable(items)
 
     def call_method(self, tx, name, args, kwargs):
@@ -287,6 +292,11 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+def _python_override(cls: type, name: str) -> bool:
+    """`cls.name` is a Python function (a class of the user's), not a C slot of dict's."""
+    return inspect.isfunction(inspect.getattr_static(cls, name, None))
 
 
 class NullVariable(VariableTracker):
