@@ -305,3 +305,35 @@ def test_a_scripted_function_without_its_python_source_breaks():
 
 def lambda_free_double(a: torch.Tensor) -> torch.Tensor:
     return a * 2
+
+
+# ---- closures made before the trace, passing their cells on -----------------------------
+def _only_known_keywords(known_names, bias):
+    allowed = tuple(known_names)  # a cell of the closure, read by the nested code below
+
+    def call(a, **options):
+        kept = {k: v for k, v in options.items() if k in allowed}
+        shifts = [bias * i for i in range(len(allowed))]
+        add = lambda t: t + bias  # noqa: E731
+        return add(a * kept.get("scale", 1.0)) + sum(shifts)
+
+    return call
+
+
+def test_nested_code_of_an_outside_closure_reads_its_cells():
+    call = _only_known_keywords(["scale"], 2.0)
+
+    def fn(a):
+        return call(a, scale=3.0, other=5)
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_a_changed_cell_of_an_outside_closure_recompiles():
+    call = _only_known_keywords(["scale"], 2.0)
+    compiled = Compiled(lambda a: call(a, scale=3.0), fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), call(a, scale=3.0))
+    call.__closure__[0].cell_contents = ()  # `allowed`: now no keyword is kept
+    assert same(compiled(a), call(a, scale=3.0))
+    assert same(compiled(a), a + 2.0)

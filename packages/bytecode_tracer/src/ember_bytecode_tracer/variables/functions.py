@@ -157,13 +157,22 @@ class CellReference(VariableTracker):
         self.name = name
 
     def get(self) -> VariableTracker:
-
-        if self.name not in self.tx.symbolic_locals:
-            raise Unsupported(f"free variable {self.name!r} referenced before assignment")
-        return resolve_local(self.tx, self.name)
+        if self.name in self.tx.symbolic_locals:
+            return resolve_local(self.tx, self.name)
+        if self._real_cell():  # a free variable of a function made outside the trace
+            return self.tx.load_closure_cell(self.name)
+        raise Unsupported(f"free variable {self.name!r} referenced before assignment")
 
     def set(self, value: VariableTracker) -> None:
+        if self._real_cell():
+            raise Unsupported(
+                f"assigning the free variable {self.name!r} of a function from outside the trace"
+            )
         self.tx.symbolic_locals[self.name] = value
+
+    def _real_cell(self) -> bool:
+        """The name is the inlined function's own real cell (passed on with LOAD_CLOSURE)."""
+        return self.name in self.tx.closure_cells and self.name not in self.tx.code.co_cellvars
 
 
 class NestedUserFunctionVariable(VariableTracker):
