@@ -293,7 +293,6 @@ FULLGRAPH_XFAIL: dict[str, str] = {
     "data_assigned": "x.data = y on an input is a break ('setting attribute data')",
     "type_hints_read": "typing.get_type_hints calls mappingproxy.get, a C function",
     "thread_local_read": "an attribute of a global threading.local is not found",
-    "user_iterables": "an iterator whose __iter__ returns self: RecursionError at trace",
     "elementwise_dtypes_kind": "elementwise_dtypes(type_promotion_kind=...) is rejected",
 }
 

@@ -101,3 +101,71 @@ def test_a_generator_escaping_or_with_cleanup_breaks_and_matches_eager():
     compiled = Compiled(cleanup)
     assert same(compiled(x), cleanup(x))
     assert compiled.breaks  # the yield under try/finally
+
+
+# ---- user iterator objects whose __iter__ returns themselves ----------------------------
+class _Ticker:
+    def __init__(self, t, n):
+        self.t, self.n, self.seen = t, n, []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        self.seen.append(self.n)
+        return self.t * self.n
+
+
+def test_an_iterator_object_made_in_the_trace_is_advanced_by_its_next():
+    def fn(a):
+        ticks = _Ticker(a, 5)
+        first = next(ticks)
+        out = []
+        for item in ticks:
+            out.append(item + len(ticks.seen))  # the loop sees each step's state
+            if len(out) == 2:
+                break
+        rest = list(ticks)
+        return first, out, rest, ticks.seen, sum(_Ticker(a, 3)), next(ticks, None)
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+
+
+def _stops_inside(it):
+    yield next(it)  # a StopIteration here is a RuntimeError in eager (PEP 479)
+
+
+def test_stop_iteration_inside_a_generator_is_not_its_end():
+    def fn(a):
+        try:
+            return list(_stops_inside(iter([])))
+        except RuntimeError:
+            return a + 1
+
+    compiled = Compiled(fn)
+    assert same(compiled(x), fn(x))
+
+
+def _both(a, log):
+    yield from _powers(a, 2)
+    log.append("between")
+    yield from [a.sin(), a.cos()]
+
+
+def test_yield_from_in_a_generator_stepped_by_its_consumer():
+    def fn(a):
+        log = []
+        out = []
+        for item in _both(a, log):
+            log.append(len(out))
+            out.append(item)
+        return out, log
+
+    compiled = Compiled(fn, fullgraph=True)
+    got, want = compiled(x), fn(x)
+    assert same(got, want) and got[1] == want[1]

@@ -292,15 +292,20 @@ def _iter(tx, args, kwargs):
     (value,) = args
     if isinstance(value, ListIteratorVariable):
         return value
+    if hasattr(value, "iterate_lazily"):
+        return value.iterate_lazily(tx)
     return ListIteratorVariable(value.unpack(tx))
 
 
 @rule(next)
 def _next(tx, args, kwargs):
     iterator = args[0]
-    if not isinstance(iterator, ListIteratorVariable):
+    if hasattr(iterator, "next_item"):  # a user's iterator object: its __next__
+        item = iterator.next_item(tx)
+    elif not isinstance(iterator, ListIteratorVariable):
         raise Unsupported(f"next() on {iterator}")
-    item = iterator.next(tx)
+    else:
+        item = iterator.next(tx)
     if item is None:
         if len(args) > 1:
             return args[1]

@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -83,7 +83,12 @@ class GeneratorVariable(LazyIteratorVariable):
         self.generator = generator
 
     def _step(self, tx: Translator) -> VariableTracker | None:
-        yielded, value = self.generator.send(tx, ConstantVariable(None))
+        try:
+            yielded, value = self.generator.send(tx, ConstantVariable(None))
+        except TracedException as raised:
+            if issubclass(raised.exc_type, StopIteration):  # PEP 479
+                raise Unsupported("StopIteration inside a generator (a RuntimeError)") from None
+            raise
         return value if yielded else None
 
     def python_type(self) -> type:
