@@ -172,3 +172,31 @@ def test_recompile_reason_lists_every_entry_and_names_a_missed_lookup():
     assert text.startswith("dtype changed (older entries: [1] ")
     assert "the cached lookup missed it" in text  # guards pass when re-checked: say so
     assert "[2] the cached code was compiled by another ember.compile call" in text
+
+
+_PER_THREAD = __import__("threading").local()
+
+
+def test_a_thread_local_attribute_is_read_and_guarded_per_thread():
+    import threading
+
+    def fn(a):
+        return a * _PER_THREAD.scale
+
+    a = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    _PER_THREAD.scale = 2.0
+    assert same(compiled(a), a * 2.0)
+    _PER_THREAD.scale = 5.0
+    assert same(compiled(a), a * 5.0)  # the entry is guarded
+    seen = []
+
+    def other_thread():
+        _PER_THREAD.scale = 7.0  # this thread's own entry
+        seen.append(compiled(a))
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert same(seen[0], a * 7.0) and same(compiled(a), a * 5.0)
+    assert not compiled.breaks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -113,6 +114,12 @@ def _plain_instance_dict(cls: type) -> bool:
     return False
 
 
+def _thread_local_dict(value: threading.local) -> dict:
+    """The entries a threading.local holds for the calling thread (its C getattr swaps them
+    in on each access; `object.__getattribute__` does not see them)."""
+    return threading.local.__getattribute__(value, "__dict__")
+
+
 class UserDefinedObjectVariable(VariableTracker):
     """Any other object: attribute reads are guarded on the way; methods inline."""
 
@@ -155,6 +162,8 @@ class UserDefinedObjectVariable(VariableTracker):
             instance_dict = object.__getattribute__(value, "__dict__")
         except AttributeError:
             instance_dict = {}
+        if isinstance(value, threading.local):  # the calling thread's own dict (guards
+            instance_dict = _thread_local_dict(value)  # read `obj.name` in theirs)
         seen = tx.output.containers_by_id.get(id(instance_dict))
         if seen is not None and seen[0] is instance_dict and isinstance(seen[1], ConstDictVariable):
             # the dict is already a tracker (read as `obj.__dict__` by a hook or a
