@@ -292,7 +292,6 @@ FULLGRAPH_XFAIL: dict[str, str] = {
     "enum_and_typeddict": "Enum lookup by value and TypedDict construction are refused",
     "data_assigned": "x.data = y on an input is a break ('setting attribute data')",
     "type_hints_read": "typing.get_type_hints calls mappingproxy.get, a C function",
-    "elementwise_dtypes_kind": "elementwise_dtypes(type_promotion_kind=...) is rejected",
 }
 
 

@@ -337,3 +337,22 @@ def test_a_changed_cell_of_an_outside_closure_recompiles():
     call.__closure__[0].cell_contents = ()  # `allowed`: now no keyword is kept
     assert same(compiled(a), call(a, scale=3.0))
     assert same(compiled(a), a + 2.0)
+
+
+def _combine(*parts, weight, shift=0.0):
+    return sum(parts) * weight + shift
+
+
+def _mixed(first, *rest, weight, **extra):
+    return (first + sum(rest)) * weight + len(extra)
+
+
+def test_keyword_only_parameters_after_star_args_bind_by_name():
+    def fn(a):
+        return (
+            _combine(a, a.cos(), weight=2.0),
+            _combine(a, a, a, weight=0.5, shift=1.0),
+            _mixed(a, a.sin(), weight=3.0, other=1),
+        )
+
+    _one_graph(fn, torch.randn(3))

@@ -53,7 +53,7 @@ def bind_code_arguments(
         )
     varkw: dict[str, VariableTracker] = {}
     for key, value in kwargs.items():
-        if key in names[nposonly : npos + nkwonly] and key not in names[: len(args)]:
+        if key in names[nposonly : npos + nkwonly] and key not in names[: min(len(args), npos)]:
             bound[key] = value
         elif key in bound:
             raise Unsupported(f"{code.co_name}() got multiple values for argument {key!r}")
