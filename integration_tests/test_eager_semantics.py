@@ -289,7 +289,6 @@ FULLGRAPH_CASES = {
 }
 # Gaps: torch.compile (torch 2.13, fullgraph=True) captures each of these in one graph.
 FULLGRAPH_XFAIL: dict[str, str] = {
-    "enum_and_typeddict": "Enum lookup by value and TypedDict construction are refused",
     "data_assigned": "x.data = y on an input is a break ('setting attribute data')",
     "type_hints_read": "typing.get_type_hints calls mappingproxy.get, a C function",
 }

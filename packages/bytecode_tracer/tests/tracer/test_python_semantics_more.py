@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import enum
 import functools
 import math
 import operator
 import sys
+import typing
 
 import numpy as np
 import pytest
@@ -661,3 +663,46 @@ def test_set_passed_in_iterates_in_its_own_order():
     numbers = _sparse_set()
     assert list(numbers) != list(set(numbers))  # what the test depends on
     assert same(compiled(torch.randn(2), numbers)[1:], fn(torch.randn(2), numbers)[1:])
+
+
+# ---- enum lookups by value and TypedDict calls ------------------------------------------
+class _Mode(enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+class _Options(typing.TypedDict, total=False):
+    mode: str
+    factor: float
+
+
+def test_enum_members_by_value_and_typed_dicts_are_one_graph():
+    def fn(a, name):
+        options = _Options(mode=name, factor=2.0)
+        mode = _Mode(options["mode"])
+        level = _Level(3)
+        scale = options["factor"] * (level.value if mode is _Mode.SLOW else 1)
+        return a * scale, mode.name, type(options) is dict, _Level(True) is _Level.LOW
+
+    a = torch.randn(3)
+    for name in ("fast", "slow"):
+        compiled = Compiled(fn, fullgraph=True)
+        assert same(compiled(a, name), fn(a, name))
+        assert compiled.backend.graph_count == 1
+
+
+def test_an_enum_value_not_in_the_class_raises_as_eager():
+    def fn(a):
+        try:
+            return a * _Level(2).value
+        except ValueError:
+            return a - 1
+
+    compiled = Compiled(fn)
+    a = torch.randn(3)
+    assert same(compiled(a), fn(a))
