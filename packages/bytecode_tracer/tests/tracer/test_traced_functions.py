@@ -356,3 +356,24 @@ def test_keyword_only_parameters_after_star_args_bind_by_name():
         )
 
     _one_graph(fn, torch.randn(3))
+
+
+def test_a_function_compiled_on_its_own_is_traced_into_the_callers_graph():
+    # what ember.compile returns: a wrapper that sets the frame hook around the function it
+    # compiled (named by `_ember_original`); reached from a trace, that function is traced
+    def inner(y):
+        return y.tanh() * 2
+
+    def wrapper(*args, **kwargs):
+        raise AssertionError("the wrapper is not traced")
+
+    wrapper._ember_compiler = object()
+    wrapper._ember_original = inner
+
+    def fn(a):
+        return wrapper(a) + 1
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), inner(a) + 1)
+    assert compiled.backend.graph_count == 1
