@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import dataclasses
 import enum
 import functools
 import math
@@ -706,3 +707,71 @@ def test_an_enum_value_not_in_the_class_raises_as_eager():
     compiled = Compiled(fn)
     a = torch.randn(3)
     assert same(compiled(a), fn(a))
+
+
+# ---- generic aliases, identity-keyed tables, dataclasses with __post_init__ -------------
+def test_builtin_generic_aliases_in_annotations_and_values():
+    def fn(a):
+        def inner(y: list[int], z: torch.Tensor | None = None) -> dict[str, tuple[int, ...]]:
+            return y
+
+        alias = list[int]
+        return a + 1, alias, alias == list[int], None | torch.Tensor
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), fn(a))
+    assert compiled.backend.graph_count == 1
+
+
+def _as_pair(v):
+    return (v, v)
+
+
+def _as_neg(v):
+    return -v
+
+
+HANDLERS_BY_FUNCTION = {_as_pair: "pair", _as_neg: "neg", tuple: "tuple"}
+
+
+def test_a_table_keyed_by_functions_is_read_by_identity():
+    def fn(a):
+        out = []
+        for handler, name in HANDLERS_BY_FUNCTION.items():
+            if name != "tuple":
+                out.append(handler(a))
+        return out, HANDLERS_BY_FUNCTION.get(_as_neg), _as_pair in HANDLERS_BY_FUNCTION
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), fn(a))
+    HANDLERS_BY_FUNCTION[_as_neg] = "negated"
+    try:
+        assert same(compiled(a), fn(a))  # the entries are guarded
+    finally:
+        HANDLERS_BY_FUNCTION[_as_neg] = "neg"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    kind: str
+    children: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "count", 1 + sum(c.count for c in self.children))
+
+    def is_leaf(self):
+        return not self.children
+
+
+def test_a_dataclass_with_post_init_built_in_the_trace_is_traced_through():
+    def fn(a):
+        spec = _Spec("root", (_Spec("leaf"), _Spec("leaf")))
+        return a * spec.count, spec.is_leaf(), spec.children[0].is_leaf(), spec
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    got, want = compiled(a), fn(a)
+    assert same(got[:3], want[:3]) and got[3] == want[3] and got[3].count == 3
+    assert compiled.backend.graph_count == 1

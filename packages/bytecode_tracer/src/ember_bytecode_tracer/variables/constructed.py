@@ -157,6 +157,8 @@ def _default_of(cls: type, name: str) -> Any:
 
 @constructor("constructed")
 def _construct(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if dataclasses.is_dataclass(kind.cls) and hasattr(kind.cls, "__post_init__"):
+        return None  # its fields may differ from the arguments: __init__ is traced instead
     if is_constructible(kind.cls):
         return ConstructedObjectVariable(kind.cls, args, kwargs)
     return None

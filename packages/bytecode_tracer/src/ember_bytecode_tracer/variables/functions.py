@@ -15,7 +15,7 @@ from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import KEY_TRACKERS, ConstDictVariable
 from ember_bytecode_tracer.variables.lazy import resolve_local
 from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
 
@@ -353,6 +353,9 @@ def _wrap_function(tx: Translator, value: Any, source: Source | None) -> Variabl
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return UserFunctionVariable(value, source=source)
+
+
+KEY_TRACKERS[FunctionType] = lambda fn: UserFunctionVariable(fn)  # guarded as a dict key
 
 
 def _is_compiled_function(tx: Translator, value: Any, source: Source | None) -> bool:

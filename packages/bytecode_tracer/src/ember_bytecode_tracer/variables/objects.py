@@ -90,6 +90,13 @@ class TypeVariable(VariableTracker):
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(getattr(self.cls, name), source)
 
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            alias = _builtin_alias(self.cls, args[0])
+            if alias is not None:
+                return ConstantVariable(alias)
+        return super().call_method(tx, name, args, kwargs)
+
     def call_function(self, tx, args, kwargs):
         for construct in _ORDERED_CONSTRUCTORS:
             made = construct(tx, self, args, kwargs)
@@ -99,6 +106,21 @@ class TypeVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TypeVariable({self.cls.__qualname__})"
+
+
+def _builtin_alias(cls: type, key: VariableTracker) -> Any:
+    """`cls[key]` (`list[int]`, `dict[str, Tensor]`) for a class whose `__class_getitem__`
+    is C (it only makes an immutable `types.GenericAlias`), the key known; None otherwise."""
+    if inspect.getattr_static(type(cls), "__getitem__", None) is not None:
+        return None  # a metaclass's own subscript
+    method = inspect.getattr_static(cls, "__class_getitem__", None)
+    if not isinstance(method, types.BuiltinMethodType | types.ClassMethodDescriptorType):
+        return None
+    try:
+        value = key.as_python_constant()
+    except Unsupported:
+        return None
+    return cls[value]
 
 
 def _python_getattribute(cls: type) -> bool:
