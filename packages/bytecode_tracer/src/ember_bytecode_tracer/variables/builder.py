@@ -151,7 +151,17 @@ def wrap_value(tx: Translator, value: Any, source: Source | None) -> VariableTra
     tracker = resolve_rule(tx, value, source)[1]
     if source is not None:
         tx.output.wrapped[source] = tracker
+        tx.output.real_values[id(tracker)] = (tracker, value)
     return tracker
+
+
+def real_value(tx: Translator, tracker: VariableTracker) -> tuple[bool, Any]:
+    """(True, the object) a tracker wrapped when it was read through its source; (False,
+    None) for a value made in the trace."""
+    entry = tx.output.real_values.get(id(tracker))
+    if entry is None or entry[0] is not tracker:
+        return False, None
+    return True, entry[1]
 
 
 def guard(tx: Translator, source: Source, kind: GuardKind, expected: Any = None) -> None:
