@@ -775,3 +775,62 @@ def test_a_dataclass_with_post_init_built_in_the_trace_is_traced_through():
     got, want = compiled(a), fn(a)
     assert same(got[:3], want[:3]) and got[3] == want[3] and got[3].count == 3
     assert compiled.backend.graph_count == 1
+
+
+# ---- truth of objects passed in ---------------------------------------------------------
+class _Plain:
+    pass
+
+
+class _Flagged:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+class _Sized:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+
+class _BadBool:
+    def __bool__(self):
+        return 1.5
+
+
+def test_truth_of_objects_passed_in_runs_their_bool_or_len():
+    def fn(a, obj):
+        return a + 1 if obj else a - 1
+
+    a = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    for obj in (_Plain(), _Flagged(True), _Flagged(False), _Sized([1]), _Sized([])):
+        assert same(compiled(a, obj), fn(a, obj))
+    assert not compiled.breaks
+
+
+def test_a_bool_hook_returning_a_non_bool_raises_as_eager():
+    def fn(a, obj):
+        return a + 1 if obj else a - 1
+
+    with pytest.raises(TypeError, match="should return bool"):
+        Compiled(fn)(torch.randn(3), _BadBool())
+
+
+def test_objects_made_in_the_trace_keep_eagers_truth_rules():
+    def fn(a):
+        weak = _Plain().__weakref__  # None in eager: a C descriptor's value, not itself
+        try:
+            bool(_BadBool())
+            raised = False
+        except TypeError:
+            raised = True
+        return (a.cos() if weak else a.sin()), raised
+
+    a = torch.randn(3)
+    assert same(Compiled(fn)(a), fn(a))

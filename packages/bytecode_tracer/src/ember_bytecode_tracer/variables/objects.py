@@ -123,6 +123,17 @@ def _builtin_alias(cls: type, key: VariableTracker) -> Any:
     return cls[value]
 
 
+def hook_truth(name: str, result: VariableTracker) -> bool:
+    """What bool() makes of a Python `__bool__` / `__len__` result: a bool / an int >= 0
+    known now; anything else (eager raises TypeError or ValueError) is a break."""
+    value = result.as_python_constant() if result.is_python_constant() else None
+    if name == "__bool__" and type(value) is bool:
+        return value
+    if name == "__len__" and type(value) is int and value >= 0:
+        return value != 0
+    raise Unsupported(f"{name} returned {result}, not what bool() accepts")
+
+
 def _python_getattribute(cls: type) -> bool:
     return inspect.isfunction(inspect.getattr_static(cls, "__getattribute__"))
 
@@ -170,6 +181,20 @@ class UserDefinedObjectVariable(VariableTracker):
             fn_source = AttrSource(TypeSource(self.source), "__iter__")
             return tx.run_generator(method, fn_source, [self])
         return self.var_getattr(tx, "__iter__").call_function(tx, [], {}).unpack(tx)
+
+    def truthiness(self, tx) -> bool:
+        """bool(obj): its type's Python __bool__, else its __len__, run inline; a class with
+        neither (guarded by type) is always true. A C slot is refused."""
+        cls = type(self.value)
+        for name in ("__bool__", "__len__"):
+            method = inspect.getattr_static(cls, name, None)
+            if method is None:
+                continue
+            if not inspect.isfunction(method) or self.source is None:
+                raise Unsupported(f"bool() of a {cls.__name__} ({name} is not a Python method)")
+            fn_source = AttrSource(TypeSource(self.source), name)
+            return hook_truth(name, tx.inline_call(method, fn_source, [self], {}))
+        return True
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__: instance dict, then the class (descriptors first)."""

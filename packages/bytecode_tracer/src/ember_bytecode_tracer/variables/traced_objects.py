@@ -40,6 +40,7 @@ from ember_bytecode_tracer.variables.objects import (
     TypeVariable,
     UserDefinedObjectVariable,
     constructor,
+    hook_truth,
 )
 
 if TYPE_CHECKING:
@@ -171,6 +172,8 @@ class TracedObjectVariable(VariableTracker):
         getter = inspect.getattr_static(type(attribute), "__get__", None)
         if inspect.isfunction(getter) and not hasattr(type(attribute), "__set__"):
             return self._non_data_descriptor(tx, name, attribute, getter)
+        if getter is not None and hasattr(type(attribute), "__set__"):  # `__weakref__`'s getset
+            raise Unsupported(f"reading {self.cls.__qualname__}.{name}, a C data descriptor")
         source = self._attr_source(name)
         if source is not None:
             return tx.wrap(getattr(self.cls, name), source)
@@ -261,7 +264,7 @@ class TracedObjectVariable(VariableTracker):
     def truthiness(self, tx) -> bool:
         for name in ("__bool__", "__len__"):
             if inspect.getattr_static(self.cls, name, None) is not None:
-                return self.call_method(tx, name, [], {}).truthiness(tx)
+                return hook_truth(name, self.call_method(tx, name, [], {}))
         return True
 
     def python_len(self, tx) -> VariableTracker:
