@@ -377,3 +377,48 @@ def test_a_function_compiled_on_its_own_is_traced_into_the_callers_graph():
     a = torch.randn(3)
     assert same(compiled(a), inner(a) + 1)
     assert compiled.backend.graph_count == 1
+
+
+def _accumulator(start):
+    total = start
+    calls = 0
+
+    def add(value):
+        nonlocal total, calls
+        total = total + value
+        calls += 1
+        return total
+
+    def peek():
+        return total, calls
+
+    return add, peek
+
+
+def test_a_closure_made_outside_writes_its_cells_as_eager():
+    def fn(add, peek, a):
+        first = add(a)
+        second = add(a.sin())
+        return first, second, peek()
+
+    a = torch.randn(3)
+    eager_add, eager_peek = _accumulator(torch.zeros(3))
+    want = fn(eager_add, eager_peek, a)
+    add, peek = _accumulator(torch.zeros(3))
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(add, peek, a), want)
+    assert same(peek(), eager_peek())  # the cells hold what eager left there
+    assert compiled.backend.graph_count == 1
+    assert same(compiled(add, peek, a)[2], fn(eager_add, eager_peek, a)[2])  # and again
+
+
+def test_a_closure_over_tensors_passed_alone_is_traced_where_called():
+    add, _ = _accumulator(torch.ones(2))
+    eager_add, _ = _accumulator(torch.ones(2))
+
+    def fn(step):
+        return step(torch.full((2,), 2.0)) * 3
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(add), fn(eager_add))
+    assert compiled.backend.graph_count == 1

@@ -32,6 +32,7 @@ from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.functions import bind_arguments
 from ember_bytecode_tracer.variables.iterator_tools import GeneratorVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import TypeVariable
 
 if TYPE_CHECKING:
@@ -242,7 +243,11 @@ class InstructionTranslator:
         return tx
 
     def load_closure_cell(self, name: str) -> VariableTracker:
-        """The contents of a real closure cell of the function being inlined."""
+        """The contents of a real closure cell of the function being inlined (as the
+        trace last wrote it, if it did)."""
+        key = self._cell_write_key(name)
+        if key is not None and key in self.output.side_effects.attributes:
+            return self.output.side_effects.attributes[key]
         cell = self.closure_cells[name]
         try:
             value = cell.cell_contents
@@ -256,11 +261,30 @@ class InstructionTranslator:
                 # defined the method, fixed with the function found on a guarded type.
                 return TypeVariable(value)
             raise Unsupported(f"closure variable {name!r} of a function without a source")
+        return wrap_value(self, value, AttrSource(self._cell_source(name), "cell_contents"))
+
+    def store_closure_cell(self, name: str, value: VariableTracker) -> None:
+        """`nonlocal name; name = value` on a real cell of the function being inlined: seen
+        by later reads of that cell in the trace, written to the cell after the graph."""
+        key = self._cell_write_key(name)
+        if key is None:
+            raise Unsupported(
+                f"assigning the free variable {name!r} of a function without a source"
+            )
+        self.output.side_effects.attributes[key] = value
+
+    def _cell_source(self, name: str) -> Source:
         index = self.code.co_freevars.index(name)
-        source = AttrSource(
-            ItemSource(AttrSource(self.fn_source, "__closure__"), index), "cell_contents"
-        )
-        return wrap_value(self, value, source)
+        return ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+
+    def _cell_write_key(self, name: str) -> tuple[Source, str] | None:
+        """The key of writes to a real cell: one per cell object, however reached (a cell
+        shared by two functions is guarded to stay shared, cells written to stay apart)."""
+        if self.fn_source is None or name not in self.closure_cells:
+            return None
+        cell = self.closure_cells[name]
+        note_object(self, cell, self._cell_source(name))
+        return self.output.objects_by_id[id(cell)][1], "cell_contents"
 
     # ---- helpers used by handlers ------------------------------------------------
     def load_global(self, name: str) -> VariableTracker:

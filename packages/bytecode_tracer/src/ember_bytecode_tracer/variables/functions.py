@@ -165,9 +165,8 @@ class CellReference(VariableTracker):
 
     def set(self, value: VariableTracker) -> None:
         if self._real_cell():
-            raise Unsupported(
-                f"assigning the free variable {self.name!r} of a function from outside the trace"
-            )
+            self.tx.store_closure_cell(self.name, value)
+            return
         self.tx.symbolic_locals[self.name] = value
 
     def _real_cell(self) -> bool:

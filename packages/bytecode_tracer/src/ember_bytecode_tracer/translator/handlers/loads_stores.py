@@ -105,6 +105,8 @@ def store_deref(tx, inst):
         closure_vars[name].set(value)
     elif name in tx.code.co_cellvars:
         tx.symbolic_locals[name] = value
+    elif name in tx.closure_cells:  # a real cell of a function made outside the trace
+        tx.store_closure_cell(name, value)
     else:
         raise Unsupported(
             f"assigning the free variable {name!r} of a function from outside the trace"
