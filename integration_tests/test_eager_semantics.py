@@ -289,17 +289,8 @@ FULLGRAPH_CASES = {
 }
 # Gaps: torch.compile (torch 2.13, fullgraph=True) captures each of these in one graph.
 FULLGRAPH_XFAIL: dict[str, str] = {
-    "enum_and_typeddict": "Enum lookup by value and TypedDict construction are refused",
     "data_assigned": "x.data = y on an input is a break ('setting attribute data')",
     "type_hints_read": "typing.get_type_hints calls mappingproxy.get, a C function",
-    "thread_local_read": "an attribute of a global threading.local is not found",
-    "user_iterables": "an iterator whose __iter__ returns self: RecursionError at trace",
-    "comprehension_reads_a_closure_cell": "free variable 'known' referenced before assignment",
-    "act2fn_lookup": "dict methods of a dict subclass instance (ClassInstantier) break",
-    "model_output_setitem_and_keys": "ModelOutput item assignment (KeyedOutputVariable)",
-    "model_output_attribute_written": "setting a ModelOutput attribute is a break",
-    "generator_consumed": "a generator function's frame is refused (traced as a frame)",
-    "elementwise_dtypes_kind": "elementwise_dtypes(type_promotion_kind=...) is rejected",
 }
 
 
@@ -344,7 +335,6 @@ def test_symbolic_size_or_and_is_in_one_graph(backend):
     assert len(records) == 1 and len(records[0].graphs) == 1 and not records[0].breaks
 
 
-@pytest.mark.xfail(strict=True, reason="traces into ember.compile's wrapper: set_eval_frame")
 @pytest.mark.parametrize("backend", FULL_BACKENDS)
 def test_compiled_function_called_from_compiled_code(backend):
     inner = ember.compile(_helper, backend=backend)
@@ -412,7 +402,6 @@ def test_clip_text_and_image_features_are_projected(backend):
     _ran_compiled(backend)
 
 
-@pytest.mark.xfail(strict=True, reason="the ModelOutput attribute write is a break (2 breaks)")
 def test_clip_text_features_are_one_graph():
     model, ids = _tiny_clip(), torch.randint(0, 99, (2, 7))
     with torch.no_grad():

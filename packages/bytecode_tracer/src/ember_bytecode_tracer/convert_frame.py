@@ -202,7 +202,17 @@ def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
         return any(_holds_tensor_state(v, depth + 1) for v in value)
     if depth < 2 and type(value) is dict:
         return any(_holds_tensor_state(v, depth + 1) for v in value.values())
+    if depth < 2 and type(value) is types.FunctionType and value.__closure__:
+        # a closure over tensors handed in (a stateful counter): traced where it is called
+        return any(_holds_tensor_state(_cell_value(c), depth + 1) for c in value.__closure__)
     return False
+
+
+def _cell_value(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 def has_tensor_work(frame: Any) -> bool:

@@ -101,6 +101,7 @@ class OutputGraph:
         self.compiled_graphs: list[CompiledSubgraph] = []
         self._fake_cache: dict[int, torch.Tensor] = {}
         self.wrapped: dict[Source, Any] = {}  # trackers of values read through a source
+        self.real_values: dict[int, tuple[Any, Any]] = {}  # by id(tracker): (tracker, value)
         # Grad mode when the frame started (made before the trace switches it): guarded.
         self.entry_grad_mode = torch.is_grad_enabled()
         self.state_queries: set[Source] = set()  # global-state queries guarded so far

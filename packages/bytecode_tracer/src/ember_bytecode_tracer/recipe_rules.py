@@ -242,9 +242,31 @@ def _constructed(builder: RecipeBuilder, value: ConstructedObjectVariable) -> Re
         [builder.recipe(a) for a in value.args],
         {k: builder.recipe(v) for k, v in value.kwargs.items()},
     )
-    if value.attrs:
+    writes = getattr(value, "writes", None)
+    if writes:  # a keyed output's entry and attribute writes, replayed in order
+        made = _with_writes(made, [(fn, k, builder.recipe(v)) for fn, k, v in writes])
+    elif value.attrs:
         made = _with_attributes(made, {k: builder.recipe(v) for k, v in value.attrs.items()})
     return builder.once_per_call(value, made)
+
+
+def _with_writes(made: Recipe, writes: list[tuple[Any, str, Recipe]]) -> Recipe:
+    """`made`'s object after `setter(obj, key, value)` of each write, in the trace's order
+    (C setters: nothing of the user's runs again)."""
+
+    def build(outs, L, G):
+        obj = made(outs, L, G)
+        for setter, key, part in writes:
+            setter(obj, key, part(outs, L, G))
+        return obj
+
+    def emit(code: RebuildCode) -> str:
+        obj = code.temp(code.value(made))
+        for setter, key, part in writes:
+            code.line(f"{code.const(setter)}({obj}, {key!r}, {code.value(part)})")
+        return obj
+
+    return emits(build, emit)
 
 
 def _with_attributes(made: Recipe, attrs: dict[str, Recipe]) -> Recipe:

@@ -172,3 +172,64 @@ def test_recompile_reason_lists_every_entry_and_names_a_missed_lookup():
     assert text.startswith("dtype changed (older entries: [1] ")
     assert "the cached lookup missed it" in text  # guards pass when re-checked: say so
     assert "[2] the cached code was compiled by another ember.compile call" in text
+
+
+_PER_THREAD = __import__("threading").local()
+
+
+def test_a_thread_local_attribute_is_read_and_guarded_per_thread():
+    import threading
+
+    def fn(a):
+        return a * _PER_THREAD.scale
+
+    a = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    _PER_THREAD.scale = 2.0
+    assert same(compiled(a), a * 2.0)
+    _PER_THREAD.scale = 5.0
+    assert same(compiled(a), a * 5.0)  # the entry is guarded
+    seen = []
+
+    def other_thread():
+        _PER_THREAD.scale = 7.0  # this thread's own entry
+        seen.append(compiled(a))
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert same(seen[0], a * 7.0) and same(compiled(a), a * 5.0)
+    assert not compiled.breaks
+
+
+_SEEN_TABLE = {"k": 1}
+
+
+def test_id_of_objects_read_from_the_frame_is_a_constant_guarded_by_identity():
+    class Tag:
+        pass
+
+    class Other:
+        pass
+
+    def fn(a, kind, ref):
+        memo = {id(_SEEN_TABLE): "table"}
+        hit = memo.get(id(_SEEN_TABLE)) == "table"
+        return a + (1.0 if id(kind) == ref else 2.0), hit
+
+    a = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(a, Tag, id(Tag)), fn(a, Tag, id(Tag)))
+    assert same(compiled(a, Other, id(Tag)), fn(a, Other, id(Tag)))  # another class: retraced
+    assert compiled.backend.graph_count == 2
+
+
+def test_id_of_an_object_made_in_the_trace_breaks_and_matches_eager():
+    def fn(a):
+        made = [a]
+        return a + 1, id(made) != 0
+
+    a = torch.randn(3)
+    compiled = Compiled(fn)
+    assert same(compiled(a), fn(a))
+    assert compiled.breaks

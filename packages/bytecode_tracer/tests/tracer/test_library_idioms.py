@@ -154,6 +154,17 @@ class ModelOutput(OrderedDict):
     def to_tuple(self):
         return tuple(self[k] for k in self.keys())
 
+    # as transformers': both writes set the dict entry and the attribute, but an attribute
+    # write sets the entry only for a field and a value that is not None
+    def __setattr__(self, name, value):
+        if value is not None and name in {f.name for f in dataclasses.fields(self)}:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
 
 ModelOutput.__module__ = "transformers.utils.generic"
 
@@ -188,6 +199,30 @@ def test_model_output_returned_from_a_graph_is_the_real_class():
     out = compiled(x)
     assert type(out) is BlockOutput and list(out.keys()) == ["hidden"]
     assert same(out.hidden, x.cos())
+
+
+def _keyed_view(out):
+    return list(out.keys()), out.to_tuple(), out.hidden, out.attentions, out.extra
+
+
+def test_model_output_writes_in_the_trace_keep_eagers_entries_and_attributes():
+    def fn(a):
+        out = BlockOutput(hidden=a * 2, cache=(a + 1,))
+        out["extra"] = a.sin()  # a key that is no field: appended, and an attribute
+        out.attentions = a.cos()  # a field set late: appended after "extra"
+        out.hidden = None  # the attribute only: the entry keeps the tensor
+        out["cache"] = (a - 1,)  # an existing key keeps its place
+        return out, _keyed_view(out), out["hidden"] * 3, out[2]
+
+    compiled = Compiled(fn, fullgraph=True)
+    got, want = compiled(x), fn(x)
+    assert type(got[0]) is BlockOutput
+    assert (
+        same(_keyed_view(got[0]), _keyed_view(want[0]))
+        and vars(got[0]).keys() == vars(want[0]).keys()
+    )
+    assert same(got[1:], want[1:])
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
 
 
 def test_real_transformers_model_output():

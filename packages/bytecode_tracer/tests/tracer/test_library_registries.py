@@ -4,6 +4,7 @@ AttentionInterface), objects built in the trace and returned (caches), dataclass
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import MutableMapping, Sequence
 from typing import ClassVar
 
@@ -279,6 +280,36 @@ def test_super_get_of_a_dict_subclass_reads_its_entries():
         assert same(compiled(x), x * 5)  # the entry is guarded
     finally:
         CLASS_REGISTRY["Tensor"] = {"scale": 3.0}
+    assert not compiled.breaks
+
+
+class BuildsPerLookup(OrderedDict):
+    """transformers' ClassInstantier: an ordered dict of classes (or (class, kwargs)) whose
+    own __getitem__ builds a fresh object from the entry on every lookup."""
+
+    def __getitem__(self, key):
+        entry = super().__getitem__(key)
+        kind, kwargs = entry if isinstance(entry, tuple) else (entry, {})
+        return kind(**kwargs)
+
+
+BUILDERS = BuildsPerLookup(
+    {"tanh": torch.nn.Tanh, "leaky": (torch.nn.LeakyReLU, {"negative_slope": 0.3})}
+)
+
+
+def test_a_dict_subclass_building_per_lookup_is_one_graph():
+    # (integration_tests/test_eager_semantics.py runs transformers' ACT2FN under inductor)
+    def fn(a):
+        return BUILDERS["tanh"](a) + BUILDERS["leaky"](a)
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(x), fn(x))
+    BUILDERS["leaky"] = (torch.nn.LeakyReLU, {"negative_slope": 0.7})
+    try:  # the entries are guarded, read without running the subclass's __getitem__
+        assert same(compiled(x), fn(x))
+    finally:
+        BUILDERS["leaky"] = (torch.nn.LeakyReLU, {"negative_slope": 0.3})
     assert not compiled.breaks
 
 

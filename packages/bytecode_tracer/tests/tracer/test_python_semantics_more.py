@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import dataclasses
+import enum
 import functools
 import math
 import operator
 import sys
+import typing
 
 import numpy as np
 import pytest
@@ -661,3 +664,173 @@ def test_set_passed_in_iterates_in_its_own_order():
     numbers = _sparse_set()
     assert list(numbers) != list(set(numbers))  # what the test depends on
     assert same(compiled(torch.randn(2), numbers)[1:], fn(torch.randn(2), numbers)[1:])
+
+
+# ---- enum lookups by value and TypedDict calls ------------------------------------------
+class _Mode(enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+class _Options(typing.TypedDict, total=False):
+    mode: str
+    factor: float
+
+
+def test_enum_members_by_value_and_typed_dicts_are_one_graph():
+    def fn(a, name):
+        options = _Options(mode=name, factor=2.0)
+        mode = _Mode(options["mode"])
+        level = _Level(3)
+        scale = options["factor"] * (level.value if mode is _Mode.SLOW else 1)
+        return a * scale, mode.name, type(options) is dict, _Level(True) is _Level.LOW
+
+    a = torch.randn(3)
+    for name in ("fast", "slow"):
+        compiled = Compiled(fn, fullgraph=True)
+        assert same(compiled(a, name), fn(a, name))
+        assert compiled.backend.graph_count == 1
+
+
+def test_an_enum_value_not_in_the_class_raises_as_eager():
+    def fn(a):
+        try:
+            return a * _Level(2).value
+        except ValueError:
+            return a - 1
+
+    compiled = Compiled(fn)
+    a = torch.randn(3)
+    assert same(compiled(a), fn(a))
+
+
+# ---- generic aliases, identity-keyed tables, dataclasses with __post_init__ -------------
+def test_builtin_generic_aliases_in_annotations_and_values():
+    def fn(a):
+        def inner(y: list[int], z: torch.Tensor | None = None) -> dict[str, tuple[int, ...]]:
+            return y
+
+        alias = list[int]
+        return a + 1, alias, alias == list[int], None | torch.Tensor
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), fn(a))
+    assert compiled.backend.graph_count == 1
+
+
+def _as_pair(v):
+    return (v, v)
+
+
+def _as_neg(v):
+    return -v
+
+
+HANDLERS_BY_FUNCTION = {_as_pair: "pair", _as_neg: "neg", tuple: "tuple"}
+
+
+def test_a_table_keyed_by_functions_is_read_by_identity():
+    def fn(a):
+        out = []
+        for handler, name in HANDLERS_BY_FUNCTION.items():
+            if name != "tuple":
+                out.append(handler(a))
+        return out, HANDLERS_BY_FUNCTION.get(_as_neg), _as_pair in HANDLERS_BY_FUNCTION
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), fn(a))
+    HANDLERS_BY_FUNCTION[_as_neg] = "negated"
+    try:
+        assert same(compiled(a), fn(a))  # the entries are guarded
+    finally:
+        HANDLERS_BY_FUNCTION[_as_neg] = "neg"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    kind: str
+    children: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "count", 1 + sum(c.count for c in self.children))
+
+    def is_leaf(self):
+        return not self.children
+
+
+def test_a_dataclass_with_post_init_built_in_the_trace_is_traced_through():
+    def fn(a):
+        spec = _Spec("root", (_Spec("leaf"), _Spec("leaf")))
+        return a * spec.count, spec.is_leaf(), spec.children[0].is_leaf(), spec
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    got, want = compiled(a), fn(a)
+    assert same(got[:3], want[:3]) and got[3] == want[3] and got[3].count == 3
+    assert compiled.backend.graph_count == 1
+
+
+# ---- truth of objects passed in ---------------------------------------------------------
+class _Plain:
+    pass
+
+
+class _Flagged:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+class _Sized:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+
+class _BadBool:
+    def __bool__(self):
+        return 1.5
+
+
+def test_truth_of_objects_passed_in_runs_their_bool_or_len():
+    def fn(a, obj):
+        return a + 1 if obj else a - 1
+
+    a = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    for obj in (_Plain(), _Flagged(True), _Flagged(False), _Sized([1]), _Sized([])):
+        assert same(compiled(a, obj), fn(a, obj))
+    assert not compiled.breaks
+
+
+def test_a_bool_hook_returning_a_non_bool_raises_as_eager():
+    def fn(a, obj):
+        return a + 1 if obj else a - 1
+
+    with pytest.raises(TypeError, match="should return bool"):
+        Compiled(fn)(torch.randn(3), _BadBool())
+
+
+def test_objects_made_in_the_trace_keep_eagers_truth_rules():
+    def fn(a):
+        weak = _Plain().__weakref__  # None in eager: a C descriptor's value, not itself
+        try:
+            bool(_BadBool())
+            raised = False
+        except TypeError:
+            raised = True
+        return (a.cos() if weak else a.sin()), raised
+
+    a = torch.randn(3)
+    assert same(Compiled(fn)(a), fn(a))

@@ -305,3 +305,120 @@ def test_a_scripted_function_without_its_python_source_breaks():
 
 def lambda_free_double(a: torch.Tensor) -> torch.Tensor:
     return a * 2
+
+
+# ---- closures made before the trace, passing their cells on -----------------------------
+def _only_known_keywords(known_names, bias):
+    allowed = tuple(known_names)  # a cell of the closure, read by the nested code below
+
+    def call(a, **options):
+        kept = {k: v for k, v in options.items() if k in allowed}
+        shifts = [bias * i for i in range(len(allowed))]
+        add = lambda t: t + bias  # noqa: E731
+        return add(a * kept.get("scale", 1.0)) + sum(shifts)
+
+    return call
+
+
+def test_nested_code_of_an_outside_closure_reads_its_cells():
+    call = _only_known_keywords(["scale"], 2.0)
+
+    def fn(a):
+        return call(a, scale=3.0, other=5)
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_a_changed_cell_of_an_outside_closure_recompiles():
+    call = _only_known_keywords(["scale"], 2.0)
+    compiled = Compiled(lambda a: call(a, scale=3.0), fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), call(a, scale=3.0))
+    call.__closure__[0].cell_contents = ()  # `allowed`: now no keyword is kept
+    assert same(compiled(a), call(a, scale=3.0))
+    assert same(compiled(a), a + 2.0)
+
+
+def _combine(*parts, weight, shift=0.0):
+    return sum(parts) * weight + shift
+
+
+def _mixed(first, *rest, weight, **extra):
+    return (first + sum(rest)) * weight + len(extra)
+
+
+def test_keyword_only_parameters_after_star_args_bind_by_name():
+    def fn(a):
+        return (
+            _combine(a, a.cos(), weight=2.0),
+            _combine(a, a, a, weight=0.5, shift=1.0),
+            _mixed(a, a.sin(), weight=3.0, other=1),
+        )
+
+    _one_graph(fn, torch.randn(3))
+
+
+def test_a_function_compiled_on_its_own_is_traced_into_the_callers_graph():
+    # what ember.compile returns: a wrapper that sets the frame hook around the function it
+    # compiled (named by `_ember_original`); reached from a trace, that function is traced
+    def inner(y):
+        return y.tanh() * 2
+
+    def wrapper(*args, **kwargs):
+        raise AssertionError("the wrapper is not traced")
+
+    wrapper._ember_compiler = object()
+    wrapper._ember_original = inner
+
+    def fn(a):
+        return wrapper(a) + 1
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = torch.randn(3)
+    assert same(compiled(a), inner(a) + 1)
+    assert compiled.backend.graph_count == 1
+
+
+def _accumulator(start):
+    total = start
+    calls = 0
+
+    def add(value):
+        nonlocal total, calls
+        total = total + value
+        calls += 1
+        return total
+
+    def peek():
+        return total, calls
+
+    return add, peek
+
+
+def test_a_closure_made_outside_writes_its_cells_as_eager():
+    def fn(add, peek, a):
+        first = add(a)
+        second = add(a.sin())
+        return first, second, peek()
+
+    a = torch.randn(3)
+    eager_add, eager_peek = _accumulator(torch.zeros(3))
+    want = fn(eager_add, eager_peek, a)
+    add, peek = _accumulator(torch.zeros(3))
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(add, peek, a), want)
+    assert same(peek(), eager_peek())  # the cells hold what eager left there
+    assert compiled.backend.graph_count == 1
+    assert same(compiled(add, peek, a)[2], fn(eager_add, eager_peek, a)[2])  # and again
+
+
+def test_a_closure_over_tensors_passed_alone_is_traced_where_called():
+    add, _ = _accumulator(torch.ones(2))
+    eager_add, _ = _accumulator(torch.ones(2))
+
+    def fn(step):
+        return step(torch.full((2,), 2.0)) * 3
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(add), fn(eager_add))
+    assert compiled.backend.graph_count == 1

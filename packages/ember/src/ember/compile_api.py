@@ -138,7 +138,7 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
             fh.set_eval_frame(previous)
 
     compiled._ember_compiler = compiler  # for explain() and tests
-    compiled._ember_original = fn
+    compiled._ember_original = fn  # the tracer traces this one when called from compiled code
     return compiled
 
 

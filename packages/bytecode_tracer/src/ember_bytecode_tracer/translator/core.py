@@ -39,6 +39,7 @@ from ember_bytecode_tracer.variables.builtins import wrap_builtin
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.functions import bind_arguments
+from ember_bytecode_tracer.variables.iterator_tools import GeneratorVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -254,7 +255,8 @@ class InstructionTranslator:
         return tx
 
     def load_closure_cell(self, name: str) -> VariableTracker:
-        """The contents of a real closure cell of the function being inlined."""
+        """The contents of a real closure cell of the function being inlined (as the
+        trace last wrote it, if it did)."""
         cell = self.closure_cells[name]
         try:
             value = cell.cell_contents
@@ -416,7 +418,11 @@ class InliningTranslator(InstructionTranslator):
         kwargs: dict[str, VariableTracker],
         closure_vars: dict[str, VariableTracker] | None,
     ) -> VariableTracker:
-        return cls.prepare(parent, fn, fn_source, args, kwargs, closure_vars).run()
+        tx = cls.prepare(parent, fn, fn_source, args, kwargs, closure_vars)
+        if fn.__code__.co_flags & inspect_flags.CO_GENERATOR:
+            # the generator object: its code runs to each next yield as it is consumed
+            return GeneratorVariable(TracedGenerator(tx), fn.__qualname__)
+        return tx.run()
 
     @classmethod
     def prepare(

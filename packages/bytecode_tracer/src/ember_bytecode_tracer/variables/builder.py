@@ -18,7 +18,7 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     container_subclass, numpy, numpy_random_draw, autograd_function_apply, context_exit,
     grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
-    optimizer, namedtuple_make, trace_time_rule_function, user_function,
+    optimizer, namedtuple_make, trace_time_rule_function, compiled_function, user_function,
     method, partial, traced_through, builtin_with_rule, builtin_function, class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
@@ -69,6 +69,7 @@ WRAP_ORDER = (
     "optimizer",  # optimizers and clip_grad_norm_ (optimizer.py)
     "namedtuple_make",  # SomeNamedTuple._make: built as the class is (constructed.py)
     "trace_time_rule_function",  # Python functions answered by a rule (builtins.py)
+    "compiled_function",  # a function ember.compile made: the one it compiled (functions.py)
     "user_function",  # other Python functions: inlined (functions.py)
     "method",  # bound methods (functions.py)
     "partial",  # functools.partial (functions.py)
@@ -151,7 +152,17 @@ def wrap_value(tx: Translator, value: Any, source: Source | None) -> VariableTra
     tracker = resolve_rule(tx, value, source)[1]
     if source is not None:
         tx.output.wrapped[source] = tracker
+        tx.output.real_values[id(tracker)] = (tracker, value)
     return tracker
+
+
+def real_value(tx: Translator, tracker: VariableTracker) -> tuple[bool, Any]:
+    """(True, the object) a tracker wrapped when it was read through its source; (False,
+    None) for a value made in the trace."""
+    entry = tx.output.real_values.get(id(tracker))
+    if entry is None or entry[0] is not tracker:
+        return False, None
+    return True, entry[1]
 
 
 def guard(tx: Translator, source: Source, kind: GuardKind, expected: Any = None) -> None:

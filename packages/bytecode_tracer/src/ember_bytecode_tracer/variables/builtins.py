@@ -16,7 +16,7 @@ import torch
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard, real_value, wrap_rule
 from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
 from ember_bytecode_tracer.variables.constant import (
     ConstantVariable,
@@ -44,7 +44,7 @@ Rule = Callable[["Translator", list[VariableTracker], dict[str, VariableTracker]
 RULES: dict[Any, Rule] = {}
 
 # Builtins that print, read input or touch the outside world: always a graph break.
-IMPURE = {builtins.print, builtins.input, builtins.open, builtins.id, builtins.breakpoint,
+IMPURE = {builtins.print, builtins.input, builtins.open, builtins.breakpoint,
           builtins.exec, builtins.eval, builtins.compile, builtins.globals, builtins.locals,
           builtins.vars, builtins.hash}  # fmt: skip
 # Pure builtins that run at trace time when all their arguments are constants.
@@ -292,15 +292,34 @@ def _iter(tx, args, kwargs):
     (value,) = args
     if isinstance(value, ListIteratorVariable):
         return value
+    if hasattr(value, "iterate_lazily"):
+        return value.iterate_lazily(tx)
     return ListIteratorVariable(value.unpack(tx))
+
+
+@rule(id)
+def _id(tx, args, kwargs):
+    """id() of an object read from the frame: a constant, the object guarded by identity.
+    An object made in the trace has no id yet: a break."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("id() takes one argument")
+    (obj,) = args
+    known, value = real_value(tx, obj) if obj.source is not None else (False, None)
+    if not known:
+        raise Unsupported(f"id() of {obj}, made in the trace")
+    guard(tx, obj.source, GuardKind.ID_MATCH, value)
+    return ConstantVariable(id(value))
 
 
 @rule(next)
 def _next(tx, args, kwargs):
     iterator = args[0]
-    if not isinstance(iterator, ListIteratorVariable):
+    if hasattr(iterator, "next_item"):  # a user's iterator object: its __next__
+        item = iterator.next_item(tx)
+    elif not isinstance(iterator, ListIteratorVariable):
         raise Unsupported(f"next() on {iterator}")
-    item = iterator.next(tx)
+    else:
+        item = iterator.next(tx)
     if item is None:
         if len(args) > 1:
             return args[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import inspect
 from typing import Any
 
@@ -156,9 +157,29 @@ def _default_of(cls: type, name: str) -> Any:
 
 @constructor("constructed")
 def _construct(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    if dataclasses.is_dataclass(kind.cls) and hasattr(kind.cls, "__post_init__"):
+        return None  # its fields may differ from the arguments: __init__ is traced instead
     if is_constructible(kind.cls):
         return ConstructedObjectVariable(kind.cls, args, kwargs)
     return None
+
+
+@constructor("enum_member")
+def _enum_member(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    """`Color(value)`: the member whose value that is, looked up now in the class's own
+    table (fixed when the class was made); any other call (a value not in the table, which
+    runs `_missing_`; the functional API) is a graph break."""
+    cls = kind.cls
+    if not (isinstance(cls, enum.EnumMeta) and issubclass(cls, enum.Enum)):
+        return None
+    if kwargs or len(args) != 1 or not args[0].is_python_constant():
+        raise Unsupported(f"calling the enum {cls.__qualname__} with other than one constant")
+    value = args[0].as_python_constant()
+    try:
+        member = cls._value2member_map_[value]
+    except (KeyError, TypeError):
+        raise Unsupported(f"{cls.__qualname__}({value!r}): not one of its values") from None
+    return ConstantVariable(member)
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

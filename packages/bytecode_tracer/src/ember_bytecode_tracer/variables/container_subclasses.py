@@ -11,6 +11,7 @@ the graph the runner makes the object as `cls.__new__(cls)`, fills it through li
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
@@ -187,6 +188,8 @@ _TRACKERS = {list: UserListVariable, dict: UserDictVariable}
 @constructor("container_subclass")
 def _construct(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
     cls = kind.cls
+    if isinstance(cls, type) and typing.is_typeddict(cls):  # calling one makes a plain dict
+        return RULES[dict](tx, args, kwargs)
     base = next((b for b in _TRACKERS if isinstance(cls, type) and issubclass(cls, b)), None)
     if base is None or cls is base:
         return None

@@ -11,6 +11,7 @@ import abc
 import collections
 import collections.abc
 import inspect
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -56,7 +57,15 @@ def dict_key(key: VariableTracker) -> Any:
 
 def key_tracker(key: Any) -> VariableTracker:
     """The tracker of a key of a dict tracker's items."""
-    return key.tracker if isinstance(key, TensorKey) else ConstantVariable(key)
+    if isinstance(key, TensorKey):
+        return key.tracker
+    make = KEY_TRACKERS.get(type(key))
+    return ConstantVariable(key) if make is None else make(key)
+
+
+# Trackers of keys compared by identity that are more than a constant (a function is
+# called), by the key's exact type; registered by the module that defines the tracker.
+KEY_TRACKERS: dict[type, Any] = {}
 
 
 def missing_key(key: Any) -> Exception:
@@ -311,6 +320,11 @@ def _key_of_entry(
 
 
 def _is_class_key(key: Any) -> bool:
-    """A class or a typing special form as a dict key (a table of handlers by type): the
-    dict is guarded by length and each key by identity at its position."""
-    return type(key) in (type, abc.ABCMeta) or type(key).__module__ == "typing"
+    """A class, a typing special form or a Python function as a dict key (a table of
+    handlers by type: pytree's registry): the dict is guarded by length and each key by
+    identity at its position (each hashes and compares by identity)."""
+    return (
+        type(key) in (type, abc.ABCMeta)
+        or type(key).__module__ == "typing"
+        or type(key) is types.FunctionType
+    )

@@ -15,7 +15,7 @@ from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import KEY_TRACKERS, ConstDictVariable
 from ember_bytecode_tracer.variables.lazy import resolve_local
 from ember_bytecode_tracer.variables.lists import SizeVariable, TupleVariable
 
@@ -53,7 +53,7 @@ def bind_code_arguments(
         )
     varkw: dict[str, VariableTracker] = {}
     for key, value in kwargs.items():
-        if key in names[nposonly : npos + nkwonly] and key not in names[: len(args)]:
+        if key in names[nposonly : npos + nkwonly] and key not in names[: min(len(args), npos)]:
             bound[key] = value
         elif key in bound:
             raise Unsupported(f"{code.co_name}() got multiple values for argument {key!r}")
@@ -359,6 +359,28 @@ def _wrap_function(tx: Translator, value: Any, source: Source | None) -> Variabl
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return UserFunctionVariable(value, source=source)
+
+
+KEY_TRACKERS[FunctionType] = lambda fn: UserFunctionVariable(fn)  # guarded as a dict key
+
+
+def _is_compiled_function(tx: Translator, value: Any, source: Source | None) -> bool:
+    return (
+        inspect.isfunction(value)
+        and hasattr(value, "_ember_compiler")
+        and inspect.isfunction(getattr(value, "_ember_original", None))
+    )
+
+
+@wrap_rule("compiled_function", when=_is_compiled_function)
+def _wrap_compiled_function(tx: Translator, value: Any, source: Source | None):
+    """A function `ember.compile` made (it sets Ember's frame hook around a call of the
+    function it compiled, `_ember_original`): called in a trace, that function is traced
+    into this graph, as torch.compile inlines a compiled function called from compiled code."""
+    if source is None:
+        return UserFunctionVariable(value._ember_original)
+    guard(tx, source, GuardKind.ID_MATCH, value)
+    return tx.wrap(value._ember_original, AttrSource(source, "_ember_original"))
 
 
 @wrap_rule("method", when=_is_method)

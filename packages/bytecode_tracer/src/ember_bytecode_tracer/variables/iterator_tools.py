@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -61,6 +62,37 @@ class LazyIteratorVariable(ListIteratorVariable):
 
     def __repr__(self) -> str:
         return f"LazyIteratorVariable({self.what})"
+
+
+class GeneratorVariable(LazyIteratorVariable):
+    """The generator object a call of a user's generator function makes in the trace: each
+    item is what its code yields when run (inline, with the consumer as its caller) to its
+    next yield, when the consumer asks, so its effects interleave with the consumer's as in
+    eager. A yield inside try/with is refused: eager runs that handler when an unfinished
+    generator is dropped, which the trace cannot see. Living past the trace (returned,
+    across a break), or send/throw/close, are graph breaks."""
+
+    def __init__(self, generator: Any, name: str) -> None:
+        covered = [
+            i for i in generator.tx.instructions
+            if i.opname == "YIELD_VALUE" and i.exn_tab_entry is not None
+        ]  # fmt: skip
+        if covered:
+            raise Unsupported(f"generator {name} yields inside try/with (its cleanup on drop)")
+        super().__init__(self._step, what=f"generator {name}")
+        self.generator = generator
+
+    def _step(self, tx: Translator) -> VariableTracker | None:
+        try:
+            yielded, value = self.generator.send(tx, ConstantVariable(None))
+        except TracedException as raised:
+            if issubclass(raised.exc_type, StopIteration):  # PEP 479
+                raise Unsupported("StopIteration inside a generator (a RuntimeError)") from None
+            raise
+        return value if yielded else None
+
+    def python_type(self) -> type:
+        return types.GeneratorType
 
 
 def as_iterator(tx, value: VariableTracker) -> ListIteratorVariable:

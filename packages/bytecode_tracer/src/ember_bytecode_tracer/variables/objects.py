@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import (
     AttrSource,
+    DictValuesSource,
     GenericAttrSource,
     Guard,
     GuardKind,
@@ -88,6 +90,13 @@ class TypeVariable(VariableTracker):
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(getattr(self.cls, name), source)
 
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            alias = _builtin_alias(self.cls, args[0])
+            if alias is not None:
+                return ConstantVariable(alias)
+        return super().call_method(tx, name, args, kwargs)
+
     def call_function(self, tx, args, kwargs):
         for construct in _ORDERED_CONSTRUCTORS:
             made = construct(tx, self, args, kwargs)
@@ -97,6 +106,32 @@ class TypeVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TypeVariable({self.cls.__qualname__})"
+
+
+def _builtin_alias(cls: type, key: VariableTracker) -> Any:
+    """`cls[key]` (`list[int]`, `dict[str, Tensor]`) for a class whose `__class_getitem__`
+    is C (it only makes an immutable `types.GenericAlias`), the key known; None otherwise."""
+    if inspect.getattr_static(type(cls), "__getitem__", None) is not None:
+        return None  # a metaclass's own subscript
+    method = inspect.getattr_static(cls, "__class_getitem__", None)
+    if not isinstance(method, types.BuiltinMethodType | types.ClassMethodDescriptorType):
+        return None
+    try:
+        value = key.as_python_constant()
+    except Unsupported:
+        return None
+    return cls[value]
+
+
+def hook_truth(name: str, result: VariableTracker) -> bool:
+    """What bool() makes of a Python `__bool__` / `__len__` result: a bool / an int >= 0
+    known now; anything else (eager raises TypeError or ValueError) is a break."""
+    value = result.as_python_constant() if result.is_python_constant() else None
+    if name == "__bool__" and type(value) is bool:
+        return value
+    if name == "__len__" and type(value) is int and value >= 0:
+        return value != 0
+    raise Unsupported(f"{name} returned {result}, not what bool() accepts")
 
 
 def _python_getattribute(cls: type) -> bool:
@@ -110,6 +145,12 @@ def _plain_instance_dict(cls: type) -> bool:
         if "__dict__" in vars(klass):
             return type(vars(klass)["__dict__"]) is types.GetSetDescriptorType
     return False
+
+
+def _thread_local_dict(value: threading.local) -> dict:
+    """The entries a threading.local holds for the calling thread (its C getattr swaps them
+    in on each access; `object.__getattribute__` does not see them)."""
+    return threading.local.__getattribute__(value, "__dict__")
 
 
 class UserDefinedObjectVariable(VariableTracker):
@@ -141,6 +182,20 @@ class UserDefinedObjectVariable(VariableTracker):
             return tx.run_generator(method, fn_source, [self])
         return self.var_getattr(tx, "__iter__").call_function(tx, [], {}).unpack(tx)
 
+    def truthiness(self, tx) -> bool:
+        """bool(obj): its type's Python __bool__, else its __len__, run inline; a class with
+        neither (guarded by type) is always true. A C slot is refused."""
+        cls = type(self.value)
+        for name in ("__bool__", "__len__"):
+            method = inspect.getattr_static(cls, name, None)
+            if method is None:
+                continue
+            if not inspect.isfunction(method) or self.source is None:
+                raise Unsupported(f"bool() of a {cls.__name__} ({name} is not a Python method)")
+            fn_source = AttrSource(TypeSource(self.source), name)
+            return hook_truth(name, tx.inline_call(method, fn_source, [self], {}))
+        return True
+
     def generic_getattr(self, tx, name):
         """object.__getattribute__: instance dict, then the class (descriptors first)."""
         if self.source is None:
@@ -154,6 +209,8 @@ class UserDefinedObjectVariable(VariableTracker):
             instance_dict = object.__getattribute__(value, "__dict__")
         except AttributeError:
             instance_dict = {}
+        if isinstance(value, threading.local):  # the calling thread's own dict (guards
+            instance_dict = _thread_local_dict(value)  # read `obj.name` in theirs)
         seen = tx.output.containers_by_id.get(id(instance_dict))
         if seen is not None and seen[0] is instance_dict and isinstance(seen[1], ConstDictVariable):
             # the dict is already a tracker (read as `obj.__dict__` by a hook or a
@@ -249,14 +306,14 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def dict_contents(self, tx) -> VariableTracker:
         """The entries of a dict subclass instance, as dict's own methods see them: guarded
-        by its keys and each value, read through dict's lookup (refused when the subclass
-        overrides what the guards would read through)."""
+        by its keys and each value, read through dict's lookup. Where the subclass's
+        `__getitem__` is its own (transformers' ClassInstantier builds an object per
+        lookup), a value is read by position from `list(obj.values())` (dict's C view,
+        which never calls it); an iteration or `values` of its own Python is refused."""
         value, cls = self.value, type(self.value)
-        overridden = [
-            n for n in ("__getitem__", "__iter__") if getattr(cls, n) is not getattr(dict, n)
-        ]
-        if not isinstance(value, dict) or overridden or self.source is None:
-            raise Unsupported(f"dict methods of a {cls.__name__} ({overridden or 'no source'})")
+        own = [n for n in ("__iter__", "values") if _python_override(cls, n)]
+        if not isinstance(value, dict) or own or self.source is None:
+            raise Unsupported(f"dict methods of a {cls.__name__} ({own or 'no source'})")
         if not all(is_constant_value(k) for k in value):
             raise Unsupported("dict with non-constant keys")
         tx.output.add_guard(
@@ -264,7 +321,11 @@ class UserDefinedObjectVariable(VariableTracker):
                 self.source, GuardKind.DICT_KEYS, (cls, tuple(value)), user_location=tx.location()
             )
         )
-        items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in value.items()}
+        if cls.__getitem__ is dict.__getitem__:
+            items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in value.items()}
+        else:
+            values = DictValuesSource(self.source)
+            items = {k: tx.wrap(v, ItemSource(values, i)) for i, (k, v) in enumerate(value.items())}
         return ConstDictVariable(items)
 
     def call_method(self, tx, name, args, kwargs):
@@ -297,6 +358,11 @@ def _implemented_in_c(value: Any) -> bool:
     return isinstance(value, types.MethodType) and not inspect.isfunction(value.__func__)
 
 
+def _python_override(cls: type, name: str) -> bool:
+    """`cls.name` is a Python function (a class of the user's), not a C slot of dict's."""
+    return inspect.isfunction(inspect.getattr_static(cls, name, None))
+
+
 class NullVariable(VariableTracker):
     """The NULL that 3.11+ pushes under a callable."""
 
@@ -314,6 +380,7 @@ CONSTRUCT_ORDER = (
     "context_manager",  # no_grad, set_grad_enabled, nullcontext... (contexts.py)
     "autocast",  # torch.autocast (autocast_context.py)
     "keyed_output",  # HF ModelOutput dataclasses (keyed_output.py)
+    "enum_member",  # Color(2): an enum's member by value (constructed.py)
     "constructed",  # namedtuples, dataclasses... rebuilt by calling the class (constructed.py)
     "stateless_module",  # torch.nn's parameter-free modules (nn_module.py)
     "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)

@@ -34,10 +34,13 @@ from ember_bytecode_tracer.variables.descriptors import (
 )
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
+from ember_bytecode_tracer.variables.iterator_tools import LazyIteratorVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.objects import (
     TypeVariable,
     UserDefinedObjectVariable,
     constructor,
+    hook_truth,
 )
 
 if TYPE_CHECKING:
@@ -169,6 +172,8 @@ class TracedObjectVariable(VariableTracker):
         getter = inspect.getattr_static(type(attribute), "__get__", None)
         if inspect.isfunction(getter) and not hasattr(type(attribute), "__set__"):
             return self._non_data_descriptor(tx, name, attribute, getter)
+        if getter is not None and hasattr(type(attribute), "__set__"):  # `__weakref__`'s getset
+            raise Unsupported(f"reading {self.cls.__qualname__}.{name}, a C data descriptor")
         source = self._attr_source(name)
         if source is not None:
             return tx.wrap(getattr(self.cls, name), source)
@@ -259,20 +264,39 @@ class TracedObjectVariable(VariableTracker):
     def truthiness(self, tx) -> bool:
         for name in ("__bool__", "__len__"):
             if inspect.getattr_static(self.cls, name, None) is not None:
-                return self.call_method(tx, name, [], {}).truthiness(tx)
+                return hook_truth(name, self.call_method(tx, name, [], {}))
         return True
 
     def python_len(self, tx) -> VariableTracker:
         return self.call_method(tx, "__len__", [], {})
 
     def unpack(self, tx) -> list[VariableTracker]:
+        return self.iterate_lazily(tx).unpack(tx)
+
+    def iterate_lazily(self, tx) -> ListIteratorVariable:
+        """`iter(obj)`: what its `__iter__` returns; an object of this kind (an iterator
+        whose `__iter__` returns itself) is advanced by its `__next__` when asked."""
         method = inspect.getattr_static(self.cls, "__iter__", None)
         if method is None:
             raise Unsupported(f"iterating over a {self.cls.__qualname__}")
         if inspect.isgeneratorfunction(method):  # collections.abc.Sequence.__iter__
-            return _run_generator(tx, method, self._attr_source("__iter__"), [self])
+            items = _run_generator(tx, method, self._attr_source("__iter__"), [self])
+            return ListIteratorVariable(items)
         iterator = self.call_method(tx, "__iter__", [], {})
-        return iterator.unpack(tx)
+        if isinstance(iterator, ListIteratorVariable):
+            return iterator
+        if isinstance(iterator, TracedObjectVariable):
+            return LazyIteratorVariable(iterator.next_item, what=self.cls.__qualname__)
+        return ListIteratorVariable(iterator.unpack(tx))
+
+    def next_item(self, tx) -> VariableTracker | None:
+        """`next(obj)` through its `__next__`; None where it raised StopIteration."""
+        try:
+            return self.call_method(tx, "__next__", [], {})
+        except TracedException as raised:
+            if issubclass(raised.exc_type, StopIteration):
+                return None
+            raise
 
     def __repr__(self) -> str:
         return f"TracedObjectVariable({self.cls.__qualname__})"

@@ -85,9 +85,9 @@ def return_generator(tx, inst):
 
 @handler("GET_YIELD_FROM_ITER")
 def get_yield_from_iter(tx, inst):
-    """`yield from it` in a generator run to its end in the trace (a user's __iter__):
-    its items, each yielded in turn (SEND below)."""
-    if tx.yielded is None or tx.version >= (3, 12):
+    """`yield from it` in a generator run in the trace (to its end, or step by step): its
+    items, each yielded in turn (SEND below)."""
+    if (tx.yielded is None and not tx.suspends_on_yield) or tx.version >= (3, 12):
         raise Unsupported("yield from outside a generator run to its end (3.11)")
     value = tx.pop()
     tx.push(

@@ -78,6 +78,8 @@ def get_iter(tx, inst):
         tx.push(value.iterate())
     elif type(value) is ListVariable:
         tx.push(LiveListIterator(value.items))
+    elif hasattr(value, "iterate_lazily"):  # a user's iterable object made in the trace
+        tx.push(value.iterate_lazily(tx))
     else:
         tx.push(ListIteratorVariable(value.unpack(tx)))
 

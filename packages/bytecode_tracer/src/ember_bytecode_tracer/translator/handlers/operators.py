@@ -306,6 +306,10 @@ def store_subscript(tx, container, key, value):
     if isinstance(container, BaseListVariable | ConstDictVariable):
         container.call_method(tx, "__setitem__", [key, value], {})
         return
+    store_item = getattr(container, "store_item", None)  # a tracker with its own item writes
+    if store_item is not None:
+        store_item(tx, key, value)
+        return
     raise Unsupported(f"item assignment on {container}")
 
 
