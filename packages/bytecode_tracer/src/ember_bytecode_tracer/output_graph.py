@@ -341,6 +341,7 @@ class OutputGraph:
             self._input_by_id,
             self.wrapped,
             self.objects_by_id,
+            self.real_values,
             self.containers_by_id,
             self._fake_cache,
         ):
