@@ -1,0 +1,207 @@
+"""How many frames and graphs a compile makes for common shapes of user code: functions that
+receive their tensors inside user objects, containers or closures, and user classes with
+Python operator methods. Each program is compared with eager and its graph and op counts are
+asserted, under a recording backend and under inductor, so a silent fallback to eager (a
+frame left uncompiled, an avoidable break) fails."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import ember
+from ember.backends.registry import lookup_backend
+
+BACKENDS = ["eager", "inductor"]
+
+
+class Counted:
+    """ember.compile(fn) through a named backend, keeping each graph it was handed."""
+
+    def __init__(self, fn, backend: str, **options) -> None:
+        inner = lookup_backend(backend)
+        self.graphs: list[torch.fx.GraphModule] = []
+
+        def record(gm, example_inputs):
+            self.graphs.append(gm)
+            return inner(gm, example_inputs)
+
+        self.compiled = ember.compile(fn, backend=record, **options)
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled(*args, **kwargs)
+
+    @property
+    def ops(self) -> list[str]:
+        return [
+            getattr(n.target, "__name__", str(n.target))
+            for gm in self.graphs
+            for n in gm.graph.nodes
+            if n.op.startswith("call")
+        ]
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fresh_ember):
+    yield
+
+
+# ---- frames whose tensors sit inside objects and containers ------------------------------
+class Holder:
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+
+
+@dataclasses.dataclass
+class Fields:
+    first: torch.Tensor
+    rest: list
+
+
+class Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+def _update_holder(h):
+    h.c = h.a * h.b + 1
+    h.a = h.c - h.b
+    return h
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensors_held_by_a_user_object_are_compiled(backend):
+    compiled = Counted(_update_holder, backend)
+    x, y = torch.randn(5), torch.randn(5)
+    got, want = compiled(Holder(x, y)), _update_holder(Holder(x, y))
+    torch.testing.assert_close((got.a, got.b, got.c), (want.a, want.b, want.c))
+    assert len(compiled.graphs) == 1
+    assert compiled.ops == ["mul", "add", "sub"]
+
+
+def _sum_fields(obj):
+    total = obj.first
+    for extra in obj.rest:
+        total = total + extra
+    return total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensors_in_a_dataclass_list_field_are_compiled(backend):
+    compiled = Counted(_sum_fields, backend, fullgraph=True)
+    obj = Fields(torch.randn(3), [torch.randn(3), torch.randn(3)])
+    torch.testing.assert_close(compiled(obj), _sum_fields(obj))
+    assert len(compiled.graphs) == 1
+    assert len(compiled.ops) == 2
+
+
+def _bump_rows(rows):
+    return [r * 2 for r in rows]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_iterating_a_user_object_of_tensors_is_compiled(backend):
+    compiled = Counted(_bump_rows, backend, fullgraph=True)
+    rows = Rows([torch.randn(2), torch.randn(2)])
+    torch.testing.assert_close(compiled(rows), _bump_rows(rows))
+    assert len(compiled.graphs) == 1
+
+
+def test_a_getattr_hook_is_not_run_to_decide_whether_to_compile():
+    seen = []
+
+    class Loud:
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            seen.append(name)
+            raise AttributeError(name)
+
+    def fn(obj):
+        return obj is not None
+
+    assert ember.compile(fn, backend="eager")(Loud()) is True
+    assert seen == []
+
+
+# ---- user classes' Python operator methods -----------------------------------------------
+class Vec:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, other):
+        return Vec(self.t + (other.t if isinstance(other, Vec) else other))
+
+    def __radd__(self, other):
+        return Vec(other * 2 + self.t)
+
+    def __iadd__(self, other):
+        self.t = self.t - other
+        return self
+
+    def __lt__(self, other):
+        return NotImplemented
+
+
+class ScaledVec(Vec):
+    def __radd__(self, other):  # a subclass's reflected method goes first
+        return ScaledVec(self.t * 3)
+
+    def __gt__(self, other):
+        return self.t.sum() > 0
+
+
+def _vector_arithmetic(a, b, x):
+    plain = a + b
+    number_first = 1 + a
+    tensor_first = x + a
+    subclass = a + ScaledVec(x)
+    a += x
+    reflected_comparison = a < ScaledVec(x)
+    return plain.t, number_first.t, tensor_first.t, subclass.t, a.t, reflected_comparison
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_operator_methods_of_user_classes_are_inlined(backend):
+    x = torch.randn(3)
+
+    def args():
+        return Vec(x), Vec(x + 1), x
+
+    compiled = Counted(_vector_arithmetic, backend, fullgraph=True)
+    got, want = compiled(*args()), _vector_arithmetic(*args())
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(torch.as_tensor(g), torch.as_tensor(w))
+    assert len(compiled.graphs) == 1
+    assert compiled.ops == ["add", "add", "mul", "add", "mul", "sub", "sum", "gt"]
+
+
+def test_an_operator_no_class_defines_still_breaks():
+    def fn(a, b):
+        return a - b
+
+    with pytest.raises(ember.exc.Unsupported, match="operator sub"):
+        ember.compile(fn, backend="eager", fullgraph=True)(Vec(torch.ones(1)), Vec(torch.ones(1)))
+
+
+def test_operator_methods_that_all_return_not_implemented_break():
+    class Shy:
+        def __init__(self, t):
+            self.t = t
+
+        def __mul__(self, other):
+            return NotImplemented
+
+    def fn(a, b):
+        return a * b
+
+    with pytest.raises(ember.exc.Unsupported, match="NotImplemented"):
+        ember.compile(fn, backend="eager", fullgraph=True)(Shy(torch.ones(1)), Shy(torch.ones(1)))
+    with pytest.raises(TypeError):
+        ember.compile(fn, backend="eager")(Shy(torch.ones(1)), Shy(torch.ones(1)))
