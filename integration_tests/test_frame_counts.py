@@ -6,6 +6,7 @@ frame left uncompiled, an avoidable break) fails."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import pytest
@@ -111,6 +112,40 @@ def test_iterating_a_user_object_of_tensors_is_compiled(backend):
     rows = Rows([torch.randn(2), torch.randn(2)])
     torch.testing.assert_close(compiled(rows), _bump_rows(rows))
     assert len(compiled.graphs) == 1
+
+
+def _shuffle_queue(queue, x):
+    last = queue.pop()
+    queue.appendleft(last * x)
+    first = queue.popleft()
+    queue.append(first + 1)
+    return queue[1] - queue[-1]
+
+
+def _queues(x):
+    return collections.deque(["tag", x + 1, x * 2]), collections.deque(["tag", x + 1, x * 2])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deque_passed_in_is_traced_and_written_back(backend):
+    compiled = Counted(_shuffle_queue, backend, fullgraph=True)
+    x = torch.randn(4)
+    mine, theirs = _queues(x)
+    torch.testing.assert_close(compiled(mine, x), _shuffle_queue(theirs, x))
+    assert len(mine) == len(theirs) and mine[0] == theirs[0] == "tag"
+    torch.testing.assert_close(list(mine)[1:], list(theirs)[1:])
+    assert len(compiled.graphs) == 1
+    # a longer deque, or one with a maxlen, is not the deque the code was made for
+    longer, longer_eager = collections.deque([*mine, x]), collections.deque([*theirs, x])
+    torch.testing.assert_close(compiled(longer, x), _shuffle_queue(longer_eager, x))
+    torch.testing.assert_close(list(longer)[1:], list(longer_eager)[1:])
+    bounded = collections.deque([x, x + 1, x], maxlen=3)
+    bounded_eager = collections.deque([x, x + 1, x], maxlen=3)
+    torch.testing.assert_close(
+        ember.compile(_shuffle_queue, backend=backend)(bounded, x),
+        _shuffle_queue(bounded_eager, x),
+    )
+    torch.testing.assert_close(list(bounded), list(bounded_eager))
 
 
 def test_a_getattr_hook_is_not_run_to_decide_whether_to_compile():

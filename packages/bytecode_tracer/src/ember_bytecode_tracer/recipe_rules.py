@@ -90,24 +90,33 @@ def _size(builder: RecipeBuilder, value: SizeVariable) -> Recipe:
     )
 
 
+# How a list or deque passed in gets the contents the trace left it with, in place.
+_REFILL = {
+    list: lambda target, new: target.__setitem__(slice(None), new),
+    collections.deque: lambda target, new: (target.clear(), target.extend(new)),
+}
+
+
 @recipe_for(BaseListVariable)
 def _sequence(builder: RecipeBuilder, value: BaseListVariable) -> Recipe:
     parts = [builder.recipe(item) for item in value.items]
     kind = value.python_type()
     if value.source is not None and id(value) not in builder.mutated:
         return load_recipe(value.source)
-    if value.source is not None and kind is list:
-        # The same list object the frame had, given its new contents by a write.
-        load, expr = source_loader(value.source), value.source.expr()
+    if value.source is not None and kind in _REFILL:
+        # The same list (or deque) the frame had, given its new contents by a write.
+        load, expr, refill = source_loader(value.source), value.source.expr(), _REFILL[kind]
 
         def same_list(outs, L, G):
             target, new = load(L, G), [p(outs, L, G) for p in parts]
-            return lambda: target.__setitem__(slice(None), new)
+            return lambda: refill(target, new)
 
         def emit_same_list(code: RebuildCode) -> list[str]:
             target = code.temp(expr)
             new = code.temp(f"[{items_code(code, parts)}]")
-            return [f"{target}[:] = {new}"]
+            if kind is list:
+                return [f"{target}[:] = {new}"]
+            return [f"{target}.clear()", f"{target}.extend({new})"]
 
         builder.write_once(value, emits_write(same_list, emit_same_list))
         return load_recipe(value.source)
