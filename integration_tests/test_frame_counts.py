@@ -240,3 +240,68 @@ def test_operator_methods_that_all_return_not_implemented_break():
         ember.compile(fn, backend="eager", fullgraph=True)(Shy(torch.ones(1)), Shy(torch.ones(1)))
     with pytest.raises(TypeError):
         ember.compile(fn, backend="eager")(Shy(torch.ones(1)), Shy(torch.ones(1)))
+
+
+# ---- classes with a Python __getattr__ ---------------------------------------------------
+class Options(dict):
+    def __getattr__(self, name):
+        return self[name]
+
+
+class Defaults:
+    scale = 2
+
+    def __init__(self):
+        self.shift = 3
+
+    def __getattr__(self, name):
+        return len(name)
+
+
+def _use_options(opts, x):
+    return x * opts.scale + opts.shift
+
+
+def _use_defaults(cfg, x):
+    return x * cfg.scale - cfg.shift + cfg.missing
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_getattr_of_a_dict_subclass_reads_its_items(backend):
+    compiled = Counted(_use_options, backend, fullgraph=True)
+    x = torch.randn(6)
+    torch.testing.assert_close(compiled(Options(scale=2, shift=1), x), x * 2 + 1)
+    assert compiled.ops == ["mul", "add"]
+    # a key appearing as an instance attribute takes over from __getattr__: a new trace
+    opts = Options(scale=2, shift=1)
+    opts.__dict__["shift"] = 10
+    torch.testing.assert_close(compiled(opts, x), x * 2 + 10)
+    assert len(compiled.graphs) == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_getattr_hook_answers_only_missing_attributes(backend):
+    compiled = Counted(_use_defaults, backend, fullgraph=True)
+    x = torch.randn(6)
+    torch.testing.assert_close(compiled(Defaults(), x), _use_defaults(Defaults(), x))
+    assert compiled.ops == ["mul", "sub", "add"]
+    cfg = Defaults()
+    cfg.missing = 100  # now found in the instance dict: __getattr__ no longer runs
+    torch.testing.assert_close(compiled(cfg, x), _use_defaults(cfg, x))
+    assert len(compiled.graphs) == 2
+
+
+def test_a_missing_attribute_of_a_list_subclass_is_an_attribute_error():
+    class Rows(list):
+        pass
+
+    def fn(rows, x):
+        return x + 1 if hasattr(rows, "extra") else x - 1
+
+    compiled = Counted(fn, "eager", fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(Rows([1]), x), x - 1)
+    rows = Rows([1])
+    rows.extra = True
+    torch.testing.assert_close(compiled(rows, x), x + 1)
+    assert len(compiled.graphs) == 2
