@@ -305,3 +305,34 @@ def test_a_missing_attribute_of_a_list_subclass_is_an_attribute_error():
     rows.extra = True
     torch.testing.assert_close(compiled(rows, x), x + 1)
     assert len(compiled.graphs) == 2
+
+
+# ---- grad-mode switches that undo each other ---------------------------------------------
+def _toggle_then_update(param, step):
+    before = torch.is_grad_enabled()
+    try:
+        torch.set_grad_enabled(False)
+        torch.set_grad_enabled(True)  # undone at once: neither switch reaches the graph
+        torch.set_grad_enabled(False)
+        param.add_(step)
+        with torch.enable_grad():
+            pass  # nothing traced inside: no switch either
+        doubled = param * 2
+    finally:
+        torch.set_grad_enabled(before)
+    return doubled, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_back_to_back_grad_mode_switches_cancel(backend):
+    compiled = Counted(_toggle_then_update, backend, fullgraph=True)
+    mine, theirs = torch.nn.Parameter(torch.randn(4)), torch.nn.Parameter(torch.randn(4))
+    with torch.no_grad():
+        theirs.copy_(mine)
+    step = torch.randn(4)
+    got, want = compiled(mine, step), _toggle_then_update(theirs, step)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[0].requires_grad == want[0].requires_grad and got[1] == want[1]
+    torch.testing.assert_close(mine.detach(), theirs.detach())
+    assert torch.is_grad_enabled()
+    assert compiled.ops == ["_set_grad_enabled", "add_", "mul", "_set_grad_enabled"]
