@@ -336,3 +336,47 @@ def test_back_to_back_grad_mode_switches_cancel(backend):
     torch.testing.assert_close(mine.detach(), theirs.detach())
     assert torch.is_grad_enabled()
     assert compiled.ops == ["_set_grad_enabled", "add_", "mul", "_set_grad_enabled"]
+
+
+# ---- tensors meeting NumPy arrays --------------------------------------------------------
+def _tensor_with_array(t, a):
+    total = t + a  # NumPy computes it (Tensor defers to the array): NumPy's dtype rules
+    t *= a  # not in place: rebinds t to a new tensor
+    return total, t
+
+
+@pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # eager's own
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_tensor_and_an_array_combine_as_eager(backend):
+    import numpy as np
+
+    compiled = Counted(_tensor_with_array, backend, fullgraph=True)
+    for dtype in (np.float32, np.float64, np.int64):
+        t, a = torch.randn(5), (np.arange(5) + 1).astype(dtype)
+        before = t.clone()
+        got, want = compiled(t, a), _tensor_with_array(t.clone(), a)
+        for g, w in zip(got, want, strict=True):
+            assert type(g) is torch.Tensor and g.dtype == w.dtype
+            torch.testing.assert_close(g, w)
+        torch.testing.assert_close(t, before)  # the argument was not written
+    assert len(compiled.graphs) == 3  # one per dtype
+
+
+def _as_array(x, force):
+    return x.numpy(force=force) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_numpy_with_force(backend):
+    import numpy as np
+
+    compiled = Counted(_as_array, backend, fullgraph=True)
+    x = torch.randn(3)
+    got = compiled(x, False)
+    assert type(got) is np.ndarray
+    np.testing.assert_allclose(got, x.numpy() * 2)
+    leaf = torch.randn(3, requires_grad=True)
+    got = compiled(leaf, True)
+    assert type(got) is np.ndarray
+    np.testing.assert_allclose(got, leaf.detach().numpy() * 2)
+    assert len(compiled.graphs) == 2
