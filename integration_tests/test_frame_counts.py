@@ -380,3 +380,33 @@ def test_tensor_numpy_with_force(backend):
     assert type(got) is np.ndarray
     np.testing.assert_allclose(got, leaf.detach().numpy() * 2)
     assert len(compiled.graphs) == 2
+
+
+# ---- compiled functions inside compiled functions -----------------------------------------
+def _wave(x):
+    return torch.relu(torch.cos(x) + torch.sin(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiling_a_compiled_function_compiles_its_function(backend):
+    inner = Counted(_wave, backend, fullgraph=True)
+    outer = Counted(inner.compiled, backend, fullgraph=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(outer(x), _wave(x))
+    assert len(outer.graphs) == 1 and inner.graphs == []  # the outer compile decides
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compiled_function_called_in_a_trace_joins_its_graph(backend):
+    inner = Counted(_wave, backend, fullgraph=True)
+
+    def caller(x):
+        return inner.compiled(x * 2) - 1
+
+    outer = Counted(caller, backend, fullgraph=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(outer(x), _wave(x * 2) - 1)
+    assert outer.ops == ["mul", "cos", "sin", "add", "relu", "sub"]
+    assert inner.graphs == []
+    torch.testing.assert_close(inner(x), _wave(x))  # called on its own it compiles as before
+    assert len(inner.graphs) == 1

@@ -23,6 +23,7 @@ from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler
+from ember_bytecode_tracer.directives import register_compiled
 from ember_bytecode_tracer.exc import Unsupported
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -47,6 +48,8 @@ def compile(
     _check_arguments(model, fullgraph, dynamic, mode, options)
     if disable:
         return model
+    while not isinstance(model, torch.nn.Module) and hasattr(model, "_ember_compiler"):
+        model = model._ember_original  # compiling a compiled function compiles its function
     check_torch(suppress_errors=config.suppress_errors)
     check_environment()  # a malformed EMBER_* setting names itself (env_settings.py)
     backend_fn = lookup_backend(backend, mode, options)
@@ -120,6 +123,7 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
 
     compiled._ember_compiler = compiler  # for explain() and tests
     compiled._ember_original = fn
+    register_compiled(compiled, fn)  # called in another compile's trace: fn, traced there
     return compiled
 
 
