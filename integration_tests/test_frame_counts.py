@@ -410,3 +410,63 @@ def test_a_compiled_function_called_in_a_trace_joins_its_graph(backend):
     assert inner.graphs == []
     torch.testing.assert_close(inner(x), _wave(x))  # called on its own it compiles as before
     assert len(inner.graphs) == 1
+
+
+# ---- functions returned with the cells they close over -----------------------------------
+def _make_scaler(a, b):
+    total = a + b
+    offset = a * 2
+
+    def scaled(k: float = 3.0) -> torch.Tensor:
+        return total * k - offset
+
+    return scaled
+
+
+def _make_counter(x):
+    count = x.sum()
+
+    def bump():
+        nonlocal count
+        count = count + 1
+        return count
+
+    def peek():
+        return count
+
+    return bump, peek
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_returned_closure_keeps_its_traced_cells(backend):
+    compiled = Counted(_make_scaler, backend)
+    a, b = torch.randn(3), torch.randn(3)
+    got, want = compiled(a, b), _make_scaler(a, b)
+    assert len(compiled.graphs) == 1 and compiled.ops == ["add", "mul"]
+    torch.testing.assert_close(got(), want())
+    torch.testing.assert_close(got(0.5), want(0.5))
+    assert got.__annotations__ == want.__annotations__ and got.__defaults__ == (3.0,)
+    assert got.__qualname__ == want.__qualname__
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returned_closures_share_their_cells(backend):
+    compiled = Counted(_make_counter, backend)
+    x = torch.randn(4)
+    bump, peek = compiled(x)
+    assert len(compiled.graphs) == 1
+    bump()
+    bump()
+    torch.testing.assert_close(peek(), x.sum() + 2)  # one cell, seen by both
+
+
+def test_a_closure_holding_itself_still_runs():
+    def make(x):
+        def again(n):
+            return x if n == 0 else again(n - 1) + 1
+
+        return again
+
+    compiled = Counted(make, "eager")
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x)(2), x + 2)
