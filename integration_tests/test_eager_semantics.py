@@ -344,7 +344,6 @@ def test_symbolic_size_or_and_is_in_one_graph(backend):
     assert len(records) == 1 and len(records[0].graphs) == 1 and not records[0].breaks
 
 
-@pytest.mark.xfail(strict=True, reason="traces into ember.compile's wrapper: set_eval_frame")
 @pytest.mark.parametrize("backend", FULL_BACKENDS)
 def test_compiled_function_called_from_compiled_code(backend):
     inner = ember.compile(_helper, backend=backend)
