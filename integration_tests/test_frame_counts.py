@@ -470,3 +470,18 @@ def test_a_closure_holding_itself_still_runs():
     compiled = Counted(make, "eager")
     x = torch.randn(2)
     torch.testing.assert_close(compiled(x)(2), x + 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_only_mode_compiles_nothing_new_even_through_a_compiled_function(backend):
+    compiled = Counted(_wave, backend, fullgraph=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), _wave(x))
+    assert len(compiled.graphs) == 1
+    with ember.run():
+        torch.testing.assert_close(compiled(x), _wave(x))  # compiled earlier: runs
+        bigger = torch.randn(4, 4)
+        torch.testing.assert_close(compiled(bigger), _wave(bigger))  # new: runs as is
+    assert len(compiled.graphs) == 1
+    torch.testing.assert_close(compiled(bigger), _wave(bigger))  # outside: compiles
+    assert len(compiled.graphs) == 2

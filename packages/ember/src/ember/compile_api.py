@@ -113,6 +113,8 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
+        if fh.get_eval_frame() is False:  # run-only mode (ember.run()): nothing new compiles
+            return fn(*args, **kwargs)
         previous = fh.set_eval_frame(compiler)
         try:
             return fn(*args, **kwargs)
@@ -271,7 +273,8 @@ def disable(fn: Callable | None = None) -> Any:
 
 
 def run() -> contextlib.AbstractContextManager:
-    """Run-only mode: code compiled earlier runs, nothing new is compiled."""
+    """Run-only mode: code compiled earlier runs, nothing new is compiled (compiled functions
+    called inside it included)."""
     return _hook_set_to(False)
 
 
