@@ -485,3 +485,28 @@ def test_run_only_mode_compiles_nothing_new_even_through_a_compiled_function(bac
     assert len(compiled.graphs) == 1
     torch.testing.assert_close(compiled(bigger), _wave(bigger))  # outside: compiles
     assert len(compiled.graphs) == 2
+
+
+def _mask_with_array(t, a, op):
+    return op(t, a)
+
+
+@pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # eager's own
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_array_operators_through_operator_functions(backend):
+    import operator
+
+    import numpy as np
+
+    compiled = Counted(_mask_with_array, backend)
+    t, a = torch.tensor([True, False, True]), np.array([True, True, False])
+    for op in (operator.and_, operator.ixor, operator.add):  # bools come back as uint8
+        got, want = compiled(t.clone(), a, op), _mask_with_array(t.clone(), a, op)
+        assert got.dtype == want.dtype == torch.uint8
+        torch.testing.assert_close(got, want)
+    x, b = torch.arange(1.0, 4.0), np.array([2.0, 4.0, 8.0])
+    for op in (operator.ipow, operator.itruediv, operator.imod):
+        got, want = compiled(x.clone(), b, op), _mask_with_array(x.clone(), b, op)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want)
+    assert len(compiled.graphs) == 6  # one per operator function (each guarded by identity)

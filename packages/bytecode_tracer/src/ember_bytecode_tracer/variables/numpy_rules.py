@@ -38,7 +38,7 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     torch_dtype,
     wrap_array,
 )
-from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_constant_result
+from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -900,7 +900,11 @@ def _tensor_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     ):
         raise Unsupported("an operator mixing a NumPy array and a torch tensor")
     result = apply_ufunc(tx, OPERATOR_UFUNCS[plain], [array_of_tensor(tx, left), right])
-    return tensor_from_array(tx, torch.as_tensor, [result], {})
+    tensor = tensor_from_array(tx, torch.as_tensor, [result], {})
+    if result.example.dtype is torch.bool:  # Tensor.__array_wrap__ hands bools back as uint8
+        node, example = tx.output.create_node("call_method", "to", (tensor.node, torch.uint8), {})
+        return TensorVariable(node, example)
+    return tensor
 
 
 # ---- entry points from the builder -----------------------------------------------------------
