@@ -39,7 +39,7 @@ import torch._dynamo
 import torch._dynamo.test_case
 
 import ember
-from ember_bytecode_tracer.directives import register_graph_break
+from ember_bytecode_tracer.directives import register_compiled, register_graph_break
 
 # Dynamo backend name -> Ember backend name
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}
@@ -156,6 +156,24 @@ def optimize_assert(backend: Any = "inductor", **kwargs: Any) -> _Optimize:
     return _Optimize(backend, True, kwargs.get("dynamic"), False)
 
 
+class _RunOnly:
+    """What torch._dynamo.run(...) returns: calls of the function it wraps run in Ember's
+    run-only mode (code compiled earlier runs, nothing new compiles)."""
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def run_only(*args: Any, **kwargs: Any) -> Any:
+            with ember.run():
+                return fn(*args, **kwargs)
+
+        register_compiled(run_only, fn)  # called in a trace: fn is traced, as Dynamo does
+        return run_only
+
+
+def run(fn: Callable | None = None) -> Any:
+    return _RunOnly() if fn is None else _RunOnly()(fn)
+
+
 def reset() -> None:
     ember.reset()
     ORIGINAL["reset"]()
@@ -192,6 +210,7 @@ def install() -> None:
         optimize_assert=torch._dynamo.optimize_assert,
         reset=torch._dynamo.reset,
         set_stance=torch.compiler.set_stance,
+        run=torch._dynamo.run,
     )
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and
@@ -203,6 +222,7 @@ def install() -> None:
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset
     torch.compiler.set_stance = torch._dynamo.set_stance = set_stance
+    torch._dynamo.run = run
     torch._dynamo.test_case.reset = reset
     # Dynamo's graph_break is a break under Ember too (registered here: product code never
     # names PyTorch's compiler stack)

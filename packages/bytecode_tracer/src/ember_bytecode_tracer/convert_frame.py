@@ -8,7 +8,9 @@ and returns a `CompiledFrame` (a GuardedCode carrying everything `explain` repor
 
 from __future__ import annotations
 
+import collections
 import importlib.util
+import itertools
 import logging
 import os
 import site
@@ -195,17 +197,42 @@ def is_skipped(code: types.CodeType) -> bool:
     return len(skip_root) > len(installed)
 
 
+_PLAIN_CONTAINERS = (list, tuple, set, frozenset, collections.deque)
+
+
+def _contents(value: Any) -> Any:
+    """The values a container or a user object's attributes hold, or None for anything else
+    (functions, classes and modules are looked at by name through `_is_torch_global`)."""
+    if isinstance(value, _PLAIN_CONTAINERS):
+        return value
+    if isinstance(value, dict):
+        return value.values()
+    if isinstance(value, type | types.ModuleType | types.FunctionType | types.MethodType):
+        return None
+    try:  # never the object's own __getattr__ (user code, maybe with effects)
+        attrs = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return None
+    if type(attrs) is dict and type(value).__module__ != "builtins":
+        return attrs.values()  # a user object: its attributes (a dataclass, a config, ...)
+    return None
+
+
 def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
+    """Tensors, modules or arrays in a value, in containers and user objects' attributes
+    down to three levels (`obj.items[0]`): a frame that sees none of them is not traced."""
     if isinstance(value, torch.Tensor | torch.nn.Module | np.ndarray):  # arrays: traced as tensors
         return True
-    if depth < 2 and isinstance(value, list | tuple):
-        return any(_holds_tensor_state(v, depth + 1) for v in value)
-    if depth < 2 and type(value) is dict:
-        return any(_holds_tensor_state(v, depth + 1) for v in value.values())
     if depth < 2 and type(value) is types.FunctionType and value.__closure__:
         # a closure over tensors handed in (a stateful counter): traced where it is called
         return any(_holds_tensor_state(_cell_value(c), depth + 1) for c in value.__closure__)
-    return False
+    contents = _contents(value) if depth < 3 else None
+    if contents is None:
+        return False
+    try:
+        return any(_holds_tensor_state(v, depth + 1) for v in itertools.islice(contents, 64))
+    except RuntimeError:  # changed size while looked at (another thread)
+        return False
 
 
 def _cell_value(cell: types.CellType) -> Any:

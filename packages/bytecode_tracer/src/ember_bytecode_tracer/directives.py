@@ -7,6 +7,7 @@ Dynamo's); product code never imports that stack. The trace honours them in
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 
@@ -37,3 +38,21 @@ def directive_reason(value: Any) -> str | None:
         name = getattr(value, "__qualname__", value)
         return f"{name} is wrapped by torch.compiler.disable: it runs as it is"
     return None
+
+
+# A compiled function (what ember.compile returns) -> the function it compiles. Called
+# inside another compile's trace it is that function, traced into the outer graph: the
+# outermost compile decides, as nested torch.compile calls do.
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def register_compiled(wrapper: Any, fn: Any) -> None:
+    _COMPILED[wrapper] = fn
+
+
+def compiled_original(value: Any) -> Any:
+    """The function a compiled function wraps, or None for anything else."""
+    try:
+        return _COMPILED.get(value)
+    except TypeError:  # unhashable or not weak-referenceable
+        return None

@@ -46,6 +46,7 @@ from ember_bytecode_tracer.variables.dicts import (
 )
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.functions import (
+    CellReference,
     NestedUserFunctionVariable,
     UserMethodVariable,
 )
@@ -90,24 +91,33 @@ def _size(builder: RecipeBuilder, value: SizeVariable) -> Recipe:
     )
 
 
+# How a list or deque passed in gets the contents the trace left it with, in place.
+_REFILL = {
+    list: lambda target, new: target.__setitem__(slice(None), new),
+    collections.deque: lambda target, new: (target.clear(), target.extend(new)),
+}
+
+
 @recipe_for(BaseListVariable)
 def _sequence(builder: RecipeBuilder, value: BaseListVariable) -> Recipe:
     parts = [builder.recipe(item) for item in value.items]
     kind = value.python_type()
     if value.source is not None and id(value) not in builder.mutated:
         return load_recipe(value.source)
-    if value.source is not None and kind is list:
-        # The same list object the frame had, given its new contents by a write.
-        load, expr = source_loader(value.source), value.source.expr()
+    if value.source is not None and kind in _REFILL:
+        # The same list (or deque) the frame had, given its new contents by a write.
+        load, expr, refill = source_loader(value.source), value.source.expr(), _REFILL[kind]
 
         def same_list(outs, L, G):
             target, new = load(L, G), [p(outs, L, G) for p in parts]
-            return lambda: target.__setitem__(slice(None), new)
+            return lambda: refill(target, new)
 
         def emit_same_list(code: RebuildCode) -> list[str]:
             target = code.temp(expr)
             new = code.temp(f"[{items_code(code, parts)}]")
-            return [f"{target}[:] = {new}"]
+            if kind is list:
+                return [f"{target}[:] = {new}"]
+            return [f"{target}.clear()", f"{target}.extend({new})"]
 
         builder.write_once(value, emits_write(same_list, emit_same_list))
         return load_recipe(value.source)
@@ -198,9 +208,19 @@ def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
     return builder.once_per_call(value, made)
 
 
-def make_function(code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict):
-    """A function as MAKE_FUNCTION makes it (one made in the trace, without cells)."""
-    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+def make_function(
+    code: Any,
+    f_globals: dict,
+    qualname: str,
+    defaults: tuple,
+    kwdefaults: dict,
+    closure: tuple | None = None,
+    annotations: dict | None = None,
+):
+    """A function as MAKE_FUNCTION makes it (one made in the trace)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure)
+    if annotations:
+        fn.__annotations__ = annotations
     fn.__kwdefaults__ = kwdefaults or None
     fn.__qualname__ = qualname
     return fn
@@ -209,12 +229,15 @@ def make_function(code: Any, f_globals: dict, qualname: str, defaults: tuple, kw
 @recipe_for(NestedUserFunctionVariable)
 def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
     """A lambda or inner def made in the trace, returned or stored: made again, once per call
-    (eager makes a new function object on every call too). With cells, annotations or
-    attributes the trace read or set: not rebuilt."""
-    if value.closure or value.annotations or value.attrs is not None:
+    (eager makes a new function object on every call too). With attributes the trace read
+    or set: not rebuilt. Its cells are new cells holding what the
+    trace left in them (_cell), shared by the functions of one call that share a cell."""
+    if value.attrs is not None:
         raise Unsupported(f"cannot rebuild {value} after the graph")
     defaults = [builder.recipe(d) for d in value.defaults]
     kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
+    cells = [_cell(builder, cell) for cell in value.closure]
+    notes = {k: builder.recipe(v) for k, v in value.annotations.items()}
     code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
     made = emits(
         lambda outs, L, G: make_function(
@@ -223,14 +246,53 @@ def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) 
             qualname,
             tuple(d(outs, L, G) for d in defaults),
             {k: p(outs, L, G) for k, p in kwdefaults.items()},
+            tuple(c(outs, L, G) for c in cells) or None,
+            {k: p(outs, L, G) for k, p in notes.items()},
         ),
         lambda code: code.temp(
             f"{code.const(make_function)}({code.const(code_object)}, {code.const(f_globals)}, "
             f"{qualname!r}, ({items_code(code, defaults)}), "
-            f"{{{entries_code(code, kwdefaults)}}})"
+            f"{{{entries_code(code, kwdefaults)}}}, ({items_code(code, cells)}) or None, "
+            f"{{{entries_code(code, notes)}}})"
         ),
     )
     return builder.once_per_call(value, made)
+
+
+def _cell(builder: RecipeBuilder, cell: VariableTracker) -> Recipe:
+    """A cell of a function made in the trace: a variable of a traced frame captured by it
+    (those frames have ended where the recipes run: no one else sees the cell), made anew
+    with the variable's last value. A cell that existed before the trace is not rebuilt."""
+    frame_cell = isinstance(cell, CellReference) and cell.name in cell.tx.code.co_cellvars
+    if not frame_cell:
+        raise Unsupported("cannot rebuild a function closing over a cell made outside the trace")
+    key = (id(cell.tx), cell.name)
+    if key in builder.cells:
+        first = builder.cells[key]
+        if first is None:  # its contents hold the function being rebuilt (recursion)
+            raise Unsupported("cannot rebuild a function whose cell holds itself")
+        return builder.once_per_call(first, _NO_RECIPE)
+    builder.cells[key] = None
+    if cell.name in cell.tx.symbolic_locals:
+        content = builder.recipe(cell.get())
+        made = emits(
+            lambda outs, L, G: types.CellType(content(outs, L, G)),
+            lambda code: code.temp(f"{code.const(types.CellType)}({code.value(content)})"),
+        )
+    else:  # never assigned: an empty cell
+        made = emits(
+            lambda outs, L, G: types.CellType(),
+            lambda code: code.temp(f"{code.const(types.CellType)}()"),
+        )
+    builder.cells[key] = cell
+    return builder.once_per_call(cell, made)
+
+
+def _no_recipe(outs, L, G):
+    raise AssertionError("a rebuilt cell is made by its first recipe")
+
+
+_NO_RECIPE = emits(_no_recipe, lambda code: "None")
 
 
 @recipe_for(ConstructedObjectVariable)

@@ -101,6 +101,9 @@ class RecipeBuilder:
         # reaches it first), then attribute and global writes (convert_frame)
         self.writes: list[Write] = []
         self._written: set[int] = set()
+        # closure cells of the trace's frames, rebuilt once per call: (id(translator), name)
+        # -> the first reference seen (the key of its object), None while being built
+        self.cells: dict[tuple[int, str], VariableTracker | None] = {}
 
     @property
     def builds_objects(self) -> bool:

@@ -24,6 +24,7 @@ from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler
+from ember_bytecode_tracer.directives import register_compiled
 from ember_bytecode_tracer.exc import Unsupported
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -48,6 +49,8 @@ def compile(
     _check_arguments(model, fullgraph, dynamic, mode, options)
     if disable:
         return model
+    while not isinstance(model, torch.nn.Module) and hasattr(model, "_ember_compiler"):
+        model = model._ember_original  # compiling a compiled function compiles its function
     check_torch(suppress_errors=config.suppress_errors)
     check_environment()  # a malformed EMBER_* setting names itself (env_settings.py)
     guard_filter, backend_options = _split_guard_filter(options)
@@ -129,6 +132,8 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
+        if fh.get_eval_frame() is False:  # run-only mode (ember.run()): nothing new compiles
+            return fn(*args, **kwargs)
         previous = fh.set_eval_frame(hook_for(compiler))
         try:
             return fn(*args, **kwargs)
@@ -139,6 +144,7 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
 
     compiled._ember_compiler = compiler  # for explain() and tests
     compiled._ember_original = fn  # the tracer traces this one when called from compiled code
+    register_compiled(compiled, fn)  # called in another compile's trace: fn, traced there
     return compiled
 
 
@@ -286,7 +292,8 @@ def disable(fn: Callable | None = None) -> Any:
 
 
 def run() -> contextlib.AbstractContextManager:
-    """Run-only mode: code compiled earlier runs, nothing new is compiled."""
+    """Run-only mode: code compiled earlier runs, nothing new is compiled (compiled functions
+    called inside it included)."""
     return _hook_set_to(False)
 
 

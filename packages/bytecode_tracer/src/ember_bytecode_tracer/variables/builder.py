@@ -14,11 +14,11 @@ behaviour (an `int` may be a symbolic size before it is a constant, a namedtuple
 plain tuple, a torch function reached through a torch module is not guarded by identity):
 
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
-    list_or_tuple, dict, defaultdict, ordered_dict, set,
+    list_or_tuple, dict, defaultdict, ordered_dict, deque, set,
     container_subclass, numpy, numpy_random_draw, autograd_function_apply, context_exit,
     grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
-    optimizer, namedtuple_make, trace_time_rule_function, compiled_function, user_function,
+    optimizer, namedtuple_make, trace_time_rule_function, user_function,
     method, partial, traced_through, builtin_with_rule, builtin_function, class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
@@ -50,6 +50,7 @@ WRAP_ORDER = (
     "dict",  # exact dict (dicts.py)
     "defaultdict",  # exact defaultdict: a dict with its factory (collections_types.py)
     "ordered_dict",  # exact OrderedDict: its items (collections_types.py)
+    "deque",  # exact deque without maxlen: a list with left-end methods (collections_types.py)
     "set",  # exact set of constants, passed in: guarded in order, written back (sets.py)
     "container_subclass",  # instances of list/dict subclasses (container_subclasses.py)
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
@@ -69,7 +70,6 @@ WRAP_ORDER = (
     "optimizer",  # optimizers and clip_grad_norm_ (optimizer.py)
     "namedtuple_make",  # SomeNamedTuple._make: built as the class is (constructed.py)
     "trace_time_rule_function",  # Python functions answered by a rule (builtins.py)
-    "compiled_function",  # a function ember.compile made: the one it compiled (functions.py)
     "user_function",  # other Python functions: inlined (functions.py)
     "method",  # bound methods (functions.py)
     "partial",  # functools.partial (functions.py)

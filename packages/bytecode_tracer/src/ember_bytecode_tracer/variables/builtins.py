@@ -584,7 +584,9 @@ for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator
             operator.mod, operator.pow, operator.matmul, operator.lt, operator.le, operator.eq,
             operator.ne, operator.gt, operator.ge, operator.neg, operator.pos, operator.invert,
             operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift,
-            operator.getitem, operator.iadd, operator.imul, operator.isub):  # fmt: skip
+            operator.getitem, operator.iadd, operator.imul, operator.isub, operator.itruediv,
+            operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
+            operator.ior, operator.ixor, operator.ilshift, operator.irshift):  # fmt: skip
     RULES[_fn] = _operator_rule(_fn)
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import AttrSource
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import aliased_container, wrap_rule
+from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import (
@@ -210,6 +210,26 @@ class DequeVariable(ListVariable):
             return super().call_method(tx, name, args, kwargs)
         self._record(tx)
         return ConstantVariable(None)
+
+
+@wrap_rule("deque", types=collections.deque, exact=True)
+def _wrap_deque(tx: Translator, value: Any, source: Source | None) -> VariableTracker | None:
+    if value.maxlen is not None:
+        return None  # appends drop items from the other end: not modelled
+    return aliased_container(tx, value, source, _build_deque)
+
+
+def _build_deque(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    """A deque passed in: its items, guarded as a list's (type and length) plus `maxlen is
+    None`; the trace's pops and appends are written back to the same deque."""
+    if source is not None:
+        guard(tx, source, GuardKind.LEN_MATCH, (collections.deque, len(value)))
+        tx.wrap(value.maxlen, AttrSource(source, "maxlen"))
+    items = [
+        tx.wrap(item, ItemSource(source, i) if source is not None else None)
+        for i, item in enumerate(value)
+    ]
+    return DequeVariable(items, source=source)
 
 
 @rule(collections.deque)

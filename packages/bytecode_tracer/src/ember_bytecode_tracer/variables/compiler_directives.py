@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import ember_frame_hook as fh
-from ember_bytecode_tracer.directives import directive_reason
+from ember_bytecode_tracer.directives import compiled_original, directive_reason
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
 
@@ -45,10 +46,16 @@ class CompilerDirectiveVariable(VariableTracker):
 
 
 def _is_directive(tx, value: Any, source) -> bool:
-    return callable(value) and directive_reason(value) is not None
+    return callable(value) and (
+        directive_reason(value) is not None or compiled_original(value) is not None
+    )
 
 
 @wrap_rule("compiler_directive", when=_is_directive)
 def _wrap_directive(tx, value: Any, source) -> VariableTracker:
     guard_identity(tx, value, source)
+    original = compiled_original(value)
+    if original is not None:  # a compiled function: what it compiles, traced here
+        inner_source = AttrSource(source, "_ember_original") if source is not None else None
+        return tx.wrap(original, inner_source)
     return CompilerDirectiveVariable(value, directive_reason(value))

@@ -15,7 +15,14 @@ import typing
 from typing import Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
+from ember_bytecode_tracer.guards import (
+    AttrSource,
+    GenericAttrSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    TypeSource,
+)
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES
@@ -26,8 +33,8 @@ from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVari
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 _HEAPTYPE = 1 << 9
-_REFUSED_HOOKS = ("__new__", "__getattribute__", "__setattr__", "__delattr__", "__getattr__",
-                  "__del__", "__class_getitem__")  # fmt: skip
+_REFUSED_HOOKS = ("__new__", "__getattribute__", "__setattr__", "__delattr__", "__del__",
+                  "__class_getitem__")  # fmt: skip
 
 
 def subclass_refusal(cls: type, base: type) -> str | None:
@@ -77,8 +84,10 @@ class _SubclassMixin:
     def as_python_constant(self) -> Any:
         raise Unsupported(f"a {self.cls.__qualname__} is not a constant")
 
-    def has_attribute(self, name: str) -> bool:
-        return name in self.attrs or hasattr(self.cls, name)
+    def has_attribute(self, name: str) -> bool | None:
+        if name in self.attrs or name in getattr(self, "value_dict", {}) or hasattr(self.cls, name):
+            return True
+        return None if self._user_attribute("__getattr__") is not None else False
 
     def var_getattr(self, tx, name):
         attribute = self._user_attribute(name)
@@ -98,7 +107,25 @@ class _SubclassMixin:
             return ConstantVariable(attribute)
         if attribute is None and callable(getattr(self.base, name, None)):
             return BoundMethodOfTracker(self, name)
+        if attribute is None and not hasattr(self.base, name):
+            return self._missing(tx, name)
         raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__}")
+
+    def _missing(self, tx, name: str) -> VariableTracker:
+        """Nothing of that name on the instance or its class: the class's Python
+        __getattr__ answers, inlined, or an AttributeError is raised (an input: guarded by
+        the name's absence from its instance dict and its class)."""
+        if self.source is not None:
+            where = tx.location()
+            for source in (ItemSource(GenericAttrSource(self.source, "__dict__"), name),
+                           AttrSource(self.cls_source, name)):  # fmt: skip
+                tx.output.add_guard(Guard(source, GuardKind.ABSENT, user_location=where))
+        hook = self._user_attribute("__getattr__")
+        if not inspect.isfunction(hook):
+            raise TracedException(
+                AttributeError, f"{self.cls.__qualname__!r} object has no attribute {name!r}"
+            )
+        return self._method(hook, "__getattr__").call_function(tx, [ConstantVariable(name)], {})
 
     def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
         if self.source is not None:

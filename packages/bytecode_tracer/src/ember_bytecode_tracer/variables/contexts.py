@@ -33,8 +33,17 @@ GRAD_MODE_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 def set_grad_mode(tx, enabled: bool) -> None:
     if torch.is_grad_enabled() == enabled:
         return  # already so at this point of the trace (no_grad under no_grad): no op
-    tx.output.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+    graph = tx.output.graph
+    last = next(iter(reversed(graph.nodes)), None)
+    if last is not None and last.op == "call_function" and last.target is _SET_GRAD:
+        # the switch just made, with nothing traced under it, is undone: neither is kept
+        graph.erase_node(last)
+    else:
+        graph.call_function(_SET_GRAD, (enabled,))
     torch._C._set_grad_enabled(enabled)
+
+
+_SET_GRAD = torch._C._set_grad_enabled
 
 
 class GradModeVariable(VariableTracker):

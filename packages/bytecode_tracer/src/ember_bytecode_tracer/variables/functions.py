@@ -364,25 +364,6 @@ def _wrap_function(tx: Translator, value: Any, source: Source | None) -> Variabl
 KEY_TRACKERS[FunctionType] = lambda fn: UserFunctionVariable(fn)  # guarded as a dict key
 
 
-def _is_compiled_function(tx: Translator, value: Any, source: Source | None) -> bool:
-    return (
-        inspect.isfunction(value)
-        and hasattr(value, "_ember_compiler")
-        and inspect.isfunction(getattr(value, "_ember_original", None))
-    )
-
-
-@wrap_rule("compiled_function", when=_is_compiled_function)
-def _wrap_compiled_function(tx: Translator, value: Any, source: Source | None):
-    """A function `ember.compile` made (it sets Ember's frame hook around a call of the
-    function it compiled, `_ember_original`): called in a trace, that function is traced
-    into this graph, as torch.compile inlines a compiled function called from compiled code."""
-    if source is None:
-        return UserFunctionVariable(value._ember_original)
-    guard(tx, source, GuardKind.ID_MATCH, value)
-    return tx.wrap(value._ember_original, AttrSource(source, "_ember_original"))
-
-
 @wrap_rule("method", when=_is_method)
 def _wrap_method(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     owner_source = AttrSource(source, "__self__") if source is not None else None

@@ -201,8 +201,12 @@ def tensor_from_array(tx: Translator, fn: Any, args, kwargs) -> VariableTracker 
 
 
 def _tensor_numpy(tx: Translator, tensor: TensorVariable, args, kwargs) -> VariableTracker | None:
-    if args or kwargs:
+    force = kwargs.get("force", args[0] if args else ConstantVariable(False))
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"force"} or not force.is_python_constant():
         return None
+    if force.as_python_constant() and tensor.example.requires_grad:
+        # numpy(force=True): of the tensor detached (its memory, no autograd)
+        tensor = TensorVariable(*tx.output.create_node("call_method", "detach", (tensor.node,), {}))
     return array_of_tensor(tx, tensor)  # the same node, seen as an array
 
 

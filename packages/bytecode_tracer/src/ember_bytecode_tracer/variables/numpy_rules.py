@@ -31,12 +31,14 @@ from ember_bytecode_tracer.variables.lists import TupleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import (
     ARRAY_RULES,
     NumpyArrayVariable,
+    array_of_tensor,
     is_tensor,
     numpy_dtype,
+    tensor_from_array,
     torch_dtype,
     wrap_array,
 )
-from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_constant_result
+from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -859,7 +861,7 @@ INPLACE_OPERATORS = {
 def apply_array_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     """`a + b`, `a < 2`, `-a`, `a @ b`, `a += 1` where an operand is a NumPy array."""
     if any(not isinstance(a, NumpyArrayVariable) and is_tensor(a) for a in args):
-        raise Unsupported("an operator mixing a NumPy array and a torch tensor")
+        return _tensor_operator(tx, fn, args)
     if fn in INPLACE_OPERATORS:
         target = args[0]
         result = apply_array_operator(tx, INPLACE_OPERATORS[fn], args)
@@ -872,6 +874,37 @@ def apply_array_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     if ufunc is None:
         raise Unsupported(f"operator {fn.__name__} on a NumPy array")
     return apply_ufunc(tx, ufunc, args)
+
+
+# `t op a` that eager answers through NumPy (comparisons raise TypeError there).
+_TENSOR_ARRAY_ARITHMETIC = {
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+    operator.mod, operator.pow, operator.and_, operator.or_, operator.xor,
+}  # fmt: skip
+
+
+def _tensor_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
+    """`t op a`, a torch tensor and an array: Tensor's operators answer NotImplemented for an
+    array (in place ones too), so the array's reflected operator runs NumPy's ufunc on the
+    tensor's memory and hands the result back as a new tensor (Tensor.__array_wrap__):
+    NumPy's dtype rules, never in place. An array on the left, `@`, comparisons and 0-d
+    operands are NumPy's and torch's quirks (errors, scalar results): refused."""
+    plain = INPLACE_OPERATORS.get(fn, fn)
+    left, right = args if len(args) == 2 else (None, None)
+    if (
+        not is_tensor(left)
+        or not isinstance(right, NumpyArrayVariable)
+        or plain not in _TENSOR_ARRAY_ARITHMETIC
+        or left.example.dim() == 0
+        or right.example.dim() == 0
+    ):
+        raise Unsupported("an operator mixing a NumPy array and a torch tensor")
+    result = apply_ufunc(tx, OPERATOR_UFUNCS[plain], [array_of_tensor(tx, left), right])
+    tensor = tensor_from_array(tx, torch.as_tensor, [result], {})
+    if result.example.dtype is torch.bool:  # Tensor.__array_wrap__ hands bools back as uint8
+        node, example = tx.output.create_node("call_method", "to", (tensor.node, torch.uint8), {})
+        return TensorVariable(node, example)
+    return tensor
 
 
 # ---- entry points from the builder -----------------------------------------------------------

@@ -224,7 +224,7 @@ class UserDefinedObjectVariable(VariableTracker):
         try:
             attribute = inspect.getattr_static(value, name)
         except AttributeError:
-            self._raise_missing(tx, name)
+            return self._missing(tx, name)
         if isinstance(attribute, property):
             return tx.inline_call(attribute.fget, None, [self], {})
         if is_logging_call(value, name):
@@ -232,7 +232,8 @@ class UserDefinedObjectVariable(VariableTracker):
         if inspect.isfunction(attribute):
             fn_source = AttrSource(TypeSource(self.source), name)
             return UserMethodVariable(attribute, self, fn_source=fn_source)
-        if hasattr(type(value), "__getattr__"):
+        if hasattr(type(value), "__getattr__") and hasattr(type(attribute), "__get__"):
+            # a descriptor raising AttributeError would fall back to __getattr__
             raise Unsupported(f"{type(value).__name__} customizes attribute access")
         if _python_getattribute(type(value)):
             # Reached through the hook's super(): the guard reads what was read here,
@@ -248,6 +249,26 @@ class UserDefinedObjectVariable(VariableTracker):
     def traces_getattribute(self) -> bool:
         """Whether attribute reads run the class's Python __getattribute__ (inlined)."""
         return self.source is not None and _python_getattribute(type(self.value))
+
+    def _missing(self, tx, name: str) -> VariableTracker:
+        """object.__getattribute__ finds nothing: the class's Python __getattr__ answers,
+        inlined, guarded by the absence of `name` where object's lookup looked (the
+        instance dict and the class); without one, an AttributeError (_raise_missing)."""
+        cls = type(self.value)
+        hook = inspect.getattr_static(cls, "__getattr__", None)
+        if (
+            not inspect.isfunction(hook)
+            or self.source is None
+            or not _plain_instance_dict(cls)
+            or type(cls.__getattribute__) is not type(object.__getattribute__)
+        ):
+            self._raise_missing(tx, name)
+        where, kind = tx.location(), TypeSource(self.source)
+        for source in (ItemSource(GenericAttrSource(self.source, "__dict__"), name),
+                       AttrSource(kind, name)):  # fmt: skip
+            tx.output.add_guard(Guard(source, GuardKind.ABSENT, user_location=where))
+        fn_source = AttrSource(kind, "__getattr__")
+        return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
 
     def _raise_missing(self, tx, name: str) -> NoReturn:
         """object.__getattribute__ finds nothing. Under a Python __getattribute__ hook

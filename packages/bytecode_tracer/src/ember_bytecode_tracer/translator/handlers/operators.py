@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dis
+import inspect
 import operator
 
 import torch
@@ -22,6 +23,7 @@ from ember_bytecode_tracer.variables.lists import (
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
+from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
 from ember_bytecode_tracer.variables.sets import SET_OPERATORS, SetVariable, set_operator
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
@@ -46,6 +48,58 @@ COMPARISONS = {
 
 
 INPLACE_TO_PLAIN = {v: NB_OPERATORS[k] for k, v in INPLACE_OPERATORS.items()}
+# The special methods Python tries for `a op b`: a.__op__(b), then b.__rop__(a).
+_REFLECTED = {"lt": "gt", "le": "ge", "eq": "eq", "ne": "ne", "gt": "lt", "ge": "le"}
+DUNDERS = {
+    fn: (f"__{fn.__name__.rstrip('_')}__", f"__r{fn.__name__.rstrip('_')}__")
+    for fn in NB_OPERATORS.values()
+} | {getattr(operator, name): (f"__{name}__", f"__{_REFLECTED[name]}__") for name in _REFLECTED}
+
+
+def _python_special(value, name: str):
+    """The class's Python function `name` when `value` is a user's object, else None."""
+    if not isinstance(value, UserDefinedObjectVariable | TracedObjectVariable):
+        return None
+    method = inspect.getattr_static(value.python_type(), name, None)
+    return method if inspect.isfunction(method) else None
+
+
+def _subclass_first(left, right, reflected: str) -> bool:
+    try:
+        lcls, rcls = left.python_type(), right.python_type()
+    except Unsupported:
+        return False
+    own = inspect.getattr_static(rcls, reflected, None)
+    return (
+        lcls is not rcls and issubclass(rcls, lcls)
+        and own is not inspect.getattr_static(lcls, reflected, None)
+    )  # fmt: skip
+
+
+def user_operator(tx, fn, args):
+    """`a op b` where a user's class defines the operator in Python: its methods inlined in
+    Python's order (a.__iop__ for `a op= b`, a.__op__, then b.__rop__ when that returned
+    NotImplemented); None when neither side has one."""
+    if len(args) != 2 or (fn not in DUNDERS and fn not in INPLACE_TO_PLAIN):
+        return None
+    left, right = args
+    tries = []
+    if fn in INPLACE_TO_PLAIN:
+        tries.append((left, f"__i{fn.__name__.removeprefix('i').rstrip('_')}__", right))
+        fn = INPLACE_TO_PLAIN[fn]
+    forward, reflected = DUNDERS[fn]
+    pair = [(left, forward, right), (right, reflected, left)]
+    if _subclass_first(left, right, reflected):
+        pair.reverse()  # a subclass's reflected method is tried first
+    tries += pair
+    found = [(obj, name, other) for obj, name, other in tries if _python_special(obj, name)]
+    if not found:
+        return None
+    for obj, name, other in found:
+        result = obj.call_method(tx, name, [other], {})
+        if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+            return result
+    raise Unsupported(f"operator {fn.__name__}: the operands' methods returned NotImplemented")
 
 
 def apply_operator(tx, fn, args):
@@ -54,6 +108,9 @@ def apply_operator(tx, fn, args):
         return numpy_rules.apply_array_operator(tx, fn, args)
     if fn in SET_OPERATORS and any(isinstance(a, SetVariable) for a in args):
         return set_operator(tx, fn, args)  # on the sets' mirrors, `s |= t` in place
+    result = user_operator(tx, fn, args)
+    if result is not None:
+        return result
     if fn in INPLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
         fn = INPLACE_TO_PLAIN[fn]  # `n += t` for a non-tensor n rebinds n: not in place
     if any(isinstance(a, TensorVariable) for a in args):
