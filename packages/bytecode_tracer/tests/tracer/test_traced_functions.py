@@ -360,15 +360,16 @@ def test_keyword_only_parameters_after_star_args_bind_by_name():
 
 def test_a_function_compiled_on_its_own_is_traced_into_the_callers_graph():
     # what ember.compile returns: a wrapper that sets the frame hook around the function it
-    # compiled (named by `_ember_original`); reached from a trace, that function is traced
+    # compiled (registered with the tracer); reached from a trace, that function is traced
+    from ember_bytecode_tracer.directives import register_compiled
+
     def inner(y):
         return y.tanh() * 2
 
     def wrapper(*args, **kwargs):
         raise AssertionError("the wrapper is not traced")
 
-    wrapper._ember_compiler = object()
-    wrapper._ember_original = inner
+    register_compiled(wrapper, inner)
 
     def fn(a):
         return wrapper(a) + 1
