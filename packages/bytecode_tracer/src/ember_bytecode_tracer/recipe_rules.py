@@ -46,6 +46,7 @@ from ember_bytecode_tracer.variables.dicts import (
 )
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.functions import (
+    CellReference,
     NestedUserFunctionVariable,
     UserMethodVariable,
 )
@@ -198,39 +199,60 @@ def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
     return builder.once_per_call(value, made)
 
 
-def make_function(code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict):
-    """A function as MAKE_FUNCTION makes it (one made in the trace, without cells)."""
-    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+def make_function(
+    code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict, closure=()
+):
+    """A function as MAKE_FUNCTION makes it (one made in the trace; its cells rebuilt)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
     fn.__kwdefaults__ = kwdefaults or None
     fn.__qualname__ = qualname
     return fn
 
 
+def _cell(builder: RecipeBuilder, cell: CellReference) -> Recipe:
+    """A cell of a frame the trace ran, holding its final value: the cells of the compiled
+    frame at its return (a break in a frame with cells is refused before this), or of a
+    function inlined and finished. Cells that exist outside the trace are not rebuilt."""
+    tx, name = cell.tx, cell.name
+    if name not in tx.code.co_cellvars or name in tx.frame_cells:
+        raise Unsupported(f"cannot rebuild the cell {name!r} of a function made in the trace")
+    return builder.cell_recipe((id(tx), name), tx, cell.get)
+
+
 @recipe_for(NestedUserFunctionVariable)
 def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
     """A lambda or inner def made in the trace, returned or stored: made again, once per call
-    (eager makes a new function object on every call too). With cells, annotations or
-    attributes the trace read or set: not rebuilt."""
-    if value.closure or value.annotations or value.attrs is not None:
+    (eager makes a new function object on every call too), over cells rebuilt once per call
+    (shared by every function rebuilt over them). With annotations or attributes the trace
+    read or set: not rebuilt."""
+    if value.annotations or value.attrs is not None:
         raise Unsupported(f"cannot rebuild {value} after the graph")
-    defaults = [builder.recipe(d) for d in value.defaults]
-    kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
     code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
-    made = emits(
-        lambda outs, L, G: make_function(
+    made: list[Recipe] = []
+
+    def build(outs, L, G):
+        return make_function(
             code_object,
             f_globals,
             qualname,
             tuple(d(outs, L, G) for d in defaults),
             {k: p(outs, L, G) for k, p in kwdefaults.items()},
-        ),
-        lambda code: code.temp(
+            tuple(c(outs, L, G) for c in cells),
+        )
+
+    def emit(code: RebuildCode) -> str:
+        return code.temp(
             f"{code.const(make_function)}({code.const(code_object)}, {code.const(f_globals)}, "
             f"{qualname!r}, ({items_code(code, defaults)}), "
-            f"{{{entries_code(code, kwdefaults)}}})"
-        ),
-    )
-    return builder.once_per_call(value, made)
+            f"{{{entries_code(code, kwdefaults)}}}, ({items_code(code, cells)}))"
+        )
+
+    made.append(builder.once_per_call(value, emits(build, emit)))
+    # The function is known before its parts: a cell may hold the function itself.
+    cells = [_cell(builder, c) for c in value.closure]
+    defaults = [builder.recipe(d) for d in value.defaults]
+    kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
+    return made[0]
 
 
 @recipe_for(ConstructedObjectVariable)
