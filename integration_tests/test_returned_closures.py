@@ -117,7 +117,7 @@ def test_two_calls_make_functions_over_separate_cells():
     compiled = ember.compile(returns_two_functions_over_one_cell, backend="eager")
     x = torch.randn(3)
     add1, get1 = compiled(x)
-    add2, get2 = compiled(x)
+    _, get2 = compiled(x)
     add1(torch.ones(3))
     torch.testing.assert_close(get2(), x.sin() + x)
     torch.testing.assert_close(get1(), x.sin() + x + 1)
