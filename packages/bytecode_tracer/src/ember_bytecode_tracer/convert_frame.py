@@ -265,6 +265,10 @@ class FrameCompiler:
         if is_skipped(code):
             fh.skip_code(code)
             return None
+        if torch._C._get_tracing_state() is not None:
+            # torch.jit.trace is recording: its tensors' sizes are tensors, and what it
+            # records are the ops that run; the frame runs as it is (nothing cached).
+            return None
         # One compile at a time; a thread that waited first looks at what the others cached
         # meanwhile (compile_lock.py), and caches its own entry before letting the next look.
         with COMPILE_LOCK:
