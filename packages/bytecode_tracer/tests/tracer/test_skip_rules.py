@@ -65,3 +65,21 @@ def test_frames_met_while_torch_jit_trace_records_run_as_they_are():
     torch.testing.assert_close(traced(x), _Shifted()(x))
     assert "relu" in str(traced.graph)
     torch.testing.assert_close(compiled(y)(y), _Shifted()(y))
+
+
+def _square_masked(x, idxs):
+    return x.square() * torch.nn.functional.one_hot(idxs, 3)
+
+
+def test_frames_met_under_a_torch_func_transform_run_as_they_are():
+    def jacobian(x, idxs):
+        return torch.func.jacfwd(_square_masked, argnums=(0,))(x, idxs)
+
+    idxs = torch.randint(3, (7,))
+    x = torch.rand(7, 3, dtype=torch.float64)
+    compiled = Compiled(jacobian, dynamic=True)
+    torch.testing.assert_close(compiled(x, idxs), jacobian(x, idxs))
+    batched = Compiled(lambda v: torch.func.vmap(_square_masked, in_dims=(0, None))(v, idxs[:3]))
+    v = torch.rand(4, 3, 3, dtype=torch.float64)
+    expected = torch.func.vmap(_square_masked, in_dims=(0, None))(v, idxs[:3])
+    torch.testing.assert_close(batched(v), expected)
