@@ -30,6 +30,7 @@ torch._inductor (it is a test harness; product code never does).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,7 @@ import torch._dynamo
 import torch._dynamo.test_case
 
 import ember
+import ember_symbolic as es
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
 
 # Dynamo backend name -> Ember backend name
@@ -185,6 +187,40 @@ def set_stance(stance: str = "default", **kwargs: Any) -> Any:
     return ember.set_stance(stance)
 
 
+def mark_dynamic(t: Any, index: Any, **kwargs: Any) -> None:
+    """torch._dynamo.mark_dynamic, marked for Ember too (`ember.mark_dynamic`, its min and
+    max kept): a trace that specializes the dim raises, as under torch.compile. PyTorch's
+    own mark stays (tests read it); a mark Ember does not take (a size-1 dim, a non-tensor)
+    is left to PyTorch's alone."""
+    ORIGINAL["mark_dynamic"](t, index, **kwargs)
+    for dim in index if isinstance(index, list | tuple) else [index]:
+        with contextlib.suppress(TypeError, ValueError):  # DynamicMarkError: a ValueError
+            ember.mark_dynamic(t, dim, min=kwargs.get("min"), max=kwargs.get("max"))
+
+
+class _EitherConstraintViolation(type):
+    """isinstance/issubclass of the name tests catch accept Ember's ConstraintViolationError
+    (ember_symbolic's) as well as PyTorch's."""
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, (cls.__mro__[1], es.ConstraintViolationError))
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return cls.__subclasscheck__(type(obj))
+
+
+def install_constraint_violation() -> None:
+    """Tests import ConstraintViolationError from PyTorch's symbolic_shapes and expect it
+    where a dim marked dynamic is specialized: the name they import also catches Ember's."""
+    import torch.fx.experimental.symbolic_shapes as torch_shapes
+
+    original = torch_shapes.ConstraintViolationError
+    ORIGINAL["ConstraintViolationError"] = original
+    torch_shapes.ConstraintViolationError = _EitherConstraintViolation(
+        "ConstraintViolationError", (original,), {"__module__": original.__module__}
+    )
+
+
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
     """torch._inductor.compile_fx.compile_fx, as Ember's inductor backend. PyTorch's keyword
     arguments (inner_compile, config_patches, decompositions, ...) configure PyTorch's own
@@ -211,7 +247,10 @@ def install() -> None:
         reset=torch._dynamo.reset,
         set_stance=torch.compiler.set_stance,
         run=torch._dynamo.run,
+        mark_dynamic=torch._dynamo.mark_dynamic,
     )
+    torch._dynamo.mark_dynamic = mark_dynamic
+    install_constraint_violation()
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and
     # tests recognise a compiled module by this public name (only it: torch._dynamo's own

@@ -275,3 +275,29 @@ def test_views_of_parameters_under_no_grad_stay_in_one_graph(backend):
         torch.testing.assert_close(compiled(x), model(x))
     records = compiled._ember_compiler.records
     assert len(records) == 1 and not [b for r in records for b in r.breaks]
+
+
+# ---- Tensor.retain_grad() on an input that is not a leaf ------------------------------------
+
+
+def keeps_grad_of_input(x, y):
+    y.retain_grad()
+    return torch.sin(y) * x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_retain_grad_on_a_non_leaf_input(backend):
+    def run(fn):
+        x = torch.randn(4, requires_grad=True)
+        y = torch.cos(x)
+        fn(x, y).sum().backward()
+        return y.retains_grad, y.grad, x.grad
+
+    torch.manual_seed(0)
+    expected = run(keeps_grad_of_input)
+    torch.manual_seed(0)
+    got = run(ember.compile(keeps_grad_of_input, backend=backend))
+    assert got[0] is True and got[1] is not None
+    torch.testing.assert_close(got[1:], expected[1:])
+    x = torch.randn(4, requires_grad=True)
+    assert graphs_and_breaks(keeps_grad_of_input, (x, torch.cos(x)), backend)[0] >= 1

@@ -306,6 +306,8 @@ class FrameCompiler:
         if is_skipped(code):
             fh.skip_code(code)
             return None
+        if _under_a_transform():
+            return None
         # One compile at a time; a thread that waited first looks at what the others cached
         # meanwhile (compile_lock.py), and caches its own entry before letting the next look.
         with COMPILE_LOCK:
@@ -736,6 +738,16 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
     new_code = codegen.whole_frame_code(frame.f_code, runner_name, names)
     record.runner, record.input_names = runner, names
     return _finalize(record, new_code, output, frame)
+
+
+def _under_a_transform() -> bool:
+    """torch.jit.trace is recording (its tensors' sizes are tensors, and it records the ops
+    that run), or a torch.func transform (vmap, jvp, grad) is active (its tensors are
+    wrappers without storage): frames met there run as they are, nothing cached."""
+    return (
+        torch._C._get_tracing_state() is not None
+        or torch._C._functorch.peek_interpreter_stack() is not None
+    )
 
 
 def recompile_reason(entries: tuple, f_locals: dict[str, Any]) -> str:

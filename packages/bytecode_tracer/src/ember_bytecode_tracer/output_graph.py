@@ -14,6 +14,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy
 import torch
 import torch.fx
 from torch.utils._pytree import tree_map
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Guard, Source
 
 _graph_ids = itertools.count()
+# A NumPy scalar the program passes to an op stays one (eager passes it as it is); the graph's
+# code writes it by its repr, `np.int64(16)`, so the name `np` is known there.
+torch.fx.graph._register_custom_builtin("np", "import numpy as np", numpy)
 
 
 @dataclass

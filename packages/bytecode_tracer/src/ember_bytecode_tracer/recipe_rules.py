@@ -209,90 +209,59 @@ def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
 
 
 def make_function(
-    code: Any,
-    f_globals: dict,
-    qualname: str,
-    defaults: tuple,
-    kwdefaults: dict,
-    closure: tuple | None = None,
-    annotations: dict | None = None,
+    code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict, closure=()
 ):
-    """A function as MAKE_FUNCTION makes it (one made in the trace)."""
-    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure)
-    if annotations:
-        fn.__annotations__ = annotations
+    """A function as MAKE_FUNCTION makes it (one made in the trace; its cells rebuilt)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
     fn.__kwdefaults__ = kwdefaults or None
     fn.__qualname__ = qualname
     return fn
 
 
+def _cell(builder: RecipeBuilder, cell: CellReference) -> Recipe:
+    """A cell of a frame the trace ran, holding its final value: the cells of the compiled
+    frame at its return (a break in a frame with cells is refused before this), or of a
+    function inlined and finished. Cells that exist outside the trace are not rebuilt."""
+    tx, name = cell.tx, cell.name
+    if name not in tx.code.co_cellvars or name in tx.frame_cells:
+        raise Unsupported(f"cannot rebuild the cell {name!r} of a function made in the trace")
+    return builder.cell_recipe((id(tx), name), tx, cell.get)
+
+
 @recipe_for(NestedUserFunctionVariable)
 def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
     """A lambda or inner def made in the trace, returned or stored: made again, once per call
-    (eager makes a new function object on every call too). With attributes the trace read
-    or set: not rebuilt. Its cells are new cells holding what the
-    trace left in them (_cell), shared by the functions of one call that share a cell."""
-    if value.attrs is not None:
+    (eager makes a new function object on every call too), over cells rebuilt once per call
+    (shared by every function rebuilt over them). With annotations or attributes the trace
+    read or set: not rebuilt."""
+    if value.annotations or value.attrs is not None:
         raise Unsupported(f"cannot rebuild {value} after the graph")
-    defaults = [builder.recipe(d) for d in value.defaults]
-    kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
-    cells = [_cell(builder, cell) for cell in value.closure]
-    notes = {k: builder.recipe(v) for k, v in value.annotations.items()}
     code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
-    made = emits(
-        lambda outs, L, G: make_function(
+    made: list[Recipe] = []
+
+    def build(outs, L, G):
+        return make_function(
             code_object,
             f_globals,
             qualname,
             tuple(d(outs, L, G) for d in defaults),
             {k: p(outs, L, G) for k, p in kwdefaults.items()},
-            tuple(c(outs, L, G) for c in cells) or None,
-            {k: p(outs, L, G) for k, p in notes.items()},
-        ),
-        lambda code: code.temp(
+            tuple(c(outs, L, G) for c in cells),
+        )
+
+    def emit(code: RebuildCode) -> str:
+        return code.temp(
             f"{code.const(make_function)}({code.const(code_object)}, {code.const(f_globals)}, "
             f"{qualname!r}, ({items_code(code, defaults)}), "
-            f"{{{entries_code(code, kwdefaults)}}}, ({items_code(code, cells)}) or None, "
-            f"{{{entries_code(code, notes)}}})"
-        ),
-    )
-    return builder.once_per_call(value, made)
-
-
-def _cell(builder: RecipeBuilder, cell: VariableTracker) -> Recipe:
-    """A cell of a function made in the trace: a variable of a traced frame captured by it
-    (those frames have ended where the recipes run: no one else sees the cell), made anew
-    with the variable's last value. A cell that existed before the trace is not rebuilt."""
-    frame_cell = isinstance(cell, CellReference) and cell.name in cell.tx.code.co_cellvars
-    if not frame_cell:
-        raise Unsupported("cannot rebuild a function closing over a cell made outside the trace")
-    key = (id(cell.tx), cell.name)
-    if key in builder.cells:
-        first = builder.cells[key]
-        if first is None:  # its contents hold the function being rebuilt (recursion)
-            raise Unsupported("cannot rebuild a function whose cell holds itself")
-        return builder.once_per_call(first, _NO_RECIPE)
-    builder.cells[key] = None
-    if cell.name in cell.tx.symbolic_locals:
-        content = builder.recipe(cell.get())
-        made = emits(
-            lambda outs, L, G: types.CellType(content(outs, L, G)),
-            lambda code: code.temp(f"{code.const(types.CellType)}({code.value(content)})"),
+            f"{{{entries_code(code, kwdefaults)}}}, ({items_code(code, cells)}))"
         )
-    else:  # never assigned: an empty cell
-        made = emits(
-            lambda outs, L, G: types.CellType(),
-            lambda code: code.temp(f"{code.const(types.CellType)}()"),
-        )
-    builder.cells[key] = cell
-    return builder.once_per_call(cell, made)
 
-
-def _no_recipe(outs, L, G):
-    raise AssertionError("a rebuilt cell is made by its first recipe")
-
-
-_NO_RECIPE = emits(_no_recipe, lambda code: "None")
+    made.append(builder.once_per_call(value, emits(build, emit)))
+    # The function is known before its parts: a cell may hold the function itself.
+    cells = [_cell(builder, c) for c in value.closure]
+    defaults = [builder.recipe(d) for d in value.defaults]
+    kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
+    return made[0]
 
 
 @recipe_for(ConstructedObjectVariable)

@@ -15,6 +15,7 @@ read after something was written, and each write happens once per call.
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +102,6 @@ class RecipeBuilder:
         # reaches it first), then attribute and global writes (convert_frame)
         self.writes: list[Write] = []
         self._written: set[int] = set()
-        # closure cells of the trace's frames, rebuilt once per call: (id(translator), name)
-        # -> the first reference seen (the key of its object), None while being built
-        self.cells: dict[tuple[int, str], VariableTracker | None] = {}
 
     @property
     def builds_objects(self) -> bool:
@@ -181,6 +179,34 @@ class RecipeBuilder:
         self._objects[key] = emits(build, emit)
         self._keep.append(value)  # ids stay unique while the recipes are built
         return self._objects[key]
+
+    def cell_recipe(self, key: tuple, owner: Any, contents: Callable[[], Any]) -> Recipe:
+        """A cell of the trace, made once per call: empty first, then filled with the
+        recipe of `contents()` (its final value, which may hold the cell again)."""
+        known = self._objects.get(key)  # type: ignore[call-overload]
+        if known is not None:
+            return known
+
+        def build(outs, L, G):
+            made = L.setdefault(REBUILT_OBJECTS, {})
+            cell = made.get(key)
+            if cell is None:
+                cell = made[key] = types.CellType()
+                cell.cell_contents = value(outs, L, G)
+            return cell
+
+        def emit(code: RebuildCode) -> str:
+            name = code.objects.get(key)
+            if name is None:
+                name = code.objects[key] = code.name("cell")
+                code.line(f"{name} = {code.const(types.CellType)}()")
+                code.line(f"{name}.cell_contents = {code.value(value)}")
+            return name
+
+        self._objects[key] = emits(build, emit)  # type: ignore[index]
+        self._keep.append(owner)  # ids stay unique while the recipes are built
+        value = self.recipe(contents())
+        return self._objects[key]  # type: ignore[index]
 
     def write_once(self, value: VariableTracker, write: Write) -> None:
         if id(value) not in self._written:

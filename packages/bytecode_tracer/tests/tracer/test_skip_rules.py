@@ -7,6 +7,7 @@ import sysconfig
 
 import torch
 
+from conftest import Compiled
 from ember_bytecode_tracer import convert_frame
 from ember_bytecode_tracer.convert_frame import is_skipped
 
@@ -41,3 +42,44 @@ def test_standard_library_is_skipped_but_its_site_packages_is_not(monkeypatch):
     assert not is_skipped(_code_at(model))
     monkeypatch.setattr(convert_frame, "_INSTALLED_ROOTS", ())
     assert is_skipped(_code_at(model))
+
+
+class _Shifted(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.shift = 3
+
+    def forward(self, x):
+        return x.relu() + x.shape[0] * self.shift  # a size is a tensor while JIT traces
+
+
+def test_frames_met_while_torch_jit_trace_records_run_as_they_are():
+    def build_and_trace(x):
+        return torch.jit.trace(_Shifted(), (x,))
+
+    x = torch.randn(3, 4)
+    compiled = Compiled(build_and_trace)
+    traced = compiled(x)
+    y = torch.randn(5, 2)
+    # the traced module recorded the real ops (the size became a traced value)
+    torch.testing.assert_close(traced(x), _Shifted()(x))
+    assert "relu" in str(traced.graph)
+    torch.testing.assert_close(compiled(y)(y), _Shifted()(y))
+
+
+def _square_masked(x, idxs):
+    return x.square() * torch.nn.functional.one_hot(idxs, 3)
+
+
+def test_frames_met_under_a_torch_func_transform_run_as_they_are():
+    def jacobian(x, idxs):
+        return torch.func.jacfwd(_square_masked, argnums=(0,))(x, idxs)
+
+    idxs = torch.randint(3, (7,))
+    x = torch.rand(7, 3, dtype=torch.float64)
+    compiled = Compiled(jacobian, dynamic=True)
+    torch.testing.assert_close(compiled(x, idxs), jacobian(x, idxs))
+    batched = Compiled(lambda v: torch.func.vmap(_square_masked, in_dims=(0, None))(v, idxs[:3]))
+    v = torch.rand(4, 3, 3, dtype=torch.float64)
+    expected = torch.func.vmap(_square_masked, in_dims=(0, None))(v, idxs[:3])
+    torch.testing.assert_close(batched(v), expected)

@@ -225,11 +225,33 @@ def _len(tx, args, kwargs):
     return ConstantVariable(len(value.unpack(tx)))
 
 
+def _own_instancecheck(cls: Any) -> Callable | None:
+    """A metaclass's `__instancecheck__` written in Python that may answer otherwise than
+    the class hierarchy does (abc's and torch's agree with it on the types traced)."""
+    check = getattr(type(cls), "__instancecheck__", None)
+    if inspect.isfunction(check) and not check.__module__.startswith(("torch", "abc")):
+        return check
+    return None
+
+
 @rule(isinstance)
 def _isinstance(tx, args, kwargs):
+    """By the value's type; a class whose metaclass has its own `__instancecheck__` asks it
+    (inlined), as isinstance() does unless the type is the class itself."""
     value, classes = args
     cls = classes.as_python_constant()
-    return ConstantVariable(issubclass(value.python_type(), cls))
+    kind = value.python_type()
+    options = cls if type(cls) is tuple else (cls,)
+    for i, option in enumerate(options):
+        check = None if kind is option else _own_instancecheck(option)
+        if check is None:
+            if issubclass(kind, option):
+                return ConstantVariable(True)
+            continue
+        tracker = classes.unpack(tx)[i] if type(cls) is tuple else classes
+        if tx.inline_call(check, None, [tracker, value], {}).truthiness(tx):
+            return ConstantVariable(True)
+    return ConstantVariable(False)
 
 
 @rule(callable)

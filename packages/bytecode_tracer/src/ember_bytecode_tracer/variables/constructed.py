@@ -15,7 +15,7 @@ import inspect
 from typing import Any
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource
+from ember_bytecode_tracer.guards import AttrSource, GenericAttrSource, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES
@@ -187,10 +187,28 @@ def _is_sourced_namedtuple(tx, value: tuple, source) -> bool:
     return hasattr(type(value), "_fields") and source is not None
 
 
+_TUPLE_FIELD = type(collections.namedtuple("_Pair", "a").a)  # a field's descriptor
+
+
+def _namedtuple_item_sources(cls: type, source, length: int) -> list:
+    """How guards and inputs read the items: by index, or, where the class replaces
+    tuple's `__getitem__` (a user method, not the tuple's items), through the fields' own
+    descriptors (what `p.a` reads)."""
+    if cls.__getitem__ is tuple.__getitem__:
+        return [ItemSource(source, i) for i in range(length)]
+    fields = cls._fields
+    if len(fields) != length or not all(
+        isinstance(inspect.getattr_static(cls, f, None), _TUPLE_FIELD) for f in fields
+    ):
+        raise Unsupported(f"a {cls.__name__} whose __getitem__ and fields are both replaced")
+    return [GenericAttrSource(source, f) for f in fields]
+
+
 @wrap_rule("namedtuple", types=tuple, when=_is_sourced_namedtuple)
 def _wrap_namedtuple(tx, value: tuple, source) -> VariableTracker:
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
-    items = [tx.wrap(item, ItemSource(source, i)) for i, item in enumerate(value)]
+    sources = _namedtuple_item_sources(type(value), source, len(value))
+    items = [tx.wrap(item, s) for item, s in zip(value, sources, strict=True)]
     tracker = ConstructedObjectVariable(type(value), items, {})
     tracker.source = source
     return tracker

@@ -52,6 +52,11 @@ DATA_DEPENDENT_METHODS = {
 AUTOGRAD_METHODS = {
     "backward": "Tensor.backward() runs autograd's engine (a graph break)",
     "register_hook": "Tensor.register_hook() inside a traced region",
+    # autograd state of the tensor itself, which no graph node keeps (dropped as dead code)
+    "retain_grad": "Tensor.retain_grad() inside a traced region",
+    "register_post_accumulate_grad_hook": (
+        "Tensor.register_post_accumulate_grad_hook() inside a traced region"
+    ),
 }
 STATIC_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
                   "is_contiguous", "is_floating_point", "is_complex", "get_device",
