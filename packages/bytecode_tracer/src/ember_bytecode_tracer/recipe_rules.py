@@ -209,11 +209,19 @@ def _default_dict(builder: RecipeBuilder, value: DefaultDictVariable) -> Recipe:
 
 
 def make_function(
-    code: Any, f_globals: dict, qualname: str, defaults: tuple, kwdefaults: dict, closure=()
+    code: Any,
+    f_globals: dict,
+    qualname: str,
+    defaults: tuple,
+    kwdefaults: dict,
+    closure: tuple = (),
+    annotations: dict | None = None,
 ):
     """A function as MAKE_FUNCTION makes it (one made in the trace; its cells rebuilt)."""
     fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
     fn.__kwdefaults__ = kwdefaults or None
+    if annotations:
+        fn.__annotations__ = annotations
     fn.__qualname__ = qualname
     return fn
 
@@ -232,9 +240,9 @@ def _cell(builder: RecipeBuilder, cell: CellReference) -> Recipe:
 def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
     """A lambda or inner def made in the trace, returned or stored: made again, once per call
     (eager makes a new function object on every call too), over cells rebuilt once per call
-    (shared by every function rebuilt over them). With annotations or attributes the trace
-    read or set: not rebuilt."""
-    if value.annotations or value.attrs is not None:
+    (shared by every function rebuilt over them), with its annotations. With attributes the
+    trace read or set: not rebuilt."""
+    if value.attrs is not None:
         raise Unsupported(f"cannot rebuild {value} after the graph")
     code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
     made: list[Recipe] = []
@@ -247,13 +255,15 @@ def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) 
             tuple(d(outs, L, G) for d in defaults),
             {k: p(outs, L, G) for k, p in kwdefaults.items()},
             tuple(c(outs, L, G) for c in cells),
+            {k: p(outs, L, G) for k, p in notes.items()},
         )
 
     def emit(code: RebuildCode) -> str:
         return code.temp(
             f"{code.const(make_function)}({code.const(code_object)}, {code.const(f_globals)}, "
             f"{qualname!r}, ({items_code(code, defaults)}), "
-            f"{{{entries_code(code, kwdefaults)}}}, ({items_code(code, cells)}))"
+            f"{{{entries_code(code, kwdefaults)}}}, ({items_code(code, cells)}), "
+            f"{{{entries_code(code, notes)}}})"
         )
 
     made.append(builder.once_per_call(value, emits(build, emit)))
@@ -261,6 +271,7 @@ def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) 
     cells = [_cell(builder, c) for c in value.closure]
     defaults = [builder.recipe(d) for d in value.defaults]
     kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}
+    notes = {k: builder.recipe(v) for k, v in value.annotations.items()}
     return made[0]
 
 
