@@ -297,7 +297,9 @@ def run_file(entry: dict, upstream: Path, args: argparse.Namespace) -> dict | No
         limits["EMBER_CONFORMANCE_SHARD"] = args.shard
     stem = path.stem + (f".shard-{args.shard.replace('/', '-of-')}" if args.shard else "")
     previous = RESULTS / result_name(path.stem, args.shard)
-    reuse = args.reclassify and previous.exists()
+    if args.reclassify and not previous.exists():  # nothing to classify again (or shards only:
+        return file_result(path.stem)  # the report merges those as they are)
+    reuse = args.reclassify
     for mode in MODES:
         junits[mode] = RESULTS / f"{stem}.{mode}.xml"
         if reuse:  # the last run's outcomes, classified again by the current RULES
