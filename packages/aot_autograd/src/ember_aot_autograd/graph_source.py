@@ -34,6 +34,12 @@ SAFE_GLOBALS = {
     "nan": math.nan,
     "NoneType": type(None),
 }
+try:  # the tracer names NumPy scalars in graph code (`np.int64(16)`): once it registers `np`
+    import numpy  # with FX, every graph's code has it among its globals
+
+    SAFE_GLOBALS["np"] = numpy
+except ImportError:  # no NumPy, no NumPy scalars
+    pass
 #: constants larger than this are not written into a graph's source (they would bloat the
 #: cache and every key computation); such graphs are not cached
 MAX_CONSTANT_BYTES = 1 << 20

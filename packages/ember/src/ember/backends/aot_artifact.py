@@ -38,7 +38,7 @@ log = logging.getLogger("ember.cache")
 
 LEVEL = "aot"
 #: modules whose functions a cached torch-level graph may call (named, versioned by the key)
-TRUSTED_MODULES = ("torch", "operator", "_operator", "math", "builtins")
+TRUSTED_MODULES = ("torch", "operator", "_operator", "math", "builtins", "numpy")
 _PLAIN = (type(None), bool, int, float, str)
 _decomposition_ids: dict[int, tuple[int, str]] = {}
 

@@ -34,7 +34,9 @@ from ember_aot_autograd import NotSerializable, encode_tensor
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 #: globals the FX code of a prim graph may name (anything else is not in the key)
-_SAFE_GLOBALS = {"torch", "device", "inf", "nan", "NoneType", "fx_pytree", "pytree"}
+# `np`: the tracer registers NumPy with FX (NumPy scalars in graph code), so it is among
+# every graph's globals
+_SAFE_GLOBALS = {"torch", "device", "inf", "nan", "NoneType", "fx_pytree", "pytree", "np"}
 
 
 class SymbolicUncacheable(Exception):
