@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import sys
+
+import pytest
 import torch
 
 from conftest import Compiled, same
@@ -157,6 +160,9 @@ def _both(a, log):
     yield from [a.sin(), a.cos()]
 
 
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="3.12's yield from (SEND) is still a graph break there"
+)
 def test_yield_from_in_a_generator_stepped_by_its_consumer():
     def fn(a):
         log = []

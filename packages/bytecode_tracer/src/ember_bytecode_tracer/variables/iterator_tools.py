@@ -73,9 +73,12 @@ class GeneratorVariable(LazyIteratorVariable):
     across a break), or send/throw/close, are graph breaks."""
 
     def __init__(self, generator: Any, name: str) -> None:
+        # a user's try or with (a handler starting PUSH_EXC_INFO); 3.12 wraps a generator's
+        # whole body in a handler of its own (StopIteration -> RuntimeError), which is not one
         covered = [
             i for i in generator.tx.instructions
             if i.opname == "YIELD_VALUE" and i.exn_tab_entry is not None
+            and i.exn_tab_entry.target.opname == "PUSH_EXC_INFO"
         ]  # fmt: skip
         if covered:
             raise Unsupported(f"generator {name} yields inside try/with (its cleanup on drop)")
