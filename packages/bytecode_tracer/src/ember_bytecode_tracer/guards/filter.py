@@ -1,4 +1,4 @@
-"""A user's guard filter: `torch.compile(..., options={"guard_filter_fn": fn})` in Ember.
+"""A user's guard filter: torch.compile's option `guard_filter_fn` (`options={"guard_filter_fn": fn}`) in Ember.
 
 `fn` receives one entry per guard a trace would install and returns a keep-flag per entry;
 the guards it drops are not checked, so a later call that differs only there runs the
