@@ -129,6 +129,8 @@ def build_huggingface(entry: Entry, size: str) -> Case:
     if size != "gpu":
         wanted = {**HF_SMALL, **entry.small}
     config = config_cls(**_config_kwargs(config_cls, wanted))
+    if getattr(config, "pad_token_id", 0) is None:  # sequence classifiers need one at batch > 1
+        config.pad_token_id = 0
     for key, value in vars(config).items():  # dropout off: steps are compared with eager
         if "dropout" in key and isinstance(value, float):
             setattr(config, key, 0.0)
