@@ -39,6 +39,48 @@ def test_explain_of_a_compiled_function_or_module_explains_what_was_compiled():
     assert out.graph_count == 1 and out.ops_per_graph[0][-1] == "relu"
 
 
+class DecoratedForward(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    @ember.compile
+    def forward(self, x):
+        return self.linear(x).relu()
+
+
+@pytest.mark.parametrize("backend", [None, "inductor"])
+def test_explain_of_a_called_module_whose_forward_is_compiled_reports_its_graph(backend):
+    x = torch.randn(2, 4)
+    decorated = DecoratedForward()
+    assigned = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    assigned.forward = ember.compile(assigned.forward)
+    for module in (decorated, assigned):
+        expected = module(x)  # compiled and called: its wrapper sets its own compiler
+        for target in (module, module.forward):  # the module, and the bound compiled method
+            out = ember.explain(target, backend=backend)(x)
+            assert out.graph_count == 1 and out.graph_break_count == 0, target
+            assert out.ops_per_graph[0][-1] == "relu"
+        torch.testing.assert_close(module(x), expected)  # still runs, compiled again
+
+
+def test_explain_of_a_function_that_calls_a_compiled_function_after_a_break():
+    inner = ember.compile(lambda t: t.sin() + 1)
+
+    def outer(a, b):
+        if b.sum() < 0:  # a break: what follows runs outside explain's trace of outer
+            b = b * -1
+        return inner(a * b)
+
+    a, b = torch.randn(10), -torch.rand(10) - 0.1
+    expected = outer(a, b)
+    out = ember.explain(outer)(a, b)
+    # outer up to the branch, the resume after it (inner traced into it)
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    assert "sin" in out.ops_per_graph[1]
+    torch.testing.assert_close(outer(a, b), expected)
+
+
 def test_explain_leaves_no_compiled_code_behind():
     a = torch.randn(3)
     ember.explain(toy_example)(a, a)

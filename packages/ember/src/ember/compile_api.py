@@ -18,7 +18,7 @@ from ember.env_settings import check_environment
 from ember.exc import EmberError
 from ember.logs import configure_from_env, full_tracebacks, log_record
 from ember.progress import ProgressFrameCompiler
-from ember.stance import hook_for
+from ember.stance import hook_for, one_trace
 from ember.stats import clear as clear_counters
 from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
@@ -312,7 +312,8 @@ def trace_once(fn: Callable, compiler: FrameCompiler, args: tuple, kwargs: dict)
     fh.reset()
     previous = fh.set_eval_frame(compiler)
     try:
-        fn(*args, **kwargs)
+        with one_trace(compiler):  # compiled wrappers that fn calls set this compiler
+            fn(*args, **kwargs)
     finally:
         fh.set_eval_frame(previous)
         fh.reset()

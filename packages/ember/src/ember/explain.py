@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +62,8 @@ def uncompiled(fn: Callable) -> Callable:
     and cache would answer the call, and the fresh trace would see nothing); else `fn`."""
     if isinstance(fn, OptimizedModule):
         return fn._orig_mod
+    if inspect.ismethod(fn):  # a compiled method, bound: the original bound to the same self
+        return types.MethodType(uncompiled(fn.__func__), fn.__self__)
     return getattr(fn, "_ember_original", fn)
 
 

@@ -10,8 +10,10 @@ does for torch.compile (the stances: ember_bytecode_tracer/stance.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ember.exc import EmberError
@@ -52,9 +54,31 @@ class set_stance:  # lower case: called like a function, as torch.compiler.set_s
         return under_stance
 
 
+# the compiler of this thread's one trace in progress (ember.explain, ember.export); the
+# frame hook is per thread too
+_one_trace = threading.local()
+
+
+@contextlib.contextmanager
+def one_trace(compiler: Any) -> Iterator[None]:
+    """While it lasts, compiled wrappers called set `compiler` instead of their own: what a
+    compiled function or module runs is what explain and export see (else its own compiler
+    would take its frames, and the trace would report no graph)."""
+    previous = getattr(_one_trace, "compiler", None)
+    _one_trace.compiler = compiler
+    try:
+        yield
+    finally:
+        _one_trace.compiler = previous
+
+
 def hook_for(compiler: Any) -> Any:
-    """The frame hook a compiled wrapper sets: none under "force_eager"."""
+    """The frame hook a compiled wrapper sets: the compiler of the one trace in progress if
+    any (`one_trace`), none under "force_eager", else its own."""
+    tracing = getattr(_one_trace, "compiler", None)
+    if tracing is not None:
+        return tracing
     return None if _stance.current() == "force_eager" else compiler
 
 
-__all__ = ["hook_for", "set_stance"]
+__all__ = ["hook_for", "one_trace", "set_stance"]
