@@ -343,3 +343,37 @@ def test_an_in_place_write_still_invalidates_saved_tensors():
             run(b)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.sum().backward()
+
+
+_STEP_MODEL, _STEP_X, _STEP_Y = _mlp()
+_STEP_OPT = torch.optim.AdamW(_STEP_MODEL.parameters(), lr=0.01)
+
+
+def _optimizer_step_of_globals() -> None:
+    _STEP_OPT.step()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["function", "bound_step"])
+def test_an_optimizer_step_compiled_alone_is_one_graph(backend, form):
+    """The optimizer-compiling idiom: `@compile def step(): opt.step()` with the optimizer a
+    global (no argument), or `compile(opt.step)` itself. Both ran eagerly before (the first
+    as a frame without tensor work, the second as torch's own code)."""
+    ember.reset()
+    ref = copy.deepcopy(_STEP_MODEL)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.01)
+    ref_opt.load_state_dict(copy.deepcopy(_STEP_OPT.state_dict()))
+    step = ember.compile(
+        _optimizer_step_of_globals if form == "function" else _STEP_OPT.step, backend=backend
+    )
+    for _ in range(3):
+        for model in (_STEP_MODEL, ref):
+            model.zero_grad()
+            torch.nn.functional.mse_loss(model(_STEP_X), _STEP_Y).backward()
+        step()
+        ref_opt.step()
+    for p, q in zip(_STEP_MODEL.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, **TOL)
+    counters = ember.counters[backend]
+    assert counters["forward_graphs"] >= 1 and counters["forward_runs"] == 3
+    assert not counters["graph_fallbacks"]  # the step's math compiled, not run eagerly

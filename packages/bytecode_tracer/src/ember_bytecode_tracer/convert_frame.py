@@ -223,6 +223,8 @@ def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
     down to three levels (`obj.items[0]`): a frame that sees none of them is not traced."""
     if isinstance(value, torch.Tensor | torch.nn.Module | np.ndarray):  # arrays: traced as tensors
         return True
+    if isinstance(value, torch.optim.Optimizer):  # its tensors sit deeper than three levels
+        return True
     if depth < 2 and type(value) is types.FunctionType and value.__closure__:
         # a closure over tensors handed in (a stateful counter): traced where it is called
         return any(_holds_tensor_state(_cell_value(c), depth + 1) for c in value.__closure__)
@@ -248,7 +250,10 @@ def has_tensor_work(frame: Any) -> bool:
         return True
     if any(_holds_tensor_state(v) for v in frame.f_locals.values()):
         return True
-    return any(_is_torch_global(frame.f_globals.get(n)) for n in frame.f_code.co_names)
+    # globals it names: torch itself, or tensor state (a global model, optimizer, tensor:
+    # `def step(): opt.step()` takes no argument and still has all its work there)
+    named = [frame.f_globals.get(n) for n in frame.f_code.co_names]
+    return any(_is_torch_global(v) or _holds_tensor_state(v) for v in named)
 
 
 def _is_torch_global(value: Any) -> bool:

@@ -199,3 +199,39 @@ def test_dict_with_dtype_keys_traced_and_guarded():
     torch.testing.assert_close(compiled(x), x * 2)
     table[(torch.float32, 4)] = 5.0  # the value read by position is guarded
     torch.testing.assert_close(compiled(x), x * 5)
+
+
+_GLOBAL_MODEL = _with_grads(_model())
+_GLOBAL_OPT = torch.optim.AdamW(_GLOBAL_MODEL.parameters(), lr=0.01)
+_GLOBAL_X = torch.randn(3, 4)
+
+
+def _global_step():
+    _GLOBAL_OPT.step()
+
+
+def _global_tensor_math():
+    return _GLOBAL_X.sin() * 2
+
+
+def test_a_step_without_arguments_on_a_global_optimizer_is_traced():
+    """`def step(): opt.step()` (the optimizer a global, no argument at all): every tensor of
+    the frame sits in the optimizer, deeper than the argument scan looked; it was skipped
+    as a frame without tensor work, silently running eagerly."""
+    ref = _with_grads(_model())
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.01)
+    step = _compile(_global_step)
+    for _ in range(3):
+        step()
+        ref_opt.step()
+    for p, q in zip(_GLOBAL_MODEL.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+    records = step.compiler.records
+    assert records and all(len(r.graphs) == 1 and not r.breaks for r in records)
+
+
+def test_a_function_of_global_tensors_only_is_traced():
+    step = _compile(_global_tensor_math)
+    torch.testing.assert_close(step(), _GLOBAL_X.sin() * 2)
+    (record,) = step.compiler.records
+    assert len(record.graphs) == 1 and not record.breaks

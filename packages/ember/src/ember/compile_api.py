@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import inspect
@@ -126,9 +127,25 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
         raise EmberError(f"options must be a dict, got {type(options).__name__}")
 
 
+def _called_from_user_code(fn: Callable) -> Callable:
+    """`fn` itself, or for a bound method of a torch optimizer (`compile(opt.step)`) a small
+    function that calls it as user code would: torch's own frames are not traced where they
+    start, while `opt.step()` met in user code is one graph of the step's math."""
+    owner = getattr(fn, "__self__", None)
+    if not (inspect.ismethod(fn) and isinstance(owner, torch.optim.Optimizer)):
+        return fn
+    name = fn.__name__
+    source = f"def {name}(*args, **kwargs):\n    return optimizer.{name}(*args, **kwargs)\n"
+    namespace: dict[str, Any] = {"optimizer": owner}
+    # a file name in angle brackets is user code to the tracer, as "<stdin>" is
+    exec(builtins.compile(source, f"<{type(owner).__name__}.{name}>", "exec"), namespace)
+    return namespace[name]
+
+
 def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
     if inspect.isgeneratorfunction(fn):
         return _wrap_generator_function(fn, compiler)
+    call = _called_from_user_code(fn)
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
@@ -136,7 +153,7 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
             return fn(*args, **kwargs)
         previous = fh.set_eval_frame(hook_for(compiler))
         try:
-            return fn(*args, **kwargs)
+            return call(*args, **kwargs)
         except Unsupported as exc:  # fullgraph=True: the message shows the user's line
             raise _at_user_frame(exc) from None
         finally:
