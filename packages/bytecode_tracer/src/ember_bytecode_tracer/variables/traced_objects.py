@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard_identity
 from ember_bytecode_tracer.variables.builtins import constant_fold, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.descriptors import (
@@ -62,12 +63,20 @@ def traceable_class_refusal(cls: type) -> str | None:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from {klass.__name__}, implemented in C"
         own = vars(klass)
-        if "__new__" in own or "__del__" in own:
-            return f"it defines {'__new__' if '__new__' in own else '__del__'}"
+        if "__del__" in own:
+            return "it defines __del__"
+        if "__new__" in own and not _python_new(own["__new__"]):
+            return "its __new__ is not a Python function"
         for hook in _ATTRIBUTE_HOOKS:
             if hook in own and not inspect.isfunction(own[hook]):
                 return f"its {hook} is not a Python function"
     return None
+
+
+def _python_new(new: Any) -> bool:
+    """Whether a class's own `__new__` is a Python function (run inline, object.__new__
+    below it making the tracker)."""
+    return inspect.isfunction(getattr(new, "__func__", new))
 
 
 def slot_descriptor(cls: type, name: str) -> Any:
@@ -88,10 +97,28 @@ class TracedObjectVariable(VariableTracker):
 
     @classmethod
     def construct(cls, tx: Translator, klass: type, klass_source, args, kwargs):
-        obj = cls(klass, klass_source or _class_source(klass))
-        init = inspect.getattr_static(klass, "__init__")
+        """`klass(*args, **kwargs)` as type.__call__ runs it: `__new__` (a Python one
+        inlined; object's makes the tracker), then `__init__` when `__new__` gave an
+        instance of `klass`."""
+        klass_source = klass_source or _class_source(klass)
+        new = inspect.getattr_static(klass, "__new__")
+        if new is object.__new__:
+            obj = cls(klass, klass_source)
+        else:
+            kind = TypeVariable(klass, source=klass_source)
+            fn_source = AttrSource(klass_source, "__new__") if klass_source is not None else None
+            new = getattr(new, "__func__", new)  # a staticmethod, or a function set later
+            guard_identity(tx, new, fn_source)
+            obj = tx.inline_call(new, fn_source, [kind, *args], kwargs)
+            if not isinstance(obj, TracedObjectVariable):
+                if issubclass(obj.python_type(), klass):  # __init__ on an object we do not model
+                    raise Unsupported(f"{klass.__qualname__}.__new__ returned a {obj}")
+                return obj
+            if not issubclass(obj.cls, klass):
+                return obj  # not an instance of klass: its __init__ is not run
+        init = inspect.getattr_static(obj.cls, "__init__")
         if init is object.__init__:
-            if args or kwargs:
+            if (args or kwargs) and new is object.__new__:
                 raise Unsupported(f"{klass.__qualname__}() takes no arguments")
         else:
             obj._method(tx, init, "__init__").call_function(tx, args, kwargs)
@@ -197,8 +224,10 @@ class TracedObjectVariable(VariableTracker):
         return tx.inline_call(getter, fn_source, [descriptor, self, cls], {})
 
     def _method(self, tx, fn: Any, name: str) -> VariableTracker:
-        # The class is identity-guarded through its source, and so are its methods with it.
-        return UserMethodVariable(fn, self, fn_source=self._attr_source(name))
+        # The method as the class gives it, guarded (a class's methods can be replaced).
+        source = self._attr_source(name)
+        guard_identity(tx, fn, source)
+        return UserMethodVariable(fn, self, fn_source=source)
 
     def _attr_source(self, name: str) -> Source | None:
 
@@ -324,6 +353,19 @@ def _construct_traced_object(tx, kind: TypeVariable, args, kwargs) -> VariableTr
     if refusal is None:
         return TracedObjectVariable.construct(tx, kind.cls, kind.source, args, kwargs)
     raise Unsupported(f"constructing a {kind.cls.__qualname__} inside a traced region ({refusal})")
+
+
+@rule(object.__new__)
+def _object_new(tx, args, kwargs):
+    """`object.__new__(cls)` (a Python `__new__` reaching object's): a new, empty object of
+    a class the trace can build; `__init__` is the caller's business (type.__call__)."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], TypeVariable):
+        raise Unsupported("object.__new__ with other than one class")  # eager may raise
+    cls = args[0].cls
+    refusal = traceable_class_refusal(cls)
+    if refusal is not None:
+        raise Unsupported(f"object.__new__({cls.__qualname__}) ({refusal})")
+    return TracedObjectVariable(cls, args[0].source or _class_source(cls))
 
 
 # ---- str() of a user's object: its class's Python __str__ (or __repr__), inlined -------

@@ -1,0 +1,51 @@
+"""User objects made in the traced code, under the default backend (issue 26): one `inductor`
+case per class of packages/bytecode_tracer/tests/tracer/test_user_object_construction.py,
+compared with eager and checked to have run compiled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+pytestmark = pytest.mark.usefixtures("fresh_ember")
+
+
+def _ran_compiled() -> None:
+    assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
+
+
+class _Base:
+    offset = 0.25
+
+    def __new__(cls, *args, **kwargs):
+        obj = super().__new__(cls)
+        obj.made_by_new = True
+        return obj
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class _Scaled(_Base):
+    def __new__(cls, *args, **kwargs):
+        return super(_Scaled, cls).__new__(cls)  # noqa: UP008 (the two-argument form)
+
+    def __init__(self, scale):
+        super().__init__(scale)
+
+    def run(self, x):
+        return x.sin() * self.scale + super().offset
+
+
+def test_python_new_chain_under_inductor():
+    def fn(x):
+        s = _Scaled(3.0)
+        return s, s.run(x)
+
+    x = torch.randn(8)
+    (made, y), (want, expected) = ember.compile(fn, fullgraph=True)(x), fn(x)
+    torch.testing.assert_close(y, expected)
+    assert type(made) is _Scaled and vars(made) == vars(want)
+    _ran_compiled()

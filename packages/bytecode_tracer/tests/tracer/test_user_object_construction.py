@@ -1,0 +1,254 @@
+"""How objects of user classes come to be inside the traced code (issue 26): a class's own
+Python `__new__` runs inline as type.__call__ runs it (down to object.__new__, which makes
+the tracked object), `__init__` only when `__new__` gave an instance of the class, and the
+object is rebuilt after the graph without running `__new__` again. Each capture is one
+graph and matches eager; integration_tests/test_user_objects_inductor.py runs the same
+classes under the default backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import Compiled, same
+from ember_bytecode_tracer.exc import Unsupported
+
+
+def _one_graph(fn, *args):
+    compiled = Compiled(fn, fullgraph=True)
+    got = compiled(*args)
+    assert compiled.backend.graph_count == 1
+    return got
+
+
+# ---- a Python __new__ --------------------------------------------------------------------
+class Shape:
+    def __new__(cls, *args, **kwargs):
+        return super(Shape, cls).__new__(cls)  # noqa: UP008 (the two-argument form)
+
+    def __init__(self, width):
+        self.width = width
+
+
+class Square(Shape):
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(cls)  # reaches Shape.__new__ through the class's __mro__
+
+    def __init__(self, width, scale=2.0):
+        super().__init__(width)
+        self.scale = scale
+
+    def area(self, x):
+        return x * self.width * self.scale
+
+
+def test_new_chain_through_super_then_init():
+    def fn(x):
+        return Square(3, scale=0.5).area(x)
+
+    x = torch.randn(4)
+    assert same(_one_graph(fn, x), fn(x))
+
+
+class Counter:
+    def __new__(cls):
+        obj = object.__new__(cls)
+        obj.count = 1  # set before __init__ runs
+        return obj
+
+    def __init__(self):
+        self.count = self.count + 10
+
+
+def test_new_sets_state_before_init_and_the_object_escapes():
+    def fn(x):
+        c = Counter()
+        return c, x + c.count
+
+    x = torch.randn(3)
+    (made, y), (want, expected) = _one_graph(fn, x), fn(x)
+    assert same(y, expected)
+    assert type(made) is Counter and vars(made) == vars(want) == {"count": 11}
+
+
+class Other:
+    def __init__(self):
+        self.tag = "other"
+
+    def run(self, x):
+        return x * self.weight
+
+
+class Switcher:
+    def __new__(cls, weight):
+        obj = object.__new__(Other)  # not a Switcher: type.__call__ skips __init__
+        obj.weight = weight
+        return obj
+
+    def __init__(self, weight):
+        raise AssertionError("never called")
+
+
+def test_new_returning_another_class_skips_init():
+    def fn(x):
+        o = Switcher(3.0)
+        return o, o.run(x), hasattr(o, "tag")
+
+    x = torch.randn(4)
+    (made, y, tag), (_, expected, want_tag) = _one_graph(fn, x), fn(x)
+    assert same(y, expected) and tag is want_tag is False
+    assert type(made) is Other and vars(made) == {"weight": 3.0}
+
+
+class TakesArgs:
+    def __new__(cls, *args):
+        return object.__new__(cls)  # object.__init__ accepts the extra arguments then
+
+
+def test_new_with_object_init_accepts_arguments():
+    def fn(x):
+        return x * isinstance(TakesArgs(1, 2), TakesArgs)
+
+    x = torch.randn(2)
+    assert same(_one_graph(fn, x), fn(x))
+
+
+class Left:
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+        self.left = 2 if hasattr(self, "right") else -1
+
+
+class Right:
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+        self.right = 5
+
+
+class Both(Left, Right):
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+        self.both = 7
+
+
+def test_new_and_init_follow_the_mro_of_multiple_bases():
+    def fn(x):
+        b = Both()
+        return x * b.left * b.right * b.both
+
+    x = torch.randn(4)
+    assert same(_one_graph(fn, x), fn(x))
+
+
+class BadNewArgs:
+    def __new__(cls, a):
+        return object.__new__(cls, a)  # eager: TypeError (object.__new__ takes one argument)
+
+
+def test_object_new_with_extra_arguments_is_a_break_not_a_guess():
+    def fn(x):
+        BadNewArgs(1)
+        return x + 1
+
+    with pytest.raises(Unsupported):
+        Compiled(fn, fullgraph=True)(torch.randn(2))
+    with pytest.raises(TypeError):
+        fn(torch.randn(2))
+
+
+def test_a_changed_new_is_seen_on_the_next_call():
+    class Holder:
+        def __new__(cls):
+            obj = object.__new__(cls)
+            obj.k = 2
+            return obj
+
+    def fn(x):
+        return x * Holder().k
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    original = Holder.__dict__["__new__"]
+
+    def other_new(cls):
+        obj = object.__new__(cls)
+        obj.k = 5
+        return obj
+
+    Holder.__new__ = other_new  # a plain function set later: still called with the class
+    try:
+        assert same(compiled(x), x * 5)
+        Holder.__new__ = staticmethod(other_new)
+        assert same(compiled(x), x * 5)
+    finally:
+        Holder.__new__ = original
+
+
+# ---- super() reaching a plain class attribute ----------------------------------------
+class Base:
+    factor = 4
+
+    def add(self, x):
+        return x + 10
+
+
+class Middle(Base):
+    factor = 100
+
+
+class Leaf(Middle):
+    factor = 1000
+
+    def add(self, x):
+        return super(Middle, self).add(x) * super().factor + super(Middle, self).factor
+
+
+def test_super_reads_a_plain_class_attribute():
+    def fn(x, obj):
+        return obj.add(x)
+
+    x = torch.randn(4)
+    assert same(_one_graph(fn, x, Leaf()), fn(x, Leaf()))
+
+    def made_here(x):
+        return Leaf().add(x)
+
+    assert same(_one_graph(made_here, x), made_here(x))
+
+
+def test_a_replaced_init_or_method_is_seen_on_the_next_call():
+    class Holder:
+        def __init__(self):
+            self.k = 2
+
+        def get(self):
+            return self.k
+
+    def fn(x):
+        return x * Holder().get()
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    init, get = Holder.__init__, Holder.get
+
+    def other_init(self):
+        self.k = 5
+
+    Holder.__init__ = other_init
+    try:
+        assert same(compiled(x), x * 5)
+        Holder.get = lambda self: -self.k
+        assert same(compiled(x), x * -5)
+    finally:
+        Holder.__init__, Holder.get = init, get
