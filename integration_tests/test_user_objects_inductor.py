@@ -4,6 +4,8 @@ compared with eager and checked to have run compiled."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -48,4 +50,32 @@ def test_python_new_chain_under_inductor():
     (made, y), (want, expected) = ember.compile(fn, fullgraph=True)(x), fn(x)
     torch.testing.assert_close(y, expected)
     assert type(made) is _Scaled and vars(made) == vars(want)
+    _ran_compiled()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spot:
+    row: int
+    col: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    a: torch.Tensor
+    extra: list = dataclasses.field(default_factory=list)
+
+
+def test_frozen_dataclasses_under_inductor():
+    def fn(x):
+        table = {_Spot(1, 0.5): 2.0}
+        f = _Frozen(x.cos())
+        f.extra.append(table[_Spot(1, 0.5)])
+        object.__setattr__(f, "a", f.a * f.extra[0])
+        return f, f.a + 1, f"{_Spot(0, 1.5)}"
+
+    x = torch.randn(8)
+    (made, y, text), (want, expected, want_text) = ember.compile(fn, fullgraph=True)(x), fn(x)
+    torch.testing.assert_close(y, expected)
+    torch.testing.assert_close(made.a, want.a)
+    assert made.extra == want.extra and text == want_text
     _ran_compiled()

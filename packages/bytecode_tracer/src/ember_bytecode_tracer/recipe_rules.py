@@ -41,7 +41,7 @@ from ember_bytecode_tracer.variables.contexts import (
 from ember_bytecode_tracer.variables.dicts import (
     ConstDictVariable,
     DictViewVariable,
-    TensorKey,
+    TrackerKey,
     constant_keys,
 )
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
@@ -138,10 +138,10 @@ def _dict_view(builder: RecipeBuilder, value: DictViewVariable) -> Recipe:
 
 
 def _entries(builder: RecipeBuilder, items: dict) -> list[tuple[Recipe, Recipe]]:
-    """(key, value) recipes of a dict tracker's items: a constant key as itself, a tensor
-    key as its tensor is rebuilt."""
+    """(key, value) recipes of a dict tracker's items: a constant key as itself, a tracker
+    key (a tensor, an object made in the trace) as its tracker is rebuilt."""
     return [
-        (builder.recipe(k.tracker) if isinstance(k, TensorKey) else constant_recipe(k),
+        (builder.recipe(k.tracker) if isinstance(k, TrackerKey) else constant_recipe(k),
          builder.recipe(v))
         for k, v in items.items()
     ]  # fmt: skip

@@ -141,7 +141,7 @@ class RecipeBuilder:
             if name is None:  # made once, before its parts (which may refer back to it)
                 name = code.objects[key] = code.name("o")
                 kind = code.const(cls)
-                code.line(f"{name} = {code.const(object.__new__)}({kind})")
+                code.line(f"{name} = object.__new__({kind})")
                 values = "".join(f"{code.value(slots[n])}, " for n in slot_names)
                 code.line(
                     f"{code.const(set_state)}({name}, {{{entries_code(code, parts)}}}, "

@@ -7,6 +7,8 @@ classes under the default backend."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -252,3 +254,159 @@ def test_a_replaced_init_or_method_is_seen_on_the_next_call():
         assert same(compiled(x), x * -5)
     finally:
         Holder.__init__, Holder.get = init, get
+
+
+# ---- dataclasses made in the trace ---------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Spot:
+    row: int
+    col: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    corner: Spot
+    name: str = "r"
+
+
+def test_frozen_dataclass_of_constants_is_a_dict_key_by_value():
+    def fn(x):
+        key = Region(Spot(1, 2.5))
+        local = {key: 3}
+        local[Region(Spot(1, 2.5))] += 1  # an equal object finds the same entry
+        return x * local[key] + key.corner.col, local, key
+
+    x = torch.randn(4)
+    (y, local, key), (want_y, want_local, _) = _one_graph(fn, x), fn(x)
+    assert same(y, want_y) and local == want_local
+    assert next(iter(local)) is key  # the dict holds the object the function made
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    value: torch.Tensor
+
+
+def test_frozen_dataclass_holding_a_tensor_is_no_constant_key():
+    def fn(x):
+        return {Cell(x): 1}
+
+    with pytest.raises(Unsupported):
+        Compiled(fn, fullgraph=True)(torch.randn(2))
+
+
+def test_frozen_dataclass_repr_in_a_format_string():
+    def fn(x):
+        where = (Spot(0, 1.5), Region(Spot(2, 0.5), "z"))
+        return x + 1, f"at {where}"
+
+    x = torch.randn(2)
+    (y, text), (want_y, want_text) = _one_graph(fn, x), fn(x)
+    assert same(y, want_y) and text == want_text
+
+
+calls = []
+
+
+def _fresh_list():
+    calls.append("made")
+    return [5]
+
+
+@dataclasses.dataclass(frozen=True)
+class WithFactories:
+    a: torch.Tensor
+    items: list = dataclasses.field(default_factory=list)
+    more: list = dataclasses.field(default_factory=_fresh_list)
+
+
+def test_default_factories_run_once_and_their_objects_are_kept():
+    def fn(x):
+        w = WithFactories(x)
+        w.items.append(x.sum())
+        return w, w.a * w.more[0]
+
+    x = torch.randn(3)
+    calls.clear()
+    (made, y) = _one_graph(fn, x)
+    assert calls == ["made"]  # the factory ran in the trace, not again when rebuilt
+    want, want_y = fn(x)
+    assert same(y, want_y) and made.more == [5] and len(made.items) == 1
+    assert same(made.items[0], want.items[0])
+
+
+@dataclasses.dataclass
+class Plain:
+    a: torch.Tensor
+    b: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenBox:
+    a: torch.Tensor
+
+
+def test_object_setattr_on_dataclasses_made_in_the_trace():
+    def fn(x):
+        p, f = Plain(x), FrozenBox(x)
+        object.__setattr__(p, "a", x + 2)
+        object.__setattr__(f, "a", p.a * 3)
+        p.b = 7
+        return p, f, f.a + p.b
+
+    x = torch.randn(4)
+    (p, f, y), (wp, wf, wy) = _one_graph(fn, x), fn(x)
+    assert same(y, wy) and same(p.a, wp.a) and same(f.a, wf.a) and p.b == wp.b == 7
+
+
+def test_hasattr_of_a_dataclass_made_in_the_trace():
+    def fn(x):
+        p = Plain(x + 1)
+        return x * hasattr(p, "a") + hasattr(p, "b") * 2 + hasattr(p, "zzz") * 4
+
+    x = torch.randn(4)
+    assert same(_one_graph(fn, x), fn(x))
+
+
+def test_assigning_a_frozen_field_stays_eager_s_error():
+    def fn(x):
+        f = FrozenBox(x)
+        f.a = x  # FrozenInstanceError in eager
+        return f
+
+    with pytest.raises(Unsupported):
+        Compiled(fn, fullgraph=True)(torch.randn(2))
+
+
+# ---- object.__setattr__ on a real object is replayed past its __setattr__ -------------------
+class Audited:
+    def __init__(self):
+        object.__setattr__(self, "log", [])
+
+    def __setattr__(self, name, value):
+        self.log.append(name)
+        object.__setattr__(self, name, value)
+
+
+def test_object_setattr_on_an_argument_is_replayed_without_its_hook():
+    def fn(x, obj):
+        obj.scale = x.sum()  # runs the hook (inlined): one log entry, as in eager
+        object.__setattr__(obj, "raw", x * 2)  # no hook: no entry
+        return x + 1
+
+    x = torch.randn(3)
+    got, want = Audited(), Audited()
+    assert same(_one_graph(fn, x, got), fn(x, want))
+    assert got.log == want.log == ["scale"]
+    assert same(got.raw, want.raw) and same(got.scale, want.scale)
+
+
+def test_frozen_dataclass_init_as_its_own_frame():
+    def init_only(obj, x):
+        object.__setattr__(obj, "a", x)  # a frozen dataclass's generated __init__ does this
+        return x
+
+    obj = object.__new__(FrozenBox)
+    x = torch.randn(2)
+    Compiled(init_only, fullgraph=True)(obj, x)
+    assert obj.a is x

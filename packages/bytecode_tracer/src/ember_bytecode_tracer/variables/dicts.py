@@ -1,8 +1,10 @@
-"""Dicts whose keys are constants known at trace time, or tensors.
+"""Dicts whose keys are constants known at trace time, tensors, or value objects made in
+the trace.
 
 A tensor key is a `TensorKey`: hashed and compared by the tensor's identity, as
 Tensor.__hash__ (id) and dict lookup (identity first) do, its fake example standing for the
-tensor (one per tensor object, see translator/handlers/operators.py `identity`).
+tensor (one per tensor object, see translator/handlers/operators.py `identity`). A frozen
+dataclass made in the trace is a `ValueKey` (variables/constructed.py).
 """
 
 from __future__ import annotations
@@ -30,13 +32,20 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
 
 
-class TensorKey:
-    """A tensor as a dict key (its tracker inside): equal only to the same tensor."""
+class TrackerKey:
+    """A dict key that is a tracker of the trace, not a constant (the dict is rebuilt with
+    the key's object as the tracker is rebuilt)."""
 
     __slots__ = ("tracker",)
 
-    def __init__(self, tracker: TensorVariable) -> None:
+    def __init__(self, tracker: VariableTracker) -> None:
         self.tracker = tracker
+
+
+class TensorKey(TrackerKey):
+    """A tensor as a dict key (its tracker inside): equal only to the same tensor."""
+
+    __slots__ = ()
 
     def __hash__(self) -> int:
         return id(self.tracker.example)
@@ -48,16 +57,43 @@ class TensorKey:
         return f"TensorKey({self.tracker!r})"
 
 
+class ValueKey(TrackerKey):
+    """An object made in the trace that hashes and compares by value (a frozen dataclass of
+    constants): hashed and compared as `value`, an equal object made now, is; equal to a
+    real object that equals it (a constant key of the same value)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, tracker: VariableTracker, value: Any) -> None:
+        super().__init__(tracker)
+        self.value = value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, ValueKey) else other)
+
+    def __repr__(self) -> str:
+        return f"ValueKey({self.value!r})"
+
+
+# How a tracker that is not a constant becomes a dict key, by the tracker's class (the
+# nearest along its MRO; a rule returns None where it cannot: the key must then be a
+# constant); registered by the module that defines the tracker.
+TRACKER_KEYS: dict[type, Any] = {TensorVariable: TensorKey}
+
+
 def dict_key(key: VariableTracker) -> Any:
-    """What `key` is in a dict tracker's items: the constant, or a tensor's TensorKey."""
-    if isinstance(key, TensorVariable):
-        return TensorKey(key)
-    return key.as_python_constant()
+    """What `key` is in a dict tracker's items: the constant, or a TrackerKey."""
+    make = next((TRACKER_KEYS[k] for k in type(key).__mro__ if k in TRACKER_KEYS), None)
+    made = make(key) if make is not None else None
+    return key.as_python_constant() if made is None else made
 
 
 def key_tracker(key: Any) -> VariableTracker:
     """The tracker of a key of a dict tracker's items."""
-    if isinstance(key, TensorKey):
+    if isinstance(key, TrackerKey):
         return key.tracker
     make = KEY_TRACKERS.get(type(key))
     return ConstantVariable(key) if make is None else make(key)
@@ -69,15 +105,15 @@ KEY_TRACKERS: dict[type, Any] = {}
 
 
 def missing_key(key: Any) -> Exception:
-    """The KeyError eager raises for `key` (a tensor's: a break, its object is not here)."""
-    if isinstance(key, TensorKey):
-        return Unsupported("KeyError of a tensor key")
+    """The KeyError eager raises for `key` (a tracker key's: a break, its object is not here)."""
+    if isinstance(key, TrackerKey):
+        return Unsupported(f"KeyError of {key!r}")
     return TracedException(KeyError, key)
 
 
 def constant_keys(items: dict) -> None:
-    if any(isinstance(k, TensorKey) for k in items):
-        raise Unsupported("a dict with tensor keys is not a constant")
+    if any(isinstance(k, TrackerKey) for k in items):
+        raise Unsupported("a dict with keys made in the trace is not a constant")
 
 
 class DictViewVariable(ListVariable):

@@ -318,7 +318,7 @@ class UserDefinedObjectVariable(VariableTracker):
         """object.__setattr__ reached from a Python __setattr__: a write replayed later
         (or the type's data descriptor, run inline)."""
         if not self.descriptor_set(tx, name, value):
-            record_write(tx, self, name, value)
+            record_write(tx, self, name, value, generic=True)
 
     def descriptor_set(self, tx, name: str, value: VariableTracker) -> bool:
         """`self.name = value` through a property or Python data descriptor of the type."""
