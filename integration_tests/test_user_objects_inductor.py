@@ -79,3 +79,35 @@ def test_frozen_dataclasses_under_inductor():
     torch.testing.assert_close(made.a, want.a)
     assert made.extra == want.extra and text == want_text
     _ran_compiled()
+
+
+class _Key:
+    pass
+
+
+_KEY = _Key()
+
+
+class _Fallback:
+    def __getattribute__(self, name):
+        if name == "gone":
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name):
+        return 0.25
+
+
+def test_object_protocols_under_inductor():
+    def fn(seq, key, obj, table):
+        made = _Key()
+        out = seq.__class__(v.exp() for v in seq)
+        return out, table[key] * out[0] * obj.gone + (made.__weakref__ is None)
+
+    seq = (torch.randn(8), torch.randn(8))
+    args = (seq, _KEY, _Fallback(), {_KEY: 3.0})
+    (out, y), (want_out, expected) = ember.compile(fn, fullgraph=True)(*args), fn(*args)
+    assert type(out) is tuple
+    torch.testing.assert_close(y, expected)
+    torch.testing.assert_close(out, want_out)
+    _ran_compiled()

@@ -7,7 +7,9 @@ classes under the default backend."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import typing
 
 import pytest
 import torch
@@ -410,3 +412,108 @@ def test_frozen_dataclass_init_as_its_own_frame():
     x = torch.randn(2)
     Compiled(init_only, fullgraph=True)(obj, x)
     assert obj.a is x
+
+
+# ---- reading what every object has -----------------------------------------------------------
+Pair2 = collections.namedtuple("Pair2", "first second")
+
+
+@pytest.mark.parametrize("make", [list, tuple, lambda items: Pair2(*items)])
+def test_class_of_a_container_rebuilds_the_same_kind(make):
+    def fn(seq):
+        doubled = [v * 2 for v in seq]
+        kind = seq.__class__
+        return kind(*doubled) if kind is Pair2 else kind(doubled)
+
+    seq = make([torch.randn(2), torch.randn(2)])
+    got, want = _one_graph(fn, seq), fn(seq)
+    assert type(got) is type(want) and all(same(a, b) for a, b in zip(got, want, strict=True))
+
+
+class Plainest:
+    pass
+
+
+def test_weakref_slot_of_a_new_object_is_none_until_a_reference_is_made():
+    import weakref
+
+    def fn(x):
+        obj = Plainest()
+        before = obj.__weakref__
+        ref = weakref.ref(obj)
+        return x.cos() if before is None else x.sin(), obj.__weakref__ is ref
+
+    x = torch.randn(3)
+    (y, same_ref), (want_y, want_same) = _one_graph(fn, x), fn(x)
+    assert same(y, want_y) and same_ref is want_same is True
+
+
+class Aliased:
+    def __init__(self):
+        object.__setattr__(self, "aliases", {"old": "new"})
+        object.__setattr__(self, "new", 3)
+
+    def __getattribute__(self, name):
+        if name == "hidden":
+            raise AttributeError(name)
+        aliases = object.__getattribute__(self, "aliases")
+        return object.__getattribute__(self, aliases.get(name, name))
+
+    def __getattr__(self, name):
+        return 0.5 if name == "hidden" else -1.0
+
+
+def test_getattribute_raising_attribute_error_falls_back_to_getattr():
+    def fn(x, obj):
+        return x * obj.old * obj.hidden + obj.missing
+
+    x = torch.randn(4)
+    assert same(_one_graph(fn, x, Aliased()), fn(x, Aliased()))
+
+
+# ---- objects hashed by identity as dict keys -------------------------------------------------
+class Handler:
+    pass
+
+
+FIRST, SECOND = Handler(), Handler()
+SHAPE_VAR = typing.TypeVar("SHAPE_VAR")
+
+
+def test_an_argument_hashed_by_identity_is_a_dict_key():
+    def fn(x, key, table):
+        local = {key: x.sin()}
+        local[FIRST] = x.cos()
+        return local[key] + table[key] + (key in local) + (SECOND in local) * 100
+
+    table = {FIRST: 1.0, SECOND: 2.0}
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for key in (FIRST, SECOND, FIRST):  # each object is guarded by identity
+        assert same(compiled(x, key, table), fn(x, key, table))
+    assert compiled.backend.graph_count == 2
+
+
+def test_a_frame_dict_with_a_typing_key_is_read_by_that_key():
+    def fn(d):
+        return d[SHAPE_VAR] * 2
+
+    d = {SHAPE_VAR: torch.randn(3), int: torch.randn(3)}
+    assert same(_one_graph(fn, d), fn(d))
+
+
+def test_reading_an_object_key_of_a_frame_dict_is_guarded():
+    class Weighted:
+        def __init__(self, weight):
+            self.weight = weight
+
+    def fn(x, table):
+        return sum(x * k.weight * v for k, v in table.items())
+
+    a, b = Weighted(2.0), Weighted(3.0)
+    table = {a: 1.0, b: -1.0}
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x, table), fn(x, table))
+    a.weight = 10.0  # read from the key object: a guard sees the change
+    assert same(compiled(x, table), fn(x, table))

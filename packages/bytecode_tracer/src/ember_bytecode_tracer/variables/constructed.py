@@ -200,7 +200,7 @@ def _frozen_value_class(cls: type) -> bool:
     )
 
 
-def _value_key(tracker: ConstructedObjectVariable) -> ValueKey | None:
+def _value_key(tx, tracker: ConstructedObjectVariable) -> ValueKey | None:
     """A frozen dataclass made in the trace as a dict key: hashed by its constant fields."""
     if not _frozen_value_class(tracker.cls) or not tracker.is_python_constant():
         return None

@@ -78,16 +78,40 @@ class ValueKey(TrackerKey):
         return f"ValueKey({self.value!r})"
 
 
+class IdentityKey(TrackerKey):
+    """An object read from the frame whose class hashes and compares by identity (object's
+    own __hash__ and __eq__): equal to itself only, as the object would be (the real object
+    as a key of a dict read from the frame, too); the trace guards its identity."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return hash(self.tracker.value)
+
+    def __eq__(self, other: object) -> bool:
+        value = other.tracker.value if isinstance(other, IdentityKey) else other
+        return value is self.tracker.value
+
+    def __repr__(self) -> str:
+        return f"IdentityKey({self.tracker!r})"
+
+
+def hashes_by_identity(value: Any) -> bool:
+    cls = type(value)
+    return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
+
+
 # How a tracker that is not a constant becomes a dict key, by the tracker's class (the
 # nearest along its MRO; a rule returns None where it cannot: the key must then be a
 # constant); registered by the module that defines the tracker.
-TRACKER_KEYS: dict[type, Any] = {TensorVariable: TensorKey}
+TRACKER_KEYS: dict[type, Any] = {TensorVariable: lambda tx, key: TensorKey(key)}
 
 
-def dict_key(key: VariableTracker) -> Any:
-    """What `key` is in a dict tracker's items: the constant, or a TrackerKey."""
+def dict_key(key: VariableTracker, tx: Translator | None = None) -> Any:
+    """What `key` is in a dict tracker's items: the constant, or a TrackerKey (some need
+    the translator, to guard what the key's lookups rely on)."""
     make = next((TRACKER_KEYS[k] for k in type(key).__mro__ if k in TRACKER_KEYS), None)
-    made = make(key) if make is not None else None
+    made = make(tx, key) if make is not None else None
     return key.as_python_constant() if made is None else made
 
 
@@ -201,7 +225,7 @@ class ConstDictVariable(VariableTracker):
         return ConstDictVariable(self.items)
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = dict_key(key)
+        k = dict_key(key, tx)
         if k not in self.items:
             raise missing_key(k)  # the keys are guarded (or built here)
         return self.items[k]
@@ -211,12 +235,12 @@ class ConstDictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
-            k = dict_key(args[0])
+            k = dict_key(args[0], tx)
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in _VIEW_ITEMS:
             return DictViewVariable(self, name)
         if name in ("__contains__",):
-            return ConstantVariable(dict_key(args[0]) in items)
+            return ConstantVariable(dict_key(args[0], tx) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
         if name == "copy" and not args and not kwargs:
@@ -231,23 +255,23 @@ class ConstDictVariable(VariableTracker):
     def _mutate(self, tx, name, args, kwargs):
         items = self.items
         if name == "__setitem__":
-            items[dict_key(args[0])] = args[1]
+            items[dict_key(args[0], tx)] = args[1]
         elif name == "update":
             if args:
                 items.update(_update_items(tx, args[0]))
             items.update(kwargs)
         elif name == "pop":
-            k = dict_key(args[0])
+            k = dict_key(args[0], tx)
             if k in items:
                 return items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise Unsupported(f"KeyError {k!r} at trace time")
         elif name == "setdefault":
-            k = dict_key(args[0])
+            k = dict_key(args[0], tx)
             return items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         elif name == "__delitem__":
-            del items[dict_key(args[0])]
+            del items[dict_key(args[0], tx)]
         elif name == "clear":
             items.clear()
         return ConstantVariable(None)
@@ -271,7 +295,7 @@ def pair_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
         parts = pair.unpack(tx)
         if len(parts) != 2:  # eager raises with the earlier pairs added: eager does it
             raise Unsupported("a dict built from an element that is not a pair")
-        added[dict_key(parts[0])] = parts[1]
+        added[dict_key(parts[0], tx)] = parts[1]
     return added
 
 
@@ -296,7 +320,7 @@ def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | No
         other if keys is collections.abc.Mapping.keys else other.call_method(tx, "keys", [], {})
     )
     for key in keys_of.unpack(tx):
-        items[dict_key(key)] = tx.subscript(other, key)
+        items[dict_key(key, tx)] = tx.subscript(other, key)
     return items
 
 
@@ -308,7 +332,12 @@ def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
 
 def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
     if not all(
-        is_constant_value(k) or _is_class_key(k) or _is_tensor(k) or _is_size(k) for k in value
+        is_constant_value(k)
+        or _is_class_key(k)
+        or _is_tensor(k)
+        or _is_size(k)
+        or hashes_by_identity(k)
+        for k in value
     ):
         raise Unsupported("dict with non-constant keys")
     by_position = not all(is_constant_value(k) for k in value)
@@ -340,16 +369,19 @@ def _key_of_entry(
 ) -> Any:
     """A key of a dict read from the frame, guarded by position when the dict's keys are
     not all constants: a constant by value, a class by identity, a tensor as a graph input
-    (the one placeholder of that tensor however reached, guarded to stay distinct)."""
+    (the one placeholder of that tensor however reached, guarded to stay distinct), another
+    object hashed by identity as its tracker (an IdentityKey, guarded by identity)."""
     if not by_position:
         return key
     if source is None:
-        if _is_tensor(key):
-            raise Unsupported("a dict with tensor keys without a source")
+        if not (is_constant_value(key) or _is_size(key) or _is_class_key(key)):
+            raise Unsupported("a dict with tensor or object keys without a source")
         return key
     key_source = ItemSource(DictKeysSource(source), index)
-    if _is_tensor(key):
-        return dict_key(tx.wrap(key, key_source))
+    if _is_tensor(key) or not (is_constant_value(key) or _is_size(key) or _is_class_key(key)):
+        # a tensor, or an object hashed by identity (its tracker: what is read from it
+        # is guarded as anywhere else)
+        return dict_key(tx.wrap(key, key_source), tx)
     by_value = is_constant_value(key) or _is_size(key)
     guard(tx, key_source, GuardKind.EQUALS_MATCH if by_value else GuardKind.ID_MATCH, key)
     return key

@@ -199,7 +199,11 @@ class TracedObjectVariable(VariableTracker):
         getter = inspect.getattr_static(type(attribute), "__get__", None)
         if inspect.isfunction(getter) and not hasattr(type(attribute), "__set__"):
             return self._non_data_descriptor(tx, name, attribute, getter)
-        if getter is not None and hasattr(type(attribute), "__set__"):  # `__weakref__`'s getset
+        if name == "__weakref__" and isinstance(attribute, types.GetSetDescriptorType):
+            # the object's weak reference: the one the trace made to it (weak_refs.py), or
+            # None (nothing outside the trace can have made one to a new object)
+            return getattr(self, "weak_ref", None) or ConstantVariable(None)
+        if getter is not None and hasattr(type(attribute), "__set__"):  # other C getsets
             raise Unsupported(f"reading {self.cls.__qualname__}.{name}, a C data descriptor")
         source = self._attr_source(name)
         if source is not None:
