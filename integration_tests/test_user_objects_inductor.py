@@ -4,6 +4,7 @@ compared with eager and checked to have run compiled."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import pytest
@@ -110,4 +111,39 @@ def test_object_protocols_under_inductor():
     assert type(out) is tuple
     torch.testing.assert_close(y, expected)
     torch.testing.assert_close(out, want_out)
+    _ran_compiled()
+
+
+class _Config(collections.OrderedDict):
+    def pop(self, *args):
+        raise TypeError("read-only")
+
+
+_CONFIG = _Config(scale=2.0)
+_TABLE = {torch.sin: 1.0, torch.Tensor.cos: 2.0}
+
+
+def test_frame_state_written_and_read_under_inductor():
+    import threading
+
+    local = threading.local()
+
+    def make(k):
+        def inner(t):
+            return t * k
+
+        return inner
+
+    def fn(x, loc):
+        loc.last = x.tanh()
+        f = make(dict(_CONFIG)["scale"])
+        f.__wrapped__ = make
+        return f(loc.last) + len(_TABLE) + _TABLE[torch.sin], f
+
+    x = torch.randn(8)
+    y, f = ember.compile(fn, fullgraph=True)(x, local)
+    expected, want_f = fn(x, threading.local())
+    torch.testing.assert_close(y, expected)
+    torch.testing.assert_close(local.last, x.tanh())
+    assert f.__wrapped__ is make and want_f.__wrapped__ is make
     _ran_compiled()

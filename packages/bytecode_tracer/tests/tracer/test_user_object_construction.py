@@ -517,3 +517,81 @@ def test_reading_an_object_key_of_a_frame_dict_is_guarded():
     assert same(compiled(x, table), fn(x, table))
     a.weight = 10.0  # read from the key object: a guard sees the change
     assert same(compiled(x, table), fn(x, table))
+
+
+# ---- attributes of a function made in the trace, and of a threading.local ----------------------
+def test_a_function_made_in_the_trace_escapes_with_its_attributes():
+    def make(k):
+        def inner(t):
+            return t * k
+
+        return inner
+
+    def fn(x):
+        f = make(3)
+        f.__wrapped__ = make
+        f.__name__ = "renamed"
+        f.tag = x.sum()
+        return f(x), f
+
+    x = torch.randn(3)
+    (y, f), (want_y, want_f) = _one_graph(fn, x), fn(x)
+    assert same(y, want_y) and same(f(x), want_f(x))
+    assert f.__wrapped__ is make and f.__name__ == "renamed" and same(f.tag, want_f.tag)
+    assert f.__qualname__ == want_f.__qualname__ and f.__dict__.keys() == want_f.__dict__.keys()
+
+
+def test_thread_local_attribute_written_in_the_trace():
+    import threading
+
+    local = threading.local()
+    local.base = 1.0
+    seen_elsewhere = []
+
+    def fn(x, loc):
+        loc.value = x * 2
+        loc.base = loc.base + 1
+        return loc.value + loc.base
+
+    x = torch.randn(3)
+    compiled = Compiled(fn, fullgraph=True)
+    y = compiled(x, local)
+    assert compiled.backend.graph_count == 1
+    assert same(y, x * 2 + 2.0) and same(local.value, x * 2) and local.base == 2.0
+    worker = threading.Thread(target=lambda: seen_elsewhere.append(hasattr(local, "value")))
+    worker.start()
+    worker.join()
+    assert seen_elsewhere == [False]  # written in the calling thread's dict only
+
+
+# ---- dicts of the frame read as a whole ---------------------------------------------------------
+class ReadOnlyConfig(collections.OrderedDict):
+    def __delitem__(self, key):
+        raise TypeError("read-only")
+
+    def pop(self, *args):
+        raise TypeError("read-only")
+
+
+def test_dict_of_a_dict_subclass_with_c_lookups():
+    config = ReadOnlyConfig(scale=2.0, shift=1.0)
+    config.move_to_end("scale")  # OrderedDict's own order, not the dict's
+
+    def fn(x):
+        plain = dict(config)
+        return x * plain["scale"] + plain["shift"], list(plain)
+
+    x = torch.randn(3)
+    (y, keys), (want_y, want_keys) = _one_graph(fn, x), fn(x)
+    assert same(y, want_y) and keys == want_keys == ["shift", "scale"]
+
+
+HANDLERS = {torch.add: 1, torch.Tensor.add: 2, torch.ops.aten.mul: 3, len: 4, same: 5}
+
+
+def test_a_table_keyed_by_c_functions_and_operators():
+    def fn(x):
+        return x * len(HANDLERS) + HANDLERS[torch.ops.aten.mul] + HANDLERS[len]
+
+    x = torch.randn(3)
+    assert same(_one_graph(fn, x), fn(x))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import threading
 from typing import TYPE_CHECKING
 
 from ember_bytecode_tracer.exc import Unsupported
@@ -66,12 +68,15 @@ def store_attribute(
     record_attribute_write(tx, obj, name, value)
 
 
+_THREAD_LOCAL_SETATTR = inspect.getattr_static(threading.local, "__setattr__")
+
+
 def _setattr_hook(obj: UserDefinedObjectVariable):
     """The Python __setattr__ of the object's class; None for object's own."""
-    import inspect
 
     hook = inspect.getattr_static(type(obj.value), "__setattr__")
-    if hook is object.__setattr__:
+    if hook is object.__setattr__ or hook is _THREAD_LOCAL_SETATTR:
+        # threading.local's writes the calling thread's own dict: replayed in that thread
         return None
     if not inspect.isfunction(hook):
         raise Unsupported(f"setting an attribute of a {type(obj.value).__name__} (C __setattr__)")

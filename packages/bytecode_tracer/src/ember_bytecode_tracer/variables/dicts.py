@@ -312,6 +312,10 @@ def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | No
     keys = inspect.getattr_static(cls, "keys", None)
     if keys is None:
         return None
+    if not inspect.isfunction(keys) and _c_lookup(cls) and hasattr(other, "dict_contents"):
+        # a dict subclass read from the frame whose keys() and [] are dict's (or
+        # OrderedDict's): its entries, guarded by keys and values
+        return other.dict_contents(tx).items
     if not inspect.isfunction(keys):  # a mapping of C (a mappingproxy): its own keys()
         raise Unsupported(f"dict merge of a {cls.__qualname__}")
     items = {}
@@ -322,6 +326,14 @@ def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | No
     for key in keys_of.unpack(tx):
         items[dict_key(key, tx)] = tx.subscript(other, key)
     return items
+
+
+def _c_lookup(cls: type) -> bool:
+    """A dict subclass whose merge reads entries through C (keys(), [] and iteration)."""
+    return issubclass(cls, dict) and not any(
+        inspect.isfunction(inspect.getattr_static(cls, name))
+        for name in ("__getitem__", "__iter__")
+    )
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
@@ -395,4 +407,16 @@ def _is_class_key(key: Any) -> bool:
         type(key) in (type, abc.ABCMeta)
         or type(key).__module__ == "typing"
         or type(key) is types.FunctionType
+        or isinstance(key, _CALLABLE_KEYS)
     )
+
+
+# C functions and methods, and torch operators, as keys of a table of handlers (each
+# compares by identity; torch.masked's function table is keyed by all of them).
+_CALLABLE_KEYS = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    torch._ops.OpOverloadPacket,
+    torch._ops.OpOverload,
+)
