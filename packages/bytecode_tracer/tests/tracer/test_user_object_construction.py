@@ -595,3 +595,19 @@ def test_a_table_keyed_by_c_functions_and_operators():
 
     x = torch.randn(3)
     assert same(_one_graph(fn, x), fn(x))
+
+
+@dataclasses.dataclass
+class KeywordFirst:
+    scale: float = dataclasses.field(kw_only=True, default=10.0)
+    value: torch.Tensor = None
+
+
+def test_positional_arguments_skip_keyword_only_fields():
+    def fn(x):
+        k = KeywordFirst(x)  # binds `value`, not the keyword-only `scale` declared first
+        return k.value * k.scale, KeywordFirst(x, scale=0.5).scale
+
+    x = torch.randn(3)
+    (y, s), (want_y, want_s) = _one_graph(fn, x), fn(x)
+    assert same(y, want_y) and s == want_s == 0.5

@@ -53,10 +53,17 @@ class ConstructedObjectVariable(VariableTracker):
             return list(self.cls._fields)
         return [f.name for f in dataclasses.fields(self.cls) if f.init]
 
+    def _positional_fields(self) -> list[str]:
+        """The fields positional arguments bind, in order (a dataclass's keyword-only
+        fields come after the others in its __init__, wherever they were declared)."""
+        if is_namedtuple_class(self.cls):
+            return list(self.cls._fields)
+        return [f.name for f in dataclasses.fields(self.cls) if f.init and not f.kw_only]
+
     def _field_value(self, name: str) -> VariableTracker:
         if name in self.kwargs:
             return self.kwargs[name]
-        names = self._fields()
+        names = self._positional_fields()
         if name in names and names.index(name) < len(self.args):
             return self.args[names.index(name)]
         default = _default_of(self.cls, name)
@@ -243,7 +250,7 @@ def _with_factory_defaults(tx, cls: type, args, kwargs) -> dict | None:
     the trace's values (the factory is not run twice). None where a factory field is not
     an __init__ argument (it is made inside __init__, which is traced instead)."""
     fields = dataclasses.fields(cls)
-    positional = [f.name for f in fields if f.init and not f.kw_only][: len(args)]
+    positional = [f.name for f in fields if f.init and not f.kw_only][: len(args)]  # bound
     filled = dict(kwargs)
     for f in fields:
         if f.default_factory is dataclasses.MISSING or f.name in kwargs or f.name in positional:
