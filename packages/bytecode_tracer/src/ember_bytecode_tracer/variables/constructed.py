@@ -1,9 +1,12 @@
 """Dataclasses and namedtuples constructed during a trace.
 
 The object is not built at trace time: the runner builds it by calling the class with the
-rebuilt arguments, exactly as eager code would. The trace may read its fields where they
-cannot differ from the arguments (namedtuples; dataclasses without __post_init__);
-anything else on the object is a graph break, after which it is a real object.
+rebuilt arguments, exactly as eager code would (a `default_factory` field the call left out
+is called in the trace and passed in, so the factory runs once). The trace may read its
+fields where they cannot differ from the arguments (namedtuples; dataclasses without
+__post_init__), write them with object.__setattr__ (set again on the rebuilt object), and
+use a frozen dataclass of constants as a value (a constant; a dict key by value, see
+`ValueKey`); anything else on the object is a graph break, after which it is a real object.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """Plain Python objects built during a trace (a library's cache object, a small state holder).
 
-`Cls(...)` for a Python class (no custom `__new__` or `__del__`, no C base) makes a
-`TracedObjectVariable`: the object is not built at trace time. Its class's `__init__` is
-inlined with the tracker as `self`; attribute writes go to the tracker's own tables (the
+`Cls(...)` for a Python class (no `__del__`, no C base) makes a `TracedObjectVariable`: the
+object is not built at trace time. A Python `__new__` runs inline first (object.__new__ at
+its end makes the tracker; `__init__` runs only if it returned an instance of the class, as
+type.__call__ does). Its class's `__init__` is inlined with the tracker as `self`; attribute writes go to the tracker's own tables (the
 object is new, so nothing else can see them): its instance dict, and the values of its
 `__slots__`. Methods, properties and class attributes are looked up along the class's MRO as
 Python would. Python attribute hooks run inline as eager runs them: `__getattribute__` for
 every read, `__getattr__` when the plain lookup raises AttributeError, `__setattr__` and
 `__delattr__` for writes and `del`; their `object.__setattr__(self, ...)` /
 `super().__setattr__` calls reach the tables (generic_setattr and friends).
-After the graph ran, the runner rebuilds the object as `cls.__new__(cls)` with its final
+After the graph ran, the runner rebuilds the object as `object.__new__(cls)` with its final
 state (instance dict and slots, set without the hooks), once per call however many times it
 is reached (so identity is kept).
 """
