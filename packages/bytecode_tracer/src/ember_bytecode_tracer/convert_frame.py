@@ -644,14 +644,17 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
     for (source, name), tracker in se.attributes.items():
         recipe = builder.recipe(tracker)
         load, expr = source_loader(source), source.expr()
+        generic = (source, name) in se.generic_attributes
+        setter = object.__setattr__ if generic else setattr
 
-        def set_attribute(outs, L, G, load=load, name=name, recipe=recipe):
+        def set_attribute(outs, L, G, load=load, name=name, recipe=recipe, setter=setter):
             target, new = load(L, G), recipe(outs, L, G)
-            return lambda: setattr(target, name, new)
+            return lambda: setter(target, name, new)
 
-        def emit_attribute(code, expr=expr, name=name, recipe=recipe):
+        def emit_attribute(code, expr=expr, name=name, recipe=recipe, generic=generic):
             target, new = code.temp(expr), code.temp(code.value(recipe))
-            return [f"setattr({target}, {code.const(name)}, {new})"]
+            setter = "object.__setattr__" if generic else "setattr"
+            return [f"{setter}({target}, {code.const(name)}, {new})"]
 
         effects.append(emits_write(set_attribute, emit_attribute))
     for name, tracker in se.global_writes.items():

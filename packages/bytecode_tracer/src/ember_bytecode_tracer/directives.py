@@ -7,6 +7,7 @@ Dynamo's); product code never imports that stack. The trace honours them in
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any
 
@@ -52,6 +53,8 @@ def register_compiled(wrapper: Any, fn: Any) -> None:
 
 def compiled_original(value: Any) -> Any:
     """The function a compiled function wraps, or None for anything else."""
+    if inspect.isfunction(inspect.getattr_static(type(value), "__hash__", None)):
+        return None  # a user's hash is not run (it is no compiled function's wrapper)
     try:
         return _COMPILED.get(value)
     except TypeError:  # unhashable or not weak-referenceable

@@ -66,6 +66,9 @@ class SideEffects:
     containers: dict[Source, Any] = field(default_factory=dict)
     # (source of object, attribute name) -> tracker of the new value
     attributes: dict[tuple[Source, str], Any] = field(default_factory=dict)
+    # the attribute writes above made with object.__setattr__ (past the class's own
+    # __setattr__, which eager does not run again): replayed the same way
+    generic_attributes: set[tuple[Source, str]] = field(default_factory=set)
     # global name -> tracker of the new value
     global_writes: dict[str, Any] = field(default_factory=dict)
     # calls made after the graph, in order (variables/logging_calls.py: logging)

@@ -41,7 +41,7 @@ from ember_bytecode_tracer.variables.contexts import (
 from ember_bytecode_tracer.variables.dicts import (
     ConstDictVariable,
     DictViewVariable,
-    TensorKey,
+    TrackerKey,
     constant_keys,
 )
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
@@ -138,10 +138,10 @@ def _dict_view(builder: RecipeBuilder, value: DictViewVariable) -> Recipe:
 
 
 def _entries(builder: RecipeBuilder, items: dict) -> list[tuple[Recipe, Recipe]]:
-    """(key, value) recipes of a dict tracker's items: a constant key as itself, a tensor
-    key as its tensor is rebuilt."""
+    """(key, value) recipes of a dict tracker's items: a constant key as itself, a tracker
+    key (a tensor, an object made in the trace) as its tracker is rebuilt."""
     return [
-        (builder.recipe(k.tracker) if isinstance(k, TensorKey) else constant_recipe(k),
+        (builder.recipe(k.tracker) if isinstance(k, TrackerKey) else constant_recipe(k),
          builder.recipe(v))
         for k, v in items.items()
     ]  # fmt: skip
@@ -240,10 +240,11 @@ def _cell(builder: RecipeBuilder, cell: CellReference) -> Recipe:
 def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) -> Recipe:
     """A lambda or inner def made in the trace, returned or stored: made again, once per call
     (eager makes a new function object on every call too), over cells rebuilt once per call
-    (shared by every function rebuilt over them), with its annotations. With attributes the
-    trace read or set: not rebuilt."""
-    if value.attrs is not None:
-        raise Unsupported(f"cannot rebuild {value} after the graph")
+    (shared by every function rebuilt over them), with its annotations, and the attributes
+    the trace read or set (`__wrapped__`, `__name__`, ...) set again on the new function."""
+    attributes: dict[str, Recipe] = {}  # filled below, after the function is known
+    if value.attrs is not None and any(v is value for v in value.attrs.values()):
+        raise Unsupported(f"cannot rebuild {value}, an attribute of itself")
     code_object, f_globals, qualname = value.code, value.f_globals, value.qualname
     made: list[Recipe] = []
 
@@ -266,8 +267,13 @@ def _nested_function(builder: RecipeBuilder, value: NestedUserFunctionVariable) 
             f"{{{entries_code(code, notes)}}})"
         )
 
-    made.append(builder.once_per_call(value, emits(build, emit)))
+    function = emits(build, emit)
+    if value.attrs is not None:
+        function = _with_attributes(function, attributes)
+    made.append(builder.once_per_call(value, function))
     # The function is known before its parts: a cell may hold the function itself.
+    for name, part in (value.attrs or {}).items():
+        attributes[name] = builder.recipe(part)
     cells = [_cell(builder, c) for c in value.closure]
     defaults = [builder.recipe(d) for d in value.defaults]
     kwdefaults = {k: builder.recipe(v) for k, v in value.kwdefaults.items()}

@@ -116,7 +116,7 @@ class RecipeBuilder:
 
     def object_recipe(self, value: VariableTracker) -> Recipe:
         """An object built in the trace: made once per call (identity and cycles are kept),
-        as `cls.__new__(cls)` with its final instance dict and slots, set past the class's
+        as `object.__new__(cls)` (a Python `__new__` of the class is not run again) with its final instance dict and slots, set past the class's
         attribute hooks; its __init__ is not run again."""
         known = self._objects.get(id(value))
         if known is not None:
@@ -129,7 +129,7 @@ class RecipeBuilder:
             made = L.setdefault(REBUILT_OBJECTS, {})
             obj = made.get(key)
             if obj is None:
-                obj = made[key] = cls.__new__(cls)
+                obj = made[key] = object.__new__(cls)
                 values = [slots[name](outs, L, G) for name in slot_names]
                 set_state(
                     obj, {name: p(outs, L, G) for name, p in parts.items()}, descriptors, values
@@ -141,7 +141,7 @@ class RecipeBuilder:
             if name is None:  # made once, before its parts (which may refer back to it)
                 name = code.objects[key] = code.name("o")
                 kind = code.const(cls)
-                code.line(f"{name} = {kind}.__new__({kind})")
+                code.line(f"{name} = object.__new__({kind})")
                 values = "".join(f"{code.value(slots[n])}, " for n in slot_names)
                 code.line(
                     f"{code.const(set_state)}({name}, {{{entries_code(code, parts)}}}, "

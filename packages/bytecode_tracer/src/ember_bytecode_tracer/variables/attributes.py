@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import threading
 from typing import TYPE_CHECKING
 
 from ember_bytecode_tracer.exc import Unsupported
@@ -9,9 +11,14 @@ from ember_bytecode_tracer.guards import AttrSource, TypeSource
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.functions import NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.object_identity import canonical_source, record_write
-from ember_bytecode_tracer.variables.objects import PythonModuleVariable, UserDefinedObjectVariable
+from ember_bytecode_tracer.variables.objects import (
+    PythonModuleVariable,
+    TypeVariable,
+    UserDefinedObjectVariable,
+)
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 if TYPE_CHECKING:
@@ -29,7 +36,14 @@ def load_attribute(tx: Translator, obj: VariableTracker, name: str) -> VariableT
         written = tx.output.side_effects.attributes.get((canonical_source(tx, obj), name))
         if written is not None:
             return written
+    if name == "__class__" and isinstance(obj, _EXACT_CLASS):
+        return TypeVariable(obj.python_type())
     return obj.var_getattr(tx, name)
+
+
+# Trackers whose python_type() is the value's exact class (built in the trace, or guarded
+# by type where read from the frame): `obj.__class__` is that class.
+_EXACT_CLASS = (ListVariable, TupleVariable, ConstructedObjectVariable)
 
 
 def store_attribute(
@@ -54,12 +68,15 @@ def store_attribute(
     record_attribute_write(tx, obj, name, value)
 
 
+_THREAD_LOCAL_SETATTR = inspect.getattr_static(threading.local, "__setattr__")
+
+
 def _setattr_hook(obj: UserDefinedObjectVariable):
     """The Python __setattr__ of the object's class; None for object's own."""
-    import inspect
 
     hook = inspect.getattr_static(type(obj.value), "__setattr__")
-    if hook is object.__setattr__:
+    if hook is object.__setattr__ or hook is _THREAD_LOCAL_SETATTR:
+        # threading.local's writes the calling thread's own dict: replayed in that thread
         return None
     if not inspect.isfunction(hook):
         raise Unsupported(f"setting an attribute of a {type(obj.value).__name__} (C __setattr__)")

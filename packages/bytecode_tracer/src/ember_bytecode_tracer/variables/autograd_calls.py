@@ -14,7 +14,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard_identity, in_rule_table, wrap_rule
 
 AUTOGRAD_FUNCTIONS = {
     torch.autograd.grad: "torch.autograd.grad() runs autograd's engine (a graph break)",
@@ -35,10 +35,7 @@ class AutogradCallVariable(VariableTracker):
 
 
 def autograd_call_tracker(value: Any) -> VariableTracker | None:
-    try:
-        return AutogradCallVariable(value) if value in AUTOGRAD_FUNCTIONS else None
-    except TypeError:  # unhashable
-        return None
+    return AutogradCallVariable(value) if in_rule_table(value, AUTOGRAD_FUNCTIONS) else None
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

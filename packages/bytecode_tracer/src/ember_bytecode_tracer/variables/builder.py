@@ -26,6 +26,7 @@ plain tuple, a torch function reached through a torch module is not guarded by i
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -163,6 +164,18 @@ def real_value(tx: Translator, tracker: VariableTracker) -> tuple[bool, Any]:
     if entry is None or entry[0] is not tracker:
         return False, None
     return True, entry[1]
+
+
+def in_rule_table(value: Any, table: Any) -> bool:
+    """`value in table` for the tables of functions and classes the rules are keyed by,
+    never running a user's `__hash__` (an instance of a class that defines one in Python is
+    in none of them, and hashing it may read what its __init__ has not set yet)."""
+    if inspect.isfunction(inspect.getattr_static(type(value), "__hash__", None)):
+        return False
+    try:
+        return value in table
+    except TypeError:  # unhashable
+        return False
 
 
 def guard(tx: Translator, source: Source, kind: GuardKind, expected: Any = None) -> None:

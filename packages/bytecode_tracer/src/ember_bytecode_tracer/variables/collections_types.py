@@ -41,7 +41,7 @@ class OrderedDictVariable(ConstDictVariable):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "move_to_end":
-            key = dict_key(args[0])
+            key = dict_key(args[0], tx)
             last = _flag(args[1] if len(args) > 1 else kwargs.get("last"), True)
             if key not in self.items:
                 raise missing_key(key)
@@ -93,7 +93,7 @@ class DefaultDictVariable(ConstDictVariable):
         return self.factory.is_python_constant() and self.factory.as_python_constant() is None
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = dict_key(key)
+        k = dict_key(key, tx)
         if k not in self.items:
             if self._no_factory():
                 raise missing_key(k)

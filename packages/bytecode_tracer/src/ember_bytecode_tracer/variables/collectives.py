@@ -23,7 +23,7 @@ import torch
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard, guard_identity, in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable
@@ -264,10 +264,7 @@ def _bind(fn, params, args, kwargs) -> dict[str, VariableTracker]:
 
 
 def collective_tracker(value: Any) -> VariableTracker | None:
-    try:
-        return CollectiveVariable(value) if value in RULES else None
-    except TypeError:  # unhashable
-        return None
+    return CollectiveVariable(value) if in_rule_table(value, RULES) else None
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

@@ -1,9 +1,12 @@
 """Dataclasses and namedtuples constructed during a trace.
 
 The object is not built at trace time: the runner builds it by calling the class with the
-rebuilt arguments, exactly as eager code would. The trace may read its fields where they
-cannot differ from the arguments (namedtuples; dataclasses without __post_init__);
-anything else on the object is a graph break, after which it is a real object.
+rebuilt arguments, exactly as eager code would (a `default_factory` field the call left out
+is called in the trace and passed in, so the factory runs once). The trace may read its
+fields where they cannot differ from the arguments (namedtuples; dataclasses without
+__post_init__), write them with object.__setattr__ (set again on the rebuilt object), and
+use a frozen dataclass of constants as a value (a constant; a dict key by value, see
+`ValueKey`); anything else on the object is a graph break, after which it is a real object.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import TRACKER_KEYS, ConstDictVariable, ValueKey
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
@@ -40,8 +43,10 @@ class ConstructedObjectVariable(VariableTracker):
         self.cls = cls
         self.args = args
         self.kwargs = kwargs
-        # attributes set on it in the trace (a namedtuple subclass's instance dict)
+        # attributes set on it in the trace (a namedtuple subclass's instance dict; a
+        # dataclass's fields written with object.__setattr__)
         self.attrs: dict[str, VariableTracker] = {}
+        self._constant: Any = _MISSING
 
     def python_type(self) -> type:
         return self.cls
@@ -51,10 +56,17 @@ class ConstructedObjectVariable(VariableTracker):
             return list(self.cls._fields)
         return [f.name for f in dataclasses.fields(self.cls) if f.init]
 
+    def _positional_fields(self) -> list[str]:
+        """The fields positional arguments bind, in order (a dataclass's keyword-only
+        fields come after the others in its __init__, wherever they were declared)."""
+        if is_namedtuple_class(self.cls):
+            return list(self.cls._fields)
+        return [f.name for f in dataclasses.fields(self.cls) if f.init and not f.kw_only]
+
     def _field_value(self, name: str) -> VariableTracker:
         if name in self.kwargs:
             return self.kwargs[name]
-        names = self._fields()
+        names = self._positional_fields()
         if name in names and names.index(name) < len(self.args):
             return self.args[names.index(name)]
         default = _default_of(self.cls, name)
@@ -62,15 +74,27 @@ class ConstructedObjectVariable(VariableTracker):
             return ConstantVariable(default)
         raise Unsupported(f"field {name!r} of {self.cls.__qualname__} is not known at trace time")
 
+    def as_python_constant(self) -> Any:
+        """A frozen dataclass of constants is a value: the equal object, made now (once)
+        by calling the class as eager does; its dataclass-made __eq__ and __hash__ compare
+        and hash the fields only. Anything else is not a constant."""
+        if self._constant is _MISSING:
+            if not _frozen_value_class(self.cls) or self.attrs:
+                raise Unsupported(f"{self} is not a constant")
+            args = [a.as_python_constant() for a in self.args]
+            kwargs = {k: v.as_python_constant() for k, v in self.kwargs.items()}
+            self._constant = self.cls(*args, **kwargs)
+        return self._constant
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if hasattr(self.cls, "__post_init__"):
             raise Unsupported(
                 f"reading {self.cls.__qualname__}.{name} of an object built in the trace"
             )
+        if name in self.attrs:  # the instance dict as the trace wrote it
+            return self.attrs[name]
         if name in self._fields():
             return self._field_value(name)
-        if name in self.attrs:
-            return self.attrs[name]
         if is_namedtuple_class(self.cls) and name in _NAMEDTUPLE_METHODS:
             return BoundMethodOfTracker(self, name)
         if is_namedtuple_class(self.cls) and name == "_fields":
@@ -78,12 +102,15 @@ class ConstructedObjectVariable(VariableTracker):
         return self._class_attribute(tx, name)
 
     def has_attribute(self, name: str) -> bool | None:
-        """hasattr of a namedtuple built here: its fields, what the trace set on it, its
-        class's attributes (a property decides for itself: unknown); nothing else."""
-        if not is_namedtuple_class(self.cls) or hasattr(self.cls, "__getattr__"):
+        """hasattr of a namedtuple or dataclass built here: its fields, what the trace set
+        on it, its class's attributes (a property decides for itself: unknown; so does a
+        dataclass field __init__ does not take); nothing else."""
+        if hasattr(self.cls, "__getattr__") or hasattr(self.cls, "__post_init__"):
             return None
         if name in self.attrs or name in self._fields():
             return True
+        if dataclasses.is_dataclass(self.cls) and name in _all_fields(self.cls):
+            return None
         attribute = inspect.getattr_static(self.cls, name, _MISSING)
         if attribute is _MISSING:
             return False
@@ -106,16 +133,25 @@ class ConstructedObjectVariable(VariableTracker):
         raise Unsupported(f"reading {self.cls.__qualname__}.{name} of an object built in the trace")
 
     def store_attribute(self, tx, name: str, value: VariableTracker) -> None:
-        """`obj.name = value` on a namedtuple subclass's instance built in the trace: kept
-        in its instance dict and set on the rebuilt object. Fields, other descriptors and
-        classes without an instance dict break (eager raises or runs them)."""
+        """`obj.name = value` on a namedtuple subclass's or a dataclass's instance built in
+        the trace, its class's __setattr__ object's (a frozen dataclass's raises: a break)."""
+        if inspect.getattr_static(self.cls, "__setattr__") is not object.__setattr__:
+            raise Unsupported(f"setting attribute {name!r} on a {self.cls.__qualname__}")
+        self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """object.__setattr__ (a frozen dataclass's own __init__ and users reach it): kept
+        in the instance dict and set on the rebuilt object past the class's __setattr__.
+        A namedtuple's fields, other descriptors and classes without an instance dict break
+        (eager raises or runs them)."""
         cls = self.cls
+        attribute = inspect.getattr_static(cls, name, _MISSING)
+        plain_field = dataclasses.is_dataclass(cls) and name in _all_fields(cls)
         if (
             self.source is not None
-            or not is_namedtuple_class(cls)
+            or hasattr(cls, "__post_init__")
             or not any("__dict__" in vars(k) for k in cls.__mro__)
-            or inspect.getattr_static(cls, name, _MISSING) is not _MISSING
-            or inspect.getattr_static(cls, "__setattr__") is not object.__setattr__
+            or (attribute is not _MISSING and not (plain_field and _plain_value(attribute)))
         ):
             raise Unsupported(f"setting attribute {name!r} on a {cls.__qualname__}")
         self.attrs[name] = value
@@ -146,6 +182,49 @@ _MISSING = object()
 _NAMEDTUPLE_METHODS = ("_replace", "_asdict")
 
 
+def _all_fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _plain_value(attribute: Any) -> bool:
+    """A class attribute an instance dict entry hides (a field's default), no descriptor."""
+    return not hasattr(type(attribute), "__get__")
+
+
+def _made_by_dataclasses(fn: Any) -> bool:
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename == "<string>"  # dataclasses' exec
+
+
+def _frozen_value_class(cls: type) -> bool:
+    """A frozen dataclass whose equality and hash are the ones dataclasses made (the
+    fields' only), without __post_init__."""
+    params = getattr(cls, "__dataclass_params__", None)
+    return (
+        params is not None
+        and params.frozen
+        and params.eq
+        and not hasattr(cls, "__post_init__")
+        and _made_by_dataclasses(inspect.getattr_static(cls, "__eq__"))
+        and _made_by_dataclasses(inspect.getattr_static(cls, "__hash__"))
+    )
+
+
+def _value_key(tx, tracker: ConstructedObjectVariable) -> ValueKey | None:
+    """A frozen dataclass made in the trace as a dict key: hashed by its constant fields."""
+    if not _frozen_value_class(tracker.cls) or not tracker.is_python_constant():
+        return None
+    value = tracker.as_python_constant()
+    try:
+        hash(value)
+    except TypeError:
+        raise Unsupported(f"an unhashable {tracker.cls.__qualname__} as a dict key") from None
+    return ValueKey(tracker, value)
+
+
+TRACKER_KEYS[ConstructedObjectVariable] = _value_key
+
+
 def _default_of(cls: type, name: str) -> Any:
     if is_namedtuple_class(cls):
         return cls._field_defaults.get(name, _MISSING)
@@ -159,9 +238,30 @@ def _default_of(cls: type, name: str) -> Any:
 def _construct(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
     if dataclasses.is_dataclass(kind.cls) and hasattr(kind.cls, "__post_init__"):
         return None  # its fields may differ from the arguments: __init__ is traced instead
+    if dataclasses.is_dataclass(kind.cls):
+        kwargs = _with_factory_defaults(tx, kind.cls, args, kwargs)
+        if kwargs is None:
+            return None
     if is_constructible(kind.cls):
         return ConstructedObjectVariable(kind.cls, args, kwargs)
     return None
+
+
+def _with_factory_defaults(tx, cls: type, args, kwargs) -> dict | None:
+    """The keyword arguments with each `default_factory` field left out called now, in
+    field order as __init__ would, and passed in: the object rebuilt after the graph holds
+    the trace's values (the factory is not run twice). None where a factory field is not
+    an __init__ argument (it is made inside __init__, which is traced instead)."""
+    fields = dataclasses.fields(cls)
+    positional = [f.name for f in fields if f.init and not f.kw_only][: len(args)]  # bound
+    filled = dict(kwargs)
+    for f in fields:
+        if f.default_factory is dataclasses.MISSING or f.name in kwargs or f.name in positional:
+            continue
+        if not f.init:
+            return None
+        filled[f.name] = tx.wrap(f.default_factory, None).call_function(tx, [], {})
+    return filled
 
 
 @constructor("enum_member")

@@ -1,8 +1,10 @@
-"""Dicts whose keys are constants known at trace time, or tensors.
+"""Dicts whose keys are constants known at trace time, tensors, or value objects made in
+the trace.
 
 A tensor key is a `TensorKey`: hashed and compared by the tensor's identity, as
 Tensor.__hash__ (id) and dict lookup (identity first) do, its fake example standing for the
-tensor (one per tensor object, see translator/handlers/operators.py `identity`).
+tensor (one per tensor object, see translator/handlers/operators.py `identity`). A frozen
+dataclass made in the trace is a `ValueKey` (variables/constructed.py).
 """
 
 from __future__ import annotations
@@ -30,13 +32,20 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
 
 
-class TensorKey:
-    """A tensor as a dict key (its tracker inside): equal only to the same tensor."""
+class TrackerKey:
+    """A dict key that is a tracker of the trace, not a constant (the dict is rebuilt with
+    the key's object as the tracker is rebuilt)."""
 
     __slots__ = ("tracker",)
 
-    def __init__(self, tracker: TensorVariable) -> None:
+    def __init__(self, tracker: VariableTracker) -> None:
         self.tracker = tracker
+
+
+class TensorKey(TrackerKey):
+    """A tensor as a dict key (its tracker inside): equal only to the same tensor."""
+
+    __slots__ = ()
 
     def __hash__(self) -> int:
         return id(self.tracker.example)
@@ -48,16 +57,67 @@ class TensorKey:
         return f"TensorKey({self.tracker!r})"
 
 
-def dict_key(key: VariableTracker) -> Any:
-    """What `key` is in a dict tracker's items: the constant, or a tensor's TensorKey."""
-    if isinstance(key, TensorVariable):
-        return TensorKey(key)
-    return key.as_python_constant()
+class ValueKey(TrackerKey):
+    """An object made in the trace that hashes and compares by value (a frozen dataclass of
+    constants): hashed and compared as `value`, an equal object made now, is; equal to a
+    real object that equals it (a constant key of the same value)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, tracker: VariableTracker, value: Any) -> None:
+        super().__init__(tracker)
+        self.value = value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, ValueKey) else other)
+
+    def __repr__(self) -> str:
+        return f"ValueKey({self.value!r})"
+
+
+class IdentityKey(TrackerKey):
+    """An object read from the frame whose class hashes and compares by identity (object's
+    own __hash__ and __eq__): equal to itself only, as the object would be (the real object
+    as a key of a dict read from the frame, too); the trace guards its identity."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return hash(self.tracker.value)
+
+    def __eq__(self, other: object) -> bool:
+        value = other.tracker.value if isinstance(other, IdentityKey) else other
+        return value is self.tracker.value
+
+    def __repr__(self) -> str:
+        return f"IdentityKey({self.tracker!r})"
+
+
+def hashes_by_identity(value: Any) -> bool:
+    cls = type(value)
+    return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
+
+
+# How a tracker that is not a constant becomes a dict key, by the tracker's class (the
+# nearest along its MRO; a rule returns None where it cannot: the key must then be a
+# constant); registered by the module that defines the tracker.
+TRACKER_KEYS: dict[type, Any] = {TensorVariable: lambda tx, key: TensorKey(key)}
+
+
+def dict_key(key: VariableTracker, tx: Translator | None = None) -> Any:
+    """What `key` is in a dict tracker's items: the constant, or a TrackerKey (some need
+    the translator, to guard what the key's lookups rely on)."""
+    make = next((TRACKER_KEYS[k] for k in type(key).__mro__ if k in TRACKER_KEYS), None)
+    made = make(tx, key) if make is not None else None
+    return key.as_python_constant() if made is None else made
 
 
 def key_tracker(key: Any) -> VariableTracker:
     """The tracker of a key of a dict tracker's items."""
-    if isinstance(key, TensorKey):
+    if isinstance(key, TrackerKey):
         return key.tracker
     make = KEY_TRACKERS.get(type(key))
     return ConstantVariable(key) if make is None else make(key)
@@ -69,15 +129,15 @@ KEY_TRACKERS: dict[type, Any] = {}
 
 
 def missing_key(key: Any) -> Exception:
-    """The KeyError eager raises for `key` (a tensor's: a break, its object is not here)."""
-    if isinstance(key, TensorKey):
-        return Unsupported("KeyError of a tensor key")
+    """The KeyError eager raises for `key` (a tracker key's: a break, its object is not here)."""
+    if isinstance(key, TrackerKey):
+        return Unsupported(f"KeyError of {key!r}")
     return TracedException(KeyError, key)
 
 
 def constant_keys(items: dict) -> None:
-    if any(isinstance(k, TensorKey) for k in items):
-        raise Unsupported("a dict with tensor keys is not a constant")
+    if any(isinstance(k, TrackerKey) for k in items):
+        raise Unsupported("a dict with keys made in the trace is not a constant")
 
 
 class DictViewVariable(ListVariable):
@@ -165,7 +225,7 @@ class ConstDictVariable(VariableTracker):
         return ConstDictVariable(self.items)
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = dict_key(key)
+        k = dict_key(key, tx)
         if k not in self.items:
             raise missing_key(k)  # the keys are guarded (or built here)
         return self.items[k]
@@ -175,12 +235,12 @@ class ConstDictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
-            k = dict_key(args[0])
+            k = dict_key(args[0], tx)
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in _VIEW_ITEMS:
             return DictViewVariable(self, name)
         if name in ("__contains__",):
-            return ConstantVariable(dict_key(args[0]) in items)
+            return ConstantVariable(dict_key(args[0], tx) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
         if name == "copy" and not args and not kwargs:
@@ -195,23 +255,23 @@ class ConstDictVariable(VariableTracker):
     def _mutate(self, tx, name, args, kwargs):
         items = self.items
         if name == "__setitem__":
-            items[dict_key(args[0])] = args[1]
+            items[dict_key(args[0], tx)] = args[1]
         elif name == "update":
             if args:
                 items.update(_update_items(tx, args[0]))
             items.update(kwargs)
         elif name == "pop":
-            k = dict_key(args[0])
+            k = dict_key(args[0], tx)
             if k in items:
                 return items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise Unsupported(f"KeyError {k!r} at trace time")
         elif name == "setdefault":
-            k = dict_key(args[0])
+            k = dict_key(args[0], tx)
             return items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         elif name == "__delitem__":
-            del items[dict_key(args[0])]
+            del items[dict_key(args[0], tx)]
         elif name == "clear":
             items.clear()
         return ConstantVariable(None)
@@ -235,7 +295,7 @@ def pair_items(tx, other: VariableTracker) -> dict[Any, VariableTracker]:
         parts = pair.unpack(tx)
         if len(parts) != 2:  # eager raises with the earlier pairs added: eager does it
             raise Unsupported("a dict built from an element that is not a pair")
-        added[dict_key(parts[0])] = parts[1]
+        added[dict_key(parts[0], tx)] = parts[1]
     return added
 
 
@@ -252,6 +312,10 @@ def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | No
     keys = inspect.getattr_static(cls, "keys", None)
     if keys is None:
         return None
+    if not inspect.isfunction(keys) and _c_lookup(cls) and hasattr(other, "dict_contents"):
+        # a dict subclass read from the frame whose keys() and [] are dict's (or
+        # OrderedDict's): its entries, guarded by keys and values
+        return other.dict_contents(tx).items
     if not inspect.isfunction(keys):  # a mapping of C (a mappingproxy): its own keys()
         raise Unsupported(f"dict merge of a {cls.__qualname__}")
     items = {}
@@ -260,8 +324,16 @@ def mapping_items(tx, other: VariableTracker) -> dict[Any, VariableTracker] | No
         other if keys is collections.abc.Mapping.keys else other.call_method(tx, "keys", [], {})
     )
     for key in keys_of.unpack(tx):
-        items[dict_key(key)] = tx.subscript(other, key)
+        items[dict_key(key, tx)] = tx.subscript(other, key)
     return items
+
+
+def _c_lookup(cls: type) -> bool:
+    """A dict subclass whose merge reads entries through C (keys(), [] and iteration)."""
+    return issubclass(cls, dict) and not any(
+        inspect.isfunction(inspect.getattr_static(cls, name))
+        for name in ("__getitem__", "__iter__")
+    )
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
@@ -272,7 +344,12 @@ def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
 
 def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
     if not all(
-        is_constant_value(k) or _is_class_key(k) or _is_tensor(k) or _is_size(k) for k in value
+        is_constant_value(k)
+        or _is_class_key(k)
+        or _is_tensor(k)
+        or _is_size(k)
+        or hashes_by_identity(k)
+        for k in value
     ):
         raise Unsupported("dict with non-constant keys")
     by_position = not all(is_constant_value(k) for k in value)
@@ -304,16 +381,19 @@ def _key_of_entry(
 ) -> Any:
     """A key of a dict read from the frame, guarded by position when the dict's keys are
     not all constants: a constant by value, a class by identity, a tensor as a graph input
-    (the one placeholder of that tensor however reached, guarded to stay distinct)."""
+    (the one placeholder of that tensor however reached, guarded to stay distinct), another
+    object hashed by identity as its tracker (an IdentityKey, guarded by identity)."""
     if not by_position:
         return key
     if source is None:
-        if _is_tensor(key):
-            raise Unsupported("a dict with tensor keys without a source")
+        if not (is_constant_value(key) or _is_size(key) or _is_class_key(key)):
+            raise Unsupported("a dict with tensor or object keys without a source")
         return key
     key_source = ItemSource(DictKeysSource(source), index)
-    if _is_tensor(key):
-        return dict_key(tx.wrap(key, key_source))
+    if _is_tensor(key) or not (is_constant_value(key) or _is_size(key) or _is_class_key(key)):
+        # a tensor, or an object hashed by identity (its tracker: what is read from it
+        # is guarded as anywhere else)
+        return dict_key(tx.wrap(key, key_source), tx)
     by_value = is_constant_value(key) or _is_size(key)
     guard(tx, key_source, GuardKind.EQUALS_MATCH if by_value else GuardKind.ID_MATCH, key)
     return key
@@ -327,4 +407,16 @@ def _is_class_key(key: Any) -> bool:
         type(key) in (type, abc.ABCMeta)
         or type(key).__module__ == "typing"
         or type(key) is types.FunctionType
+        or isinstance(key, _CALLABLE_KEYS)
     )
+
+
+# C functions and methods, and torch operators, as keys of a table of handlers (each
+# compares by identity; torch.masked's function table is keyed by all of them).
+_CALLABLE_KEYS = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    torch._ops.OpOverloadPacket,
+    torch._ops.OpOverload,
+)

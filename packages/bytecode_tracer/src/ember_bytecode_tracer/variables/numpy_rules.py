@@ -25,7 +25,7 @@ import torch
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import wrap_rule
+from ember_bytecode_tracer.variables.builder import in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import TupleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import (
@@ -915,10 +915,7 @@ def numpy_tracker(tx: Translator, value: Any, source: Source | None):
         if source is None:
             raise Unsupported("a NumPy array made outside the trace without a source")
         return wrap_array(tx, value, source)
-    try:
-        known = value in RULES
-    except TypeError:  # unhashable
-        return None
+    known = in_rule_table(value, RULES)
     if not known and not isinstance(value, np.ufunc | _DISPATCHER):
         return None
     if source is not None:

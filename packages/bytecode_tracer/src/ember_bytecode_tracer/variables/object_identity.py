@@ -42,9 +42,19 @@ def canonical_source(tx: Translator, obj: VariableTracker) -> Source | None:
     return obj.source
 
 
-def record_write(tx: Translator, obj: VariableTracker, name: str, value: VariableTracker) -> None:
-    """`obj.name = value` on a real object: seen by later reads, replayed after the graph."""
-    tx.output.side_effects.attributes[(canonical_source(tx, obj), name)] = value
+def record_write(
+    tx: Translator, obj: VariableTracker, name: str, value: VariableTracker, *, generic=False
+) -> None:
+    """`obj.name = value` on a real object: seen by later reads, replayed after the graph
+    (with object.__setattr__ where `generic`: the class's Python __setattr__, which the
+    trace ran or that the write went past, is not run again)."""
+    effects = tx.output.side_effects
+    key = (canonical_source(tx, obj), name)
+    effects.attributes[key] = value
+    if generic:
+        effects.generic_attributes.add(key)
+    else:
+        effects.generic_attributes.discard(key)
 
 
 def distinct_object_guards(output: OutputGraph) -> list[Guard]:

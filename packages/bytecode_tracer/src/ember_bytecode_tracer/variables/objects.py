@@ -20,10 +20,15 @@ from ember_bytecode_tracer.guards import (
     TypeSource,
 )
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.descriptors import descriptor_get, descriptor_set
-from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.dicts import (
+    TRACKER_KEYS,
+    ConstDictVariable,
+    IdentityKey,
+    hashes_by_identity,
+)
 from ember_bytecode_tracer.variables.functions import UserMethodVariable
 from ember_bytecode_tracer.variables.logging_calls import LoggingCallVariable, is_logging_call
 from ember_bytecode_tracer.variables.object_identity import note_object, record_write
@@ -169,7 +174,15 @@ class UserDefinedObjectVariable(VariableTracker):
             # A Python __getattribute__ (transformers' configs map attribute aliases): run
             # it; its super().__getattribute__ comes back to generic_getattr.
             fn_source = AttrSource(TypeSource(self.source), "__getattribute__")
-            return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
+            try:
+                return tx.inline_call(hook, fn_source, [self, ConstantVariable(name)], {})
+            except TracedException as exc:  # type.__getattribute__'s slot: then __getattr__
+                fallback = inspect.getattr_static(type(self.value), "__getattr__", None)
+                if exc.exc_type is not AttributeError or not inspect.isfunction(fallback):
+                    raise
+            fn_source = AttrSource(TypeSource(self.source), "__getattr__")
+            guard_identity(tx, fallback, fn_source)
+            return tx.inline_call(fallback, fn_source, [self, ConstantVariable(name)], {})
         return self.generic_getattr(tx, name)
 
     def unpack(self, tx) -> list[VariableTracker]:
@@ -279,20 +292,25 @@ class UserDefinedObjectVariable(VariableTracker):
         guard call (~1.5 us each)."""
 
         cls = type(self.value)
+        # A Python __getattr__ is the hook's caller's fallback (var_getattr), not this
+        # lookup's: object.__getattribute__ raises all the same.
+        fallback = inspect.getattr_static(cls, "__getattr__", None)
         if (
             not self.traces_getattribute()
             or hasattr(cls, name)
-            or hasattr(cls, "__getattr__")
+            or (fallback is not None and not inspect.isfunction(fallback))
             or not _plain_instance_dict(cls)
         ):
             raise Unsupported(f"{cls.__name__} has no attribute {name!r}")
         where = tx.location()
         kind = TypeSource(self.source)
-        for source in (
+        absent = [
             ItemSource(GenericAttrSource(self.source, "__dict__"), name),
             AttrSource(kind, name),
-            AttrSource(kind, "__getattr__"),
-        ):
+        ]
+        if fallback is None:
+            absent.append(AttrSource(kind, "__getattr__"))
+        for source in absent:
             tx.output.add_guard(Guard(source, GuardKind.ABSENT, user_location=where))
         raise TracedException(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
 
@@ -318,7 +336,7 @@ class UserDefinedObjectVariable(VariableTracker):
         """object.__setattr__ reached from a Python __setattr__: a write replayed later
         (or the type's data descriptor, run inline)."""
         if not self.descriptor_set(tx, name, value):
-            record_write(tx, self, name, value)
+            record_write(tx, self, name, value, generic=True)
 
     def descriptor_set(self, tx, name: str, value: VariableTracker) -> bool:
         """`self.name = value` through a property or Python data descriptor of the type."""
@@ -456,6 +474,18 @@ def _wrap_object(tx: Translator, value: Any, source: Source | None) -> VariableT
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
     note_object(tx, value, source)
     return UserDefinedObjectVariable(value, source=source)
+
+
+def _identity_key(tx, tracker: UserDefinedObjectVariable) -> IdentityKey | None:
+    """A frame object hashed by identity as a dict key (a handler table keyed by objects):
+    what its lookups find holds for this object only, guarded by identity."""
+    if tx is None or tracker.source is None or not hashes_by_identity(tracker.value):
+        return None
+    guard(tx, tracker.source, GuardKind.ID_MATCH, tracker.value)
+    return IdentityKey(tracker)
+
+
+TRACKER_KEYS[UserDefinedObjectVariable] = _identity_key
 
 
 __all__ = ["ConstantVariable", "NullVariable", "PythonModuleVariable", "TypeVariable"]

@@ -33,7 +33,12 @@ from ember_bytecode_tracer.guards import (
     ItemSource,
 )
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard, is_torch_namespace_source, wrap_rule
+from ember_bytecode_tracer.variables.builder import (
+    guard,
+    in_rule_table,
+    is_torch_namespace_source,
+    wrap_rule,
+)
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
@@ -376,11 +381,8 @@ def optimizer_tracker(value: Any, source: Source | None) -> VariableTracker | No
     builder's hook; it records the TYPE_MATCH/ID_MATCH guard itself)."""
     if isinstance(value, torch.optim.Optimizer) and source is not None:
         return OptimizerVariable(value, source=source)
-    try:
-        if value in CLIP_FUNCTIONS:
-            return ClipGradNormVariable(value)
-    except TypeError:  # unhashable
-        return None
+    if in_rule_table(value, CLIP_FUNCTIONS):
+        return ClipGradNormVariable(value)
     return None
 
 

@@ -15,7 +15,7 @@ import torch
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RngState
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard_identity, in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
 RngRule = Callable[[Any, list[VariableTracker], dict[str, VariableTracker]], VariableTracker]
@@ -39,11 +39,8 @@ _DISABLE_DYNAMO_CODE = torch._compile._disable_dynamo(lambda: None).__code__
 def rng_function_of(value: Any) -> Any | None:
     """The registered RNG function `value` is (or wraps through _disable_dynamo), or None."""
     for _ in range(4):
-        try:
-            if value in RNG_FUNCTIONS:
-                return value
-        except TypeError:  # unhashable
-            return None
+        if in_rule_table(value, RNG_FUNCTIONS):
+            return value
         if getattr(value, "__code__", None) is not _DISABLE_DYNAMO_CODE:
             return None
         value = getattr(value, "__wrapped__", None)

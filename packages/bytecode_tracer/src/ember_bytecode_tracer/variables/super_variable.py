@@ -8,15 +8,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import TypeSource
+from ember_bytecode_tracer.guards import AttrSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.builder import guard_identity
+from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
 from ember_bytecode_tracer.variables.lazy import resolve_local
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
 from ember_bytecode_tracer.variables.objects import TypeVariable
 
 if TYPE_CHECKING:
+    from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.variables.base import Translator
 
 
@@ -48,11 +50,19 @@ class SuperVariable(VariableTracker):
             # An override of nn.Module.__call__ deferring to it: hooks and forward, as a
             # module call is traced, not nn.Module's dispatch code.
             return _CallWith(self.obj.module_call)
-        bound = self._bind_descriptor(tx, attribute)
+        source = self._found_source(tx, mro.index(klass), name)
+        bound = self._bind_descriptor(tx, attribute, source)
         if bound is not None:
             return bound
+        if not hasattr(type(attribute), "__get__"):  # a plain class attribute: the value
+            if source is not None:
+                return tx.wrap(attribute, source)
+            if is_constant_value(attribute):
+                return ConstantVariable(attribute)
         if klass is object and name == "__init__":
             return _NoOpCall()
+        if klass is object and name == "__new__":  # a Python __new__ reaching object's
+            return tx.wrap(object.__new__, None)
         if klass is object and name == "__getattribute__" and hasattr(self.obj, "generic_getattr"):
             return _GenericGetattr(self.obj)
         if klass is object and name in _OBJECT_WRITES and hasattr(self.obj, _OBJECT_WRITES[name]):
@@ -67,19 +77,39 @@ class SuperVariable(VariableTracker):
             return BoundMethodOfTracker(self.obj.dict_contents(tx), name)
         raise Unsupported(f"super().{name} is a {type(attribute).__name__}")
 
-    def _bind_descriptor(self, tx: Translator, attribute: Any) -> VariableTracker | None:
+    def _found_source(self, tx: Translator, depth: int, name: str) -> Source | None:
+        """Where the function found at `__mro__[depth]` is read from, through the owner's
+        class (guarded, with its closure cells); None where the owner has no source."""
+        if isinstance(self.obj, TypeVariable):
+            owner = self.obj.source
+        elif self.obj.source is not None:
+            owner = TypeSource(self.obj.source)
+        else:
+            owner = getattr(self.obj, "cls_source", None)  # an object built in the trace
+        if owner is None:
+            return None
+        source = AttrSource(ItemSource(AttrSource(owner, "__mro__"), depth), name)
+        found = getattr(self._owner_type().__mro__[depth], name)
+        if inspect.isfunction(found):  # a plain value is guarded where it is wrapped
+            guard_identity(tx, found, source)
+        return source
+
+    def _bind_descriptor(
+        self, tx: Translator, attribute: Any, source: Source | None = None
+    ) -> VariableTracker | None:
         """What `attribute.__get__(obj, type)` gives for Python functions: a function is
         bound to an instance and left as it is on a class (super(C, cls).f); a classmethod
-        is bound to the class; a staticmethod is its function."""
+        is bound to the class; a staticmethod is its function. `source` reads the function
+        (a function or staticmethod as the class gives it)."""
         on_class = isinstance(self.obj, TypeVariable)
         if inspect.isfunction(attribute):
             return (
-                UserFunctionVariable(attribute)
+                UserFunctionVariable(attribute, source=source)
                 if on_class
-                else UserMethodVariable(attribute, self.obj)
+                else UserMethodVariable(attribute, self.obj, fn_source=source)
             )
         if isinstance(attribute, staticmethod) and inspect.isfunction(attribute.__func__):
-            return UserFunctionVariable(attribute.__func__)
+            return UserFunctionVariable(attribute.__func__, source=source)
         if isinstance(attribute, classmethod) and inspect.isfunction(attribute.__func__):
             return UserMethodVariable(attribute.__func__, self._owner_class(tx))
         return None

@@ -12,7 +12,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
 from ember_bytecode_tracer.guards.sources import torch_state_query
 from ember_bytecode_tracer.variables.base import VariableTracker
-from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
+from ember_bytecode_tracer.variables.builder import guard, guard_identity, in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
@@ -273,10 +273,7 @@ def _overload_names(packet: torch._ops.OpOverloadPacket) -> list[str]:
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
 def _is_folded_predicate(value: Any) -> bool:
-    try:
-        return value in CONSTANT_FOLDED
-    except TypeError:  # unhashable
-        return False
+    return in_rule_table(value, CONSTANT_FOLDED)
 
 
 def _goes_into_graphs(tx, value: Any, source) -> bool:

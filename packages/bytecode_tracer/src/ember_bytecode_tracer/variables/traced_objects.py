@@ -1,15 +1,16 @@
 """Plain Python objects built during a trace (a library's cache object, a small state holder).
 
-`Cls(...)` for a Python class (no custom `__new__` or `__del__`, no C base) makes a
-`TracedObjectVariable`: the object is not built at trace time. Its class's `__init__` is
-inlined with the tracker as `self`; attribute writes go to the tracker's own tables (the
+`Cls(...)` for a Python class (no `__del__`, no C base) makes a `TracedObjectVariable`: the
+object is not built at trace time. A Python `__new__` runs inline first (object.__new__ at
+its end makes the tracker; `__init__` runs only if it returned an instance of the class, as
+type.__call__ does). Its class's `__init__` is inlined with the tracker as `self`; attribute writes go to the tracker's own tables (the
 object is new, so nothing else can see them): its instance dict, and the values of its
 `__slots__`. Methods, properties and class attributes are looked up along the class's MRO as
 Python would. Python attribute hooks run inline as eager runs them: `__getattribute__` for
 every read, `__getattr__` when the plain lookup raises AttributeError, `__setattr__` and
 `__delattr__` for writes and `del`; their `object.__setattr__(self, ...)` /
 `super().__setattr__` calls reach the tables (generic_setattr and friends).
-After the graph ran, the runner rebuilds the object as `cls.__new__(cls)` with its final
+After the graph ran, the runner rebuilds the object as `object.__new__(cls)` with its final
 state (instance dict and slots, set without the hooks), once per call however many times it
 is reached (so identity is kept).
 """
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GlobalSource, ItemSource, TypeSource
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard_identity
 from ember_bytecode_tracer.variables.builtins import constant_fold, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.descriptors import (
@@ -62,12 +64,20 @@ def traceable_class_refusal(cls: type) -> str | None:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from {klass.__name__}, implemented in C"
         own = vars(klass)
-        if "__new__" in own or "__del__" in own:
-            return f"it defines {'__new__' if '__new__' in own else '__del__'}"
+        if "__del__" in own:
+            return "it defines __del__"
+        if "__new__" in own and not _python_new(own["__new__"]):
+            return "its __new__ is not a Python function"
         for hook in _ATTRIBUTE_HOOKS:
             if hook in own and not inspect.isfunction(own[hook]):
                 return f"its {hook} is not a Python function"
     return None
+
+
+def _python_new(new: Any) -> bool:
+    """Whether a class's own `__new__` is a Python function (run inline, object.__new__
+    below it making the tracker)."""
+    return inspect.isfunction(getattr(new, "__func__", new))
 
 
 def slot_descriptor(cls: type, name: str) -> Any:
@@ -88,10 +98,28 @@ class TracedObjectVariable(VariableTracker):
 
     @classmethod
     def construct(cls, tx: Translator, klass: type, klass_source, args, kwargs):
-        obj = cls(klass, klass_source or _class_source(klass))
-        init = inspect.getattr_static(klass, "__init__")
+        """`klass(*args, **kwargs)` as type.__call__ runs it: `__new__` (a Python one
+        inlined; object's makes the tracker), then `__init__` when `__new__` gave an
+        instance of `klass`."""
+        klass_source = klass_source or _class_source(klass)
+        new = inspect.getattr_static(klass, "__new__")
+        if new is object.__new__:
+            obj = cls(klass, klass_source)
+        else:
+            kind = TypeVariable(klass, source=klass_source)
+            fn_source = AttrSource(klass_source, "__new__") if klass_source is not None else None
+            new = getattr(new, "__func__", new)  # a staticmethod, or a function set later
+            guard_identity(tx, new, fn_source)
+            obj = tx.inline_call(new, fn_source, [kind, *args], kwargs)
+            if not isinstance(obj, TracedObjectVariable):
+                if issubclass(obj.python_type(), klass):  # __init__ on an object we do not model
+                    raise Unsupported(f"{klass.__qualname__}.__new__ returned a {obj}")
+                return obj
+            if not issubclass(obj.cls, klass):
+                return obj  # not an instance of klass: its __init__ is not run
+        init = inspect.getattr_static(obj.cls, "__init__")
         if init is object.__init__:
-            if args or kwargs:
+            if (args or kwargs) and new is object.__new__:
                 raise Unsupported(f"{klass.__qualname__}() takes no arguments")
         else:
             obj._method(tx, init, "__init__").call_function(tx, args, kwargs)
@@ -172,7 +200,11 @@ class TracedObjectVariable(VariableTracker):
         getter = inspect.getattr_static(type(attribute), "__get__", None)
         if inspect.isfunction(getter) and not hasattr(type(attribute), "__set__"):
             return self._non_data_descriptor(tx, name, attribute, getter)
-        if getter is not None and hasattr(type(attribute), "__set__"):  # `__weakref__`'s getset
+        if name == "__weakref__" and isinstance(attribute, types.GetSetDescriptorType):
+            # the object's weak reference: the one the trace made to it (weak_refs.py), or
+            # None (nothing outside the trace can have made one to a new object)
+            return getattr(self, "weak_ref", None) or ConstantVariable(None)
+        if getter is not None and hasattr(type(attribute), "__set__"):  # other C getsets
             raise Unsupported(f"reading {self.cls.__qualname__}.{name}, a C data descriptor")
         source = self._attr_source(name)
         if source is not None:
@@ -197,8 +229,10 @@ class TracedObjectVariable(VariableTracker):
         return tx.inline_call(getter, fn_source, [descriptor, self, cls], {})
 
     def _method(self, tx, fn: Any, name: str) -> VariableTracker:
-        # The class is identity-guarded through its source, and so are its methods with it.
-        return UserMethodVariable(fn, self, fn_source=self._attr_source(name))
+        # The method as the class gives it, guarded (a class's methods can be replaced).
+        source = self._attr_source(name)
+        guard_identity(tx, fn, source)
+        return UserMethodVariable(fn, self, fn_source=source)
 
     def _attr_source(self, name: str) -> Source | None:
 
@@ -324,6 +358,19 @@ def _construct_traced_object(tx, kind: TypeVariable, args, kwargs) -> VariableTr
     if refusal is None:
         return TracedObjectVariable.construct(tx, kind.cls, kind.source, args, kwargs)
     raise Unsupported(f"constructing a {kind.cls.__qualname__} inside a traced region ({refusal})")
+
+
+@rule(object.__new__)
+def _object_new(tx, args, kwargs):
+    """`object.__new__(cls)` (a Python `__new__` reaching object's): a new, empty object of
+    a class the trace can build; `__init__` is the caller's business (type.__call__)."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], TypeVariable):
+        raise Unsupported("object.__new__ with other than one class")  # eager may raise
+    cls = args[0].cls
+    refusal = traceable_class_refusal(cls)
+    if refusal is not None:
+        raise Unsupported(f"object.__new__({cls.__qualname__}) ({refusal})")
+    return TracedObjectVariable(cls, args[0].source or _class_source(cls))
 
 
 # ---- str() of a user's object: its class's Python __str__ (or __repr__), inlined -------

@@ -60,7 +60,7 @@ def call_intrinsic_1(tx, inst):
 @handler("BUILD_MAP")
 def build_map(tx, inst):
     flat = tx.popn(2 * inst.arg)
-    items = {dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    items = {dict_key(flat[i], tx): flat[i + 1] for i in range(0, len(flat), 2)}
     tx.push(ConstDictVariable(items))
 
 

@@ -286,7 +286,7 @@ def contains_op(tx, inst):
     container = tx.pop()
     item = tx.pop()
     if isinstance(container, ConstDictVariable):
-        found = dict_key(item) in container.items
+        found = dict_key(item, tx) in container.items
     elif isinstance(container, BaseListVariable):
         found = _in_sequence(tx, item, container.items)
     elif container.is_python_constant():
