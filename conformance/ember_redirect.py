@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -113,8 +114,21 @@ def _sync_settings() -> None:
     ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
 
 
+#: torch's own modules whose torch.compile calls stay torch's: a higher-order operator run
+#: eagerly (torch.cond outside a trace, or after Ember's graph break at it) compiles itself
+#: with Dynamo (`_hop_compile_and_call`); that is PyTorch's eager path, not the user's compile
+_TORCH_INTERNAL_CALLERS = ("torch._higher_order_ops",)
+
+
 def compile(model: Callable | None = None, **kwargs: Any) -> Any:
     """torch.compile, compiled by Ember; arguments Ember has no counterpart for are dropped."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    if caller.startswith(_TORCH_INTERNAL_CALLERS):
+        return (
+            ORIGINAL["compile"](model, **kwargs)
+            if model is not None
+            else ORIGINAL["compile"](**kwargs)
+        )
     options = {
         "backend": ember_backend(kwargs.get("backend")),
         "fullgraph": kwargs.get("fullgraph", False),
@@ -149,7 +163,9 @@ class _Optimize:
         return _ember_compile(fn, **self.options)
 
 
-def optimize(backend: Any = "inductor", *, nopython: bool = False, **kwargs: Any) -> _Optimize:
+def optimize(backend: Any = "inductor", *, nopython: bool = False, **kwargs: Any) -> Any:
+    if sys._getframe(1).f_globals.get("__name__") == "torch":  # torch.compile kept for torch
+        return ORIGINAL["optimize"](backend, nopython=nopython, **kwargs)
     fullgraph = bool(nopython or kwargs.get("error_on_graph_break"))
     return _Optimize(backend, fullgraph, kwargs.get("dynamic"), kwargs.get("disable", False))
 

@@ -12,7 +12,7 @@ import torch
 
 import ember_frame_hook as fh
 from ember.backends import handles_symbolic_sizes, lookup_backend, per_size_unless_declared
-from ember.config import config
+from ember.config import config, frame_cache_limit
 from ember.distributed.ddp_split import split_for_ddp
 from ember.env_settings import check_environment
 from ember.exc import EmberError
@@ -64,7 +64,7 @@ def compile(
         backend_fn, on_record = traced_backend(backend_fn), _log_and_trace
     else:
         on_record = log_record
-    fh.set_cache_limit(config.cache_size_limit)
+    fh.set_cache_limit(frame_cache_limit(config.cache_size_limit))
     compiler = ProgressFrameCompiler(  # the status line of slow compiles (progress.py)
         backend_fn,
         fullgraph=fullgraph,
