@@ -99,7 +99,7 @@ class FrameRecord:
     runner: Callable | None = None  # the closure the new code calls
     input_names: list[str] = field(default_factory=list)  # its arguments, frame locals by name
     recompile_reason: str | None = None  # why the cached entries did not fit this call
-    pinned_locals: tuple = ()  # (name, object) of locals guarded by identity (cache_groups)
+    pinned_locals: tuple = ()  # (source, object) of locals guarded by identity (cache_groups)
 
 
 class CompiledFrame(fh.GuardedCode):
