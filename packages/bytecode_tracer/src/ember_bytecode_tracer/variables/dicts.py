@@ -20,7 +20,11 @@ from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import DictKeysSource, GuardKind, ItemSource, dict_item_source
 from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
-from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.constant import (
+    ConstantVariable,
+    is_constant_value,
+    is_enum_member,
+)
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
@@ -272,7 +276,12 @@ def _wrap_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
 
 def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTracker:
     if not all(
-        is_constant_value(k) or _is_class_key(k) or _is_tensor(k) or _is_size(k) for k in value
+        is_constant_value(k)
+        or _is_class_key(k)
+        or is_enum_member(k)
+        or _is_tensor(k)
+        or _is_size(k)
+        for k in value
     ):
         raise Unsupported("dict with non-constant keys")
     by_position = not all(is_constant_value(k) for k in value)
