@@ -23,7 +23,7 @@ from ember.stats import clear as clear_counters
 from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
-from ember_bytecode_tracer.convert_frame import FrameCompiler
+from ember_bytecode_tracer.convert_frame import FrameCompiler, is_skipped, trace_entry_code
 from ember_bytecode_tracer.directives import register_compiled
 from ember_bytecode_tracer.exc import Unsupported
 
@@ -79,7 +79,34 @@ def compile(
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
                   "options": options}  # fmt: skip
         return OptimizedModule(model, compiler, recipe)
-    return _wrap_function(model, compiler)
+    return _wrap_function(model if _has_python_frame(model) else _entry_frame(model), compiler)
+
+
+def _has_python_frame(fn: Any) -> bool:
+    """Whether calling `fn` starts a Python frame the frame hook traces: a user's function,
+    method, class or object whose `__call__` is theirs. An OpOverload (its `__call__` is
+    torch's), a builtin or a torch function (skipped as torch's own) has none."""
+    if isinstance(fn, type | functools.partial):
+        return True
+    target = fn.__func__ if inspect.ismethod(fn) else fn
+    if not inspect.isfunction(target):
+        target = inspect.getattr_static(type(fn), "__call__", None)
+    return inspect.isfunction(target) and not is_skipped(target.__code__)
+
+
+def _entry_frame(fn: Callable) -> Callable:
+    """A C callable (`torch.ops.aten.add.Tensor`, `torch.sin`) compiled: called from a Python
+    frame of its own, which Ember traces (the call becomes the graph), as torch.compile
+    compiles such a callable."""
+
+    def call_compiled(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    call_compiled.__wrapped__ = fn
+    return call_compiled
+
+
+trace_entry_code(_entry_frame(len).__code__)  # one code object for every entry frame
 
 
 def _at_user_frame(exc: BaseException) -> BaseException:
