@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ import torch._dynamo
 import torch._dynamo.test_case
 
 import ember
+import ember_frame_hook as fh
 import ember_symbolic as es
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
 
@@ -229,6 +231,26 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> 
     return ember.lookup_backend("inductor")(gm, list(example_inputs))
 
 
+def _hop_eager_with_torch(fn: Callable, args: Any, kwargs: Any = None) -> Any:
+    """torch's eager path of a higher-order operator (`torch.cond` run outside a trace, or
+    after Ember's graph break at it) compiles the operator with torch.compile itself
+    (`_hop_compile_and_call`): that is PyTorch's implementation, not the user's compile, so
+    it keeps torch.compile (and the `optimize` torch.compile calls) while it runs."""
+    redirected = torch.compile, torch._dynamo.optimize
+    torch.compile, torch._dynamo.optimize = ORIGINAL["compile"], ORIGINAL["optimize"]
+    try:
+        return ORIGINAL["hop_compile_and_call"](fn, args, kwargs)
+    finally:
+        torch.compile, torch._dynamo.optimize = redirected
+
+
+def install_hop_eager_path() -> None:
+    import torch._higher_order_ops.utils as hop_utils
+
+    ORIGINAL["hop_compile_and_call"] = hop_utils._hop_compile_and_call
+    hop_utils._hop_compile_and_call = _hop_eager_with_torch
+
+
 def install_inductor() -> None:
     """Inductor's tests call compile_fx by the name they import: replace it at its source."""
     import torch._inductor.compile_fx as inductor_compile_fx
@@ -272,6 +294,12 @@ def install() -> None:
         torch._dynamo.eval_frame.unsupported, "torch._dynamo.eval_frame.unsupported was called"
     )
     install_inductor()
+    install_hop_eager_path()
+    # the harness's own functions are torch.compile's stand-ins: their frames run as they
+    # are (as torch.compile's own frames do under Dynamo), never compiled as user code
+    for value in list(globals().values()):
+        if inspect.isfunction(value) and value.__module__ == __name__:
+            fh.skip_code(value.__code__)
 
 
 def pytest_configure(config: Any) -> None:

@@ -7,23 +7,53 @@ locals (closure variables included: `L['func'] is <the decorated function>`). En
 pin other objects are other functions, not recompiles of this one: the limit counts only
 the entries whose pinned locals are the frame's (its *group*), so calling many decorated
 functions never exhausts it, while a frame whose guards keep failing for the same function
-still gives up after `limit` tries.
+still gives up after `limit` tries. A closure handed to a frame is guarded by its code and
+cell contents (variables/functions.py), so what pins it is the object in its cell:
+`L['f'].__closure__[0].cell_contents is <the decorated function>` counts as a pinned local.
 """
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
-from ember_bytecode_tracer.guards import Guard, GuardKind, LocalSource
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource, LocalSource
+
+_NO_GLOBALS: dict[str, Any] = {"__builtins__": builtins}
 
 
-def pinned_locals(guards: list[Guard]) -> tuple[tuple[str, Any], ...]:
-    """(local name, object) for each frame local a trace guarded by identity."""
+def _through_cells(source: Any) -> bool:
+    """A frame local, or what a closure held by one holds: `L['f']`,
+    `L['f'].__closure__[0].cell_contents`, ... (a closure is guarded by its code and cell
+    contents, so the object a decorator wrapped is pinned in its cell)."""
+    while not isinstance(source, LocalSource):
+        if not (
+            isinstance(source, AttrSource)
+            and source.attr == "cell_contents"
+            and isinstance(source.base, ItemSource)
+            and isinstance(source.base.base, AttrSource)
+            and source.base.base.attr == "__closure__"
+        ):
+            return False
+        source = source.base.base.base
+    return True
+
+
+def pinned_locals(guards: list[Guard]) -> tuple[tuple[Any, Any], ...]:
+    """(source, object) for each frame local, or object in a closure cell a local holds,
+    that a trace guarded by identity."""
     return tuple(
-        (g.source.name, g.expected)
+        (g.source, g.expected)
         for g in guards
-        if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)
+        if g.kind is GuardKind.ID_MATCH and _through_cells(g.source)
     )
+
+
+def _holds(f_locals: dict[str, Any], source: Any, obj: Any) -> bool:
+    try:
+        return source.get(f_locals, _NO_GLOBALS) is obj
+    except Exception:  # a local missing, a closure of another shape: another function
+        return False
 
 
 def in_group(entry: Any, f_locals: dict[str, Any]) -> bool:
@@ -31,7 +61,7 @@ def in_group(entry: Any, f_locals: dict[str, Any]) -> bool:
     elsewhere, without a record, count for every frame)."""
     record = getattr(entry, "record", None)
     pinned = getattr(record, "pinned_locals", ())
-    return all(name in f_locals and f_locals[name] is obj for name, obj in pinned)
+    return all(_holds(f_locals, source, obj) for source, obj in pinned)
 
 
 def group_entries(entries: tuple, f_locals: dict[str, Any]) -> list:
@@ -40,5 +70,11 @@ def group_entries(entries: tuple, f_locals: dict[str, Any]) -> list:
 
 def group_key(f_locals: dict[str, Any], entries: tuple) -> tuple:
     """A hashable name of the frame's group, for warning once per group."""
-    names = sorted({n for e in entries for n, _ in getattr(e.record, "pinned_locals", ())})
-    return tuple((n, id(f_locals.get(n))) for n in names)
+    sources = {s for e in entries for s, _ in getattr(e.record, "pinned_locals", ())}
+    key = []
+    for source in sorted(sources, key=str):
+        try:
+            key.append((str(source), id(source.get(f_locals, _NO_GLOBALS))))
+        except Exception:
+            key.append((str(source), None))
+    return tuple(key)

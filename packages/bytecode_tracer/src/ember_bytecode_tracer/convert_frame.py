@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode, any_torch_dispatch_mode_on_stack
 
 import ember_frame_hook as fh
 from ember_bytecode_tracer import (
@@ -99,7 +100,7 @@ class FrameRecord:
     runner: Callable | None = None  # the closure the new code calls
     input_names: list[str] = field(default_factory=list)  # its arguments, frame locals by name
     recompile_reason: str | None = None  # why the cached entries did not fit this call
-    pinned_locals: tuple = ()  # (name, object) of locals guarded by identity (cache_groups)
+    pinned_locals: tuple = ()  # (source, object) of locals guarded by identity (cache_groups)
 
 
 class CompiledFrame(fh.GuardedCode):
@@ -176,11 +177,21 @@ def _owned_by(compiler: FrameCompiler, guards: Any) -> Callable[[dict], bool]:
     return guard
 
 
+#: code objects of our own that are traced all the same: the Python frame ember.compile
+#: calls a C callable from (an OpOverload compiled has no frame of its own)
+_TRACED_ENTRIES: set[types.CodeType] = set()
+
+
+def trace_entry_code(code: types.CodeType) -> None:
+    """Trace frames of `code` although it is Ember's own (an entry frame around a call)."""
+    _TRACED_ENTRIES.add(code)
+
+
 def is_skipped(code: types.CodeType) -> bool:
     """Our own code, the standard library and torch internals run as they are; of torch's
     nn modules only `forward` methods are traced (constructors and helpers are not)."""
     filename = code.co_filename
-    if codegen.is_resume(code):
+    if codegen.is_resume(code) or code in _TRACED_ENTRIES:
         return False
     if filename.startswith(_TORCH_ALLOWED):
         return code.co_name != "forward"
@@ -225,6 +236,8 @@ def _holds_tensor_state(value: Any, depth: int = 0) -> bool:
         return True
     if isinstance(value, torch.optim.Optimizer):  # its tensors sit deeper than three levels
         return True
+    if isinstance(value, types.MethodType):  # `opt.step` handed in: what it is bound to
+        return _holds_tensor_state(value.__self__, depth + 1)
     if depth < 2 and type(value) is types.FunctionType and value.__closure__:
         # a closure over tensors handed in (a stateful counter): traced where it is called
         return any(_holds_tensor_state(_cell_value(c), depth + 1) for c in value.__closure__)
@@ -312,6 +325,9 @@ class FrameCompiler:
             fh.skip_code(code)
             return None
         if _under_a_transform():
+            return None
+        if _is_mode_handler(frame):
+            fh.skip_code(code)
             return None
         # One compile at a time; a thread that waited first looks at what the others cached
         # meanwhile (compile_lock.py), and caches its own entry before letting the next look.
@@ -751,11 +767,25 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
 def _under_a_transform() -> bool:
     """torch.jit.trace is recording (its tensors' sizes are tensors, and it records the ops
     that run), or a torch.func transform (vmap, jvp, grad) is active (its tensors are
-    wrappers without storage): frames met there run as they are, nothing cached."""
+    wrappers without storage), or a user's TorchDispatchMode is on the stack (a trace would
+    run its __torch_dispatch__ on the trace's fake tensors; torch.compile skips such frames
+    too, unless the mode says `ignore_compile_internals`): frames met there run as they
+    are, nothing cached."""
     return (
         torch._C._get_tracing_state() is not None
         or torch._C._functorch.peek_interpreter_stack() is not None
+        or any_torch_dispatch_mode_on_stack()
     )
+
+
+def _is_mode_handler(frame: fh.Frame) -> bool:
+    """The `__torch_dispatch__` of a user's TorchDispatchMode, called by the dispatcher for an
+    op (its mode is popped meanwhile): torch wraps it so that torch.compile never compiles
+    it (`_should_skip_dynamo`); it runs as it is here too."""
+    if frame.f_code.co_name != "__torch_dispatch__":
+        return False
+    mode = frame.f_locals.get("self")
+    return isinstance(mode, TorchDispatchMode) and bool(mode._should_skip_dynamo())
 
 
 def recompile_reason(entries: tuple, f_locals: dict[str, Any]) -> str:

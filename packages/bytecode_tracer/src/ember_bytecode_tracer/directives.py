@@ -11,6 +11,8 @@ import inspect
 import weakref
 from typing import Any
 
+import torch
+
 
 def graph_break() -> None:
     """Ends the graph where it is called under Ember; does nothing when run eagerly."""
@@ -35,6 +37,10 @@ def directive_reason(value: Any) -> str | None:
     entry = _BREAKS.get(id(value))
     if entry is not None and entry[0] is value:
         return entry[1]
+    if isinstance(value, torch._ops.HigherOrderOperator):
+        # torch.cond, torch.ops.higher_order.map_impl, ...: Ember has no subgraph capture
+        # for them; the call runs as it is after the break (torch's own eager path)
+        return f"higher-order operator {value.name()} is not captured by Ember: it runs as it is"
     if getattr(value, "_torchdynamo_disable", False) is True:
         name = getattr(value, "__qualname__", value)
         return f"{name} is wrapped by torch.compiler.disable: it runs as it is"

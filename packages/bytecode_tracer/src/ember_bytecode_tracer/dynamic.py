@@ -257,19 +257,22 @@ class DynamicTrace:
         if type(value) is not int or not _int_source(source):
             return False
         self.seen_ints[source] = value
-        if self.mode is False or value in (0, 1):
+        if self.mode is False:
             return False
         if self.mode is True:
-            return True
+            return value not in (0, 1)
         previous = self.state.ints.get(source)
         # changed since the last compile: another int, or a tensor there before (a value
-        # whose kind changes between calls changes)
+        # whose kind changes between calls changes). Such an int stays symbolic at 0 and 1
+        # too (as torch.compile's automatic dynamic ints do): the first compile saw one
+        # value, the second covers the rest.
         if (previous is not None and previous != value) or source in self.state.sizes:
             self.state.dynamic_ints.add(source)
         return source in self.state.dynamic_ints
 
     def symint(self, source: Source, value: int) -> int | torch.SymInt:
-        result = self.env.create_int_symint(value, source)
+        varying = self.mode is None and source in self.state.dynamic_ints
+        result = self.env.create_int_symint(value, source, specialize_zero_one=not varying)
         self.log_new_symbols()
         return result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import inspect
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from ember_bytecode_tracer.variables.container_subclasses import (
     UserListVariable,
 )
 from ember_bytecode_tracer.variables.contexts import (
+    ContextExitVariable,
     GradModeVariable,
     NullContextVariable,
     rebuilt_grad_mode,
@@ -57,6 +59,7 @@ from ember_bytecode_tracer.variables.sets import SetVariable, replay_onto
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.variables.user_contexts import UserContextVariable
 from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 if TYPE_CHECKING:
@@ -394,6 +397,19 @@ def _bound_method(builder: RecipeBuilder, value: UserMethodVariable) -> Recipe:
     the function the trace resolved, bound to its rebuilt owner."""
     owner = builder.recipe(value.owner)
     return construct_recipe(types.MethodType, [constant_recipe(value.fn), owner], {})
+
+
+@recipe_for(ContextExitVariable)
+def _context_exit(builder: RecipeBuilder, value: ContextExitVariable) -> Recipe:
+    """The __exit__ a with-block left on the stack, at a break inside the block: a user
+    class's is its `__exit__` bound to the rebuilt context object (the resume function
+    calls it when the block ends, as eager does); the others restore a constant state."""
+    context = value.context
+    if isinstance(context, UserContextVariable):
+        exit_fn = inspect.getattr_static(context.obj.python_type(), "__exit__")
+        owner = builder.recipe(context.obj)
+        return construct_recipe(types.MethodType, [constant_recipe(exit_fn), owner], {})
+    return constant_recipe(value.as_python_constant())
 
 
 @recipe_for(NullContextVariable)

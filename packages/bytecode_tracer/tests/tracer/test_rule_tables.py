@@ -34,6 +34,7 @@ from ember_bytecode_tracer.variables.container_subclasses import (
     UserListVariable,
 )
 from ember_bytecode_tracer.variables.contexts import (
+    ContextExitVariable,
     GradModeVariable,
     NullContextVariable,
     RealContextExit,
@@ -273,6 +274,7 @@ _RECIPE_LADDER = [
     UserMethodVariable,  # a bound method at a break: its function bound to the rebuilt owner
     GradModeVariable,  # a grad-mode context object live at a break: a fresh one
     NullContextVariable,  # nullcontext (and a no-op profiler block's) live at a break
+    ContextExitVariable,  # a with-block's __exit__ at a break: a user's bound to its object
 ]
 
 

@@ -235,3 +235,22 @@ def test_a_function_of_global_tensors_only_is_traced():
     torch.testing.assert_close(step(), _GLOBAL_X.sin() * 2)
     (record,) = step.compiler.records
     assert len(record.graphs) == 1 and not record.breaks
+
+
+def test_a_bound_step_handed_in_is_the_step_rule():
+    """`opt.step` passed as a value and called: the same one graph of the step's math as
+    `opt.step()` written in the trace (was: torch's step code inlined, its `.item()` reads
+    in the graph)."""
+    model, ref = _with_grads(_model()), _with_grads(_model())
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=0.01)
+    call = _compile(lambda method: method())
+    for _ in range(2):
+        call(opt.step)
+        ref_opt.step()
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+    records = call.compiler.records
+    assert records and all(len(r.graphs) == 1 and not r.breaks for r in records)
+    ops = {n.target for r in records for g in r.graphs for n in g.graph.nodes}
+    assert torch.ops.aten._local_scalar_dense.default not in ops and "item" not in map(str, ops)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import functools
 import inspect
@@ -13,7 +12,7 @@ import torch
 
 import ember_frame_hook as fh
 from ember.backends import handles_symbolic_sizes, lookup_backend, per_size_unless_declared
-from ember.config import config
+from ember.config import config, frame_cache_limit
 from ember.distributed.ddp_split import split_for_ddp
 from ember.env_settings import check_environment
 from ember.exc import EmberError
@@ -24,7 +23,7 @@ from ember.stats import clear as clear_counters
 from ember.torch_support import check_torch
 from ember.trace import configure as configure_trace
 from ember.trace import on_frame, traced_backend
-from ember_bytecode_tracer.convert_frame import FrameCompiler
+from ember_bytecode_tracer.convert_frame import FrameCompiler, is_skipped, trace_entry_code
 from ember_bytecode_tracer.directives import register_compiled
 from ember_bytecode_tracer.exc import Unsupported
 
@@ -65,7 +64,7 @@ def compile(
         backend_fn, on_record = traced_backend(backend_fn), _log_and_trace
     else:
         on_record = log_record
-    fh.set_cache_limit(config.cache_size_limit)
+    fh.set_cache_limit(frame_cache_limit(config.cache_size_limit))
     compiler = ProgressFrameCompiler(  # the status line of slow compiles (progress.py)
         backend_fn,
         fullgraph=fullgraph,
@@ -80,7 +79,34 @@ def compile(
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
                   "options": options}  # fmt: skip
         return OptimizedModule(model, compiler, recipe)
-    return _wrap_function(model, compiler)
+    return _wrap_function(model if _has_python_frame(model) else _entry_frame(model), compiler)
+
+
+def _has_python_frame(fn: Any) -> bool:
+    """Whether calling `fn` starts a Python frame the frame hook traces: a user's function,
+    method, class or object whose `__call__` is theirs. An OpOverload (its `__call__` is
+    torch's), a builtin or a torch function (skipped as torch's own) has none."""
+    if isinstance(fn, type | functools.partial):
+        return True
+    target = fn.__func__ if inspect.ismethod(fn) else fn
+    if not inspect.isfunction(target):
+        target = inspect.getattr_static(type(fn), "__call__", None)
+    return inspect.isfunction(target) and not is_skipped(target.__code__)
+
+
+def _entry_frame(fn: Callable) -> Callable:
+    """A C callable (`torch.ops.aten.add.Tensor`, `torch.sin`) compiled: called from a Python
+    frame of its own, which Ember traces (the call becomes the graph), as torch.compile
+    compiles such a callable."""
+
+    def call_compiled(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    call_compiled.__wrapped__ = fn
+    return call_compiled
+
+
+trace_entry_code(_entry_frame(len).__code__)  # one code object for every entry frame
 
 
 def _at_user_frame(exc: BaseException) -> BaseException:
@@ -127,25 +153,9 @@ def _check_arguments(model, fullgraph, dynamic, mode, options) -> None:
         raise EmberError(f"options must be a dict, got {type(options).__name__}")
 
 
-def _called_from_user_code(fn: Callable) -> Callable:
-    """`fn` itself, or for a bound method of a torch optimizer (`compile(opt.step)`) a small
-    function that calls it as user code would: torch's own frames are not traced where they
-    start, while `opt.step()` met in user code is one graph of the step's math."""
-    owner = getattr(fn, "__self__", None)
-    if not (inspect.ismethod(fn) and isinstance(owner, torch.optim.Optimizer)):
-        return fn
-    name = fn.__name__
-    source = f"def {name}(*args, **kwargs):\n    return optimizer.{name}(*args, **kwargs)\n"
-    namespace: dict[str, Any] = {"optimizer": owner}
-    # a file name in angle brackets is user code to the tracer, as "<stdin>" is
-    exec(builtins.compile(source, f"<{type(owner).__name__}.{name}>", "exec"), namespace)
-    return namespace[name]
-
-
 def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
     if inspect.isgeneratorfunction(fn):
         return _wrap_generator_function(fn, compiler)
-    call = _called_from_user_code(fn)
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
@@ -153,7 +163,7 @@ def _wrap_function(fn: Callable, compiler: FrameCompiler) -> Callable:
             return fn(*args, **kwargs)
         previous = fh.set_eval_frame(hook_for(compiler))
         try:
-            return call(*args, **kwargs)
+            return fn(*args, **kwargs)
         except Unsupported as exc:  # fullgraph=True: the message shows the user's line
             raise _at_user_frame(exc) from None
         finally:

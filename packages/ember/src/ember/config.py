@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 @dataclass
 class Config:
-    cache_size_limit: int = 8  # compiled variants kept per code object before running eagerly
+    # compiled variants kept per code object before running eagerly; a value above
+    # CACHE_LIMIT_MAX (sys.maxsize, torch's "no limit") means no limit in practice: it is
+    # clamped to CACHE_LIMIT_MAX, the most the frame hook keeps (frame_cache_limit)
+    cache_size_limit: int = 8
     suppress_errors: bool = False  # a failing backend falls back to eager with a warning
     verbose: bool = False  # graph-break logs show the whole chain of inlined calls
     # nonzero, masked_select, boolean-mask indexing, unique: with symbolic shapes on, an
@@ -35,3 +38,14 @@ class Config:
 
 
 config = Config()
+
+#: the most compiled variants the frame hook keeps per code object
+CACHE_LIMIT_MAX = 1_000_000
+
+
+def frame_cache_limit(limit: int) -> int:
+    """The frame hook's limit for `config.cache_size_limit`: a larger one (sys.maxsize is
+    how torch.compile's users say "no limit") is clamped to CACHE_LIMIT_MAX; below 1 raises."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"ember.config.cache_size_limit must be an int >= 1, got {limit!r}")
+    return min(limit, CACHE_LIMIT_MAX)

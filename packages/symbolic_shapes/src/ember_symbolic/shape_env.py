@@ -152,14 +152,20 @@ class ShapeEnv(TorchShapeEnvProtocol):
         return self.symint(self.create_symbol(value, source, **kwargs))
 
     def create_int_symbol(
-        self, value: int, source: Hashable, *, dynamic: DimDynamic = DimDynamic.DUCK
+        self,
+        value: int,
+        source: Hashable,
+        *,
+        dynamic: DimDynamic = DimDynamic.DUCK,
+        specialize_zero_one: bool = True,
     ) -> sympy.Expr:
         """A symbol for a Python int that is not a size (a function's `n`): any integer,
         negative too, its own symbol (no duck sharing with sizes). 0 and 1 specialize as
-        sizes do (guarded on `source`), as does STATIC."""
+        sizes do (guarded on `source`) unless `specialize_zero_one` is False (an int already
+        seen to vary: 0 or 1 is one more of its values), as does STATIC."""
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidSizeError(f"create_int_symbol needs an int, got {value!r}")
-        if dynamic is DimDynamic.STATIC or value in (0, 1):
+        if dynamic is DimDynamic.STATIC or (specialize_zero_one and value in (0, 1)):
             return self._specialize_source(source, value)
         symbol = sympy.Symbol(f"s{next(self._backed_ids)}", integer=True)
         self.var_to_val[symbol] = sympy.Integer(value)

@@ -138,6 +138,9 @@ class Translator(Protocol):
 
 class VariableTracker:
     source: Source | None = None
+    # a bound method of this value handed in (`m = obj.meth`) is read as `obj.meth` would be
+    # in the trace (trackers whose methods are rules, not the class's Python code)
+    methods_by_name: bool = False
 
     def __init__(self, *, source: Source | None = None) -> None:
         self.source = source

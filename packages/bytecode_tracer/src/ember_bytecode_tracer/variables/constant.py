@@ -149,8 +149,20 @@ def _wrap_code(tx: Translator, value: types.CodeType, source: Source | None) -> 
     return ConstantVariable(value, source=source)
 
 
-@wrap_rule("enum", types=enum.Enum)
-def _wrap_enum(tx: Translator, value: enum.Enum, source: Source | None) -> VariableTracker:
+def is_enum_member(value: Any) -> bool:
+    """A member of a Python Enum, or of a C++ enum bound by pybind11 (SDPBackend.MATH,
+    torch._C._autograd.DeviceType...: one object per member, listed in `__members__`)."""
+    if isinstance(value, enum.Enum):
+        return True
+    cls = type(value)
+    if type(cls).__name__ != "pybind11_type" or "__members__" not in cls.__dict__:
+        return False
+    members = getattr(cls, "__members__", None)
+    return isinstance(members, dict) and any(m is value for m in members.values())
+
+
+@wrap_rule("enum", when=lambda tx, value, source: is_enum_member(value))
+def _wrap_enum(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     # Enum members are singletons: identity is the right guard, the value is constant.
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)

@@ -22,7 +22,11 @@ from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import DictKeysSource, GuardKind, ItemSource, dict_item_source
 from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
-from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
+from ember_bytecode_tracer.variables.constant import (
+    ConstantVariable,
+    is_constant_value,
+    is_enum_member,
+)
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
@@ -346,6 +350,7 @@ def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
     if not all(
         is_constant_value(k)
         or _is_class_key(k)
+        or is_enum_member(k)
         or _is_tensor(k)
         or _is_size(k)
         or hashes_by_identity(k)

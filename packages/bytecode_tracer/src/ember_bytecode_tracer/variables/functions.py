@@ -106,30 +106,48 @@ def _wrap_unsourced(value: Any) -> VariableTracker:
 
 
 class UserFunctionVariable(VariableTracker):
-    """A Python function defined in user code (or torch.nn code that we inline)."""
+    """A Python function defined in user code (or torch.nn code that we inline).
 
-    def __init__(self, fn: Any, *, source: Source | None = None) -> None:
+    A closure passed in (a function with cells, made anew by each call of its maker) is
+    guarded by what a call of it depends on, as torch.compile guards one: its code object,
+    its globals, the shape of its defaults, and (through their sources) the cell contents and
+    defaults the trace reads. Another closure of the same code with the same contents runs
+    the same compiled code. Its identity is pinned (an ID_MATCH guard) only when the trace
+    uses the function object itself (`fn`: as a constant, compared, stored, handed on);
+    calling it and reading its attributes do not (`_fn`)."""
+
+    def __init__(self, fn: Any, *, source: Source | None = None, pin=None) -> None:
         super().__init__(source=source)
-        self.fn = fn
+        self._fn = fn
+        self._pin = pin  # installs the identity guard, once; None: none pending
+
+    @property
+    def fn(self) -> Any:
+        if self._pin is not None:
+            pin, self._pin = self._pin, None
+            pin()
+        return self._fn
 
     def python_type(self) -> type:
-        return type(self.fn)
+        return type(self._fn)
 
     def as_python_constant(self) -> Any:
         return self.fn
 
     def call_function(self, tx, args, kwargs):
-        return tx.inline_call(self.fn, self.source, args, kwargs)
+        return tx.inline_call(self._fn, self.source, args, kwargs)
 
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.fn, name))
-        if self.source is not None and hasattr(self.fn, name):
-            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name))
-        raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
+            if self._pin is not None:  # a closure: these are its own, guarded
+                return tx.wrap(getattr(self._fn, name), AttrSource(self.source, name))
+            return ConstantVariable(getattr(self._fn, name))
+        if self.source is not None and hasattr(self._fn, name):
+            return tx.wrap(getattr(self._fn, name), AttrSource(self.source, name))
+        raise Unsupported(f"attribute {name} of function {self._fn.__qualname__}")
 
     def __repr__(self) -> str:
-        return f"UserFunctionVariable({self.fn.__qualname__})"
+        return f"UserFunctionVariable({self._fn.__qualname__})"
 
 
 class UserMethodVariable(VariableTracker):
@@ -356,9 +374,32 @@ def _is_method(tx: Translator, value: Any, source: Source | None) -> bool:
 
 @wrap_rule("user_function", when=_is_function)
 def _wrap_function(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
+    if source is not None and value.__closure__:
+        _guard_closure_shape(tx, value, source)
+        pin = functools.partial(guard, tx, source, GuardKind.ID_MATCH, value)
+        return UserFunctionVariable(value, source=source, pin=pin)
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return UserFunctionVariable(value, source=source)
+
+
+def _guard_closure_shape(tx: Translator, fn: Any, source: Source) -> None:
+    """What a call of the closure `fn` depends on besides the cell contents and default
+    values (guarded where the trace reads them): its code, globals and defaults' shape."""
+    guard(tx, source, GuardKind.TYPE_MATCH, FunctionType)
+    guard(tx, AttrSource(source, "__code__"), GuardKind.ID_MATCH, fn.__code__)
+    guard(tx, AttrSource(source, "__globals__"), GuardKind.ID_MATCH, fn.__globals__)
+    guard(tx, AttrSource(source, "__closure__"), GuardKind.LEN_MATCH, (tuple, len(fn.__closure__)))
+    defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
+    if defaults is None:
+        guard(tx, AttrSource(source, "__defaults__"), GuardKind.EQUALS_MATCH, None)
+    else:
+        guard(tx, AttrSource(source, "__defaults__"), GuardKind.LEN_MATCH, (tuple, len(defaults)))
+    if kwdefaults is None:
+        guard(tx, AttrSource(source, "__kwdefaults__"), GuardKind.EQUALS_MATCH, None)
+    else:
+        keys = (dict, tuple(kwdefaults))
+        guard(tx, AttrSource(source, "__kwdefaults__"), GuardKind.DICT_KEYS, keys)
 
 
 KEY_TRACKERS[FunctionType] = lambda fn: UserFunctionVariable(fn)  # guarded as a dict key
@@ -371,6 +412,11 @@ def _wrap_method(tx: Translator, value: Any, source: Source | None) -> VariableT
     fn_source = AttrSource(source, "__func__") if source is not None else None
     if source is not None:
         guard(tx, fn_source, GuardKind.ID_MATCH, value.__func__)
+    name = value.__func__.__name__
+    if owner.methods_by_name and inspect.getattr_static(type(value.__self__), name, None) is (
+        value.__func__
+    ):  # `opt.step` handed in is what `opt.step` read in the trace is (a rule, not torch's code)
+        return owner.var_getattr(tx, name)
     return UserMethodVariable(value.__func__, owner, fn_source=fn_source)
 
 

@@ -161,6 +161,8 @@ STEP_RULES: dict[type, StepRule] = {
 class OptimizerVariable(UserDefinedObjectVariable):
     """A torch.optim.Optimizer reached from the frame (guarded by exact class)."""
 
+    methods_by_name = True  # `opt.step` handed in as a bound method: the step rule too
+
     def var_getattr(self, tx, name):
         if name in _METHODS and name not in vars(self.value) and type(self.value) in STEP_RULES:
             return OptimizerMethodVariable(self, name)
