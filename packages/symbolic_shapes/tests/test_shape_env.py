@@ -157,7 +157,7 @@ def test_equality_guard_between_symbols_replaces_the_newer_one():
 
 def test_unbacked_symbols_have_ranges_and_no_hint():
     env = make_env()
-    u = env.create_unbacked_symint(max=100)
+    u = env.create_unbacked_symint(min=0, max=100)
     assert isinstance(u, torch.SymInt)
     assert not u.node.has_hint() and u.node.hint is None
     assert str(u) == "u0"

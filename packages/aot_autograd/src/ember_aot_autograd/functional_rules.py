@@ -180,6 +180,19 @@ def _batch_norm(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs:
     return out, save_mean, save_rstd
 
 
+@special_rule(aten._local_scalar_dense.default)
+def _read_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
+    """`t.item()`: the fake kernel gives an unbacked symbol (the env allows scalar outputs);
+    the read is a node of its own, and later ops using the symbol read it from that node."""
+    value = func(*args, **kwargs)
+    node = tracer.graph.call_function(func, (tracer.read(args[0]),))
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        tracer.symbols.bind_symint(value, node)
+    else:
+        node.meta["val"] = value
+    return value
+
+
 @special_rule(aten.lift_fresh.default)
 def _lift_fresh(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
     # torch.tensor(...) inside the trace: the constant was already lifted to a graph attribute

@@ -25,7 +25,7 @@ from ember_aot_autograd.outputs import (
     size_output,
     view_of_input,
 )
-from ember_aot_autograd.symbolic import static_fake, symbolic_dispatch
+from ember_aot_autograd.symbolic import static_fake, symbol_readers, symbolic_dispatch
 from ember_aot_autograd.tensor_table import storage_key
 from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
 
@@ -149,6 +149,11 @@ class TraceSession:
         spec_leaves, user_tensors, user_nodes = [], [], []
         for leaf in leaves:
             if isinstance(leaf, torch.SymInt | torch.SymFloat | torch.SymBool):
+                if self._read_in_graph(leaf):  # a scalar read from a tensor (item()): the
+                    spec_leaves.append(FromGraph(len(user_nodes)))  # graph computes it
+                    user_tensors.append(leaf)
+                    user_nodes.append(tracer.symbols.node_of(leaf))
+                    continue
                 spec_leaves.append(size_output(leaf, self.inputs))  # from the inputs' sizes
                 continue
             if not isinstance(leaf, torch.Tensor):
@@ -167,6 +172,13 @@ class TraceSession:
                 user_nodes.append(tracer.read(leaf))
         spec = OutputSpec(tuple(spec_leaves), treespec)
         return Collected(mutated, mutation_nodes, user_tensors, user_nodes, spec)
+
+    def _read_in_graph(self, value: torch.SymInt | torch.SymFloat | torch.SymBool) -> bool:
+        """Whether `value` depends on a scalar an op of the graph reads from a tensor
+        (`_local_scalar_dense`): an output the graph computes, not the inputs' sizes."""
+        expr = value.node.shape_env.simplify(value.node.expr)
+        missing = expr.free_symbols - symbol_readers(self.inputs).keys()
+        return bool(missing) and missing <= self.tracer.symbols.roots.keys()
 
     def info(self, collected: Collected) -> TraceInfo:
         return TraceInfo(

@@ -175,14 +175,21 @@ class ShapeEnv(TorchShapeEnvProtocol):
         """`create_int_symbol` wrapped: a plain int when it specializes, else a SymInt."""
         return self.symint(self.create_int_symbol(value, source, **kwargs))
 
-    def create_unbacked_symbol(self, *, min: int = 0, max: int | None = None) -> sympy.Symbol:
-        """A symbol with no example value (a data-dependent size such as nonzero's)."""
-        symbol = sympy.Symbol(f"u{next(self._unbacked_ids)}", integer=True, nonnegative=min >= 0)
+    def create_unbacked_symbol(
+        self, *, min: int | None = None, max: int | None = None
+    ) -> sympy.Symbol:
+        """An integer symbol with no example value: a data-dependent size (nonzero's, whose
+        caller narrows it to >= 0 as torch's fake kernels do with `_constrain_range_for_size`)
+        or an int read from a tensor (`item()`, any sign). No `min`: unbounded, as torch's."""
+        nonnegative = True if min is not None and min >= 0 else None
+        symbol = sympy.Symbol(f"u{next(self._unbacked_ids)}", integer=True, nonnegative=nonnegative)
         self.unbacked.add(symbol)
         self.ranges[symbol] = ValueRange.of(min, max)
         return symbol
 
-    def create_unbacked_symint(self, *, min: int = 0, max: int | None = None) -> torch.SymInt:
+    def create_unbacked_symint(
+        self, *, min: int | None = None, max: int | None = None
+    ) -> torch.SymInt:
         return self.symint(self.create_unbacked_symbol(min=min, max=max))
 
     def constrain_range(self, symbol: sympy.Symbol, min: int | None, max: int | None) -> None:
