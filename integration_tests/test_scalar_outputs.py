@@ -91,3 +91,18 @@ def test_off_by_default_is_a_graph_break():
     assert any(r.breaks for r in compiled._ember_compiler.records)
     with pytest.raises(Exception, match="item"):
         ember.compile(affine, backend="eager", fullgraph=True)(x, w, b)
+
+
+def checked(x, n):
+    k = n.item()
+    torch._check(k >= 2)
+    return x * k
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failing_check_raises_as_eager_does(backend):
+    compiled = ember.compile(checked, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, torch.tensor(4)), checked(x, torch.tensor(4)))
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor(-1))

@@ -193,6 +193,17 @@ def _read_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs
     return value
 
 
+@special_rule(aten._assert_scalar.default)
+def _assert_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
+    """A run-time assertion on a symbolic condition (a torch._check on an item() value): kept
+    as a node of the graph (impure: dead-code elimination keeps it), never run on fakes."""
+    cond, *rest = args
+    if isinstance(cond, torch.SymBool):
+        cond = tracer.symbols.node_of(cond)
+    node = tracer.graph.call_function(func, (cond, *rest), kwargs)
+    node.meta["val"] = None
+
+
 @special_rule(aten.lift_fresh.default)
 def _lift_fresh(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
     # torch.tensor(...) inside the trace: the constant was already lifted to a graph attribute

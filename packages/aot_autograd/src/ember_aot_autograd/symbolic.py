@@ -70,6 +70,10 @@ def _binary(op: Callable) -> Callable:
     return lambda graph, args: graph.call_function(op, tuple(args))
 
 
+_RELATIONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+              "==": operator.eq, "!=": operator.ne}  # fmt: skip
+
+
 class SymbolNodes:
     """Maps size symbols to FX nodes of one graph and builds nodes for expressions."""
 
@@ -144,6 +148,9 @@ class SymbolNodes:
         return node
 
     def _compose(self, expr: sympy.Expr) -> Any:
+        if isinstance(expr, sympy.Rel):  # a condition (a run-time assertion's): compared
+            lhs, rhs = (self._build(side) for side in expr.args)
+            return self._emit(_RELATIONS[expr.rel_op], [lhs, rhs])
         num, den = expr.as_numer_denom()
         if den != 1:  # true division of a float; else exact (the env proved divisibility)
             op = operator.truediv if self._real else operator.floordiv

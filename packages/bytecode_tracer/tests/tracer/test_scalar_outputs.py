@@ -96,3 +96,47 @@ def test_items_of_a_bool_tensor_stay_symbolic_until_branched_on():
     for flag in (torch.tensor(True), torch.tensor(False)):
         assert same(compiled(x, flag), fn(x, flag))
     assert compiled.backend.graph_count == 1
+
+
+def test_torch_check_on_an_item_is_asserted_when_the_graph_runs():
+    def fn(x, n):
+        k = n.item()
+        torch._check(k >= 3)
+        return x * k
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    x = torch.randn(3)
+    assert same(compiled(x, torch.tensor(5)), fn(x, torch.tensor(5)))
+    with pytest.raises(RuntimeError):  # as eager's torch._check raises
+        compiled(x, torch.tensor(1))
+    with pytest.raises(RuntimeError):
+        fn(x, torch.tensor(1))
+    assert compiled.backend.graph_count == 1
+
+
+def test_a_checked_bound_decides_later_branches_without_a_break():
+    def fn(x, n):
+        k = n.item()
+        torch._check(k >= 3)
+        torch._check(k <= 10)
+        if k >= 0 and k < 20:  # implied by the checks (asserted at run time)
+            return x + k
+        return x - k
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    x = torch.randn(3)
+    for n in (3, 10):
+        assert same(compiled(x, torch.tensor(n)), fn(x, torch.tensor(n)))
+    assert compiled.backend.graph_count == 1
+
+
+def test_tolist_of_a_tensor_of_symbolic_length_specializes_the_length():
+    def fn(v):
+        a, b = v.tolist()
+        return a * b + 1
+
+    compiled = Compiled(fn, fullgraph=True, dynamic=True, capture_scalar_outputs=True)
+    for pair in ([2, 3], [-4, 5]):
+        v = torch.tensor(pair)
+        assert compiled(v) == fn(v)
+    assert compiled.backend.graph_count == 1

@@ -60,6 +60,15 @@ def _python_location() -> str:
     return ""
 
 
+def _integer_bound(cond: sympy.Basic) -> bool:
+    """An inequality over integer symbols only (ranges are integer ranges)."""
+    return (
+        isinstance(cond, sympy.Rel)
+        and not isinstance(cond, sympy.Eq | sympy.Ne)
+        and all(s.is_integer for s in cond.free_symbols)
+    )
+
+
 class ShapeEnv(TorchShapeEnvProtocol):
     """Symbols, their example values and ranges, and the guards recorded on them."""
 
@@ -301,11 +310,16 @@ class ShapeEnv(TorchShapeEnvProtocol):
 
     def defer_runtime_assert(self, expr: sympy.Basic) -> bool:
         """`expect_true` on an unbacked condition: assumed now, to be checked when the graph
-        runs (the tracer emits these; they are not entry guards)."""
+        runs (the tracer emits these; they are not entry guards). Each conjunct is a fact
+        from here on, and a bound on one symbol narrows its range (`u0 >= 3`)."""
         expr = self.simplify(expr)
         if self.static_value(expr) is None:
             self.deferred_asserts.append(ShapeGuard(expr, self.where()))
             self._facts[expr] = sympy.true
+            for part in expr.args if isinstance(expr, sympy.And) else (expr,):
+                self._facts[part] = sympy.true
+                if _integer_bound(part):
+                    self._learn_range(part)
         return True
 
     @contextlib.contextmanager

@@ -13,6 +13,7 @@ guessed answer. `t.tolist()` is one `item` per element of a tensor of known shap
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,10 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, wrap_scalar
 from ember_bytecode_tracer.variables.tensor import METHOD_RULES, TensorVariable, wrap_graph_value
+
+_ASSERT = torch.ops.aten._assert_scalar.default
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator, VariableTracker
@@ -36,7 +39,13 @@ def _captures(tx: Translator, tensor: TensorVariable) -> bool:
         return False
     if example.is_complex() or example.is_quantized or example.is_sparse:
         return False  # no symbolic complex scalars: a break, as before
-    return all(isinstance(s, int) for s in example.shape)  # a static count of elements
+    return all(isinstance(s, int) or s.node.has_hint() for s in example.shape)
+
+
+def _shape(tensor: TensorVariable) -> tuple[int, ...]:
+    """The sizes, made constants: a symbolic size specializes (its guard recorded), as the
+    number of Python values read out of the tensor is fixed in the trace."""
+    return tuple(int(s) for s in tensor.example.shape)
 
 
 def _item_of(tx: Translator, node: torch.fx.Node) -> VariableTracker:
@@ -51,7 +60,7 @@ def _item_of(tx: Translator, node: torch.fx.Node) -> VariableTracker:
 def _item(tx: Translator, tensor: TensorVariable, args: list, kwargs: dict):
     if args or kwargs or not _captures(tx, tensor):
         return None
-    if tensor.example.numel() != 1:
+    if _shape(tensor) != (1,) * tensor.example.dim():
         return None  # eager raises its own error: the break runs it there
     return _item_of(tx, tensor.node)
 
@@ -59,9 +68,9 @@ def _item(tx: Translator, tensor: TensorVariable, args: list, kwargs: dict):
 def _tolist(tx: Translator, tensor: TensorVariable, args: list, kwargs: dict):
     if args or kwargs or not _captures(tx, tensor):
         return None
-    shape = tuple(tensor.example.shape)
-    if tensor.example.numel() > 4096:
-        raise Unsupported(f"Tensor.tolist() of {tensor.example.numel()} elements in the graph")
+    shape = _shape(tensor)
+    if math.prod(shape) > 4096:
+        raise Unsupported(f"Tensor.tolist() of {math.prod(shape)} elements in the graph")
     if not shape:
         return _item_of(tx, tensor.node)
     return _nested(tx, tensor.node, shape)
@@ -81,6 +90,22 @@ METHOD_RULES["tolist"] = _tolist
 
 
 # ---- torch._check on symbolic conditions ------------------------------------------------
+def _assert_at_run_time(tx: Translator, cond: VariableTracker, message: str) -> None:
+    """Assume `cond` from here on (the env decides a known one, recording its guard); one
+    that only the run can decide is also asserted in the graph (`aten._assert_scalar`), so
+    a value breaking it raises as eager's check does instead of flowing on unchecked."""
+    if not isinstance(cond, SymNodeVariable):  # decided on the spot: a constant
+        if not cond.as_python_constant():
+            raise Unsupported("torch._check on a condition that does not hold")
+        return
+    node = cond.value.node
+    decidable = node.has_hint() or node.shape_env.static_value(node.expr) is not None
+    if not decidable:
+        graph_cond = as_fx_arg(tx.output, cond)
+        tx.output.graph.call_function(_ASSERT, (graph_cond, message))
+    node.expect_true()
+
+
 @rule(torch._check)
 def _check(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
     """`torch._check(cond)`: on a symbolic condition the env decides it (a guard where the
@@ -89,7 +114,7 @@ def _check(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
     not a bool) is left to eager, which raises: a graph break."""
     cond = args[0] if args else kwargs.get("cond")
     if isinstance(cond, SymNodeVariable) and cond.python_type() is bool:
-        cond.value.node.expect_true()
+        _assert_at_run_time(tx, cond, "torch._check failed")
         return ConstantVariable(None)
     if isinstance(cond, ConstantVariable) and cond.value is True:
         return ConstantVariable(None)
@@ -105,7 +130,7 @@ def _check_is_size(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
         node = value.value.node
         if node.expr in node.shape_env.unbacked:
             node.shape_env._constrain_range_for_size(node.expr)
-        (value.value >= 0).node.expect_true()
+        _assert_at_run_time(tx, wrap_scalar(value.value >= 0), "torch._check_is_size failed")
         return ConstantVariable(None)
     if isinstance(value, ConstantVariable) and isinstance(value.value, int) and value.value >= 0:
         return ConstantVariable(None)
