@@ -140,3 +140,39 @@ def test_tolist_of_a_tensor_of_symbolic_length_specializes_the_length():
         v = torch.tensor(pair)
         assert compiled(v) == fn(v)
     assert compiled.backend.graph_count == 1
+
+
+def test_a_conjunction_checked_at_once_is_asserted_part_by_part():
+    def fn(v):
+        a, b = v.tolist()
+        torch._check((a >= 1) & (b >= 1) & (a != b))
+        if a == b:  # decided by the check's last part
+            return v * 0
+        return v * (a + b)
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    assert same(compiled(torch.tensor([2, 5])), fn(torch.tensor([2, 5])))
+    for bad in ([0, 5], [3, 3]):
+        with pytest.raises(RuntimeError):
+            compiled(torch.tensor(bad))
+    assert compiled.backend.graph_count == 1
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda v: torch.tensor([v.item()]),
+        lambda v: torch.tensor([[v.item()], [2.0]]),
+        lambda v: torch.tensor(v.item()),
+        lambda v: torch.tensor((v.item(), 1)),
+    ],
+)
+@pytest.mark.parametrize("v", [torch.tensor([0.75]), torch.tensor([5])])
+def test_a_tensor_built_from_items(build, v):
+    def fn(x):
+        return build(x)
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    for value in (v, v * 3):
+        assert same(compiled(value), fn(value))
+    assert compiled.backend.graph_count == 1

@@ -318,6 +318,8 @@ class ShapeEnv(TorchShapeEnvProtocol):
             self._facts[expr] = sympy.true
             for part in expr.args if isinstance(expr, sympy.And) else (expr,):
                 self._facts[part] = sympy.true
+                if isinstance(part, sympy.Rel):  # and its negation is false: `x != 0`
+                    self._facts[sympy.Not(part)] = sympy.false  # decides `x == 0`
                 if _integer_bound(part):
                     self._learn_range(part)
         return True

@@ -17,13 +17,14 @@ import math
 import operator
 from typing import TYPE_CHECKING
 
+import sympy
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, wrap_scalar
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, fx_of, wrap_scalar
 from ember_bytecode_tracer.variables.tensor import METHOD_RULES, TensorVariable, wrap_graph_value
 
 _ASSERT = torch.ops.aten._assert_scalar.default
@@ -100,9 +101,10 @@ def _assert_at_run_time(tx: Translator, cond: VariableTracker, message: str) -> 
         return
     node = cond.value.node
     decidable = node.has_hint() or node.shape_env.static_value(node.expr) is not None
-    if not decidable:
-        graph_cond = as_fx_arg(tx.output, cond)
-        tx.output.graph.call_function(_ASSERT, (graph_cond, message))
+    if not decidable:  # one assertion per conjunct (`sym_and(a, b)`: a, then b)
+        expr = node.shape_env.simplify(node.expr)
+        for part in expr.args if isinstance(expr, sympy.And) else (expr,):
+            tx.output.graph.call_function(_ASSERT, (fx_of(tx.output, part, bool), message))
     node.expect_true()
 
 
