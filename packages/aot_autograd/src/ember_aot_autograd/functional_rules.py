@@ -183,7 +183,10 @@ def _batch_norm(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs:
 @special_rule(aten._local_scalar_dense.default)
 def _read_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
     """`t.item()`: the fake kernel gives an unbacked symbol (the env allows scalar outputs);
-    the read is a node of its own, and later ops using the symbol read it from that node."""
+    the read is a node of its own, and later ops using the symbol read it from that node.
+    Without such an env it is refused as any data-dependent read (`record`'s clear error)."""
+    if not getattr(tracer.fake_mode.shape_env, "allow_scalar_outputs", False):
+        return tracer.record(func, args, kwargs)
     value = func(*args, **kwargs)
     node = tracer.graph.call_function(func, (tracer.read(args[0]),))
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
