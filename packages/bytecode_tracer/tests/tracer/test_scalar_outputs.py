@@ -176,3 +176,17 @@ def test_a_tensor_built_from_items(build, v):
     for value in (v, v * 3):
         assert same(compiled(value), fn(value))
     assert compiled.backend.graph_count == 1
+
+
+def test_an_int_item_may_be_negative():
+    def fn(x, n):
+        k = n.item()
+        if k >= 0:  # nothing says so: decided by the run (a graph break), not assumed
+            return x + k
+        return x - k
+
+    compiled = Compiled(fn, capture_scalar_outputs=True)
+    x = torch.randn(3)
+    for n in (torch.tensor(-3), torch.tensor(4)):
+        assert same(compiled(x, n), fn(x, n))
+    assert any("data-dependent" in b.reason for b in compiled.breaks)
