@@ -106,3 +106,25 @@ def test_a_failing_check_raises_as_eager_does(backend):
     torch.testing.assert_close(compiled(x, torch.tensor(4)), checked(x, torch.tensor(4)))
     with pytest.raises(RuntimeError):
         compiled(x, torch.tensor(-1))
+
+
+def resized(image, n):
+    k = n.item()
+    torch._check(k > 0)
+    out = torch.nn.functional.interpolate(image, size=(k * 3, k * 2), mode="bilinear")
+    return out, out.shape[2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_item_as_an_output_size_of_a_composite(backend):
+    """interpolate's C++ composite reads its output size: an item() there runs through the
+    Python dispatcher in the tracer and in aot (sizes stay symbolic, one graph)."""
+    compiled = ember.compile(resized, backend=backend, fullgraph=True)
+    image = torch.randn(1, 2, 5, 5)
+    for n in (3, 7):
+        got, want = compiled(image, torch.tensor(n)), resized(image, torch.tensor(n))
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert _frames(compiled) == 1
+    if backend == "aot_eager":  # compiled by aot, not a fallback
+        assert not ember.counters["graph_fallbacks"]

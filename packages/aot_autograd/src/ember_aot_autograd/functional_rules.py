@@ -199,9 +199,11 @@ def _read_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs
 @special_rule(aten._assert_scalar.default)
 def _assert_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
     """A run-time assertion on a symbolic condition (a torch._check on an item() value): kept
-    as a node of the graph (impure: dead-code elimination keeps it), never run on fakes."""
+    as a node of the graph (impure: dead-code elimination keeps it), never run on fakes; the
+    trace assumes it from here on (the node checks it), as the tracer did."""
     cond, *rest = args
     if isinstance(cond, torch.SymBool):
+        cond.node.expect_true()
         cond = tracer.symbols.node_of(cond)
     node = tracer.graph.call_function(func, (cond, *rest), kwargs)
     node.meta["val"] = None

@@ -115,8 +115,10 @@ class TraceSession:
 
     def dispatch(self) -> contextlib.AbstractContextManager:
         """How the trace dispatches: the Python dispatcher where an input has symbolic sizes
-        (symbolic.symbolic_dispatch), else as usual."""
-        return symbolic_dispatch(self.inputs)
+        (symbolic.symbolic_dispatch) or where the trace reads scalars from tensors (their
+        unbacked values reach C++ composites as sizes: interpolate's), else as usual."""
+        scalars = getattr(self.fake_mode.shape_env, "allow_scalar_outputs", False)
+        return symbolic_dispatch(self.inputs, always=scalars)
 
     def _fake(self, value: torch.Tensor) -> torch.Tensor:
         if isinstance(value, FakeTensor) or value.device.type == "meta":

@@ -46,14 +46,16 @@ def env_of(values: Iterable[Any]) -> Any | None:
     return None
 
 
-def symbolic_dispatch(values: Iterable[Any]) -> contextlib.AbstractContextManager:
+def symbolic_dispatch(
+    values: Iterable[Any], *, always: bool = False
+) -> contextlib.AbstractContextManager:
     """The dispatch a trace over these example values runs under: the Python dispatcher where
     a tensor has a symbolic size. Aten's C++ composites (`constant_pad_nd` on any device;
     on a machine with a GPU, `matmul` and friends on CUDA fakes) read `tensor.sizes()`, which
     FakeTensorMode answers with `int()` of each size: a guard `Eq(s0, 77)` per dim, so one
     compile per length ("added at backend ... compiling the graph"). Through the Python
     dispatcher those composites decompose in Python, where sizes stay symbolic."""
-    if any(is_symbolic_value(v) for v in values if isinstance(v, torch.Tensor)):
+    if always or any(is_symbolic_value(v) for v in values if isinstance(v, torch.Tensor)):
         from torch._dispatch.python import enable_python_dispatcher
 
         return enable_python_dispatcher()
