@@ -128,3 +128,24 @@ def test_item_as_an_output_size_of_a_composite(backend):
     assert _frames(compiled) == 1
     if backend == "aot_eager":  # compiled by aot, not a fallback
         assert not ember.counters["graph_fallbacks"]
+
+
+def even_count(x):
+    idx = torch.nonzero(x > 0)
+    torch._check(idx.shape[0] % 2 == 0)
+    return idx.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_check_on_nonzeros_length_is_asserted(backend):
+    """A check on a data-dependent size (nonzero's): aot reads the length from nonzero's
+    result for the assertion (it crashed: 'u1 is not a size of any graph input')."""
+    ember.config.capture_dynamic_output_shape_ops = True
+    try:
+        compiled = ember.compile(even_count, backend=backend, dynamic=True)
+        good = torch.tensor([1.0, -1.0, 2.0, -3.0])
+        torch.testing.assert_close(compiled(good), even_count(good))
+        with pytest.raises(RuntimeError):
+            compiled(torch.tensor([1.0, 2.0, 3.0, -1.0]))
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False

@@ -204,7 +204,10 @@ def _assert_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwar
     cond, *rest = args
     if isinstance(cond, torch.SymBool):
         cond.node.expect_true()
-        cond = tracer.symbols.node_of(cond)
+        try:
+            cond = tracer.symbols.node_of(cond)
+        except NotImplementedError as error:  # a symbol no node of this graph computes
+            raise UnsupportedOpError(func, f"asserts on a value it cannot read: {error}") from error
     node = tracer.graph.call_function(func, (cond, *rest), kwargs)
     node.meta["val"] = None
 

@@ -94,6 +94,14 @@ class SymbolNodes:
                 if isinstance(expr, sympy.Symbol) and expr not in self.roots:
                     self.roots[expr] = self._size_reader(node, dim, size)
 
+    def bind_unbacked(self, fake: torch.Tensor, node: torch.fx.Node) -> None:
+        """A size of an op's result that no input determines (an unbacked symbol: nonzero's
+        length) reads as sym_size(node, d), so later ops and assertions can use it."""
+        for size in fake.shape:
+            if isinstance(size, torch.SymInt) and not size.node.has_hint():
+                self.bind_tensor(fake, node)
+                return
+
     def bind_symint(self, value: torch.SymInt, node: torch.fx.Node) -> None:
         self._note_env(value)
         node.meta["val"] = value

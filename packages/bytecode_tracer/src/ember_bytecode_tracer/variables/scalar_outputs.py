@@ -104,7 +104,8 @@ def _assert_at_run_time(tx: Translator, cond: VariableTracker, message: str) -> 
     if not decidable:  # one assertion per conjunct (`sym_and(a, b)`: a, then b)
         expr = node.shape_env.simplify(node.expr)
         for part in expr.args if isinstance(expr, sympy.And) else (expr,):
-            tx.output.graph.call_function(_ASSERT, (fx_of(tx.output, part, bool), message))
+            text = f"{message}: runtime assertion failed for expression {part}"
+            tx.output.graph.call_function(_ASSERT, (fx_of(tx.output, part, bool), text))
     node.expect_true()
 
 

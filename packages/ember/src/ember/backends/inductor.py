@@ -84,11 +84,13 @@ class TorchGraph:
 
 #: Nodes reading a tensor's value into a Python scalar (`t.item()` captured with
 #: capture_scalar_outputs): the loop IR has no kernel argument for such a scalar yet, so a
-#: graph holding one is a declared limitation (it runs eagerly, eager_fallback.py).
+#: graph holding one is a declared limitation (it runs eagerly, eager_fallback.py); so is
+#: a run-time assertion on such a value (`torch._check(n % 2 == 0)`: no kernel checks it).
 _SCALAR_READS = {("call_method", "item"), ("call_method", "tolist"),
                  ("call_function", torch.ops.aten._local_scalar_dense.default),
                  ("call_function", torch.ops.aten.item.default),
-                 ("call_function", torch.Tensor.item)}  # fmt: skip
+                 ("call_function", torch.Tensor.item),
+                 ("call_function", torch.ops.aten._assert_scalar.default)}  # fmt: skip
 
 
 def _reads_scalar(node: torch.fx.Node) -> bool:
