@@ -107,11 +107,13 @@ def _sync_settings() -> None:
     """Dynamo's settings that Ember has under another name, as they are now: the recompile
     limit is Ember's cache_size_limit (compiled variants per code object before the frame
     runs eagerly; read by ember.compile), capture_dynamic_output_shape_ops is Ember's own
-    (nonzero and friends with an unbacked size instead of a break), and
+    (nonzero and friends with an unbacked size instead of a break), as is
+    capture_scalar_outputs (item()/tolist() as unbacked scalars in the graph), and
     force_parameter_static_shapes is Ember's static_parameter_shapes."""
     settings = torch._dynamo.config
     ember.config.cache_size_limit = settings.recompile_limit
     ember.config.capture_dynamic_output_shape_ops = settings.capture_dynamic_output_shape_ops
+    ember.config.capture_scalar_outputs = settings.capture_scalar_outputs
     ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
 
 

@@ -157,7 +157,7 @@ def test_equality_guard_between_symbols_replaces_the_newer_one():
 
 def test_unbacked_symbols_have_ranges_and_no_hint():
     env = make_env()
-    u = env.create_unbacked_symint(max=100)
+    u = env.create_unbacked_symint(min=0, max=100)
     assert isinstance(u, torch.SymInt)
     assert not u.node.has_hint() and u.node.hint is None
     assert str(u) == "u0"
@@ -194,3 +194,16 @@ def test_default_where_names_the_calling_file_and_line():
     assert guard.where.endswith(
         f"test_shape_env.py:{test_default_where_names_the_calling_file_and_line.__code__.co_firstlineno + 3}"
     )
+
+
+def test_a_deferred_assert_narrows_the_range_of_an_unbacked_int():
+    env = make_env()
+    u = env.create_unbacked_symint()  # an item(): any sign until something says otherwise
+    assert env.static_value(u.node.expr >= 0) is None
+    torch._check((u >= 3) & (u <= 10))
+    assert env.statically_known_true(u.node.expr >= 0)
+    assert env.statically_known_true(u.node.expr < 11)
+    f = env.create_unbacked_symfloat()
+    torch._check(f > 2)  # a float bound is a fact, not an integer range
+    assert env.statically_known_true((f > 2).node.expr)
+    assert env.static_value((f >= 3).node.expr) is None

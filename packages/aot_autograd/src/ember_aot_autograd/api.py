@@ -29,6 +29,7 @@ from ember_aot_autograd.runtime import (
     training_runner,
 )
 from ember_aot_autograd.symbolic import (
+    SYM_TYPES,
     DynamicSignature,
     env_of,
     is_symbolic_value,
@@ -111,6 +112,7 @@ class AotFunction:
         if self.example_values is not None:
             self.artifact_store = None  # the on-disk store keys concrete shapes
         self.static_variants: dict[tuple, Callable] = {}
+        self.scalar_env: Any = None  # unbacked scalars of item() under static inputs
 
     def __call__(self, *args: Any) -> Any:
         key = self.signature(args)
@@ -165,7 +167,7 @@ class AotFunction:
                 return runner
         requires_grad = [isinstance(a, torch.Tensor) and a.requires_grad for a in args]
         training = torch.is_grad_enabled() and any(requires_grad)
-        env = self.shape_env
+        env = self.shape_env if self.shape_env is not None else self.scalar_env
         traced = self._trace_values(args)
         if training:
             self.traces["joint"] += 1
@@ -253,6 +255,7 @@ def aot_function(
     strict: bool = False,
     artifact_store: ArtifactStore | None = None,
     example_values: Sequence[Any] | None = None,
+    scalar_env: Any = None,
 ) -> AotFunction:
     """Compiles `fn` through functional aten graphs: a forward/backward pair wrapped in an
     autograd.Function when an input requires grad under grad mode, else one inference graph.
@@ -260,8 +263,11 @@ def aot_function(
 
     `example_values` (one per input) with symbolic sizes (fake tensors whose sizes are
     SymInts, SymInts for int inputs) make the traces symbolic: variants are then keyed
-    without sizes, and SymInt inputs are passed as ints at run time."""
-    return AotFunction(
+    without sizes, and SymInt inputs are passed as ints at run time.
+
+    `scalar_env`: the ShapeEnv that makes the unbacked symbols of scalars read from tensors
+    (`item()`, `aten._local_scalar_dense`) where the inputs are static (else their own env)."""
+    compiled = AotFunction(
         fn,
         fw_compiler,
         bw_compiler,
@@ -271,6 +277,10 @@ def aot_function(
         artifact_store,
         example_values,
     )
+    if scalar_env is not None:
+        compiled.scalar_env = scalar_env
+        compiled.artifact_store = None  # the on-disk store keys static graphs of tensors
+    return compiled
 
 
 def _flat_call(module: torch.nn.Module, names: list[str]) -> Callable:
@@ -330,6 +340,7 @@ def aot_module(
         strict=strict,
         artifact_store=artifact_store,
         example_values=None if values is None else [*(t for _, t in state), *values],
+        scalar_env=_scalar_env(gm),
     )
 
     tensors = tuple(tensor for _, tensor in state)  # the same objects on every call
@@ -386,6 +397,21 @@ def _guarded_run(
             return compiled(*args)
 
     return run
+
+
+def _scalar_env(gm: torch.nn.Module) -> Any | None:
+    """The env of a scalar the graph reads from a tensor (`t.item()` in the tracer's graph:
+    an unbacked SymInt/SymFloat/SymBool example value), which the trace's fake mode needs
+    to read it again; None where no node reads one."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        return None
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if node.op != "placeholder" and isinstance(value, SYM_TYPES):
+            env = value.node.shape_env
+            if getattr(env, "allow_scalar_outputs", False):
+                return env
+    return None
 
 
 def _example_values(gm: torch.nn.Module) -> list[Any] | None:

@@ -180,6 +180,38 @@ def _batch_norm(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs:
     return out, save_mean, save_rstd
 
 
+@special_rule(aten._local_scalar_dense.default)
+def _read_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
+    """`t.item()`: the fake kernel gives an unbacked symbol (the env allows scalar outputs);
+    the read is a node of its own, and later ops using the symbol read it from that node.
+    Without such an env it is refused as any data-dependent read (`record`'s clear error)."""
+    if not getattr(tracer.fake_mode.shape_env, "allow_scalar_outputs", False):
+        return tracer.record(func, args, kwargs)
+    value = func(*args, **kwargs)
+    node = tracer.graph.call_function(func, (tracer.read(args[0]),))
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        tracer.symbols.bind_symint(value, node)
+    else:
+        node.meta["val"] = value
+    return value
+
+
+@special_rule(aten._assert_scalar.default)
+def _assert_scalar(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
+    """A run-time assertion on a symbolic condition (a torch._check on an item() value): kept
+    as a node of the graph (impure: dead-code elimination keeps it), never run on fakes; the
+    trace assumes it from here on (the node checks it), as the tracer did."""
+    cond, *rest = args
+    if isinstance(cond, torch.SymBool):
+        cond.node.expect_true()
+        try:
+            cond = tracer.symbols.node_of(cond)
+        except NotImplementedError as error:  # a symbol no node of this graph computes
+            raise UnsupportedOpError(func, f"asserts on a value it cannot read: {error}") from error
+    node = tracer.graph.call_function(func, (cond, *rest), kwargs)
+    node.meta["val"] = None
+
+
 @special_rule(aten.lift_fresh.default)
 def _lift_fresh(tracer: FunctionalTracer, func: OpOverload, args: tuple, kwargs: dict):
     # torch.tensor(...) inside the trace: the constant was already lifted to a graph attribute

@@ -39,6 +39,8 @@ class JointGraph:
 
 
 def _differentiable(tensor: torch.Tensor) -> bool:
+    if not isinstance(tensor, torch.Tensor):  # a scalar output read from a tensor (item())
+        return False
     return tensor.requires_grad and (tensor.is_floating_point() or tensor.is_complex())
 
 

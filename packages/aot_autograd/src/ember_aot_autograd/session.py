@@ -25,7 +25,7 @@ from ember_aot_autograd.outputs import (
     size_output,
     view_of_input,
 )
-from ember_aot_autograd.symbolic import static_fake, symbolic_dispatch
+from ember_aot_autograd.symbolic import static_fake, symbol_readers, symbolic_dispatch
 from ember_aot_autograd.tensor_table import storage_key
 from ember_aot_autograd.tracer import DecompositionTable, FunctionalTracer, TraceReport
 
@@ -115,8 +115,10 @@ class TraceSession:
 
     def dispatch(self) -> contextlib.AbstractContextManager:
         """How the trace dispatches: the Python dispatcher where an input has symbolic sizes
-        (symbolic.symbolic_dispatch), else as usual."""
-        return symbolic_dispatch(self.inputs)
+        (symbolic.symbolic_dispatch) or where the trace reads scalars from tensors (their
+        unbacked values reach C++ composites as sizes: interpolate's), else as usual."""
+        scalars = getattr(self.fake_mode.shape_env, "allow_scalar_outputs", False)
+        return symbolic_dispatch(self.inputs, always=scalars)
 
     def _fake(self, value: torch.Tensor) -> torch.Tensor:
         if isinstance(value, FakeTensor) or value.device.type == "meta":
@@ -149,6 +151,11 @@ class TraceSession:
         spec_leaves, user_tensors, user_nodes = [], [], []
         for leaf in leaves:
             if isinstance(leaf, torch.SymInt | torch.SymFloat | torch.SymBool):
+                if self._read_in_graph(leaf):  # a scalar read from a tensor (item()): the
+                    spec_leaves.append(FromGraph(len(user_nodes)))  # graph computes it
+                    user_tensors.append(leaf)
+                    user_nodes.append(tracer.symbols.node_of(leaf))
+                    continue
                 spec_leaves.append(size_output(leaf, self.inputs))  # from the inputs' sizes
                 continue
             if not isinstance(leaf, torch.Tensor):
@@ -167,6 +174,13 @@ class TraceSession:
                 user_nodes.append(tracer.read(leaf))
         spec = OutputSpec(tuple(spec_leaves), treespec)
         return Collected(mutated, mutation_nodes, user_tensors, user_nodes, spec)
+
+    def _read_in_graph(self, value: torch.SymInt | torch.SymFloat | torch.SymBool) -> bool:
+        """Whether `value` depends on a scalar an op of the graph reads from a tensor
+        (`_local_scalar_dense`): an output the graph computes, not the inputs' sizes."""
+        expr = value.node.shape_env.simplify(value.node.expr)
+        missing = expr.free_symbols - symbol_readers(self.inputs).keys()
+        return bool(missing) and missing <= self.tracer.symbols.roots.keys()
 
     def info(self, collected: Collected) -> TraceInfo:
         return TraceInfo(

@@ -46,14 +46,16 @@ def env_of(values: Iterable[Any]) -> Any | None:
     return None
 
 
-def symbolic_dispatch(values: Iterable[Any]) -> contextlib.AbstractContextManager:
+def symbolic_dispatch(
+    values: Iterable[Any], *, always: bool = False
+) -> contextlib.AbstractContextManager:
     """The dispatch a trace over these example values runs under: the Python dispatcher where
     a tensor has a symbolic size. Aten's C++ composites (`constant_pad_nd` on any device;
     on a machine with a GPU, `matmul` and friends on CUDA fakes) read `tensor.sizes()`, which
     FakeTensorMode answers with `int()` of each size: a guard `Eq(s0, 77)` per dim, so one
     compile per length ("added at backend ... compiling the graph"). Through the Python
     dispatcher those composites decompose in Python, where sizes stay symbolic."""
-    if any(is_symbolic_value(v) for v in values if isinstance(v, torch.Tensor)):
+    if always or any(is_symbolic_value(v) for v in values if isinstance(v, torch.Tensor)):
         from torch._dispatch.python import enable_python_dispatcher
 
         return enable_python_dispatcher()
@@ -68,6 +70,10 @@ def static_fake(mode: Any, tensor: torch.Tensor) -> torch.Tensor:
 
 def _binary(op: Callable) -> Callable:
     return lambda graph, args: graph.call_function(op, tuple(args))
+
+
+_RELATIONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+              "==": operator.eq, "!=": operator.ne}  # fmt: skip
 
 
 class SymbolNodes:
@@ -87,6 +93,14 @@ class SymbolNodes:
                 expr = size.node.expr
                 if isinstance(expr, sympy.Symbol) and expr not in self.roots:
                     self.roots[expr] = self._size_reader(node, dim, size)
+
+    def bind_unbacked(self, fake: torch.Tensor, node: torch.fx.Node) -> None:
+        """A size of an op's result that no input determines (an unbacked symbol: nonzero's
+        length) reads as sym_size(node, d), so later ops and assertions can use it."""
+        for size in fake.shape:
+            if isinstance(size, torch.SymInt) and not size.node.has_hint():
+                self.bind_tensor(fake, node)
+                return
 
     def bind_symint(self, value: torch.SymInt, node: torch.fx.Node) -> None:
         self._note_env(value)
@@ -144,6 +158,9 @@ class SymbolNodes:
         return node
 
     def _compose(self, expr: sympy.Expr) -> Any:
+        if isinstance(expr, sympy.Rel):  # a condition (a run-time assertion's): compared
+            lhs, rhs = (self._build(side) for side in expr.args)
+            return self._emit(_RELATIONS[expr.rel_op], [lhs, rhs])
         num, den = expr.as_numer_denom()
         if den != 1:  # true division of a float; else exact (the env proved divisibility)
             op = operator.truediv if self._real else operator.floordiv

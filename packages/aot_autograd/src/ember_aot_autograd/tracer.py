@@ -256,6 +256,7 @@ class FunctionalTracer(TorchDispatchMode):
         source = self._view_source(func, args) if returns_views(func) else None
         if isinstance(out, torch.Tensor):
             self._register(out, node, source, func, args, kwargs, None)
+            self.symbols.bind_unbacked(out, node)  # nonzero's length: read from its result
             return out
         for index, item in enumerate(out):
             if isinstance(item, torch.Tensor):

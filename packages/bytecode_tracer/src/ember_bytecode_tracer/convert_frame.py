@@ -292,6 +292,7 @@ class FrameCompiler:
         suppress_errors: bool = False,
         dynamic: bool | None = None,
         capture_dynamic_output_shape_ops: bool = False,
+        capture_scalar_outputs: bool = False,
         guard_filter: GuardFilter | None = None,
         static_parameter_shapes: bool = False,
     ) -> None:
@@ -301,6 +302,7 @@ class FrameCompiler:
         self.dynamic = DynamicPolicy(
             dynamic,
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+            capture_scalar_outputs=capture_scalar_outputs,
             static_parameter_shapes=static_parameter_shapes,
         )
         self.fullgraph = fullgraph
@@ -314,6 +316,7 @@ class FrameCompiler:
             type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
             suppress_errors=suppress_errors,
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
+            capture_scalar_outputs=capture_scalar_outputs,
             guard_filter=guard_filter,
             static_parameter_shapes=static_parameter_shapes,
         )  # fmt: skip

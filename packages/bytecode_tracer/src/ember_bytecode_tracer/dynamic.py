@@ -130,12 +130,15 @@ class DynamicPolicy:
         mode: bool | None = None,
         *,
         capture_dynamic_output_shape_ops: bool = False,
+        capture_scalar_outputs: bool = False,
         static_parameter_shapes: bool = False,
     ):
         if mode not in (None, True, False):
             raise ValueError(f"dynamic must be None, True or False, got {mode!r}")
         self.mode = mode
         self.capture_dynamic_output_shape_ops = capture_dynamic_output_shape_ops
+        # Tensor.item()/.tolist() as unbacked symbolic scalars in the graph (scalar_outputs.py)
+        self.capture_scalar_outputs = capture_scalar_outputs
         # nn.Parameter inputs keep static sizes under automatic dynamic shapes too (under
         # dynamic=True they always do): a parameter of a new size recompiles
         self.static_parameter_shapes = static_parameter_shapes
@@ -176,12 +179,14 @@ class DynamicTrace:
         self.env = es.ShapeEnv(
             where=where,
             allow_dynamic_output_shape_ops=policy.capture_dynamic_output_shape_ops,
+            allow_scalar_outputs=policy.capture_scalar_outputs,
         )
         self.fake_mode = es.fake_mode(self.env, allow_non_fake_inputs=False)
         self.seen_sizes: dict[Source, tuple[int, ...]] = {}
         self.seen_ints: dict[Source, int] = {}
         self.node_cache: dict[sympy.Basic, Any] = {}  # expr -> fx.Node (sym_values)
         self.unbacked_nodes: dict[sympy.Symbol, tuple[Any, int]] = {}  # u0 -> (node, dim)
+        self.scalar_nodes: dict[sympy.Symbol, Any] = {}  # u0 -> the item() node reading it
         self._logged: set[sympy.Symbol] = set()
         self.output: Any = None  # the OutputGraph owning this trace (it sets itself)
         _TRACES[self.env] = weakref.ref(self)

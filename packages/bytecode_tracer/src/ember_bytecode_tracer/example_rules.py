@@ -57,6 +57,12 @@ def dispatch_context(target: Any, fake_args: tuple, fake_kwargs: dict) -> Any:
         any_device = False
     flat, _ = tree_flatten((fake_args, fake_kwargs))
     for value in flat:
+        if isinstance(value, torch.SymInt) and not value.node.has_hint():
+            # a size read from data (an item()) passed to a C++ composite (interpolate's
+            # output size): it has no value to read, its Python kernel keeps it symbolic
+            from torch._dispatch.python import enable_python_dispatcher
+
+            return enable_python_dispatcher()
         if (
             isinstance(value, torch.Tensor)
             and (any_device or value.device.type != "cpu")

@@ -416,6 +416,7 @@ def remove_unused_pure_nodes(graph: torch.fx.Graph) -> None:
             and not node.users
             and not is_mutating(node)
             and not node.meta.get("draws_random")
+            and not (node.op == "call_function" and node.is_impure())  # _assert_scalar
         ):
             graph.erase_node(node)
 

@@ -72,6 +72,7 @@ def compile(
         on_record=on_record,
         dynamic=dynamic,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
+        capture_scalar_outputs=config.capture_scalar_outputs,
         guard_filter=guard_filter,
         static_parameter_shapes=config.static_parameter_shapes,
     )

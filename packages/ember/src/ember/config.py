@@ -16,6 +16,10 @@ class Config:
     # nonzero, masked_select, boolean-mask indexing, unique: with symbolic shapes on, an
     # unbacked size symbol keeps the graph going; off, these ops are a graph break.
     capture_dynamic_output_shape_ops: bool = False
+    # Tensor.item() and .tolist(): on, the value stays in the graph as an unbacked symbolic
+    # int/float/bool (arithmetic, sizes and torch._check on it are traced; a branch on it is
+    # a graph break); off (as torch.compile), reading a tensor's value is a graph break.
+    capture_scalar_outputs: bool = False
     # nn.Parameter inputs keep their sizes static under automatic dynamic shapes
     # (dynamic=None): a parameter of another size recompiles instead of becoming symbolic.
     # Under dynamic=True parameters are always static; False: they follow the other inputs.

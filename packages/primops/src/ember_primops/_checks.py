@@ -204,5 +204,9 @@ def empty_contiguous(
 
 
 def check_int_list(prim: str, values: Sequence[int], what: str) -> None:
-    if any(v < 0 for v in values):
-        fail(prim, f"{what} must be non-negative, got {list(values)}")
+    for v in values:
+        if isinstance(v, torch.SymInt) and not v.node.has_hint():
+            # a size read from data (`torch.ones(t.item())`): checked when the graph runs
+            torch._check(v >= 0, lambda: f"{prim}: {what} must be non-negative")
+        elif v < 0:
+            fail(prim, f"{what} must be non-negative, got {list(values)}")

@@ -60,6 +60,15 @@ def _python_location() -> str:
     return ""
 
 
+def _integer_bound(cond: sympy.Basic) -> bool:
+    """An inequality over integer symbols only (ranges are integer ranges)."""
+    return (
+        isinstance(cond, sympy.Rel)
+        and not isinstance(cond, sympy.Eq | sympy.Ne)
+        and all(s.is_integer for s in cond.free_symbols)
+    )
+
+
 class ShapeEnv(TorchShapeEnvProtocol):
     """Symbols, their example values and ranges, and the guards recorded on them."""
 
@@ -181,14 +190,21 @@ class ShapeEnv(TorchShapeEnvProtocol):
         """`create_int_symbol` wrapped: a plain int when it specializes, else a SymInt."""
         return self.symint(self.create_int_symbol(value, source, **kwargs))
 
-    def create_unbacked_symbol(self, *, min: int = 0, max: int | None = None) -> sympy.Symbol:
-        """A symbol with no example value (a data-dependent size such as nonzero's)."""
-        symbol = sympy.Symbol(f"u{next(self._unbacked_ids)}", integer=True, nonnegative=min >= 0)
+    def create_unbacked_symbol(
+        self, *, min: int | None = None, max: int | None = None
+    ) -> sympy.Symbol:
+        """An integer symbol with no example value: a data-dependent size (nonzero's, whose
+        caller narrows it to >= 0 as torch's fake kernels do with `_constrain_range_for_size`)
+        or an int read from a tensor (`item()`, any sign). No `min`: unbounded, as torch's."""
+        nonnegative = True if min is not None and min >= 0 else None
+        symbol = sympy.Symbol(f"u{next(self._unbacked_ids)}", integer=True, nonnegative=nonnegative)
         self.unbacked.add(symbol)
         self.ranges[symbol] = ValueRange.of(min, max)
         return symbol
 
-    def create_unbacked_symint(self, *, min: int = 0, max: int | None = None) -> torch.SymInt:
+    def create_unbacked_symint(
+        self, *, min: int | None = None, max: int | None = None
+    ) -> torch.SymInt:
         return self.symint(self.create_unbacked_symbol(min=min, max=max))
 
     def constrain_range(self, symbol: sympy.Symbol, min: int | None, max: int | None) -> None:
@@ -300,11 +316,18 @@ class ShapeEnv(TorchShapeEnvProtocol):
 
     def defer_runtime_assert(self, expr: sympy.Basic) -> bool:
         """`expect_true` on an unbacked condition: assumed now, to be checked when the graph
-        runs (the tracer emits these; they are not entry guards)."""
+        runs (the tracer emits these; they are not entry guards). Each conjunct is a fact
+        from here on, and a bound on one symbol narrows its range (`u0 >= 3`)."""
         expr = self.simplify(expr)
         if self.static_value(expr) is None:
             self.deferred_asserts.append(ShapeGuard(expr, self.where()))
             self._facts[expr] = sympy.true
+            for part in expr.args if isinstance(expr, sympy.And) else (expr,):
+                self._facts[part] = sympy.true
+                if isinstance(part, sympy.Rel):  # and its negation is false: `x != 0`
+                    self._facts[sympy.Not(part)] = sympy.false  # decides `x == 0`
+                if _integer_bound(part):
+                    self._learn_range(part)
         return True
 
     @contextlib.contextmanager

@@ -39,6 +39,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     objects,
     optimizer,
     rng_state,
+    scalar_outputs,
     sets,
     signatures,
     super_variable,

@@ -203,6 +203,8 @@ def _build(output: OutputGraph, expr: sympy.Basic, pytype: type) -> Any:
 def _symbol_node(output: OutputGraph, symbol: sympy.Symbol) -> torch.fx.Node:
 
     env = output.dynamic.env
+    if symbol in output.dynamic.scalar_nodes:  # an int read by item() (scalar_outputs.py)
+        return output.dynamic.scalar_nodes[symbol]
     if symbol in output.dynamic.unbacked_nodes:
         node, dim = output.dynamic.unbacked_nodes[symbol]
         return _call(output, symbol, int, "call_method", "size", (node, dim))

@@ -44,7 +44,7 @@ def tensor_of_tensors(tx: Translator, args, kwargs) -> VariableTracker | None:
     if torch.get_default_device().type != "cpu":
         return None
     leaves = _leaves(args[0])
-    if leaves is None or not any(isinstance(v, _HELD) for v in leaves):
+    if leaves is None or not any(isinstance(v, _GRAPH_VALUES) for v in leaves):
         return None
     dtype = dtype_arg.as_python_constant() if dtype_arg is not None else None
     dtype = dtype or _inferred_dtype(leaves)
@@ -57,6 +57,8 @@ def tensor_of_tensors(tx: Translator, args, kwargs) -> VariableTracker | None:
 
 _KEYWORDS = {"dtype", "device"}
 _HELD = (TensorVariable, NumpyArrayVariable)  # items whose values are graph tensors
+# items whose values only the graph has: its tensors, and symbolic scalars (an item())
+_GRAPH_VALUES = (*_HELD, SymNodeVariable)
 
 
 def _on_cpu(device: VariableTracker) -> bool:

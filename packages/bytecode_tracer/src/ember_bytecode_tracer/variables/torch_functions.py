@@ -257,14 +257,20 @@ class TorchFunctionVariable(VariableTracker):
 
 
 def _symbool_tensor(fn: Any, args, kwargs) -> tuple[Any, dict]:
-    """`torch.tensor(b)` of a symbolic bool: eager sees a Python bool (a 0-d bool tensor);
-    torch.tensor cannot read a SymBool on example values, torch.scalar_tensor can: the
-    same tensor, the dtype named (bool unless the call names one)."""
+    """`torch.tensor(n)` of a symbolic bool, int or float (an item()): eager sees a Python
+    scalar (a 0-d tensor of bool, int64 or the default float dtype); torch.tensor cannot
+    read a symbolic one on example values, torch.scalar_tensor can: the same tensor, the
+    dtype named (the Python type's unless the call names one)."""
     if len(args) != 1 or not set(kwargs) <= {"dtype", "device", "requires_grad"}:
         return fn, kwargs
-    if isinstance(args[0], SymNodeVariable) and args[0].python_type() is bool:
-        return torch.scalar_tensor, {"dtype": ConstantVariable(torch.bool), **kwargs}
+    if isinstance(args[0], SymNodeVariable):
+        kind = args[0].python_type()
+        dtype = torch.get_default_dtype() if kind is float else _SCALAR_DTYPES[kind]
+        return torch.scalar_tensor, {"dtype": ConstantVariable(dtype), **kwargs}
     return fn, kwargs
+
+
+_SCALAR_DTYPES = {bool: torch.bool, int: torch.int64}
 
 
 def _overload_names(packet: torch._ops.OpOverloadPacket) -> list[str]:

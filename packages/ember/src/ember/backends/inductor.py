@@ -50,6 +50,7 @@ from ember.backends.size_specialization import SizeSpecializer, has_symbolic_siz
 from ember.trace.kernels import emit_kernels, traced_graph
 from ember_aot_autograd import (
     INPUT_WRITES_META,
+    UnsupportedOpError,
     aot_module,
     graph_from_source,
     min_cut_rematerialization_partition,
@@ -81,10 +82,39 @@ class TorchGraph:
     runner: Callable | None = field(default=None, repr=False)  # aot's runtime wrapper
 
 
+#: Nodes reading a tensor's value into a Python scalar (`t.item()` captured with
+#: capture_scalar_outputs): the loop IR has no kernel argument for such a scalar yet, so a
+#: graph holding one is a declared limitation (it runs eagerly, eager_fallback.py); so is
+#: a run-time assertion on such a value (`torch._check(n % 2 == 0)`: no kernel checks it).
+_SCALAR_READS = {("call_method", "item"), ("call_method", "tolist"),
+                 ("call_function", torch.ops.aten._local_scalar_dense.default),
+                 ("call_function", torch.ops.aten.item.default),
+                 ("call_function", torch.Tensor.item),
+                 ("call_function", torch.ops.aten._assert_scalar.default)}  # fmt: skip
+
+
+def _reads_scalar(node: torch.fx.Node) -> bool:
+    try:
+        return (node.op, node.target) in _SCALAR_READS
+    except TypeError:  # an unhashable callable
+        return False
+
+
+def _refuse_scalar_reads(gm: torch.fx.GraphModule) -> None:
+    for node in gm.graph.nodes:
+        if node.op in ("call_method", "call_function") and _reads_scalar(node):
+            raise UnsupportedOpError(
+                "aten._local_scalar_dense.default",
+                "a scalar read from a tensor (item()) has no kernel argument in the loop IR",
+            )
+
+
 def receive_graph(work: TorchGraph) -> None:
     """The tracer's (or Dynamo's) graph, attention masks that keep aten off its fused
     kernels dropped or made dense (attention_masks.py), CUDA attention of symbolic size made
-    an explicit kernel call (attention_kernels.py)."""
+    an explicit kernel call (attention_kernels.py). A graph reading a tensor's value into a
+    Python scalar is refused (a declared limitation: it runs eagerly)."""
+    _refuse_scalar_reads(work.gm)
     fused_attention_masks(work.gm)
     explicit_cuda_attention(work.gm)
 

@@ -1,0 +1,151 @@
+"""`Tensor.item()` / `.tolist()` under ember.config.capture_scalar_outputs=True, end to end
+through ember.compile: one graph from the tracer, eager's results under every backend, the
+value read at each call (never baked in). aot_eager runs the `_local_scalar_dense` read in
+its aten graph; inductor declares the read a limitation and runs that graph eagerly
+(counted in ember.counters["graph_fallbacks"]), never a wrong result."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    ember.reset()
+    ember.config.capture_scalar_outputs = True
+    yield
+    ember.config.capture_scalar_outputs = False
+    ember.reset()
+
+
+def _frames(compiled) -> int:
+    return len(compiled._ember_compiler.records)
+
+
+def affine(x, w, b):
+    scale, shift = w.item(), b.item()
+    return x * scale + shift, scale - shift
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_item_in_arithmetic_with_tensors(backend, dtype):
+    compiled = ember.compile(affine, backend=backend, fullgraph=True)
+    x = torch.randn(6)
+    for w, b in ((3, -1), (-2, 5), (7, 0)):
+        w_t, b_t = torch.tensor(w, dtype=dtype), torch.tensor(b, dtype=dtype)
+        got, want = compiled(x, w_t, b_t), affine(x, w_t, b_t)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and type(got[1]) is type(want[1])
+    assert _frames(compiled) == 1
+
+
+def sized(x, n):
+    k = n.item()
+    torch._check(k >= 0)
+    return torch.arange(k) * x.sum(), torch.ones(k + 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_item_as_a_size(backend):
+    compiled = ember.compile(sized, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    for n in (4, 9, 0):
+        got, want = compiled(x, torch.tensor(n)), sized(x, torch.tensor(n))
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w)
+    assert _frames(compiled) == 1
+
+
+def as_lists(v, m):
+    return v.tolist(), m.tolist()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tolist_1d_and_2d(backend):
+    compiled = ember.compile(as_lists, backend=backend, fullgraph=True)
+    for scale in (1, -3):
+        v, m = torch.tensor([0.5, -1.25, 2.0]) * scale, torch.tensor([[1, 2], [3, 4]]) * scale
+        assert compiled(v, m) == as_lists(v, m)
+    assert _frames(compiled) == 1
+
+
+def test_inductor_falls_back_for_the_graph_reading_a_scalar():
+    compiled = ember.compile(affine, backend="inductor", fullgraph=True)
+    x = torch.randn(4)
+    w, b = torch.tensor(2.0), torch.tensor(1.0)
+    torch.testing.assert_close(compiled(x, w, b)[0], affine(x, w, b)[0])
+    assert ember.counters["graph_fallbacks"]["aten._local_scalar_dense.default"] == 1
+
+
+def test_off_by_default_is_a_graph_break():
+    ember.config.capture_scalar_outputs = False
+    compiled = ember.compile(affine, backend="inductor")
+    x, w, b = torch.randn(4), torch.tensor(2.0), torch.tensor(1.0)
+    torch.testing.assert_close(compiled(x, w, b)[0], affine(x, w, b)[0])
+    assert any(r.breaks for r in compiled._ember_compiler.records)
+    with pytest.raises(Exception, match="item"):
+        ember.compile(affine, backend="eager", fullgraph=True)(x, w, b)
+
+
+def checked(x, n):
+    k = n.item()
+    torch._check(k >= 2)
+    return x * k
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failing_check_raises_as_eager_does(backend):
+    compiled = ember.compile(checked, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, torch.tensor(4)), checked(x, torch.tensor(4)))
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor(-1))
+
+
+def resized(image, n):
+    k = n.item()
+    torch._check(k > 0)
+    out = torch.nn.functional.interpolate(image, size=(k * 3, k * 2), mode="bilinear")
+    return out, out.shape[2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_item_as_an_output_size_of_a_composite(backend):
+    """interpolate's C++ composite reads its output size: an item() there runs through the
+    Python dispatcher in the tracer and in aot (sizes stay symbolic, one graph)."""
+    compiled = ember.compile(resized, backend=backend, fullgraph=True)
+    image = torch.randn(1, 2, 5, 5)
+    for n in (3, 7):
+        got, want = compiled(image, torch.tensor(n)), resized(image, torch.tensor(n))
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert _frames(compiled) == 1
+    if backend == "aot_eager":  # compiled by aot, not a fallback
+        assert not ember.counters["graph_fallbacks"]
+
+
+def even_count(x):
+    idx = torch.nonzero(x > 0)
+    torch._check(idx.shape[0] % 2 == 0)
+    return idx.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_check_on_nonzeros_length_is_asserted(backend):
+    """A check on a data-dependent size (nonzero's): aot reads the length from nonzero's
+    result for the assertion (it crashed: 'u1 is not a size of any graph input')."""
+    ember.config.capture_dynamic_output_shape_ops = True
+    try:
+        compiled = ember.compile(even_count, backend=backend, dynamic=True)
+        good = torch.tensor([1.0, -1.0, 2.0, -3.0])
+        torch.testing.assert_close(compiled(good), even_count(good))
+        with pytest.raises(RuntimeError):
+            compiled(torch.tensor([1.0, 2.0, 3.0, -1.0]))
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False
