@@ -41,6 +41,7 @@ from ember_bytecode_tracer.exc import (
     ExampleRuntimeError,
     RecompileRefused,
     SkipFrame,
+    TracedException,
     Unsupported,
 )
 from ember_bytecode_tracer.guards import (
@@ -73,6 +74,7 @@ from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.logging_calls import DeferredCall
 from ember_bytecode_tracer.variables.object_identity import distinct_object_guards
 from ember_bytecode_tracer.variables.objects import NullVariable
+from ember_bytecode_tracer.variables.tensor_state import tensor_attribute_writes
 from ember_bytecode_tracer.variables.validation_checks import check_appliers
 from ember_events import emit
 
@@ -512,11 +514,20 @@ def _release(tx: InstructionTranslator) -> None:
 
 def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
     """The error the user sees: their line, why, and a hint (user_errors.py)."""
-    kind = type(exc) if isinstance(exc, ExampleRuntimeError) else Unsupported  # a RuntimeError
+    kind = ExampleRuntimeError if _raises_runtime_error(exc) else Unsupported
     error = kind(f"graph break under fullgraph=True: {exc.reason}", location=location)
     error.kind, error.user_stack = kind_of(exc), getattr(exc, "user_stack", [])
     error.message = fullgraph_message(exc, location)
     return error
+
+
+def _raises_runtime_error(exc: Unsupported) -> bool:
+    """Whether eager raises a RuntimeError where the trace stopped: an op refused its example
+    values, or the code raised one uncaught (`torch._check(False, ...)`). Under fullgraph the
+    caller catches it as that RuntimeError, as torch.compile's error (one) is caught."""
+    if isinstance(exc, ExampleRuntimeError):
+        return True
+    return isinstance(exc, TracedException) and issubclass(exc.exc_type, RuntimeError)
 
 
 def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> InstructionTranslator:
@@ -663,6 +674,7 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
         effects.append(emits_write(set_global, emit_global))
     for call in se.calls:
         effects.append(_deferred_call(builder.recipe(call.owner), call))
+    effects.extend(tensor_attribute_writes(se.tensor_attributes, builder))
     return effects
 
 

@@ -70,9 +70,18 @@ class SideEffects:
     global_writes: dict[str, Any] = field(default_factory=dict)
     # calls made after the graph, in order (variables/logging_calls.py: logging)
     calls: list[Any] = field(default_factory=list)
+    # id(example) of a tensor the graph made -> (example, {attribute: tracker}), set on the
+    # graph's output carrying it (variables/tensor_state.py)
+    tensor_attributes: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.attributes or self.global_writes or self.calls)
+        return bool(
+            self.containers
+            or self.attributes
+            or self.global_writes
+            or self.calls
+            or self.tensor_attributes
+        )
 
 
 class OutputGraph:
@@ -141,6 +150,7 @@ class OutputGraph:
             len(effects.containers),
             len(effects.attributes),
             len(effects.global_writes),
+            sum(len(attrs) for _, attrs in effects.tensor_attributes.values()),
         )
 
     # ---- guards ------------------------------------------------------------------

@@ -10,6 +10,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
@@ -67,7 +68,34 @@ if TYPE_CHECKING:
 def _tensor(builder: RecipeBuilder, value: TensorVariable) -> Recipe:
     if value.node.op == "placeholder" and value.source is not None:
         return load_recipe(value.source)
-    return output_recipe(builder.output_index(value.node))
+    recipe = output_recipe(builder.output_index(value.node))
+    if not _detached_alias_of_input(value):
+        return recipe
+    # `x.detach()` / `x.data` of an input requiring grad: a backend may hand back the alias
+    # rebuilt as a view of the real input, with autograd history eager's has not
+    return emits(
+        lambda outs, L, G: _without_history(recipe(outs, L, G)),
+        lambda code: code.temp(f"{code.const(_without_history)}({code.value(recipe)})"),
+    )
+
+
+def _detached_alias_of_input(value: TensorVariable) -> bool:
+    """An output without autograd history sharing storage with an input that has one."""
+    example = value.example
+    if example.requires_grad:
+        return False
+    storage = StorageWeakRef(example.untyped_storage())
+    return any(
+        node.op == "placeholder"
+        and isinstance(given := node.meta.get("example_value"), torch.Tensor)
+        and given.requires_grad
+        and StorageWeakRef(given.untyped_storage()) == storage
+        for node in value.node.graph.nodes
+    )
+
+
+def _without_history(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach() if tensor.requires_grad else tensor
 
 
 @recipe_for(SymNodeVariable)

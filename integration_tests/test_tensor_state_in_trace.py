@@ -1,0 +1,207 @@
+"""Python-side state of tensors inside one compiled graph (issue 26): attributes the code
+sets on tensors (inputs and tensors the graph makes), `.grad` of tensors made in the
+function, `.data` reads, functions stored on a tensor, and `torch._check` failing. Each case
+runs under the eager and the default inductor backends, is compared with eager PyTorch, and
+pins one graph with no break (fullgraph=True), so a silent fallback fails."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ["eager", "inductor"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    yield
+    ember.reset()
+
+
+def one_graph(fn, args, backend):
+    """fn compiled with fullgraph=True; asserts one graph and no break, returns its result."""
+    ember.reset()
+    explained = ember.explain(fn, backend=backend)(*args)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    ember.reset()
+    return ember.compile(fn, backend=backend, fullgraph=True)(*args)
+
+
+# ---- attributes set on tensors -----------------------------------------------------------
+
+
+def tag_made_tensor(x):
+    out = x * 3 - 1
+    out.grad = x  # a gradient slot set by hand, read back below
+    out.label = "scaled"
+    return out, out.label, out.grad is x
+
+
+def tag_input(x, flag):
+    x.marked = flag
+    return x.cos(), x.marked
+
+
+def tag_through_list(x):
+    kept = [x.sin()]
+    kept[0].note = 7
+    return kept, kept[0].note + 1
+
+
+def tag_in_place_result(x):
+    y = x.mul_(2)  # the same object as x
+    y.seen = True
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_on_a_made_tensor_is_on_the_returned_tensor(backend):
+    x = torch.randn(4)
+    got, label, same_grad = one_graph(tag_made_tensor, (x,), backend)
+    ref, ref_label, ref_same = tag_made_tensor(x)
+    assert torch.allclose(got, ref) and (label, same_grad) == (ref_label, ref_same)
+    assert got.label == "scaled" and got.grad is x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_on_an_input_tensor_is_set_on_the_callers_tensor(backend):
+    x = torch.randn(4)
+    got, flag = one_graph(tag_input, (x, 5), backend)
+    assert torch.allclose(got, x.cos()) and flag == 5 and x.marked == 5
+    ember.reset()
+    compiled = ember.compile(tag_input, backend=backend, fullgraph=True)
+    compiled(x, 1)
+    compiled(x, 2)  # another value: a guard, not the first call's constant
+    assert x.marked == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_reaches_the_tensor_through_a_container(backend):
+    x = torch.randn(3)
+    kept, note = one_graph(tag_through_list, (x,), backend)
+    assert kept[0].note == 7 and note == 8 and torch.allclose(kept[0], x.sin())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_on_the_result_of_an_in_place_op_lands_on_the_input(backend):
+    x, ref_x = torch.randn(3), None
+    ref_x = x.clone()
+    got = one_graph(tag_in_place_result, (x,), backend)
+    assert x.seen is True
+    assert torch.allclose(got, ref_x * 4 + 1)  # one_graph ran it twice: x doubled twice
+
+
+def set_requires_grad_attr(x):
+    y = x + 1
+    y.names = None
+    return y
+
+
+def bad_grad_size(x):
+    y = x + 1
+    y.grad = torch.ones(2)
+    return y
+
+
+@pytest.mark.parametrize("fn", [set_requires_grad_attr, bad_grad_size])
+def test_tensor_attributes_it_does_not_model_break_and_match_eager(fn):
+    x = torch.randn(3)
+    try:
+        expected = fn(x)
+    except RuntimeError as err:
+        with pytest.raises(RuntimeError, match=str(err)[:20]):
+            ember.compile(fn, backend="eager")(x)
+        return
+    assert torch.allclose(ember.compile(fn, backend="eager")(x), expected)
+
+
+# ---- .grad of tensors the function made, .data, functions stored on a tensor ---------------
+
+
+def grad_of_made_tensors(a):
+    fresh = torch.zeros(2, 2)
+    mid = a * fresh + 1
+    return mid.sum(), fresh.grad, mid.grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_of_tensors_made_in_the_function_is_none(backend):
+    a = torch.ones(2, 2, requires_grad=True)
+    total, fresh_grad, mid_grad = one_graph(grad_of_made_tensors, (a,), backend)
+    assert fresh_grad is None and mid_grad is None
+    assert torch.allclose(total, grad_of_made_tensors(a)[0])
+
+
+def index_with_data(x, idx):
+    alias = x.data
+    return x[idx.data] * 2, alias, alias.requires_grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_read_is_a_detached_alias(backend):
+    x = torch.randn(6, requires_grad=True)
+    idx = torch.tensor([0, 2, 5])
+    got, alias, flag = one_graph(index_with_data, (x, idx), backend)
+    ref, ref_alias, ref_flag = index_with_data(x, idx)
+    assert torch.allclose(got, ref) and torch.equal(alias, ref_alias) and flag == ref_flag
+    assert not alias.requires_grad and got.requires_grad
+
+
+def detached_views(x):
+    return x.detach(), x.detach()[1:], x[1:]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_detached_aliases_of_an_input_leave_without_history(backend):
+    x = torch.randn(5, requires_grad=True)
+    got = ember.compile(detached_views, backend=backend, fullgraph=True)(x)
+    for g, r in zip(got, detached_views(x), strict=True):
+        assert torch.equal(g, r) and g.requires_grad == r.requires_grad
+    got[2].sum().backward()  # the plain view still reaches x
+    assert torch.equal(x.grad, torch.tensor([0.0, 1, 1, 1, 1]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_read_under_inference_mode(backend):
+    with torch.inference_mode():
+        x = torch.randn(3)
+        got = one_graph(lambda t: t.data + 1, (x,), backend)
+    assert torch.allclose(got, x + 1)
+
+
+HOLDER = torch.nn.Parameter(torch.ones(2))
+
+
+def call_stored_function(x):
+    return HOLDER.scale(HOLDER) + x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_function_stored_on_a_tensor_is_called_and_guarded(backend):
+    HOLDER.scale = lambda t: t * 3
+    x = torch.randn(2)
+    assert torch.allclose(one_graph(call_stored_function, (x,), backend), x + 3)
+    HOLDER.scale = lambda t: t * 5  # another function: the guard on it fails, a new trace
+    compiled = ember.compile(call_stored_function, backend=backend, fullgraph=True)
+    assert torch.allclose(compiled(x), x + 5)
+
+
+# ---- torch._check whose predicate is false ---------------------------------------------
+
+
+def checked(x):
+    torch._check(x.shape[0] > 3, lambda: "needs more than three rows")
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_failing_check_raises_eagers_runtime_error_under_fullgraph(backend):
+    compiled = ember.compile(checked, backend=backend, fullgraph=True)
+    for _ in range(2):  # every call, not only the first
+        with pytest.raises(RuntimeError, match="needs more than three rows"):
+            compiled(torch.randn(3))
+    assert torch.allclose(compiled(x := torch.randn(5)), x + 1)
