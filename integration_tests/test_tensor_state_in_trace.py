@@ -205,3 +205,40 @@ def test_failing_check_raises_eagers_runtime_error_under_fullgraph(backend):
         with pytest.raises(RuntimeError, match="needs more than three rows"):
             compiled(torch.randn(3))
     assert torch.allclose(compiled(x := torch.randn(5)), x + 1)
+
+
+# ---- legacy tensor types called with data ------------------------------------------------
+
+
+def legacy_constructors(a):
+    offsets = torch.LongTensor([294, -3]).to(a.device)
+    weights = torch.FloatTensor([[0.5, 1.5], [2.0, -1.0]])
+    flags = torch.BoolTensor([0, 2])
+    return a - offsets, weights @ a.float(), flags
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_legacy_tensor_type_with_data_is_a_tensor_of_its_dtype(backend):
+    a = torch.randint(0, 999, (2, 2))
+    got = one_graph(legacy_constructors, (a,), backend)
+    for g, r in zip(got, legacy_constructors(a), strict=True):
+        assert torch.equal(g, r) and g.dtype == r.dtype
+
+
+def legacy_overflow(a):
+    return torch.ByteTensor([300]) + a
+
+
+def legacy_sizes(a):
+    return torch.FloatTensor(2, 3).shape, a + 1  # uninitialized memory: not modeled
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_legacy_tensor_type_forms_it_does_not_model_match_eager(backend):
+    a = torch.ones(1, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="overflow"):
+        legacy_overflow(a)
+    with pytest.raises(RuntimeError, match="overflow"):
+        ember.compile(legacy_overflow, backend=backend)(a)
+    shape, plus = ember.compile(legacy_sizes, backend=backend)(a)
+    assert shape == (2, 3) and torch.equal(plus, a + 1)
