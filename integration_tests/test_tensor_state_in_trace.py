@@ -242,3 +242,110 @@ def test_legacy_tensor_type_forms_it_does_not_model_match_eager(backend):
         ember.compile(legacy_overflow, backend=backend)(a)
     shape, plus = ember.compile(legacy_sizes, backend=backend)(a)
     assert shape == (2, 3) and torch.equal(plus, a + 1)
+
+
+# ---- autograd leaves made in the function, and backward() into them ----------------------
+
+
+def leaf_grad_used(x):
+    y = x.cos()
+    y.requires_grad_()
+    (y * y * 0.5).sum().backward()
+    return y.grad * 3 - 1, y.requires_grad and y.is_leaf
+
+
+def leaf_grad_accumulates(x):
+    y = x * 2
+    y.requires_grad_()
+    (y * 4).sum().backward(retain_graph=True)
+    first = y.grad
+    (y.exp()).sum().backward()
+    return first.clone(), y.grad, first is y.grad
+
+
+def leaf_chunks(x):
+    y = (x + 1).detach().requires_grad_()
+    total = torch.zeros(())
+    for part in y.split(2):
+        loss = (part.tanh() ** 2).mean()
+        loss.backward()
+        total = total + loss.detach()
+    return y.grad, total
+
+
+STORE = {}
+
+
+def leaf_grad_stored(x):
+    y = x - 1
+    y.requires_grad_()
+    (y**3).sum().backward(torch.tensor(2.0))
+    STORE["g"] = y.grad
+    return y.grad + 0, (y * 2).detach()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn", [leaf_grad_used, leaf_grad_accumulates, leaf_chunks, leaf_grad_stored]
+)
+def test_backward_into_a_leaf_made_in_the_function_is_one_graph(fn, backend):
+    x = torch.randn(4, 3)
+    expected = fn(x)
+    expected_store = STORE.pop("g", None)
+    got = one_graph(fn, (x,), backend)
+    for g, r in zip(got, expected, strict=True):
+        if isinstance(r, torch.Tensor):
+            assert torch.allclose(g, r) and g.requires_grad == r.requires_grad
+        else:
+            assert g == r
+    if expected_store is not None:
+        assert torch.allclose(STORE.pop("g"), expected_store)
+
+
+def leaf_returned(x):
+    y = x.sin() * 2
+    y.requires_grad_()
+    return y * 3  # carries the leaf's history: the leaf is eager's, at a graph break
+
+
+def backward_reaches_an_input(x, w):
+    y = (x * 2).requires_grad_()
+    (y * w).sum().backward()  # w's gradient is the caller's tensor's
+    return y.grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_leaf_history_leaving_the_graph_breaks_at_requires_grad(backend):
+    x = torch.randn(3)
+    explained = ember.explain(leaf_returned, backend=backend)(x)
+    assert explained.graph_break_count == 1
+    ember.reset()
+    got = ember.compile(leaf_returned, backend=backend)(x)
+    assert got.requires_grad and got.grad_fn is not None
+    assert torch.allclose(got, leaf_returned(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_reaching_an_input_requiring_grad_stays_eagers(backend):
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    w_ref = w.detach().clone().requires_grad_()
+    expected = backward_reaches_an_input(x, w_ref)
+    got = ember.compile(backward_reaches_an_input, backend=backend)(x, w)
+    assert torch.allclose(got, expected) and torch.allclose(w.grad, w_ref.grad)
+
+
+def backward_twice_without_retain(x):
+    y = x * 2
+    y.requires_grad_()
+    z = (y.exp()).sum()
+    z.backward()
+    z.backward()
+    return y.grad
+
+
+def test_second_backward_without_retain_graph_raises_eagers_error():
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="second time"):
+        backward_twice_without_retain(x)
+    with pytest.raises(RuntimeError, match="second time"):
+        ember.compile(backward_twice_without_retain, backend="inductor")(x)

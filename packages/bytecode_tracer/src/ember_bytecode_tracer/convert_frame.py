@@ -69,6 +69,7 @@ from ember_bytecode_tracer.translator.core import InstructionTranslator, _builti
 from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.graph_leaves import LeafEscapes, check_leaves_stay
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.logging_calls import DeferredCall
@@ -494,6 +495,10 @@ def _trace_frame(
             location = exc.location or tx.location()
             if fullgraph:
                 raise _fullgraph_error(exc, location) from None
+            if isinstance(exc, LeafEscapes) and break_at is None:  # graph_leaves.py
+                break_at = exc.break_index
+                reason = GraphBreak(exc.reason, location, [])
+                continue
             if break_at is not None or tx.current is None:
                 raise SkipFrame(str(exc)) from exc
             # Trace again from the start and stop just before the instruction that failed,
@@ -675,6 +680,7 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
     for call in se.calls:
         effects.append(_deferred_call(builder.recipe(call.owner), call))
     effects.extend(tensor_attribute_writes(se.tensor_attributes, builder))
+    check_leaves_stay(output, builder.outputs)  # after every recipe added its outputs
     return effects
 
 

@@ -135,6 +135,9 @@ class OutputGraph:
         # Calls the runner makes before the graph, each result an input read from L under
         # its name (NumPy's random draws, variables/numpy_random.py).
         self.draws: list[tuple[str, Callable[[], torch.Tensor]]] = []
+        # id(example) -> (example, node, frame instruction) of autograd leaves made in the
+        # graph by requires_grad_() (variables/graph_leaves.py)
+        self.graph_leaves: dict[int, tuple[torch.Tensor, torch.fx.Node, int]] = {}
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -242,9 +245,10 @@ class OutputGraph:
 
     # ---- nodes -------------------------------------------------------------------
     def create_node(
-        self, op: str, target: Any, args: tuple, kwargs: dict
+        self, op: str, target: Any, args: tuple, kwargs: dict, *, leaf: bool = False
     ) -> tuple[torch.fx.Node, Any]:
-        """Adds a node and computes its example value on fake tensors."""
+        """Adds a node and computes its example value on fake tensors. `leaf`: the caller
+        keeps the autograd leaf it makes in the graph (variables/graph_leaves.py)."""
         if self.in_user_try:
             raise Unsupported("tensor operation inside try/except")
         if self.graph_free_contexts:
@@ -256,9 +260,9 @@ class OutputGraph:
             args, kwargs = keywords_by_position(op, target, args, kwargs)
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
-        leaf = leaf_creation_reason(op, target, fake_args, fake_kwargs)
-        if leaf is not None:  # a leaf lives outside the graph's autograd function
-            raise Unsupported(leaf)
+        refusal = None if leaf else leaf_creation_reason(op, target, fake_args, fake_kwargs)
+        if refusal is not None:  # a leaf lives outside the graph's autograd function
+            raise Unsupported(refusal)
         # meta kernels skip a few argument checks of eager's (eager_checks.py): a call
         # eager refuses is a graph break, where eager's kernel raises its own error
         detector = RandomOpDetector(check=refuse_as_eager)
@@ -280,9 +284,9 @@ class OutputGraph:
                 f"running {_target_name(target)} on example values failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        leaf = new_leaf_reason(example, fake_args, fake_kwargs)
-        if leaf is not None:
-            raise Unsupported(leaf)
+        refusal = None if leaf else new_leaf_reason(example, fake_args, fake_kwargs)
+        if refusal is not None:
+            raise Unsupported(refusal)
         if detector.drew:
             self.rng.draw(_target_name(target))
         args, kwargs = scalar_types_as_dtypes(op, target, args, kwargs)  # printable source
