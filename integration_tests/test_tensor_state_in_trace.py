@@ -95,6 +95,25 @@ def test_attribute_on_the_result_of_an_in_place_op_lands_on_the_input(backend):
     assert torch.allclose(got, ref_x * 4 + 1)  # one_graph ran it twice: x doubled twice
 
 
+def probe_written_attributes(x):
+    y = x + 1
+    before = hasattr(x, "tag"), hasattr(y, "tag")
+    y.tag = 3
+    x.other = 4
+    after = hasattr(y, "tag"), getattr(y, "tag", 8), hasattr(x, "other"), getattr(x, "tag", 7)
+    return y, before, after
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hasattr_and_getattr_see_attributes_written_in_the_trace(backend):
+    x = torch.randn(2)
+    expected = probe_written_attributes(x)[1:]
+    del x.other
+    got = one_graph(probe_written_attributes, (x,), backend)
+    assert got[1:] == expected == ((False, False), (True, 3, True, 7))
+    assert got[0].tag == 3 and x.other == 4
+
+
 def set_requires_grad_attr(x):
     y = x + 1
     y.names = None
@@ -188,6 +207,9 @@ def test_function_stored_on_a_tensor_is_called_and_guarded(backend):
     HOLDER.scale = lambda t: t * 5  # another function: the guard on it fails, a new trace
     compiled = ember.compile(call_stored_function, backend=backend, fullgraph=True)
     assert torch.allclose(compiled(x), x + 5)
+    del HOLDER.scale  # gone: the guard fails, and eager's AttributeError, not a stale call
+    with pytest.raises(AttributeError, match="scale"):
+        ember.compile(call_stored_function, backend=backend)(x)
 
 
 # ---- torch._check whose predicate is false ---------------------------------------------

@@ -97,6 +97,14 @@ def load_tensor_attribute(
     return tx.wrap(value, AttrSource(source, name))
 
 
+def has_written_attribute(tx: Translator, tensor: TensorVariable, name: str) -> bool:
+    """Whether the trace set `tensor.name` (hasattr and getattr with a default see it)."""
+    source = input_source(tx, tensor)
+    if source is None:
+        return name in _made_attributes(tx, tensor)
+    return (source, name) in tx.output.side_effects.attributes
+
+
 def _check_grad_assignment(tensor: TensorVariable, value: VariableTracker) -> None:
     """Eager's checks of `t.grad = g`: None, or a dense tensor of t's dtype, device, size."""
     if isinstance(value, ConstantVariable) and value.as_python_constant() is None:
