@@ -347,6 +347,12 @@ def test_leaf_history_leaving_the_graph_breaks_at_requires_grad(backend):
     assert torch.allclose(got, leaf_returned(x))
 
 
+def test_leaf_history_leaving_under_fullgraph_names_the_leaf_and_detach():
+    with pytest.raises(Exception, match=r"(?s)y\.requires_grad_\(\).*\.detach\(\)") as info:
+        ember.compile(leaf_returned, backend="inductor", fullgraph=True)(torch.randn(3))
+    assert "fullgraph" in str(info.value)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_backward_reaching_an_input_requiring_grad_stays_eagers(backend):
     x, w = torch.randn(3), torch.randn(3, requires_grad=True)

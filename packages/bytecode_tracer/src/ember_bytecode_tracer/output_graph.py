@@ -135,9 +135,9 @@ class OutputGraph:
         # Calls the runner makes before the graph, each result an input read from L under
         # its name (NumPy's random draws, variables/numpy_random.py).
         self.draws: list[tuple[str, Callable[[], torch.Tensor]]] = []
-        # id(example) -> (example, node, frame instruction) of autograd leaves made in the
-        # graph by requires_grad_() (variables/graph_leaves.py)
-        self.graph_leaves: dict[int, tuple[torch.Tensor, torch.fx.Node, int]] = {}
+        # id(example) -> (example, node, frame instruction, user location) of autograd
+        # leaves made in the graph by requires_grad_() (variables/graph_leaves.py)
+        self.graph_leaves: dict[int, tuple[torch.Tensor, torch.fx.Node, int, str]] = {}
 
     def user_location(self) -> str:
         if self.backend_where is not None:

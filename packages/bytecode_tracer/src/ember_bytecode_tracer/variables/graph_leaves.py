@@ -41,8 +41,11 @@ class LeafEscapes(Unsupported):
     """A tensor with history through a leaf made in the graph would leave it: trace again
     with a graph break at the instruction (of the frame itself) that made the leaf."""
 
-    def __init__(self, break_index: int) -> None:
-        super().__init__("Tensor.requires_grad_() makes an autograd leaf inside the traced region")
+    def __init__(self, break_index: int, location: str) -> None:
+        super().__init__(
+            "Tensor.requires_grad_() makes an autograd leaf inside the traced region",
+            location=location,
+        )
         self.break_index = break_index
 
 
@@ -67,7 +70,7 @@ def _make_leaf(tx: Translator, tensor: TensorVariable, args: list, kwargs: dict)
     # graphs traced again under no_grad (the backend's inference trace) record from here on
     output.graph.call_function(_SET_GRAD, (True,))
     node, value = output.create_node("call_method", "requires_grad_", (tensor.node,), {}, leaf=True)
-    output.graph_leaves[id(value)] = (value, node, _frame_instruction(tx))
+    output.graph_leaves[id(value)] = (value, node, _frame_instruction(tx), tx.location())
     return wrap_graph_value(tx, node, value)
 
 
@@ -150,8 +153,8 @@ def check_leaves_stay(output: OutputGraph, outputs: list[torch.fx.Node]) -> None
         return
     for node in outputs:
         if _carries_history(node.meta.get("example_value")) and _history(output, node)[0]:
-            first = min(index for _, _, index in output.graph_leaves.values())
-            raise LeafEscapes(first)
+            _, _, index, location = min(output.graph_leaves.values(), key=lambda e: e[2])
+            raise LeafEscapes(index, location)
 
 
 METHOD_RULES["requires_grad_"] = _make_leaf
