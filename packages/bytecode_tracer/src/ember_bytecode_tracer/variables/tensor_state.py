@@ -44,6 +44,9 @@ def input_source(tx: Translator, tensor: TensorVariable) -> Source | None:
     """The source of the graph input `tensor` is (the first one it was reached through),
     also for the result of an in-place op on it; None for a tensor the graph made."""
     output = tx.output
+    node = tensor.node
+    if node.op == "placeholder" and not output.is_drawn(node.meta.get("source", tensor.source)):
+        return node.meta.get("source", tensor.source)
     for graph_input in output.inputs:
         node = graph_input.node
         if node.meta.get("example_value") is tensor.example and not output.is_drawn(
@@ -78,6 +81,8 @@ def load_tensor_attribute(
 ) -> VariableTracker | None:
     """`tensor.name` for a name written in the trace, a plain attribute of an input tensor,
     or `.grad` of a tensor the graph made; None where the tensor's own rules answer."""
+    if name != "grad" and not is_instance_attribute(name):
+        return None  # torch.Tensor's own attributes and methods
     source = input_source(tx, tensor)
     if source is None:
         written = _made_attributes(tx, tensor).get(name)
