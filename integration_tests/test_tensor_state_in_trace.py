@@ -184,6 +184,38 @@ def test_detached_aliases_of_an_input_leave_without_history(backend):
     assert torch.equal(x.grad, torch.tensor([0.0, 1, 1, 1, 1]))
 
 
+def data_twice(p):
+    alias = p.data
+    return alias, alias, p.data * 2
+
+
+def sgd_through_data(p, g):
+    p.data.add_(g, alpha=-0.1)
+    return p * 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_alias_leaves_with_its_own_version_counter(backend):
+    p = torch.randn(3, requires_grad=True)
+    first, second, doubled = one_graph(data_twice, (p,), backend)
+    assert first is second and not first.requires_grad and torch.allclose(doubled, p * 2)
+    version = p._version
+    first.add_(1)  # a write through .data: p's version stays, as in eager
+    assert p._version == version and torch.equal(first, p.detach())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_through_data_keeps_saved_tensors_valid(backend):
+    p, g = torch.randn(3, requires_grad=True), torch.randn(3)
+    p_ref = p.detach().clone().requires_grad_()
+    loss, loss_ref = (p * p).sum(), (p_ref * p_ref).sum()  # both save their p
+    got = ember.compile(sgd_through_data, backend=backend)(p, g)
+    expected = sgd_through_data(p_ref, g)
+    loss.backward()  # eager allows it: the write went through .data
+    loss_ref.backward()
+    assert torch.allclose(got, expected) and torch.allclose(p.grad, p_ref.grad)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_data_read_under_inference_mode(backend):
     with torch.inference_mode():

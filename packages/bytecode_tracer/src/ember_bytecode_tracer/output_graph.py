@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy
 import torch
 import torch.fx
-from torch.utils._pytree import tree_map
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_leaves, tree_map
 
 import ember_frame_hook as fh
 import ember_symbolic as es
@@ -138,6 +139,8 @@ class OutputGraph:
         # id(example) -> (example, node, frame instruction, user location) of autograd
         # leaves made in the graph by requires_grad_() (variables/graph_leaves.py)
         self.graph_leaves: dict[int, tuple[torch.Tensor, torch.fx.Node, int, str]] = {}
+        # storages that a `t.data` read of the trace aliases (variables/tensor.py)
+        self.data_aliases: set[StorageWeakRef] = set()
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -260,6 +263,10 @@ class OutputGraph:
             args, kwargs = keywords_by_position(op, target, args, kwargs)
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
+        if self.data_aliases and _writes_storage(op, target, fake_args, fake_kwargs, self):
+            # eager's write through `.data` leaves the tensor's version counter alone; a
+            # graph's write to an input bumps it (autograd would refuse a saved tensor)
+            raise Unsupported("an in-place op on a Tensor.data alias inside a traced region")
         refusal = None if leaf else leaf_creation_reason(op, target, fake_args, fake_kwargs)
         if refusal is not None:  # a leaf lives outside the graph's autograd function
             raise Unsupported(refusal)
@@ -418,6 +425,17 @@ def is_mutating(node: torch.fx.Node) -> bool:
         name = getattr(node.target, "__name__", "")
         return name.endswith("_") and not name.endswith("__")
     return False
+
+
+def _writes_storage(op: str, target: Any, args: tuple, kwargs: dict, output: OutputGraph) -> bool:
+    """Whether the call writes in place into a storage a `.data` read aliases."""
+    name = target if op == "call_method" else getattr(target, "__name__", "")
+    in_place = (name.endswith("_") and not name.endswith("__")) or target in _MUTATING_FUNCTIONS
+    written = [kwargs.get("out"), args[0] if args and in_place else None]
+    return any(
+        isinstance(t, torch.Tensor) and StorageWeakRef(t.untyped_storage()) in output.data_aliases
+        for t in tree_leaves(written)
+    )
 
 
 def remove_unused_pure_nodes(graph: torch.fx.Graph) -> None:

@@ -69,6 +69,16 @@ def _tensor(builder: RecipeBuilder, value: TensorVariable) -> Recipe:
     if value.node.op == "placeholder" and value.source is not None:
         return load_recipe(value.source)
     recipe = output_recipe(builder.output_index(value.node))
+    if value.node.meta.get("tensor_data"):
+        # `t.data` as eager makes it: its own version counter (a detach shares t's), once per
+        # call however many places hold it
+        return builder.once_per_call(
+            value,
+            emits(
+                lambda outs, L, G: recipe(outs, L, G).data,
+                lambda code: code.temp(f"{code.value(recipe)}.data"),
+            ),
+        )
     if not _detached_alias_of_input(value):
         return recipe
     # `x.detach()` / `x.data` of an input requiring grad: a backend may hand back the alias

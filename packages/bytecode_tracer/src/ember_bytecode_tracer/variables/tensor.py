@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
@@ -94,7 +95,10 @@ class TensorVariable(VariableTracker):
         if name == "__class__":  # its exact class: guarded with the tensor (TENSOR_MATCH)
             return tx.wrap(getattr(self, "tensor_type", None) or self.python_type(), None)
         if name == "data":  # an alias without autograd history: detach, as make_fx has it
-            return TensorMethodVariable(self, "detach").call_function(tx, [], {})
+            alias = TensorMethodVariable(self, "detach").call_function(tx, [], {})
+            alias.node.meta["tensor_data"] = True  # leaves the graph as `.data` (recipe_rules)
+            tx.output.data_aliases.add(StorageWeakRef(self.example.untyped_storage()))
+            return alias
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             return wrap_graph_value(
                 tx, *tx.output.create_node("call_function", getattr, (self.node, name), {})
