@@ -409,3 +409,17 @@ def test_second_backward_without_retain_graph_raises_eagers_error():
         backward_twice_without_retain(x)
     with pytest.raises(RuntimeError, match="second time"):
         ember.compile(backward_twice_without_retain, backend="inductor")(x)
+
+
+def sparse_result(x):
+    return (x * 2).to_sparse(), x.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_outputs_still_leave_the_graph(backend):
+    x = torch.randn(3, 3)
+    got = ember.compile(sparse_result, backend=backend)(x)
+    expected = sparse_result(x)
+    assert got[0].layout == torch.sparse_coo
+    assert torch.equal(got[0].to_dense(), expected[0].to_dense())
+    assert torch.allclose(got[1], expected[1])

@@ -433,7 +433,9 @@ def _writes_storage(op: str, target: Any, args: tuple, kwargs: dict, output: Out
     in_place = (name.endswith("_") and not name.endswith("__")) or target in _MUTATING_FUNCTIONS
     written = [kwargs.get("out"), args[0] if args and in_place else None]
     return any(
-        isinstance(t, torch.Tensor) and StorageWeakRef(t.untyped_storage()) in output.data_aliases
+        isinstance(t, torch.Tensor)
+        and t.layout == torch.strided
+        and StorageWeakRef(t.untyped_storage()) in output.data_aliases
         for t in tree_leaves(written)
     )
 

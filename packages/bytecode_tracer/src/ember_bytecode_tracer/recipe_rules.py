@@ -92,13 +92,14 @@ def _tensor(builder: RecipeBuilder, value: TensorVariable) -> Recipe:
 def _detached_alias_of_input(value: TensorVariable) -> bool:
     """An output without autograd history sharing storage with an input that has one."""
     example = value.example
-    if example.requires_grad:
+    if example.requires_grad or example.layout != torch.strided:  # (sparse: no storage)
         return False
     storage = StorageWeakRef(example.untyped_storage())
     return any(
         node.op == "placeholder"
         and isinstance(given := node.meta.get("example_value"), torch.Tensor)
         and given.requires_grad
+        and given.layout == torch.strided
         and StorageWeakRef(given.untyped_storage()) == storage
         for node in value.node.graph.nodes
     )

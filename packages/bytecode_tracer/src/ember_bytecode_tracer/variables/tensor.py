@@ -95,6 +95,8 @@ class TensorVariable(VariableTracker):
         if name == "__class__":  # its exact class: guarded with the tensor (TENSOR_MATCH)
             return tx.wrap(getattr(self, "tensor_type", None) or self.python_type(), None)
         if name == "data":  # an alias without autograd history: detach, as make_fx has it
+            if self.example.layout != torch.strided:
+                raise Unsupported("Tensor.data of a sparse tensor inside a traced region")
             alias = TensorMethodVariable(self, "detach").call_function(tx, [], {})
             alias.node.meta["tensor_data"] = True  # leaves the graph as `.data` (recipe_rules)
             tx.output.data_aliases.add(StorageWeakRef(self.example.untyped_storage()))
