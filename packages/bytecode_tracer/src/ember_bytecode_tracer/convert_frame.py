@@ -42,6 +42,7 @@ from ember_bytecode_tracer.exc import (
     ExampleRuntimeError,
     RecompileRefused,
     SkipFrame,
+    TracedException,
     Unsupported,
 )
 from ember_bytecode_tracer.guards import (
@@ -69,11 +70,13 @@ from ember_bytecode_tracer.translator.core import InstructionTranslator, _builti
 from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.graph_leaves import LeafEscapes, check_leaves_stay
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.logging_calls import DeferredCall
 from ember_bytecode_tracer.variables.object_identity import distinct_object_guards
 from ember_bytecode_tracer.variables.objects import NullVariable
+from ember_bytecode_tracer.variables.tensor_state import tensor_attribute_writes
 from ember_bytecode_tracer.variables.validation_checks import check_appliers
 from ember_events import emit
 
@@ -516,6 +519,10 @@ def _trace_frame(
             location = exc.location or tx.location()
             if fullgraph:
                 raise _fullgraph_error(exc, location) from None
+            if isinstance(exc, LeafEscapes) and break_at is None:  # graph_leaves.py
+                break_at = exc.break_index
+                reason = GraphBreak(exc.reason, location, [])
+                continue
             if break_at is not None or tx.current is None:
                 raise SkipFrame(str(exc)) from exc
             # Trace again from the start and stop just before the instruction that failed,
@@ -536,11 +543,20 @@ def _release(tx: InstructionTranslator) -> None:
 
 def _fullgraph_error(exc: Unsupported, location: str) -> Unsupported:
     """The error the user sees: their line, why, and a hint (user_errors.py)."""
-    kind = type(exc) if isinstance(exc, ExampleRuntimeError) else Unsupported  # a RuntimeError
+    kind = ExampleRuntimeError if _raises_runtime_error(exc) else Unsupported
     error = kind(f"graph break under fullgraph=True: {exc.reason}", location=location)
     error.kind, error.user_stack = kind_of(exc), getattr(exc, "user_stack", [])
     error.message = fullgraph_message(exc, location)
     return error
+
+
+def _raises_runtime_error(exc: Unsupported) -> bool:
+    """Whether eager raises a RuntimeError where the trace stopped: an op refused its example
+    values, or the code raised one uncaught (`torch._check(False, ...)`). Under fullgraph the
+    caller catches it as that RuntimeError, as torch.compile's error (one) is caught."""
+    if isinstance(exc, ExampleRuntimeError):
+        return True
+    return isinstance(exc, TracedException) and issubclass(exc.exc_type, RuntimeError)
 
 
 def _make_translator(frame: Any, dynamic: DynamicPolicy = STATIC_POLICY) -> InstructionTranslator:
@@ -690,6 +706,8 @@ def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:
         effects.append(emits_write(set_global, emit_global))
     for call in se.calls:
         effects.append(_deferred_call(builder.recipe(call.owner), call))
+    effects.extend(tensor_attribute_writes(se.tensor_attributes, builder))
+    check_leaves_stay(output, builder.outputs)  # after every recipe added its outputs
     return effects
 
 

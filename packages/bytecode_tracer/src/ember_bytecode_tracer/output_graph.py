@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy
 import torch
 import torch.fx
-from torch.utils._pytree import tree_map
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_leaves, tree_map
 
 import ember_frame_hook as fh
 import ember_symbolic as es
@@ -73,9 +74,18 @@ class SideEffects:
     global_writes: dict[str, Any] = field(default_factory=dict)
     # calls made after the graph, in order (variables/logging_calls.py: logging)
     calls: list[Any] = field(default_factory=list)
+    # id(example) of a tensor the graph made -> (example, {attribute: tracker}), set on the
+    # graph's output carrying it (variables/tensor_state.py)
+    tensor_attributes: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.attributes or self.global_writes or self.calls)
+        return bool(
+            self.containers
+            or self.attributes
+            or self.global_writes
+            or self.calls
+            or self.tensor_attributes
+        )
 
 
 class OutputGraph:
@@ -129,6 +139,11 @@ class OutputGraph:
         # Calls the runner makes before the graph, each result an input read from L under
         # its name (NumPy's random draws, variables/numpy_random.py).
         self.draws: list[tuple[str, Callable[[], torch.Tensor]]] = []
+        # id(example) -> (example, node, frame instruction, user location) of autograd
+        # leaves made in the graph by requires_grad_() (variables/graph_leaves.py)
+        self.graph_leaves: dict[int, tuple[torch.Tensor, torch.fx.Node, int, str]] = {}
+        # storages that a `t.data` read of the trace aliases (variables/tensor.py)
+        self.data_aliases: set[StorageWeakRef] = set()
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -144,6 +159,7 @@ class OutputGraph:
             len(effects.containers),
             len(effects.attributes),
             len(effects.global_writes),
+            sum(len(attrs) for _, attrs in effects.tensor_attributes.values()),
         )
 
     # ---- guards ------------------------------------------------------------------
@@ -235,9 +251,10 @@ class OutputGraph:
 
     # ---- nodes -------------------------------------------------------------------
     def create_node(
-        self, op: str, target: Any, args: tuple, kwargs: dict
+        self, op: str, target: Any, args: tuple, kwargs: dict, *, leaf: bool = False
     ) -> tuple[torch.fx.Node, Any]:
-        """Adds a node and computes its example value on fake tensors."""
+        """Adds a node and computes its example value on fake tensors. `leaf`: the caller
+        keeps the autograd leaf it makes in the graph (variables/graph_leaves.py)."""
         if self.in_user_try:
             raise Unsupported("tensor operation inside try/except")
         if self.graph_free_contexts:
@@ -249,9 +266,13 @@ class OutputGraph:
             args, kwargs = keywords_by_position(op, target, args, kwargs)
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
-        leaf = leaf_creation_reason(op, target, fake_args, fake_kwargs)
-        if leaf is not None:  # a leaf lives outside the graph's autograd function
-            raise Unsupported(leaf)
+        if self.data_aliases and _writes_storage(op, target, fake_args, fake_kwargs, self):
+            # eager's write through `.data` leaves the tensor's version counter alone; a
+            # graph's write to an input bumps it (autograd would refuse a saved tensor)
+            raise Unsupported("an in-place op on a Tensor.data alias inside a traced region")
+        refusal = None if leaf else leaf_creation_reason(op, target, fake_args, fake_kwargs)
+        if refusal is not None:  # a leaf lives outside the graph's autograd function
+            raise Unsupported(refusal)
         # meta kernels skip a few argument checks of eager's (eager_checks.py): a call
         # eager refuses is a graph break, where eager's kernel raises its own error
         detector = RandomOpDetector(check=refuse_as_eager)
@@ -273,9 +294,9 @@ class OutputGraph:
                 f"running {_target_name(target)} on example values failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        leaf = new_leaf_reason(example, fake_args, fake_kwargs)
-        if leaf is not None:
-            raise Unsupported(leaf)
+        refusal = None if leaf else new_leaf_reason(example, fake_args, fake_kwargs)
+        if refusal is not None:
+            raise Unsupported(refusal)
         if detector.drew:
             self.rng.draw(_target_name(target))
         args, kwargs = scalar_types_as_dtypes(op, target, args, kwargs)  # printable source
@@ -407,6 +428,19 @@ def is_mutating(node: torch.fx.Node) -> bool:
         name = getattr(node.target, "__name__", "")
         return name.endswith("_") and not name.endswith("__")
     return False
+
+
+def _writes_storage(op: str, target: Any, args: tuple, kwargs: dict, output: OutputGraph) -> bool:
+    """Whether the call writes in place into a storage a `.data` read aliases."""
+    name = target if op == "call_method" else getattr(target, "__name__", "")
+    in_place = (name.endswith("_") and not name.endswith("__")) or target in _MUTATING_FUNCTIONS
+    written = [kwargs.get("out"), args[0] if args and in_place else None]
+    return any(
+        isinstance(t, torch.Tensor)
+        and t.layout == torch.strided
+        and StorageWeakRef(t.untyped_storage()) in output.data_aliases
+        for t in tree_leaves(written)
+    )
 
 
 def remove_unused_pure_nodes(graph: torch.fx.Graph) -> None:

@@ -11,6 +11,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
@@ -70,7 +71,45 @@ if TYPE_CHECKING:
 def _tensor(builder: RecipeBuilder, value: TensorVariable) -> Recipe:
     if value.node.op == "placeholder" and value.source is not None:
         return load_recipe(value.source)
-    return output_recipe(builder.output_index(value.node))
+    recipe = output_recipe(builder.output_index(value.node))
+    if value.node.meta.get("tensor_data"):
+        # `t.data` as eager makes it: its own version counter (a detach shares t's), once per
+        # call however many places hold it
+        return builder.once_per_call(
+            value,
+            emits(
+                lambda outs, L, G: recipe(outs, L, G).data,
+                lambda code: code.temp(f"{code.value(recipe)}.data"),
+            ),
+        )
+    if not _detached_alias_of_input(value):
+        return recipe
+    # `x.detach()` / `x.data` of an input requiring grad: a backend may hand back the alias
+    # rebuilt as a view of the real input, with autograd history eager's has not
+    return emits(
+        lambda outs, L, G: _without_history(recipe(outs, L, G)),
+        lambda code: code.temp(f"{code.const(_without_history)}({code.value(recipe)})"),
+    )
+
+
+def _detached_alias_of_input(value: TensorVariable) -> bool:
+    """An output without autograd history sharing storage with an input that has one."""
+    example = value.example
+    if example.requires_grad or example.layout != torch.strided:  # (sparse: no storage)
+        return False
+    storage = StorageWeakRef(example.untyped_storage())
+    return any(
+        node.op == "placeholder"
+        and isinstance(given := node.meta.get("example_value"), torch.Tensor)
+        and given.requires_grad
+        and given.layout == torch.strided
+        and StorageWeakRef(given.untyped_storage()) == storage
+        for node in value.node.graph.nodes
+    )
+
+
+def _without_history(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach() if tensor.requires_grad else tensor
 
 
 @recipe_for(SymNodeVariable)

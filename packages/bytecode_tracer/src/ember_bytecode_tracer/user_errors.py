@@ -54,6 +54,12 @@ HINTS: dict[str, Hint] = {
         "this runs autograd's engine, which Ember leaves to eager PyTorch",
         f"compile the forward only and call .backward() outside it, {DROP_FULLGRAPH}",
     ),
+    "graph_leaf": Hint(
+        "a tensor made a leaf requiring grad inside the compiled function (or one computed "
+        "from it) leaves it, and a compiled graph hands its outputs back without that history",
+        "return what you need without the history (`.detach()` of it, or the gradient its "
+        f"`.backward()` gives), make the leaf outside the compiled function, {DROP_FULLGRAPH}",
+    ),
     "other": Hint(
         "Ember cannot put this construct into a graph",
         f"move it outside the compiled function, {DROP_FULLGRAPH}",
@@ -70,6 +76,7 @@ KIND_PATTERNS: list[tuple[re.Pattern, str]] = [
      "tensor_value_read"),
     (re.compile(r"builtin (print|input|open|breakpoint)\(\)|effects outside the graph"),
      "side_effect_builtin"),
+    (re.compile(r"(makes|creates|created) an autograd leaf"), "graph_leaf"),
     (re.compile(r"backward\(\)|autograd's engine|autograd\.grad"), "autograd_engine"),
     (re.compile(r"call to |implemented in C|is not supported|unsupported"), "unsupported_call"),
 ]  # fmt: skip

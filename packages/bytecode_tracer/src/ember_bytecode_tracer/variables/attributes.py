@@ -19,6 +19,8 @@ from ember_bytecode_tracer.variables.objects import (
     TypeVariable,
     UserDefinedObjectVariable,
 )
+from ember_bytecode_tracer.variables.tensor import TensorVariable
+from ember_bytecode_tracer.variables.tensor_state import store_tensor_attribute
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ def store_attribute(
     built_here = built_here or getattr(obj, "owns_attributes", False)  # a list subclass's
     if isinstance(obj, TracedObjectVariable | NestedUserFunctionVariable) or built_here:
         obj.store_attribute(tx, name, value)  # built in the trace: nothing else sees it yet
+        return
+    if isinstance(obj, TensorVariable):
+        store_tensor_attribute(tx, obj, name, value)  # tensor_state.py
         return
     if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:
         raise Unsupported(f"setting attribute {name!r} on {obj}")

@@ -36,6 +36,7 @@ from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 from ember_bytecode_tracer.variables.super_variable import SuperVariable, zero_argument_super
 from ember_bytecode_tracer.variables.sym_builtins import TORCH_SYM_FUNCTIONS, call_symbolic
 from ember_bytecode_tracer.variables.tensor import TensorVariable, wrap_graph_value
+from ember_bytecode_tracer.variables.tensor_state import has_written_attribute
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
@@ -493,6 +494,8 @@ def has_attribute(tx, obj: VariableTracker, name: str) -> bool | None:
     if value is not None:
         return hasattr(value, name)
     if isinstance(obj, TensorVariable):
+        if has_written_attribute(tx, obj, name):  # set earlier in the trace
+            return True
         # The tensor the call passed (its __dict__), not the fake example: a fake tensor has
         # attributes of its own and none of the ones the program set on the real one.
         real = _real_tensor(tx, obj)

@@ -423,6 +423,7 @@ CONSTRUCT_ORDER = (
     "constructed",  # namedtuples, dataclasses... rebuilt by calling the class (constructed.py)
     "stateless_module",  # torch.nn's parameter-free modules (nn_module.py)
     "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)
+    "legacy_tensor_type",  # torch.LongTensor([...]) of constants: torch.tensor (torch_functions.py)
     "builtin_exception",  # ValueError(...) raised in the trace (exceptions.py)
     "weak_reference",  # weakref.ref(obj) of an object made in the trace (weak_refs.py)
     "container_subclass",  # user subclasses of list and dict (container_subclasses.py)

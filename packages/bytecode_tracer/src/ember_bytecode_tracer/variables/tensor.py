@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
@@ -31,6 +32,7 @@ from ember_bytecode_tracer.variables.sym_values import (
     as_fx_arg,
     wrap_scalar,
 )
+from ember_bytecode_tracer.variables.tensor_state import input_source, load_tensor_attribute
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -83,15 +85,23 @@ class TensorVariable(VariableTracker):
             return SizeVariable(tuple(self.example.shape))
         if name in STATIC_ATTRIBUTES:
             return ConstantVariable(getattr(self.example, name))
+        written = load_tensor_attribute(tx, self, name)  # tensor_state.py
+        if written is not None:
+            return written
         if name == "grad":
             return read_grad(tx, self)
         if name == "grad_fn":
             return _grad_fn(self)
         if name == "__class__":  # its exact class: guarded with the tensor (TENSOR_MATCH)
             return tx.wrap(getattr(self, "tensor_type", None) or self.python_type(), None)
-        if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
-            if name == "data":
-                raise Unsupported(f"Tensor.{name} inside a traced region")
+        if name == "data":  # an alias without autograd history: detach, as make_fx has it
+            if self.example.layout != torch.strided:
+                raise Unsupported("Tensor.data of a sparse tensor inside a traced region")
+            alias = TensorMethodVariable(self, "detach").call_function(tx, [], {})
+            alias.node.meta["tensor_data"] = True  # leaves the graph as `.data` (recipe_rules)
+            tx.output.data_aliases.add(StorageWeakRef(self.example.untyped_storage()))
+            return alias
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
             return wrap_graph_value(
                 tx, *tx.output.create_node("call_function", getattr, (self.node, name), {})
             )
@@ -185,13 +195,14 @@ def read_grad(tx: Translator, tensor: TensorVariable) -> VariableTracker:
     optimizer's `zero_grad` setting it to None) is seen through any source that reaches the
     same tensor."""
     output = tx.output
-    real = output.real_value(tensor.source) if tensor.source is not None else None
-    if real is None or tensor.node.op != "placeholder":
+    own = input_source(tx, tensor)  # also the result of an in-place op on an input
+    real = output.real_value(own) if own is not None else None
+    if real is None:
         raise Unsupported("Tensor.grad of a tensor computed inside the traced region")
     for (source, name), written in output.side_effects.attributes.items():
         if name == "grad" and output.real_value(source) is real:
             return written
-    return tx.wrap(real.grad, AttrSource(tensor.source, "grad"))
+    return tx.wrap(real.grad, AttrSource(own, "grad"))
 
 
 def _is_fake(value: Any) -> bool:
