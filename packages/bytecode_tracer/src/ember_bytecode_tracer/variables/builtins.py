@@ -189,6 +189,17 @@ def constant_fold(
     return wrap_python_result(result)
 
 
+# CPython's iterators over a sequence (what `iter()`, `__iter__()` and `reversed()` of a
+# str, bytes, range, tuple or list give): a fresh one from a value known at trace time
+# yields known items, so it is traced as the list of them.
+SEQUENCE_ITERATORS = frozenset(
+    type(it) for it in (
+        iter(""), iter("\u00e9"), iter(b""), iter(range(0)), iter(range(1 << 64)), iter(()),
+        iter([]), reversed([]), reversed(()), reversed(range(0)), reversed(""),
+    )
+)  # fmt: skip
+
+
 def wrap_python_result(result: Any) -> VariableTracker:
     if isinstance(result, list):
         return ListVariable([wrap_python_result(r) for r in result])
@@ -200,7 +211,7 @@ def wrap_python_result(result: Any) -> VariableTracker:
         return ConstantVariable(result)
     if type(result) is torch.Size:
         return SizeVariable(tuple(result))
-    if type(result).__name__ in ("list_reverseiterator", "reversed"):
+    if type(result) in SEQUENCE_ITERATORS:
         return ListIteratorVariable([wrap_python_result(r) for r in result])
     raise Unsupported(f"builtin returned a {type(result).__name__}")
 
@@ -345,7 +356,7 @@ def _next(tx, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("StopIteration at trace time")
+        raise TracedException(StopIteration)  # caught in the trace, or a break before next()
     return item
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -125,7 +125,7 @@ class ConstantMethodVariable(VariableTracker):
             result = getattr(self.owner, self.name)(*a, **k)
         except Exception as exc:  # "abc".index("z"): raised as eager would (args are guarded)
             raise TracedException(type(exc), *exc.args) from None
-        if type(result) is list and _RESULT_TRACKER:
+        if (type(result) is list or isinstance(result, Iterator)) and _RESULT_TRACKER:
             return _RESULT_TRACKER[0](result)
         return ConstantVariable(result)
 

@@ -89,8 +89,9 @@ class GeneratorVariable(LazyIteratorVariable):
         try:
             yielded, value = self.generator.send(tx, ConstantVariable(None))
         except TracedException as raised:
-            if issubclass(raised.exc_type, StopIteration):  # PEP 479
-                raise Unsupported("StopIteration inside a generator (a RuntimeError)") from None
+            self.exhausted = True  # a generator that raised is finished
+            if issubclass(raised.exc_type, StopIteration):  # PEP 479: a RuntimeError
+                raise TracedException(RuntimeError, "generator raised StopIteration") from None
             raise
         return value if yielded else None
 

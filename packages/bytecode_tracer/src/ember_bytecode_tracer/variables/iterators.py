@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 
 
@@ -32,7 +32,7 @@ class ListIteratorVariable(VariableTracker):
         if name == "__next__":
             item = self.next(tx)
             if item is None:
-                raise Unsupported("StopIteration from next() at trace time")
+                raise TracedException(StopIteration)
             return item
         raise Unsupported(f"iterator.{name}")
 

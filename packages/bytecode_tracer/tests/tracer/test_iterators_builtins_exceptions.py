@@ -1,0 +1,207 @@
+"""Iterators, builtins and exceptions in traced code (issue 26): each case runs under the
+recording backend (one graph, no break, the same result as eager) and again through
+`ember.compile(..., backend="inductor", fullgraph=True)`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import Compiled, same
+
+x = torch.randn(4)
+
+
+def one_graph_like_eager(fn, *args, graphs: int = 1):
+    expected = fn(*args)
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(*args), expected)
+    assert compiled.backend.graph_count == graphs
+    assert not compiled.breaks
+    return compiled
+
+
+def inductor_like_eager(fn, *args):
+    ember = pytest.importorskip("ember")
+    ember.reset()
+    try:
+        expected = fn(*args)
+        assert same(ember.compile(fn, backend="inductor", fullgraph=True)(*args), expected)
+        assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
+    finally:
+        ember.reset()
+
+
+def both(fn, *args):
+    one_graph_like_eager(fn, *args)
+    inductor_like_eager(fn, *args)
+
+
+# ---- next() and `in` on iterators ------------------------------------------------------
+
+
+def first_letter_check(t):
+    word = "bc"
+    letters = word.__iter__()
+    return t * 2 if next(letters) == "b" else t
+
+
+def range_iter_next(t):
+    steps = range(5, 9).__iter__()
+    next(steps)
+    return t + next(steps)
+
+
+def bytes_iter_next(t):
+    codes = b"\x02\x05".__iter__()
+    return t * next(codes)
+
+
+def in_advances_the_iterator(t):
+    names = iter(["w", "b", "w", "k"])
+    found = "b" in names  # consumes "w" and "b"
+    rest = list(names)
+    return t + len(rest) + (10 if found else 0), rest
+
+
+def in_misses_exhausts(t):
+    names = iter(["a", "b"])
+    missing = "z" in names
+    return t - 1 if missing else t + 1, next(names, "done")
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [first_letter_check, range_iter_next, bytes_iter_next, in_advances_the_iterator,
+     in_misses_exhausts],
+    ids=lambda f: f.__name__,
+)  # fmt: skip
+def test_iterators_of_known_values(fn):
+    both(fn, x)
+
+
+# ---- StopIteration and bare raise ------------------------------------------------------
+
+
+def _gen_stops_early():
+    yield 3
+    raise StopIteration("inside")
+
+
+def pep479_runtime_error(t):
+    gen = _gen_stops_early()
+    try:
+        first = next(gen)
+        next(gen)
+    except RuntimeError:
+        return t * first
+    except StopIteration:
+        return t - 100
+    return t
+
+
+def exhausted_next_raises_stop(t):
+    it = iter([1])
+    next(it)
+    try:
+        next(it)
+    except StopIteration:
+        return t + 7
+    return t
+
+
+def _reraises():
+    try:
+        raise KeyError("k")
+    except KeyError:
+        raise  # the bare raise is the point
+
+
+def _reraises_from_a_callee_handler():
+    try:
+        raise IndexError
+    except IndexError:
+        _bare_raise_in_callee()
+
+
+def _bare_raise_in_callee():
+    raise  # re-raises the handled exception of its caller, as CPython does
+
+
+def bare_raise_caught_by_caller(t):
+    try:
+        _reraises()
+    except KeyError:
+        return t.sin()
+    except Exception:
+        return t.cos()
+    return t
+
+
+def bare_raise_in_a_callee(t):
+    try:
+        _reraises_from_a_callee_handler()
+    except IndexError:
+        return t + 1
+    return t
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [pep479_runtime_error, exhausted_next_raises_stop, bare_raise_caught_by_caller,
+     bare_raise_in_a_callee],
+    ids=lambda f: f.__name__,
+)  # fmt: skip
+def test_exceptions_raised_and_caught_in_the_trace(fn):
+    both(fn, x)
+
+
+def test_bare_raise_outside_a_handler_stays_a_break():
+    def fn(t):
+        t = t + 1
+        _bare_raise_in_callee()
+        return t
+
+    compiled = Compiled(fn)
+    with pytest.raises(RuntimeError, match="No active exception"):
+        compiled(x)
+    assert compiled.breaks
+
+
+# ---- comparisons -----------------------------------------------------------------------
+
+
+class OnlyEq:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other.v
+
+    __hash__ = None
+
+
+def ne_from_user_eq(t):
+    a, b, c = OnlyEq(1), OnlyEq(1), OnlyEq(2)
+    return t + 1, a != b, a != c
+
+
+class Marker:
+    pass
+
+
+MARKERS = (Marker(), Marker())
+
+
+def in_by_identity(t, probe):
+    return t * 2 if probe in MARKERS else t - 1, int in (Marker, float)
+
+
+def test_ne_falls_back_to_the_users_eq():
+    both(ne_from_user_eq, x)
+
+
+@pytest.mark.parametrize("which", [0, 1, None])
+def test_in_over_objects_with_default_equality(which):
+    probe = Marker() if which is None else MARKERS[which]
+    both(in_by_identity, x, probe)
