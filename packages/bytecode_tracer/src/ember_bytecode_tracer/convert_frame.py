@@ -27,6 +27,7 @@ import torch
 import ember_frame_hook as fh
 from ember_bytecode_tracer import (
     codegen,
+    iterator_recipes,  # noqa: F401  (fills reconstruct's table)
     recipe_rules,  # noqa: F401  (fills reconstruct's table)
     stance,
 )

@@ -4,9 +4,13 @@ recording backend (one graph, no break, the same result as eager) and again thro
 
 from __future__ import annotations
 
+import itertools
+import operator
+
 import pytest
 import torch
 
+import ember_frame_hook as fh
 from conftest import Compiled, same
 
 x = torch.randn(4)
@@ -205,3 +209,96 @@ def test_ne_falls_back_to_the_users_eq():
 def test_in_over_objects_with_default_equality(which):
     probe = Marker() if which is None else MARKERS[which]
     both(in_by_identity, x, probe)
+
+
+# ---- iterators made in the trace and returned ------------------------------------------
+
+CALLS: list[int] = []
+
+
+def _logged_scale(a, b):
+    CALLS.append(1)  # runs when the caller pulls an item, as in eager
+    return a * 0.5 + b
+
+
+def _drain(out):
+    """The returned iterators' items (and the rest of the result as it is)."""
+    if isinstance(out, tuple):
+        return tuple(_drain(o) for o in out)
+    if hasattr(out, "__next__"):
+        return [next(out) for _ in range(3)] if type(out) is itertools.count else list(out)
+    return out
+
+
+def accumulate_scaled(a, b, c):
+    terms = [a, b, c]
+    for i, t in enumerate(terms):
+        terms[i] = t * 2
+    return itertools.accumulate(terms)
+
+
+def accumulate_with_op_and_initial(a, b, c):
+    return itertools.accumulate([a, b, c], operator.sub, initial=a + 1)
+
+
+def accumulate_started(a, b, c):
+    running = itertools.accumulate([a, b, c], operator.mul)
+    head = next(running)
+    return head + 1, running
+
+
+def accumulate_user_fn(a, b, c):
+    return a.sin(), itertools.accumulate((a, b, c), _logged_scale)
+
+
+def lazy_family(a, b, c):
+    counter = itertools.count(5, 3)
+    next(counter)
+    plain = iter([a + 1, b, c])
+    next(plain)
+    return (map(torch.cos, [a, b]), filter(None, [0, 1, 2]), counter, plain, iter((c, a)),
+            itertools.starmap(operator.add, [(a, b)]))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [accumulate_scaled, accumulate_with_op_and_initial, accumulate_started, accumulate_user_fn,
+     lazy_family],
+    ids=lambda f: f.__name__,
+)  # fmt: skip
+@pytest.mark.parametrize("backend", ["recording", "inductor"])
+def test_returned_iterators_are_rebuilt_in_their_state(fn, backend):
+    args = (torch.randn(3), torch.randn(3), torch.randn(3))
+    expected = _drain(fn(*args))
+    if backend == "recording":
+        compiled = Compiled(fn, fullgraph=True)
+        got = compiled(*args)
+        assert compiled.backend.graph_count == 1
+    else:
+        ember = pytest.importorskip("ember")
+        ember.reset()
+        got = ember.compile(fn, backend="inductor", fullgraph=True)(*args)
+        assert ember.counters["inductor"]["forward_runs"] >= 1
+        ember.reset()
+    assert same(_drain(got), expected)
+
+
+def test_a_returned_lazy_map_runs_the_users_function_when_pulled():
+    CALLS.clear()
+    compiled = Compiled(accumulate_user_fn, fullgraph=True)
+    _, running = compiled(torch.ones(2), torch.ones(2), torch.ones(2))
+    assert CALLS == []  # nothing pulled yet: as in eager, no call ran
+    assert len(list(running)) == 3 and CALLS == [1, 1]
+
+
+def test_an_iterator_of_unknown_kind_stays_a_break():
+    def fn(a, b):
+        # rebuilt as a list iterator it would change type: not rebuilt
+        return zip([a + 1, b], [b, a], strict=True)
+
+    args = (torch.randn(2), torch.randn(2))
+    with pytest.raises(Exception, match="cannot rebuild"):
+        Compiled(fn, fullgraph=True)(*args)
+    fh.reset()
+    got = Compiled(fn)(*args)
+    assert type(got) is zip and same(list(got), list(fn(*args)))

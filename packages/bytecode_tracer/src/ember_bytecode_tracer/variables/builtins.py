@@ -24,7 +24,7 @@ from ember_bytecode_tracer.variables.constant import (
     register_result_tracker,
 )
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items, pair_items
-from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable, sequence_iterator_kind
 from ember_bytecode_tracer.variables.lists import (
     ListVariable,
     SizeVariable,
@@ -212,7 +212,8 @@ def wrap_python_result(result: Any) -> VariableTracker:
     if type(result) is torch.Size:
         return SizeVariable(tuple(result))
     if type(result) in SEQUENCE_ITERATORS:
-        return ListIteratorVariable([wrap_python_result(r) for r in result])
+        kind = type(result) if type(result) in (type(iter(())), type(iter([]))) else None
+        return ListIteratorVariable([wrap_python_result(r) for r in result], kind=kind)
     raise Unsupported(f"builtin returned a {type(result).__name__}")
 
 
@@ -327,7 +328,7 @@ def _iter(tx, args, kwargs):
         return value
     if hasattr(value, "iterate_lazily"):
         return value.iterate_lazily(tx)
-    return ListIteratorVariable(value.unpack(tx))
+    return ListIteratorVariable(value.unpack(tx), kind=sequence_iterator_kind(value))
 
 
 @rule(id)
