@@ -302,3 +302,65 @@ def test_an_iterator_of_unknown_kind_stays_a_break():
     fh.reset()
     got = Compiled(fn)(*args)
     assert type(got) is zip and same(list(got), list(fn(*args)))
+
+
+# ---- builtins on values known at trace time --------------------------------------------
+
+ALLOWED = frozenset("abc")
+
+
+def frozenset_methods(t, word):
+    fits = ALLOWED.issuperset(word)
+    shared = ALLOWED.intersection("bcd")
+    return t + 1 if fits else t - 1, len(shared), ALLOWED.isdisjoint(("z",))
+
+
+def complex_numbers(t):
+    parts = (0j, complex(2), complex(1, -3), complex(imag=2), complex("1+2j"),
+             complex(3, 4).conjugate())  # fmt: skip
+    return t * abs(parts[-1]), sum(parts)
+
+
+class Shown:
+    def __repr__(self):
+        return "Shown(width=7)"
+
+
+def repr_of_an_object(t, obj):
+    return t * len(repr(obj)), repr((1, "a"))
+
+
+@pytest.mark.parametrize("word", ["cab", "abz"])
+def test_frozenset_methods_of_a_constant(word):
+    both(frozenset_methods, x, word)
+
+
+def test_complex_builtin_and_conjugate():
+    both(complex_numbers, x)
+
+
+def test_repr_runs_the_classes_python_repr():
+    both(repr_of_an_object, x, Shown())
+
+
+def test_a_patched_builtin_is_traced_and_guarded():
+    import builtins
+
+    original = builtins.isinstance
+
+    def never_shown(obj, kinds):
+        return False if original(obj, Shown) else original(obj, kinds)
+
+    def fn(t, obj):
+        return t + 1 if isinstance(obj, Shown) else t - 1
+
+    compiled = Compiled(fn, fullgraph=True)
+    builtins.isinstance = never_shown
+    try:
+        patched = compiled(x, Shown())
+        expected_patched = fn(x, Shown())
+    finally:
+        builtins.isinstance = original
+    assert same(patched, expected_patched) and same(patched, x - 1)
+    assert same(compiled(x, Shown()), x + 1)  # unpatched: the guard fails, traced again
+    assert compiled.backend.graph_count == 2

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.guards import AttrSource, BuiltinSource, Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, real_value, wrap_rule
 from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
@@ -128,6 +128,7 @@ PURE_ON_CONSTANTS = {
     issubclass,
     callable,
     os.fspath,
+    complex,
 }  # fmt: skip  (os.fspath: a str or bytes is its own path)
 
 
@@ -778,6 +779,10 @@ def wrap_builtin(tx: Translator, value: Any, name: str) -> VariableTracker:
     """A name found in builtins (not shadowed by the globals at trace time)."""
     if isinstance(value, type):
         return TypeVariable(value)
+    if isinstance(value, types.FunctionType):
+        # a builtin patched with Python code (`builtins.isinstance = mine`): traced as the
+        # function it is, guarded by identity (unpatched, the frame is traced again)
+        return tx.wrap(value, BuiltinSource(name))
     if value is getattr(builtins, name, None):
         return BuiltinVariable(value)
     raise Unsupported(f"builtins.{name} has been replaced")

@@ -31,9 +31,13 @@ PURE_METHODS = {
     bytes: {name for name in dir(bytes) if not name.startswith("_")},
     int: {"bit_length", "bit_count", "to_bytes", "__index__", "conjugate", "as_integer_ratio"},
     float: {"is_integer", "conjugate", "hex", "as_integer_ratio"},
+    complex: {"conjugate"},
     # sets built by the trace (BUILD_SET): mutating them changes nothing outside it
     set: {"add", "update", "discard", "remove", "clear", "union", "intersection",
           "difference", "issubset", "issuperset", "isdisjoint", "copy"},
+    # immutable: every public method reads only the frozenset and its (constant) arguments
+    frozenset: {name for name in dir(frozenset) if not name.startswith("_")},
+    tuple: {"count", "index"},
 }  # fmt: skip
 
 
