@@ -44,6 +44,8 @@ from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
     UserMethodVariable,
 )
+from ember_bytecode_tracer.variables.iterator_tools import LazyIteratorVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -273,6 +275,8 @@ _RECIPE_LADDER = [
     UserMethodVariable,  # a bound method at a break: its function bound to the rebuilt owner
     GradModeVariable,  # a grad-mode context object live at a break: a fresh one
     NullContextVariable,  # nullcontext (and a no-op profiler block's) live at a break
+    LazyIteratorVariable,  # the call its `rebuild` names (iterator_recipes.py)
+    ListIteratorVariable,  # iter() over its remaining items, list and tuple iterators only
 ]
 
 
