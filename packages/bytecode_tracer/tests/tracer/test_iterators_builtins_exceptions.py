@@ -364,3 +364,48 @@ def test_a_patched_builtin_is_traced_and_guarded():
     assert same(patched, expected_patched) and same(patched, x - 1)
     assert same(compiled(x, Shown()), x + 1)  # unpatched: the guard fails, traced again
     assert compiled.backend.graph_count == 2
+
+
+# ---- C descriptors called by hand, and a class's __dict__ ------------------------------
+
+CLASS_DICT_OF = type.__dict__["__dict__"].__get__
+
+
+class Settings:
+    scale = 3.0
+    shift = 2
+
+
+def shape_through_the_descriptor(getter, t):
+    return t.sin(), getter(t)
+
+
+def read_a_class_dict(t):
+    table = CLASS_DICT_OF(Settings)
+    return t * table["scale"] + len(table), "shift" in table, table.get("missing", 5)
+
+
+def test_a_getset_descriptors_get_is_the_attribute_read():
+    both(shape_through_the_descriptor, torch.Tensor.shape.__get__, torch.ones(2, 3))
+
+
+def test_a_descriptor_get_on_another_type_stays_a_break():
+    def fn(getter, t, obj):
+        return t + 1, getter(obj)
+
+    with pytest.raises(Exception, match="another type"):
+        Compiled(fn, fullgraph=True)(torch.Tensor.shape.__get__, x, Settings)
+
+
+def test_a_class_dict_is_read_and_guarded():
+    compiled = one_graph_like_eager(read_a_class_dict, x)
+    inductor_like_eager(read_a_class_dict, x)
+    Settings.scale = 5.0  # a guarded value: traced again
+    try:
+        assert same(compiled(x), read_a_class_dict(x))
+        Settings.extra = 1  # the keys are guarded too
+        assert same(compiled(x), read_a_class_dict(x))
+        del Settings.extra
+    finally:
+        Settings.scale = 3.0
+    assert compiled.backend.graph_count == 3

@@ -30,6 +30,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     lazy,
     lists,
     logging_calls,
+    mapping_proxy,
     nn_module,
     numpy_arrays,
     numpy_random,
