@@ -4,6 +4,7 @@ recording backend (one graph, no break, the same result as eager) and again thro
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
 
@@ -409,3 +410,61 @@ def test_a_class_dict_is_read_and_guarded():
     finally:
         Settings.scale = 3.0
     assert compiled.backend.graph_count == 3
+
+
+# ---- bounded deques, struct sequences, frozensets of objects ---------------------------
+
+
+def bounded_deques(t):
+    window = collections.deque([t, t + 1, t + 2], maxlen=2)
+    window.append(t * 3)
+    window.appendleft(t - 5)
+    window.extend([t + 7])
+    drained = collections.deque(map(torch.sin, [t, t]), maxlen=0)  # consumes the map
+    rebuilt = collections.deque(list(window), maxlen=window.maxlen)
+    return list(window), len(drained), rebuilt
+
+
+def struct_sequence_from_items(t):
+    values, indices = torch.max(t.view(2, 2), 0)
+    again = torch.return_types.max((values + 1, indices))
+    return again.values, again.indices, type(again) is torch.return_types.max
+
+
+KNOWN_OPS = frozenset([torch.add, torch.mul, operator.neg, Marker])
+
+
+def frozenset_of_objects(t, op):
+    return t + 1 if op in KNOWN_OPS else t - 1, Marker in KNOWN_OPS
+
+
+def _deque_parts(out):
+    window, drained, rebuilt = out
+    return window, drained, list(rebuilt), type(rebuilt), rebuilt.maxlen
+
+
+def test_bounded_deques_drop_from_the_other_end():
+    expected = _deque_parts(bounded_deques(x))
+    compiled = Compiled(bounded_deques, fullgraph=True)
+    assert same(_deque_parts(compiled(x)), expected)  # rebuilt with its maxlen
+    assert compiled.backend.graph_count == 1
+    inductor_like_eager(lambda t: bounded_deques(t)[:2], x)
+
+
+def test_a_bounded_deque_grown_in_place_otherwise_stays_a_break():
+    def fn(t):
+        window = collections.deque([t], maxlen=1)
+        window.insert(0, t + 1)  # eager: IndexError (full); not modelled
+        return t
+
+    with pytest.raises(Exception, match="insert with maxlen"):
+        Compiled(fn, fullgraph=True)(x)
+
+
+def test_a_struct_sequence_built_from_its_fields():
+    both(struct_sequence_from_items, x)
+
+
+@pytest.mark.parametrize("op", [torch.add, torch.sub])
+def test_membership_in_a_frozenset_of_functions(op):
+    both(frozenset_of_objects, x, op)

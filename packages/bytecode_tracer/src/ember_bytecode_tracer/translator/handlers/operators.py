@@ -160,6 +160,8 @@ def _as_sequence(value):
 
 
 def _sequence_operator(tx, fn, args):
+    if any(getattr(a, "maxlen", None) is not None for a in args):
+        raise Unsupported("sequence arithmetic on a deque with maxlen")
     left, right = (_as_sequence(a) for a in args)
     if fn is operator.mul:
         seq, count = (left, right) if isinstance(left, BaseListVariable) else (right, left)
@@ -308,10 +310,32 @@ def contains_op(tx, inst):
             found = same_or_equal(tx, item, element)
     elif container.is_python_constant():
         found = item.as_python_constant() in container.as_python_constant()
+    elif (found := _in_frozenset_passed_in(tx, item, container)) is not None:
+        pass
     else:
         # A user's container (a Mapping subclass, a registry): its own __contains__, inlined.
         found = container.call_method(tx, "__contains__", [item], {}).truthiness(tx)
     tx.push(ConstantVariable(found != bool(inst.arg)))
+
+
+def _c_equality(value) -> bool:
+    return not inspect.isfunction(inspect.getattr_static(type(value), "__eq__", None))
+
+
+def _in_frozenset_passed_in(tx, item, container) -> bool | None:
+    """`item in fs` for a frozenset read through a source whose elements are objects (a
+    registry of classes or functions): immutable, so guarded by identity, and asked now
+    when the item is known and no Python __eq__ can run; None: not such a case."""
+    real = getattr(container, "value", None)
+    if type(real) is not frozenset or container.source is None or not item.is_python_constant():
+        return None
+    probe = item.as_python_constant()
+    if not (_c_equality(probe) and all(_c_equality(e) for e in real)):
+        return None
+    tx.output.add_guard(
+        Guard(container.source, GuardKind.ID_MATCH, real, user_location=tx.location())
+    )
+    return probe in real
 
 
 def _in_sequence(tx, item, elements) -> bool:
