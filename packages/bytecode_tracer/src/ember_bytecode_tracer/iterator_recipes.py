@@ -16,6 +16,7 @@ from ember_bytecode_tracer.reconstruct import (
     RecipeBuilder,
     construct_recipe,
     items_code,
+    load_recipe,
     recipe_for,
 )
 from ember_bytecode_tracer.variables.iterator_tools import LazyIteratorVariable, RebuildCall
@@ -27,6 +28,8 @@ _SEQUENCE_OF = {type(iter([])): ("[", "]", list), type(iter(())): ("(", ")", tup
 
 @recipe_for(ListIteratorVariable)
 def _list_iterator(builder: RecipeBuilder, value: ListIteratorVariable) -> Recipe:
+    if value.source is not None:  # passed in: the same object
+        return load_recipe(value.source)
     if type(value) is not ListIteratorVariable or value.kind not in _SEQUENCE_OF:
         raise Unsupported(f"cannot rebuild {value} after the graph")
     opening, closing, sequence = _SEQUENCE_OF[value.kind]
@@ -48,6 +51,8 @@ def _call_recipe(builder: RecipeBuilder, call: RebuildCall) -> Recipe:
 
 @recipe_for(LazyIteratorVariable)
 def _lazy_iterator(builder: RecipeBuilder, value: LazyIteratorVariable) -> Recipe:
+    if value.source is not None:  # passed in: the same object
+        return load_recipe(value.source)
     if value.rebuild is None:
         raise Unsupported(f"cannot rebuild {value} after the graph")
     return builder.once_per_call(value, _call_recipe(builder, value.rebuild()))

@@ -468,3 +468,53 @@ def test_a_struct_sequence_built_from_its_fields():
 @pytest.mark.parametrize("op", [torch.add, torch.sub])
 def test_membership_in_a_frozenset_of_functions(op):
     both(frozenset_of_objects, x, op)
+
+
+# ---- C iterators passed in -------------------------------------------------------------
+
+
+def take_two(t, it):
+    first = next(it)
+    return t + first + next(it, 100), it
+
+
+def loop_rest(t, it):
+    for step in it:
+        t = t * 2 + step
+    return t
+
+
+def test_a_range_iterator_passed_in_is_advanced_as_in_eager():
+    compiled = Compiled(take_two, fullgraph=True)
+    mine, theirs = iter(range(3, 9)), iter(range(3, 9))
+    next(mine), next(theirs)
+    got, same_it = compiled(x, mine)
+    expected, _ = take_two(x, theirs)
+    assert same(got, expected) and same_it is mine
+    assert list(mine) == list(theirs) == [6, 7, 8]
+    # the next position is another trace (guarded), then the same one is reused
+    a, b = iter(range(3, 9)), iter(range(3, 9))
+    next(a), next(b)
+    assert same(compiled(x, a)[0], take_two(x, b)[0])
+    assert compiled.backend.graph_count == 1
+    inductor_like_eager(lambda t: take_two(t, iter(range(2)))[0], x)
+
+
+def test_a_for_loop_over_a_str_iterator_passed_in_drains_it():
+    compiled = Compiled(lambda t, it: loop_rest(t, map(len, it)), fullgraph=True)
+    mine = iter("abc")
+    next(mine)
+    assert same(compiled(x, mine), loop_rest(x, map(len, "bc")))
+    assert list(mine) == []
+
+
+def test_a_count_from_outside_moves_on_each_call():
+    counter = itertools.count(5)
+
+    def fn(t):
+        return t * next(counter)
+
+    compiled = Compiled(fn, fullgraph=True)
+    assert same(compiled(x), x * 5) and same(compiled(x), x * 6)
+    assert next(counter) == 7
+    assert compiled.backend.graph_count == 2  # its position is guarded

@@ -14,7 +14,7 @@ behaviour (an `int` may be a symbolic size before it is a constant, a namedtuple
 plain tuple, a torch function reached through a torch module is not guarded by identity):
 
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
-    list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy,
+    list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy, input_iterator,
     container_subclass, numpy, numpy_random_draw, autograd_function_apply, context_exit,
     grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
@@ -54,6 +54,7 @@ WRAP_ORDER = (
     "deque",  # exact deque without maxlen: a list with left-end methods (collections_types.py)
     "set",  # exact set of constants, passed in: guarded in order, written back (sets.py)
     "mapping_proxy",  # a class's __dict__ read through a source (mapping_proxy.py)
+    "input_iterator",  # range/str iterators, itertools.count passed in (input_iterators.py)
     "container_subclass",  # instances of list/dict subclasses (container_subclasses.py)
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
     "numpy_random_draw",  # np.random.uniform(..., size=...): a graph input (numpy_random.py)

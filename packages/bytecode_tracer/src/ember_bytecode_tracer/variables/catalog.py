@@ -24,6 +24,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     exceptions,
     functions,
     generator_context,
+    input_iterators,
     iterator_tools,
     iterators,
     keyed_output,
