@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, any_torch_dispatch_m
 import ember_frame_hook as fh
 from ember_bytecode_tracer import (
     codegen,
+    iterator_recipes,  # noqa: F401  (fills reconstruct's table)
     recipe_rules,  # noqa: F401  (fills reconstruct's table)
     stance,
 )

@@ -163,6 +163,11 @@ def _sequence(builder: RecipeBuilder, value: BaseListVariable) -> Recipe:
 
         builder.write_once(value, emits_write(same_list, emit_same_list))
         return load_recipe(value.source)
+    maxlen = getattr(value, "maxlen", None)
+    if maxlen is not None:  # a bounded deque made in the trace
+        return construct_recipe(kind, [emits(lambda outs, L, G: [p(outs, L, G) for p in parts],
+                                             lambda code: code.temp(f"[{items_code(code, parts)}]")),
+                                       constant_recipe(maxlen)], {})  # fmt: skip
     return emits(
         lambda outs, L, G: kind(p(outs, L, G) for p in parts),
         lambda code: code.temp(sequence_code(code, kind, parts)),

@@ -45,6 +45,8 @@ from ember_bytecode_tracer.variables.functions import (
     NestedUserFunctionVariable,
     UserMethodVariable,
 )
+from ember_bytecode_tracer.variables.iterator_tools import LazyIteratorVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
@@ -275,6 +277,8 @@ _RECIPE_LADDER = [
     GradModeVariable,  # a grad-mode context object live at a break: a fresh one
     NullContextVariable,  # nullcontext (and a no-op profiler block's) live at a break
     ContextExitVariable,  # a with-block's __exit__ at a break: a user's bound to its object
+    LazyIteratorVariable,  # the call its `rebuild` names (iterator_recipes.py)
+    ListIteratorVariable,  # iter() over its remaining items, list and tuple iterators only
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,11 @@ def _expect_typed_count(guard: Guard) -> None:
 
 
 def _expect_typed_keys(guard: Guard) -> None:
-    if not (_is_pair(guard.expected, type, tuple) and issubclass(guard.expected[0], dict | set)):
+    mappings = dict | set | types.MappingProxyType
+    if not (_is_pair(guard.expected, type, tuple) and issubclass(guard.expected[0], mappings)):
         raise TypeError(
-            f"DICT_KEYS expects (dict or set type, tuple of keys), got {guard.expected!r}"
+            "DICT_KEYS expects (dict, set or mappingproxy type, tuple of keys), "
+            f"got {guard.expected!r}"
         )
     for key in guard.expected[1]:
         try:

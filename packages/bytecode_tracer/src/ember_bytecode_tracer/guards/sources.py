@@ -316,6 +316,20 @@ class DictValuesSource(Source):
         return list(base_value.values())
 
 
+@dataclass(frozen=True)
+class ReduceSource(Source):
+    """`base.__reduce__()`: the state a C iterator (a range or str iterator, itertools.count)
+    pickles as, `(callable, args[, position])`, read without advancing it."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}.__reduce__()"
+
+    def step(self, base_value: Any, scope: Scope) -> Any:
+        return base_value.__reduce__()
+
+
 def dict_item_source(base: Source, key: Any, index: int) -> Source:
     """The source of `d[key]` for the entry at position `index` of the dict at `base`:
     by key when it has a literal, else by position (the caller guards the keys)."""

@@ -100,6 +100,9 @@ class InstructionTranslator:
         self.yielded: list[VariableTracker] | None = None  # set while running a generator
         self.suspends_on_yield = False  # a generator driven step by step (TracedGenerator)
         self.is_class_body = False  # symbolic_locals are a class namespace (LOAD_NAME...)
+        # the exceptions being handled by this frame's `except` blocks, innermost last
+        # (PUSH_EXC_INFO / POP_EXCEPT): what a bare `raise` re-raises
+        self.handling: list[VariableTracker] = []
 
     # ---- stack -------------------------------------------------------------------
     def push(self, value: VariableTracker) -> None:

@@ -14,12 +14,13 @@ behaviour (an `int` may be a symbolic size before it is a constant, a namedtuple
 plain tuple, a torch function reached through a torch module is not guarded by identity):
 
     tensor, torch_size, symbolic_int, constant, code, enum, nn_module, namedtuple,
-    list_or_tuple, dict, defaultdict, ordered_dict, deque, set,
+    list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy, input_iterator,
     container_subclass, numpy, numpy_random_draw, autograd_function_apply, context_exit,
     grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, namedtuple_make, trace_time_rule_function, user_function,
-    method, partial, traced_through, builtin_with_rule, builtin_function, class, environ, object
+    method, partial, traced_through, builtin_with_rule, builtin_function, c_descriptor_get,
+    class, environ, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
 """
@@ -53,6 +54,8 @@ WRAP_ORDER = (
     "ordered_dict",  # exact OrderedDict: its items (collections_types.py)
     "deque",  # exact deque without maxlen: a list with left-end methods (collections_types.py)
     "set",  # exact set of constants, passed in: guarded in order, written back (sets.py)
+    "mapping_proxy",  # a class's __dict__ read through a source (mapping_proxy.py)
+    "input_iterator",  # range/str iterators, itertools.count passed in (input_iterators.py)
     "container_subclass",  # instances of list/dict subclasses (container_subclasses.py)
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
     "numpy_random_draw",  # np.random.uniform(..., size=...): a graph input (numpy_random.py)
@@ -77,6 +80,7 @@ WRAP_ORDER = (
     "traced_through",  # lru_cache'd and jit.script'ed functions: their Python function
     "builtin_with_rule",  # C functions with a rule (builtins.py)
     "builtin_function",  # builtins, math, operator functions (builtins.py)
+    "c_descriptor_get",  # `Tensor.shape.__get__`: the read it stands for (descriptors.py)
     "class",  # classes: identity (objects.py)
     "environ",  # os.environ: guarded per key (environ.py)
     "object",  # anything else with a source: type-guarded (objects.py)

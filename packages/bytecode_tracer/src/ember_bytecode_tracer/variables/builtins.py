@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, ItemSource
+from ember_bytecode_tracer.guards import AttrSource, BuiltinSource, Guard, GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, real_value, wrap_rule
 from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
@@ -24,7 +24,7 @@ from ember_bytecode_tracer.variables.constant import (
     register_result_tracker,
 )
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, mapping_items, pair_items
-from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable, sequence_iterator_kind
 from ember_bytecode_tracer.variables.lists import (
     ListVariable,
     SizeVariable,
@@ -129,6 +129,7 @@ PURE_ON_CONSTANTS = {
     issubclass,
     callable,
     os.fspath,
+    complex,
 }  # fmt: skip  (os.fspath: a str or bytes is its own path)
 
 
@@ -190,6 +191,17 @@ def constant_fold(
     return wrap_python_result(result)
 
 
+# CPython's iterators over a sequence (what `iter()`, `__iter__()` and `reversed()` of a
+# str, bytes, range, tuple or list give): a fresh one from a value known at trace time
+# yields known items, so it is traced as the list of them.
+SEQUENCE_ITERATORS = frozenset(
+    type(it) for it in (
+        iter(""), iter("\u00e9"), iter(b""), iter(range(0)), iter(range(1 << 64)), iter(()),
+        iter([]), reversed([]), reversed(()), reversed(range(0)), reversed(""),
+    )
+)  # fmt: skip
+
+
 def wrap_python_result(result: Any) -> VariableTracker:
     if isinstance(result, list):
         return ListVariable([wrap_python_result(r) for r in result])
@@ -201,8 +213,9 @@ def wrap_python_result(result: Any) -> VariableTracker:
         return ConstantVariable(result)
     if type(result) is torch.Size:
         return SizeVariable(tuple(result))
-    if type(result).__name__ in ("list_reverseiterator", "reversed"):
-        return ListIteratorVariable([wrap_python_result(r) for r in result])
+    if type(result) in SEQUENCE_ITERATORS:
+        kind = type(result) if type(result) in (type(iter(())), type(iter([]))) else None
+        return ListIteratorVariable([wrap_python_result(r) for r in result], kind=kind)
     raise Unsupported(f"builtin returned a {type(result).__name__}")
 
 
@@ -317,7 +330,7 @@ def _iter(tx, args, kwargs):
         return value
     if hasattr(value, "iterate_lazily"):
         return value.iterate_lazily(tx)
-    return ListIteratorVariable(value.unpack(tx))
+    return ListIteratorVariable(value.unpack(tx), kind=sequence_iterator_kind(value))
 
 
 @rule(id)
@@ -346,7 +359,7 @@ def _next(tx, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("StopIteration at trace time")
+        raise TracedException(StopIteration)  # caught in the trace, or a break before next()
     return item
 
 
@@ -769,6 +782,10 @@ def wrap_builtin(tx: Translator, value: Any, name: str) -> VariableTracker:
     """A name found in builtins (not shadowed by the globals at trace time)."""
     if isinstance(value, type):
         return TypeVariable(value)
+    if isinstance(value, types.FunctionType):
+        # a builtin patched with Python code (`builtins.isinstance = mine`): traced as the
+        # function it is, guarded by identity (unpatched, the frame is traced again)
+        return tx.wrap(value, BuiltinSource(name))
     if value is getattr(builtins, name, None):
         return BuiltinVariable(value)
     raise Unsupported(f"builtins.{name} has been replaced")

@@ -4,7 +4,7 @@ Both are dicts whose keys are constants (`ConstDictVariable`), with the few beha
 that differ: OrderedDict's `move_to_end` and `popitem(last=...)`, defaultdict's missing-key
 read, which calls the factory and stores its result as CPython does. They are rebuilt after
 the graph by calling the class (a defaultdict with its factory rebuilt, recipe_rules.py); a
-defaultdict passed in is guarded like a dict, its factory by what it is. A deque is a list with its left-end methods (no `maxlen`: a graph break). Registered
+defaultdict passed in is guarded like a dict, its factory by what it is. A deque is a list with its left-end methods (a `maxlen` only on one made in the trace). Registered
 as rules of the builtins table, keyed by the class.
 """
 
@@ -182,9 +182,30 @@ def _build_defaultdict(tx: Translator, value: Any, source: Source | None) -> Var
 
 
 class DequeVariable(ListVariable):
+    """`maxlen` (a deque made in the trace): appends drop items from the other end, as
+    CPython's do; growing it any other way is a break."""
+
     container_type = collections.deque
+    maxlen: int | None = None
 
     def call_method(self, tx, name, args, kwargs):
+        if self.maxlen is None:
+            return self._call_unbounded(tx, name, args, kwargs)
+        if name in ("insert", "__iadd__", "__imul__"):
+            raise Unsupported(f"deque.{name} with maxlen")
+        result = self._call_unbounded(tx, name, args, kwargs)
+        excess = len(self.items) - self.maxlen
+        if excess > 0 and name in _TRIMS:
+            del self.items[_TRIMS[name](excess)]
+            self._record(tx)
+        return result
+
+    def var_getattr(self, tx, name):
+        if name == "maxlen":  # (a deque passed in is guarded to have none)
+            return ConstantVariable(self.maxlen)
+        return super().var_getattr(tx, name)
+
+    def _call_unbounded(self, tx, name, args, kwargs):
         items = self.items
         if name == "appendleft":
             items.insert(0, args[0])
@@ -205,11 +226,27 @@ class DequeVariable(ListVariable):
         elif name == "pop" and args:
             raise Unsupported("deque.pop() takes no index")
         elif name == "copy" and not args:
-            return DequeVariable(list(items))
+            return bounded_deque(list(items), self.maxlen)
         else:
             return super().call_method(tx, name, args, kwargs)
         self._record(tx)
         return ConstantVariable(None)
+
+
+# the items a bounded deque drops when `name` made it `excess` items too long
+_TRIMS = {
+    "append": lambda excess: slice(None, excess),
+    "extend": lambda excess: slice(None, excess),
+    "appendleft": lambda excess: slice(-excess, None),
+    "extendleft": lambda excess: slice(-excess, None),
+}
+
+
+def bounded_deque(items: list[VariableTracker], maxlen: int | None) -> DequeVariable:
+    """deque(items, maxlen): the last `maxlen` items, as CPython keeps."""
+    made = DequeVariable(items[len(items) - maxlen :] if maxlen is not None else items)
+    made.maxlen = maxlen
+    return made
 
 
 @wrap_rule("deque", types=collections.deque, exact=True)
@@ -234,10 +271,9 @@ def _build_deque(tx: Translator, value: Any, source: Source | None) -> VariableT
 
 @rule(collections.deque)
 def _deque(tx, args, kwargs):
-    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen")
-    if maxlen is not None and not (
-        maxlen.is_python_constant() and maxlen.as_python_constant() is None
-    ):
-        raise Unsupported("deque(maxlen=...) built in the trace")
+    given = args[1] if len(args) > 1 else kwargs.get("maxlen")
+    maxlen = given.as_python_constant() if given is not None else None
+    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+        raise Unsupported("deque() with a maxlen that is not an int >= 0")
     iterable = args[0] if args else kwargs.get("iterable")
-    return DequeVariable(iterable.unpack(tx) if iterable is not None else [])
+    return bounded_deque(iterable.unpack(tx) if iterable is not None else [], maxlen)

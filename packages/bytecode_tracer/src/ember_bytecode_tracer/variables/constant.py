@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,9 +31,13 @@ PURE_METHODS = {
     bytes: {name for name in dir(bytes) if not name.startswith("_")},
     int: {"bit_length", "bit_count", "to_bytes", "__index__", "conjugate", "as_integer_ratio"},
     float: {"is_integer", "conjugate", "hex", "as_integer_ratio"},
+    complex: {"conjugate"},
     # sets built by the trace (BUILD_SET): mutating them changes nothing outside it
     set: {"add", "update", "discard", "remove", "clear", "union", "intersection",
           "difference", "issubset", "issuperset", "isdisjoint", "copy"},
+    # immutable: every public method reads only the frozenset and its (constant) arguments
+    frozenset: {name for name in dir(frozenset) if not name.startswith("_")},
+    tuple: {"count", "index"},
 }  # fmt: skip
 
 
@@ -125,7 +129,7 @@ class ConstantMethodVariable(VariableTracker):
             result = getattr(self.owner, self.name)(*a, **k)
         except Exception as exc:  # "abc".index("z"): raised as eager would (args are guarded)
             raise TracedException(type(exc), *exc.args) from None
-        if type(result) is list and _RESULT_TRACKER:
+        if (type(result) is list or isinstance(result, Iterator)) and _RESULT_TRACKER:
             return _RESULT_TRACKER[0](result)
         return ConstantVariable(result)
 

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import enum
 import inspect
+import types
 from typing import Any
 
 from ember_bytecode_tracer.exc import Unsupported
@@ -25,7 +26,11 @@ from ember_bytecode_tracer.variables.builtins import RULES
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.dicts import TRACKER_KEYS, ConstDictVariable, ValueKey
 from ember_bytecode_tracer.variables.functions import UserFunctionVariable, UserMethodVariable
-from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker
+from ember_bytecode_tracer.variables.lists import (
+    BoundMethodOfTracker,
+    StructSequenceVariable,
+    is_struct_sequence,
+)
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 
@@ -321,6 +326,9 @@ class NamedTupleMakeVariable(VariableTracker):
         super().__init__()
         self.cls = cls
 
+    def python_type(self) -> type:
+        return types.MethodType  # a classmethod bound to the class
+
     def call_function(self, tx, args, kwargs):
         if kwargs or len(args) != 1:
             raise Unsupported(f"{self.cls.__qualname__}._make() takes one iterable")
@@ -363,3 +371,18 @@ def _namedtuple_factory(tx, args, kwargs) -> VariableTracker:
 
 
 RULES[collections.namedtuple] = _namedtuple_factory
+
+
+@constructor("struct_sequence")
+def _construct_struct_sequence(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
+    """`torch.return_types.max((values, indices))`: a struct sequence from a sequence of
+    exactly its fields (pytree's unflatten makes them so); other forms are a break."""
+    if not is_struct_sequence(kind.cls):
+        return None
+    cls = kind.cls
+    if kwargs or len(args) != 1 or cls.n_fields != cls.n_sequence_fields:
+        raise Unsupported(f"{cls.__qualname__}() other than from a sequence of its fields")
+    items = args[0].unpack(tx)
+    if len(items) != cls.n_sequence_fields:
+        raise Unsupported(f"{cls.__qualname__}() from {len(items)} items")
+    return StructSequenceVariable(cls, items)

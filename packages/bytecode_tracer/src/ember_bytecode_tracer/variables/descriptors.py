@@ -9,11 +9,13 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import AttrSource, ItemSource, TypeSource
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, TypeSource
+from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
-    from ember_bytecode_tracer.variables.base import Translator, VariableTracker
+    from ember_bytecode_tracer.variables.base import Translator
 
 _MISSING = object()
 
@@ -98,3 +100,52 @@ def descriptor_get(
     source = _descriptor_source(cls, cls_tracker.source, name)
     fn_source = AttrSource(TypeSource(source), "__get__")
     return tx.inline_call(getter, fn_source, [tx.wrap(descriptor, source), obj, cls_tracker], {})
+
+
+# ---- `descriptor.__get__` of a C slot or getset, called ----------------------------------
+_C_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+class DescriptorGetVariable(VariableTracker):
+    """The bound `__get__` (a method-wrapper) of a C getset or member descriptor, such as
+    `torch.Tensor.shape.__get__` or `type.__dict__["__dict__"].__get__`: called on an
+    object whose type reaches that very descriptor first, it is the plain read `obj.name`
+    (a data descriptor wins over the instance dict); any other object is a break."""
+
+    def __init__(self, descriptor: Any, *, source: Source | None) -> None:
+        super().__init__(source=source)
+        self.descriptor = descriptor
+
+    def python_type(self) -> type:
+        return types.MethodWrapperType
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or not args or len(args) > 2:
+            raise Unsupported("descriptor __get__ takes an object and an optional owner")
+        obj, name = args[0], self.descriptor.__name__
+        try:
+            kind = obj.python_type()
+        except Unsupported:
+            kind = None
+        found = next((vars(k)[name] for k in getattr(kind, "__mro__", ()) if name in vars(k)), None)
+        if found is not self.descriptor:
+            raise Unsupported(f"{self.descriptor!r}.__get__ on an object of another type")
+        return obj.var_getattr(tx, name)
+
+
+def _is_descriptor_get(tx, value: Any, source) -> bool:
+    return (
+        type(value) is types.MethodWrapperType
+        and value.__name__ == "__get__"
+        and isinstance(value.__self__, _C_DESCRIPTORS)
+    )
+
+
+@wrap_rule("c_descriptor_get", when=_is_descriptor_get)
+def _wrap_descriptor_get(tx, value: Any, source) -> VariableTracker:
+    # a new method-wrapper on every read: what it does is fixed by its descriptor
+    if source is not None:
+        guard(tx, source, GuardKind.TYPE_MATCH, types.MethodWrapperType)
+        guard(tx, AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, "__get__")
+        guard(tx, AttrSource(source, "__self__"), GuardKind.ID_MATCH, value.__self__)
+    return DescriptorGetVariable(value.__self__, source=source)

@@ -11,6 +11,7 @@ zip_longest) read their finite inputs up front, as CPython does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import operator
@@ -23,7 +24,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import BuiltinVariable, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.functions import PartialVariable
-from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable, sequence_iterator_kind
 from ember_bytecode_tracer.variables.lists import TupleVariable
 
 if TYPE_CHECKING:
@@ -32,15 +33,36 @@ if TYPE_CHECKING:
 Producer = Callable[["Translator"], VariableTracker | None]
 
 
-class LazyIteratorVariable(ListIteratorVariable):
-    """An iterator whose next item is computed when asked for (None: exhausted)."""
+@dataclasses.dataclass
+class RebuildCall:
+    """`fn(*args, **kwargs)` after the graph, over the rebuilt values of trackers (or of
+    other RebuildCalls): how a lazy iterator that leaves the trace is made again, in the
+    state the trace left it in (recipe_rules.py)."""
 
-    def __init__(self, produce: Producer, *, infinite: bool = False, what: str = "") -> None:
+    fn: Callable
+    args: list[Any]
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class LazyIteratorVariable(ListIteratorVariable):
+    """An iterator whose next item is computed when asked for (None: exhausted). `rebuild`
+    gives the call that makes it again, in its current state, once the trace is over (None:
+    it cannot leave the trace); an exhausted one is rebuilt as an empty iterator."""
+
+    def __init__(
+        self,
+        produce: Producer,
+        *,
+        infinite: bool = False,
+        what: str = "",
+        rebuild: Callable[[], RebuildCall] | None = None,
+    ) -> None:
         super().__init__([])
         self._produce = produce
         self.infinite = infinite
         self.what = what
         self.exhausted = False
+        self.rebuild = rebuild
 
     def next(self, tx: Translator | None = None) -> VariableTracker | None:
         if self.exhausted:
@@ -89,8 +111,9 @@ class GeneratorVariable(LazyIteratorVariable):
         try:
             yielded, value = self.generator.send(tx, ConstantVariable(None))
         except TracedException as raised:
-            if issubclass(raised.exc_type, StopIteration):  # PEP 479
-                raise Unsupported("StopIteration inside a generator (a RuntimeError)") from None
+            self.exhausted = True  # a generator that raised is finished
+            if issubclass(raised.exc_type, StopIteration):  # PEP 479: a RuntimeError
+                raise TracedException(RuntimeError, "generator raised StopIteration") from None
             raise
         return value if yielded else None
 
@@ -102,7 +125,7 @@ def as_iterator(tx, value: VariableTracker) -> ListIteratorVariable:
     """The iterator `iter(value)` would give, as a tracker."""
     if isinstance(value, ListIteratorVariable):
         return value
-    return ListIteratorVariable(value.unpack(tx))
+    return ListIteratorVariable(value.unpack(tx), kind=sequence_iterator_kind(value))
 
 
 def _constant(value: VariableTracker | None, default=None):
@@ -135,7 +158,9 @@ def _map(tx, args, kwargs):
             items.append(item)
         return _call(tx, fn, items)
 
-    return LazyIteratorVariable(produce, what="map")
+    return LazyIteratorVariable(
+        produce, what="map", rebuild=lambda: RebuildCall(map, [fn, *iterators])
+    )
 
 
 @rule(filter)
@@ -152,7 +177,9 @@ def _filter(tx, args, kwargs):
                 return item
         return None
 
-    return LazyIteratorVariable(produce, what="filter")
+    return LazyIteratorVariable(
+        produce, what="filter", rebuild=lambda: RebuildCall(filter, [fn, it])
+    )
 
 
 # --- functools --------------------------------------------------------------------------
@@ -300,6 +327,14 @@ def _accumulate(tx, args, kwargs):
         initial = None
     state = {"total": None, "started": False}
 
+    def rebuild() -> RebuildCall:
+        if not state["started"]:
+            keywords = {} if initial is None else {"initial": initial}
+            return RebuildCall(itertools.accumulate, [it, fn], keywords)
+        # the running total was yielded already: resume from it, without yielding it again
+        resumed = RebuildCall(itertools.accumulate, [it, fn], {"initial": state["total"]})
+        return RebuildCall(itertools.islice, [resumed, ConstantVariable(1), ConstantVariable(None)])
+
     def produce(tx):
         if not state["started"]:
             state["started"] = True
@@ -313,7 +348,7 @@ def _accumulate(tx, args, kwargs):
         state["total"] = _call(tx, fn, [state["total"], item])
         return state["total"]
 
-    return LazyIteratorVariable(produce, what="accumulate")
+    return LazyIteratorVariable(produce, what="accumulate", rebuild=rebuild)
 
 
 @rule(itertools.repeat)
@@ -322,7 +357,12 @@ def _repeat(tx, args, kwargs):
     times = _constant(args[1] if len(args) > 1 else kwargs.get("times"), None)
     if times is not None:
         return ListIteratorVariable([value] * max(times, 0))
-    return LazyIteratorVariable(lambda tx: value, infinite=True, what="repeat")
+    return LazyIteratorVariable(
+        lambda tx: value,
+        infinite=True,
+        what="repeat",
+        rebuild=lambda: RebuildCall(itertools.repeat, [value]),
+    )
 
 
 @rule(itertools.count)
@@ -336,7 +376,11 @@ def _count(tx, args, kwargs):
         state["next"] = value + step
         return ConstantVariable(value)
 
-    return LazyIteratorVariable(produce, infinite=True, what="count")
+    def rebuild() -> RebuildCall:
+        position = [ConstantVariable(state["next"]), ConstantVariable(step)]
+        return RebuildCall(itertools.count, position)
+
+    return LazyIteratorVariable(produce, infinite=True, what="count", rebuild=rebuild)
 
 
 @rule(itertools.starmap)
@@ -347,4 +391,6 @@ def _starmap(tx, args, kwargs):
         item = it.next(tx)
         return None if item is None else _call(tx, fn, item.unpack(tx))
 
-    return LazyIteratorVariable(produce, what="starmap")
+    return LazyIteratorVariable(
+        produce, what="starmap", rebuild=lambda: RebuildCall(itertools.starmap, [fn, it])
+    )

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 
 
 class ListIteratorVariable(VariableTracker):
-    def __init__(self, items: list[VariableTracker]) -> None:
+    """`kind`: the type of the iterator eager code has here, when it is a plain iterator
+    over a sequence (`iter(a_list)`: list_iterator), so that it can leave the trace as one
+    (iterator_recipes.py); None for the others (zip, enumerate...)."""
+
+    def __init__(self, items: list[VariableTracker], kind: type | None = None) -> None:
         super().__init__()
         self.items = list(items)
         self.index = 0
+        self.kind = kind
 
     def next(self, tx=None) -> VariableTracker | None:
         """The next item, or None when exhausted (lazy subclasses need `tx`)."""
@@ -26,13 +31,13 @@ class ListIteratorVariable(VariableTracker):
         return rest
 
     def python_type(self) -> type:
-        return type(iter([]))
+        return self.kind or type(iter([]))
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__next__":
             item = self.next(tx)
             if item is None:
-                raise Unsupported("StopIteration from next() at trace time")
+                raise TracedException(StopIteration)
             return item
         raise Unsupported(f"iterator.{name}")
 
@@ -45,6 +50,7 @@ class LiveListIterator(ListIteratorVariable):
         VariableTracker.__init__(self)
         self.live = items  # the list tracker's own item list, mutated in place
         self.index = 0
+        self.kind = None
 
     @property
     def items(self) -> list[VariableTracker]:
@@ -87,3 +93,15 @@ class DictViewIterator(ListIteratorVariable):
         while (item := self.next(tx)) is not None:
             rest.append(item)
         return rest
+
+
+# iter() of these gives an iterator that can be made again from the remaining items
+_REBUILT_KINDS = {list: type(iter([])), tuple: type(iter(()))}
+
+
+def sequence_iterator_kind(value: VariableTracker) -> type | None:
+    """The type of `iter(value)` when it is a plain list or tuple iterator, else None."""
+    try:
+        return _REBUILT_KINDS.get(value.python_type())
+    except Unsupported:
+        return None

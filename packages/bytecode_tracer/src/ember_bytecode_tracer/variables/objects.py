@@ -420,6 +420,7 @@ CONSTRUCT_ORDER = (
     "autocast",  # torch.autocast (autocast_context.py)
     "keyed_output",  # HF ModelOutput dataclasses (keyed_output.py)
     "enum_member",  # Color(2): an enum's member by value (constructed.py)
+    "struct_sequence",  # torch.return_types.max((v, i)) (constructed.py)
     "constructed",  # namedtuples, dataclasses... rebuilt by calling the class (constructed.py)
     "stateless_module",  # torch.nn's parameter-free modules (nn_module.py)
     "torch_value_type",  # torch.finfo/iinfo/device/Size of constants (builtins.py)

@@ -373,9 +373,17 @@ def _object_new(tx, args, kwargs):
     return TracedObjectVariable(cls, args[0].source or _class_source(cls))
 
 
-# ---- str() of a user's object: its class's Python __str__ (or __repr__), inlined -------
+# ---- str() / repr() of a user's object: its class's Python __str__ / __repr__, inlined --
 def _python_dunder(cls: type, name: str) -> bool:
     return inspect.isfunction(inspect.getattr_static(cls, name, None))
+
+
+def _text_from(tx, obj, name: str) -> VariableTracker:
+    result = obj.var_getattr(tx, name).call_function(tx, [], {})
+    if result.is_python_constant() and type(result.as_python_constant()) is str:
+        return result
+    cls = obj.python_type()
+    raise Unsupported(f"{cls.__qualname__}.{name} returned a value not known at trace time")
 
 
 @rule(str)
@@ -387,8 +395,15 @@ def _str(tx, args, kwargs):
         if name is None and inspect.getattr_static(cls, "__str__") is object.__str__:
             name = "__repr__" if _python_dunder(cls, "__repr__") else None
         if name is not None:
-            result = obj.var_getattr(tx, name).call_function(tx, [], {})
-            if result.is_python_constant() and type(result.as_python_constant()) is str:
-                return result
-            raise Unsupported(f"{cls.__qualname__}.{name} returned a value not known at trace time")
+            return _text_from(tx, obj, name)
     return constant_fold(str, args, kwargs)
+
+
+@rule(repr)
+def _repr(tx, args, kwargs):
+    obj = args[0] if len(args) == 1 and not kwargs else None
+    if isinstance(obj, TracedObjectVariable | UserDefinedObjectVariable) and _python_dunder(
+        obj.python_type(), "__repr__"
+    ):
+        return _text_from(tx, obj, "__repr__")
+    return constant_fold(repr, args, kwargs)

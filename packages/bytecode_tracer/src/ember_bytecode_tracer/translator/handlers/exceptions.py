@@ -11,8 +11,9 @@ from ember_bytecode_tracer.variables.exceptions import ExceptionVariable, is_bui
 @handler("PUSH_EXC_INFO")
 def push_exc_info(tx, inst):
     raised = tx.pop()
-    tx.push(ConstantVariable(None))  # the exception being handled before: none in a trace
+    tx.push(ConstantVariable(None))  # the exception handled before, restored by POP_EXCEPT
     tx.push(raised)
+    tx.handling.append(raised)
 
 
 @handler("CHECK_EXC_MATCH")
@@ -27,6 +28,8 @@ def check_exc_match(tx, inst):
 @handler("POP_EXCEPT")
 def pop_except(tx, inst):
     tx.pop()
+    if tx.handling:
+        tx.handling.pop()
 
 
 @handler("RERAISE")
@@ -43,9 +46,10 @@ def reraise(tx, inst):
 def raise_varargs(tx, inst):
     """`raise E(...)` / `raise E` / `raise E from C` of a builtin exception made in the trace:
     followed into a matching `except` clause; uncaught, a graph break after which Python
-    raises it as eager code does. A bare `raise` (re-raise) is a break."""
+    raises it as eager code does. A bare `raise` re-raises the exception being handled
+    (by this frame or, as CPython's exception state is per thread, by a caller's)."""
     if inst.arg == 0:
-        raise Unsupported("bare raise")
+        raise _handled_exception(tx).raised
     if inst.arg == 2:
         tx.pop()  # the cause: only attached to the exception object, which no trace keeps
     raised = tx.pop()
@@ -55,3 +59,13 @@ def raise_varargs(tx, inst):
     if isinstance(exc_type, type) and is_builtin_exception(exc_type):
         raise TracedException(exc_type)
     raise Unsupported(f"raising {raised}")
+
+
+def _handled_exception(tx) -> ExceptionVariable:
+    frame = tx
+    while frame is not None and not frame.handling:
+        frame = frame.parent
+    handled = frame.handling[-1] if frame is not None else None
+    if not isinstance(handled, ExceptionVariable):
+        raise Unsupported("bare raise outside an except block of the trace")
+    return handled

@@ -15,6 +15,7 @@ from ember_bytecode_tracer.variables import numpy_rules
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key
+from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import (
     BaseListVariable,
     SizeVariable,
@@ -23,7 +24,7 @@ from ember_bytecode_tracer.variables.lists import (
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
-from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable, UserDefinedObjectVariable
 from ember_bytecode_tracer.variables.sets import SET_OPERATORS, SetVariable, set_operator
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
@@ -93,6 +94,10 @@ def user_operator(tx, fn, args):
         pair.reverse()  # a subclass's reflected method is tried first
     tries += pair
     found = [(obj, name, other) for obj, name, other in tries if _python_special(obj, name)]
+    if not found and fn is operator.ne:
+        # object.__ne__ asks __eq__ and inverts what it answers (not NotImplemented)
+        equal = user_operator(tx, operator.eq, args)
+        return None if equal is None else ConstantVariable(not equal.truthiness(tx))
     if not found:
         return None
     for obj, name, other in found:
@@ -155,6 +160,8 @@ def _as_sequence(value):
 
 
 def _sequence_operator(tx, fn, args):
+    if any(getattr(a, "maxlen", None) is not None for a in args):
+        raise Unsupported("sequence arithmetic on a deque with maxlen")
     left, right = (_as_sequence(a) for a in args)
     if fn is operator.mul:
         seq, count = (left, right) if isinstance(left, BaseListVariable) else (right, left)
@@ -261,11 +268,18 @@ def identity(tx, left, right) -> bool | None:
     return _sourced_identity(tx, left, right)
 
 
+def _real_object(value):
+    """The real object a tracker read through a source stands for (None: not known)."""
+    if isinstance(value, TypeVariable):
+        return value.cls
+    return getattr(value, "value", getattr(value, "module", None))
+
+
 def _sourced_identity(tx, left, right) -> bool | None:
     """`a is b` for two objects read from the frame (a dataclass field's `_field_type is
     _FIELD` sentinel test): answered now, guarded as aliasing or distinct."""
 
-    values = [getattr(v, "value", getattr(v, "module", None)) for v in (left, right)]
+    values = [_real_object(v) for v in (left, right)]
     if left.source is None or right.source is None or any(v is None for v in values):
         return None
     same = values[0] is values[1]
@@ -289,26 +303,58 @@ def contains_op(tx, inst):
         found = dict_key(item, tx) in container.items
     elif isinstance(container, BaseListVariable):
         found = _in_sequence(tx, item, container.items)
+    elif isinstance(container, ListIteratorVariable):
+        # CPython's iterator `in`: advances it up to and past the first match
+        found = False
+        while not found and (element := container.next(tx)) is not None:
+            found = same_or_equal(tx, item, element)
     elif container.is_python_constant():
         found = item.as_python_constant() in container.as_python_constant()
+    elif (found := _in_frozenset_passed_in(tx, item, container)) is not None:
+        pass
     else:
         # A user's container (a Mapping subclass, a registry): its own __contains__, inlined.
         found = container.call_method(tx, "__contains__", [item], {}).truthiness(tx)
     tx.push(ConstantVariable(found != bool(inst.arg)))
 
 
+def _c_equality(value) -> bool:
+    return not inspect.isfunction(inspect.getattr_static(type(value), "__eq__", None))
+
+
+def _in_frozenset_passed_in(tx, item, container) -> bool | None:
+    """`item in fs` for a frozenset read through a source whose elements are objects (a
+    registry of classes or functions): immutable, so guarded by identity, and asked now
+    when the item is known and no Python __eq__ can run; None: not such a case."""
+    real = getattr(container, "value", None)
+    if type(real) is not frozenset or container.source is None or not item.is_python_constant():
+        return None
+    probe = item.as_python_constant()
+    if not (_c_equality(probe) and all(_c_equality(e) for e in real)):
+        return None
+    tx.output.add_guard(
+        Guard(container.source, GuardKind.ID_MATCH, real, user_location=tx.location())
+    )
+    return probe in real
+
+
 def _in_sequence(tx, item, elements) -> bool:
     """CPython's `item in seq`: each element in order, the same object or equal; a pair the
     trace cannot compare (a tensor against a number: its value decides) is a break."""
-    for element in elements:
-        if identity(tx, element, item):
-            return True
-        if element.is_python_constant() and item.is_python_constant():
-            if element.as_python_constant() == item.as_python_constant():
-                return True
-            continue
-        raise Unsupported(f"`in` compares {item} with {element}: not known at trace time")
-    return False
+    return any(same_or_equal(tx, item, element) for element in elements)
+
+
+def same_or_equal(tx, item, element) -> bool:
+    """One step of `item in container`: the same object, or equal (a user's __eq__ is not
+    run here: a pair whose equality the trace cannot decide is a break)."""
+    same = identity(tx, element, item)
+    if same:
+        return True
+    if element.is_python_constant() and item.is_python_constant():
+        return bool(element.as_python_constant() == item.as_python_constant())
+    if same is not None and _default_equality(element) and _default_equality(item):
+        return False  # object.__eq__ on both sides: `==` is `is`
+    raise Unsupported(f"`in` compares {item} with {element}: not known at trace time")
 
 
 def subscript(tx, container, key):
