@@ -49,10 +49,12 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(cache: Path, shape=(5, 8), dtype="float32", scale="2.5", device: str = "cpu") -> dict:
+def run_child(
+    cache: Path, shape=(5, 8), dtype="float32", scale="2.5", device: str = "cpu", prelude=""
+) -> dict:
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
     env.pop("EMBER_ARTIFACT_CACHE", None)
-    source = CHILD.replace("SCALE", scale)
+    source = prelude + CHILD.replace("SCALE", scale)
     out = subprocess.run(
         [sys.executable, "-c", source, json.dumps(list(shape)), dtype, device],
         env=env, capture_output=True, text=True, check=False,
@@ -82,6 +84,28 @@ def test_second_process_hits_and_matches_eager(warm_cache):
     assert warm["cache_hits"] == 2 and warm.get("cache_misses", 0) == 0
     assert warm["codegen_cache_hits"] == 3 and warm.get("codegen_cache_misses", 0) == 0
     assert warm["forward_runs"] == 2 and warm["backward_runs"] == 1
+
+
+#: every kernel a translation unit of its own (up to the three compile workers)
+SPLIT = (
+    "import os; os.environ['EMBER_COMPILE_WORKERS'] = '3'\n"
+    "from ember_codegen.cpp.emit import source; source.MIN_UNIT_CHARS = 1\n"
+)
+#: a process that must find every library in the kernel cache
+NO_BUILD = (
+    "from ember_codegen.cpp import build\n"
+    "def _refuse(*args, **kwargs): raise AssertionError('a warm start compiled C++')\n"
+    "build.build_library = _refuse\n"
+)
+
+
+def test_graphs_split_in_several_libraries_hit_without_building(tmp_path):
+    cache = tmp_path / "cache"
+    cold = run_child(cache, prelude=SPLIT)
+    assert cold["codegen_cache_misses"] == 3
+    assert len(list((cache / "cpp").rglob("*.so"))) > 3  # more libraries than graphs
+    warm = run_child(cache, prelude=SPLIT.replace("'3'", "'1'") + NO_BUILD)
+    assert warm["codegen_cache_hits"] == 3 and warm.get("codegen_cache_misses", 0) == 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton binaries: needs a GPU")

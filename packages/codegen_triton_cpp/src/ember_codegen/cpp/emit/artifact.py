@@ -1,7 +1,7 @@
 """A compiled C++ graph as plain data, and back (the C++ half of ``ember_codegen.artifact``).
 
-What is kept: the C++ source (its kernel library comes from the kernel cache, rebuilt there
-if it went missing), the wrapper's source, the kernels' signatures, the native runs, and the
+What is kept: the C++ source and which kernels and runs each of its translation units holds
+(their libraries come from the kernel cache, rebuilt there if they went missing), the wrapper's source, the kernels' signatures, the native runs, and the
 wrapper's namespace encoded by the caller's ``encode`` (constants, dtypes, ops...), but for
 what every wrapper holds (runtime_namespace) and what loading rebuilds (the ctypes functions;
 the constants' data pointers, taken again from the loaded constants). A wrapper written per
@@ -16,12 +16,13 @@ from typing import Any
 
 import torch
 
-from ember_codegen.cpp.build import compile_source
+from ember_codegen.cpp.build import compile_many
 from ember_codegen.exc import NotRestorable
 
-from .compiled import CompiledGraph, error_raiser, native_functions
+from .compiled import CompiledGraph, load_units
 from .kernel import KernelParam, KernelSource
 from .launch_runs import LaunchRun
+from .source import TranslationUnit
 from .wrapper import runtime_namespace
 
 #: wrapper globals rebuilt on load rather than stored
@@ -65,6 +66,9 @@ def to_payload(compiled: CompiledGraph, encode: Callable[[Any], list]) -> dict:
         "wrapper_source": compiled.wrapper_source,
         "kernels": kernels,
         "runs": [run.to_data() for run in compiled.runs],
+        "units": [
+            [[k.name for k in unit.kernels], [r.name for r in unit.runs]] for unit in compiled.units
+        ],
         "namespace": namespace,
         "fallback_counts": {str(k): v for k, v in compiled.fallback_counts.items()},
     }
@@ -93,18 +97,39 @@ def from_payload(payload: dict, decode: Callable[[list], Any], origin: str) -> C
             namespace[name] = namespace[value[1]].data_ptr()
     by_name = {k.name: k for k in kernels}
     runs = [LaunchRun.from_data(run, by_name) for run in payload.get("runs", ())]
-    library = None
-    if kernels:
-        library = compile_source(payload["cpp_source"])
-        namespace.update(native_functions(library, kernels, runs))
-    namespace["_raise_kernel_error"] = error_raiser(library)
+    units = _units(payload, by_name, runs)
+    libraries = load_units(units, _builder(units, payload["cpp_source"]), namespace)
     exec(compile(payload["wrapper_source"], origin, "exec"), namespace)
     return CompiledGraph(
         namespace["call"],
         payload["cpp_source"],
         payload["wrapper_source"],
         kernels,
-        library,
+        libraries[0] if libraries else None,
         payload["fallback_counts"],
         runs,
+        units,
+        libraries,
     )
+
+
+def _units(
+    payload: dict, kernels: dict[str, KernelSource], runs: list[LaunchRun]
+) -> list[TranslationUnit]:
+    """The translation units the payload names (one of everything in older payloads)."""
+    by_name = {run.name: run for run in runs}
+    listed = payload.get("units") or [[list(kernels), list(by_name)]]
+    return [
+        TranslationUnit(tuple(kernels[k] for k in names), tuple(by_name[r] for r in run_names))
+        for names, run_names in listed
+    ]
+
+
+def _builder(units: list[TranslationUnit], source: str) -> Callable:
+    """Builds the units' sources on the default builder; a single unit's is the stored
+    source itself (a payload of one unit written before units were recorded)."""
+
+    def build(sources: list[str]) -> list:
+        return compile_many([source] if len(units) == 1 else sources)
+
+    return build

@@ -20,8 +20,8 @@ from ember_codegen.wrapper.size_bindings import bound
 from ember_inductor_ir import DynamicShapeUnsupported, Schedule
 
 from .kernel import KernelSource, build_kernel
-from .launch_runs import LaunchRun, plan_runs, runs_source
-from .source import graph_source
+from .launch_runs import LaunchRun, plan_runs
+from .source import TranslationUnit, split_units
 from .symbolic_wrapper import symbolic_call
 from .wrapper import CppWrapperBuilder, check_cpu, runtime_namespace
 
@@ -34,7 +34,9 @@ KERNEL_ERRORS = {**ERROR_MESSAGES, 2: "IndexError: index out of range in a gathe
 
 class CompiledGraph:
     """``compiled(inputs: list[Tensor]) -> list[Tensor]``; the generated code stays readable
-    on ``cpp_source`` (also ``source``) and ``wrapper_source``."""
+    on ``cpp_source`` (also ``source``) and ``wrapper_source``. A large graph's kernels are
+    several translation units (``units``), one library each (``libraries``; ``library`` is
+    the first, whose error code the wrapper reads)."""
 
     #: the code generator that wrote it (its capability record: target.py)
     target = "cpp"
@@ -48,8 +50,12 @@ class CompiledGraph:
         library: LoadedKernelLibrary | None,
         fallback_counts: dict[str, int],
         runs: Sequence[LaunchRun] = (),
+        units: Sequence[TranslationUnit] = (),
+        libraries: Sequence[LoadedKernelLibrary] = (),
     ) -> None:
         self._call = call
+        self.units = list(units) or [TranslationUnit(tuple(kernels), tuple(runs))]
+        self.libraries = list(libraries) or ([library] if library is not None else [])
         #: the native entry points that each call a run of kernels (launch_runs.py)
         self.runs = list(runs)
         self.cpp_source = cpp_source
@@ -60,7 +66,7 @@ class CompiledGraph:
 
     @property
     def source(self) -> str:
-        """The kernels' source (the C++ translation unit)."""
+        """The kernels' source (the C++ translation units, one after the other)."""
         return self.cpp_source
 
     @property
@@ -110,18 +116,33 @@ def error_raiser(library: LoadedKernelLibrary | None) -> Any:
     return raise_kernel_error
 
 
-def compile_cpp(
-    sched: Schedule, builder: CppBuilder | None = None, *, trusted_inputs: bool = False
-) -> CompiledGraph:
-    """``trusted_inputs``: the caller guarantees the inputs' sizes and dtypes (see
-    WrapperBuilder); the wrapper then checks only their strides."""
-    start = time.perf_counter()
-    check_cpu(sched)
+def units_source(units: Sequence[TranslationUnit]) -> str:
+    """The graph's C++ as one text: its translation units one after the other."""
+    return "\n".join(unit.source for unit in units)
+
+
+def load_units(
+    units: Sequence[TranslationUnit], build: Any, namespace: dict
+) -> list[LoadedKernelLibrary]:
+    """Each unit's library, built (in parallel) or found in the kernel cache by
+    ``build(sources)``; the wrapper's native functions bound into ``namespace``, each to the
+    library that holds it (the error code and error raiser: the first's, see source.py)."""
+    libraries: list[LoadedKernelLibrary] = []
+    if any(unit.kernels for unit in units):
+        libraries = build([unit.source for unit in units])
+        for library, unit in zip(libraries, units, strict=True):
+            namespace.update(native_functions(library, unit.kernels, unit.runs))
+        namespace["_error"] = ctypes.c_int.in_dll(libraries[0].cdll, "ember_error_code")
+    namespace["_raise_kernel_error"] = error_raiser(libraries[0] if libraries else None)
+    return libraries
+
+
+def _emit(sched: Schedule, trusted_inputs: bool) -> tuple:
+    """The kernels, their runs, the size binder (or None) and the example's wrapper."""
     try:
         kernels = [build_kernel(g, sched) for g in sched if g.extern is None]
         by_name = {k.name: k for k in kernels}
         runs = plan_runs(sched, by_name)
-        cpp_source = graph_source(kernels) + runs_source(runs)
         binder = SizeBinder(sched, kernels) if sched.shape_env is not None else None
         with bound(binder.hints() if binder is not None else {}):  # the example's binding
             wrapper = CppWrapperBuilder(
@@ -133,14 +154,30 @@ def compile_cpp(
         if sched.shape_env is None:
             raise
         raise DynamicShapeUnsupported(f"C++ emission needs static sizes: {exc}") from exc
+    return kernels, runs, binder, wrapper
+
+
+def compile_cpp(
+    sched: Schedule, builder: CppBuilder | None = None, *, trusted_inputs: bool = False
+) -> CompiledGraph:
+    """``trusted_inputs``: the caller guarantees the inputs' sizes and dtypes (see
+    WrapperBuilder); the wrapper then checks only their strides."""
+    start = time.perf_counter()
+    check_cpu(sched)
+    kernels, runs, binder, wrapper = _emit(sched, trusted_inputs)
+    units = split_units(kernels, runs)
+    cpp_source = units_source(units)
     generated = time.perf_counter()
     builder = builder if builder is not None else default_builder()
     namespace = {**runtime_namespace(), **wrapper.namespace}
-    library = None
-    if kernels:
-        library = builder.compile(cpp_source)
-        namespace.update(native_functions(library, kernels, runs))
-    namespace["_raise_kernel_error"] = error_raiser(library)
+    libraries = load_units(units, builder.compile_many, namespace)
+
+    def graph(call: Any, wrapper_source: str) -> CompiledGraph:
+        return CompiledGraph(
+            call, cpp_source, wrapper_source, kernels, libraries[0] if libraries else None,
+            sched.fallback_counts, runs, units, libraries,
+        )  # fmt: skip
+
     symbolic = None  # one wrapper for every binding of the size symbols
     if binder is not None:
         symbolic = symbolic_call(sched, kernels, namespace, binder, trusted_inputs, runs)
@@ -148,10 +185,9 @@ def compile_cpp(
         call, shown = symbolic
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
         output_code_log.info("wrapper (every size):\n%s", shown.source)
-        return CompiledGraph(
-            call, cpp_source, shown.source, kernels, library, sched.fallback_counts, runs
-        )
+        return graph(call, shown.source)
     if binder is not None:  # the fallback: one wrapper per binding, same kernels
+        by_name = {k.name: k for k in kernels}
         call = DynamicWrapper(
             sched,
             lambda: CppWrapperBuilder(
@@ -161,9 +197,7 @@ def compile_cpp(
             binder,
         )
         output_code_log.info("C++ kernels (%d, symbolic sizes):\n%s", len(kernels), cpp_source)
-        return CompiledGraph(
-            call, cpp_source, wrapper.source, kernels, library, sched.fallback_counts, runs
-        )
+        return graph(call, wrapper.source)
     key = content_key(["ember-cpp-wrapper", cpp_source, wrapper.source])
     path = builder.cache.subdirectory("wrapper") / f"{key}.py"
     if not path.exists():
@@ -172,15 +206,7 @@ def compile_cpp(
     output_code_log.info("C++ kernels (%d):\n%s", len(kernels), cpp_source)
     output_code_log.info("wrapper %s:\n%s", path, wrapper.source)
     perf_log.info(
-        "compile_graph(cpp): %d kernels, codegen %.3fs, build+load %.3fs",
-        len(kernels), generated - start, time.perf_counter() - generated,
+        "compile_graph(cpp): %d kernels in %d units, codegen %.3fs, build+load %.3fs",
+        len(kernels), len(units), generated - start, time.perf_counter() - generated,
     )  # fmt: skip
-    return CompiledGraph(
-        namespace["call"],
-        cpp_source,
-        wrapper.source,
-        kernels,
-        library,
-        sched.fallback_counts,
-        runs,
-    )
+    return graph(namespace["call"], wrapper.source)
