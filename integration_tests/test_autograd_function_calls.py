@@ -177,3 +177,44 @@ def test_backward_effects_happen_on_every_pass_under_inductor():
     for _ in range(3):
         compiled(torch.randn(4, requires_grad=True)).backward()
     assert len(_BACKWARD_RUNS) == 3
+
+
+_GAIN = {"value": 2.0}
+
+
+class _ByGain(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * _GAIN["value"]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * _GAIN["value"] * 10  # a rule of its own
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_value_read_by_forward_and_backward_is_guarded(backend):
+    # a backend that retraces with autograd kept the value forward and backward read
+    # first (a wrong result after the change), until such reads were guarded
+    def fn(x):
+        return _ByGain.apply(x) + 1
+
+    def values_and_grad(run, x):
+        x = x.detach().clone().requires_grad_(True)
+        out = run(x)
+        out.sum().backward()
+        return out.detach(), x.grad
+
+    compiled = ember.compile(fn, fullgraph=True, backend=backend)
+    x = torch.randn(6)
+    try:
+        torch.testing.assert_close(values_and_grad(compiled, x), values_and_grad(fn, x))
+        torch.testing.assert_close(values_and_grad(compiled, x), values_and_grad(fn, x))
+        assert ember.counters[backend]["forward_graphs"] == 1
+        _GAIN["value"] = 3.0
+        torch.testing.assert_close(values_and_grad(compiled, x), values_and_grad(fn, x))
+        assert ember.counters[backend]["forward_graphs"] == 2  # retraced, once
+    finally:
+        _GAIN["value"] = 2.0
+    if backend == "inductor":
+        _ran_compiled()

@@ -30,6 +30,7 @@ from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.function_reads import guard_reads
 from ember_bytecode_tracer.variables.function_state import watch
 from ember_bytecode_tracer.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.objects import constructor
@@ -354,8 +355,16 @@ class AutogradFunctionInstanceVariable(VariableTracker):
 
 def _guard_methods(tx, owner, function_class: type) -> None:
     """The class's forward/backward (and setup_context) by identity: redefining retraces."""
-    for name in ("forward", "setup_context", "backward"):
-        guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, getattr(function_class, name))
+    methods = []
+    for name in ("forward", "setup_context", "backward", "vjp", "jvp", "vmap"):
+        method = getattr(function_class, name, None)
+        if method is None:
+            continue
+        guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, method)
+        methods.append((AttrSource(owner, name), method))
+    # what they read by name (globals, closure cells): a backend that retraces the graph
+    # with autograd keeps the values it saw, so a change must retrace
+    guard_reads(tx, methods)
 
 
 @constructor("autograd_function")
