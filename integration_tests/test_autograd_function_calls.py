@@ -218,3 +218,38 @@ def test_value_read_by_forward_and_backward_is_guarded(backend):
         _GAIN["value"] = 2.0
     if backend == "inductor":
         _ran_compiled()
+
+
+class _FlipGrad(torch.autograd.Function):
+    """A gradient reversal: forward returns its input as a view of itself."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -2 * grad
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_function_returning_its_input_keeps_its_backward(backend):
+    # the output, a view of the input, was rebuilt from the real input outside the
+    # compiled graph: its gradient was the view's own (1), not the user's (-2)
+    def fn(x, y):
+        return _FlipGrad.apply(x), _FlipGrad.apply(y).t(), y.sin()
+
+    def values_and_grads(run, x, y):
+        x, y = (t.detach().clone().requires_grad_(True) for t in (x, y))
+        outs = run(x, y)
+        assert outs[0].data_ptr() == x.data_ptr()  # still the input's storage, as in eager
+        sum(o.sum() * (k + 1) for k, o in enumerate(outs)).backward()
+        return [o.detach() for o in outs], [o.requires_grad for o in outs], x.grad, y.grad
+
+    x, y = torch.randn(5), torch.randn(3, 4)
+    expected = values_and_grads(fn, x, y)
+    got = values_and_grads(ember.compile(fn, fullgraph=True, backend=backend), x, y)
+    torch.testing.assert_close(got, expected)
+    assert ember.counters[backend]["forward_graphs"] == 1
+    if backend == "inductor":
+        _ran_compiled()
