@@ -253,3 +253,39 @@ def test_function_returning_its_input_keeps_its_backward(backend):
     assert ember.counters[backend]["forward_graphs"] == 1
     if backend == "inductor":
         _ran_compiled()
+
+
+def _defines_its_function(x):
+    class Local(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * _GAIN["value"]
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * _GAIN["value"] * 10
+
+    return Local.apply(x) + 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_value_read_by_a_function_defined_in_the_frame_is_guarded(backend):
+    def values_and_grad(run, x):
+        x = x.detach().clone().requires_grad_(True)
+        out = run(x)
+        out.sum().backward()
+        return out.detach(), x.grad
+
+    compiled = ember.compile(_defines_its_function, fullgraph=True, backend=backend)
+    x = torch.randn(6)
+    try:
+        expected = values_and_grad(_defines_its_function, x)
+        torch.testing.assert_close(values_and_grad(compiled, x), expected)
+        _GAIN["value"] = 3.0
+        expected = values_and_grad(_defines_its_function, x)
+        torch.testing.assert_close(values_and_grad(compiled, x), expected)
+        assert ember.counters[backend]["forward_graphs"] == 2  # retraced, once
+    finally:
+        _GAIN["value"] = 2.0
+    if backend == "inductor":
+        _ran_compiled()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 
 from conftest import Compiled, same
@@ -133,3 +134,21 @@ def test_decorated_backward_is_followed(monkeypatch):
             return grad * GAIN
 
     _check(lambda x: Decorated.apply(x), lambda: monkeypatch.setitem(globals(), "GAIN", 6.0))
+
+
+def _local_class_fn(x):
+    class Local(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * GAIN
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * GAIN * 3
+
+    return Local.apply(x) + Local().apply(x)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Local(): eager warns too
+def test_globals_read_by_a_class_defined_in_the_frame_are_guarded(monkeypatch):
+    _check(_local_class_fn, lambda: monkeypatch.setitem(globals(), "GAIN", 4.0))

@@ -33,7 +33,7 @@ from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.function_reads import guard_reads
 from ember_bytecode_tracer.variables.function_state import watch
 from ember_bytecode_tracer.variables.lists import BaseListVariable, ListVariable, TupleVariable
-from ember_bytecode_tracer.variables.objects import constructor
+from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, constructor
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 
 # Function's own `apply` descriptor: a Python classmethod up to torch 2.13, a C
@@ -353,10 +353,17 @@ class AutogradFunctionInstanceVariable(VariableTracker):
         return f"AutogradFunctionInstanceVariable({self.cls.__qualname__})"
 
 
+_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
+
+
+def _methods(function_class: type) -> list[Any]:
+    return [m for m in (getattr(function_class, n, None) for n in _METHODS) if m is not None]
+
+
 def _guard_methods(tx, owner, function_class: type) -> None:
     """The class's forward/backward (and setup_context) by identity: redefining retraces."""
     methods = []
-    for name in ("forward", "setup_context", "backward", "vjp", "jvp", "vmap"):
+    for name in _METHODS:
         method = getattr(function_class, name, None)
         if method is None:
             continue
@@ -376,6 +383,8 @@ def _construct_instance(tx, kind, args, kwargs) -> VariableTracker | None:
         return None  # a constructor of its own: the general refusal stands
     if kind.source is not None:
         _guard_methods(tx, kind.source, cls)
+    elif cls in FRAME_LOCAL_CLASSES:
+        guard_reads(tx, [(None, m) for m in _methods(cls)])
     warnings.warn(  # Function.__init__'s own warning, given when the call is traced
         f"{cls} should not be instantiated. Methods on autograd functions are all static, "
         "so you should invoke them on the class itself. Instantiating an autograd function "
@@ -396,4 +405,6 @@ def _wrap_apply(tx, value: Any, source) -> VariableTracker | None:
         owner = AttrSource(source, "__self__")
         guard(tx, owner, GuardKind.ID_MATCH, function_class)
         _guard_methods(tx, owner, function_class)
+    elif function_class in FRAME_LOCAL_CLASSES:  # defined in the frame: what it reads
+        guard_reads(tx, [(None, m) for m in _methods(function_class)])
     return AutogradFunctionApplyVariable(function_class)

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, Source
+from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import AttrSource, GlobalSource, GuardKind, ItemSource, Source
 from ember_bytecode_tracer.guards.constants import check_constant
 from ember_bytecode_tracer.variables.builder import guard
 
@@ -60,13 +61,16 @@ def _names_of(code: types.CodeType) -> set[str]:
 class _Reads:
     def __init__(self, tx) -> None:
         self.tx = tx
-        self.todo: list[tuple[Source, Any]] = []
+        self.todo: list[tuple[Source | None, Any]] = []
         self.done: set[int] = set()
 
-    def function(self, source: Source, fn: Any) -> None:
+    def function(self, source: Source | None, fn: Any) -> None:
+        """`fn` read at `source`; None for a method of a class defined in the traced frame
+        (made at trace time from the frame's code, closing over nothing)."""
         wrapped = getattr(fn, "__wrapped__", None)
         if wrapped is not None:  # a functools.wraps decorator (once_differentiable, amp's)
-            self.todo.append((AttrSource(source, "__wrapped__"), wrapped))
+            inner = AttrSource(source, "__wrapped__") if source is not None else None
+            self.todo.append((inner, wrapped))
         if isinstance(fn, types.FunctionType) and _is_user(fn) and id(fn) not in self.done:
             self.todo.append((source, fn))
 
@@ -77,10 +81,12 @@ class _Reads:
                 continue
             self.done.add(id(fn))
             names = _names_of(fn.__code__)
-            scope = AttrSource(source, "__globals__")
             for name in sorted(names):
                 if name in fn.__globals__:
-                    self.value(ItemSource(scope, name), fn.__globals__[name], names)
+                    where = self.global_source(source, fn, name)
+                    self.value(where, fn.__globals__[name], names)
+            if source is None:
+                continue  # no closure (class_definition.py makes only plain functions)
             for i, cell in enumerate(fn.__closure__ or ()):
                 try:
                     held = cell.cell_contents
@@ -88,6 +94,19 @@ class _Reads:
                     continue
                 cell = ItemSource(AttrSource(source, "__closure__"), i)
                 self.value(AttrSource(cell, "cell_contents"), held, names)
+
+    def global_source(self, source: Source | None, fn: Any, name: str) -> Source:
+        if source is not None:
+            return ItemSource(AttrSource(source, "__globals__"), name)
+        tx = self.tx
+        if fn.__globals__ is not tx.f_globals:
+            raise Unsupported(
+                f"{fn.__qualname__} (of a class defined in the traced frame) reads the "
+                f"global {name!r} of another module"
+            )
+        if tx.globals_source is None:
+            return GlobalSource(name)
+        return ItemSource(tx.globals_source, name)
 
     def value(self, source: Source, value: Any, names: set[str], depth: int = 0) -> None:
         if _is_constant(value):
@@ -143,8 +162,9 @@ def _literal_keys(value: dict) -> bool:
     return all(type(k) in (str, int) for k in value)
 
 
-def guard_reads(tx, functions: list[tuple[Source, Any]]) -> None:
-    """Guards what `functions` (each with the source it is read from) read by name."""
+def guard_reads(tx, functions: list[tuple[Source | None, Any]]) -> None:
+    """Guards what `functions` (each with the source it is read from, None for the
+    methods of a class defined in the traced frame) read by name."""
     reads = _Reads(tx)
     for source, fn in functions:
         reads.function(source, fn)
