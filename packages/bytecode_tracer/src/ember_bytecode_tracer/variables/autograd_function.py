@@ -354,19 +354,28 @@ class AutogradFunctionInstanceVariable(VariableTracker):
 
 
 _METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
+_OVERRIDDEN_ONLY = {"vjp", "jvp", "vmap"}  # guarded where the class defines its own
+
+
+def _named_methods(function_class: type) -> list[tuple[str, Any]]:
+    found = []
+    for name in _METHODS:
+        method = getattr(function_class, name, None)
+        base = getattr(torch.autograd.Function, name, None)
+        if method is None or (name in _OVERRIDDEN_ONLY and method is base):
+            continue
+        found.append((name, method))
+    return found
 
 
 def _methods(function_class: type) -> list[Any]:
-    return [m for m in (getattr(function_class, n, None) for n in _METHODS) if m is not None]
+    return [method for _, method in _named_methods(function_class)]
 
 
 def _guard_methods(tx, owner, function_class: type) -> None:
     """The class's forward/backward (and setup_context) by identity: redefining retraces."""
     methods = []
-    for name in _METHODS:
-        method = getattr(function_class, name, None)
-        if method is None:
-            continue
+    for name, method in _named_methods(function_class):
         guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, method)
         methods.append((AttrSource(owner, name), method))
     # what they read by name (globals, closure cells): a backend that retraces the graph
