@@ -152,3 +152,36 @@ def _local_class_fn(x):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Local(): eager warns too
 def test_globals_read_by_a_class_defined_in_the_frame_are_guarded(monkeypatch):
     _check(_local_class_fn, lambda: monkeypatch.setitem(globals(), "GAIN", 4.0))
+
+
+class _FreshEachRead:
+    """Makes its `box` anew on every read (its own __getattribute__)."""
+
+    box = None
+
+    def __getattribute__(self, name):
+        if name == "box":
+            return [3.0]
+        return object.__getattribute__(self, name)
+
+
+FRESH = _FreshEachRead()
+
+
+class ByFreshBox(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * FRESH.box[0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3.0
+
+
+def test_attribute_made_anew_on_each_read_does_not_retrace_every_call():
+    fn = lambda x: ByFreshBox.apply(x)  # noqa: E731
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(4)
+    for _ in range(3):
+        assert same(_grads(compiled, x), _grads(fn, x))
+    assert compiled.backend.graph_count == 1

@@ -146,9 +146,20 @@ class _Reads:
             )
             if isinstance(found, types.FunctionType) and not owned:
                 continue  # a method of its class: bound anew on each read
-            self.value(AttrSource(source, name), found, names, 1)
+            live = _live(value, name)
+            if live is not found and not _is_constant(live):
+                continue  # a __getattribute__ of its own makes it anew on each read
+            self.value(AttrSource(source, name), live, names, 1)
             if isinstance(found, types.FunctionType) and isinstance(value, type | types.ModuleType):
                 self.function(AttrSource(source, name), found)
+
+
+def _live(value: Any, name: str) -> Any:
+    """The attribute as a guard reads it (getattr), or _MISSING when that raises."""
+    try:
+        return getattr(value, name)
+    except Exception:
+        return _MISSING
 
 
 def _is_descriptor(value: Any) -> bool:
