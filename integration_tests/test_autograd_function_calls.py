@@ -177,3 +177,115 @@ def test_backward_effects_happen_on_every_pass_under_inductor():
     for _ in range(3):
         compiled(torch.randn(4, requires_grad=True)).backward()
     assert len(_BACKWARD_RUNS) == 3
+
+
+_GAIN = {"value": 2.0}
+
+
+class _ByGain(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * _GAIN["value"]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * _GAIN["value"] * 10  # a rule of its own
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_value_read_by_forward_and_backward_is_guarded(backend):
+    # a backend that retraces with autograd kept the value forward and backward read
+    # first (a wrong result after the change), until such reads were guarded
+    def fn(x):
+        return _ByGain.apply(x) + 1
+
+    def values_and_grad(run, x):
+        x = x.detach().clone().requires_grad_(True)
+        out = run(x)
+        out.sum().backward()
+        return out.detach(), x.grad
+
+    compiled = ember.compile(fn, fullgraph=True, backend=backend)
+    x = torch.randn(6)
+    try:
+        torch.testing.assert_close(values_and_grad(compiled, x), values_and_grad(fn, x))
+        torch.testing.assert_close(values_and_grad(compiled, x), values_and_grad(fn, x))
+        assert ember.counters[backend]["forward_graphs"] == 1
+        _GAIN["value"] = 3.0
+        torch.testing.assert_close(values_and_grad(compiled, x), values_and_grad(fn, x))
+        assert ember.counters[backend]["forward_graphs"] == 2  # retraced, once
+    finally:
+        _GAIN["value"] = 2.0
+    if backend == "inductor":
+        _ran_compiled()
+
+
+class _FlipGrad(torch.autograd.Function):
+    """A gradient reversal: forward returns its input as a view of itself."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -2 * grad
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_function_returning_its_input_keeps_its_backward(backend):
+    # the output, a view of the input, was rebuilt from the real input outside the
+    # compiled graph: its gradient was the view's own (1), not the user's (-2)
+    def fn(x, y):
+        return _FlipGrad.apply(x), _FlipGrad.apply(y).t(), y.sin()
+
+    def values_and_grads(run, x, y):
+        x, y = (t.detach().clone().requires_grad_(True) for t in (x, y))
+        outs = run(x, y)
+        assert outs[0].data_ptr() == x.data_ptr()  # still the input's storage, as in eager
+        sum(o.sum() * (k + 1) for k, o in enumerate(outs)).backward()
+        return [o.detach() for o in outs], [o.requires_grad for o in outs], x.grad, y.grad
+
+    x, y = torch.randn(5), torch.randn(3, 4)
+    expected = values_and_grads(fn, x, y)
+    got = values_and_grads(ember.compile(fn, fullgraph=True, backend=backend), x, y)
+    torch.testing.assert_close(got, expected)
+    assert ember.counters[backend]["forward_graphs"] == 1
+    if backend == "inductor":
+        _ran_compiled()
+
+
+def _defines_its_function(x):
+    class Local(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * _GAIN["value"]
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * _GAIN["value"] * 10
+
+    return Local.apply(x) + 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_value_read_by_a_function_defined_in_the_frame_is_guarded(backend):
+    def values_and_grad(run, x):
+        x = x.detach().clone().requires_grad_(True)
+        out = run(x)
+        out.sum().backward()
+        return out.detach(), x.grad
+
+    compiled = ember.compile(_defines_its_function, fullgraph=True, backend=backend)
+    x = torch.randn(6)
+    try:
+        expected = values_and_grad(_defines_its_function, x)
+        torch.testing.assert_close(values_and_grad(compiled, x), expected)
+        _GAIN["value"] = 3.0
+        expected = values_and_grad(_defines_its_function, x)
+        torch.testing.assert_close(values_and_grad(compiled, x), expected)
+        assert ember.counters[backend]["forward_graphs"] == 2  # retraced, once
+    finally:
+        _GAIN["value"] = 2.0
+    if backend == "inductor":
+        _ran_compiled()

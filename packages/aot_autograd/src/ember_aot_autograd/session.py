@@ -165,7 +165,7 @@ class TraceSession:
             owner = entry.storage.input_index
             if owner is not None and leaf is self.inputs[owner]:
                 spec_leaves.append(SameAsInput(owner))
-            elif owner is not None:
+            elif owner is not None and not _custom_history(leaf):
                 # a view of an input: rebuilt from the real input so that it aliases it
                 spec_leaves.append(view_of_input(owner, entry.chain, self.inputs))
             else:
@@ -199,3 +199,23 @@ class TraceSession:
         for name, constant in self.tracer.constants.items():
             root.register_buffer(name, constant)
         return torch.fx.GraphModule(root, graph)
+
+
+def _custom_history(leaf: torch.Tensor) -> bool:
+    """Whether the autograd history of `leaf` (a view of an input) passes through a user's
+    autograd.Function (which returned its input, or a view of it): regenerating the view
+    from the real input would give it the view's own gradient, not the user's backward, so
+    it leaves the graph as an output of its own."""
+    todo, seen = [leaf.grad_fn], 0
+    while todo and seen < _HISTORY_LIMIT:
+        node = todo.pop()
+        if node is None:
+            continue
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        seen += 1
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return False
+
+
+_HISTORY_LIMIT = 64  # autograd nodes looked at, from a view output back towards its input

@@ -30,9 +30,10 @@ from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.constructed import ConstructedObjectVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.function_reads import guard_reads
 from ember_bytecode_tracer.variables.function_state import watch
 from ember_bytecode_tracer.variables.lists import BaseListVariable, ListVariable, TupleVariable
-from ember_bytecode_tracer.variables.objects import constructor
+from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, constructor
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 
 # Function's own `apply` descriptor: a Python classmethod up to torch 2.13, a C
@@ -352,10 +353,34 @@ class AutogradFunctionInstanceVariable(VariableTracker):
         return f"AutogradFunctionInstanceVariable({self.cls.__qualname__})"
 
 
+_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
+_OVERRIDDEN_ONLY = {"vjp", "jvp", "vmap"}  # guarded where the class defines its own
+
+
+def _named_methods(function_class: type) -> list[tuple[str, Any]]:
+    found = []
+    for name in _METHODS:
+        method = getattr(function_class, name, None)
+        base = getattr(torch.autograd.Function, name, None)
+        if method is None or (name in _OVERRIDDEN_ONLY and method is base):
+            continue
+        found.append((name, method))
+    return found
+
+
+def _methods(function_class: type) -> list[Any]:
+    return [method for _, method in _named_methods(function_class)]
+
+
 def _guard_methods(tx, owner, function_class: type) -> None:
     """The class's forward/backward (and setup_context) by identity: redefining retraces."""
-    for name in ("forward", "setup_context", "backward"):
-        guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, getattr(function_class, name))
+    methods = []
+    for name, method in _named_methods(function_class):
+        guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, method)
+        methods.append((AttrSource(owner, name), method))
+    # what they read by name (globals, closure cells): a backend that retraces the graph
+    # with autograd keeps the values it saw, so a change must retrace
+    guard_reads(tx, methods)
 
 
 @constructor("autograd_function")
@@ -367,6 +392,8 @@ def _construct_instance(tx, kind, args, kwargs) -> VariableTracker | None:
         return None  # a constructor of its own: the general refusal stands
     if kind.source is not None:
         _guard_methods(tx, kind.source, cls)
+    elif cls in FRAME_LOCAL_CLASSES:
+        guard_reads(tx, [(None, m) for m in _methods(cls)])
     warnings.warn(  # Function.__init__'s own warning, given when the call is traced
         f"{cls} should not be instantiated. Methods on autograd functions are all static, "
         "so you should invoke them on the class itself. Instantiating an autograd function "
@@ -387,4 +414,6 @@ def _wrap_apply(tx, value: Any, source) -> VariableTracker | None:
         owner = AttrSource(source, "__self__")
         guard(tx, owner, GuardKind.ID_MATCH, function_class)
         _guard_methods(tx, owner, function_class)
+    elif function_class in FRAME_LOCAL_CLASSES:  # defined in the frame: what it reads
+        guard_reads(tx, [(None, m) for m in _methods(function_class)])
     return AutogradFunctionApplyVariable(function_class)
