@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import sympy
 import torch
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
@@ -121,7 +121,21 @@ def _check(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
         return ConstantVariable(None)
     if isinstance(cond, ConstantVariable) and cond.value is True:
         return ConstantVariable(None)
-    raise Unsupported("torch._check on a condition that does not hold or is not a bool")
+    if isinstance(cond, ConstantVariable) and cond.value is False:
+        # eager raises RuntimeError with the caller's message: raised in the trace, so that
+        # a `try` around it catches it and, uncaught under fullgraph, it is that RuntimeError
+        raise TracedException(RuntimeError, _check_message(tx, args, kwargs))
+    raise Unsupported("torch._check on a condition that is not a bool")
+
+
+def _check_message(tx: Translator, args: list, kwargs: dict) -> str:
+    message = args[1] if len(args) > 1 else kwargs.get("message")
+    if message is None or (isinstance(message, ConstantVariable) and message.value is None):
+        return "Expected cond to be True, but got False."
+    text = message.call_function(tx, [], {})  # the message is a callable returning a str
+    if not text.is_python_constant():
+        raise Unsupported("torch._check with a message not known at trace time")
+    return str(text.as_python_constant())
 
 
 @rule(torch._check_is_size)
