@@ -51,6 +51,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     tensor,
     torch_functions,
     traced_objects,
+    typing_values,
     validation_checks,
     value_ranges,
     weak_refs,

@@ -113,13 +113,26 @@ class TypeVariable(VariableTracker):
         return f"TypeVariable({self.cls.__qualname__})"
 
 
+# Modules whose `__class_getitem__` only builds an immutable alias from its key (typing's
+# Generic, collections.abc.Callable): run now on a known key.
+_PURE_ALIAS_MODULES = frozenset({"typing", "_collections_abc", "collections.abc"})
+
+
+def _pure_class_getitem(method: Any) -> bool:
+    if isinstance(method, types.BuiltinMethodType | types.ClassMethodDescriptorType):
+        return True  # C: list[int], dict[str, Tensor]
+    if not isinstance(method, classmethod):
+        return False
+    return getattr(method.__func__, "__module__", None) in _PURE_ALIAS_MODULES
+
+
 def _builtin_alias(cls: type, key: VariableTracker) -> Any:
-    """`cls[key]` (`list[int]`, `dict[str, Tensor]`) for a class whose `__class_getitem__`
-    is C (it only makes an immutable `types.GenericAlias`), the key known; None otherwise."""
+    """`cls[key]` (`list[int]`, `Callable[[int], int]`, `MyGeneric[T]`) for a class whose
+    `__class_getitem__` is C or typing's (it only makes an immutable alias), the key known;
+    None otherwise."""
     if inspect.getattr_static(type(cls), "__getitem__", None) is not None:
         return None  # a metaclass's own subscript
-    method = inspect.getattr_static(cls, "__class_getitem__", None)
-    if not isinstance(method, types.BuiltinMethodType | types.ClassMethodDescriptorType):
+    if not _pure_class_getitem(inspect.getattr_static(cls, "__class_getitem__", None)):
         return None
     try:
         value = key.as_python_constant()
