@@ -43,6 +43,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     optimizer,
     rng_state,
     scalar_outputs,
+    scalar_tensor_args,
     sets,
     signatures,
     super_variable,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -200,6 +201,12 @@ def _passes_python_callable(args, kwargs) -> bool:
     return any(isinstance(a, callables) for a in (*args, *kwargs.values()))
 
 
+# Functions whose call another module answers, by function (scalar_tensor_args.py: a 0-d
+# tensor where the op takes a Scalar): (tx, args, kwargs) -> tracker, or None to decline.
+CallRule = Callable[[Any, list, dict], "VariableTracker | None"]
+CALL_RULES: dict[Any, CallRule] = {}
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn: Any) -> None:
         super().__init__()
@@ -213,6 +220,9 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
+        rule = CALL_RULES.get(fn) if in_rule_table(fn, CALL_RULES) else None
+        if rule is not None and (answered := rule(tx, list(args), dict(kwargs))) is not None:
+            return answered
         if fn in UNSUPPORTED or _sets_process_state(fn):
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() changes global state")
         if fn in CONSTANT_FOLDED:
