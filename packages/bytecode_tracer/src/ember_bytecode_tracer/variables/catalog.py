@@ -44,6 +44,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     rng_state,
     scalar_outputs,
     scalar_tensor_args,
+    sdp_flags,
     sets,
     signatures,
     super_variable,

@@ -133,7 +133,7 @@ def _reads_global_state(fn: Any, args, kwargs, value: Any) -> bool:
     return all(a.is_python_constant() for a in (*args, *kwargs.values()))
 
 
-def _query_path(fn: Any) -> str | None:
+def query_path(fn: Any) -> str | None:
     """The dotted path under torch reaching `fn` (what a guard calls again), if any."""
     module = getattr(fn, "__module__", None) or ""
     owner = getattr(getattr(fn, "__self__", None), "__name__", None)
@@ -163,7 +163,7 @@ def guard_state_query(tx, fn: Any, args, kwargs, value: Any) -> None:
         guard_state_query(tx, _MODE_QUERY, [], {}, _MODE_QUERY())
         return
     name = getattr(fn, "__name__", fn)
-    path = _query_path(fn)
+    path = query_path(fn)
     literals = [a.as_python_constant() for a in args]
     if path is None or kwargs or len(literals) > 1 or not all(isinstance(a, str) for a in literals):
         raise Unsupported(f"torch.{name}() answers from global state a guard cannot re-read")
