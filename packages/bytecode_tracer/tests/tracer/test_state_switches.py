@@ -1,9 +1,12 @@
-"""The SDPA backend flags switched inside traced code (`with sdpa_kernel(...)`,
-`torch.backends.cuda.enable_*_sdp`): one graph, the flags inside the block are what the
-code set, outside what they were, the entry state guarded, and a graph never leaves them
-switched (issue 26; integration_tests/test_sdp_switches_inductor.py is the inductor twin)."""
+"""Global state switched inside traced code for a while: the SDPA backend flags (`with
+sdpa_kernel(...)`, `torch.backends.cuda.enable_*_sdp`) and the default dtype (a context
+manager around `torch.set_default_dtype`). One graph; inside the block the state is what
+the code set, after it what it was; the entry state is guarded, and a graph never leaves it
+switched (issue 26; integration_tests/test_state_switches_inductor.py is the inductor twin)."""
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch.nn.attention import SDPBackend, _cur_sdpa_kernel_backends, sdpa_kernel
@@ -56,3 +59,39 @@ def test_a_graph_leaving_a_flag_switched_is_refused():
         assert compiled.backend.graph_count == 0
     finally:
         torch.backends.cuda.enable_math_sdp(True)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    previous = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def make_tensors(y):
+    with default_dtype(torch.float64):
+        inside = torch.tensor([1.5, 2.0 - 1.0j]), torch.ones(3) + y, torch.get_default_dtype()
+    return inside, torch.zeros(2), torch.get_default_dtype()
+
+
+def test_default_dtype_switched_in_a_context_manager():
+    compiled = Compiled(make_tensors, fullgraph=True)
+    y = torch.randn(3, dtype=torch.float64)
+    for _ in range(2):
+        got, expected = compiled(y), make_tensors(y)
+        assert got[0][2] == expected[0][2] == torch.float64 and got[2] == torch.float32
+        for g, e in zip((*got[0][:2], got[1]), (*expected[0][:2], expected[1]), strict=True):
+            assert g.dtype == e.dtype and same(g, e)
+        assert torch.get_default_dtype() == torch.float32
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+    torch.set_default_dtype(torch.float64)
+    try:  # another entry default: the read of it is guarded, another trace
+        got, expected = compiled(y), make_tensors(y)
+        assert got[1].dtype == expected[1].dtype == torch.float64
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert compiled.backend.graph_count == 2

@@ -1,7 +1,10 @@
-"""SDPA backend flags switched in compiled code, under the default backend (issue 26): the
-inductor twin of packages/bytecode_tracer/tests/tracer/test_sdp_switches.py."""
+"""SDPA backend flags and the default dtype switched in compiled code, under the default
+backend (issue 26): the inductor twin of
+packages/bytecode_tracer/tests/tracer/test_state_switches.py."""
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -27,4 +30,30 @@ def test_sdpa_kernel_block_under_inductor():
     assert got[1] is expected[1] is False
     assert _cur_sdpa_kernel_backends() == before
     assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
+    assert ember.counters["inductor"]["forward_graphs"] == 1
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    previous = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_default_dtype_block_under_inductor():
+    def fn(y):
+        with _default_dtype(torch.float64):
+            made = torch.arange(4.0) * y
+        return made, torch.ones(4) + y.float()
+
+    y = torch.randn(4, dtype=torch.float64)
+    compiled = ember.compile(fn, backend="inductor", fullgraph=True)
+    got, expected = compiled(y), fn(y)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+    assert torch.get_default_dtype() == torch.float32
     assert ember.counters["inductor"]["forward_graphs"] == 1
