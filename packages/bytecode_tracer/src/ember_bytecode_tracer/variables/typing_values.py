@@ -44,7 +44,9 @@ _TYPING_BASES = tuple(
 def is_typing_value(value: Any) -> bool:
     """An instance (never a class) of a typing class: `List`, `List[int]`, `Optional[T]`,
     `TypeVar("T")`, `Any`'s special forms, `list[int]`, `int | None`."""
-    return not isinstance(value, type) and isinstance(value, _TYPING_BASES)
+    if isinstance(value, type | typing.ForwardRef):
+        return False  # a ForwardRef caches what it evaluates to: not immutable
+    return isinstance(value, _TYPING_BASES)
 
 
 class TypingVariable(ConstantVariable):
