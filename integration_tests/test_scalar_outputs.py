@@ -149,3 +149,15 @@ def test_a_check_on_nonzeros_length_is_asserted(backend):
             compiled(torch.tensor([1.0, 2.0, 3.0, -1.0]))
     finally:
         ember.config.capture_dynamic_output_shape_ops = False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_and_int_of_tensors(backend):
+    def fn(x, n):
+        return x * float(n) - int(n.to(torch.int64) + 1)
+
+    compiled = ember.compile(fn, backend=backend, fullgraph=True)
+    x = torch.randn(5)
+    for n in (torch.tensor(2.5), torch.tensor(-4.0)):
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    assert _frames(compiled) == 1

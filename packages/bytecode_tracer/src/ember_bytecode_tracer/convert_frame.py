@@ -66,6 +66,9 @@ from ember_bytecode_tracer.saved_hooks import (
     user_saved_tensor_hooks_suspended,
 )
 from ember_bytecode_tracer.shared_code import share_key, shareable_entry
+from ember_bytecode_tracer.state_switches import SWITCHES
+from ember_bytecode_tracer.state_switches import restore as restore_switched_state
+from ember_bytecode_tracer.state_switches import snapshot as switched_state_now
 from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers handlers)
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
 from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
@@ -531,6 +534,7 @@ def _trace_frame(
             break_at = tx.index_of[id(tx.current)]
             reason = GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
         finally:
+            restore_switched_state(tx.output.entry_switched_state)  # a trace may switch them
             _release(tx)
     raise SkipFrame(f"could not trace {code.co_name}")
 
@@ -625,6 +629,7 @@ def _runner(
     draws = output.draws  # calls whose results are inputs (NumPy's random draws), in order
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
     disables_hooks = any(n.target in DISABLE_SWITCHES for n in output.graph.nodes)
+    switches_state = any(n.target in SWITCHES for n in output.graph.nodes)
 
     def runner(*args):
         L = dict(zip(input_names, args, strict=True))
@@ -635,11 +640,14 @@ def _runner(
             grad_mode = torch.is_grad_enabled()
             autocast = AutocastState.now() if uses_autocast else None
             hooks_message = disabled_message() if disables_hooks else None
+            switched = switched_state_now() if switches_state else None
             try:
                 outs = compiled(*load_inputs(L))
             except BaseException:
                 # A with-block's __exit__ (no_grad...) did not run: restore what it would.
                 torch._C._set_grad_enabled(grad_mode)
+                if switched is not None:
+                    restore_switched_state(switched)
                 if autocast is not None:
                     autocast.restore()
                 if disables_hooks:

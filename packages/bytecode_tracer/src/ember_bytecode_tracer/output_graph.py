@@ -40,6 +40,7 @@ from ember_bytecode_tracer.keyword_args import (
 )
 from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
+from ember_bytecode_tracer.state_switches import SWITCHES, changed_since, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -123,6 +124,7 @@ class OutputGraph:
         self.entry_grad_mode = torch.is_grad_enabled()
         self.state_queries: set[Source] = set()  # global-state queries guarded so far
         self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
+        self.entry_switched_state = snapshot()  # SDPA flags, default dtype (state_switches.py)
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
         self.containers_by_id: dict[int, tuple[Any, Any]] = {}
@@ -326,6 +328,10 @@ class OutputGraph:
     ) -> CompiledSubgraph:
         """Finishes the graph with `outputs`, calls the backend, installs the result."""
 
+        if left_switched := changed_since(self.entry_switched_state):
+            raise Unsupported(
+                f"a graph ending with global state switched ({', '.join(left_switched)})"
+            )
         self.entry_autocast.wrap_graph(self.graph)
         self.graph.output(tuple(outputs))
         remove_unused_pure_nodes(self.graph)
@@ -415,6 +421,7 @@ _MUTATING_FUNCTIONS = {
     operator.ior, operator.ixor, operator.ilshift, operator.irshift,
     torch._C._set_grad_enabled,
     torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast,
+    *SWITCHES,
 }  # fmt: skip
 
 

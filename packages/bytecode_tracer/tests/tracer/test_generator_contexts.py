@@ -241,18 +241,17 @@ def default_dtype(dtype):
         torch.set_default_dtype(before)
 
 
-def test_default_dtype_set_inside_a_context_runs_as_python():
-    # The C setter answers None: as a graph node it would be dropped as unused, and the
-    # factory in the block would build the default dtype of the call, not the block's.
+def test_default_dtype_set_inside_a_context_is_one_graph():
+    # The setter is a kept graph op, switched at trace time too (state_switches.py): the
+    # factory in the block builds the block's dtype, and the default is back after it.
     def fn(x):
         with default_dtype(torch.float64):
             made = torch.tensor([1.0, 2.0])
         return x + 1, made
 
-    with pytest.raises(Unsupported):
-        Compiled(fn, fullgraph=True)(torch.randn(2))
-    compiled = Compiled(fn)
+    compiled = Compiled(fn, fullgraph=True)
     x = torch.randn(2)
     out, made = compiled(x)
     assert same(out, x + 1) and made.dtype == torch.float64
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
     assert torch.get_default_dtype() == torch.float32

@@ -190,3 +190,26 @@ def test_an_int_item_may_be_negative():
     for n in (torch.tensor(-3), torch.tensor(4)):
         assert same(compiled(x, n), fn(x, n))
     assert any("data-dependent" in b.reason for b in compiled.breaks)
+
+
+def test_float_and_int_of_a_one_element_tensor_are_its_item():
+    # float(t) / int(t) run Tensor.__float__ / __int__: item() made a number, in the graph
+    def fn(x, n):
+        return x * float(n + 0.5) + int(n.to(torch.int64) * 2)
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    x = torch.randn(4)
+    for n in (torch.tensor([1.5]), torch.tensor([-3.0]), torch.tensor([[7.25]])):
+        assert same(compiled(x, n), fn(x, n))  # each call reads the value it is given
+    assert not compiled.breaks
+    assert compiled.backend.graph_count == 2  # a (1,) and a (1, 1) tensor
+
+
+def test_float_of_a_tensor_without_capture_is_a_break():
+    def fn(x, n):
+        return x * float(n)
+
+    compiled = Compiled(fn)
+    x, n = torch.randn(4), torch.tensor(2.0)
+    assert same(compiled(x, n), fn(x, n))
+    assert compiled.breaks

@@ -57,6 +57,16 @@ def register_symbolic_tracker(make: Callable[[Any], VariableTracker]) -> None:
     _SYMBOLIC_TRACKER[:] = [make]
 
 
+# Subclasses of ConstantVariable for constants of a kind with their own attribute reads and
+# subscripts (typing objects: typing_values.py), keyed by a predicate on the value; any
+# ConstantVariable(value) made of such a value is one of them.
+_CONSTANT_KINDS: list[tuple[Callable[[Any], bool], type]] = []
+
+
+def register_constant_kind(when: Callable[[Any], bool], kind: type) -> None:
+    _CONSTANT_KINDS.append((when, kind))
+
+
 # The tracker of a method's list result (str.split gives a list the code may mutate or
 # iterate), registered by builtins.py (which imports this module).
 _RESULT_TRACKER: list[Callable[[Any], VariableTracker]] = []
@@ -72,6 +82,10 @@ class ConstantVariable(VariableTracker):
         # is not a constant: whoever wraps one gets a SymNodeVariable (sym_values.py).
         if isinstance(value, _SYM_TYPES) and value.node.is_symbolic():
             return _SYMBOLIC_TRACKER[0](value)
+        if cls is ConstantVariable:
+            for when, kind in _CONSTANT_KINDS:
+                if when(value):
+                    return super().__new__(kind)
         return super().__new__(cls)
 
     def __init__(self, value: Any, *, source: Source | None = None) -> None:

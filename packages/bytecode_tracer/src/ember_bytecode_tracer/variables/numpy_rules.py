@@ -177,6 +177,11 @@ UFUNCS: dict[np.ufunc, Any] = {
     np.logical_or: torch.logical_or, np.logical_xor: torch.logical_xor,
     np.bitwise_and: torch.bitwise_and, np.bitwise_or: torch.bitwise_or,
     np.bitwise_xor: torch.bitwise_xor,
+    np.signbit: torch.signbit, np.copysign: torch.copysign, np.fmod: torch.fmod,
+    np.arcsinh: torch.asinh, np.arccosh: torch.acosh, np.arctanh: torch.atanh,
+    np.deg2rad: torch.deg2rad, np.rad2deg: torch.rad2deg, np.radians: torch.deg2rad,
+    np.degrees: torch.rad2deg, np.logaddexp: torch.logaddexp, np.logaddexp2: torch.logaddexp2,
+    np.heaviside: torch.heaviside, np.float_power: torch.float_power,
 }  # fmt: skip
 
 
@@ -420,6 +425,63 @@ def _astype(tx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):
 
 
 METHODS["astype"] = _astype
+
+
+@rule(np.nan_to_num)
+def _nan_to_num(tx, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    a = _as_array(tx, x)
+    if not _const(copy, "copy"):
+        raise Unsupported("numpy.nan_to_num(copy=False) writes into its argument")
+    if a.dtype.kind in "biu":  # nothing to replace: NumPy gives a copy
+        return _array(tx, torch.clone, (a.node,))
+    if a.dtype.kind != "f":
+        raise Unsupported(f"numpy.nan_to_num of a {a.dtype} array")
+    # None: the dtype's largest / smallest finite value, in NumPy as in torch
+    limits = {"nan": _const(nan, "nan"), "posinf": _const(posinf, "posinf")}
+    limits["neginf"] = _const(neginf, "neginf")
+    return _array(tx, torch.nan_to_num, (a.node,), limits)
+
+
+@rule(np.take_along_axis)
+def _take_along_axis(tx, arr, indices, axis=-1):
+    a, index = _as_array(tx, arr), _as_array(tx, indices)
+    axis = _const(axis, "axis")
+    if type(axis) is not int or index.dtype.kind not in "iu" or len(a.shape) != len(index.shape):
+        raise Unsupported("numpy.take_along_axis other than along one axis of integer indices")
+    dim = _axes(axis, len(a.shape))[0]
+    index = _cast(tx, index, np.dtype(np.int64))
+    # NumPy's fancy indexing counts negative indices from the end; gather does not
+    negative = _node(tx, "call_function", operator.lt, (index, 0))[0]
+    shifted = _node(tx, "call_function", operator.add, (index, a.shape[dim]))[0]
+    index = _node(tx, "call_function", torch.where, (negative, shifted, index))[0]
+    return _array(tx, torch.take_along_dim, (a.node, index), {"dim": dim}, scalar=False)
+
+
+def _sort_axis(tx, a, axis, kind, order, what: str) -> tuple[NumpyArrayVariable, int]:
+    if _const(order, "order") is not None or a.dtype.kind not in "biuf":
+        raise Unsupported(f"numpy.{what} with order= or of a {a.dtype} array")
+    axis = _const(axis, "axis")
+    if axis is None:  # the flattened array
+        a = NumpyArrayVariable(*_node(tx, "call_method", "reshape", (a.node, -1)), scalar=False)
+        axis = 0
+    return a, _axes(axis, len(a.shape))[0]
+
+
+@rule(np.sort)
+def _sort(tx, a, axis=-1, kind=None, order=None, *, stable=None):
+    # the sorted values do not depend on how ties are ordered (NaN last in both)
+    a, dim = _sort_axis(tx, _as_array(tx, a), axis, kind, order, "sort")
+    node = _node(tx, "call_function", torch.sort, (a.node,), {"dim": dim, "stable": True})[0]
+    return _array(tx, operator.getitem, (node, 0), scalar=False)
+
+
+@rule(np.argsort)
+def _argsort(tx, a, axis=-1, kind=None, order=None, *, stable=None):
+    if _const(kind, "kind") not in ("stable", "mergesort") and _const(stable, "stable") is not True:
+        # NumPy's default sort orders ties its own way (introsort, SIMD kernels)
+        raise Unsupported("numpy.argsort without kind='stable': the order of ties is NumPy's")
+    a, dim = _sort_axis(tx, _as_array(tx, a), axis, kind, order, "argsort")
+    return _array(tx, torch.argsort, (a.node,), {"dim": dim, "stable": True}, scalar=False)
 
 
 # ---- combining arrays ---------------------------------------------------------------------

@@ -113,13 +113,32 @@ class TypeVariable(VariableTracker):
         return f"TypeVariable({self.cls.__qualname__})"
 
 
+# Modules whose `__class_getitem__` only builds an immutable alias from its key (typing's
+# Generic, collections.abc.Callable): run now on a known key.
+_PURE_ALIAS_MODULES = frozenset({"typing", "_collections_abc", "collections.abc"})
+
+
+def _pure_class_getitem(method: Any) -> bool:
+    if isinstance(method, types.BuiltinMethodType | types.ClassMethodDescriptorType):
+        return True  # C: list[int], dict[str, Tensor]
+    if not isinstance(method, classmethod):
+        return False
+    return getattr(method.__func__, "__module__", None) in _PURE_ALIAS_MODULES
+
+
+def _c_getter(fget: Any) -> bool:
+    """A property's getter implemented in C (pybind11's `instancemethod`, a builtin)."""
+    python = inspect.isfunction(fget) or inspect.ismethod(fget)
+    return callable(fget) and not python and type(fget).__module__ == "builtins"
+
+
 def _builtin_alias(cls: type, key: VariableTracker) -> Any:
-    """`cls[key]` (`list[int]`, `dict[str, Tensor]`) for a class whose `__class_getitem__`
-    is C (it only makes an immutable `types.GenericAlias`), the key known; None otherwise."""
+    """`cls[key]` (`list[int]`, `Callable[[int], int]`, `MyGeneric[T]`) for a class whose
+    `__class_getitem__` is C or typing's (it only makes an immutable alias), the key known;
+    None otherwise."""
     if inspect.getattr_static(type(cls), "__getitem__", None) is not None:
         return None  # a metaclass's own subscript
-    method = inspect.getattr_static(cls, "__class_getitem__", None)
-    if not isinstance(method, types.BuiltinMethodType | types.ClassMethodDescriptorType):
+    if not _pure_class_getitem(inspect.getattr_static(cls, "__class_getitem__", None)):
         return None
     try:
         value = key.as_python_constant()
@@ -167,6 +186,14 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def python_type(self) -> type:
         return type(self.value)
+
+    @property
+    def cls_source(self) -> Source | None:
+        """Where `type(obj)` lives: the object's type is guarded when it is read through a
+        source (TYPE_MATCH), so its class is that one object (`type(obj).__dict__`)."""
+        if self.source is None or self.python_type() is not type(self.value):
+            return None
+        return TypeSource(self.source)
 
     def var_getattr(self, tx, name):
         hook = inspect.getattr_static(type(self.value), "__getattribute__")
@@ -239,6 +266,10 @@ class UserDefinedObjectVariable(VariableTracker):
         except AttributeError:
             return self._missing(tx, name)
         if isinstance(attribute, property):
+            if _c_getter(attribute.fget):
+                # a C getter (pybind11's def_readonly / def_property): read now, and the
+                # guard reads it again through the same property on each call
+                return tx.wrap(getattr(value, name), AttrSource(self.source, name))
             return tx.inline_call(attribute.fget, None, [self], {})
         if is_logging_call(value, name):
             return LoggingCallVariable(self, name)

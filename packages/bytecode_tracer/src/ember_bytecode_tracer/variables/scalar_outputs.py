@@ -21,7 +21,7 @@ import sympy
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.variables.builtins import rule
+from ember_bytecode_tracer.variables.builtins import BuiltinVariable, constant_fold, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, fx_of, wrap_scalar
@@ -88,6 +88,25 @@ def _nested(tx: Translator, node: torch.fx.Node, shape: tuple[int, ...]) -> Vari
 
 METHOD_RULES["item"] = _item
 METHOD_RULES["tolist"] = _tolist
+
+
+def _number_of(kind: type):
+    """`float(t)` / `int(t)` of a one-element tensor is Tensor.__float__ / __int__: its
+    item() made a Python number, kept in the graph where item() is; otherwise, and for
+    anything but a tensor, the builtin on constants (a break when they are not)."""
+
+    def run(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
+        if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+            item = _item(tx, args[0], [], {})
+            if item is not None:
+                return BuiltinVariable(kind).call_function(tx, [item], {})
+        return constant_fold(kind, args, kwargs)
+
+    return run
+
+
+rule(float)(_number_of(float))
+rule(int)(_number_of(int))
 
 
 # ---- torch._check on symbolic conditions ------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -132,7 +133,7 @@ def _reads_global_state(fn: Any, args, kwargs, value: Any) -> bool:
     return all(a.is_python_constant() for a in (*args, *kwargs.values()))
 
 
-def _query_path(fn: Any) -> str | None:
+def query_path(fn: Any) -> str | None:
     """The dotted path under torch reaching `fn` (what a guard calls again), if any."""
     module = getattr(fn, "__module__", None) or ""
     owner = getattr(getattr(fn, "__self__", None), "__name__", None)
@@ -162,7 +163,7 @@ def guard_state_query(tx, fn: Any, args, kwargs, value: Any) -> None:
         guard_state_query(tx, _MODE_QUERY, [], {}, _MODE_QUERY())
         return
     name = getattr(fn, "__name__", fn)
-    path = _query_path(fn)
+    path = query_path(fn)
     literals = [a.as_python_constant() for a in args]
     if path is None or kwargs or len(literals) > 1 or not all(isinstance(a, str) for a in literals):
         raise Unsupported(f"torch.{name}() answers from global state a guard cannot re-read")
@@ -200,6 +201,12 @@ def _passes_python_callable(args, kwargs) -> bool:
     return any(isinstance(a, callables) for a in (*args, *kwargs.values()))
 
 
+# Functions whose call another module answers, by function (scalar_tensor_args.py: a 0-d
+# tensor where the op takes a Scalar): (tx, args, kwargs) -> tracker, or None to decline.
+CallRule = Callable[[Any, list, dict], "VariableTracker | None"]
+CALL_RULES: dict[Any, CallRule] = {}
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn: Any) -> None:
         super().__init__()
@@ -213,6 +220,9 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
+        rule = CALL_RULES.get(fn) if in_rule_table(fn, CALL_RULES) else None
+        if rule is not None and (answered := rule(tx, list(args), dict(kwargs))) is not None:
+            return answered
         if fn in UNSUPPORTED or _sets_process_state(fn):
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() changes global state")
         if fn in CONSTANT_FOLDED:

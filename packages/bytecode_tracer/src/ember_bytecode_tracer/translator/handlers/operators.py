@@ -29,6 +29,7 @@ from ember_bytecode_tracer.variables.sets import SET_OPERATORS, SetVariable, set
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic, sym_operator
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_graph_value
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.variables.typing_values import TypingVariable
 
 BINARY_OPS = [name for name, _symbol in dis._nb_ops]  # index = BINARY_OP's oparg
 NB_OPERATORS = {
@@ -369,6 +370,8 @@ def subscript(tx, container, key):
     if isinstance(container, BaseListVariable | ConstDictVariable):
         return container.getitem(tx, key)
     if isinstance(container, NNModuleVariable):
+        return container.getitem(tx, key)
+    if isinstance(container, TypingVariable):  # List[int]: typing's pure constructor, now
         return container.getitem(tx, key)
     if isinstance(container, ConstantVariable):
         return ConstantVariable(container.value[key.as_python_constant()])

@@ -1,0 +1,29 @@
+"""NumPy's nan_to_num, signbit, sort and take_along_axis in compiled code, under the default
+backend (issue 26): the inductor twin of
+packages/bytecode_tracer/tests/tracer/test_numpy_functions_more.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+pytestmark = pytest.mark.usefixtures("fresh_ember")
+
+
+def test_numpy_functions_under_inductor():
+    def fn(x):
+        a = x.numpy()
+        holes = np.where(a > 1.0, np.inf, a)
+        order = np.argsort(a, axis=-1, kind="stable")
+        return np.nan_to_num(holes), np.signbit(a), np.sort(a), np.take_along_axis(a, order, -1)
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 7)
+    compiled = ember.compile(fn, backend="inductor", fullgraph=True)
+    for got, expected in zip(compiled(x), fn(x), strict=True):
+        assert got.dtype == expected.dtype and np.allclose(got, expected)
+    assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
+    assert ember.counters["inductor"]["forward_graphs"] == 1

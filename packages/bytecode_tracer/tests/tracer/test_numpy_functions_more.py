@@ -1,0 +1,69 @@
+"""NumPy functions traced as torch ops with NumPy's results (issue 26): nan_to_num,
+signbit and other ufuncs, sort, stable argsort and take_along_axis, in one graph and equal
+to NumPy's (dtype included). An argsort whose order of ties is NumPy's own stays a break.
+integration_tests/test_numpy_functions_inductor.py runs them under the default backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from conftest import Compiled
+
+
+def _check(compiled, fn, *args):
+    got, expected = compiled(*args), fn(*args)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert type(g) is type(e) and g.dtype == e.dtype, (g, e)
+        assert np.allclose(g, e, equal_nan=True), (g, e)
+
+
+def test_nan_to_num_signbit_and_ufuncs():
+    def fn(x):
+        a = x.numpy()
+        holes = np.where(a > 1.5, np.inf, np.where(a < -1.5, np.nan, a))
+        return (
+            np.nan_to_num(holes),
+            np.nan_to_num(holes, nan=-7.0, posinf=3.0, neginf=-3.0),
+            np.nan_to_num(np.arange(4)),
+            np.signbit(a),
+            np.copysign(a, -1.0),
+            np.logaddexp(a, a * 2),
+            np.degrees(a),
+            np.float_power(np.abs(a), 3),
+        )
+
+    compiled = Compiled(fn, fullgraph=True)
+    torch.manual_seed(0)
+    _check(compiled, fn, torch.randn(4, 5) * 2)
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+
+
+def test_sort_stable_argsort_and_take_along_axis():
+    def fn(x):
+        a = x.numpy()
+        order = np.argsort(a, axis=1, kind="stable")
+        last = np.full((a.shape[0], 1), -1, dtype=np.int64)  # negative: from the end
+        return (
+            np.sort(a),
+            np.sort(a, axis=None),
+            order,
+            np.take_along_axis(a, order, axis=1),
+            np.take_along_axis(a, last, axis=1),
+        )
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.tensor([[3.0, 1.0, 3.0, 0.5], [2.0, 2.0, -1.0, 2.0]])  # ties included
+    _check(compiled, fn, x)
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+
+
+def test_default_argsort_is_a_break():
+    def fn(x):
+        return np.argsort(x.numpy())
+
+    compiled = Compiled(fn)
+    x = torch.tensor([2.0, 1.0, 2.0, 1.0])
+    assert np.array_equal(compiled(x), fn(x))
+    assert any("argsort" in str(b) for b in compiled.breaks)
