@@ -54,7 +54,7 @@ from .nodes import (
     Reduction,
     TensorBox,
 )
-from .size_ops import SIZE_OPS
+from .size_ops import RELATIONS, SIZE_OPS
 from .target import Target
 from .views import View, storage_view, unwrap
 
@@ -107,6 +107,10 @@ class GraphLowering:
         self._names = Counter[str]()
         #: size symbols given as graph inputs (SymInt placeholders) -> input position
         self.size_inputs: dict[sympy.Symbol, int] = {}
+        #: unbacked symbols read on the host from an input's element (lowering/scalar_reads)
+        self.scalar_reads: dict[sympy.Symbol, Any] = {}
+        #: host checks on read values (torch._check), in graph order
+        self.scalar_asserts: list[Any] = []
         #: the env owning the size symbols (None for a static graph): hints, ranges, proofs
         self.shape_env: Any = None
         #: output buffer -> the graph input its value is written back to, where the memory
@@ -384,6 +388,9 @@ class GraphLowering:
     def _call(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         if node.target is operator.getitem:
             return args[0][args[1]]
+        relation = RELATIONS.get(node.target)
+        if relation is not None:  # a condition: kept as written (a host check tests it)
+            return relation(*args)
         size_op = SIZE_OPS.get(node.target)
         if size_op is not None:  # size arithmetic: an int, or an expression over symbols
             return canonical_size(size_op(*args), self.shape_env)

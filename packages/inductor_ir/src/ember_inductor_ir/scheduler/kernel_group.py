@@ -109,12 +109,18 @@ class Schedule(list):  # list[KernelGroup]
         fallback_counts: dict[str, int],
         shape_env: Any = None,
         size_inputs: dict | None = None,
+        scalar_reads: dict | None = None,
+        scalar_asserts: list | None = None,
     ) -> None:
         super().__init__(groups)
         #: symbolic sizes: the env owning their symbols (hints for code generators'
         #: heuristics, ranges), and the size symbols passed as graph inputs -> position
         self.shape_env = shape_env
         self.size_inputs = dict(size_inputs or {})
+        #: unbacked symbols the wrapper reads from input elements (symbol -> ScalarRead),
+        #: and its host checks on them (ScalarAssert), before any kernel
+        self.scalar_reads = dict(scalar_reads or {})
+        self.scalar_asserts = list(scalar_asserts or [])
         self.buffers = buffers
         self.graph_inputs = graph_inputs
         self.graph_outputs = graph_outputs
