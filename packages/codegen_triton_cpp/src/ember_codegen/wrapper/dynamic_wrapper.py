@@ -78,7 +78,7 @@ class SizeBinder:
         by_name = {str(s): int(v) for s, v in self.env.var_to_val.items()}
         # a value read on the host (t.item()) has no example: any stands in, the wrapper
         # written under these hints only shows the code (the symbolic one reads the value)
-        by_name.update({str(s): 1 for s in self.scalar_reads})
+        by_name.update({str(s): 1.0 if r.is_float else 1 for s, r in self.scalar_reads.items()})
         return {n: by_name[n] for n in self.names if n in by_name}
 
 

@@ -93,6 +93,11 @@ class Allocation:
     in_place: bool = False
 
 
+#: the value heuristics assume for a size read on the host (``t.item()``: the example has
+#: none); a heuristic input only, never a correctness decision
+UNBACKED_SIZE_HINT = 64
+
+
 class Schedule(list):  # list[KernelGroup]
     """The ordered kernel groups plus what a wrapper needs around them."""
 
@@ -139,6 +144,11 @@ class Schedule(list):  # list[KernelGroup]
         expr = sympy.sympify(expr)
         if expr.is_Integer:
             return int(expr)
+        reads = {s: sympy.Integer(UNBACKED_SIZE_HINT) for s in self.scalar_reads}
+        if reads and expr.free_symbols & reads.keys():  # a size read on the host: no example
+            expr = sympy.sympify(expr.xreplace(reads))
+            if expr.is_Integer:
+                return int(expr)
         return int(self.shape_env.size_hint(expr))
 
     def nbytes(self, buf: Buffer) -> int:
