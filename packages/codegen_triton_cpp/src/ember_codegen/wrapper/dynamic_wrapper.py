@@ -56,6 +56,7 @@ class SizeBinder:
         for symbol, read in sched.scalar_reads.items():  # t.item() of an input's element
             sources.setdefault(symbol.name, ("item", read.position, read.index))
         needed = {n for k in kernels for n in k.size_params}
+        needed |= {s.name for s in sched.scalar_reads}  # read even where only returned
         for buffer in sched.buffers.values():
             layout = buffer.layout
             for value in (*layout.size, *layout.stride, layout.offset):
