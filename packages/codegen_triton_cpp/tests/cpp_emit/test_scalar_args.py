@@ -93,3 +93,14 @@ def test_only_sums_and_products_print_as_scalar_expressions():
         scalar_text(u**2)
     with pytest.raises(DynamicShapeUnsupported):
         scalar_text(v / 3)  # an integer division in C++
+
+
+def test_no_wrapper_per_binding_for_host_reads():
+    """A wrapper written per binding would have no host checks (and key on float values):
+    refused, so the graph runs eagerly rather than unchecked."""
+    from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
+
+    x, w, n = torch.randn(5), torch.tensor(1.5), torch.tensor(3)
+    sched = schedule(lower(_affine_graph(), [x, w, n], target="cpp"))
+    with pytest.raises(DynamicShapeUnsupported, match="host"):
+        DynamicWrapper(sched, lambda: None, {}, SizeBinder(sched, []))

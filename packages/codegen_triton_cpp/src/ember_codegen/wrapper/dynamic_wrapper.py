@@ -95,6 +95,11 @@ class DynamicWrapper:
         namespace: dict[str, Any],
         binder: SizeBinder,
     ) -> None:
+        if sched.scalar_reads or sched.scalar_asserts:
+            # a wrapper per binding has no host checks, and would key on float values
+            raise DynamicShapeUnsupported(
+                "scalars read on the host (t.item()) need the wrapper of every binding"
+            )
         self.sched = sched
         self.build = build
         self.namespace = namespace

@@ -149,13 +149,13 @@ class PrimCompiler:
         self.settings = settings
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        if not has_symbolic_sizes(gm):
-            return self.static(gm, example_inputs)
         try:
             return self.static(gm, example_inputs)
         except DynamicShapeUnsupported as reason:
-            if _reads_scalars(gm):  # sizes bound by a read: a declared limitation
+            if _reads_scalars(gm):  # symbols bound by a read: a declared limitation
                 raise ScalarReadUnsupported(f"a graph reading scalars: {reason}") from reason
+            if not has_symbolic_sizes(gm):
+                raise
             limit = self.settings.dynamic_specializations
             return SizeSpecializer(gm, self.kind, self.static, limit, str(reason))
 
