@@ -229,6 +229,26 @@ def test_an_int_and_a_float_read_in_one_kernel():
     _compiled_by("inductor")
 
 
+def scaled_loss(x, w, n):
+    return (x * w.item() + n.item()).sum()
+
+
+def test_a_training_step_takes_the_read_value_into_backward():
+    """The backward graph takes the float read as a saved scalar input: compiled too."""
+    compiled = ember.compile(scaled_loss, fullgraph=True)
+    for w, n in ((1.5, 2), (-0.5, 3)):
+        mine = torch.randn(4, requires_grad=True)
+        theirs = mine.detach().clone().requires_grad_()
+        got = compiled(mine, torch.tensor(w), torch.tensor(n))
+        want = scaled_loss(theirs, torch.tensor(w), torch.tensor(n))
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(mine.grad, theirs.grad)
+    _compiled_by("inductor")
+    assert ember.counters["inductor"]["backward_graphs"] == 1
+
+
 TRITON_CHILD = textwrap.dedent(
     """
     import json, torch, ember

@@ -43,6 +43,7 @@ from .layout import (
 )
 from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
+from .lowering.scalar_reads import scalar_input
 from .lowering.view_ops import reader_count
 from .nodes import (
     Buffer,
@@ -355,6 +356,8 @@ class GraphLowering:
             if isinstance(expr, sympy.Symbol):
                 self.size_inputs.setdefault(expr, position)
             return expr
+        if isinstance(val, torch.SymFloat):  # a float read on the host, saved for backward
+            return scalar_input(self, val, position)
         if not isinstance(example, torch.Tensor):
             return example  # ints and other Python values pass through to lowerings
         if isinstance(val, torch.Tensor) and has_symbolic_layout(val):

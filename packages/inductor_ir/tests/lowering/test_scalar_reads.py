@@ -105,3 +105,23 @@ def test_a_slice_length_the_env_bounds_loses_its_clamp():
     assert canonical_size(sympy.Max(0, u), env) == u
     free = env.create_unbacked_symint().node.expr  # unknown sign: the clamp stays
     assert canonical_size(sympy.Max(0, free), env) == sympy.Max(0, free)
+
+
+def test_a_float_input_that_is_a_read_symbol_is_bound_from_the_argument():
+    """A backward graph takes the forward's float read as a scalar input."""
+    env = es.ShapeEnv(allow_scalar_outputs=True)
+    value = env.unbacked_value(float)
+    graph = torch.fx.Graph()
+    g = graph.placeholder("g")
+    g.meta["val"] = torch.empty(3)
+    s = graph.placeholder("s")
+    s.meta["val"] = value
+    cpu = {"dtype": torch.float32, "device": torch.device("cpu")}
+    scalar = _node(graph, prims.scalar_tensor, (s,), torch.empty(()), cpu)
+    graph.output((_node(graph, prims.mul, (g, scalar), torch.empty(3)),))
+    gm = torch.fx.GraphModule({}, graph)
+    lowering = lower(gm, [torch.randn(3), value], target=FLOATS)
+    read = lowering.scalar_reads[value.node.expr]
+    assert (read.position, read.index, read.is_float) == (1, None, True)
+    with pytest.raises(ScalarReadUnsupported):
+        lower(gm, [torch.randn(3), value], target=REFERENCE)

@@ -29,6 +29,8 @@ def _reader(kind: str, position: int, dim: Any) -> Callable[[Sequence[Any]], int
         return lambda args: args[position].shape[dim]
     if kind == "stride":
         return lambda args: args[position].stride(dim)
+    if kind == "scalar":
+        return lambda args: args[position]
     if kind == "item":
         return lambda args: args[position][dim].item()
     return lambda args: int(args[position])
@@ -54,7 +56,8 @@ class SizeBinder:
         for symbol, position in sched.size_inputs.items():
             sources.setdefault(symbol.name, ("int", position, 0))
         for symbol, read in sched.scalar_reads.items():  # t.item() of an input's element
-            sources.setdefault(symbol.name, ("item", read.position, read.index))
+            kind = "scalar" if read.index is None else "item"
+            sources.setdefault(symbol.name, (kind, read.position, read.index))
         needed = {n for k in kernels for n in k.size_params}
         needed |= {s.name for s in sched.scalar_reads}  # read even where only returned
         for buffer in sched.buffers.values():

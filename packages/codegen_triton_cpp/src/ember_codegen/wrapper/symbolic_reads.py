@@ -22,6 +22,7 @@ _READS = {
     "int": "int(args[{position}])",
     # a scalar read on the host (t.item()): the input's element at logical index {dim}
     "item": "args[{position}][{dim}].item()",
+    "scalar": "args[{position}]",  # the scalar itself (a read saved for backward)
 }
 
 
@@ -39,7 +40,8 @@ class SymbolicReads:
         positions = self.binder.tensor_positions
         if not inputs:
             return
-        if positions == list(range(len(positions))) and not self.sched.size_inputs:
+        scalars = any(r.index is None for r in self.sched.scalar_reads.values())
+        if positions == list(range(len(positions))) and not (self.sched.size_inputs or scalars):
             super()._unpack_inputs()  # type: ignore[misc]
             return
         picked = ", ".join(f"args[{p}]" for p in positions)

@@ -34,7 +34,8 @@ class ScalarRead:
 
     symbol: sympy.Symbol
     position: int
-    index: tuple[int, ...]
+    #: None: the graph input is the scalar itself (a read saved for the backward graph)
+    index: tuple[int, ...] | None
     is_float: bool
 
 
@@ -47,7 +48,10 @@ class ScalarAssert:
 
 
 def _symbol_of(node: Any) -> sympy.Symbol:
-    val = node.meta.get("val")
+    return _symbol_of_value(node.meta.get("val"))
+
+
+def _symbol_of_value(val: Any) -> sympy.Symbol:
     expr = getattr(getattr(val, "node", None), "expr", None)
     if not isinstance(expr, sympy.Symbol):
         raise ScalarReadUnsupported(f"a scalar read whose value is not a fresh symbol ({val!r})")
@@ -102,6 +106,18 @@ def lower_scalar_assert(ctx: Any, condition: Any, message: str = "") -> None:
         raise ScalarReadUnsupported(f"an assertion on {sorted(map(str, missing))}, not read")
     ctx.scalar_asserts.append(ScalarAssert(condition, str(message)))
     return None
+
+
+def scalar_input(ctx: Any, val: Any, position: int) -> sympy.Symbol:
+    """A float graph input that is a symbol read on the host in the forward graph (the
+    backward graph takes the saved value): bound from the argument itself."""
+    symbol = _symbol_of_value(val)
+    if not ctx.target.float_scalar_args:
+        raise ScalarReadUnsupported(f"the {ctx.target.name} target takes no float scalar arguments")
+    if ctx.shape_env is None:
+        ctx.shape_env = val.node.shape_env
+    ctx.scalar_reads[symbol] = ScalarRead(symbol, position, None, True)
+    return symbol
 
 
 def is_float_symbol(symbol: Any, reads: dict) -> bool:
