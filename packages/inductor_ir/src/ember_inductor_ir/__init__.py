@@ -22,6 +22,7 @@ from .errors import (
     InterpretError,
     LoopIRError,
     LoweringError,
+    ScalarReadUnsupported,
     SchedulingError,
     VerificationError,
 )
@@ -32,6 +33,7 @@ from .handlers.interpret import InterpretHandler
 from .handlers.printer import PrinterHandler
 from .handlers.readwrite import ReadWriteHandler
 from .lowering import LOWERINGS, register_lowering
+from .lowering.scalar_reads import ScalarAssert, ScalarRead
 from .ops import OP_NAMES, OpsHandler
 from .run import run_scheduled
 from .scheduler import KernelGroup, Schedule, ScheduledNode, schedule
@@ -64,6 +66,9 @@ __all__ = [
     "OutputSpec",
     "PrinterHandler",
     "ReadWriteHandler",
+    "ScalarAssert",
+    "ScalarRead",
+    "ScalarReadUnsupported",
     "Schedule",
     "ScheduledNode",
     "SchedulingError",

@@ -24,3 +24,13 @@ class InterpretError(LoopIRError):
 class DynamicShapeUnsupported(LoweringError):
     """A graph with symbolic sizes reached a part of the stage that needs static ones (the
     caller may compile one static specialization per concrete size instead)."""
+
+
+class ScalarReadUnsupported(LoweringError):
+    """A graph reads a tensor's value into a host scalar (``aten._local_scalar_dense``) in a
+    way the loop IR does not bind yet (a read of a computed buffer, a bool, a float operand
+    for a target without float scalar arguments): a declared limitation, the caller runs
+    the graph eagerly."""
+
+    #: the op refused, as the backend counts graph fallbacks
+    op = "aten._local_scalar_dense.default"

@@ -43,6 +43,7 @@ from .layout import (
 )
 from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
+from .lowering.scalar_reads import scalar_input
 from .lowering.view_ops import reader_count
 from .nodes import (
     Buffer,
@@ -54,7 +55,7 @@ from .nodes import (
     Reduction,
     TensorBox,
 )
-from .size_ops import SIZE_OPS
+from .size_ops import RELATIONS, SIZE_OPS
 from .target import Target
 from .views import View, storage_view, unwrap
 
@@ -107,6 +108,10 @@ class GraphLowering:
         self._names = Counter[str]()
         #: size symbols given as graph inputs (SymInt placeholders) -> input position
         self.size_inputs: dict[sympy.Symbol, int] = {}
+        #: unbacked symbols read on the host from an input's element (lowering/scalar_reads)
+        self.scalar_reads: dict[sympy.Symbol, Any] = {}
+        #: host checks on read values (torch._check), in graph order
+        self.scalar_asserts: list[Any] = []
         #: the env owning the size symbols (None for a static graph): hints, ranges, proofs
         self.shape_env: Any = None
         #: output buffer -> the graph input its value is written back to, where the memory
@@ -351,6 +356,8 @@ class GraphLowering:
             if isinstance(expr, sympy.Symbol):
                 self.size_inputs.setdefault(expr, position)
             return expr
+        if isinstance(val, torch.SymFloat):  # a float read on the host, saved for backward
+            return scalar_input(self, val, position)
         if not isinstance(example, torch.Tensor):
             return example  # ints and other Python values pass through to lowerings
         if isinstance(val, torch.Tensor) and has_symbolic_layout(val):
@@ -384,6 +391,9 @@ class GraphLowering:
     def _call(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         if node.target is operator.getitem:
             return args[0][args[1]]
+        relation = RELATIONS.get(node.target)
+        if relation is not None:  # a condition: kept as written (a host check tests it)
+            return relation(*args)
         size_op = SIZE_OPS.get(node.target)
         if size_op is not None:  # size arithmetic: an int, or an expression over symbols
             return canonical_size(size_op(*args), self.shape_env)

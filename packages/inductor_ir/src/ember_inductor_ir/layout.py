@@ -199,5 +199,22 @@ def canonical_size(expr: Any, env: Any = None) -> Any:
         return expr
     if env is not None:
         expr = expr.replace(FloorDiv, lambda a, b: sympy.floor(a / b))
-        expr = env.simplify(expr)
+        expr = _settle_extrema(env.simplify(expr), env)
     return expr.replace(sympy.floor, lambda x: FloorDiv(*x.as_numer_denom()))
+
+
+def _settle_extrema(expr: Any, env: Any) -> Any:
+    """``Max(a, b)`` / ``Min(a, b)`` that the env's ranges decide, as the one they pick (a
+    slice's length ``Max(0, u0)`` of a size read with ``torch._check(u0 >= 0)``)."""
+    if not expr.has(sympy.Max, sympy.Min) or not hasattr(env, "bound"):
+        return expr
+
+    def settle(e: Any) -> Any:
+        a, b = e.args
+        diff = env.bound(a - b)  # the range of a - b
+        a_wins = diff.lo >= 0 if isinstance(e, sympy.Max) else diff.hi <= 0
+        b_wins = diff.hi <= 0 if isinstance(e, sympy.Max) else diff.lo >= 0
+        return a if a_wins is sympy.true else b if b_wins is sympy.true else e
+
+    two = lambda e: isinstance(e, sympy.Max | sympy.Min) and len(e.args) == 2  # noqa: E731
+    return expr.replace(two, settle)

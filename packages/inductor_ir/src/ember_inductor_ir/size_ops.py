@@ -43,6 +43,29 @@ def _size(box: Any, dim: int) -> Any:
     return _static(box.get_size()[dim])
 
 
+def _compare(relation: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A comparison of sizes or host scalars (a ``torch._check`` condition): a bool on
+    numbers, else the sympy relation, left unsimplified (RELATIONS: the env assumed it
+    while tracing, and the check must still test it on each call)."""
+
+    def compare(a: Any, b: Any) -> Any:
+        if not _symbolic(a, b):
+            return bool(relation(a, b))
+        return relation(_sympy(a), _sympy(b))
+
+    return compare
+
+
+#: comparisons: their results are conditions (asserted on the host), never sizes
+RELATIONS: dict[Any, Callable[..., Any]] = {
+    operator.ge: _compare(sympy.Ge),
+    operator.gt: _compare(sympy.Gt),
+    operator.le: _compare(sympy.Le),
+    operator.lt: _compare(sympy.Lt),
+    operator.eq: _compare(sympy.Eq),
+    operator.ne: _compare(sympy.Ne),
+}
+
 #: size op -> how it evaluates on ints / sympy expressions
 SIZE_OPS: dict[Any, Callable[..., Any]] = {
     torch.ops.aten.sym_size.int: _size,

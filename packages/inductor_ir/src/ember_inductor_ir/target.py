@@ -36,6 +36,9 @@ class Target:
     decompositions: Mapping[str, Callable[..., Any]] = field(default_factory=dict, compare=False)
     #: whether it compiles graphs with symbolic sizes (kernels taking size arguments)
     symbolic_sizes: bool = True
+    #: whether its kernels take float scalar arguments (a float ``t.item()`` read on the
+    #: host and used as an operand: lowering/scalar_reads.py); int ones are size arguments
+    float_scalar_args: bool = False
     #: library prims (extern.OUT_VARIANT_PRIMS) whose results it has written into planned
     #: storage through their ``out=`` variant, rather than returned by the library
     out_variant_prims: frozenset[str] = frozenset()

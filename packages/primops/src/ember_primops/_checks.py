@@ -6,6 +6,7 @@ Every check raises ``PrimInputError``/``PrimDtypeError`` with the prim's name in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -106,18 +107,39 @@ def canonical_dims(prim: str, dims: Sequence[int], ndim: int) -> list[int]:
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     strides = [1] * len(shape)
     running = 1
-    for i in range(len(shape) - 1, -1, -1):
+    for i in range(len(shape) - 1, 0, -1):
         strides[i] = running
-        running *= max(shape[i], 1)
+        running *= _at_least_one(shape[i])
+    if shape:
+        strides[0] = running
     return strides
 
 
+def _at_least_one(size: Any) -> Any:
+    """``max(size, 1)``; for a size only the run knows (unbacked) the symbolic max."""
+    if isinstance(size, torch.SymInt) and not size.node.has_hint():
+        return torch.sym_max(size, 1)
+    return max(size, 1)
+
+
+def _guard_or(cond: Any, fallback: bool) -> bool:
+    """A condition on sizes, decided (guarded) where the sizes have values; on a size only the
+    run knows (an unbacked one: `t.item()`, nonzero's length) the safe ``fallback``."""
+    if isinstance(cond, torch.SymBool):
+        return cond.node.guard_or_true() if fallback else cond.node.guard_or_false()
+    return bool(cond)
+
+
 def is_dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: the elements fill a contiguous block in some dim order."""
-    dims = sorted((d for d in range(t.ndim) if t.shape[d] != 1), key=lambda d: t.stride(d))
+    """Non-overlapping and dense: the elements fill a contiguous block in some dim order (a
+    dim of unknown size counts as more than 1: its stride must fit; any answer is right for
+    a size-1 dim)."""
+    dims = sorted(
+        (d for d in range(t.ndim) if _guard_or(t.shape[d] != 1, True)), key=lambda d: t.stride(d)
+    )
     expected = 1
     for d in dims:
-        if t.stride(d) != expected:
+        if _guard_or(t.stride(d) != expected, True):
             return False
         expected *= t.shape[d]
     return True
@@ -125,7 +147,7 @@ def is_dense(t: torch.Tensor) -> bool:
 
 def dense_strides_like(t: torch.Tensor) -> list[int]:
     """Contiguous strides in ``t``'s dim order when ``t`` is dense, else row-major strides."""
-    if not is_dense(t) or t.numel() == 0:
+    if not is_dense(t) or _guard_or(t.numel() == 0, False):
         return contiguous_strides(t.shape)
     # Outermost first: larger stride first, ties broken by dim index.
     order = sorted(range(t.ndim), key=lambda d: (-t.stride(d), d))
@@ -153,7 +175,7 @@ def preserved_strides(t: torch.Tensor) -> list[int]:
     dense; else dense strides in `t`'s stride order, found by a stable insertion sort of the
     dims (innermost first) that leaves zero-stride dims in place and puts, among equal
     strides, the smaller size inside; dims of size 1 add no extent."""
-    if t.numel() == 0 or is_dense(t):
+    if _guard_or(t.numel() == 0, False) or is_dense(t):
         return list(t.stride())
     order = list(range(t.ndim - 1, -1, -1))  # innermost first: the last dim, then ...
     for i in range(1, t.ndim):

@@ -332,7 +332,7 @@ class KernelBuilder(ReductionEmitter):
                 else:
                     self._loop_segment(segment, main)
         params = list(self.params)
-        sizes = size_params(self.sched.shape_env, main.lines)
+        sizes = size_params(self.sched.shape_env, main.lines, self.sched.scalar_reads)
         args = ", ".join([*(f"ptr_{p}" for p in params), *sizes])
         consts = "XBLOCK: tl.constexpr" + (", RBLOCK: tl.constexpr" if reduction else "")
         # size arguments are not specialized (== 1, multiple of 16): one binary every size

@@ -16,7 +16,10 @@ import torch
 
 from ember_codegen.code_writer import CodeWriter  # Python's: 4 spaces a level
 from ember_codegen.exc import CodegenError
+from ember_codegen.scalar_args import is_symbolic_constant, scalar_text
+from ember_codegen.triton.cache import interpreting
 from ember_codegen.value_scopes import ScopedValues
+from ember_inductor_ir import DynamicShapeUnsupported
 
 from .dtypes import (
     NARROW_INTS,
@@ -102,6 +105,12 @@ class TritonOpsHandler(ScopedValues[TritonValue]):
 
     # -- leaves and conversions ---------------------------------------------------------
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> TritonValue:
+        if is_symbolic_constant(value):  # over scalars read on the host: float arguments
+            if dtype == torch.float64 and not interpreting():
+                # a Python float argument is a float32 in the binary's signature
+                raise DynamicShapeUnsupported("a float64 operand read on the host (t.item())")
+            wide = self._cse(f"tl.full([], {scalar_text(value)}, tl.float64)", torch.float64)
+            return self.to_dtype(wide, dtype)
         return self._cse(triton_constant(value, dtype), dtype)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:

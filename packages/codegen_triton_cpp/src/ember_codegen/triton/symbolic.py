@@ -54,12 +54,13 @@ def fits_int32_for_every_size(env: Any, *bounds: Any) -> bool:
     return True
 
 
-def size_params(env: Any, lines: Sequence[str]) -> list[str]:
-    """The size symbols a kernel's code names: its int arguments, in symbol order."""
+def size_params(env: Any, lines: Sequence[str], reads: Any = ()) -> list[str]:
+    """The size symbols a kernel's code names: its int arguments, in symbol order; and the
+    scalars read on the host (``reads``: t.item(), ints or floats) it names."""
     if env is None:
         return []
     text = "\n".join(lines)
-    names = sorted({str(s) for s in env.var_to_val}, key=lambda n: (len(n), n))
+    names = sorted({str(s) for s in (*env.var_to_val, *reads)}, key=lambda n: (len(n), n))
     return [n for n in names if re.search(rf"\b{n}\b", text)]
 
 

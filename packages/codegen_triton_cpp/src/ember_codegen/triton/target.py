@@ -18,6 +18,7 @@ TRITON_TARGET = register_target(
         ops=frozenset(name for name in OP_NAMES if TritonOpsHandler.implements(name)),
         decompositions=TritonOpsHandler.DECOMPOSITIONS,
         symbolic_sizes=True,
+        float_scalar_args=True,  # a float t.item() read on the host: a float argument
         # matmuls may become templates with their epilogues fused, and GPU memory comes from
         # a caching allocator without first-touch costs: no library rewrites
         out_variant_prims=frozenset(),

@@ -24,11 +24,15 @@ log = logging.getLogger("ember.output_code")
 MAX_WRAPPERS = 64
 
 
-def _reader(kind: str, position: int, dim: int) -> Callable[[Sequence[Any]], int]:
+def _reader(kind: str, position: int, dim: Any) -> Callable[[Sequence[Any]], int]:
     if kind == "size":
         return lambda args: args[position].shape[dim]
     if kind == "stride":
         return lambda args: args[position].stride(dim)
+    if kind == "scalar":
+        return lambda args: args[position]
+    if kind == "item":
+        return lambda args: args[position][dim].item()
     return lambda args: int(args[position])
 
 
@@ -51,7 +55,11 @@ class SizeBinder:
                         sources.setdefault(value.name, (kind, position, dim))
         for symbol, position in sched.size_inputs.items():
             sources.setdefault(symbol.name, ("int", position, 0))
+        for symbol, read in sched.scalar_reads.items():  # t.item() of an input's element
+            kind = "scalar" if read.index is None else "item"
+            sources.setdefault(symbol.name, (kind, read.position, read.index))
         needed = {n for k in kernels for n in k.size_params}
+        needed |= {s.name for s in sched.scalar_reads}  # read even where only returned
         for buffer in sched.buffers.values():
             layout = buffer.layout
             for value in (*layout.size, *layout.stride, layout.offset):
@@ -61,6 +69,7 @@ class SizeBinder:
             raise DynamicShapeUnsupported(
                 f"size symbols {sorted(missing)} are not a size of any graph input"
             )
+        self.scalar_reads = dict(sched.scalar_reads)
         #: symbol name -> where it is read: ("size" | "stride" | "int", position, dim)
         self.sources = sources
         self.names = sorted(needed, key=lambda n: (len(n), n))
@@ -71,7 +80,10 @@ class SizeBinder:
 
     def hints(self) -> dict[str, int]:
         by_name = {str(s): int(v) for s, v in self.env.var_to_val.items()}
-        return {n: by_name[n] for n in self.names}
+        # a value read on the host (t.item()) has no example: any stands in, the wrapper
+        # written under these hints only shows the code (the symbolic one reads the value)
+        by_name.update({str(s): 1.0 if r.is_float else 1 for s, r in self.scalar_reads.items()})
+        return {n: by_name[n] for n in self.names if n in by_name}
 
 
 class DynamicWrapper:
@@ -86,6 +98,11 @@ class DynamicWrapper:
         namespace: dict[str, Any],
         binder: SizeBinder,
     ) -> None:
+        if sched.scalar_reads or sched.scalar_asserts:
+            # a wrapper per binding has no host checks, and would key on float values
+            raise DynamicShapeUnsupported(
+                "scalars read on the host (t.item()) need the wrapper of every binding"
+            )
         self.sched = sched
         self.build = build
         self.namespace = namespace

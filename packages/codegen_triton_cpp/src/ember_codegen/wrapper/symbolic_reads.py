@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
+
 from ember_codegen.size_printing import NeedsConcreteSizes
 
 _READS = {
     "size": "args[{position}].shape[{dim}]",
     "stride": "args[{position}].stride({dim})",
     "int": "int(args[{position}])",
+    # a scalar read on the host (t.item()): the input's element at logical index {dim}
+    "item": "args[{position}][{dim}].item()",
+    "scalar": "args[{position}]",  # the scalar itself (a read saved for backward)
 }
 
 
@@ -35,7 +40,8 @@ class SymbolicReads:
         positions = self.binder.tensor_positions
         if not inputs:
             return
-        if positions == list(range(len(positions))) and not self.sched.size_inputs:
+        scalars = any(r.index is None for r in self.sched.scalar_reads.values())
+        if positions == list(range(len(positions))) and not (self.sched.size_inputs or scalars):
             super()._unpack_inputs()  # type: ignore[misc]
             return
         picked = ", ".join(f"args[{p}]" for p in positions)
@@ -44,8 +50,10 @@ class SymbolicReads:
 
     def _prologue(self) -> list[str]:
         taken = {*self.sched.buffers, *self.sched.constants, "args", "_r"}
+        reads = {str(s) for s in self.sched.scalar_reads}
+        asserted = {str(s) for a in self.sched.scalar_asserts for s in a.condition.free_symbols}
         lines = []
-        for name in sorted(self.sizes.used, key=lambda n: (len(n), n)):
+        for name in sorted({*self.sizes.used, *reads, *asserted}, key=lambda n: (len(n), n)):
             source = self.binder.sources.get(name)
             if source is None:
                 raise NeedsConcreteSizes(f"size symbol {name} is not read from any input")
@@ -53,4 +61,15 @@ class SymbolicReads:
                 raise NeedsConcreteSizes(f"size symbol {name} collides with a wrapper name")
             kind, position, dim = source
             lines.append(f"    {name} = {_READS[kind].format(position=position, dim=dim)}")
-        return lines
+        return lines + host_checks(self.sched.scalar_asserts)
+
+
+def host_checks(asserts: list[Any]) -> list[str]:
+    """``torch._check`` on values read on the host, as the wrapper's lines: RuntimeError as
+    eager raises (ember_inductor_ir's ScalarAssert)."""
+    lines = []
+    for check in asserts:
+        text = sympy.pycode(check.condition)
+        lines.append(f"    if not {text}:")
+        lines.append(f"        raise RuntimeError({check.message!r})")
+    return lines

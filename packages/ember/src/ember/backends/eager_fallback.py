@@ -10,6 +10,8 @@ Two kinds of limitation are declared, never discovered by catching whatever a st
   ember-primops' ``DataDependentIndex`` (a boolean-mask index: no prim has its shape);
 - ember-symbolic-shapes' ``DataDependentError``: a stage must decide a condition on a value
   only the run knows (a decomposition branching on `t.item()`'s value);
+- ember-inductor-ir's ``ScalarReadUnsupported``: a `t.item()` read the loop IR does not bind
+  on the host (a read of a computed value, a bool; see its lowering/scalar_reads.py);
 
 Such a graph runs eagerly: the same ops in the same order, so the results are eager's. Each
 one is counted in ``ember.counters["graph_fallbacks"]`` by the op refused or the layout met
@@ -32,6 +34,7 @@ from ember.backends.eager_probe import eager_error
 from ember.stats import counters
 from ember.trace.hooks import emit
 from ember_aot_autograd import UnsupportedOpError
+from ember_inductor_ir import ScalarReadUnsupported
 from ember_symbolic import DataDependentError
 
 log = logging.getLogger("ember.backends")
@@ -47,7 +50,7 @@ def _limitations() -> tuple[type[BaseException], ...]:
     # first compile, not `import ember`): so does this, the only import of it here
     from ember_primops.decompositions import DataDependentIndex
 
-    return (UnsupportedOpError, DataDependentIndex, DataDependentError)
+    return (UnsupportedOpError, DataDependentIndex, DataDependentError, ScalarReadUnsupported)
 
 
 def untraced_tensor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str | None:

@@ -8,7 +8,9 @@ checked at its boundary where a checker exists, and logs under `EMBER_LOGS` by i
 prims without a loop-IR lowering (run through their reference implementation) in
 `ember.counters["inductor_fallbacks"]`, aten ops without a decomposition in
 `ember.counters["aten_fallbacks"]`; graphs the stages declare they cannot compile run
-eagerly, counted in `ember.counters["graph_fallbacks"]` (eager_fallback.py).
+eagerly, counted in `ember.counters["graph_fallbacks"]` (eager_fallback.py). A `t.item()`
+read (capture_scalar_outputs) is bound on the host by the wrapper and passed to kernels as a
+size or scalar argument (ember_inductor_ir's lowering/scalar_reads.py).
 
 `ember.compile(mode=..., options=...)` configures it (inductor_settings.py): the codegen target,
 autotuning, and CUDA graphs for GPU graphs (`mode="reduce-overhead"`, cudagraphs.py).
@@ -50,13 +52,12 @@ from ember.backends.size_specialization import SizeSpecializer, has_symbolic_siz
 from ember.trace.kernels import emit_kernels, traced_graph
 from ember_aot_autograd import (
     INPUT_WRITES_META,
-    UnsupportedOpError,
     aot_module,
     graph_from_source,
     min_cut_rematerialization_partition,
 )
 from ember_aot_autograd.passes import PassedPartition
-from ember_inductor_ir import DynamicShapeUnsupported
+from ember_inductor_ir import DynamicShapeUnsupported, ScalarReadUnsupported
 from ember_primops import decomposition_table
 
 __all__ = [
@@ -82,39 +83,20 @@ class TorchGraph:
     runner: Callable | None = field(default=None, repr=False)  # aot's runtime wrapper
 
 
-#: Nodes reading a tensor's value into a Python scalar (`t.item()` captured with
-#: capture_scalar_outputs): the loop IR has no kernel argument for such a scalar yet, so a
-#: graph holding one is a declared limitation (it runs eagerly, eager_fallback.py); so is
-#: a run-time assertion on such a value (`torch._check(n % 2 == 0)`: no kernel checks it).
-_SCALAR_READS = {("call_method", "item"), ("call_method", "tolist"),
-                 ("call_function", torch.ops.aten._local_scalar_dense.default),
-                 ("call_function", torch.ops.aten.item.default),
-                 ("call_function", torch.Tensor.item),
-                 ("call_function", torch.ops.aten._assert_scalar.default)}  # fmt: skip
-
-
-def _reads_scalar(node: torch.fx.Node) -> bool:
-    try:
-        return (node.op, node.target) in _SCALAR_READS
-    except TypeError:  # an unhashable callable
-        return False
-
-
-def _refuse_scalar_reads(gm: torch.fx.GraphModule) -> None:
-    for node in gm.graph.nodes:
-        if node.op in ("call_method", "call_function") and _reads_scalar(node):
-            raise UnsupportedOpError(
-                "aten._local_scalar_dense.default",
-                "a scalar read from a tensor (item()) has no kernel argument in the loop IR",
-            )
+def _reads_scalars(gm: torch.fx.GraphModule) -> bool:
+    """Whether a prim graph reads a tensor's value on the host (`t.item()`): its unbacked
+    symbols are bound by those reads (lowering/scalar_reads.py), never by a size of an
+    input, so no static specialization per size can serve it."""
+    read = torch.ops.aten._local_scalar_dense.default
+    return any(n.op == "call_function" and n.target is read for n in gm.graph.nodes)
 
 
 def receive_graph(work: TorchGraph) -> None:
     """The tracer's (or Dynamo's) graph, attention masks that keep aten off its fused
     kernels dropped or made dense (attention_masks.py), CUDA attention of symbolic size made
     an explicit kernel call (attention_kernels.py). A graph reading a tensor's value into a
-    Python scalar is refused (a declared limitation: it runs eagerly)."""
-    _refuse_scalar_reads(work.gm)
+    Python scalar (`t.item()`) goes on: the loop IR binds the value on the host where it
+    can (lowering/scalar_reads.py) and declares the rest (ScalarReadUnsupported)."""
     fused_attention_masks(work.gm)
     explicit_cuda_attention(work.gm)
 
@@ -167,11 +149,13 @@ class PrimCompiler:
         self.settings = settings
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        if not has_symbolic_sizes(gm):
-            return self.static(gm, example_inputs)
         try:
             return self.static(gm, example_inputs)
         except DynamicShapeUnsupported as reason:
+            if _reads_scalars(gm):  # symbols bound by a read: a declared limitation
+                raise ScalarReadUnsupported(f"a graph reading scalars: {reason}") from reason
+            if not has_symbolic_sizes(gm):
+                raise
             limit = self.settings.dynamic_specializations
             return SizeSpecializer(gm, self.kind, self.static, limit, str(reason))
 

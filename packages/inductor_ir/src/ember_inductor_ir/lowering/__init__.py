@@ -11,6 +11,7 @@ from . import (  # noqa: F401 (imported for their registrations)
     pointwise,
     random_ops,
     reductions,
+    scalar_reads,
     scatter_ops,
     shape,
     view_ops,

@@ -31,6 +31,10 @@ def _size_value(value: sympy.Expr, dtype: torch.dtype) -> Any:
     expressions of the sizes, divided in ``dtype``."""
     if value.is_integer:
         return lambda ops, index: ops.to_dtype(ops.index_expr(value, torch.int64), dtype)
+    if any(not s.is_integer for s in value.free_symbols):
+        # over a float read on the host (t.item()): a constant of the kernel's float scalar
+        # arguments (the target prints the expression over them)
+        return lambda ops, index: ops.constant(value, dtype)
     num, den = value.as_numer_denom()
     c_num, p = num.as_coeff_Mul()
     c_den, q = den.as_coeff_Mul()

@@ -93,6 +93,11 @@ class Allocation:
     in_place: bool = False
 
 
+#: the value heuristics assume for a size read on the host (``t.item()``: the example has
+#: none); a heuristic input only, never a correctness decision
+UNBACKED_SIZE_HINT = 64
+
+
 class Schedule(list):  # list[KernelGroup]
     """The ordered kernel groups plus what a wrapper needs around them."""
 
@@ -109,12 +114,18 @@ class Schedule(list):  # list[KernelGroup]
         fallback_counts: dict[str, int],
         shape_env: Any = None,
         size_inputs: dict | None = None,
+        scalar_reads: dict | None = None,
+        scalar_asserts: list | None = None,
     ) -> None:
         super().__init__(groups)
         #: symbolic sizes: the env owning their symbols (hints for code generators'
         #: heuristics, ranges), and the size symbols passed as graph inputs -> position
         self.shape_env = shape_env
         self.size_inputs = dict(size_inputs or {})
+        #: unbacked symbols the wrapper reads from input elements (symbol -> ScalarRead),
+        #: and its host checks on them (ScalarAssert), before any kernel
+        self.scalar_reads = dict(scalar_reads or {})
+        self.scalar_asserts = list(scalar_asserts or [])
         self.buffers = buffers
         self.graph_inputs = graph_inputs
         self.graph_outputs = graph_outputs
@@ -133,6 +144,11 @@ class Schedule(list):  # list[KernelGroup]
         expr = sympy.sympify(expr)
         if expr.is_Integer:
             return int(expr)
+        reads = {s: sympy.Integer(UNBACKED_SIZE_HINT) for s in self.scalar_reads}
+        if reads and expr.free_symbols & reads.keys():  # a size read on the host: no example
+            expr = sympy.sympify(expr.xreplace(reads))
+            if expr.is_Integer:
+                return int(expr)
         return int(self.shape_env.size_hint(expr))
 
     def nbytes(self, buf: Buffer) -> int:

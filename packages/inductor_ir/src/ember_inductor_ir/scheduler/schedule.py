@@ -181,6 +181,8 @@ def schedule(lowering: GraphLowering) -> Schedule:
         fallback_counts=dict(lowering.fallback_counts),
         shape_env=lowering.shape_env,
         size_inputs=lowering.size_inputs,
+        scalar_reads=lowering.scalar_reads,
+        scalar_asserts=lowering.scalar_asserts,
     )
 
 

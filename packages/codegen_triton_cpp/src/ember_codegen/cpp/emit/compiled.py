@@ -84,6 +84,10 @@ class CompiledGraph:
         return call_without_autocast(self._call, inputs)
 
 
+#: ctypes of the kernels' size and scalar arguments, by their C type
+_C_TYPES = {"int64_t": ctypes.c_int64, "double": ctypes.c_double}
+
+
 def native_functions(
     library: LoadedKernelLibrary, kernels: Sequence[KernelSource], runs: Sequence[LaunchRun]
 ) -> dict:
@@ -93,14 +97,16 @@ def native_functions(
     functions = {}
     for kernel in kernels:
         fn = library.cdll[kernel.name]
-        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int64] * len(
-            kernel.size_params
-        )
+        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [
+            _C_TYPES[kernel.param_type(n)] for n in kernel.size_params
+        ]
         fn.restype = None
         functions[f"_k_{kernel.name}"] = fn
     for run in runs:
         fn = library.cdll[run.name]
-        fn.argtypes = [ctypes.c_void_p] * len(run.pointers) + [ctypes.c_int64] * len(run.sizes)
+        fn.argtypes = [ctypes.c_void_p] * len(run.pointers) + [
+            _C_TYPES[run.size_type(n)] for n in run.sizes
+        ]
         fn.restype = ctypes.c_int if run.may_fail else None
         functions[f"_{run.name}"] = fn
     functions["_error"] = ctypes.c_int.in_dll(library.cdll, "ember_error_code")

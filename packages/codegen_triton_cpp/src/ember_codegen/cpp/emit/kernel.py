@@ -70,6 +70,12 @@ class KernelSource:
     mode: str
     #: size symbols the kernel takes as int64 arguments after the pointers (symbolic sizes)
     size_params: list[str] = field(default_factory=list)
+    #: those of size_params that are float scalars read on the host (``t.item()``): double
+    float_params: frozenset[str] = frozenset()
+
+    def param_type(self, name: str) -> str:
+        """The C type of size (or scalar) argument ``name``."""
+        return "double" if name in self.float_params else "int64_t"
 
 
 def _is_static(value: Any) -> bool:
@@ -314,7 +320,10 @@ class KernelBuilder:
             for p in params
         )
         size_params = self._size_params(out.lines)
-        decls += "".join(f", const int64_t {name}" for name in size_params)
+        floats = frozenset(n for n in size_params if n in self._float_symbols())
+        decls += "".join(
+            f", const {'double' if n in floats else 'int64_t'} {n}" for n in size_params
+        )
         lines = [f"// {self.group.describe()}", f"EMBER_KERNEL void {name}({decls}) {{"]
         lines += ["  " + line for line in self._preamble]
         lines += self._serial_or_parallel(out.lines) if self.mode == "outer" else out.lines
@@ -327,15 +336,21 @@ class KernelBuilder:
             self.register_only,
             self.mode,
             size_params,
+            floats,
         )
 
+    def _float_symbols(self) -> set[str]:
+        return {str(s) for s, read in self.sched.scalar_reads.items() if read.is_float}
+
     def _size_params(self, lines: list[str]) -> list[str]:
-        """The size symbols the kernel's code names: int64 arguments, in symbol order."""
+        """The size symbols (and scalars read on the host) the kernel's code names: int64
+        (or double) arguments, in symbol order."""
         env = self.sched.shape_env
         if env is None:
             return []
         text = "\n".join([*self._preamble, *lines])
-        names = sorted({str(s) for s in env.var_to_val}, key=lambda n: (len(n), n))
+        symbols = {*env.var_to_val, *self.sched.scalar_reads}
+        names = sorted({str(s) for s in symbols}, key=lambda n: (len(n), n))
         return [n for n in names if re.search(rf"\b{n}\b", text)]
 
     def _outer_loops(self, out: CodeWriter, parallel: bool) -> None:

@@ -33,6 +33,11 @@ class LaunchRun:
     pointers: tuple[str, ...]
     sizes: tuple[str, ...]
 
+    def size_type(self, name: str) -> str:
+        """The C type of size argument ``name`` (double: a float read on the host)."""
+        floats = any(name in k.float_params for k in self.kernels)
+        return "double" if floats else "int64_t"
+
     @property
     def may_fail(self) -> bool:
         return any(k.may_fail for k in self.kernels)
@@ -62,7 +67,7 @@ class LaunchRun:
     @property
     def code(self) -> str:
         decls = [f"void* {p}" for p in self.pointers]
-        decls += [f"const int64_t {s}" for s in self.sizes]
+        decls += [f"const {self.size_type(s)} {s}" for s in self.sizes]
         result = "int" if self.may_fail else "void"
         lines = [
             f"// {self.name}: {', '.join(self.kernel_names)} in one call from the wrapper",

@@ -17,6 +17,7 @@ import sympy
 import torch
 
 from ember_codegen.code_writer import CodeWriter as LineWriter
+from ember_codegen.scalar_args import is_symbolic_constant, scalar_text
 from ember_codegen.value_scopes import ScopedValues
 
 from .dtypes import compute_type, cpp_literal, cpp_type, is_reduced_float
@@ -108,6 +109,9 @@ class CppOpsHandler(ScopedValues[CppValue]):
 
     # -- leaves and conversions ---------------------------------------------------------
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
+        if is_symbolic_constant(value):  # over scalars read on the host: double arguments
+            wide = self._cse(f"static_cast<double>{scalar_text(value)}", torch.float64)
+            return self.to_dtype(wide, dtype)
         found = self._cse(cpp_literal(value, dtype), dtype)
         return found if found.literal is not None else replace(found, literal=value)
 

@@ -34,6 +34,7 @@ CPP_TARGET = register_target(
         ops=frozenset(name for name in OP_NAMES if CppOpsHandler.implements(name)),
         decompositions=CppOpsHandler.DECOMPOSITIONS,
         symbolic_sizes=True,
+        float_scalar_args=True,  # a float t.item() read on the host: a double argument
         # library results written into planned storage: a library-allocated result is
         # fresh memory on every call, first touched (page faults) by the library
         out_variant_prims=OUT_VARIANT_PRIMS,
