@@ -628,6 +628,7 @@ def _runner(
     checks = output.check_appliers  # argument checks deferred to run time, before any result
     draws = output.draws  # calls whose results are inputs (NumPy's random draws), in order
     uses_autocast = any(n.target is AUTOCAST_ENTER for n in output.graph.nodes)
+    released = _released_early(output)
     disables_hooks = any(n.target in DISABLE_SWITCHES for n in output.graph.nodes)
     switches_state = any(n.target in SWITCHES for n in output.graph.nodes)
 
@@ -642,7 +643,11 @@ def _runner(
             hooks_message = disabled_message() if disables_hooks else None
             switched = switched_state_now() if switches_state else None
             try:
-                outs = compiled(*load_inputs(L))
+                inputs = load_inputs(L)
+                for load, name in released:  # SideEffects.released_early
+                    setattr(load(L, f_globals), name, None)
+                outs = compiled(*inputs)
+                del inputs
             except BaseException:
                 # A with-block's __exit__ (no_grad...) did not run: restore what it would.
                 torch._C._set_grad_enabled(grad_mode)
@@ -675,6 +680,18 @@ def _runner(
 
     runner.rebuild = rebuild  # for tests and logs
     return runner
+
+
+def _released_early(output: OutputGraph) -> list[tuple[Callable, str]]:
+    """(loader of the object, attribute) of the writes of None made before the graph runs as
+    well as after it (SideEffects.released_early), where the trace's last write is still None."""
+    se = output.side_effects
+    early = []
+    for source, name in se.released_early:
+        tracker = se.attributes.get((source, name))
+        if getattr(tracker, "value", 0) is None and (source, name) not in se.generic_attributes:
+            early.append((source_loader(source), name))
+    return early
 
 
 def _side_effect_appliers(output: OutputGraph, builder: RecipeBuilder) -> list:

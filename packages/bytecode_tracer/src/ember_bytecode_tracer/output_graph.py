@@ -78,6 +78,10 @@ class SideEffects:
     # id(example) of a tensor the graph made -> (example, {attribute: tracker}), set on the
     # graph's output carrying it (variables/tensor_state.py)
     tensor_attributes: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
+    # (source of a parameter, "grad") written None (an optimizer's zero_grad) before any graph
+    # op, the old gradient never read: written before the graph runs too, as eager drops the
+    # old gradients before its forward (not after it, which holds them through the forward)
+    released_early: set[tuple[Source, str]] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(

@@ -1,6 +1,9 @@
 """What a call of the generated wrapper costs: views made once, results adopted inline,
 operators called without OpOverload's Python frame, and all of it still matching eager."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 from prim_helpers import prim_graph
@@ -256,3 +259,25 @@ def test_a_trusted_inputs_view_is_kept_until_the_input_changes(builder):
     torch.testing.assert_close(compiled([x, relaid])[0], x @ relaid.t(), atol=1e-5, rtol=1e-5)
     untrusted = compile_graph(schedule(lower(gm, [x, w])), builder=builder)
     assert "_views" not in untrusted.wrapper_source
+
+
+def test_a_kept_view_does_not_keep_its_input_alive(builder):
+    # a saved activation or a gradient read transposed is an input of one call: once the
+    # caller drops it, its storage goes (the cached view held it until the next call)
+    x = torch.randn(3, 16)
+    gm = prim_graph(lambda a, b: (prims.mm(a, prims.permute(b, [1, 0])),), x, torch.randn(4, 16))
+    compiled = compile_graph(
+        schedule(lower(gm, [x, torch.randn(4, 16)])), builder=builder, trusted_inputs=True
+    )
+    assert "_views[0]" in compiled.wrapper_source
+    for _ in range(3):
+        w = torch.randn(4, 16)
+        torch.testing.assert_close(compiled([x, w])[0], x @ w.t(), atol=1e-5, rtol=1e-5)
+        gone = weakref.ref(w)
+        del w
+        gc.collect()
+        assert gone() is None
+    kept = torch.randn(4, 16)  # a live input still reads its view, also after a write
+    for _ in range(2):
+        kept.add_(1.0)
+        torch.testing.assert_close(compiled([x, kept])[0], x @ kept.t(), atol=1e-5, rtol=1e-5)

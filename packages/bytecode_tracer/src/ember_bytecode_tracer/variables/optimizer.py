@@ -298,8 +298,18 @@ def _real_of(tx, tensor: TensorVariable) -> torch.Tensor:
     return real
 
 
-def _zero_grad(tx, opt: OptimizerVariable, args, kwargs) -> VariableTracker:
+def _grad_unread(tx, param: TensorVariable) -> bool:
+    """No graph op yet, and the trace has read no gradient (through any source, nor the
+    tensor itself): dropping `param.grad` before the graph runs is then what eager does
+    (SideEffects.released_early)."""
+    output = tx.output
+    if output.op_count or any(getattr(s, "attr", None) == "grad" for s in output.wrapped):
+        return False
+    grad = getattr(output.real_value(param.source), "grad", None)
+    return grad is None or all(value is not grad for _, value in output.real_values.values())
 
+
+def _zero_grad(tx, opt: OptimizerVariable, args, kwargs) -> VariableTracker:
     if len(args) > 1 or set(kwargs) - {"set_to_none"}:
         raise Unsupported("optimizer.zero_grad() with unexpected arguments")
     flag = args[0] if args else kwargs.get("set_to_none", ConstantVariable(True))
@@ -312,6 +322,8 @@ def _zero_grad(tx, opt: OptimizerVariable, args, kwargs) -> VariableTracker:
                 if not isinstance(param, TensorVariable) or param.source is None:
                     raise Unsupported("zero_grad over a parameter the trace cannot follow")
                 tx.output.side_effects.attributes[(param.source, "grad")] = ConstantVariable(None)
+                if _grad_unread(tx, param):
+                    tx.output.side_effects.released_early.add((param.source, "grad"))
                 continue
             grad = _grad_of(tx, param)
             if isinstance(grad, ConstantVariable) and grad.value is None:

@@ -104,7 +104,8 @@ class WrapperBuilder:
         """Default arguments of ``call`` (per-wrapper state: cached views)."""
         if not self.cached_views:
             return ""
-        return f", _views=[(None, 0, None)] * {len(self.cached_views)}"
+        n = len(self.cached_views)
+        return f", _views=[((lambda: None), -1, None)] * {n}, _ref=__import__('weakref').ref"
 
     # -- pieces ------------------------------------------------------------------------
     def _layout_args(self, layout: Layout) -> str:
@@ -216,9 +217,15 @@ class WrapperBuilder:
             k = len(self.cached_views)
             local = self.cached_views[key] = f"v{k}_{name}"
             w = self.w
+            # The input held weakly and the view made of a detached alias (a view's base
+            # would hold the input): when the input dies the view goes too. A view keeps its
+            # storage: an input of one call only (a gradient, a saved activation) would
+            # otherwise stay allocated until the next call.
+            drop = f"lambda r: _views[{k}][0] is r and _views.__setitem__({k}, (r, -1, None))"
+            view = f"(lambda {name}: {expr})({name}.detach())"
             w.line(f"_c = _views[{k}]")
-            w.line(f"if _c[0] is not {name} or _c[1] != {name}.data_ptr():")
-            w.line(f"    _c = _views[{k}] = ({name}, {name}.data_ptr(), {expr})")
+            w.line(f"if _c[0]() is not {name} or _c[1] != {name}.data_ptr():")
+            w.line(f"    _c = _views[{k}] = (_ref({name}, {drop}), {name}.data_ptr(), {view})")
             w.line(f"{local} = _c[2]")
         return self.cached_views[key]
 
