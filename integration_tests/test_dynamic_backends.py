@@ -277,6 +277,7 @@ def test_tiny_gpt2_over_lengths(backend, tmp_path):
     )  # fmt: skip
     model = transformers.GPT2LMHeadModel(config).eval()
     compiled = ember.compile(model, backend=backend)
+    built = []  # C++ libraries in the cache after each call
     with torch.no_grad():
         for length in range(4, 40, 3):
             ids = torch.randint(0, 100, (1, length))
@@ -286,11 +287,14 @@ def test_tiny_gpt2_over_lengths(backend, tmp_path):
                 rtol=1e-4,
                 atol=1e-4,
             )
+            built.append(_so_files(tmp_path / "cache"))
     assert counters[backend]["forward_graphs"] <= 2
     assert not counters["graph_fallbacks"]
     if backend == "inductor":
         assert not counters["inductor"]["static_specializations"]
-        assert _so_files(tmp_path / "cache") == counters["inductor"]["forward_graphs"]
+        # the symbolic graph (second call) is built once: no length after it builds again
+        # (a graph may be several libraries: its C++ split into units built in parallel)
+        assert built[1] > built[0] > 0 and set(built[1:]) == {built[1]}
 
 
 TRITON_CHILD = """
