@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key, mapping_items
+from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.sets import SetVariable, new_set
 
 INTRINSIC_LIST_TO_TUPLE = 6
 INTRINSIC_UNARY_POSITIVE = 5
+INTRINSIC_STOPITERATION_ERROR = 3  # 3.12 generators: StopIteration out of the body (PEP 479)
 
 
 @handler("BUILD_TUPLE")
@@ -51,10 +53,24 @@ def call_intrinsic_1(tx, inst):
         import operator
 
         tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+    elif inst.arg == INTRINSIC_STOPITERATION_ERROR:
+        tx.push(_stop_iteration_error(tx.pop()))
     else:
         raise Unsupported(
             f"CALL_INTRINSIC_1 {inst.argrepr if hasattr(inst, 'argrepr') else inst.arg}"
         )
+
+
+def _stop_iteration_error(exc):
+    """What a 3.12 generator's own handler turns an escaping exception into: StopIteration
+    becomes RuntimeError, as 3.11's generator object does (PEP 479); others pass as they are."""
+    if not isinstance(exc, ExceptionVariable) or not issubclass(
+        exc.raised.exc_type, StopIteration | StopAsyncIteration
+    ):
+        return exc
+    kind = "generator" if issubclass(exc.raised.exc_type, StopIteration) else "async generator"
+    message = f"{kind} raised {exc.raised.exc_type.__name__}"
+    return ExceptionVariable(TracedException(RuntimeError, message), caught=exc.caught)
 
 
 @handler("BUILD_MAP")
