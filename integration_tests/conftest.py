@@ -62,3 +62,14 @@ def fresh_ember(tmp_path, monkeypatch):
     ember.reset()
     yield
     ember.reset()
+
+
+@pytest.fixture
+def private_ember_cache(tmp_path, monkeypatch):
+    """An empty artifact cache of the test's own and no compiled code before or after it."""
+    import ember  # here: this conftest also serves sessions without torch
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    yield
+    ember.reset()

@@ -13,12 +13,7 @@ import ember
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_ember_cache")
 
 
 def graphs_and_breaks(fn, args, backend):

@@ -12,12 +12,7 @@ import ember
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_ember_cache")
 
 
 def run_both(fn, make_args, backend, *, seed=0):

@@ -14,12 +14,7 @@ import ember
 BACKENDS = ["eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_ember_cache")
 
 
 def one_graph(fn, args, backend):
