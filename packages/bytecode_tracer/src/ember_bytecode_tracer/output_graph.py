@@ -40,7 +40,12 @@ from ember_bytecode_tracer.keyword_args import (
 )
 from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
-from ember_bytecode_tracer.state_switches import SWITCHES, changed_since, snapshot
+from ember_bytecode_tracer.state_switches import (
+    SWITCHES,
+    TracedContextVars,
+    changed_since,
+    snapshot,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,6 +134,7 @@ class OutputGraph:
         self.state_queries: set[Source] = set()  # global-state queries guarded so far
         self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
         self.entry_switched_state = snapshot()  # SDPA flags, default dtype (state_switches.py)
+        self.context_vars = TracedContextVars()  # ContextVar sets in the trace (likewise)
         # Mutable containers (lists, dicts) read so far, by id: one tracker per object, so a
         # list reached two ways (an argument and a closure cell) sees its own mutations.
         self.containers_by_id: dict[int, tuple[Any, Any]] = {}
@@ -332,7 +338,7 @@ class OutputGraph:
     ) -> CompiledSubgraph:
         """Finishes the graph with `outputs`, calls the backend, installs the result."""
 
-        if left_switched := changed_since(self.entry_switched_state):
+        if left_switched := changed_since(self.entry_switched_state) + self.context_vars.left_set():
             raise Unsupported(
                 f"a graph ending with global state switched ({', '.join(left_switched)})"
             )

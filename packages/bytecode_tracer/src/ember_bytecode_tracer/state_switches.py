@@ -10,11 +10,14 @@ before any switch is guarded (its value at frame entry). After each trace the st
 back to what it was when the trace started. A graph may switch it only for a while (a
 `with` block closed inside it): one that would end with the state changed is refused, as
 a backend that traces its graph again (AOT) runs the switches at its own trace time, not
-when the graph runs.
+when the graph runs. Context variables (`contextvars.ContextVar`, which torch's
+`sdpa_kernel` also sets for a while) are Python state read by traced Python code: their
+sets live in the trace only (TracedContextVars), under the same rule at the graph's end.
 """
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import torch
@@ -45,3 +48,44 @@ def restore(saved: dict[Any, Any]) -> None:
 def changed_since(saved: dict[Any, Any]) -> list[str]:
     """The states (by setter name) that differ from `saved`."""
     return [s.__name__ for s, value in saved.items() if SWITCHES[s][0]() != value]
+
+
+# A ContextVar with no value and no default: every get() of it raises LookupError.
+UNSET = object()
+
+
+def context_var_value(var: contextvars.ContextVar) -> Any:
+    """`var`'s value in the current context (its default where unset), or UNSET."""
+    try:
+        return var.get()  # not var.get(UNSET): an explicit default overrides the var's own
+    except LookupError:
+        return UNSET
+
+
+class TracedContextVars:
+    """The values a trace set its context variables to (variables/context_vars.py): kept in
+    the trace only, never in the real variable; a graph must end with each as at entry."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[contextvars.ContextVar, Any]] = {}
+
+    def set_in_trace(self, var: contextvars.ContextVar) -> bool:
+        return id(var) in self._values
+
+    def current(self, var: contextvars.ContextVar) -> Any:
+        return self._values[id(var)][1]
+
+    def record(self, var: contextvars.ContextVar, value: Any) -> None:
+        self._values[id(var)] = (var, value)
+
+    def left_set(self) -> list[str]:
+        """The names of the variables the trace leaves with another value than at entry."""
+        return [
+            var.name
+            for var, value in self._values.values()
+            if not _same_value(value, context_var_value(var))
+        ]
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b)

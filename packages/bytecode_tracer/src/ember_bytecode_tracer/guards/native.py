@@ -42,7 +42,7 @@ from ember_bytecode_tracer.guards.sources import (
     GlobalSource,
     ItemSource,
     LocalSource,
-    ReduceSource,
+    MethodCallSource,
     Source,
     TorchStateSource,
     TypeSource,
@@ -144,8 +144,8 @@ _LOADERS: dict[type, Callable[[Assembler, Any], int]] = {
     GenericAttrSource: lambda asm, s: asm.load("LOAD_GENERIC_ATTR", asm._reg(s.base), s.attr),
     ItemSource: lambda asm, s: asm.load("LOAD_ITEM", asm._reg(s.base), s.key),
     TypeSource: lambda asm, s: asm.load("LOAD_TYPE", asm._reg(s.base)),
-    ReduceSource: lambda asm, s: asm.load(
-        "CALL", asm.load("LOAD_ATTR", asm._reg(s.base), "__reduce__"), ()
+    MethodCallSource: lambda asm, s: asm.load(
+        "CALL", asm.load("LOAD_ATTR", asm._reg(s.base), s.method), ()
     ),
     DictKeysSource: lambda asm, s: asm.load("LOAD_LIST", asm._reg(s.base)),
     DictValuesSource: lambda asm, s: asm.load("LOAD_VALUES", asm._reg(s.base)),

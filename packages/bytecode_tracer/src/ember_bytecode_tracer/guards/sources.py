@@ -317,17 +317,20 @@ class DictValuesSource(Source):
 
 
 @dataclass(frozen=True)
-class ReduceSource(Source):
-    """`base.__reduce__()`: the state a C iterator (a range or str iterator, itertools.count)
-    pickles as, `(callable, args[, position])`, read without advancing it."""
+class MethodCallSource(Source):
+    """`base.method()`: a no-argument method whose answer is the value read, without
+    changing the object: `__reduce__` of a C iterator (a range or str iterator,
+    itertools.count) pickles its state `(callable, args[, position])` without advancing it;
+    `get` of a `contextvars.ContextVar` reads its value in the current context."""
 
     base: Source
+    method: str
 
     def access(self, base_expr: str) -> str:
-        return f"{base_expr}.__reduce__()"
+        return f"{base_expr}.{self.method}()"
 
     def step(self, base_value: Any, scope: Scope) -> Any:
-        return base_value.__reduce__()
+        return getattr(base_value, self.method)()
 
 
 def dict_item_source(base: Source, key: Any, index: int) -> Source:

@@ -20,7 +20,7 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, namedtuple_make, trace_time_rule_function, user_function,
     method, partial, traced_through, builtin_with_rule, builtin_function, c_descriptor_get,
-    class, environ, object
+    class, environ, context_var, object
 
 `variables/catalog.py` imports every module that registers one; this module imports none.
 """
@@ -84,6 +84,7 @@ WRAP_ORDER = (
     "c_descriptor_get",  # `Tensor.shape.__get__`: the read it stands for (descriptors.py)
     "class",  # classes: identity (objects.py)
     "environ",  # os.environ: guarded per key (environ.py)
+    "context_var",  # contextvars.ContextVar: identity; reads guarded (context_vars.py)
     "object",  # anything else with a source: type-guarded (objects.py)
 )
 

@@ -18,6 +18,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     constant,
     constructed,
     container_subclasses,
+    context_vars,
     contexts,
     dicts,
     environ,

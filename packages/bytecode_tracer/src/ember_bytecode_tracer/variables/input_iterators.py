@@ -10,7 +10,7 @@ import copy
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, ReduceSource
+from ember_bytecode_tracer.guards import AttrSource, GuardKind, ItemSource, MethodCallSource
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.iterator_tools import LazyIteratorVariable
@@ -63,7 +63,7 @@ def _wrap_input_iterator(tx, value: Any, source: Source) -> VariableTracker:
     guard(tx, source, GuardKind.TYPE_MATCH, type(value))
     state = value.__reduce__()
     for index in range(1, len(state)):  # its arguments and position, not the callable
-        _guard_equal(tx, ItemSource(ReduceSource(source), index), state[index])
+        _guard_equal(tx, ItemSource(MethodCallSource(source, "__reduce__"), index), state[index])
     return InputIteratorVariable(value, source=source)
 
 
