@@ -280,6 +280,19 @@ def result_name(stem: str, shard: str | None) -> str:
     return f"{stem}.shard-{k}-of-{n}.json"
 
 
+def same_reference(previous: Path, digest: str, select: str | None) -> bool:
+    """Whether the last result measured torch.compile on this very file, torch and slice."""
+    if not previous.exists():
+        return False
+    last = json.loads(previous.read_text())
+    return (
+        last["sha256"] == digest
+        and last["torch"] == importlib.metadata.version("torch")
+        and last["selection"] == select
+        and (RESULTS / f"{previous.stem}.torch.xml").exists()
+    )
+
+
 def run_file(entry: dict, upstream: Path, args: argparse.Namespace) -> dict | None:
     path = upstream / entry["path"]
     if not path.exists():
@@ -300,9 +313,12 @@ def run_file(entry: dict, upstream: Path, args: argparse.Namespace) -> dict | No
     if args.reclassify and not previous.exists():  # nothing to classify again (or shards only:
         return file_result(path.stem)  # the report merges those as they are)
     reuse = args.reclassify
+    reuse_torch = args.reuse_torch and same_reference(previous, digest, select)
     for mode in MODES:
         junits[mode] = RESULTS / f"{stem}.{mode}.xml"
-        if reuse:  # the last run's outcomes, classified again by the current RULES
+        if reuse or (mode == "torch" and reuse_torch):  # the last run's outcomes (classified
+            # again by the current RULES), or torch.compile's of the same file, torch and slice
+            commands[mode] = json.loads(previous.read_text())["pytest"].get(mode, "")
             runs[mode] = json.loads(previous.read_text())["runs"][mode]
             tests[mode] = read_junit(junits[mode]) if junits[mode].exists() else {}
             continue
@@ -448,6 +464,12 @@ def main() -> int:
         "--reclassify",
         action="store_true",
         help="run nothing: classify the last run's outcomes again (after a change to RULES)",
+    )
+    parser.add_argument(
+        "--reuse-torch",
+        action="store_true",
+        help="run Ember only: keep torch.compile's outcomes from the last run of the same file,"
+        " torch version and slice (after a change to Ember, half the time)",
     )
     parser.add_argument("--no-doc", action="store_true", help="leave docs/conformance.md")
     args = parser.parse_args()  # fmt: skip
