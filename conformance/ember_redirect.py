@@ -108,13 +108,15 @@ def _sync_settings() -> None:
     limit is Ember's cache_size_limit (compiled variants per code object before the frame
     runs eagerly; read by ember.compile), capture_dynamic_output_shape_ops is Ember's own
     (nonzero and friends with an unbacked size instead of a break), as is
-    capture_scalar_outputs (item()/tolist() as unbacked scalars in the graph), and
-    force_parameter_static_shapes is Ember's static_parameter_shapes."""
+    capture_scalar_outputs (item()/tolist() as unbacked scalars in the graph),
+    force_parameter_static_shapes is Ember's static_parameter_shapes, and suppress_errors
+    (a failing backend runs the frame eagerly) is Ember's own."""
     settings = torch._dynamo.config
     ember.config.cache_size_limit = settings.recompile_limit
     ember.config.capture_dynamic_output_shape_ops = settings.capture_dynamic_output_shape_ops
     ember.config.capture_scalar_outputs = settings.capture_scalar_outputs
     ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
+    ember.config.suppress_errors = settings.suppress_errors
 
 
 def compile(model: Callable | None = None, **kwargs: Any) -> Any:
@@ -202,27 +204,43 @@ def mark_dynamic(t: Any, index: Any, **kwargs: Any) -> None:
             ember.mark_dynamic(t, dim, min=kwargs.get("min"), max=kwargs.get("max"))
 
 
-class _EitherConstraintViolation(type):
-    """isinstance/issubclass of the name tests catch accept Ember's ConstraintViolationError
-    (ember_symbolic's) as well as PyTorch's."""
+def _either(ember_cls: type) -> type:
+    """A metaclass whose classes accept `ember_cls` in isinstance/issubclass as well as
+    their PyTorch original (the class's first base)."""
 
-    def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, (cls.__mro__[1], es.ConstraintViolationError))
+    class Either(type):
+        def __subclasscheck__(cls, sub: type) -> bool:
+            return issubclass(sub, (cls.__mro__[1], ember_cls))
 
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return cls.__subclasscheck__(type(obj))
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return cls.__subclasscheck__(type(obj))
+
+    return Either
 
 
-def install_constraint_violation() -> None:
+def _accept_ember_counterpart(namespace: Any, name: str, ember_cls: type) -> None:
+    """`namespace.name`, the PyTorch exception a test catches by that name, also catches
+    Ember's exception of the same meaning (PyTorch's own code raises the class it imported)."""
+    original = getattr(namespace, name)
+    ORIGINAL[name] = original
+    either = _either(ember_cls)(name, (original,), {"__module__": original.__module__})
+    setattr(namespace, name, either)
+
+
+def install_exception_counterparts() -> None:
     """Tests import ConstraintViolationError from PyTorch's symbolic_shapes and expect it
-    where a dim marked dynamic is specialized: the name they import also catches Ember's."""
+    where a dim marked dynamic is specialized; they expect torch._dynamo.exc's
+    BackendCompilerFailed where the backend they pass raises. Ember raises its own
+    exceptions of the same meaning (ember_symbolic's ConstraintViolationError, the
+    tracer's BackendCompilerFailed: a backend raised while compiling a graph, which
+    propagates to the caller as under torch.compile): the names tests use accept both in
+    isinstance/issubclass, which assertRaises uses (an `except` clause matches real
+    subclasses only)."""
+    import torch._dynamo.exc as dynamo_exc
     import torch.fx.experimental.symbolic_shapes as torch_shapes
 
-    original = torch_shapes.ConstraintViolationError
-    ORIGINAL["ConstraintViolationError"] = original
-    torch_shapes.ConstraintViolationError = _EitherConstraintViolation(
-        "ConstraintViolationError", (original,), {"__module__": original.__module__}
-    )
+    _accept_ember_counterpart(torch_shapes, "ConstraintViolationError", es.ConstraintViolationError)
+    _accept_ember_counterpart(dynamo_exc, "BackendCompilerFailed", ember.exc.BackendCompilerFailed)
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
@@ -274,7 +292,7 @@ def install() -> None:
         mark_dynamic=torch._dynamo.mark_dynamic,
     )
     torch._dynamo.mark_dynamic = mark_dynamic
-    install_constraint_violation()
+    install_exception_counterparts()
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and
     # tests recognise a compiled module by this public name (only it: torch._dynamo's own

@@ -47,7 +47,8 @@ CLASSES = ("crash", "wrong_result", "count", "dynamo_internals", "refused", "oth
 class Rule:
     """A class when every field's text matches its pattern. Fields, from the traceback:
     error: the exception lines (pytest's `E` lines); innermost: the file of the innermost
-    frame; where: the failing statement in the test file; body: the test's source pytest shows."""
+    frame; where: the failing statement in the test file; body: the test's source pytest shows
+    (its first entry in the test file); method: the entry of the test method itself."""
 
     cls: str
     patterns: dict[str, str]
@@ -75,6 +76,12 @@ INDUCTOR_READS = r"_inductor\.metrics|inductor_wrapper_call|run_\w*and_get_\w*co
 # (`l_x_`, `l_mod_buf`) or the static-input markers it puts in node meta
 DYNAMO_GRAPH_BOOKKEEPING = r"_dynamo_static_input_type|\.name == [\"']l_\w+[\"']"
 
+# Dynamo's own per-code cache, read or filled through torch._C._dynamo.eval_frame's debug and
+# precompile API (Ember keeps its cache in its own frame hook, tested in its own words)
+DYNAMO_CACHE_API = r"_debug_get_cache_entry_list|_load_precompile_entry|_reset_precompile_entries"
+# the test patches a class of Dynamo's tracer and reads what Dynamo's instances of it did
+DYNAMO_TRACER_PATCH = r"patch\.object\(\s*OutputGraph|TracingContext\.current_frame"
+
 # First match wins.
 RULES = (
     Rule(
@@ -96,6 +103,46 @@ RULES = (
         "dynamo_internals",
         {"body": DYNAMO_GRAPH_BOOKKEEPING},
         "its backend reads Dynamo's graph bookkeeping (placeholder names, static-input meta)",
+    ),
+    Rule(
+        "dynamo_internals",
+        {"body": DYNAMO_CACHE_API},
+        "reads or fills Dynamo's own per-code cache (its debug/precompile API), not Ember's",
+    ),
+    Rule(
+        "dynamo_internals",
+        {"body": DYNAMO_TRACER_PATCH},
+        "patches a class of Dynamo's tracer (OutputGraph, TracingContext) and reads its calls",
+    ),
+    Rule(
+        "dynamo_internals",
+        # test_graph_break_compilation_metrics_on_failure: its only assertions read Dynamo's
+        # metrics; the knob it patches after torch.compile() returned is mapped when compiling
+        # (Ember reads its settings where a compile starts, config.py)
+        {"method": r"_dynamo\.config\.suppress_errors[\s\S]*_compilation_metrics"},
+        "reads Dynamo's compilation metrics, its backend failure silenced by a Dynamo knob",
+    ),
+    Rule(
+        "dynamo_internals",
+        # test_replay_side_effects_config: Dynamo's knob drops the user's list.append that
+        # eager keeps; Ember always keeps it (the eager result, checked by the test before)
+        {"body": r"replay_side_effects=False", "error": r"^AssertionError"},
+        "a Dynamo knob (replay_side_effects=False) that drops a mutation eager makes",
+    ),
+    Rule(
+        "dynamo_internals",
+        # test_sym_max_creates_graph_node: dynamic=False makes both sizes static; Ember folds
+        # torch.sym_max of two ints to the int (the value, asserted first, matches)
+        {"where": r"nodes\)", "body": r"n\.target is torch\.sym_\w+"},
+        "counts torch.sym_* nodes in Dynamo's graph; Ember folds them on static sizes",
+    ),
+    Rule(
+        "dynamo_internals",
+        # test_guard_filter_fn_by_id: Dynamo bakes id(x) into its graph and, its ID_MATCH
+        # guard filtered out, returns the first call's id; Ember computes id() at run time
+        # (the eager value), with no guard to filter
+        {"body": r"guard_filter_fn[\s\S]*return id\(", "where": r"id\("},
+        "expects the stale id() Dynamo reuses once guard_filter_fn drops its ID_MATCH guard",
     ),
     Rule(
         "crash",
@@ -164,7 +211,16 @@ def failing_parts(text: str, test_file: str) -> dict[str, str]:
             where += [x[1:] for x in entry if x.startswith(">")]
         entry = []
     body = bodies[0] if bodies else ""
-    return {"error": error, "innermost": innermost, "where": "\n".join(where), "body": body}
+    # the test method's own entry (a chained exception's cause, printed first, may start in
+    # a helper of the test file: a backend it defines)
+    method = next((b for b in bodies if re.search(r"^\s*def test_", b, re.M)), body)
+    return {
+        "error": error,
+        "innermost": innermost,
+        "where": "\n".join(where),
+        "body": body,
+        "method": method,
+    }
 
 
 def classify(text: str, test_file: str) -> tuple[str, str]:

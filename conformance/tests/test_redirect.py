@@ -122,3 +122,40 @@ def test_dynamo_shape_settings_map_to_embers_policy(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("ok")
+
+
+# a backend that raises: the failure propagates to the caller, recognised (issubclass, as
+# assertRaises checks; an `except` clause matches real subclasses only) by the name of
+# torch.compile's exception (PyTorch's own class still is one); suppress_errors, mapped
+# from Dynamo's setting when compiling, runs the frame as it is instead
+BACKEND_FAILS = """
+import unittest
+import torch, ember, ember_redirect
+import torch._dynamo.exc as dynamo_exc
+ember_redirect.install()
+def broken(gm, example_inputs):
+    raise RuntimeError("no")
+def fn(x):
+    return x.cos() + 1
+x = torch.randn(3)
+case = unittest.TestCase()
+with case.assertRaises(dynamo_exc.BackendCompilerFailed) as caught:  # issubclass, as tests
+    torch.compile(fn, backend=broken)(x)
+assert isinstance(caught.exception, ember.exc.BackendCompilerFailed), caught.exception
+assert issubclass(ember_redirect.ORIGINAL["BackendCompilerFailed"], dynamo_exc.BackendCompilerFailed)
+assert not issubclass(RuntimeError, dynamo_exc.BackendCompilerFailed)
+torch._dynamo.reset()
+with torch._dynamo.config.patch(suppress_errors=True):
+    assert torch.allclose(torch.compile(fn, backend=broken)(x), fn(x))
+print("ok")
+"""
+
+
+def test_backend_failure_caught_by_dynamos_name(tmp_path: Path) -> None:
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", BACKEND_FAILS], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok")

@@ -76,6 +76,36 @@ CASES = [
       "        except torch._dynamo.exc.BackendCompilerFailed:", "            pass"],
      "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/output_graph.py",
      "ember_bytecode_tracer.exc.BackendCompilerFailed: backend 'x' failed: ImportError"),
+    # Dynamo's own cache through its debug API: not Ember's cache
+    ("dynamo_internals",
+     ["        opt(torch.ones(2))", "        entries = _debug_get_cache_entry_list(fn.__code__)",
+      ">       self.assertEqual(len(entries), 1)"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    # the value is right; only Dynamo's graph keeps a sym_max node on static sizes
+    ("dynamo_internals",
+     ["        nodes = [n for n in graph.graph.nodes if n.target is torch.sym_max]",
+      ">       self.assertEqual(len(nodes), 1)"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    # a value assertion on a sym_max result stays a wrong result
+    ("wrong_result", ["        out = opt(x)", ">       self.assertEqual(out, torch.sym_max(2, 3))"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
+    # Dynamo's metrics of a backend failure a Dynamo knob silences
+    ("dynamo_internals",
+     ['        with unittest.mock.patch("torch._dynamo.config.suppress_errors", True):',
+      "            torch._dynamo.utils.clear_compilation_metrics()",
+      ">           f(x)"],
+     "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/output_graph.py",
+     "ember_bytecode_tracer.exc.BackendCompilerFailed: backend 'b' failed: RuntimeError"),
+    # ... while a backend failure with no such knob stays a crash
+    ("crash", ["            torch._dynamo.utils.clear_compilation_metrics()", ">           f(x)"],
+     "/repo/packages/bytecode_tracer/src/ember_bytecode_tracer/output_graph.py",
+     "ember_bytecode_tracer.exc.BackendCompilerFailed: backend 'b' failed: RuntimeError"),
+    # the stale id() a filtered-out ID_MATCH guard lets Dynamo reuse
+    ("dynamo_internals",
+     ["        def guard_filter_fn(entries):", "            return [False for e in entries]",
+      "        def fn(x):", "            return id(x)",
+      ">       self.assertEqual(fn(y), id(x))"],
+     ASSERT_EQUAL, "AssertionError: Scalars are not equal!"),
 ]  # fmt: skip
 
 
@@ -88,7 +118,7 @@ def test_classify(expected: str, test_lines: list[str], inner_file: str, error: 
 
 def test_every_rule_names_a_known_class() -> None:
     assert {rule.cls for rule in run.RULES} <= set(run.CLASSES)
-    fields = {"error", "innermost", "where", "body"}
+    fields = {"error", "innermost", "where", "body", "method"}
     assert all(set(rule.patterns) <= fields for rule in run.RULES)
 
 

@@ -205,3 +205,35 @@ def test_torch_save_and_load_compile_the_loaded_module_again(tmp_path):
 
     with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
         pickle.dumps(ember.compile(model, backend=lambda gm, inputs: gm.forward))
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
+def test_dropped_compiled_module_is_freed(backend):
+    """After the user drops every reference to a compiled model (its class made in a
+    function, a layer reached only through that class's closure), it is freed: the cache
+    entry on its forward's code holds what its guards pin weakly (guards/weak_pins.py)."""
+    import gc
+    import weakref
+
+    freed = []
+
+    def run():
+        layer = nn.Linear(3, 3)
+        weakref.finalize(layer, freed.append, "layer")
+
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.held = layer
+
+            def forward(self, a):
+                return self.held(a).sin()
+
+        model = Holder()
+        compiled = ember.compile(model, backend=backend)
+        torch.testing.assert_close(compiled(x), model(x))
+        assert _graphs(backend) == 1
+
+    run()
+    gc.collect()
+    assert freed == ["layer"]

@@ -39,19 +39,18 @@ def _through_cells(source: Any) -> bool:
     return True
 
 
-def pinned_locals(guards: list[Guard]) -> tuple[tuple[Any, Any], ...]:
-    """(source, object) for each frame local, or object in a closure cell a local holds,
-    that a trace guarded by identity."""
+def pinned_locals(guards: list[Guard]) -> tuple[tuple[Any, Guard], ...]:
+    """(source, its ID_MATCH guard) for each frame local, or object in a closure cell a
+    local holds, that a trace guarded by identity (the guard, which holds an object that
+    may die weakly, not the object: a record must not keep it alive)."""
     return tuple(
-        (g.source, g.expected)
-        for g in guards
-        if g.kind is GuardKind.ID_MATCH and _through_cells(g.source)
+        (g.source, g) for g in guards if g.kind is GuardKind.ID_MATCH and _through_cells(g.source)
     )
 
 
-def _holds(f_locals: dict[str, Any], source: Any, obj: Any) -> bool:
+def _holds(f_locals: dict[str, Any], source: Any, guard: Guard) -> bool:
     try:
-        return source.get(f_locals, _NO_GLOBALS) is obj
+        return source.get(f_locals, _NO_GLOBALS) is guard.expected
     except Exception:  # a local missing, a closure of another shape: another function
         return False
 
@@ -61,7 +60,21 @@ def in_group(entry: Any, f_locals: dict[str, Any]) -> bool:
     elsewhere, without a record, count for every frame)."""
     record = getattr(entry, "record", None)
     pinned = getattr(record, "pinned_locals", ())
-    return all(_holds(f_locals, source, obj) for source, obj in pinned)
+    return all(_holds(f_locals, source, guard) for source, guard in pinned)
+
+
+def is_dead(entry: Any) -> bool:
+    """Whether an object `entry`'s guards pin weakly died (guards/weak_pins.py): its guard
+    can never pass again, so it holds a cache slot for nothing."""
+    compiled = getattr(getattr(entry, "record", None), "guards", None)
+    for guard in getattr(compiled, "guards", ()):
+        ref = guard.weak_ref() if guard.kind in _PINNING else None
+        if ref is not None and ref() is None:
+            return True
+    return False
+
+
+_PINNING = (GuardKind.ID_MATCH, GuardKind.TYPE_MATCH)
 
 
 def group_entries(entries: tuple, f_locals: dict[str, Any]) -> list:

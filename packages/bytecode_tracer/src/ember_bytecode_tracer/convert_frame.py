@@ -35,7 +35,7 @@ from ember_bytecode_tracer import (
 from ember_bytecode_tracer.autocast_state import ENTER as AUTOCAST_ENTER
 from ember_bytecode_tracer.autocast_state import AutocastState
 from ember_bytecode_tracer.bytecode import Instruction, decode, format_instructions
-from ember_bytecode_tracer.cache_groups import group_entries, group_key, pinned_locals
+from ember_bytecode_tracer.cache_groups import group_entries, group_key, is_dead, pinned_locals
 from ember_bytecode_tracer.compile_lock import COMPILE_LOCK, cached_fit, live_cache
 from ember_bytecode_tracer.dynamic import STATIC_POLICY, DynamicPolicy
 from ember_bytecode_tracer.exc import (
@@ -441,7 +441,11 @@ class FrameCompiler:
 
     def _room_for(self, frame: fh.Frame, cache: fh.CacheView) -> bool:
         """On a full cache: the limit counts only the entries of this frame's group (other
-        functions sharing the code object are not recompiles, cache_groups.py)."""
+        functions sharing the code object are not recompiles, cache_groups.py). An entry
+        whose weakly pinned object died never runs again: it leaves room (the insert evicts
+        the least recently used entries, and a dead one is never used)."""
+        if any(is_dead(entry) for entry in cache.entries):
+            return True
         same = group_entries(cache.entries, frame.f_locals)
         if len(same) == len(cache.entries):
             self._give_up(frame, cache)  # all of them tried for this very function

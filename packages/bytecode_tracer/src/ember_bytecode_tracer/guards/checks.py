@@ -133,7 +133,9 @@ def _type_ref(ctx: EmitContext, cls: type) -> str:
 
 @emitter(GuardKind.TYPE_MATCH)
 def _type_match(guard: Guard, ctx: EmitContext) -> str:
-    return f"type({ctx.value(guard.source)}) is {_type_ref(ctx, guard.expected)}"
+    ref = guard.weak_ref()  # a class that may die: read through its weak reference
+    cls = _type_ref(ctx, guard.expected) if ref is None else f"{ctx.const(ref, 'W_type')}()"
+    return f"type({ctx.value(guard.source)}) is {cls}"
 
 
 @emitter(GuardKind.ID_MATCH)
@@ -144,7 +146,9 @@ def _id_match(guard: Guard, ctx: EmitContext) -> str:
         obj, type | types.FunctionType | types.BuiltinFunctionType | types.ModuleType
     )
     hint = obj.__name__ if named and isinstance(obj.__name__, str) else type(obj).__name__
-    return f"{ctx.value(guard.source)} is {ctx.const(obj, f'O_{hint}')}"
+    ref = guard.weak_ref()  # an object that may die: read through its weak reference
+    expected = ctx.const(obj, f"O_{hint}") if ref is None else f"{ctx.const(ref, f'W_{hint}')}()"
+    return f"{ctx.value(guard.source)} is {expected}"
 
 
 @emitter(GuardKind.NONE_MATCH)

@@ -156,14 +156,15 @@ def compile_guards(
     physical = _physical_paths(planned, Scope(f_locals or {}, f_globals, f_builtins), f_locals)
     check, source_code = _generate(planned, f_globals, f_builtins, physical)
     assembled, untranslated = native.assemble(planned, physical)
-    physical.release()
     source_code += (
         f"# native: {len(assembled.code)} instructions, {assembled.nregs} registers"
         f"{f', {len(untranslated)} guards run as Python' if untranslated else ''}\n"
     )
-    return CompiledGuard(
+    compiled = CompiledGuard(
         planned, check, source_code, f_globals, f_builtins, assembled, tuple(untranslated)
     )
+    physical.release()
+    return compiled
 
 
 def _python_form(owner: Any, check: GuardFn, extra: GuardFn | None) -> GuardFn:
@@ -220,7 +221,15 @@ def _physical_paths(
         return module_paths.absent_from_module_dicts(source, pinned.get, value_of)
 
     physical.module_absent = module_absent  # type: ignore[attr-defined]  # read by ABSENT
-    physical.release = frame_scope.clear  # type: ignore[attr-defined]
+
+    def release() -> None:
+        # the frame's values, and the classes and objects the guards pin (held weakly by
+        # the guards themselves, weak_pins.py): the compiled checks must not keep them alive
+        frame_scope.clear()
+        pinned.clear()
+        objects.clear()
+
+    physical.release = release  # type: ignore[attr-defined]
     return physical
 
 

@@ -13,13 +13,14 @@ import torch
 from ember_bytecode_tracer.guards.constants import check_constant, typed_key
 from ember_bytecode_tracer.guards.sources import Source
 from ember_bytecode_tracer.guards.tensor_spec import TensorSpec
+from ember_bytecode_tracer.guards.weak_pins import is_weak, pin, unpin
 
 
 class GuardKind(enum.Enum):
     """What a guard checks about the value `v` its source reaches; `expected` per kind."""
 
     TYPE_MATCH = "type_match"  # type(v) is expected (a type)
-    ID_MATCH = "id_match"  # v is expected (held strongly)
+    ID_MATCH = "id_match"  # v is expected (held weakly where it may die: weak_pins.py)
     EQUALS_MATCH = "equals_match"  # same type at every level and v == expected (a constant)
     NONE_MATCH = "none_match"  # v is None (expected: None)
     NOT_NONE = "not_none"  # v is not None (expected: None)
@@ -148,6 +149,8 @@ class Guard:
     user_location: str | None = None  # "file.py:12" where the trace read the value
 
     def __post_init__(self) -> None:
+        if self.kind in _PINNING:  # the id is the key's: stable even after a weak one died
+            object.__setattr__(self, "_pinned_id", id(self.expected))
         if not isinstance(self.source, Source):
             raise TypeError(f"Guard.source must be a Source, got {self.source!r}")
         if not isinstance(self.kind, GuardKind):
@@ -168,8 +171,8 @@ class Guard:
     def key(self) -> tuple[Any, ...]:
         """What makes two guards the same check."""
         kind = self.kind
-        if kind is GuardKind.ID_MATCH:
-            expected: Any = id(self.expected)  # stable: the guard holds the object alive
+        if kind in _PINNING:
+            expected: Any = self._pinned_id  # taken while the object was alive
         elif kind is GuardKind.EQUALS_MATCH:
             expected = typed_key(self.expected)
         elif kind is GuardKind.DICT_KEYS:
@@ -181,10 +184,18 @@ class Guard:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Guard):
             return NotImplemented
-        return self.key() == other.key()
+        # a guard whose object died is not the guard of a new object that took its id
+        same_object = self.kind not in _PINNING or self.expected is other.expected
+        return self.key() == other.key() and same_object
 
     def __hash__(self) -> int:
         return hash(self.key())
+
+    def weak_ref(self) -> Any:
+        """The weak reference an ID_MATCH/TYPE_MATCH guard holds its object by, or None
+        where it holds it strongly (weak_pins.py)."""
+        held = self.__dict__.get("_held")
+        return held if is_weak(held) else None
 
     def sources(self) -> tuple[Source, ...]:
         """Every source this guard reads (its own first)."""
@@ -201,6 +212,22 @@ class Guard:
     def __str__(self) -> str:
         where = f"  # {self.user_location}" if self.user_location else ""
         return f"{self.describe()}{where}"
+
+
+def _read_expected(guard: Guard) -> Any:
+    return unpin(guard.__dict__["_held"])
+
+
+def _write_expected(guard: Guard, value: Any) -> None:
+    # the dataclass __init__ sets `expected` through here (kind is set before it)
+    held = pin(value) if guard.__dict__.get("kind") in _PINNING else value
+    guard.__dict__["_held"] = held
+
+
+# `expected` of an ID_MATCH/TYPE_MATCH guard holds an object that may die weakly
+# (weak_pins.py): the dataclass field is stored through this property.
+_PINNING = (GuardKind.ID_MATCH, GuardKind.TYPE_MATCH)
+Guard.expected = property(_read_expected, _write_expected)  # type: ignore[assignment]
 
 
 #: GuardKind -> the human text of a guard of that kind. Filled by guards/describe.py, which

@@ -49,6 +49,7 @@ from ember_bytecode_tracer.guards.sources import (
     torch_state_path,
 )
 from ember_bytecode_tracer.guards.tensor_spec import DYNAMIC_MIN_SIZE, TensorSpec
+from ember_bytecode_tracer.guards.weak_pins import is_ref_of, type_is_ref_of
 
 Instruction = tuple[str, int, int, Any]  # (opname, dst, src, arg)
 _L, _G, _B = 0, 1, 2  # registers holding the frame's namespaces
@@ -167,12 +168,20 @@ def translator(kind: GuardKind) -> Callable[[Translator], Translator]:
 
 @translator(GuardKind.TYPE_MATCH)
 def _type_match(guard: Guard, asm: Assembler) -> None:
-    asm.check("CHECK_TYPE", asm.value(guard.source), guard.expected)
+    ref = guard.weak_ref()  # a class that may die: compared through its weak reference
+    if ref is not None:
+        asm.check("CHECK_CALL", asm.value(guard.source), (type_is_ref_of, (ref,)))
+    else:
+        asm.check("CHECK_TYPE", asm.value(guard.source), guard.expected)
 
 
 @translator(GuardKind.ID_MATCH)
 def _id_match(guard: Guard, asm: Assembler) -> None:
-    asm.check("CHECK_IS", asm.value(guard.source), guard.expected)
+    ref = guard.weak_ref()  # an object that may die: compared through its weak reference
+    if ref is not None:
+        asm.check("CHECK_CALL", asm.value(guard.source), (is_ref_of, (ref,)))
+    else:
+        asm.check("CHECK_IS", asm.value(guard.source), guard.expected)
 
 
 @translator(GuardKind.NONE_MATCH)
