@@ -289,3 +289,33 @@ def test_value_read_by_a_function_defined_in_the_frame_is_guarded(backend):
         _GAIN["value"] = 2.0
     if backend == "inductor":
         _ran_compiled()
+
+
+class _BreakInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.sin() + 1
+        ember.graph_break()
+        ctx.save_for_backward(y)
+        return y * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y * 2  # a rule of its own
+
+
+def test_graph_break_in_forward_under_inductor():
+    # apply runs eagerly at the break; its forward is compiled alone, in two graphs
+    def fn(x):
+        return _BreakInForward.apply(x) * 3
+
+    x = torch.randn(7, requires_grad=True)
+    run = ember.compile(fn)
+    leaves = [x.detach().clone().requires_grad_(True) for _ in range(2)]
+    expected, got = fn(leaves[0]), run(leaves[1])
+    expected.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(leaves[1].grad, leaves[0].grad)
+    _ran_compiled()

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import Compiled, same
+from ember_bytecode_tracer.directives import graph_break
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.autograd_function import autograd_function_of
 
@@ -543,3 +544,40 @@ def test_effect_made_by_a_helper_of_backward_is_found():
         compiled(torch.randn(3, requires_grad=True)).backward()
     assert SWITCH.flips == 2
     assert any("backward changes Python state" in str(b) for b in compiled.breaks)
+
+
+class _HalvesWithBreak(torch.autograd.Function):
+    """forward asks for a graph break between its two halves."""
+
+    @staticmethod
+    def forward(ctx, x):
+        first = x.cos() * 2
+        graph_break()
+        ctx.save_for_backward(first)
+        return first + x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (first,) = ctx.saved_tensors
+        return grad * first
+
+
+def test_graph_break_asked_for_in_forward_breaks_at_apply_and_forward_compiles_alone():
+    # the user's break is honoured: apply runs eagerly, and its forward's frame is
+    # compiled on its own, in two graphs around the break
+    def fn(x):
+        return _HalvesWithBreak.apply(x)
+
+    for requires_grad in (True, False):
+        compiled = Compiled(fn)
+        x = torch.randn(5, requires_grad=requires_grad)
+        for _ in range(2):
+            out = compiled(x)
+            assert same(out, fn(x))
+        assert any("forward asks for a graph break" in str(b) for b in compiled.breaks)
+        assert compiled.backend.graph_count == 2  # forward's two halves, no graph for fn
+        if requires_grad:
+            (grad,) = torch.autograd.grad(out.sum(), x)
+            assert same(grad, x.cos() * 2)
+    with pytest.raises(Unsupported, match="forward asks for a graph break"):
+        Compiled(fn, fullgraph=True)(torch.randn(3, requires_grad=True))

@@ -144,7 +144,7 @@ def _backward_changes(tx, cls: type, node_args: tuple, value: Any) -> list[str]:
             torch.autograd.grad(outputs, inputs, grads, retain_graph=True, allow_unused=True)
         except Exception:  # fake values it cannot take: nothing learnt
             pass
-        return state.changes()
+        return state.changes() + state.breaks
 
 
 def _user_functions(cls: type) -> list[Any]:
@@ -312,9 +312,13 @@ class AutogradFunctionApplyVariable(VariableTracker):
                         "call_function", target, node_args, node_kwargs
                     )
                 finally:
-                    changed = state.changes()
+                    changed, breaks = state.changes(), state.breaks
         finally:
             _COPIES = None
+        if breaks:  # forward asks for a graph break: apply runs eagerly, forward compiled alone
+            raise Unsupported(
+                f"{self.cls.__qualname__}.forward asks for a graph break: {breaks[0]}"
+            )
         if changed:
             raise Unsupported(
                 f"{self.cls.__qualname__}.forward changes Python state ({', '.join(changed)}): "
