@@ -44,6 +44,7 @@ import ember
 import ember_frame_hook as fh
 import ember_symbolic as es
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
+from ember_bytecode_tracer.exc import Unsupported as EmberUnsupported
 
 # Dynamo backend name -> Ember backend name
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}
@@ -225,6 +226,31 @@ def install_constraint_violation() -> None:
     )
 
 
+class _EitherUnsupported(type):
+    """isinstance/issubclass of torch._dynamo.exc.Unsupported accept Ember's Unsupported
+    too: Ember's refusal of a construct under fullgraph=True is its counterpart of Dynamo's
+    (a test that also matches Dynamo's wording still needs the same words)."""
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, (cls.__mro__[1], EmberUnsupported))
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return cls.__subclasscheck__(type(obj))
+
+
+def install_unsupported() -> None:
+    """Tests catch the name torch._dynamo.exc.Unsupported where the compile must refuse:
+    the name (read from torch._dynamo.exc after this runs) also catches Ember's. Dynamo's
+    own modules keep the class they imported."""
+    import torch._dynamo.exc as dynamo_exc
+
+    original = dynamo_exc.Unsupported
+    ORIGINAL["Unsupported"] = original
+    dynamo_exc.Unsupported = _EitherUnsupported(
+        "Unsupported", (original,), {"__module__": original.__module__}
+    )
+
+
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
     """torch._inductor.compile_fx.compile_fx, as Ember's inductor backend. PyTorch's keyword
     arguments (inner_compile, config_patches, decompositions, ...) configure PyTorch's own
@@ -275,6 +301,7 @@ def install() -> None:
     )
     torch._dynamo.mark_dynamic = mark_dynamic
     install_constraint_violation()
+    install_unsupported()
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and
     # tests recognise a compiled module by this public name (only it: torch._dynamo's own
