@@ -109,6 +109,17 @@ class Watch:
             held.append(value)
         return held
 
+    def appends(self) -> dict[int, tuple[list, tuple]]:
+        """The lists whose only change is items added at their end: id -> (list, the
+        items added). Asked before `changes()`, which restores them."""
+        found = {}
+        for value, kind, before in self.objects:
+            if kind != "list" or len(value) <= len(before):
+                continue
+            if all(a is b for a, b in zip(before, value, strict=False)):
+                found[id(value)] = (value, tuple(value[len(before) :]))
+        return found
+
     def changes(self) -> list[str]:
         """What changed since the snapshot (each restored); [] when nothing did."""
         found = []
