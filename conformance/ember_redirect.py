@@ -43,6 +43,9 @@ import torch._dynamo.test_case
 import ember
 import ember_frame_hook as fh
 import ember_symbolic as es
+from ember_bytecode_tracer.directives import (
+    allow_in_graph as ember_allow_in_graph,
+)
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
 from ember_bytecode_tracer.exc import Unsupported as EmberUnsupported
 
@@ -181,6 +184,15 @@ def run(fn: Callable | None = None) -> Any:
     return _RunOnly() if fn is None else _RunOnly()(fn)
 
 
+def allow_in_graph(fn: Any) -> Any:
+    """torch._dynamo.allow_in_graph (torch.compiler.allow_in_graph calls it): marked for
+    Ember too, where it has a counterpart (an autograd.Function class)."""
+    result = ORIGINAL["allow_in_graph"](fn)
+    if isinstance(fn, type):
+        ember_allow_in_graph(fn)
+    return result
+
+
 def reset() -> None:
     ember.reset()
     ORIGINAL["reset"]()
@@ -298,7 +310,9 @@ def install() -> None:
         set_stance=torch.compiler.set_stance,
         run=torch._dynamo.run,
         mark_dynamic=torch._dynamo.mark_dynamic,
+        allow_in_graph=torch._dynamo.allow_in_graph,
     )
+    torch._dynamo.allow_in_graph = allow_in_graph
     torch._dynamo.mark_dynamic = mark_dynamic
     install_constraint_violation()
     install_unsupported()

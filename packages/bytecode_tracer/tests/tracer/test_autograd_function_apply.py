@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import Compiled, same
-from ember_bytecode_tracer.directives import graph_break
+from ember_bytecode_tracer.directives import allow_in_graph, graph_break
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.autograd_function import autograd_function_of
 
@@ -657,3 +657,24 @@ def test_forward_appending_and_changing_more_is_still_a_break():
     assert same(compiled(x), x * 2 + 1)
     assert len(kept) == 1 and state["calls"] == 1
     assert any("changes Python state" in str(b) for b in compiled.breaks)
+
+
+@allow_in_graph
+class _KeptWhole(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        graph_break()  # not honoured: the class is put in the graph as it is
+        return x * 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 4
+
+
+def test_break_directive_in_forward_of_a_class_allowed_in_graph_is_not_honoured():
+    compiled = Compiled(lambda x: _KeptWhole.apply(x) + 1, fullgraph=True)
+    x = torch.randn(3, requires_grad=True)
+    out = compiled(x)
+    assert same(out, x * 4 + 1)
+    assert same(torch.autograd.grad(out.sum(), x)[0], torch.full((3,), 4.0))
+    assert compiled.backend.graph_count == 1

@@ -23,6 +23,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_leaves
 
+from ember_bytecode_tracer.directives import is_allowed_in_graph
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
@@ -366,7 +367,8 @@ class AutogradFunctionApplyVariable(VariableTracker):
                     changed, breaks = state.changes(), state.breaks
         finally:
             _COPIES = None
-        if breaks:  # forward asks for a graph break: apply runs eagerly, forward compiled alone
+        if breaks and not is_allowed_in_graph(self.cls):
+            # forward asks for a graph break: apply runs eagerly, forward compiled alone
             raise Unsupported(
                 f"{self.cls.__qualname__}.forward asks for a graph break: {breaks[0]}"
             )
