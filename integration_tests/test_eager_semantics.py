@@ -512,3 +512,16 @@ def test_compiled_generator_function_runs_like_eager(backend):
     got = list(ember.compile(gen, backend=backend)(x))
     for e, g in zip(gen(x), got, strict=True):
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_isinstance_of_a_parameter_argument(backend):
+    # the trace took a Parameter argument for a plain tensor: the other branch ran
+    def fn(x, weight):
+        return x * weight if isinstance(weight, torch.nn.Parameter) else x + weight
+
+    x = torch.randn(5)
+    weight = torch.nn.Parameter(torch.randn(5))
+    got = ember.compile(fn, backend=backend, fullgraph=True)(x, weight)
+    torch.testing.assert_close(got, fn(x, weight))
+    _ran_compiled(backend)

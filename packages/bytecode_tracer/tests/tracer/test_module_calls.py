@@ -221,3 +221,19 @@ def test_module_with_its_own_len_and_getitem():
     x = torch.randn(2, 3)
     assert same(compiled(x), model(x))
     assert compiled.backend.graph_count == 1
+
+
+def test_a_parameter_is_a_parameter_in_the_trace():
+    # isinstance/type of a Parameter read from the frame (an argument, a module's) are
+    # its guarded class: both branches went the plain tensor's way before
+    def fn(x, weight, module):
+        kinds = [isinstance(w, nn.Parameter) for w in (weight, module.scale, x)]
+        exact = type(module.scale) is nn.Parameter
+        return (x * 2 if kinds[0] else x - 2), kinds, exact, isinstance(weight, torch.Tensor)
+
+    compiled = Compiled(fn, fullgraph=True)
+    module = Affine()
+    x = torch.randn(3)
+    for weight in (nn.Parameter(torch.randn(3)), torch.randn(3)):
+        assert same(compiled(x, weight, module), fn(x, weight, module))
+    assert compiled.backend.graph_count == 2  # the argument's class is guarded
