@@ -525,3 +525,18 @@ def test_isinstance_of_a_parameter_argument(backend):
     got = ember.compile(fn, backend=backend, fullgraph=True)(x, weight)
     torch.testing.assert_close(got, fn(x, weight))
     _ran_compiled(backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_made_without_grad_under_inference_mode(backend):
+    def fn(x):
+        p = torch.nn.Parameter(x, requires_grad=False)
+        return x * p if isinstance(p, torch.nn.Parameter) else x
+
+    with torch.inference_mode():
+        x = torch.rand(6)
+        got = ember.compile(fn, backend=backend, fullgraph=True)(x)
+        torch.testing.assert_close(got, fn(x))
+    x = torch.rand(6)
+    torch.testing.assert_close(ember.compile(fn, backend=backend, fullgraph=True)(x), x * x)
+    _ran_compiled(backend)
