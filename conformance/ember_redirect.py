@@ -43,7 +43,11 @@ import torch._dynamo.test_case
 import ember
 import ember_frame_hook as fh
 import ember_symbolic as es
+from ember_bytecode_tracer.directives import (
+    allow_in_graph as ember_allow_in_graph,
+)
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
+from ember_bytecode_tracer.exc import Unsupported as EmberUnsupported
 
 # Dynamo backend name -> Ember backend name
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}
@@ -182,6 +186,15 @@ def run(fn: Callable | None = None) -> Any:
     return _RunOnly() if fn is None else _RunOnly()(fn)
 
 
+def allow_in_graph(fn: Any) -> Any:
+    """torch._dynamo.allow_in_graph (torch.compiler.allow_in_graph calls it): marked for
+    Ember too, where it has a counterpart (an autograd.Function class)."""
+    result = ORIGINAL["allow_in_graph"](fn)
+    if isinstance(fn, type):
+        ember_allow_in_graph(fn)
+    return result
+
+
 def reset() -> None:
     ember.reset()
     ORIGINAL["reset"]()
@@ -230,7 +243,8 @@ def _accept_ember_counterpart(namespace: Any, name: str, ember_cls: type) -> Non
 def install_exception_counterparts() -> None:
     """Tests import ConstraintViolationError from PyTorch's symbolic_shapes and expect it
     where a dim marked dynamic is specialized; they expect torch._dynamo.exc's
-    BackendCompilerFailed where the backend they pass raises. Ember raises its own
+    BackendCompilerFailed where the backend they pass raises, Unsupported where the
+    compile must refuse. Ember raises its own
     exceptions of the same meaning (ember_symbolic's ConstraintViolationError, the
     tracer's BackendCompilerFailed: a backend raised while compiling a graph, which
     propagates to the caller as under torch.compile): the names tests use accept both in
@@ -241,6 +255,9 @@ def install_exception_counterparts() -> None:
 
     _accept_ember_counterpart(torch_shapes, "ConstraintViolationError", es.ConstraintViolationError)
     _accept_ember_counterpart(dynamo_exc, "BackendCompilerFailed", ember.exc.BackendCompilerFailed)
+    # a refusal under fullgraph=True: Ember's Unsupported is its counterpart of Dynamo's (a
+    # test that also matches Dynamo's wording still needs the same words)
+    _accept_ember_counterpart(dynamo_exc, "Unsupported", EmberUnsupported)
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
@@ -290,7 +307,9 @@ def install() -> None:
         set_stance=torch.compiler.set_stance,
         run=torch._dynamo.run,
         mark_dynamic=torch._dynamo.mark_dynamic,
+        allow_in_graph=torch._dynamo.allow_in_graph,
     )
+    torch._dynamo.allow_in_graph = allow_in_graph
     torch._dynamo.mark_dynamic = mark_dynamic
     install_exception_counterparts()
     torch.compile = compile

@@ -289,3 +289,69 @@ def test_value_read_by_a_function_defined_in_the_frame_is_guarded(backend):
         _GAIN["value"] = 2.0
     if backend == "inductor":
         _ran_compiled()
+
+
+class _BreakInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.sin() + 1
+        ember.graph_break()
+        ctx.save_for_backward(y)
+        return y * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y * 2  # a rule of its own
+
+
+def test_graph_break_in_forward_under_inductor():
+    # apply runs eagerly at the break; its forward is compiled alone, in two graphs
+    def fn(x):
+        return _BreakInForward.apply(x) * 3
+
+    x = torch.randn(7, requires_grad=True)
+    run = ember.compile(fn)
+    leaves = [x.detach().clone().requires_grad_(True) for _ in range(2)]
+    expected, got = fn(leaves[0]), run(leaves[1])
+    expected.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(leaves[1].grad, leaves[0].grad)
+    _ran_compiled()
+
+
+_STASH: list = []
+
+
+class _StashesIntermediate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        _STASH.append(x.cos())  # a global list forward names
+        _STASH.append(2)
+        out = torch.zeros_like(x)
+        out += x * x
+        ctx.save_for_backward(x)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x * 3  # a rule of its own
+
+
+def test_forward_appends_to_a_global_list_under_inductor():
+    def fn(x):
+        y = _StashesIntermediate.apply(x)
+        return y + _STASH[-2] * _STASH[-1]
+
+    x = torch.randn(6, requires_grad=True)
+    _STASH.clear()
+    expected = _values_and_grads(fn, x, compile_it=False)
+    eager_stash = list(_STASH)
+    _STASH.clear()
+    got = _values_and_grads(fn, x, compile_it=True)
+    torch.testing.assert_close(got, expected)
+    assert len(_STASH) == 2 and _STASH[1] == 2
+    torch.testing.assert_close(_STASH[0], eager_stash[0])
+    _ran_compiled()

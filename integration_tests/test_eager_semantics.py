@@ -512,3 +512,31 @@ def test_compiled_generator_function_runs_like_eager(backend):
     got = list(ember.compile(gen, backend=backend)(x))
     for e, g in zip(gen(x), got, strict=True):
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_isinstance_of_a_parameter_argument(backend):
+    # the trace took a Parameter argument for a plain tensor: the other branch ran
+    def fn(x, weight):
+        return x * weight if isinstance(weight, torch.nn.Parameter) else x + weight
+
+    x = torch.randn(5)
+    weight = torch.nn.Parameter(torch.randn(5))
+    got = ember.compile(fn, backend=backend, fullgraph=True)(x, weight)
+    torch.testing.assert_close(got, fn(x, weight))
+    _ran_compiled(backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_made_without_grad_under_inference_mode(backend):
+    def fn(x):
+        p = torch.nn.Parameter(x, requires_grad=False)
+        return x * p if isinstance(p, torch.nn.Parameter) else x
+
+    with torch.inference_mode():
+        x = torch.rand(6)
+        got = ember.compile(fn, backend=backend, fullgraph=True)(x)
+        torch.testing.assert_close(got, fn(x))
+    x = torch.rand(6)
+    torch.testing.assert_close(ember.compile(fn, backend=backend, fullgraph=True)(x), x * x)
+    _ran_compiled(backend)

@@ -33,10 +33,43 @@ def register_graph_break(fn: Any, reason: str | None = None) -> None:
 register_graph_break(graph_break, "graph_break() was called")
 
 
-def directive_reason(value: Any) -> str | None:
+# functions and classes the user put in the graph as they are (`allow_in_graph`): what
+# runs inside them is not looked into, so a break directive called there is not honoured
+_IN_GRAPH: weakref.WeakSet = weakref.WeakSet()
+
+
+def allow_in_graph(fn: Any) -> Any:
+    """Mark `fn` (an autograd.Function class) to stay one node of the graph even where
+    what it runs asks for a graph break (torch.compiler.allow_in_graph's promise)."""
+    _IN_GRAPH.add(fn)
+    return fn
+
+
+def is_allowed_in_graph(value: Any) -> bool:
+    try:
+        return value in _IN_GRAPH
+    except TypeError:
+        return False
+
+
+def registered_reason(value: Any) -> str | None:
+    """Why a call of `value` breaks the graph, when it is a registered directive."""
     entry = _BREAKS.get(id(value))
-    if entry is not None and entry[0] is value:
-        return entry[1]
+    return entry[1] if entry is not None and entry[0] is value else None
+
+
+def registered_code_reason(code: Any) -> str | None:
+    """The same, for the code object a call of a registered Python function runs."""
+    for fn, reason in _BREAKS.values():
+        if getattr(fn, "__code__", None) is code:
+            return reason
+    return None
+
+
+def directive_reason(value: Any) -> str | None:
+    reason = registered_reason(value)
+    if reason is not None:
+        return reason
     if isinstance(value, torch._ops.HigherOrderOperator):
         # torch.cond, torch.ops.higher_order.map_impl, ...: Ember has no subgraph capture
         # for them; the call runs as it is after the break (torch's own eager path)

@@ -154,6 +154,8 @@ class OutputGraph:
         # id(example) -> (example, node, frame instruction, user location) of autograd
         # leaves made in the graph by requires_grad_() (variables/graph_leaves.py)
         self.graph_leaves: dict[int, tuple[torch.Tensor, torch.fx.Node, int, str]] = {}
+        # nn.Parameter aliases made in the graph, which must not leave it (graph_leaves.py)
+        self.made_parameters: dict[int, tuple[torch.Tensor, int, str]] = {}
         # storages that a `t.data` read of the trace aliases (variables/tensor.py)
         self.data_aliases: set[StorageWeakRef] = set()
 

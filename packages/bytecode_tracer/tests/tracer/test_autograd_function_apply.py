@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import Compiled, same
+from ember_bytecode_tracer.directives import allow_in_graph, graph_break
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.autograd_function import autograd_function_of
 
@@ -543,3 +544,137 @@ def test_effect_made_by_a_helper_of_backward_is_found():
         compiled(torch.randn(3, requires_grad=True)).backward()
     assert SWITCH.flips == 2
     assert any("backward changes Python state" in str(b) for b in compiled.breaks)
+
+
+class _HalvesWithBreak(torch.autograd.Function):
+    """forward asks for a graph break between its two halves."""
+
+    @staticmethod
+    def forward(ctx, x):
+        first = x.cos() * 2
+        graph_break()
+        ctx.save_for_backward(first)
+        return first + x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (first,) = ctx.saved_tensors
+        return grad * first
+
+
+def test_graph_break_asked_for_in_forward_breaks_at_apply_and_forward_compiles_alone():
+    # the user's break is honoured: apply runs eagerly, and its forward's frame is
+    # compiled on its own, in two graphs around the break
+    def fn(x):
+        return _HalvesWithBreak.apply(x)
+
+    for requires_grad in (True, False):
+        compiled = Compiled(fn)
+        x = torch.randn(5, requires_grad=requires_grad)
+        for _ in range(2):
+            out = compiled(x)
+            assert same(out, fn(x))
+        assert any("forward asks for a graph break" in str(b) for b in compiled.breaks)
+        assert compiled.backend.graph_count == 2  # forward's two halves, no graph for fn
+        if requires_grad:
+            (grad,) = torch.autograd.grad(out.sum(), x)
+            assert same(grad, x.cos() * 2)
+    with pytest.raises(Unsupported, match="forward asks for a graph break"):
+        Compiled(fn, fullgraph=True)(torch.randn(3, requires_grad=True))
+
+
+KEPT_BY_FORWARD: list = []
+
+
+def _keeping_function():
+    noted = []  # a closure cell of forward
+
+    class KeepsIntermediates(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            inner = x.exp()
+            ctx.save_for_backward(x)
+            noted.append(inner)
+            total = torch.zeros((), dtype=x.dtype)
+            total += (inner * x).sum()  # an in-place result as forward's output
+            KEPT_BY_FORWARD.append(total)
+            KEPT_BY_FORWARD.append(x.shape[0])
+            return total
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * x.sign() * 5  # a rule of its own
+
+    return KeepsIntermediates, noted
+
+
+def test_forward_appending_to_lists_it_names_is_replayed_after_the_graph():
+    # what forward appends (an intermediate, its own output, a number) reaches the lists
+    # as eager puts it there, once per call, and the custom gradient flows
+    keeping, noted = _keeping_function()
+
+    def fn(x):
+        out = keeping.apply(x)
+        return out * 2 + noted[-1].sum()
+
+    compiled = Compiled(fn, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(4, requires_grad=True)
+        noted.clear()
+        KEPT_BY_FORWARD.clear()
+        expected = fn(x)
+        (expected_grad,) = torch.autograd.grad(expected, x)
+        eager_lists = (list(noted), list(KEPT_BY_FORWARD))
+        noted.clear()
+        KEPT_BY_FORWARD.clear()
+        out = compiled(x)
+        assert same(out, expected)
+        assert same(torch.autograd.grad(out, x)[0], expected_grad)
+        assert same((list(noted), list(KEPT_BY_FORWARD)), eager_lists)
+        assert KEPT_BY_FORWARD[0] is not None and KEPT_BY_FORWARD[1] == 4
+        assert not noted[0].requires_grad  # made under forward's no_grad, as in eager
+    assert not compiled.breaks
+
+
+def test_forward_appending_and_changing_more_is_still_a_break():
+    state = {"calls": 0}
+    kept = []
+
+    class AppendsAndCounts(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            kept.append(x.sin())
+            state["calls"] += 1
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    compiled = Compiled(lambda x: AppendsAndCounts.apply(x) + 1)
+    x = torch.randn(3)
+    assert same(compiled(x), x * 2 + 1)
+    assert len(kept) == 1 and state["calls"] == 1
+    assert any("changes Python state" in str(b) for b in compiled.breaks)
+
+
+@allow_in_graph
+class _KeptWhole(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        graph_break()  # not honoured: the class is put in the graph as it is
+        return x * 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 4
+
+
+def test_break_directive_in_forward_of_a_class_allowed_in_graph_is_not_honoured():
+    compiled = Compiled(lambda x: _KeptWhole.apply(x) + 1, fullgraph=True)
+    x = torch.randn(3, requires_grad=True)
+    out = compiled(x)
+    assert same(out, x * 4 + 1)
+    assert same(torch.autograd.grad(out.sum(), x)[0], torch.full((3,), 4.0))
+    assert compiled.backend.graph_count == 1

@@ -221,3 +221,46 @@ def test_module_with_its_own_len_and_getitem():
     x = torch.randn(2, 3)
     assert same(compiled(x), model(x))
     assert compiled.backend.graph_count == 1
+
+
+def test_a_parameter_is_a_parameter_in_the_trace():
+    # isinstance/type of a Parameter read from the frame (an argument, a module's) are
+    # its guarded class: both branches went the plain tensor's way before
+    def fn(x, weight, module):
+        kinds = [isinstance(w, nn.Parameter) for w in (weight, module.scale, x)]
+        exact = type(module.scale) is nn.Parameter
+        return (x * 2 if kinds[0] else x - 2), kinds, exact, isinstance(weight, torch.Tensor)
+
+    compiled = Compiled(fn, fullgraph=True)
+    module = Affine()
+    x = torch.randn(3)
+    for weight in (nn.Parameter(torch.randn(3)), torch.randn(3)):
+        assert same(compiled(x, weight, module), fn(x, weight, module))
+    assert compiled.backend.graph_count == 2  # the argument's class is guarded
+
+
+def test_parameter_made_without_grad_in_the_trace():
+    # nn.Parameter(t, requires_grad=False) is t's alias of class Parameter: used inside
+    # the graph (also under inference_mode); one that would leave it is a break there
+    def uses(x):
+        p = nn.Parameter(x.cos(), requires_grad=False)
+        return x * p + 1, isinstance(p, nn.Parameter), p.requires_grad
+
+    def returns(x, kept):
+        p = nn.Parameter(x * 2, requires_grad=False)
+        kept.append(p)
+        return x.sin() + p
+
+    x = torch.randn(4)
+    compiled = Compiled(uses, fullgraph=True)
+    assert same(compiled(x), uses(x))
+    with torch.inference_mode():
+        y = torch.randn(4)
+        assert same(compiled(y), uses(y))
+    assert not compiled.breaks
+
+    compiled = Compiled(returns)
+    kept = []
+    assert same(compiled(x, kept), returns(x, []))
+    assert type(kept[0]) is nn.Parameter and same(kept[0], x * 2)
+    assert any("nn.Parameter made inside" in str(b) for b in compiled.breaks)

@@ -23,6 +23,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_leaves
 
+from ember_bytecode_tracer.directives import is_allowed_in_graph
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
@@ -60,7 +61,9 @@ def autograd_function_of(value: Any) -> type | None:
 _APPLIERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def applier(cls: type, lists: tuple[int, ...] = (), objects: tuple = (), *, writes=False):
+def applier(
+    cls: type, lists: tuple[int, ...] = (), objects: tuple = (), *, writes=False, effects=()
+):
     """A plain function calling `cls.apply`: FX names a bound classmethod by its defining
     module (`torch.autograd.function.apply`), which does not exist, so graphs call this.
     With `lists` (positions of list arguments), it returns `(result, *final contents of
@@ -69,19 +72,27 @@ def applier(cls: type, lists: tuple[int, ...] = (), objects: tuple = (), *, writ
     class, field names) of dataclass arguments, which the graph passes as the tuple of
     their fields and forward gets as a copy. With `writes` (forward writes to an input in
     place), its name ends in `_`, as an in-place op's does, so that graph passes keep the
-    call whether or not its result is used."""
+    call whether or not its result is used. `effects` are lists forward reaches by name
+    (a closure cell, a global) and appends to: what it appends is taken back off and
+    returned after those contents, for the trace to append after the graph (a backend that
+    retraces the graph runs forward once, when it compiles)."""
     known = _APPLIERS.setdefault(cls, {})
-    key = (lists, objects, writes)
+    key = (lists, objects, writes, tuple(id(e) for e in effects))
     if key not in known:
         owner = weakref.ref(cls)  # the table's value must not keep its key alive
 
         def apply(*args, **kwargs):
             if objects:
                 args = _with_copies(args, objects)
+            sizes = [len(effect) for effect in effects]
             result = owner().apply(*args, **kwargs)
-            if not lists:
+            added = []
+            for effect, size in zip(effects, sizes, strict=True):
+                added.append(tuple(effect[size:]))
+                del effect[size:]
+            if not lists and not effects:
                 return result
-            return (result, *(tuple(args[i]) for i in lists))
+            return (result, *(tuple(args[i]) for i in lists), *added)
 
         name = f"{cls.__name__}_apply" + ("_" if writes else "")
         apply.__name__ = apply.__qualname__ = name
@@ -144,7 +155,7 @@ def _backward_changes(tx, cls: type, node_args: tuple, value: Any) -> list[str]:
             torch.autograd.grad(outputs, inputs, grads, retain_graph=True, allow_unused=True)
         except Exception:  # fake values it cannot take: nothing learnt
             pass
-        return state.changes()
+        return state.changes() + state.breaks
 
 
 def _user_functions(cls: type) -> list[Any]:
@@ -256,10 +267,43 @@ def _wrap_result(tx, node, value: Any) -> VariableTracker:
     return _wrap_record(tx, node, value)
 
 
+def _replay_appends(tx, effect, node, index: int, added: tuple, known) -> None:
+    """Appends what forward appended to a list it reaches by name, read from the node."""
+    contents = tx.output.graph.call_function(operator.getitem, (node, index))
+    contents.meta["example_value"] = added
+    made = wrap_graph_value(tx, contents, added).items
+    items = [
+        known.get(id(value), item) if isinstance(value, torch.Tensor) else item
+        for value, item in zip(added, made, strict=True)
+    ]
+    target = tx.wrap(effect[0], effect[1])
+    target.call_method(tx, "extend", [TupleVariable(items)], {})
+
+
+_APPENDABLE = (torch.Tensor, type(None), bool, int, float, str)
+
+
+def _appends_only(appended: dict, changed: list[str], read_lists: dict) -> list | None:
+    """What forward changed, when all it did is append tensors or constants to lists it
+    names (each with the source it was read at): [(list, source, items added)]; else None."""
+    if len(appended) != len(changed):
+        return None
+    effects = []
+    for key, (value, added) in appended.items():
+        read = read_lists.get(key)
+        if read is None or read[0] is not value:
+            return None
+        if not all(isinstance(item, _APPENDABLE) for item in added):
+            return None
+        effects.append((value, read[1], added))
+    return effects
+
+
 class AutogradFunctionApplyVariable(VariableTracker):
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, read_lists: dict | None = None) -> None:
         super().__init__()
         self.cls = cls
+        self.read_lists = read_lists or {}  # lists forward names, with sources
 
     def python_type(self) -> type:
         return type(self.cls.apply)
@@ -284,13 +328,18 @@ class AutogradFunctionApplyVariable(VariableTracker):
         inputs = [t for t in _trackers_by_example(args).values() if isinstance(t, TensorVariable)]
         inputs = [t.node.meta["example_value"] for t in inputs]
         versions = [t._version for t in inputs]
-        node, value = self._run(tx, target, node_args, node_kwargs)
-        if [t._version for t in inputs] != versions:
-            # forward wrote to an input in place (ctx.mark_dirty): the node is an in-place
-            # op, kept however its output is used (the caller may drop it); the graph's
-            # later uses of the input read the written tensor, with its rebased history
-            node.target = applier(self.cls, lists, tuple(objects), writes=True)
-        if not lists:
+        node, value, effects = self._run(tx, target, node_args, node_kwargs)
+        # forward wrote to an input in place (ctx.mark_dirty): the node is an in-place op,
+        # kept however its output is used (the caller may drop it); the graph's later uses
+        # of the input read the written tensor, with its rebased history
+        writes = [t._version for t in inputs] != versions
+        if writes or effects:
+            lists_of = tuple(effect[0] for effect in effects)
+            node.target = applier(self.cls, lists, tuple(objects), writes=writes, effects=lists_of)
+        if effects:
+            value = (*(value if lists else (value,)), *(effect[2] for effect in effects))
+            node.meta["example_value"] = value
+        if not lists and not effects:
             return _wrap_result(tx, node, value)
         result_node = tx.output.graph.call_function(operator.getitem, (node, 0))
         result_node.meta["example_value"] = value[0]
@@ -298,6 +347,8 @@ class AutogradFunctionApplyVariable(VariableTracker):
         known = _trackers_by_example([*args, result])
         for k, i in enumerate(lists):
             _replay_list(tx, args[i], node, k + 1, value[k + 1], known)
+        for k, effect in enumerate(effects):
+            _replay_appends(tx, effect, node, 1 + len(lists) + k, effect[2], known)
         return result
 
     def _run(self, tx, target, node_args, node_kwargs):
@@ -312,10 +363,17 @@ class AutogradFunctionApplyVariable(VariableTracker):
                         "call_function", target, node_args, node_kwargs
                     )
                 finally:
-                    changed = state.changes()
+                    appended = state.appends()
+                    changed, breaks = state.changes(), state.breaks
         finally:
             _COPIES = None
-        if changed:
+        if breaks and not is_allowed_in_graph(self.cls):
+            # forward asks for a graph break: apply runs eagerly, forward compiled alone
+            raise Unsupported(
+                f"{self.cls.__qualname__}.forward asks for a graph break: {breaks[0]}"
+            )
+        effects = _appends_only(appended, changed, self.read_lists) if changed else []
+        if effects is None:
             raise Unsupported(
                 f"{self.cls.__qualname__}.forward changes Python state ({', '.join(changed)}): "
                 "run on example values it would do so at trace time"
@@ -327,7 +385,7 @@ class AutogradFunctionApplyVariable(VariableTracker):
                 f"{self.cls.__qualname__}.backward changes Python state ({', '.join(changed)}): "
                 "a backend that traces the backward would do so once, when it compiles"
             )
-        return node, value
+        return node, value, effects
 
     def __repr__(self) -> str:
         return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
@@ -337,16 +395,17 @@ class AutogradFunctionInstanceVariable(VariableTracker):
     """`MyFunction()`: an instance made in the trace (deprecated in eager, where it warns),
     used for its `apply`; anything else read from it is a break."""
 
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, read_lists: dict | None = None) -> None:
         super().__init__()
         self.cls = cls
+        self.read_lists = read_lists
 
     def python_type(self) -> type:
         return self.cls
 
     def var_getattr(self, tx, name):
         if name == "apply" and autograd_function_of(self.cls.apply) is self.cls:
-            return AutogradFunctionApplyVariable(self.cls)
+            return AutogradFunctionApplyVariable(self.cls, self.read_lists)
         raise Unsupported(f"reading {name!r} of a {self.cls.__qualname__} instance")
 
     def __repr__(self) -> str:
@@ -372,15 +431,26 @@ def _methods(function_class: type) -> list[Any]:
     return [method for _, method in _named_methods(function_class)]
 
 
-def _guard_methods(tx, owner, function_class: type) -> None:
-    """The class's forward/backward (and setup_context) by identity: redefining retraces."""
+def _guard_methods(tx, owner, function_class: type) -> dict:
+    """The class's forward/backward (and setup_context) by identity: redefining retraces.
+    Returns the lists they name, with their sources."""
     methods = []
     for name, method in _named_methods(function_class):
         guard(tx, AttrSource(owner, name), GuardKind.ID_MATCH, method)
         methods.append((AttrSource(owner, name), method))
     # what they read by name (globals, closure cells): a backend that retraces the graph
     # with autograd keeps the values it saw, so a change must retrace
-    guard_reads(tx, methods)
+    return guard_reads(tx, methods)
+
+
+def _guard_class(tx, owner, function_class: type) -> dict:
+    """Guards on the class reached at `owner` (None: defined in the traced frame, or
+    reached without a source); returns the lists its methods name, with their sources."""
+    if owner is not None:
+        return _guard_methods(tx, owner, function_class)
+    if function_class in FRAME_LOCAL_CLASSES:  # defined in the frame: what it reads
+        return guard_reads(tx, [(None, m) for m in _methods(function_class)])
+    return {}
 
 
 @constructor("autograd_function")
@@ -390,10 +460,7 @@ def _construct_instance(tx, kind, args, kwargs) -> VariableTracker | None:
         return None
     if "__init__" in vars(cls) or "__new__" in vars(cls) or args or kwargs:
         return None  # a constructor of its own: the general refusal stands
-    if kind.source is not None:
-        _guard_methods(tx, kind.source, cls)
-    elif cls in FRAME_LOCAL_CLASSES:
-        guard_reads(tx, [(None, m) for m in _methods(cls)])
+    read_lists = _guard_class(tx, kind.source, cls)
     warnings.warn(  # Function.__init__'s own warning, given when the call is traced
         f"{cls} should not be instantiated. Methods on autograd functions are all static, "
         "so you should invoke them on the class itself. Instantiating an autograd function "
@@ -401,7 +468,7 @@ def _construct_instance(tx, kind, args, kwargs) -> VariableTracker | None:
         DeprecationWarning,
         stacklevel=2,
     )
-    return AutogradFunctionInstanceVariable(cls)
+    return AutogradFunctionInstanceVariable(cls, read_lists)
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
@@ -410,10 +477,8 @@ def _wrap_apply(tx, value: Any, source) -> VariableTracker | None:
     function_class = autograd_function_of(value)
     if function_class is None:
         return None
+    owner = None
     if source is not None:  # MyFunction.apply of a torch.autograd.Function
         owner = AttrSource(source, "__self__")
         guard(tx, owner, GuardKind.ID_MATCH, function_class)
-        _guard_methods(tx, owner, function_class)
-    elif function_class in FRAME_LOCAL_CLASSES:  # defined in the frame: what it reads
-        guard_reads(tx, [(None, m) for m in _methods(function_class)])
-    return AutogradFunctionApplyVariable(function_class)
+    return AutogradFunctionApplyVariable(function_class, _guard_class(tx, owner, function_class))

@@ -63,6 +63,7 @@ class _Reads:
         self.tx = tx
         self.todo: list[tuple[Source | None, Any]] = []
         self.done: set[int] = set()
+        self.lists: dict[int, tuple[list, Source]] = {}  # lists read by name, with sources
 
     def function(self, source: Source | None, fn: Any) -> None:
         """`fn` read at `source`; None for a method of a class defined in the traced frame
@@ -118,6 +119,7 @@ class _Reads:
         if isinstance(value, types.FunctionType) or hasattr(value, "__wrapped__"):
             self.function(source, value)
         elif type(value) is list and len(value) <= _MAX_ITEMS:
+            self.lists.setdefault(id(value), (value, source))
             guard(self.tx, source, GuardKind.LEN_MATCH, (list, len(value)))
             for i, item in enumerate(value):
                 self.value(ItemSource(source, i), item, names, depth + 1)
@@ -173,10 +175,12 @@ def _literal_keys(value: dict) -> bool:
     return all(type(k) in (str, int) for k in value)
 
 
-def guard_reads(tx, functions: list[tuple[Source | None, Any]]) -> None:
+def guard_reads(tx, functions: list[tuple[Source | None, Any]]) -> dict[int, tuple[list, Source]]:
     """Guards what `functions` (each with the source it is read from, None for the
-    methods of a class defined in the traced frame) read by name."""
+    methods of a class defined in the traced frame) read by name. Returns the lists they
+    name (id -> (list, source)): what a forward may append to (autograd_function.py)."""
     reads = _Reads(tx)
     for source, fn in functions:
         reads.function(source, fn)
     reads.run()
+    return reads.lists

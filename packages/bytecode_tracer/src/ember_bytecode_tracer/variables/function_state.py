@@ -24,6 +24,8 @@ import sys
 import types
 from typing import Any
 
+from ember_bytecode_tracer.directives import registered_code_reason, registered_reason
+
 _MISSING = object()
 _MAX_FUNCTIONS = 32  # user functions looked into, from forward or backward outward
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
@@ -96,6 +98,7 @@ class Watch:
                     seen.add(id(value))
                     self.objects.append((value, *state))
         self.output = io.StringIO()
+        self.breaks: list[str] = []  # graph-break directives called during the run
 
     def _held(self, fn: Any) -> list[Any]:
         code = fn.__code__
@@ -105,6 +108,17 @@ class Watch:
             self.names.append((fn.__globals__, name, value))
             held.append(value)
         return held
+
+    def appends(self) -> dict[int, tuple[list, tuple]]:
+        """The lists whose only change is items added at their end: id -> (list, the
+        items added). Asked before `changes()`, which restores them."""
+        found = {}
+        for value, kind, before in self.objects:
+            if kind != "list" or len(value) <= len(before):
+                continue
+            if all(a is b for a, b in zip(before, value, strict=False)):
+                found[id(value)] = (value, tuple(value[len(before) :]))
+        return found
 
     def changes(self) -> list[str]:
         """What changed since the snapshot (each restored); [] when nothing did."""
@@ -138,5 +152,31 @@ def _filled(cell) -> bool:
 def watch(functions: list[Any]):
     """Snapshots what `functions` reach; yields the Watch to ask `changes()` after the run."""
     state = Watch(functions)
-    with contextlib.redirect_stdout(state.output):
+    with contextlib.redirect_stdout(state.output), _directive_calls(state.breaks):
         yield state
+
+
+@contextlib.contextmanager
+def _directive_calls(found: list[str]):
+    """Appends to `found` the reason of each graph-break directive (ember.graph_break, one
+    registered with register_graph_break) called, at any depth, while the block runs: the
+    user asked for the call to run outside any graph. A profiler set before is kept."""
+    previous = sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            reason = registered_code_reason(frame.f_code)
+        elif event == "c_call":
+            reason = registered_reason(arg)
+        else:
+            reason = None
+        if reason is not None and reason not in found:
+            found.append(reason)
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)

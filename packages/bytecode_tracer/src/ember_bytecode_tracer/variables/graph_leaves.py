@@ -12,6 +12,13 @@ through a leaf of the graph (the leaf itself, `y * 3`) restarts the trace with a
 at the `requires_grad_()` call, the eager leaf it was before. A `.backward()` reaching a
 graph input that requires grad (its gradient belongs to the caller's tensor, with its hooks),
 or another argument form, stays a graph break.
+
+`nn.Parameter(t, requires_grad=False)` on a tensor of the trace is what
+`Tensor._make_subclass` makes of it: an alias of `t` without autograd history, of class
+Parameter. In the graph it is `t.detach()`, its tracker of class Parameter (isinstance,
+type). A graph hands its outputs back as plain tensors, so one that leaves the graph
+(returned, stored, kept for what follows a break) restarts the trace with a graph break at
+the call, as an escaping leaf does.
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch import nn
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.contexts import _SET_GRAD
+from ember_bytecode_tracer.variables.objects import constructor
 from ember_bytecode_tracer.variables.tensor import (
     METHOD_RULES,
     TensorVariable,
@@ -41,9 +50,9 @@ class LeafEscapes(Unsupported):
     """A tensor with history through a leaf made in the graph would leave it: trace again
     with a graph break at the instruction (of the frame itself) that made the leaf."""
 
-    def __init__(self, break_index: int, location: str) -> None:
+    def __init__(self, break_index: int, location: str, reason: str | None = None) -> None:
         super().__init__(
-            "Tensor.requires_grad_() makes an autograd leaf inside the traced region",
+            reason or "Tensor.requires_grad_() makes an autograd leaf inside the traced region",
             location=location,
         )
         self.break_index = break_index
@@ -149,12 +158,38 @@ def _accumulate(tx: Translator, leaf: torch.fx.Node, grads: torch.fx.Node, i: in
 
 def check_leaves_stay(output: OutputGraph, outputs: list[torch.fx.Node]) -> None:
     """Raises LeafEscapes where a graph output carries history through a leaf of the graph."""
+    for node in outputs:
+        example = node.meta.get("example_value")
+        made = output.made_parameters.get(id(example))
+        if made is not None and made[0] is example:
+            reason = "an nn.Parameter made inside the traced region would leave it"
+            raise LeafEscapes(made[1], made[2], reason)
     if not output.graph_leaves:
         return
     for node in outputs:
         if _carries_history(node.meta.get("example_value")) and _history(output, node)[0]:
             _, _, index, location = min(output.graph_leaves.values(), key=lambda e: e[2])
             raise LeafEscapes(index, location)
+
+
+@constructor("made_parameter")
+def _make_parameter(tx: Translator, kind, args: list, kwargs: dict):
+    """nn.Parameter(t, requires_grad=False): `t.detach()` seen as a Parameter."""
+    if getattr(kind, "cls", None) is not nn.Parameter:
+        return None
+    if len(args) > 2 or set(kwargs) - {"data", "requires_grad"}:
+        return None
+    data = args[0] if args else kwargs.get("data")
+    flag = args[1] if len(args) > 1 else kwargs.get("requires_grad")
+    if not isinstance(data, TensorVariable) or flag is None or not flag.is_python_constant():
+        return None
+    if flag.as_python_constant() is not False:
+        return None  # a leaf requiring grad: the general refusal stands
+    node, value = tx.output.create_node("call_method", "detach", (data.node,), {})
+    tracker = TensorVariable(node, value)
+    tracker.tensor_type = nn.Parameter
+    tx.output.made_parameters[id(value)] = (value, _frame_instruction(tx), tx.location())
+    return tracker
 
 
 METHOD_RULES["requires_grad_"] = _make_leaf

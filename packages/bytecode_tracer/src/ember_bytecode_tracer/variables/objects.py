@@ -459,6 +459,7 @@ CONSTRUCT_ORDER = (
     "builtin_exception",  # ValueError(...) raised in the trace (exceptions.py)
     "weak_reference",  # weakref.ref(obj) of an object made in the trace (weak_refs.py)
     "container_subclass",  # user subclasses of list and dict (container_subclasses.py)
+    "made_parameter",  # nn.Parameter(t, requires_grad=False) of a traced tensor (graph_leaves.py)
     "autograd_function",  # MyFunction(): an instance used for its .apply (autograd_function.py)
     "traced_object",  # plain Python classes: __init__ inlined, or the refusal (traced_objects.py)
 )

@@ -72,6 +72,11 @@ class TensorVariable(VariableTracker):
         self.example = example
 
     def python_type(self) -> type:
+        # a tensor read from the frame is guarded to its exact class (TENSOR_MATCH): an
+        # nn.Parameter is one (isinstance(p, nn.Parameter) in the trace said False)
+        known = getattr(self, "tensor_type", None)
+        if known is not None:
+            return known
         return type(self.example) if not _is_fake(self.example) else torch.Tensor
 
     def as_python_constant(self) -> Any:
