@@ -19,7 +19,9 @@ def _deprecated_scale(x):
 
 def test_warnings_replayed_after_an_inductor_graph():
     def fn(x):
-        return _deprecated_scale(x).sin()
+        with warnings.catch_warnings():
+            y = x.cos()
+        return _deprecated_scale(x).sin() + y
 
     x = torch.randn(8)
     compiled = ember.compile(fn, backend="inductor", fullgraph=True)
@@ -27,5 +29,5 @@ def test_warnings_replayed_after_an_inductor_graph():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.testing.assert_close(run(x), fn(x))
-        assert [(w.category, w.lineno) for w in caught] == [(DeprecationWarning, 22)] * 2
+        assert [(w.category, w.lineno) for w in caught] == [(DeprecationWarning, 24)] * 2
     assert ember.counters["inductor"]["forward_graphs"] == 1

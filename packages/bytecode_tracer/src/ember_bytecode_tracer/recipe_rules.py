@@ -7,6 +7,7 @@ import collections
 import contextlib
 import inspect
 import types
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,7 @@ from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_ar
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 from ember_bytecode_tracer.variables.user_contexts import UserContextVariable
+from ember_bytecode_tracer.variables.warning_calls import CatchWarningsVariable
 from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 if TYPE_CHECKING:
@@ -508,6 +510,15 @@ def _bound_arguments(builder: RecipeBuilder, value: BoundArgumentsVariable) -> R
     made = construct_recipe(
         inspect.BoundArguments, [signature, builder.recipe(value.arguments)], {}
     )
+    return builder.once_per_call(value, made)
+
+
+@recipe_for(CatchWarningsVariable)
+def _catch_warnings(builder: RecipeBuilder, value: CatchWarningsVariable) -> Recipe:
+    """A catch_warnings object made (not entered) in the trace: made again, once per call."""
+    if value.entered:
+        raise Unsupported("a warnings.catch_warnings() object entered in the trace")
+    made = construct_recipe(warnings.catch_warnings, [], {"record": constant_recipe(value.record)})
     return builder.once_per_call(value, made)
 
 

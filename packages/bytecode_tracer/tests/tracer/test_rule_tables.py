@@ -58,6 +58,7 @@ from ember_bytecode_tracer.variables.signatures import (
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.variables.warning_calls import CatchWarningsVariable
 from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 
@@ -274,6 +275,7 @@ _RECIPE_LADDER = [
     SetVariable,
     InspectConstantVariable,  # a Signature or Parameter: refused when it holds NOT_KNOWN
     BoundArgumentsVariable,  # BoundArguments(signature, its rebuilt arguments dict)
+    CatchWarningsVariable,  # warnings.catch_warnings(record=...), when never entered
     ConstantVariable,
     ExceptionVariable,  # built (not caught) in the trace: cls(*args)
     WeakRefVariable,  # weakref.ref of the rebuilt object

@@ -11,6 +11,13 @@ names, its module's `__warningregistry__`) is the traced frame's: the replay pas
 What differs from eager: the warning comes after the graph's work, so an "error" filter
 raises once the graph ran. Only calls whose arguments are all constants are deferred; a
 `stacklevel` that reaches past the compiled frame is a break.
+
+`with warnings.catch_warnings(...)` is traced as a no-op block, as a profiler block is:
+the graph's ops warn through the filters of the caller, which the block only copied
+(changing them inside, `simplefilter()`, is a break: it calls into C). A deferred warning
+inside the block would escape it, so `warn()` there is a break; the list `record=True`
+binds cannot be filled by the trace, so any use of it is a break, and so is a graph break
+inside the block (its __exit__ cannot be rebuilt): the frame then runs as Python.
 """
 
 from __future__ import annotations
@@ -21,9 +28,12 @@ import warnings
 from typing import Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
+from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.contexts import ContextExitVariable
 from ember_bytecode_tracer.variables.logging_calls import DeferredCall
+from ember_bytecode_tracer.variables.objects import constructor
 
 # warnings.warn(message, category=None, stacklevel=1, source=None[, *, skip_file_prefixes])
 _WARN = inspect.Signature(
@@ -66,6 +76,8 @@ def _warn(tx, args, kwargs):
         raise Unsupported(f"warnings.warn() with these arguments: {exc}") from None
     if not all(v.is_python_constant() for v in bound.arguments.values()):
         raise Unsupported("warnings.warn() with arguments that are not constants")
+    if tx.output.warnings_blocks:
+        raise Unsupported("warnings.warn() inside `with warnings.catch_warnings()`")
     values = {n: v.as_python_constant() for n, v in bound.arguments.items()}
     message = values["message"]
     category = _category(message, values.get("category"))
@@ -81,3 +93,41 @@ def _warn(tx, args, kwargs):
         DeferredCall(ConstantVariable(replay), "__call__", call, {})
     )
     return ConstantVariable(None)
+
+
+class RecordedWarningsVariable(VariableTracker):
+    """The list `with warnings.catch_warnings(record=True) as caught` binds: eager fills it
+    with what the block's ops warn, which runs in the graph, after the trace."""
+
+    def __repr__(self) -> str:
+        return "the warnings list of a catch_warnings(record=True) block"
+
+
+class CatchWarningsVariable(VariableTracker):
+    """`warnings.catch_warnings(record=..., action=None)`, entered and left in the trace."""
+
+    def __init__(self, record: bool) -> None:
+        super().__init__()
+        self.record = record
+        self.entered = False  # an entered one is not made again after the graph
+
+    def enter(self, tx) -> VariableTracker:
+        self.entered = True
+        tx.output.warnings_blocks.append(self)
+        return RecordedWarningsVariable() if self.record else ConstantVariable(None)
+
+    def exit_handler(self) -> VariableTracker:
+        return ContextExitVariable(self)  # not rebuildable: a break inside stops the trace
+
+    def exit(self, tx) -> None:
+        if self in tx.output.warnings_blocks:
+            tx.output.warnings_blocks.remove(self)
+
+
+@constructor("catch_warnings")
+def _catch_warnings(tx, kind, args, kwargs) -> VariableTracker | None:
+    if kind.cls is not warnings.catch_warnings:
+        return None
+    if args or set(kwargs) - {"record"} or not all(v.is_python_constant() for v in kwargs.values()):
+        raise Unsupported("warnings.catch_warnings() with an action or module")
+    return CatchWarningsVariable(bool(kwargs["record"].as_python_constant()) if kwargs else False)
