@@ -17,7 +17,9 @@ the graph's ops warn through the filters of the caller, which the block only cop
 (changing them inside, `simplefilter()`, is a break: it calls into C). A deferred warning
 inside the block would escape it, so `warn()` there is a break; the list `record=True`
 binds cannot be filled by the trace, so any use of it is a break, and so is a graph break
-inside the block (its __exit__ cannot be rebuilt): the frame then runs as Python.
+inside the block (its __exit__ cannot be rebuilt): the frame then runs as Python. What
+differs from eager (as under torch.compile): a warning an op of the block gives while the
+graph runs is shown through the caller's `showwarning`, not recorded in that unread list.
 """
 
 from __future__ import annotations
