@@ -44,3 +44,19 @@ def test_typing_validation_and_aliases_under_inductor():
     torch.testing.assert_close(compiled(x), fn(x))
     assert ember.counters["inductor"]["forward_runs"] >= 1, dict(ember.counters["inductor"])
     assert ember.counters["inductor"]["forward_graphs"] == 1  # fullgraph: one graph, no break
+
+
+# (the functional form: real types, where this module's annotations are strings)
+_Options = typing.NamedTuple("_Options", [("width", int), ("label", typing.Optional[str])])  # noqa: UP014
+
+
+def test_get_type_hints_under_inductor():
+    def fn(x):
+        hints = typing.get_type_hints(_Options)
+        optional = sum(type(None) in typing.get_args(h) for h in hints.values())
+        return x.cos() * (optional + len(hints))
+
+    x = torch.randn(8)
+    compiled = ember.compile(fn, backend="inductor", fullgraph=True)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert ember.counters["inductor"]["forward_graphs"] == 1

@@ -145,6 +145,9 @@ class OutputGraph:
         self.rng = RngPlan()  # the default generator's state through the trace
         # Open `with` blocks that must not contain graph ops (dispatch-disabling guards).
         self.graph_free_contexts: list[str] = []
+        # Open `with warnings.catch_warnings()` blocks: no warning is deferred inside one
+        # (variables/warning_calls.py).
+        self.warnings_blocks: list[Any] = []
         # Bool outputs the runner checks right after the graph (variables/validation_checks.py).
         self.runtime_checks: list[Any] = []
         self.check_appliers: list[Callable] = []  # set with the runner's recipes

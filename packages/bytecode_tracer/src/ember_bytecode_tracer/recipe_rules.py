@@ -7,6 +7,7 @@ import collections
 import contextlib
 import inspect
 import types
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -57,10 +58,16 @@ from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import FRAME_LOCAL_CLASSES, TypeVariable
 from ember_bytecode_tracer.variables.sets import SetVariable, replay_onto
+from ember_bytecode_tracer.variables.signatures import (
+    NOT_KNOWN,
+    BoundArgumentsVariable,
+    InspectConstantVariable,
+)
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, as_fx_arg, output_of
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 from ember_bytecode_tracer.variables.user_contexts import UserContextVariable
+from ember_bytecode_tracer.variables.warning_calls import CatchWarningsVariable
 from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 if TYPE_CHECKING:
@@ -482,6 +489,37 @@ def _constant(builder: RecipeBuilder, value: VariableTracker) -> Recipe:
             lambda code: code.temp(f"{code.const(set)}({code.const(constant)})"),
         )
     return constant_recipe(constant)
+
+
+@recipe_for(InspectConstantVariable)
+def _inspect_constant(builder: RecipeBuilder, value: InspectConstantVariable) -> Recipe:
+    """A Signature or Parameter, baked in; not one of a function made in the trace whose
+    defaults or annotations the trace did not know (its stand-in holds NOT_KNOWN)."""
+    signature = value.value
+    parameters = signature.parameters.values() if hasattr(signature, "parameters") else [signature]
+    if any(NOT_KNOWN in (p.default, p.annotation) for p in parameters):
+        raise Unsupported("returning the signature of a function made in the trace")
+    return constant_recipe(signature)
+
+
+@recipe_for(BoundArgumentsVariable)
+def _bound_arguments(builder: RecipeBuilder, value: BoundArgumentsVariable) -> Recipe:
+    """`inspect.BoundArguments(signature, arguments)`, once per call (its arguments dict is
+    the one the trace's `bound.arguments` gave)."""
+    signature = builder.recipe(ConstantVariable(value.signature))
+    made = construct_recipe(
+        inspect.BoundArguments, [signature, builder.recipe(value.arguments)], {}
+    )
+    return builder.once_per_call(value, made)
+
+
+@recipe_for(CatchWarningsVariable)
+def _catch_warnings(builder: RecipeBuilder, value: CatchWarningsVariable) -> Recipe:
+    """A catch_warnings object made (not entered) in the trace: made again, once per call."""
+    if value.entered:
+        raise Unsupported("a warnings.catch_warnings() object entered in the trace")
+    made = construct_recipe(warnings.catch_warnings, [], {"record": constant_recipe(value.record)})
+    return builder.once_per_call(value, made)
 
 
 @recipe_for(SetVariable)

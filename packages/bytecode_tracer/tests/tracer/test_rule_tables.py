@@ -51,9 +51,14 @@ from ember_bytecode_tracer.variables.lists import BaseListVariable, SizeVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 from ember_bytecode_tracer.variables.objects import TypeVariable
 from ember_bytecode_tracer.variables.sets import SetVariable
+from ember_bytecode_tracer.variables.signatures import (
+    BoundArgumentsVariable,
+    InspectConstantVariable,
+)
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
+from ember_bytecode_tracer.variables.warning_calls import CatchWarningsVariable
 from ember_bytecode_tracer.variables.weak_refs import WeakRefVariable
 
 
@@ -268,6 +273,9 @@ _RECIPE_LADDER = [
     TracedObjectVariable,
     NumpyArrayVariable,
     SetVariable,
+    InspectConstantVariable,  # a Signature or Parameter: refused when it holds NOT_KNOWN
+    BoundArgumentsVariable,  # BoundArguments(signature, its rebuilt arguments dict)
+    CatchWarningsVariable,  # warnings.catch_warnings(record=...), when never entered
     ConstantVariable,
     ExceptionVariable,  # built (not caught) in the trace: cls(*args)
     WeakRefVariable,  # weakref.ref of the rebuilt object

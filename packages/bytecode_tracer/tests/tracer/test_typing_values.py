@@ -107,3 +107,49 @@ def test_a_bad_subscript_raises_as_eager():
     compiled = Compiled(fn, fullgraph=True)
     x = torch.randn(3)
     assert same(compiled(x), fn(x))
+
+
+# Annotations that are types, not strings (this module's own are strings: `from __future__
+# import annotations`), made the way code generators make them.
+MadeSettings = dataclasses.make_dataclass(
+    "MadeSettings", [("mode", typing.Optional[str]), ("count", int), ("hook", typing.Any)]
+)
+
+
+def _typed_callback(t, scale=None):
+    return t
+
+
+_typed_callback.__annotations__ = {
+    "t": torch.Tensor,
+    "scale": typing.Optional[float],
+    "return": torch.Tensor,
+}
+
+
+def test_get_type_hints_of_a_class_and_a_function_is_answered_now():
+    def fn(x):
+        fields = typing.get_type_hints(MadeSettings)
+        params = typing.get_type_hints(_typed_callback)
+        n = sum(typing.get_origin(hint) is typing.Union for hint in fields.values())
+        if params["t"] is torch.Tensor and params["return"] is torch.Tensor:
+            return x * n + len(typing.get_args(params["scale"]))
+        return x
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1 and not compiled.breaks
+
+
+def test_get_type_hints_of_string_annotations_breaks():
+    def annotated_later(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def fn(x):
+        return x + len(typing.get_type_hints(annotated_later))
+
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    assert same(compiled(x), fn(x))
+    assert compiled.breaks or compiled.compiler.skipped  # evaluated in unguarded globals

@@ -13,8 +13,9 @@ rule may return None after a closer look: not its value). The order is part of t
 behaviour (an `int` may be a symbolic size before it is a constant, a namedtuple is not a
 plain tuple, a torch function reached through a torch module is not guarded by identity):
 
-    tensor, torch_size, symbolic_int, constant, code, enum, typing, nn_module, namedtuple,
-    list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy, input_iterator,
+    tensor, torch_size, symbolic_int, constant, code, enum, identity_constant, typing, nn_module,
+    namedtuple, list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy,
+    input_iterator,
     container_subclass, numpy, numpy_random_draw, autograd_function_apply, context_exit,
     grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
@@ -46,6 +47,7 @@ WRAP_ORDER = (
     "constant",  # numbers, strings, dtypes... (constant.py)
     "code",  # code objects: identity (constant.py)
     "enum",  # enum members: identity (constant.py)
+    "identity_constant",  # torch.__version__, re.Pattern: constants, identity (constant.py)
     "typing",  # List[int], Optional[T], TypeVars: constants, identity (typing_values.py)
     "nn_module",  # guarded by class (nn_module.py)
     "namedtuple",  # with a source: rebuilt by calling the class (constructed.py)

@@ -57,5 +57,6 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     typing_values,
     validation_checks,
     value_ranges,
+    warning_calls,
     weak_refs,
 )

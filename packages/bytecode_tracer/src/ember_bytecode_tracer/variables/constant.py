@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
+import re
 import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.torch_version import TorchVersion
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import GuardKind
@@ -38,6 +40,10 @@ PURE_METHODS = {
     # immutable: every public method reads only the frozenset and its (constant) arguments
     frozenset: {name for name in dir(frozenset) if not name.startswith("_")},
     tuple: {"count", "index"},
+    # compiled regular expressions and their matches are immutable (not sub(): its `repl`
+    # may be a function, which would run untraced)
+    re.Pattern: {"match", "fullmatch", "search", "findall", "split"},
+    re.Match: {"group", "groups", "groupdict", "span", "start", "end", "expand"},
 }  # fmt: skip
 
 
@@ -122,6 +128,17 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
+def _is_pure_method(cls: type, name: str) -> bool:
+    """`name` is a pure method of `cls`: listed for it, or for the base it inherits it from
+    unchanged (torch.__version__'s str methods)."""
+    base = next((b for b in cls.__mro__ if b in PURE_METHODS), None)
+    return (
+        base is not None
+        and name in PURE_METHODS[base]
+        and getattr(cls, name, None) is getattr(base, name, None)
+    )
+
+
 class ConstantMethodVariable(VariableTracker):
     """A bound method of a constant, e.g. "{}x".format."""
 
@@ -131,8 +148,7 @@ class ConstantMethodVariable(VariableTracker):
         self.name = name
 
     def call_function(self, tx, args, kwargs):
-        allowed = PURE_METHODS.get(type(self.owner), set())
-        if self.name not in allowed and not self.name.startswith("__"):
+        if not _is_pure_method(type(self.owner), self.name) and not self.name.startswith("__"):
             raise Unsupported(f"method {type(self.owner).__name__}.{self.name}")
         try:
             a = [x.as_python_constant() for x in args]
@@ -162,6 +178,19 @@ def _wrap_constant(tx: Translator, value: Any, source: Source | None) -> Variabl
 
 @wrap_rule("code", types=types.CodeType)
 def _wrap_code(tx: Translator, value: types.CodeType, source: Source | None) -> VariableTracker:
+    if source is not None:
+        guard(tx, source, GuardKind.ID_MATCH, value)
+    return ConstantVariable(value, source=source)
+
+
+# Immutable objects that are constants of the trace but not EQUALS_MATCH values: guarded by
+# identity. torch.__version__ (a str that compares as a version) and compiled regular
+# expressions (their match results are constants too: PURE_METHODS).
+_IDENTITY_CONSTANTS = (TorchVersion, re.Pattern)
+
+
+@wrap_rule("identity_constant", types=_IDENTITY_CONSTANTS, exact=True)
+def _wrap_identity_constant(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return ConstantVariable(value, source=source)

@@ -449,6 +449,7 @@ CONSTRUCT_ORDER = (
     "generator_context",  # @contextmanager's _GeneratorContextManager (generator_context.py)
     "context_manager",  # no_grad, set_grad_enabled, nullcontext... (contexts.py)
     "autocast",  # torch.autocast (autocast_context.py)
+    "catch_warnings",  # warnings.catch_warnings(): a block traced as a no-op (warning_calls.py)
     "keyed_output",  # HF ModelOutput dataclasses (keyed_output.py)
     "enum_member",  # Color(2): an enum's member by value (constructed.py)
     "struct_sequence",  # torch.return_types.max((v, i)) (constructed.py)

@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import GuardKind
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable, register_constant_kind
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
+from ember_bytecode_tracer.variables.functions import UserFunctionVariable
+from ember_bytecode_tracer.variables.objects import TypeVariable
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -87,6 +91,43 @@ def _wrap_typing(tx: Translator, value: Any, source: Source | None) -> VariableT
     if source is not None:
         guard(tx, source, GuardKind.ID_MATCH, value)
     return TypingVariable(value, source=source)
+
+
+def _annotations_of(owner: Any) -> list[dict]:
+    """The annotation dicts get_type_hints reads: a class's along its MRO, or a function's."""
+    if isinstance(owner, type):
+        return [vars(base).get("__annotations__", {}) for base in owner.__mro__]
+    return [getattr(owner, "__annotations__", {})]
+
+
+@rule(typing.get_type_hints)
+def _get_type_hints(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
+    """`typing.get_type_hints(cls_or_fn)` of a class or function the trace guards by
+    identity: answered now when every annotation is already a type (a string or ForwardRef
+    would be evaluated in module globals the trace does not guard)."""
+    if len(args) != 1 or set(kwargs) - {"include_extras"}:
+        raise Unsupported("typing.get_type_hints() with namespaces")
+    (target,) = args
+    if isinstance(target, TypeVariable) and target.source is not None:
+        owner: Any = target.cls
+    elif isinstance(target, UserFunctionVariable) and target.source is not None:
+        owner = target.fn
+    else:
+        raise Unsupported(f"typing.get_type_hints() of {target}")
+    extras = kwargs["include_extras"].as_python_constant() if kwargs else False
+    if any(
+        isinstance(hint, str | typing.ForwardRef)
+        for annotations in _annotations_of(owner)
+        for hint in annotations.values()
+    ):
+        raise Unsupported("typing.get_type_hints() of string annotations")
+    try:
+        hints = typing.get_type_hints(owner, include_extras=extras)
+    except Exception as exc:  # a bad annotation: as eager raises it
+        raise TracedException(type(exc), *exc.args) from None
+    if not all(isinstance(h, type) or is_typing_value(h) or h is None for h in hints.values()):
+        raise Unsupported("typing.get_type_hints() with annotations that are not types")
+    return ConstDictVariable({name: tx.wrap(hint, None) for name, hint in hints.items()})
 
 
 __all__ = ["TypingVariable", "is_typing_value"]
