@@ -317,3 +317,22 @@ def test_triton_target_through_the_interpreter(tmp_path):
     assert out.returncode == 0, out.stderr[-4000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert stats == {"fallbacks": {}, "graphs": 3, "raised": True}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_bool_of_an_item_is_an_output_and_a_mask(backend, dtype):
+    # bool(n) of a read value is `n != 0` in the graph: a Python bool output, and a factor
+    def fn(x, n):
+        flag = bool(n.item())
+        return flag, x * flag
+
+    compiled = ember.compile(fn, backend=backend, fullgraph=True)
+    x = torch.randn(5)
+    for v in (3, 0, -2):
+        n = torch.tensor([v], dtype=dtype)
+        got, want = compiled(x, n), fn(x, n)
+        assert got[0] is want[0]
+        torch.testing.assert_close(got[1], want[1])
+    assert _frames(compiled) == 1
+    _compiled_by(backend)

@@ -213,3 +213,35 @@ def test_float_of_a_tensor_without_capture_is_a_break():
     x, n = torch.randn(4), torch.tensor(2.0)
     assert same(compiled(x, n), fn(x, n))
     assert compiled.breaks
+
+
+@pytest.mark.parametrize(
+    "v", [torch.tensor([4]), torch.tensor([0]), torch.tensor([-0.0]), torch.tensor([True])]
+)
+def test_bool_of_an_item_and_of_a_one_element_tensor_is_a_graph_value(v):
+    # bool(n) is `n != 0` kept symbolic (bool of a SymBool is itself), as Tensor.__bool__ is
+    def of_item(t):
+        return bool(t.item())
+
+    def of_tensor(t):
+        return bool(t), bool(t * 2)
+
+    for fn in (of_item, of_tensor):
+        compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+        for value in (v, 1 - v.int()):  # each call reads the value it is given
+            assert compiled(value) == fn(value)
+        assert not compiled.breaks
+        assert compiled.backend.graph_count == 2  # v's dtype, then int32
+
+
+def test_bool_of_a_tensor_of_several_values_raises_as_eager():
+    def fn(t):
+        try:
+            return bool(t)
+        except RuntimeError:
+            return t.sum()
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    for t in (torch.tensor([1, 2, 3]), torch.ones(0)):
+        assert same(compiled(t), fn(t))
+    assert not compiled.breaks
