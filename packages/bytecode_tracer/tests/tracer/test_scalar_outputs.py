@@ -245,3 +245,26 @@ def test_bool_of_a_tensor_of_several_values_raises_as_eager():
     for t in (torch.tensor([1, 2, 3]), torch.ones(0)):
         assert same(compiled(t), fn(t))
     assert not compiled.breaks
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda t, n: t.new_tensor([n]),
+        lambda t, n: t.new_tensor([[n, n + 1], [n * 2, 0]]),
+        lambda t, n: t.new_tensor([n * t.shape[0], t.shape[0] - n], dtype=torch.float64),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_new_tensor_of_read_numbers_keeps_them_in_the_graph(build, dtype):
+    # new_tensor is torch.tensor with t's dtype and device: the numbers stay graph values
+    def fn(t, v):
+        return build(t, v.item())
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    t = torch.ones(3, dtype=dtype)
+    for v in (torch.tensor(4), torch.tensor(-2)):
+        got, want = compiled(t, v), fn(t, v)
+        assert got.dtype == want.dtype and same(got, want)
+    assert not compiled.breaks
+    assert compiled.backend.graph_count == 1

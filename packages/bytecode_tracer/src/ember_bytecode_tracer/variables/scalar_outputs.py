@@ -24,8 +24,14 @@ from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.variables.builtins import RULES, BuiltinVariable, constant_fold, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, fx_of, wrap_scalar
+from ember_bytecode_tracer.variables.sym_values import (
+    SymNodeVariable,
+    fx_of,
+    has_symbolic,
+    wrap_scalar,
+)
 from ember_bytecode_tracer.variables.tensor import METHOD_RULES, TensorVariable, wrap_graph_value
+from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable
 
 _ASSERT = torch.ops.aten._assert_scalar.default
 
@@ -86,8 +92,23 @@ def _nested(tx: Translator, node: torch.fx.Node, shape: tuple[int, ...]) -> Vari
     return ListVariable(items)
 
 
+def _new_tensor(tx: Translator, tensor: TensorVariable, args: list, kwargs: dict):
+    """`t.new_tensor(data)` with symbolic numbers in `data` (sizes, items): torch.tensor of
+    the same data with t's dtype and device unless named (what new_tensor is), which keeps
+    the numbers graph values; constant data is left to the usual call."""
+    if len(args) != 1 or not set(kwargs) <= {"dtype", "device", "requires_grad"}:
+        return None
+    if not has_symbolic(args[0]):
+        return None
+    example = tensor.example
+    options = {"dtype": ConstantVariable(example.dtype), "device": ConstantVariable(example.device)}
+    options.update(kwargs)
+    return TorchFunctionVariable(torch.tensor).call_function(tx, [args[0]], options)
+
+
 METHOD_RULES["item"] = _item
 METHOD_RULES["tolist"] = _tolist
+METHOD_RULES["new_tensor"] = _new_tensor
 
 
 def _number_of(kind: type):
