@@ -336,3 +336,25 @@ def test_bool_of_an_item_is_an_output_and_a_mask(backend, dtype):
         torch.testing.assert_close(got[1], want[1])
     assert _frames(compiled) == 1
     _compiled_by(backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_size_of_nonzero_in_new_tensor_and_arithmetic(backend):
+    # nonzero's length as data: eager's results under every backend; inductor binds no size
+    # read from a result, so that graph runs eagerly (declared), never a failed compile
+    def fn(a):
+        n = a.nonzero().squeeze(-1).numel()
+        return a.new_tensor([n, n * a.shape[0], 0]), a * n
+
+    ember.config.capture_dynamic_output_shape_ops = True
+    try:
+        compiled = ember.compile(fn, backend=backend, fullgraph=True)
+        for a in (torch.tensor([1, 0, 0, 5]), torch.tensor([0, 0, 3, 1])):
+            got, want = compiled(a), fn(a)
+            for g, w in zip(got, want, strict=True):
+                assert g.dtype == w.dtype and torch.equal(g, w)
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False
+    assert _frames(compiled) == 1
+    if backend == "inductor":
+        assert ember.counters["graph_fallbacks"]["aten::nonzero"] >= 1
