@@ -268,3 +268,28 @@ def test_new_tensor_of_read_numbers_keeps_them_in_the_graph(build, dtype):
         assert got.dtype == want.dtype and same(got, want)
     assert not compiled.breaks
     assert compiled.backend.graph_count == 1
+
+
+def test_a_constant_tensor_built_in_the_trace_indexes_a_size_and_a_list():
+    # torch.tensor(1) made from constants: its value is known at trace time (no input
+    # reaches it), so x.shape[i] and a list index read it without a break
+    def fn(x):
+        i = torch.tensor(1)
+        j = torch.tensor([2])
+        return x.reshape(-1, x.shape[i]), (10, 20, 30)[j]
+
+    compiled = Compiled(fn, fullgraph=True)
+    for x in (torch.randn(2, 3, 4), torch.randn(2, 5, 4)):
+        assert same(compiled(x), fn(x))
+    assert not compiled.breaks
+
+
+def test_an_input_tensor_as_an_index_is_still_a_break():
+    def fn(x, i):
+        return x * x.shape[i]
+
+    compiled = Compiled(fn)
+    x = torch.randn(2, 3)
+    for i in (torch.tensor(0), torch.tensor(1)):
+        assert same(compiled(x, i), fn(x, i))
+    assert compiled.breaks
