@@ -358,3 +358,22 @@ def test_a_size_of_nonzero_in_new_tensor_and_arithmetic(backend):
     assert _frames(compiled) == 1
     if backend == "inductor":
         assert ember.counters["graph_fallbacks"]["aten::nonzero"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_a_power_of_a_read_value(backend, dtype):
+    # k * k * k is sympy's k**3 (k**3.0 for a float read): a product in aot's graph and in
+    # the kernels (no `**` in C++), never a failed compile
+    def fn(x, w):
+        k = w.item()
+        return x * (k * k * k) + k * k, k * k * k
+
+    compiled = ember.compile(fn, backend=backend, fullgraph=True)
+    for v in (3, -2):
+        x, w = torch.randn(5), torch.tensor(v * 0.75 if dtype.is_floating_point else v, dtype=dtype)
+        got, want = compiled(x, w), fn(x, w)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and type(got[1]) is type(want[1])
+    assert _frames(compiled) == 1
+    _compiled_by(backend)
