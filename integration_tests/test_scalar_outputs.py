@@ -317,3 +317,63 @@ def test_triton_target_through_the_interpreter(tmp_path):
     assert out.returncode == 0, out.stderr[-4000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert stats == {"fallbacks": {}, "graphs": 3, "raised": True}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_bool_of_an_item_is_an_output_and_a_mask(backend, dtype):
+    # bool(n) of a read value is `n != 0` in the graph: a Python bool output, and a factor
+    def fn(x, n):
+        flag = bool(n.item())
+        return flag, x * flag
+
+    compiled = ember.compile(fn, backend=backend, fullgraph=True)
+    x = torch.randn(5)
+    for v in (3, 0, -2):
+        n = torch.tensor([v], dtype=dtype)
+        got, want = compiled(x, n), fn(x, n)
+        assert got[0] is want[0]
+        torch.testing.assert_close(got[1], want[1])
+    assert _frames(compiled) == 1
+    _compiled_by(backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_size_of_nonzero_in_new_tensor_and_arithmetic(backend):
+    # nonzero's length as data: eager's results under every backend; inductor binds no size
+    # read from a result, so that graph runs eagerly (declared), never a failed compile
+    def fn(a):
+        n = a.nonzero().squeeze(-1).numel()
+        return a.new_tensor([n, n * a.shape[0], 0]), a * n
+
+    ember.config.capture_dynamic_output_shape_ops = True
+    try:
+        compiled = ember.compile(fn, backend=backend, fullgraph=True)
+        for a in (torch.tensor([1, 0, 0, 5]), torch.tensor([0, 0, 3, 1])):
+            got, want = compiled(a), fn(a)
+            for g, w in zip(got, want, strict=True):
+                assert g.dtype == w.dtype and torch.equal(g, w)
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False
+    assert _frames(compiled) == 1
+    if backend == "inductor":
+        assert ember.counters["graph_fallbacks"]["aten::nonzero"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_a_power_of_a_read_value(backend, dtype):
+    # k * k * k is sympy's k**3 (k**3.0 for a float read): a product in aot's graph and in
+    # the kernels (no `**` in C++), never a failed compile
+    def fn(x, w):
+        k = w.item()
+        return x * (k * k * k) + k * k, k * k * k
+
+    compiled = ember.compile(fn, backend=backend, fullgraph=True)
+    for v in (3, -2):
+        x, w = torch.randn(5), torch.tensor(v * 0.75 if dtype.is_floating_point else v, dtype=dtype)
+        got, want = compiled(x, w), fn(x, w)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and type(got[1]) is type(want[1])
+    assert _frames(compiled) == 1
+    _compiled_by(backend)

@@ -206,10 +206,14 @@ def _mod(table: SymbolNodes, expr: sympy.Mod) -> Any:
 
 
 def _pow(table: SymbolNodes, expr: sympy.Pow) -> Any:
+    """A positive whole power (`u**3`, or `u**3.0` of a float read: sympy's form of the
+    product `k * k * k`) as that product; another numeric power of a float as `**`."""
     base, exponent = expr.args
-    if not (exponent.is_Integer and exponent > 0):
-        raise NotImplementedError(f"no FX form for the size expression {expr}")
-    return table._fold(operator.mul, [base] * int(exponent))
+    if exponent.is_Number and exponent > 0 and float(exponent).is_integer():
+        return table._fold(operator.mul, [base] * int(exponent))
+    if exponent.is_Number and table._real:
+        return table._emit(operator.pow, [table._build(base), float(exponent)])
+    raise NotImplementedError(f"no FX form for the size expression {expr}")
 
 
 def _max(table: SymbolNodes, expr: sympy.Max) -> Any:

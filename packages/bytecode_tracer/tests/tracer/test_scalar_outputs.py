@@ -107,7 +107,8 @@ def test_torch_check_on_an_item_is_asserted_when_the_graph_runs():
     compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
     x = torch.randn(3)
     assert same(compiled(x, torch.tensor(5)), fn(x, torch.tensor(5)))
-    with pytest.raises(RuntimeError):  # as eager's torch._check raises
+    # as eager's torch._check raises; the graph's assertion names its condition, in torch's words
+    with pytest.raises(RuntimeError, match=r"Runtime assertion failed for expression u\d+ >= 3"):
         compiled(x, torch.tensor(1))
     with pytest.raises(RuntimeError):
         fn(x, torch.tensor(1))
@@ -212,4 +213,84 @@ def test_float_of_a_tensor_without_capture_is_a_break():
     compiled = Compiled(fn)
     x, n = torch.randn(4), torch.tensor(2.0)
     assert same(compiled(x, n), fn(x, n))
+    assert compiled.breaks
+
+
+@pytest.mark.parametrize(
+    "v", [torch.tensor([4]), torch.tensor([0]), torch.tensor([-0.0]), torch.tensor([True])]
+)
+def test_bool_of_an_item_and_of_a_one_element_tensor_is_a_graph_value(v):
+    # bool(n) is `n != 0` kept symbolic (bool of a SymBool is itself), as Tensor.__bool__ is
+    def of_item(t):
+        return bool(t.item())
+
+    def of_tensor(t):
+        return bool(t), bool(t * 2)
+
+    for fn in (of_item, of_tensor):
+        compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+        for value in (v, 1 - v.int()):  # each call reads the value it is given
+            assert compiled(value) == fn(value)
+        assert not compiled.breaks
+        assert compiled.backend.graph_count == 2  # v's dtype, then int32
+
+
+def test_bool_of_a_tensor_of_several_values_raises_as_eager():
+    def fn(t):
+        try:
+            return bool(t)
+        except RuntimeError:
+            return t.sum()
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    for t in (torch.tensor([1, 2, 3]), torch.ones(0)):
+        assert same(compiled(t), fn(t))
+    assert not compiled.breaks
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda t, n: t.new_tensor([n]),
+        lambda t, n: t.new_tensor([[n, n + 1], [n * 2, 0]]),
+        lambda t, n: t.new_tensor([n * t.shape[0], t.shape[0] - n], dtype=torch.float64),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_new_tensor_of_read_numbers_keeps_them_in_the_graph(build, dtype):
+    # new_tensor is torch.tensor with t's dtype and device: the numbers stay graph values
+    def fn(t, v):
+        return build(t, v.item())
+
+    compiled = Compiled(fn, fullgraph=True, capture_scalar_outputs=True)
+    t = torch.ones(3, dtype=dtype)
+    for v in (torch.tensor(4), torch.tensor(-2)):
+        got, want = compiled(t, v), fn(t, v)
+        assert got.dtype == want.dtype and same(got, want)
+    assert not compiled.breaks
+    assert compiled.backend.graph_count == 1
+
+
+def test_a_constant_tensor_built_in_the_trace_indexes_a_size_and_a_list():
+    # torch.tensor(1) made from constants: its value is known at trace time (no input
+    # reaches it), so x.shape[i] and a list index read it without a break
+    def fn(x):
+        i = torch.tensor(1)
+        j = torch.tensor([2])
+        return x.reshape(-1, x.shape[i]), (10, 20, 30)[j]
+
+    compiled = Compiled(fn, fullgraph=True)
+    for x in (torch.randn(2, 3, 4), torch.randn(2, 5, 4)):
+        assert same(compiled(x), fn(x))
+    assert not compiled.breaks
+
+
+def test_an_input_tensor_as_an_index_is_still_a_break():
+    def fn(x, i):
+        return x * x.shape[i]
+
+    compiled = Compiled(fn)
+    x = torch.randn(2, 3)
+    for i in (torch.tensor(0), torch.tensor(1)):
+        assert same(compiled(x, i), fn(x, i))
     assert compiled.breaks

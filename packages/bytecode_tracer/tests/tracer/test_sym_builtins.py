@@ -209,3 +209,26 @@ def test_range_over_a_size_specializes_with_its_guard_and_line(caplog):
     assert any(
         "guard: L['x'].size()[0] == 4" in m and f"test_sym_builtins.py:{line}" in m for m in logged
     ), logged
+
+
+def test_bit_operators_on_a_size_use_its_value_and_a_read_value_breaks():
+    # no symbolic form for | & ^ << >> ~: a size is made its value (guarded: a new size
+    # compiles again), an int read from a tensor (only the run knows it) is a break
+    def on_size(x):
+        n = x.shape[0]
+        return x * (n | 1) + (n & 2) + (n ^ 3) + (n << 1) + (n >> 1) + ~n
+
+    compiled = Compiled(on_size, fullgraph=True, dynamic=True)
+    for size in (4, 7, 4):
+        x = torch.randn(size)
+        assert same(compiled(x), on_size(x))
+    assert compiled.backend.graph_count == 2
+
+    def on_item(x, t):
+        return x * (t.item() | 1)
+
+    compiled = Compiled(on_item, capture_scalar_outputs=True)
+    x = torch.randn(3)
+    for v in (2, 5):
+        assert same(compiled(x, torch.tensor(v)), on_item(x, torch.tensor(v)))
+    assert any("data-dependent" in b.reason for b in compiled.breaks)

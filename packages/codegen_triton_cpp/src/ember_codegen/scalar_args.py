@@ -17,12 +17,34 @@ import sympy
 from ember_inductor_ir import DynamicShapeUnsupported
 
 
+def _whole_power(expr: sympy.Basic) -> int | None:
+    """n for `b**n` with n a positive whole number (`u**3.0` of a float read: k * k * k)."""
+    if not isinstance(expr, sympy.Pow):
+        return None
+    exponent = expr.args[1]
+    if exponent.is_Number and exponent > 0 and float(exponent).is_integer():
+        return int(exponent)
+    return None
+
+
 def _printable(expr: sympy.Basic) -> bool:
     if isinstance(expr, sympy.Symbol | sympy.Integer | sympy.Float):
         return True
     if isinstance(expr, sympy.Add | sympy.Mul):
         return all(_printable(a) for a in expr.args)
+    if _whole_power(expr) is not None:
+        return _printable(expr.args[0])
     return False
+
+
+def _as_products(expr: sympy.Basic) -> sympy.Basic:
+    """Whole powers written as the products they are (both languages read `*`, not `**`)."""
+    if (n := _whole_power(expr)) is not None:
+        base = _as_products(expr.args[0])
+        return sympy.Mul(*[base] * n, evaluate=False)
+    if isinstance(expr, sympy.Add | sympy.Mul):
+        return expr.func(*map(_as_products, expr.args), evaluate=False)
+    return expr
 
 
 def is_symbolic_constant(value: Any) -> bool:
@@ -33,7 +55,7 @@ def scalar_text(expr: sympy.Expr) -> str:
     """``expr`` over scalar arguments as text both C++ and Triton evaluate in double."""
     if not _printable(expr):
         raise DynamicShapeUnsupported(f"a kernel constant {expr} over host scalars")
-    return f"({sympy.sstr(expr, full_prec=True)})"
+    return f"({sympy.sstr(_as_products(expr), full_prec=True)})"
 
 
 __all__ = ["is_symbolic_constant", "scalar_text"]

@@ -95,6 +95,25 @@ class PythonSizePrinter(IntegerExprPrinter):
     def _print_Min(self, expr: sympy.Expr) -> str:
         return f"min({', '.join(self._print(a) for a in expr.args)})"
 
+    def _print_Relational(self, expr: sympy.Basic) -> str:
+        # a bool of sizes or read ints (`n != 0`, a graph's SymBool output): Python's operator
+        return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
+
+    def _print_And(self, expr: sympy.Basic) -> str:
+        return "(" + " and ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Or(self, expr: sympy.Basic) -> str:
+        return "(" + " or ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Not(self, expr: sympy.Basic) -> str:
+        return f"(not {self._print(expr.args[0])})"
+
+    def _print_BooleanTrue(self, expr: sympy.Basic) -> str:
+        return "True"
+
+    def _print_BooleanFalse(self, expr: sympy.Basic) -> str:
+        return "False"
+
     def _quotient(self, num: sympy.Expr, den: sympy.Expr) -> str:
         # parenthesized whole: inside a product, `2*(s0) // 2` would be (2*s0)//2
         return f"(({self._print(num)}) // {self._paren(den)})"

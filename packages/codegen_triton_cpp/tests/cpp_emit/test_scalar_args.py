@@ -89,8 +89,12 @@ def test_only_sums_and_products_print_as_scalar_expressions():
 
     u, v = sympy.Symbol("u0", real=True), sympy.Symbol("u1", integer=True)
     assert scalar_text(u - 2 * v) == "(u0 - 2*u1)"
+    # a whole power is the product it stands for (k * k * k of a read is sympy's k**3.0)
+    assert scalar_text(u**3.0 + v**2) == "(u0*u0*u0 + u1*u1)"
     with pytest.raises(DynamicShapeUnsupported):
-        scalar_text(u**2)
+        scalar_text(u**2.5)
+    with pytest.raises(DynamicShapeUnsupported):
+        scalar_text(u**-2)
     with pytest.raises(DynamicShapeUnsupported):
         scalar_text(v / 3)  # an integer division in C++
 

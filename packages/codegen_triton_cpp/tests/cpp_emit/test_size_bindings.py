@@ -10,6 +10,7 @@ from ember_codegen.wrapper.held_layouts import extent, is_contiguous
 from ember_codegen.wrapper.size_bindings import (
     NeedsConcreteSizes,
     PySize,
+    bound,
     concrete,
     python_size,
     symbolic,
@@ -74,3 +75,17 @@ def test_decisions_hold_for_every_binding_or_raise():
         with pytest.raises(NeedsConcreteSizes):
             _ = concrete(s0) > concrete(s1)  # true for some bindings only
     assert sizes.used == {"s0", "s1"}
+
+
+def test_a_comparison_output_is_a_python_bool():
+    # a graph's SymBool output (`bool(n)` is `Ne(n, 0)`): Python's operator over the locals,
+    # or the binding's bool
+    u = sympy.Symbol("u0", integer=True)
+    cond = sympy.And(sympy.Ne(u, 0), sympy.Lt(u, s0))
+    text = python_size(cond)
+    assert eval(text, {"u0": 3, "s0": 5}) is True
+    assert eval(text, {"u0": 0, "s0": 5}) is False
+    with bound({"u0": 3}):
+        assert concrete(sympy.Ne(u, 0)) is True
+    with bound({"u0": 0}):
+        assert concrete(sympy.Ne(u, 0)) is False

@@ -29,8 +29,13 @@ class DynamicShapeUnsupported(LoweringError):
 class ScalarReadUnsupported(LoweringError):
     """A graph reads a tensor's value into a host scalar (``aten._local_scalar_dense``) in a
     way the loop IR does not bind yet (a read of a computed buffer, a bool, a float operand
-    for a target without float scalar arguments): a declared limitation, the caller runs
-    the graph eagerly."""
+    for a target without float scalar arguments), or has a result whose size is read from
+    its data (nonzero's length): a declared limitation, the caller runs the graph eagerly."""
 
     #: the op refused, as the backend counts graph fallbacks
     op = "aten._local_scalar_dense.default"
+
+    def __init__(self, message: str, op: str | None = None) -> None:
+        super().__init__(message)
+        if op is not None:
+            self.op = op

@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from ember_primops import get_prim
 
 from .add_folds import Fold, find_folds
-from .errors import LoweringError
+from .errors import LoweringError, ScalarReadUnsupported
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.inner_cost import InnerLoopCostHandler
 from .handlers.readwrite import ReadWriteHandler
@@ -301,6 +301,7 @@ class GraphLowering:
             if not isinstance(val, torch.Tensor):
                 outs.append(val)
                 continue
+            self._refuse_data_sized(kernel_name, val)
             layout: Layout = layout_of_tensor(val)
             if output_layouts is not None:
                 layout = output_layouts(k, layout)
@@ -312,6 +313,20 @@ class GraphLowering:
         counts = self.fallback_counts if fallback else self.extern_counts
         counts[kernel_name] += 1
         return tree_unflatten(outs, spec)
+
+    def _refuse_data_sized(self, kernel_name: str, val: torch.Tensor) -> None:
+        """An extern result whose size is a symbol of its data (nonzero's length): the
+        wrapper binds symbols from the inputs and host reads only, not from a result, so
+        kernels after it could not name it: a declared limitation (the graph runs eagerly)."""
+        for size in (*val.shape, *val.stride()):
+            node = getattr(size, "node", None)
+            unbacked = getattr(getattr(node, "shape_env", None), "unbacked", ())
+            free = getattr(getattr(node, "expr", None), "free_symbols", set())
+            if {s for s in free if s in unbacked} - set(self.scalar_reads):
+                raise ScalarReadUnsupported(
+                    f"{kernel_name}: a result whose size depends on its data ({size})",
+                    op=kernel_name,
+                )
 
     # -- the walk ----------------------------------------------------------------------
     def run(self) -> GraphLowering:

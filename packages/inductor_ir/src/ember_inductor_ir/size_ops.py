@@ -75,6 +75,8 @@ SIZE_OPS: dict[Any, Callable[..., Any]] = {
     operator.floordiv: lambda a, b: _static(_floordiv(a, b)),
     operator.truediv: lambda a, b: a / b if not _symbolic(a, b) else _sympy(a) / _sympy(b),
     operator.mod: lambda a, b: _static(_mod(a, b)),
+    # a power of a size or host scalar (`k * k * k` of an item is sympy's k**3)
+    operator.pow: lambda a, b: a**b if not _symbolic(a, b) else _static(_sympy(a) ** _sympy(b)),
     torch.sym_max: lambda a, b: _static(sympy.Max(_sympy(a), _sympy(b))),
     torch.sym_min: lambda a, b: _static(sympy.Min(_sympy(a), _sympy(b))),
 }

@@ -17,6 +17,22 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
 
 
+def index_key(index: VariableTracker) -> Any:
+    """The key `index` stands for: its constant, or for a one-element integer tensor the
+    trace built from constants (`torch.tensor(1)`, whose value the fake tensor carries and
+    no input can change) that value, as its `__index__` gives."""
+    constant = getattr(getattr(index, "example", None), "constant", None)
+    if (
+        isinstance(constant, torch.Tensor)
+        and constant.numel() == 1
+        and not (
+            constant.is_floating_point() or constant.is_complex() or constant.dtype == torch.bool
+        )
+    ):
+        return int(constant.item())
+    return index.as_python_constant()
+
+
 class BaseListVariable(VariableTracker):
     container_type: type = tuple
 
@@ -37,7 +53,7 @@ class BaseListVariable(VariableTracker):
         return list(self.items)
 
     def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
-        key = index.as_python_constant()
+        key = index_key(index)
         if isinstance(key, slice):
             return (
                 type(self)(self.items[key])

@@ -21,11 +21,17 @@ import sympy
 import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.variables.builtins import BuiltinVariable, constant_fold, rule
+from ember_bytecode_tracer.variables.builtins import RULES, BuiltinVariable, constant_fold, rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import ListVariable
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, fx_of, wrap_scalar
+from ember_bytecode_tracer.variables.sym_values import (
+    SymNodeVariable,
+    fx_of,
+    has_symbolic,
+    wrap_scalar,
+)
 from ember_bytecode_tracer.variables.tensor import METHOD_RULES, TensorVariable, wrap_graph_value
+from ember_bytecode_tracer.variables.torch_functions import TorchFunctionVariable
 
 _ASSERT = torch.ops.aten._assert_scalar.default
 
@@ -86,8 +92,23 @@ def _nested(tx: Translator, node: torch.fx.Node, shape: tuple[int, ...]) -> Vari
     return ListVariable(items)
 
 
+def _new_tensor(tx: Translator, tensor: TensorVariable, args: list, kwargs: dict):
+    """`t.new_tensor(data)` with symbolic numbers in `data` (sizes, items): torch.tensor of
+    the same data with t's dtype and device unless named (what new_tensor is), which keeps
+    the numbers graph values; constant data is left to the usual call."""
+    if len(args) != 1 or not set(kwargs) <= {"dtype", "device", "requires_grad"}:
+        return None
+    if not has_symbolic(args[0]):
+        return None
+    example = tensor.example
+    options = {"dtype": ConstantVariable(example.dtype), "device": ConstantVariable(example.device)}
+    options.update(kwargs)
+    return TorchFunctionVariable(torch.tensor).call_function(tx, [args[0]], options)
+
+
 METHOD_RULES["item"] = _item
 METHOD_RULES["tolist"] = _tolist
+METHOD_RULES["new_tensor"] = _new_tensor
 
 
 def _number_of(kind: type):
@@ -107,6 +128,19 @@ def _number_of(kind: type):
 
 rule(float)(_number_of(float))
 rule(int)(_number_of(int))
+_PLAIN_BOOL = RULES[bool]
+
+
+@rule(bool)
+def _bool(tx: Translator, args: list, kwargs: dict) -> VariableTracker:
+    """`bool(t)` of a one-element tensor is `t.item() != 0` (Tensor.__bool__): a SymBool in
+    the graph where item() is captured; otherwise the plain rule (a break, or eager's
+    RuntimeError for a tensor of several values)."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+        item = _item(tx, args[0], [], {})
+        if item is not None:
+            return BuiltinVariable(bool).call_function(tx, [item], {})
+    return _PLAIN_BOOL(tx, args, kwargs)
 
 
 # ---- torch._check on symbolic conditions ------------------------------------------------
@@ -123,7 +157,7 @@ def _assert_at_run_time(tx: Translator, cond: VariableTracker, message: str) -> 
     if not decidable:  # one assertion per conjunct (`sym_and(a, b)`: a, then b)
         expr = node.shape_env.simplify(node.expr)
         for part in expr.args if isinstance(expr, sympy.And) else (expr,):
-            text = f"{message}: runtime assertion failed for expression {part}"
+            text = f"{message}: Runtime assertion failed for expression {part}"
             tx.output.graph.call_function(_ASSERT, (fx_of(tx.output, part, bool), text))
     node.expect_true()
 

@@ -75,6 +75,19 @@ def _int(tx, args, kwargs):
     return None
 
 
+@symbolic_rule(bool, operator.truth)
+def _bool(tx, args, kwargs):
+    """bool(n) of a symbolic number is `n != 0` (a SymBool; bool of a SymBool is itself):
+    kept symbolic, so one read from data (an item()) becomes a graph value rather than a
+    decision the trace cannot make; a branch on it still decides it (sym_values._decide)."""
+    if kwargs or len(args) != 1 or not isinstance(args[0], SymNodeVariable):
+        return None
+    (var,) = args
+    if var.python_type() is bool:
+        return var
+    return sym_operator(tx, operator.ne, [var, ConstantVariable(0)])
+
+
 @symbolic_rule(operator.index)
 def _index(tx, args, kwargs):
     return _one(args, kwargs, int)  # a SymFloat raises TypeError in the plain rule, as eager

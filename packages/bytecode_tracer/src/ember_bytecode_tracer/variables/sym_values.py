@@ -130,9 +130,17 @@ def example_of(var: VariableTracker) -> Any:
     return var.as_python_constant()
 
 
+#: bit operators: no symbolic form here, so a size they read is made its value (guarded);
+#: one only the run knows (an item()) cannot be: a break (sym_values._decide)
+_BIT_OPERATORS = frozenset({operator.or_, operator.and_, operator.xor, operator.lshift,
+                            operator.rshift, operator.invert})  # fmt: skip
+
+
 def sym_operator(tx: Translator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
     """`fn` on symbolic scalars (and constants), evaluated on the example values."""
     values = [example_of(a) for a in args]
+    if fn in _BIT_OPERATORS:
+        values = [_decide(int, v) if isinstance(v, torch.SymInt) else v for v in values]
     try:
         result = fn(*values)
     except Exception as exc:

@@ -12,7 +12,7 @@ import torch.fx
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
@@ -83,6 +83,12 @@ class TensorVariable(VariableTracker):
         raise Unsupported("a tensor's value is not known at trace time")
 
     def truthiness(self, tx: Translator) -> bool:
+        numel = self.example.numel()
+        if isinstance(numel, int) and numel != 1:  # eager's error, whatever the values
+            which = "no values" if numel == 0 else "more than one value"
+            raise TracedException(
+                RuntimeError, f"Boolean value of Tensor with {which} is ambiguous"
+            )
         raise Unsupported("branching on a tensor's value (data-dependent control flow)")
 
     def var_getattr(self, tx: Translator, name: str) -> VariableTracker:

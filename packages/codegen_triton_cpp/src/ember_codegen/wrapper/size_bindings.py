@@ -176,6 +176,8 @@ def concrete(value: Any) -> int:
             raise ValueError(
                 f"size {value} has unbound symbols {sorted(map(str, expr.free_symbols))}"
             )
+    if isinstance(expr, sympy.logic.boolalg.BooleanAtom):  # a SymBool output (`n != 0`)
+        return bool(expr)
     return int(expr)
 
 

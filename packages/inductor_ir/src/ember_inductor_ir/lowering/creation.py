@@ -25,10 +25,41 @@ def _filled(shape: Sequence[Any], value: Any, dtype: torch.dtype, device: Any) -
     return TensorBox(Pointwise(torch.device(device), dtype, inner_fn, list(shape)))
 
 
+#: a comparison of integer expressions (a SymBool: `bool(n)` is `Ne(n, 0)`) -> its ops name
+_RELATIONS = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+
+
+def _relation_value(value: sympy.Rel, dtype: torch.dtype) -> Any:
+    """A body computing a comparison, as the kernel's compare op: of integer expressions in
+    int64 index math, of expressions over float reads (`bool(x.item())` of a float) in
+    float64 constants of the kernel's float scalar arguments."""
+    sides = (value.lhs, value.rhs)
+    if value.rel_op not in _RELATIONS:
+        raise DynamicShapeUnsupported(f"a scalar {value} that is not a comparison")
+    compare = _RELATIONS[value.rel_op]
+    exact = all(side.is_integer for side in sides)
+
+    def side_of(ops: Any, side: sympy.Expr) -> Any:
+        if exact:
+            return ops.index_expr(side, torch.int64)
+        if side.is_integer and side.free_symbols:  # a size beside a float: made a float
+            return ops.to_dtype(ops.index_expr(side, torch.int64), torch.float64)
+        return ops.constant(side if side.free_symbols else float(side), torch.float64)
+
+    def inner_fn(ops: Any, index: Any) -> Any:
+        lhs, rhs = (side_of(ops, side) for side in sides)
+        return ops.to_dtype(getattr(ops, compare)(lhs, rhs), dtype)
+
+    return inner_fn
+
+
 def _size_value(value: sympy.Expr, dtype: torch.dtype) -> Any:
     """A body computing a symbolic scalar: an integer expression as int64 index math; a
     float one (``2 / numel`` of a mean's gradient) as c * P / Q with P, Q integer
-    expressions of the sizes, divided in ``dtype``."""
+    expressions of the sizes, divided in ``dtype``; a comparison of integer expressions as
+    a compare op."""
+    if isinstance(value, sympy.Rel):
+        return _relation_value(value, dtype)
     if value.is_integer:
         return lambda ops, index: ops.to_dtype(ops.index_expr(value, torch.int64), dtype)
     if any(not s.is_integer for s in value.free_symbols):

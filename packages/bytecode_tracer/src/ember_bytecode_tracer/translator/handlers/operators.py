@@ -21,6 +21,7 @@ from ember_bytecode_tracer.variables.lists import (
     SizeVariable,
     SliceVariable,
     TupleVariable,
+    index_key,
 )
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
@@ -374,7 +375,7 @@ def subscript(tx, container, key):
     if isinstance(container, TypingVariable):  # List[int]: typing's pure constructor, now
         return container.getitem(tx, key)
     if isinstance(container, ConstantVariable):
-        return ConstantVariable(container.value[key.as_python_constant()])
+        return ConstantVariable(container.value[index_key(key)])
     return container.call_method(tx, "__getitem__", [key], {})
 
 
