@@ -5,6 +5,8 @@ backend, and runs again through `ember.compile(..., backend="inductor", fullgrap
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 import torch
 
@@ -85,3 +87,80 @@ def test_attribute_hooks_are_traced_not_called_while_wrapping(run):
             ember.reset()
     assert vars(obj).keys() == vars(eager_obj).keys() == {"stored_weight", "stored_total"}
     assert same(vars(obj)["stored_total"], vars(eager_obj)["stored_total"])
+
+
+# ---- namedtuples as the tuples they are ------------------------------------------------
+class Span(typing.NamedTuple):
+    start: int
+    stop: int
+
+
+class TaggedSpan(Span):  # a subclass without __slots__: its instances have a __dict__
+    pass
+
+
+class ReversedEqualSpan(Span):
+    def __eq__(self, other):
+        return tuple(reversed(self)) == tuple(other)
+
+    __hash__ = Span.__hash__
+
+
+def test_namedtuple_built_in_the_trace_compares_and_concatenates_as_a_tuple():
+    def fn(x):
+        s = Span(1, 2)
+        checks = (s == (1, 2), s != (1, 2), s < (1, 3), (1, 2) == s, s + (3,), (0,) * 2 + s)  # noqa: SIM300, RUF005
+        return x * s.stop, checks
+
+    one_graph_like_eager(fn, torch.randn(3))
+    inductor_like_eager(fn, torch.randn(3))
+
+
+def test_namedtuple_passed_in_compares_as_a_tuple():
+    def fn(x, s):
+        return (x + 1) if s == (4, 5) else (x - 1)
+
+    one_graph_like_eager(fn, torch.randn(3), Span(4, 5))
+    one_graph_like_eager(fn, torch.randn(3), Span(4, 6))
+    inductor_like_eager(fn, torch.randn(3), Span(4, 5))
+
+
+def test_namedtuple_with_its_own_eq_runs_it():
+    def fn(x):
+        return x + 1, ReversedEqualSpan(1, 2) == (2, 1)
+
+    one_graph_like_eager(fn, torch.randn(3))
+
+
+@pytest.mark.parametrize("run", ["recording", "inductor"])
+def test_attribute_set_on_a_passed_in_namedtuple_subclass(run):
+    def fn(s, x):
+        s.extra = x * s.start
+        return s.extra + 1
+
+    x = torch.randn(4)
+    eager_span, span = TaggedSpan(3, 4), TaggedSpan(3, 4)
+    expected = fn(eager_span, x)
+    if run == "recording":
+        compiled = Compiled(fn, fullgraph=True)
+        assert same(compiled(span, x), expected)
+        assert compiled.backend.graph_count == 1 and not compiled.breaks
+    else:
+        ember = pytest.importorskip("ember")
+        ember.reset()
+        try:
+            assert same(ember.compile(fn, backend="inductor", fullgraph=True)(span, x), expected)
+        finally:
+            ember.reset()
+    assert same(span.extra, eager_span.extra) and span == eager_span
+
+
+def test_writing_a_namedtuple_field_is_a_break():
+    def fn(s, x):
+        s.start = 7
+        return x + 1
+
+    compiled = Compiled(fn)
+    x = torch.randn(2)
+    with pytest.raises(AttributeError):
+        compiled(TaggedSpan(1, 2), x)
