@@ -5,6 +5,7 @@ backend, and runs again through `ember.compile(..., backend="inductor", fullgrap
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 
 import pytest
@@ -164,3 +165,39 @@ def test_writing_a_namedtuple_field_is_a_break():
     x = torch.randn(2)
     with pytest.raises(AttributeError):
         compiled(TaggedSpan(1, 2), x)
+
+
+# ---- equality of objects built in the trace -----------------------------------------------
+@dataclasses.dataclass
+class Point:
+    row: int
+    col: float = 0.5
+
+
+class OnlyEqualsItsKind:
+    def __init__(self, tag):
+        self.tag = tag
+
+    def __eq__(self, other):
+        if not isinstance(other, OnlyEqualsItsKind):
+            return NotImplemented
+        return self.tag == other.tag
+
+
+def test_dataclass_equality_runs_its_generated_eq():
+    def fn(x):
+        checks = (Point(1) == Point(1), Point(1) != Point(2), Point(1) == Point(1, 0.25))
+        return x + 1, checks
+
+    one_graph_like_eager(fn, torch.randn(2))
+    inductor_like_eager(fn, torch.randn(2))
+
+
+def test_eq_falls_back_to_identity_when_both_sides_answer_not_implemented():
+    def fn(x):
+        p, q = Point(1), OnlyEqualsItsKind("a")
+        checks = (p == 5, 5 == p, p != "a", q == 3, q != None, q == OnlyEqualsItsKind("a"))  # noqa: E711, SIM300
+        return x - 1, checks, (5).__class__ is p.__class__
+
+    one_graph_like_eager(fn, torch.randn(2))
+    inductor_like_eager(fn, torch.randn(2))

@@ -43,9 +43,9 @@ def load_attribute(tx: Translator, obj: VariableTracker, name: str) -> VariableT
     return obj.var_getattr(tx, name)
 
 
-# Trackers whose python_type() is the value's exact class (built in the trace, or guarded
-# by type where read from the frame): `obj.__class__` is that class.
-_EXACT_CLASS = (ListVariable, TupleVariable, ConstructedObjectVariable)
+# Trackers whose python_type() is the value's exact class (built in the trace, a constant,
+# or guarded by type where read from the frame): `obj.__class__` is that class.
+_EXACT_CLASS = (ListVariable, TupleVariable, ConstructedObjectVariable, ConstantVariable)
 
 
 def store_attribute(

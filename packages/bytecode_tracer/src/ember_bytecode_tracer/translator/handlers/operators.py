@@ -111,7 +111,22 @@ def user_operator(tx, fn, args):
         result = obj.call_method(tx, name, [other], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
+    asked = {id(obj) for obj, _name, _other in found}
+    if fn in (operator.eq, operator.ne) and all(
+        id(a) in asked or _foreign_not_implemented(a) for a in args
+    ):  # no side knows the other: `==` falls back to `is`
+        same = identity(tx, left, right)
+        if same is not None:
+            return ConstantVariable(same == (fn is operator.eq))
     raise Unsupported(f"operator {fn.__name__}: the operands' methods returned NotImplemented")
+
+
+def _foreign_not_implemented(value) -> bool:
+    """A constant whose C comparison answers NotImplemented for a user's object."""
+    return isinstance(value, ConstantVariable) and type(value.value) in _PLAIN_SCALARS
+
+
+_PLAIN_SCALARS = (int, float, bool, str, bytes, type(None))
 
 
 def apply_operator(tx, fn, args):
