@@ -43,9 +43,9 @@ def load_attribute(tx: Translator, obj: VariableTracker, name: str) -> VariableT
     return obj.var_getattr(tx, name)
 
 
-# Trackers whose python_type() is the value's exact class (built in the trace, or guarded
-# by type where read from the frame): `obj.__class__` is that class.
-_EXACT_CLASS = (ListVariable, TupleVariable, ConstructedObjectVariable)
+# Trackers whose python_type() is the value's exact class (built in the trace, a constant,
+# or guarded by type where read from the frame): `obj.__class__` is that class.
+_EXACT_CLASS = (ListVariable, TupleVariable, ConstructedObjectVariable, ConstantVariable)
 
 
 def store_attribute(
@@ -60,6 +60,9 @@ def store_attribute(
     if isinstance(obj, TensorVariable):
         store_tensor_attribute(tx, obj, name, value)  # tensor_state.py
         return
+    if isinstance(obj, ConstructedObjectVariable) and obj.source is not None:
+        _store_on_passed_in(tx, obj, name, value)
+        return
     if not isinstance(obj, UserDefinedObjectVariable | NNModuleVariable) or obj.source is None:
         raise Unsupported(f"setting attribute {name!r} on {obj}")
     if isinstance(obj, UserDefinedObjectVariable):
@@ -70,6 +73,16 @@ def store_attribute(
             return
         if obj.descriptor_set(tx, name, value):  # a data descriptor of the type: inlined
             return
+    record_attribute_write(tx, obj, name, value)
+
+
+def _store_on_passed_in(tx, obj: ConstructedObjectVariable, name: str, value) -> None:
+    """`nt.name = value` on a namedtuple (subclass) instance read from the frame: an entry
+    of its instance dict, replayed after the graph (the type is guarded, so its __setattr__
+    is object's whenever the trace's is)."""
+    own_setattr = inspect.getattr_static(obj.cls, "__setattr__") is object.__setattr__
+    if not (own_setattr and obj.instance_dict_write(name)):
+        raise Unsupported(f"setting attribute {name!r} on a {obj.cls.__qualname__}")
     record_attribute_write(tx, obj, name, value)
 
 

@@ -45,10 +45,10 @@ _BASE_SETUP_CONTEXT = torch.autograd.Function.setup_context
 
 def autograd_function_of(value: Any) -> type | None:
     """The Function subclass whose bound `apply` `value` is, else None."""
+    if not (inspect.ismethod(value) or inspect.isbuiltin(value)):
+        return None  # asked first: reading `__self__` of a user's object runs its __getattr__
     cls = getattr(value, "__self__", None)
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        return None
-    if not (inspect.ismethod(value) or inspect.isbuiltin(value)):
         return None
     # the class inherits Function's `apply` (a subclass may define its own) and `value` is
     # that very method bound to it

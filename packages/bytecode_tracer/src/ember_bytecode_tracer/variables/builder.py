@@ -108,7 +108,25 @@ class WrapRule:
                 return False
             if not self.exact and not isinstance(value, self.types):
                 return False
-        return self.when is None or self.when(tx, value, source)
+        if self.when is None:
+            return True
+        try:
+            return self.when(tx, value, source)
+        except Unsupported:
+            raise
+        except Exception:
+            if not _python_attribute_hook(type(value)):
+                raise
+            # a probe of the value (`value.__code__`) ran a user's __getattr__, which raised:
+            # the value is not of the kind this rule wraps (a function, a torch callable)
+            return False
+
+
+def _python_attribute_hook(cls: type) -> bool:
+    return any(
+        inspect.isfunction(inspect.getattr_static(cls, name, None))
+        for name in ("__getattr__", "__getattribute__")
+    )
 
 
 _RULES: dict[str, WrapRule] = {}

@@ -31,6 +31,7 @@ from ember_bytecode_tracer.variables.lists import (
     StructSequenceVariable,
     is_struct_sequence,
 )
+from ember_bytecode_tracer.variables.object_identity import note_object
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 
@@ -149,17 +150,21 @@ class ConstructedObjectVariable(VariableTracker):
         in the instance dict and set on the rebuilt object past the class's __setattr__.
         A namedtuple's fields, other descriptors and classes without an instance dict break
         (eager raises or runs them)."""
+        if self.source is not None or not self.instance_dict_write(name):
+            raise Unsupported(f"setting attribute {name!r} on a {self.cls.__qualname__}")
+        self.attrs[name] = value
+
+    def instance_dict_write(self, name: str) -> bool:
+        """Whether object.__setattr__(obj, name, ...) only puts an entry in the instance
+        dict (no descriptor of the class runs, nothing __post_init__ derived is stale)."""
         cls = self.cls
         attribute = inspect.getattr_static(cls, name, _MISSING)
         plain_field = dataclasses.is_dataclass(cls) and name in _all_fields(cls)
-        if (
-            self.source is not None
-            or hasattr(cls, "__post_init__")
+        return not (
+            hasattr(cls, "__post_init__")
             or not any("__dict__" in vars(k) for k in cls.__mro__)
             or (attribute is not _MISSING and not (plain_field and _plain_value(attribute)))
-        ):
-            raise Unsupported(f"setting attribute {name!r} on a {cls.__qualname__}")
-        self.attrs[name] = value
+        )
 
     def unpack(self, tx) -> list[VariableTracker]:
         if not is_namedtuple_class(self.cls):
@@ -177,6 +182,9 @@ class ConstructedObjectVariable(VariableTracker):
             return ConstructedObjectVariable(self.cls, [], {**fields, **kwargs})
         if name == "_asdict" and is_namedtuple_class(self.cls) and not args and not kwargs:
             return ConstDictVariable({n: self._field_value(n) for n in self._fields()})
+        if inspect.isfunction(inspect.getattr_static(self.cls, name, None)):
+            # a special method the class defines in Python (an operator's): inlined
+            return self.var_getattr(tx, name).call_function(tx, args, kwargs)
         raise Unsupported(f"{self.cls.__qualname__}.{name} on an object built in the trace")
 
     def __repr__(self) -> str:
@@ -316,6 +324,7 @@ def _wrap_namedtuple(tx, value: tuple, source) -> VariableTracker:
     items = [tx.wrap(item, s) for item, s in zip(value, sources, strict=True)]
     tracker = ConstructedObjectVariable(type(value), items, {})
     tracker.source = source
+    note_object(tx, value, source)  # its attribute writes are keyed by one source
     return tracker
 
 

@@ -36,6 +36,9 @@ def canonical_source(tx: Translator, obj: VariableTracker) -> Source | None:
     value = getattr(obj, "value", None)
     if value is None:
         value = getattr(obj, "module", None)
+    if value is None:  # a tracker holding no object (a namedtuple's): the one it wrapped
+        entry = tx.output.real_values.get(id(obj))
+        value = entry[1] if entry is not None and entry[0] is obj else None
     seen = tx.output.objects_by_id.get(id(value)) if value is not None else None
     if seen is not None and seen[0] is value:
         return seen[1]

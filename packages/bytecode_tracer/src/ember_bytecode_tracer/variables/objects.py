@@ -171,6 +171,10 @@ def _plain_instance_dict(cls: type) -> bool:
     return False
 
 
+def _own_dict(value: Any) -> bool:
+    return _plain_instance_dict(type(value)) and not isinstance(value, threading.local)
+
+
 def _thread_local_dict(value: threading.local) -> dict:
     """The entries a threading.local holds for the calling thread (its C getattr swaps them
     in on each access; `object.__getattribute__` does not see them)."""
@@ -276,6 +280,10 @@ class UserDefinedObjectVariable(VariableTracker):
         if inspect.isfunction(attribute):
             fn_source = AttrSource(TypeSource(self.source), name)
             return UserMethodVariable(attribute, self, fn_source=fn_source)
+        if name == "__dict__" and hasattr(type(value), "__getattr__") and _own_dict(value):
+            # the instance dict's own slot never raises, so the class's __getattr__ is not
+            # reached: the dict the lookups above read, guarded through object's lookup
+            return tx.wrap(instance_dict, GenericAttrSource(self.source, "__dict__"))
         if hasattr(type(value), "__getattr__") and hasattr(type(attribute), "__get__"):
             # a descriptor raising AttributeError would fall back to __getattr__
             raise Unsupported(f"{type(value).__name__} customizes attribute access")

@@ -14,6 +14,10 @@ from ember_bytecode_tracer.translator.registry import handler
 from ember_bytecode_tracer.variables import numpy_rules
 from ember_bytecode_tracer.variables.builtins import rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.constructed import (
+    ConstructedObjectVariable,
+    is_namedtuple_class,
+)
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lists import (
@@ -61,7 +65,9 @@ DUNDERS = {
 
 def _python_special(value, name: str):
     """The class's Python function `name` when `value` is a user's object, else None."""
-    if not isinstance(value, UserDefinedObjectVariable | TracedObjectVariable):
+    if not isinstance(
+        value, UserDefinedObjectVariable | TracedObjectVariable | ConstructedObjectVariable
+    ):
         return None
     method = inspect.getattr_static(value.python_type(), name, None)
     return method if inspect.isfunction(method) else None
@@ -106,7 +112,22 @@ def user_operator(tx, fn, args):
         result = obj.call_method(tx, name, [other], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
+    asked = {id(obj) for obj, _name, _other in found}
+    if fn in (operator.eq, operator.ne) and all(
+        id(a) in asked or _foreign_not_implemented(a) for a in args
+    ):  # no side knows the other: `==` falls back to `is`
+        same = identity(tx, left, right)
+        if same is not None:
+            return ConstantVariable(same == (fn is operator.eq))
     raise Unsupported(f"operator {fn.__name__}: the operands' methods returned NotImplemented")
+
+
+def _foreign_not_implemented(value) -> bool:
+    """A constant whose C comparison answers NotImplemented for a user's object."""
+    return isinstance(value, ConstantVariable) and type(value.value) in _PLAIN_SCALARS
+
+
+_PLAIN_SCALARS = (int, float, bool, str, bytes, type(None))
 
 
 def apply_operator(tx, fn, args):
@@ -115,6 +136,7 @@ def apply_operator(tx, fn, args):
         return numpy_rules.apply_array_operator(tx, fn, args)
     if fn in SET_OPERATORS and any(isinstance(a, SetVariable) for a in args):
         return set_operator(tx, fn, args)  # on the sets' mirrors, `s |= t` in place
+    args = [_tuple_operand(tx, fn, a) for a in args]
     result = user_operator(tx, fn, args)
     if result is not None:
         return result
@@ -142,6 +164,23 @@ def apply_operator(tx, fn, args):
         if same is not None:
             return ConstantVariable(same == (fn is operator.eq))
     raise Unsupported(f"operator {fn.__name__} on {args}")
+
+
+def _tuple_operand(tx, fn, value):
+    """A namedtuple whose class keeps tuple's methods for this operator: the tuple of its
+    items (tuple's own operator compares and concatenates them; `nt + (1,)` is a tuple)."""
+    if not (isinstance(value, ConstructedObjectVariable) and is_namedtuple_class(value.cls)):
+        return value
+    plain = INPLACE_TO_PLAIN.get(fn, fn)
+    if plain not in DUNDERS:
+        return value
+    if any(
+        inspect.getattr_static(value.cls, name, None)
+        is not inspect.getattr_static(tuple, name, None)
+        for name in DUNDERS[plain]
+    ):
+        return value  # the class's own method decides: not a tuple here
+    return TupleVariable(value.unpack(tx))
 
 
 def _default_equality(value) -> bool:
