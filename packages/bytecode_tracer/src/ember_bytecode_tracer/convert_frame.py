@@ -17,6 +17,7 @@ import site
 import sys
 import sysconfig
 import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -318,6 +319,8 @@ class FrameCompiler:
         self.records: list[FrameRecord] = []
         self.skipped: list[tuple[types.CodeType, str]] = []  # frames left to run as they are
         self._crowded_out: set[tuple] = set()  # (code, group) warned about a full cache
+        # codes given up at the cache limit: they run as they are with all they call
+        self._given_up: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
         # compilers with an equal key share compiled code (shared_code.py)
         self.share_key = share_key(
             type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
@@ -334,7 +337,7 @@ class FrameCompiler:
         if is_skipped(code):
             fh.skip_code(code)
             return None
-        if _under_a_transform():
+        if _under_a_transform() or (self._given_up and self._under_given_up()):
             return None
         if _is_mode_handler(frame):
             fh.skip_code(code)
@@ -459,6 +462,17 @@ class FrameCompiler:
             )  # fmt: skip
         return False
 
+    def _under_given_up(self) -> bool:
+        """Called (at any depth) from a frame given up at the cache limit: as torch.compile,
+        the whole call runs as it is. What kept changing for the caller (an int argument)
+        usually reaches its callees too, and each would recompile up to its own limit."""
+        caller = sys._getframe(2)
+        while caller is not None:
+            if caller.f_code in self._given_up and fh.is_skipped(caller.f_code):
+                return True
+            caller = caller.f_back
+        return False
+
     def _give_up(self, frame: fh.Frame, cache: fh.CacheView) -> None:
         reason = None
         if cache.entries and hasattr(cache.entries[0], "record"):
@@ -471,6 +485,7 @@ class FrameCompiler:
         )  # fmt: skip
         emit("frame_skipped", code=code, reason=f"cache limit; failing guard: {reason}")
         fh.skip_code(code)
+        self._given_up.add(code)
 
 
 def trace_frame(
