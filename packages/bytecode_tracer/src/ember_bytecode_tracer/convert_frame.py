@@ -57,6 +57,7 @@ from ember_bytecode_tracer.guards import (
     is_frame_cell,
 )
 from ember_bytecode_tracer.guards.filter import GuardFilter, filter_guards
+from ember_bytecode_tracer.guards.sources import torch_state_query
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
@@ -925,6 +926,20 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     return _finalize(record, new_code, output, frame)
 
 
+# Process state a backend compiles for (the kernels it picks, TF32 in generated matmuls)
+# that traced code cannot change (its setters are graph breaks): the value at the trace.
+_BACKEND_STATE = ("deterministic_algorithms", "cublas_allow_tf32")
+
+
+def _backend_state_guards() -> list[Guard]:
+    guards = []
+    for name in _BACKEND_STATE:
+        query = torch_state_query(name)
+        if query is not None:  # a torch without the query has no such state
+            guards.append(Guard(TorchStateSource(name), GuardKind.EQUALS_MATCH, query()))
+    return guards
+
+
 def _check_rebuildable(value) -> None:
     if isinstance(value, ListIteratorVariable | NestedUserFunctionVariable | CellReference):
         raise SkipFrame(f"graph break with a {type(value).__name__} live")
@@ -938,6 +953,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
         Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, output.entry_grad_mode)
     )
     guards += output.entry_autocast.guards()
+    guards += _backend_state_guards()
     guards += distinct_object_guards(output)
     tensor_sources = [
         i.source
