@@ -109,6 +109,21 @@ def test_specializing_a_marked_dynamic_dim_is_a_constraint_violation_naming_the_
     assert "user.py:7" in str(info.value)
 
 
+def test_bounds_that_leave_a_marked_dim_one_value_are_a_constraint_violation():
+    env = make_env()
+    s = env.create_symint(3, "L['x'].size()[0]", dynamic=DimDynamic.DYNAMIC)
+    assert not bool(s > 3)  # one bound: still a range
+    with pytest.raises(ConstraintViolationError, match="requires it to be 3"):
+        bool(s < 3)  # false: s >= 3 with s <= 3 pins it
+
+
+def test_bounds_that_leave_an_unmarked_dim_one_value_just_guard():
+    env = make_env()
+    s = env.create_symint(3, "L['x'].size()[0]")
+    assert not bool(s > 3) and not bool(s < 3)
+    assert env.statically_known_true(sympy.Eq(s.node.expr, 3))
+
+
 def test_marking_a_size_1_dim_dynamic_is_refused():
     with pytest.raises(ConstraintViolationError, match="sizes 0 and 1 always specialize"):
         make_env().create_symbol(1, "x", dynamic=DimDynamic.DYNAMIC)

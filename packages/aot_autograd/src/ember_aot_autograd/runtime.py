@@ -359,6 +359,14 @@ def _kept_for_backward(written: Sequence[int]) -> Callable:
     return kept_for_backward
 
 
+_NOT_DETERMINISTIC = (
+    "This compiled backward function is being run with torch.use_deterministic_algorithms"
+    "(True), but it was compiled with its forward while deterministic algorithms were off, so "
+    "its kernels may not be deterministic. Run the forward under the same setting (the "
+    "function is compiled again for it)."
+)
+
+
 def _compiled_function(
     plan: RunnerPlan, compiled_fw: Callable, run_backward: Callable, recompute: EagerRecompute
 ) -> type[torch.autograd.Function]:
@@ -373,6 +381,8 @@ def _compiled_function(
     Tensor = torch.Tensor
     grad_enabled = torch.is_grad_enabled
     differentiable = _differentiable_backward(plan, run_backward, recompute)
+    # the backward's kernels were chosen with the forward, under this setting
+    compiled_deterministic = torch.are_deterministic_algorithms_enabled()
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -413,6 +423,8 @@ def _compiled_function(
 
         @staticmethod
         def backward(ctx, *grad_outputs):
+            if not compiled_deterministic and torch.are_deterministic_algorithms_enabled():
+                raise RuntimeError(_NOT_DETERMINISTIC)
             # The compiled backward is not differentiable: under create_graph=True (grad
             # mode on) the gradients come from an eager recomputation, which is
             # (double_backward.py); in a plain backward grad mode is off.

@@ -17,6 +17,7 @@ import site
 import sys
 import sysconfig
 import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,7 @@ from ember_bytecode_tracer.guards import (
     is_frame_cell,
 )
 from ember_bytecode_tracer.guards.filter import GuardFilter, filter_guards
+from ember_bytecode_tracer.guards.sources import torch_state_query
 from ember_bytecode_tracer.output_graph import OutputGraph
 from ember_bytecode_tracer.rebuild_codegen import compile_rebuild, emits_write
 from ember_bytecode_tracer.reconstruct import RecipeBuilder, source_loader
@@ -318,6 +320,8 @@ class FrameCompiler:
         self.records: list[FrameRecord] = []
         self.skipped: list[tuple[types.CodeType, str]] = []  # frames left to run as they are
         self._crowded_out: set[tuple] = set()  # (code, group) warned about a full cache
+        # codes given up at the cache limit: they run as they are with all they call
+        self._given_up: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
         # compilers with an equal key share compiled code (shared_code.py)
         self.share_key = share_key(
             type(self), backend, fullgraph=fullgraph, dynamic=dynamic,
@@ -334,7 +338,7 @@ class FrameCompiler:
         if is_skipped(code):
             fh.skip_code(code)
             return None
-        if _under_a_transform():
+        if _under_a_transform() or (self._given_up and self._under_given_up()):
             return None
         if _is_mode_handler(frame):
             fh.skip_code(code)
@@ -463,6 +467,17 @@ class FrameCompiler:
             )  # fmt: skip
         return False
 
+    def _under_given_up(self) -> bool:
+        """Called (at any depth) from a frame given up at the cache limit: as torch.compile,
+        the whole call runs as it is. What kept changing for the caller (an int argument)
+        usually reaches its callees too, and each would recompile up to its own limit."""
+        caller = sys._getframe(2)
+        while caller is not None:
+            if caller.f_code in self._given_up and fh.is_skipped(caller.f_code):
+                return True
+            caller = caller.f_back
+        return False
+
     def _give_up(self, frame: fh.Frame, cache: fh.CacheView) -> None:
         reason = None
         if cache.entries and hasattr(cache.entries[0], "record"):
@@ -475,6 +490,7 @@ class FrameCompiler:
         )  # fmt: skip
         emit("frame_skipped", code=code, reason=f"cache limit; failing guard: {reason}")
         fh.skip_code(code)
+        self._given_up.add(code)
 
 
 def trace_frame(
@@ -914,6 +930,20 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     return _finalize(record, new_code, output, frame)
 
 
+# Process state a backend compiles for (the kernels it picks, TF32 in generated matmuls)
+# that traced code cannot change (its setters are graph breaks): the value at the trace.
+_BACKEND_STATE = ("deterministic_algorithms", "cublas_allow_tf32")
+
+
+def _backend_state_guards() -> list[Guard]:
+    guards = []
+    for name in _BACKEND_STATE:
+        query = torch_state_query(name)
+        if query is not None:  # a torch without the query has no such state
+            guards.append(Guard(TorchStateSource(name), GuardKind.EQUALS_MATCH, query()))
+    return guards
+
+
 def _check_rebuildable(value) -> None:
     if isinstance(value, ListIteratorVariable | NestedUserFunctionVariable | CellReference):
         raise SkipFrame(f"graph break with a {type(value).__name__} live")
@@ -927,6 +957,7 @@ def _finalize(record: FrameRecord, new_code: types.CodeType, output: OutputGraph
         Guard(TorchStateSource("grad_enabled"), GuardKind.EQUALS_MATCH, output.entry_grad_mode)
     )
     guards += output.entry_autocast.guards()
+    guards += _backend_state_guards()
     guards += distinct_object_guards(output)
     tensor_sources = [
         i.source

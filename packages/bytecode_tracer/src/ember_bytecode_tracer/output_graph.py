@@ -10,7 +10,9 @@ backend (`backend(gm, example_inputs) -> callable`, the Dynamo convention).
 from __future__ import annotations
 
 import itertools
+import keyword
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -231,7 +233,7 @@ class OutputGraph:
         return known.node if known is not None else None
 
     def _new_input(self, source: Source, value: Any, example: Any) -> GraphInput:
-        name = _placeholder_name(source, len(self.inputs))
+        name = _placeholder_name(source, {str(i.node.target) for i in self.inputs})
         first_op = self._first_non_placeholder()
         if first_op is None:
             node = self.graph.placeholder(name)  # appended: keeps inputs in order
@@ -491,7 +493,15 @@ def _target_name(target: Any) -> str:
     return getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
 
 
-def _placeholder_name(source: Source, index: int) -> str:
-    text = "".join(c if c.isalnum() else "_" for c in source.expr())
-    text = "_".join(part for part in text.split("_") if part)
-    return f"{text[:48]}_{index}" if text else f"input_{index}"
+def _placeholder_name(source: Source, taken: set[str]) -> str:
+    """The graph input's name, as Dynamo spells it so that graphs read alike in both: the
+    source's expression with each run of other characters made one `_` (`L['x']` ->
+    `L_x_`), `_0`, `_1`, ... added only where two inputs would share a name."""
+    text = re.sub(r"[^a-zA-Z0-9]+", "_", source.expr())
+    # a resume function's saved stack (one tuple argument here) reads as Dynamo's `stack0`, ...
+    text = re.sub(r"^L_ember_stack_(\d+)_", r"L_stack\1_", text)
+    if not text.isidentifier() or keyword.iskeyword(text):
+        text = f"input_{text}"
+    if text not in taken:
+        return text
+    return next(f"{text}_{i}" for i in itertools.count() if f"{text}_{i}" not in taken)

@@ -59,12 +59,42 @@ def test_recompiles_of_one_closure_still_hit_the_limit(caplog):
     wrapped = keyed(lambda a, key: a + len(key))
     fh.set_cache_limit(3)
     try:
-        compiled = Compiled(lambda a, key: wrapped(a, key))
+        compiled = Compiled(wrapped)  # its own frame (a caller given up runs it as it is)
         with caplog.at_level(logging.WARNING, logger="ember.tracer"):
             for k in range(8):
                 key = "k" * (k + 1)  # a new string each call: the same closure recompiles
                 assert same(compiled(x, key), x + len(key) + 1)
         warnings = [r for r in caplog.records if "cache limit" in r.getMessage()]
         assert len(warnings) >= 1 and fh.is_skipped(wrapped.__code__)
+    finally:
+        fh.set_cache_limit(8)
+
+
+def _add_n(a, n):
+    return a + n
+
+
+def _add_n_twice(a, n):
+    return _add_n(a, n) + n
+
+
+def _outer(a, n):
+    a = a + n
+    return _add_n_twice(a, n)
+
+
+def test_a_frame_given_up_at_the_limit_runs_with_its_callees_as_they_are():
+    fh.set_cache_limit(2)
+    try:
+        compiled = Compiled(_outer, dynamic=False)
+        for n in range(8):
+            assert same(compiled(x, n), x + 3 * n)
+        assert fh.is_skipped(_outer.__code__)
+        # compiled twice (n = 0, 1), its callees inlined; never compiled on their own
+        assert compiled.backend.graph_count == 2
+        assert not fh.cache_entries(_add_n.__code__) and not fh.is_skipped(_add_n.__code__)
+        # called from elsewhere, a callee still compiles
+        other = Compiled(_add_n_twice)
+        assert same(other(x, 3), x + 6) and other.backend.graph_count == 1
     finally:
         fh.set_cache_limit(8)

@@ -357,6 +357,15 @@ class ShapeEnv(TorchShapeEnvProtocol):
             self._learn_equality(cond, guard.where)
         elif isinstance(cond, sympy.Rel):
             self._learn_range(cond)
+            self._check_pinned(cond, guard.where)
+
+    def _check_pinned(self, cond: sympy.Rel, where: str) -> None:
+        """Bounds that leave a symbol one value (`s0 <= 3` after `s0 >= 3`) force it to a
+        constant as an equality would: an error for a dim marked dynamic."""
+        for symbol in cond.free_symbols:
+            span = self.ranges.get(symbol)
+            if span is not None and span.lo == span.hi and span.lo.is_finite:
+                self._check_specialization(symbol, int(span.lo), where)
 
     def _learn_equality(self, cond: sympy.Eq, where: str) -> None:
         lhs, rhs = cond.lhs, cond.rhs

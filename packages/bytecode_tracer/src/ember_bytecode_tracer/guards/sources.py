@@ -176,6 +176,8 @@ TORCH_STATE: dict[str, str] = {
     "inference_mode": "is_inference_mode_enabled",
     "default_dtype": "get_default_dtype",
     "deterministic_algorithms": "are_deterministic_algorithms_enabled",
+    # TF32 for float32 matmuls: what a backend's GPU matmul code is generated for
+    "cublas_allow_tf32": "_C._get_cublas_allow_tf32",
     # Autocast a frame is called under changes the dtypes its ops produce.
     "any_autocast": "_C._is_any_autocast_enabled",
     "autocast_enabled": "is_autocast_enabled",  # with the device type as `arg`

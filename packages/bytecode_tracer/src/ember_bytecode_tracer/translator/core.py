@@ -14,6 +14,7 @@ the break point of its caller.
 from __future__ import annotations
 
 import sys
+import traceback
 from typing import TYPE_CHECKING, Any
 
 import ember_symbolic as es
@@ -150,6 +151,7 @@ class InstructionTranslator:
             fn(self, inst)
         except TracedException as exc:
             if self._enter_handler(inst, exc):
+                self.stamp_new_nodes()
                 return
             if exc.location is None:
                 exc.location = self.location()
@@ -171,6 +173,30 @@ class InstructionTranslator:
             if raised_by_ember(exc):  # not the user's error: never silent
                 report_once(exc, error.location)
             raise error from exc
+        self.stamp_new_nodes()
+
+    def stamp_new_nodes(self) -> None:
+        """The nodes this instruction added get the user's stack (`node.stack_trace`, as
+        Dynamo's have it): printed graphs name the line each group of nodes comes from, and
+        reports (ember.trace.describe) show it. An inlined call's nodes, stamped by the
+        callee's own steps, keep their deeper stack."""
+        stack = None
+        for node in reversed(self.output.graph.nodes):
+            if node.op in ("placeholder", "output") or "stack_trace" in node.meta:
+                break
+            if stack is None:
+                stack = self.stack_text()
+            node.meta["stack_trace"] = stack
+
+    def stack_text(self) -> str:
+        """This frame and every inlining caller as a traceback formats them, innermost last."""
+        frames = []
+        tx: InstructionTranslator | None = self
+        while tx is not None:
+            code = tx.code
+            frames.append(traceback.FrameSummary(code.co_filename, tx.lineno(), code.co_name))
+            tx = tx.parent
+        return "".join(traceback.format_list(frames[::-1]))
 
     def _enter_handler(self, inst: Instruction, exc: TracedException) -> bool:
         """Follows the exception table as CPython would: unwind the stack to the handler's

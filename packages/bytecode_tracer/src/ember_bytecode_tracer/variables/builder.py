@@ -15,9 +15,8 @@ plain tuple, a torch function reached through a torch module is not guarded by i
 
     tensor, torch_size, symbolic_int, constant, code, enum, identity_constant, typing, nn_module,
     namedtuple, list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy,
-    input_iterator,
-    container_subclass, numpy, numpy_random_draw, autograd_function_apply, context_exit,
-    grad_mode_context, compiler_directive, python_module,
+    input_iterator, container_subclass, numpy, numpy_random_draw, python_random_draw,
+    autograd_function_apply, context_exit, grad_mode_context, compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, namedtuple_make, trace_time_rule_function, user_function,
     method, partial, traced_through, builtin_with_rule, builtin_function, c_descriptor_get,
@@ -62,6 +61,7 @@ WRAP_ORDER = (
     "container_subclass",  # instances of list/dict subclasses (container_subclasses.py)
     "numpy",  # ndarrays, NumPy functions with a rule (numpy_rules.py)
     "numpy_random_draw",  # np.random.uniform(..., size=...): a graph input (numpy_random.py)
+    "python_random_draw",  # random.random(), random.uniform(a, b): drawn per call (python_random.py)
     "autograd_function_apply",  # MyFunction.apply (autograd_function.py)
     "context_exit",  # a with-block's __exit__ rebuilt at a graph break (contexts.py)
     "grad_mode_context",  # a no_grad/enable_grad/set_grad_enabled object (contexts.py)

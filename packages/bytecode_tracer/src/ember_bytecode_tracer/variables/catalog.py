@@ -42,6 +42,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     object_identity,
     objects,
     optimizer,
+    python_random,
     rng_state,
     scalar_outputs,
     scalar_tensor_args,

@@ -35,8 +35,18 @@ class ExceptionVariable(VariableTracker):
 
 
 def is_builtin_exception(cls: Any) -> bool:
-    """A builtin exception class (IndexError, KeyError...): its instances hold only args."""
-    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
+    """An exception class whose instances hold only their args: a builtin one (IndexError,
+    KeyError...) or a Python subclass that keeps BaseException's construction (no
+    `__init__`/`__new__` of its own anywhere above a builtin base, a plain metaclass), such
+    as `class Refused(Exception): pass`, so that `cls(*args)` rebuilds it outside the trace."""
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)) or type(cls) is not type:
+        return False
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            return True
+        if "__init__" in vars(klass) or "__new__" in vars(klass):
+            return False
+    return True
 
 
 def build_exception(cls: type, args: list[VariableTracker], kwargs) -> ExceptionVariable:

@@ -412,6 +412,8 @@ class UserDefinedObjectVariable(VariableTracker):
         if inspect.isfunction(attribute) and self.source is not None:
             fn_source = AttrSource(TypeSource(self.source), name)
             return tx.inline_call(attribute, fn_source, [self, *args], kwargs)
+        if isinstance(attribute, staticmethod | classmethod) and self.source is not None:
+            return _call_static_or_class(tx, self, attribute, name, args, kwargs)
         if name.startswith("__") and name.endswith("__"):
             raise Unsupported(f"{type(self.value).__name__}.{name} is not a Python method")
         return super().call_method(tx, name, args, kwargs)
@@ -426,6 +428,22 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+def _call_static_or_class(tx, obj, attribute, name: str, args, kwargs) -> VariableTracker:
+    """`obj(...)` / `obj[k]` where the class defines the dunder as a staticmethod (torch's
+    `comptime(fn)`) or a classmethod: the function is called without the instance, or with
+    its class, as Python's type-level lookup binds it."""
+    fn = attribute.__func__
+    if not inspect.isfunction(fn):
+        raise Unsupported(f"{type(obj.value).__name__}.{name} wraps {type(fn).__name__}")
+    type_source = TypeSource(obj.source)
+    if isinstance(attribute, staticmethod):
+        return tx.inline_call(fn, AttrSource(type_source, name), list(args), kwargs)
+    # a classmethod read from the type is a new bound method each time: its function
+    fn_source = AttrSource(AttrSource(type_source, name), "__func__")
+    owner = tx.wrap(type(obj.value), type_source)
+    return tx.inline_call(fn, fn_source, [owner, *args], kwargs)
 
 
 def _implemented_in_c(value: Any) -> bool:

@@ -223,6 +223,8 @@ class TorchFunctionVariable(VariableTracker):
         rule = CALL_RULES.get(fn) if in_rule_table(fn, CALL_RULES) else None
         if rule is not None and (answered := rule(tx, list(args), dict(kwargs))) is not None:
             return answered
+        if rule is not None and not is_torch_callable(fn) and isinstance(fn, types.FunctionType):
+            return tx.inline_call(fn, None, list(args), kwargs)  # a declined Python-level rule
         if fn in UNSUPPORTED or _sets_process_state(fn):
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() changes global state")
         if fn in CONSTANT_FOLDED:
@@ -312,7 +314,10 @@ def _is_folded_predicate(value: Any) -> bool:
 
 
 def _goes_into_graphs(tx, value: Any, source) -> bool:
-    return is_torch_callable(value) or _is_folded_predicate(value)
+    # a Python-level torch function with a rule of its own (`torch.set_default_dtype`, a
+    # state switch) goes into the graph as itself, as Dynamo's graphs have it
+    ruled = isinstance(value, types.FunctionType) and in_rule_table(value, CALL_RULES)
+    return is_torch_callable(value) or _is_folded_predicate(value) or ruled
 
 
 @wrap_rule("torch_function", when=_goes_into_graphs)

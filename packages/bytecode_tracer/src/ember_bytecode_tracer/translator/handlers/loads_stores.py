@@ -19,6 +19,7 @@ from ember_bytecode_tracer.variables.super_variable import SuperVariable
 from ember_bytecode_tracer.variables.tensor import (
     TensorMethodDescriptorVariable,
     TensorMethodVariable,
+    TensorVariable,
 )
 
 
@@ -50,7 +51,21 @@ def store_fast(tx, inst):
     if isinstance(value, NullVariable):
         tx.symbolic_locals.pop(inst.argval, None)
     else:
+        _name_after_local(value, inst.argval)
         tx.symbolic_locals[inst.argval] = value
+
+
+def _name_after_local(value, name: str) -> None:
+    """A tensor computed in the graph takes the name of the first local it is stored in
+    (`y = x.sin()` prints as `y = ...`), as Dynamo's graphs read; graph inputs keep theirs."""
+    node = getattr(value, "node", None)
+    if (
+        isinstance(value, TensorVariable)
+        and node.op != "placeholder"
+        and not node.meta.get("named_after_local")
+    ):
+        node.meta["named_after_local"] = True
+        node._rename(name)
 
 
 @handler("DELETE_FAST")
