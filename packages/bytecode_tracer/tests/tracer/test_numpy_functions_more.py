@@ -67,3 +67,21 @@ def test_default_argsort_is_a_break():
     x = torch.tensor([2.0, 1.0, 2.0, 1.0])
     assert np.array_equal(compiled(x), fn(x))
     assert any("argsort" in str(b) for b in compiled.breaks)
+
+
+def test_numpy_own_python_code_is_not_compiled_frame_by_frame():
+    # np.unique has no rule: a break, and it runs eagerly; its helpers (Python code in
+    # NumPy's package) are not compiled as frames of their own, as under torch.compile.
+    def fn(x):
+        a = (x * 2).numpy()
+        u = np.unique(np.round(a))
+        return torch.from_numpy(u) + 1
+
+    compiled = Compiled(fn)
+    x = torch.tensor([1.0, 1.0, 2.0, 3.0, 2.0])
+    got, expected = compiled(x), fn(x)
+    assert torch.equal(got, expected) and got.dtype == expected.dtype
+    assert any("numpy.unique" in str(b) for b in compiled.breaks)
+    traced = {r.code.co_filename for r in compiled.compiler.records}
+    assert traced == {fn.__code__.co_filename}, traced
+    assert compiled.backend.graph_count == 2  # before and after the break
