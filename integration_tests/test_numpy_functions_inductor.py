@@ -39,3 +39,18 @@ def test_numpy_function_without_rule_runs_eagerly_under_inductor():
     got = ember.compile(fn, backend="inductor")(x)
     assert torch.equal(got, fn(x))
     assert ember.counters["inductor"]["forward_graphs"] == 2, dict(ember.counters["inductor"])
+
+
+def test_int_argument_as_numpy_axis_under_inductor():
+    # the axis changes between calls: specialized per value (a recompile), never a break
+    def fn(a, idx, axis):
+        return np.take_along_axis(a, idx, axis) * 2
+
+    a = np.arange(9.0).reshape(3, 3)
+    idx = np.array([[2, 0, -1], [1, 1, 0], [0, 2, 2]])
+    compiled = ember.compile(fn, backend="inductor")
+    for axis in (0, 1, None):
+        i = idx.ravel() if axis is None else idx
+        assert np.array_equal(compiled(a, i, axis), fn(a, i, axis))
+    assert ember.counters["inductor"]["forward_graphs"] == 3, dict(ember.counters["inductor"])
+

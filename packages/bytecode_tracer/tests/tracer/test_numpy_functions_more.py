@@ -85,3 +85,33 @@ def test_numpy_own_python_code_is_not_compiled_frame_by_frame():
     traced = {r.code.co_filename for r in compiled.compiler.records}
     assert traced == {fn.__code__.co_filename}, traced
     assert compiled.backend.graph_count == 2  # before and after the break
+
+
+def test_symbolic_int_as_axis_or_shape_is_specialized():
+    # an int argument that changed between calls (symbolic) where NumPy needs a value: the
+    # trace guards its value and recompiles for the next, never a break
+    def fn(a, idx, axis, n):
+        return np.take_along_axis(a, idx, axis) + np.ones((1, n)).sum()
+
+    compiled = Compiled(fn)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 3)).astype(np.float32)
+    idx = rng.integers(-3, 3, size=(3, 3))
+    calls = [(0, 2), (1, 3), (0, 2), (1, 4)]
+    for axis, n in calls:
+        got, expected = compiled(a, idx, axis, n), fn(a, idx, axis, n)
+        assert got.dtype == expected.dtype and np.allclose(got, expected)
+    assert compiled.backend.graph_count == 3 and not compiled.breaks
+
+
+def test_take_along_axis_none_is_along_the_flattened_array():
+    def fn(x, i):
+        return np.take_along_axis(x.numpy(), i.numpy(), None)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.arange(12.0).reshape(3, 4)
+    i = torch.tensor([11, 0, -1, 5])
+    got, expected = compiled(x, i), fn(x, i)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert compiled.backend.graph_count == 1
+

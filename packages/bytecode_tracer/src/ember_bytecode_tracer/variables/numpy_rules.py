@@ -38,6 +38,7 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     torch_dtype,
     wrap_array,
 )
+from ember_bytecode_tracer.variables.sym_values import has_symbolic
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
@@ -72,8 +73,11 @@ def _array(tx, target: Any, args: tuple, kwargs: dict | None = None, *, scalar: 
 
 
 def _const(value: Any, what: str) -> Any:
+    """A NumPy argument the trace needs as a value (an axis, a shape, a dtype). A symbolic
+    int there is specialized (its value guarded), as under torch.compile: a recompile for
+    another value rather than a break."""
     if isinstance(value, VariableTracker):
-        if not value.is_python_constant():
+        if not value.is_python_constant() and not has_symbolic(value):
             raise Unsupported(f"NumPy: {what} must be known at trace time")
         return value.as_python_constant()
     return value
@@ -446,6 +450,8 @@ def _nan_to_num(tx, x, copy=True, nan=0.0, posinf=None, neginf=None):
 def _take_along_axis(tx, arr, indices, axis=-1):
     a, index = _as_array(tx, arr), _as_array(tx, indices)
     axis = _const(axis, "axis")
+    if axis is None and len(index.shape) == 1:  # NumPy: along the flattened array
+        a, axis = _ravel(tx, a), 0
     if type(axis) is not int or index.dtype.kind not in "iu" or len(a.shape) != len(index.shape):
         raise Unsupported("numpy.take_along_axis other than along one axis of integer indices")
     dim = _axes(axis, len(a.shape))[0]
