@@ -54,3 +54,16 @@ def test_int_argument_as_numpy_axis_under_inductor():
         assert np.array_equal(compiled(a, i, axis), fn(a, i, axis))
     assert ember.counters["inductor"]["forward_graphs"] == 3, dict(ember.counters["inductor"])
 
+
+def test_tensor_of_an_array_with_a_dtype_under_inductor():
+    def fn(x, y):
+        a = np.stack([np.ones((2, 3)) * 1.7, x.numpy() * -1.7], axis=0)
+        t = torch.tensor(a, dtype=torch.long)
+        t.unsqueeze_(0)
+        return t + y, torch.as_tensor(a, dtype=torch.float32)
+
+    x, y = torch.ones(2, 3, dtype=torch.float64), torch.randn(1, 1, 2, 3)
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(x, y)
+    for g, e in zip(got, fn(x, y), strict=True):
+        assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

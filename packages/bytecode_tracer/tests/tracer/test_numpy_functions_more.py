@@ -115,3 +115,22 @@ def test_take_along_axis_none_is_along_the_flattened_array():
     assert got.dtype == expected.dtype and np.array_equal(got, expected)
     assert compiled.backend.graph_count == 1
 
+
+def test_tensor_of_an_array_with_a_dtype():
+    # torch.tensor(a, dtype=) converts a copy; torch.as_tensor(a, dtype=) shares the
+    # array's memory where the dtype is its own, else converts
+    def fn(x, y):
+        a = np.stack([np.ones((2, 3)) * 1.7, x.numpy() * -1.7], axis=0)
+        t = torch.tensor(a, dtype=torch.long)
+        t.unsqueeze_(0)
+        same = torch.as_tensor(a, dtype=torch.float64)
+        same.add_(1)  # writes into a (as eager: the same memory)
+        return t + y, torch.as_tensor(a, dtype=torch.float32), torch.tensor(a, dtype=None)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x, y = torch.ones(2, 3, dtype=torch.float64), torch.randn(1, 1, 2, 3)
+    got, expected = compiled(x, y), fn(x, y)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
+    assert compiled.backend.graph_count == 1
+
