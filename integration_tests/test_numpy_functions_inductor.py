@@ -67,3 +67,14 @@ def test_tensor_of_an_array_with_a_dtype_under_inductor():
     for g, e in zip(got, fn(x, y), strict=True):
         assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_array_divided_by_tensor_under_inductor():
+    def fn(t, m, a):
+        return a / t, m @ a
+
+    t, m, a = torch.rand(5) + 0.5, torch.rand(3, 5), np.arange(5.0)
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(t, m, a)
+    for g, e in zip(got, fn(t, m, a), strict=True):
+        assert type(g) is torch.Tensor and g.dtype == e.dtype and torch.allclose(g, e)
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

@@ -134,3 +134,21 @@ def test_tensor_of_an_array_with_a_dtype():
         assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
     assert compiled.backend.graph_count == 1
 
+
+def test_array_divided_by_tensor_and_tensor_matmul_array():
+    # `a / t`: ndarray defers to Tensor.__rtruediv__ (t.reciprocal() * a, through NumPy);
+    # `t @ a`: torch.matmul refuses the array, so NumPy's matmul answers; tensors both
+    def fn(t, m, a, ai):
+        b = a.copy()
+        b /= t  # rebinds b to a tensor, as eager
+        return a / t, ai / t, b, t @ a, m @ a, t @ ai
+
+    compiled = Compiled(fn, fullgraph=True)
+    torch.manual_seed(0)
+    t, m = torch.rand(5) + 0.5, torch.rand(3, 5)
+    a, ai = np.random.default_rng(0).random(5), np.arange(5)
+    got, expected = compiled(t, m, a, ai), fn(t, m, a, ai)
+    for g, e in zip(got, expected, strict=True):
+        assert type(g) is type(e) is torch.Tensor and g.dtype == e.dtype, (g, e)
+        assert g.shape == e.shape and torch.allclose(g, e), (g, e)
+    assert compiled.backend.graph_count == 1

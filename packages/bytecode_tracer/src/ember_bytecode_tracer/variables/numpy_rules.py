@@ -944,10 +944,11 @@ def apply_array_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     return apply_ufunc(tx, ufunc, args)
 
 
-# `t op a` that eager answers through NumPy (comparisons raise TypeError there).
+# `t op a` that eager answers through NumPy (comparisons raise TypeError there); `t @ a`
+# too (torch.matmul refuses the array: TypeError, so Tensor.__matmul__ answers NotImplemented).
 _TENSOR_ARRAY_ARITHMETIC = {
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-    operator.mod, operator.pow, operator.and_, operator.or_, operator.xor,
+    operator.mod, operator.pow, operator.and_, operator.or_, operator.xor, operator.matmul,
 }  # fmt: skip
 
 
@@ -955,19 +956,29 @@ def _tensor_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     """`t op a`, a torch tensor and an array: Tensor's operators answer NotImplemented for an
     array (in place ones too), so the array's reflected operator runs NumPy's ufunc on the
     tensor's memory and hands the result back as a new tensor (Tensor.__array_wrap__):
-    NumPy's dtype rules, never in place. An array on the left, `@`, comparisons and 0-d
-    operands are NumPy's and torch's quirks (errors, scalar results): refused."""
+    NumPy's dtype rules, never in place. `a / t` the other way round: ndarray defers to
+    Tensor.__rtruediv__, `t.reciprocal() * a`. Other operators with the array on the left,
+    comparisons and 0-d operands are NumPy's and torch's quirks (errors): refused."""
     plain = INPLACE_OPERATORS.get(fn, fn)
     left, right = args if len(args) == 2 else (None, None)
+    if plain is operator.truediv and isinstance(left, NumpyArrayVariable) and is_tensor(right):
+        # `a /= t` too: it rebinds a to the tensor, as eager
+        node, example = tx.output.create_node("call_function", torch.reciprocal, (right.node,), {})
+        return _tensor_operator(tx, operator.mul, [TensorVariable(node, example), left])
     if (
         not is_tensor(left)
         or not isinstance(right, NumpyArrayVariable)
         or plain not in _TENSOR_ARRAY_ARITHMETIC
+        or (fn is not plain and plain is operator.matmul)
         or left.example.dim() == 0
         or right.example.dim() == 0
     ):
         raise Unsupported("an operator mixing a NumPy array and a torch tensor")
-    result = apply_ufunc(tx, OPERATOR_UFUNCS[plain], [array_of_tensor(tx, left), right])
+    operands = [array_of_tensor(tx, left), right]
+    if plain is operator.matmul:
+        result = matmul(tx, *operands)
+    else:
+        result = apply_ufunc(tx, OPERATOR_UFUNCS[plain], operands)
     tensor = tensor_from_array(tx, torch.as_tensor, [result], {})
     if result.example.dtype is torch.bool:  # Tensor.__array_wrap__ hands bools back as uint8
         node, example = tx.output.create_node("call_method", "to", (tensor.node, torch.uint8), {})
