@@ -78,3 +78,15 @@ def test_array_divided_by_tensor_under_inductor():
     for g, e in zip(got, fn(t, m, a), strict=True):
         assert type(g) is torch.Tensor and g.dtype == e.dtype and torch.allclose(g, e)
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_numpy_scalar_argument_under_inductor():
+    def fn(x, s):
+        return x * s + np.float64(s) ** 2
+
+    compiled = ember.compile(fn, backend="inductor", fullgraph=True)
+    x = torch.randn(6)
+    for s in (np.int64(3), np.int64(3), np.float32(0.5)):
+        got, expected = compiled(x, s), fn(x, s)
+        assert got.dtype == expected.dtype and torch.allclose(got, expected)
+    assert ember.counters["inductor"]["forward_graphs"] == 2, dict(ember.counters["inductor"])

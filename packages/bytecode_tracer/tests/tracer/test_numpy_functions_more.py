@@ -152,3 +152,19 @@ def test_array_divided_by_tensor_and_tensor_matmul_array():
         assert type(g) is type(e) is torch.Tensor and g.dtype == e.dtype, (g, e)
         assert g.shape == e.shape and torch.allclose(g, e), (g, e)
     assert compiled.backend.graph_count == 1
+
+
+def test_numpy_scalar_arguments_are_guarded_constants():
+    # np.int64(8) passed in: a constant of the trace, guarded by its exact type and value
+    def fn(x, n, s):
+        return x + (n % s), np.array([s, s * 2])
+
+    compiled = Compiled(fn, fullgraph=True, dynamic=True)
+    x = torch.randn(6)
+    calls = [np.int64(8), np.int64(8), np.int64(5), np.int32(5), np.float32(2.5)]
+    for s in calls:
+        got, expected = compiled(x, 4096, s), fn(x, 4096, s)
+        assert got[0].dtype == expected[0].dtype and torch.allclose(got[0], expected[0])
+        assert got[1].dtype == expected[1].dtype and np.array_equal(got[1], expected[1])
+    assert compiled.backend.graph_count == 4  # one per distinct type and value
+    assert not compiled.breaks

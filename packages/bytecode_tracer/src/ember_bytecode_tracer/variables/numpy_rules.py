@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import Guard, GuardKind
+from ember_bytecode_tracer.guards import Guard, GuardKind, MethodCallSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -994,12 +994,25 @@ def numpy_tracker(tx: Translator, value: Any, source: Source | None):
         if source is None:
             raise Unsupported("a NumPy array made outside the trace without a source")
         return wrap_array(tx, value, source)
+    if isinstance(value, np.generic) and type(value.item()) in (bool, int, float, complex):
+        return _numpy_scalar(tx, value, source)
     known = in_rule_table(value, RULES)
     if not known and not isinstance(value, np.ufunc | _DISPATCHER):
         return None
     if source is not None:
         tx.output.add_guard(Guard(source, GuardKind.ID_MATCH, value, user_location=tx.location()))
     return NumpyFunctionVariable(value, source=source)
+
+
+def _numpy_scalar(tx: Translator, value: np.generic, source: Source | None):
+    """A NumPy scalar read from the frame (np.int64(8)): a constant, guarded by its exact
+    type and by its value as a Python number (`.item()`: NaN and -0.0 compared as floats)."""
+    if source is not None:
+        where = tx.location()
+        tx.output.add_guard(Guard(source, GuardKind.TYPE_MATCH, type(value), user_location=where))
+        item = MethodCallSource(source, "item")
+        tx.output.add_guard(Guard(item, GuardKind.EQUALS_MATCH, value.item(), user_location=where))
+    return ConstantVariable(value, source=source)
 
 
 __all__ = ["METHODS", "RULES", "NumpyFunctionVariable", "numpy_dtype", "numpy_tracker"]
