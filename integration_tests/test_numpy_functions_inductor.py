@@ -90,3 +90,13 @@ def test_numpy_scalar_argument_under_inductor():
         got, expected = compiled(x, s), fn(x, s)
         assert got.dtype == expected.dtype and torch.allclose(got, expected)
     assert ember.counters["inductor"]["forward_graphs"] == 2, dict(ember.counters["inductor"])
+
+
+def test_numpy_issubdtype_under_inductor():
+    def fn(x, n):
+        return np.issubdtype(type(n), np.integer) + x * 2
+
+    x = torch.randn(4)
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(x, 3)
+    assert torch.equal(got, fn(x, 3))
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

@@ -168,3 +168,17 @@ def test_numpy_scalar_arguments_are_guarded_constants():
         assert got[1].dtype == expected[1].dtype and np.array_equal(got[1], expected[1])
     assert compiled.backend.graph_count == 4  # one per distinct type and value
     assert not compiled.breaks
+
+
+def test_numpy_type_questions_are_answered_at_trace_time():
+    def fn(x, n):
+        is_int = np.issubdtype(type(n), np.integer)
+        wide = np.result_type(np.int8, np.float16)
+        return is_int + x, np.dtype(np.float32), wide, np.can_cast(np.int64, np.float32)
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.randn(3)
+    for n in (4096, 2.5):
+        got, expected = compiled(x, n), fn(x, n)
+        assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+    assert compiled.backend.graph_count == 2 and not compiled.breaks

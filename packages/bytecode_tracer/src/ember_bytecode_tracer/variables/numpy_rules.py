@@ -695,6 +695,19 @@ for _type in DTYPE_TYPES:
     RULES[_type] = _dtype_call(np.dtype(_type))
 
 
+# NumPy's questions about types and dtypes: NumPy answers them at trace time on constants
+# (call_rule); on anything else, a break.
+def _types_only(fn: Any) -> Rule:
+    def run(tx, *args, **kwargs):
+        raise Unsupported(f"numpy.{_name(fn)} of values not known at trace time")
+
+    return run
+
+
+for _fn in (np.issubdtype, np.dtype, np.result_type, np.promote_types, np.can_cast):
+    RULES[_fn] = _types_only(_fn)
+
+
 # ---- array attributes, indexing ---------------------------------------------------------------
 class NumpyFunctionVariable(VariableTracker):
     """A NumPy function, ufunc or dtype type with a rule."""
