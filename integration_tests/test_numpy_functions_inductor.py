@@ -100,3 +100,15 @@ def test_numpy_issubdtype_under_inductor():
     got = ember.compile(fn, backend="inductor", fullgraph=True)(x, 3)
     assert torch.equal(got, fn(x, 3))
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_numpy_force_of_a_grad_requiring_input_under_inductor():
+    # numpy(force=True) of a leaf that requires grad: the array shares the leaf's memory
+    def fn(x):
+        return x.numpy(force=True), (x * 2).numpy(force=True).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    (a, s), (ea, es) = ember.compile(fn, backend="inductor")(x), fn(x)
+    assert type(a) is np.ndarray and np.shares_memory(a, ea) and np.array_equal(a, ea)
+    assert type(s) is type(es) and np.isclose(s, es)
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
