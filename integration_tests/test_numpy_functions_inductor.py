@@ -112,3 +112,14 @@ def test_numpy_force_of_a_grad_requiring_input_under_inductor():
     assert type(a) is np.ndarray and np.shares_memory(a, ea) and np.array_equal(a, ea)
     assert type(s) is type(es) and np.isclose(s, es)
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_nan_to_num_of_complex_under_inductor():
+    def fn(a):
+        return np.nan_to_num(a), np.nan_to_num(a, nan=1.0, posinf=2.0, neginf=-3.0)
+
+    a = np.array([complex(np.nan, np.inf), complex(-np.inf, 1), 3 + 4j], dtype=np.complex64)
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(a)
+    for g, e in zip(got, fn(a), strict=True):
+        assert g.dtype == e.dtype and np.array_equal(g, e), (g, e)
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

@@ -182,3 +182,13 @@ def test_numpy_type_questions_are_answered_at_trace_time():
         got, expected = compiled(x, n), fn(x, n)
         assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
     assert compiled.backend.graph_count == 2 and not compiled.breaks
+
+
+def test_nan_to_num_of_complex_arrays():
+    def fn(a):
+        return np.nan_to_num(a), np.nan_to_num(a, nan=1.0, posinf=2.0, neginf=-3.0)
+
+    compiled = Compiled(fn, fullgraph=True)
+    a = np.array([complex(np.nan, np.inf), complex(-np.inf, 1), 3 + 4j], dtype=np.complex64)
+    _check(compiled, fn, a)
+    assert compiled.backend.graph_count == 1

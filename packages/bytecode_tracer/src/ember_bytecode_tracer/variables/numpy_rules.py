@@ -438,7 +438,7 @@ def _nan_to_num(tx, x, copy=True, nan=0.0, posinf=None, neginf=None):
         raise Unsupported("numpy.nan_to_num(copy=False) writes into its argument")
     if a.dtype.kind in "biu":  # nothing to replace: NumPy gives a copy
         return _array(tx, torch.clone, (a.node,))
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":  # complex: each part on its own, in NumPy as in torch
         raise Unsupported(f"numpy.nan_to_num of a {a.dtype} array")
     # None: the dtype's largest / smallest finite value, in NumPy as in torch
     limits = {"nan": _const(nan, "nan"), "posinf": _const(posinf, "posinf")}
