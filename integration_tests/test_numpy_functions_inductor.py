@@ -123,3 +123,15 @@ def test_nan_to_num_of_complex_under_inductor():
     for g, e in zip(got, fn(a), strict=True):
         assert g.dtype == e.dtype and np.array_equal(g, e), (g, e)
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_tensor_of_numpy_scalars_under_inductor():
+    def fn(x):
+        b = x.numpy()
+        return torch.LongTensor([np.arange(6)[2], 4]) + 1, torch.FloatTensor([b[0], b[2]]) * 2
+
+    x = torch.tensor([1.7, -2.2, 3.0])
+    got = ember.compile(fn, backend="inductor", fullgraph=True)(x)
+    for g, e in zip(got, fn(x), strict=True):
+        assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

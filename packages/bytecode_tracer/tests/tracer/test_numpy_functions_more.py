@@ -6,6 +6,7 @@ integration_tests/test_numpy_functions_inductor.py runs them under the default b
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from conftest import Compiled
@@ -192,3 +193,30 @@ def test_nan_to_num_of_complex_arrays():
     a = np.array([complex(np.nan, np.inf), complex(-np.inf, 1), 3 + 4j], dtype=np.complex64)
     _check(compiled, fn, a)
     assert compiled.backend.graph_count == 1
+
+
+def test_tensor_of_numpy_scalars_with_a_dtype():
+    # torch.LongTensor([a[0], a[2]]) / torch.tensor([...], dtype=): NumPy scalars of the
+    # trace converted as eager converts them; np.float32 into int64 raises there: a break
+    def fn(x):
+        a = np.array([1, 2, 3, 4, 5, 6], dtype=np.int64)
+        b = x.numpy()
+        return (
+            torch.LongTensor([a[0], a[2], a[4]]),
+            torch.FloatTensor([[b[0], b[1]], [2.5, b[2]]]),
+            torch.tensor([a[1], 7], dtype=torch.float64),
+        )
+
+    compiled = Compiled(fn, fullgraph=True)
+    x = torch.tensor([1.7, -2.2, 3.0])
+    for g, e in zip(compiled(x), fn(x), strict=True):
+        assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
+    assert compiled.backend.graph_count == 1
+
+    def raises(x):
+        return torch.LongTensor([x.numpy()[0], 3])
+
+    compiled = Compiled(raises)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        compiled(x)
+    assert any("cannot be passed to a tensor operation" in str(b) for b in compiled.breaks)
