@@ -135,3 +135,15 @@ def test_tensor_of_numpy_scalars_under_inductor():
     for g, e in zip(got, fn(x), strict=True):
         assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_numpy_dtype_argument_under_inductor():
+    def fn(x, dt):
+        return x.numpy().astype(dt) * 3
+
+    compiled = ember.compile(fn, backend="inductor", fullgraph=True)
+    x = torch.tensor([1.5, -2.0])
+    for dt in (np.dtype(np.int32), np.dtype("int32"), np.dtype(np.float16)):
+        got, expected = compiled(x, dt), fn(x, dt)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert ember.counters["inductor"]["forward_graphs"] == 2, dict(ember.counters["inductor"])

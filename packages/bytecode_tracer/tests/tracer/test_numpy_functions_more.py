@@ -220,3 +220,19 @@ def test_tensor_of_numpy_scalars_with_a_dtype():
     with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
         compiled(x)
     assert any("cannot be passed to a tensor operation" in str(b) for b in compiled.breaks)
+
+
+def test_numpy_dtype_arguments_are_guarded_constants():
+    # equal dtypes made apart share one trace; another dtype retraces
+    def fn(x, dt):
+        return x.numpy().astype(dt) * 2, np.result_type(dt, np.int8)
+
+    compiled = Compiled(fn)
+    x = torch.tensor([1.5, -2.0])
+    calls = [np.dtype(np.int32), np.ones(1, dtype=np.int32).dtype, np.dtype("int32"),
+             np.dtype(np.int16), np.dtype(np.float16)]  # fmt: skip
+    for dt in calls:
+        got, expected = compiled(x, dt), fn(x, dt)
+        assert got[0].dtype == expected[0].dtype and np.array_equal(got[0], expected[0])
+        assert got[1] == expected[1]
+    assert compiled.backend.graph_count == 3 and not compiled.breaks  # int32, int16, float16

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import Guard, GuardKind, MethodCallSource
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, MethodCallSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -1009,6 +1009,8 @@ def numpy_tracker(tx: Translator, value: Any, source: Source | None):
         return wrap_array(tx, value, source)
     if isinstance(value, np.generic) and type(value.item()) in (bool, int, float, complex):
         return _numpy_scalar(tx, value, source)
+    if isinstance(value, np.dtype) and value.isbuiltin == 1 and value.kind in "biufc":
+        return _numpy_dtype(tx, value, source)
     known = in_rule_table(value, RULES)
     if not known and not isinstance(value, np.ufunc | _DISPATCHER):
         return None
@@ -1025,6 +1027,18 @@ def _numpy_scalar(tx: Translator, value: np.generic, source: Source | None):
         tx.output.add_guard(Guard(source, GuardKind.TYPE_MATCH, type(value), user_location=where))
         item = MethodCallSource(source, "item")
         tx.output.add_guard(Guard(item, GuardKind.EQUALS_MATCH, value.item(), user_location=where))
+    return ConstantVariable(value, source=source)
+
+
+def _numpy_dtype(tx: Translator, value: np.dtype, source: Source | None):
+    """A NumPy dtype read from the frame (np.dtype(int), a.dtype): a constant, guarded by
+    its exact class and its type string ('<i8': kind, size and byte order; the dtype is a
+    builtin one, nothing else to it). Equal dtypes made apart share one trace."""
+    if source is not None:
+        where = tx.location()
+        tx.output.add_guard(Guard(source, GuardKind.TYPE_MATCH, type(value), user_location=where))
+        text = AttrSource(source, "str")
+        tx.output.add_guard(Guard(text, GuardKind.EQUALS_MATCH, value.str, user_location=where))
     return ConstantVariable(value, source=source)
 
 
