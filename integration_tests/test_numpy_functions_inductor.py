@@ -147,3 +147,15 @@ def test_numpy_dtype_argument_under_inductor():
         got, expected = compiled(x, dt), fn(x, dt)
         assert got.dtype == expected.dtype and np.array_equal(got, expected)
     assert ember.counters["inductor"]["forward_graphs"] == 2, dict(ember.counters["inductor"])
+
+
+def test_symbolic_int_operand_under_inductor():
+    def fn(x, n):
+        return np.where(x < 0.5, n, x) * 2
+
+    compiled = ember.compile(fn, backend="inductor", dynamic=True)
+    x = np.random.default_rng(0).standard_normal(8)
+    for n in (3, 4):
+        got, expected = compiled(x, n), fn(x, n)
+        assert got.dtype == expected.dtype and np.allclose(got, expected)
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

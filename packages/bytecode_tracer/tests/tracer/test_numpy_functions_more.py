@@ -236,3 +236,23 @@ def test_numpy_dtype_arguments_are_guarded_constants():
         assert got[0].dtype == expected[0].dtype and np.array_equal(got[0], expected[0])
         assert got[1] == expected[1]
     assert compiled.backend.graph_count == 3 and not compiled.breaks  # int32, int16, float16
+
+
+def test_symbolic_int_operand_stays_symbolic():
+    # an int argument made symbolic, as an operand of NumPy functions: a weak scalar of the
+    # graph (NumPy's dtype rules for a Python number), one graph for every value
+    def fn(x, n):
+        return (
+            np.where(x < 0.5, n, x),
+            np.clip(x, n - 5, None),
+            x.astype(np.float32) * n,
+            np.maximum(np.arange(3), n),
+        )
+
+    compiled = Compiled(fn, dynamic=True)
+    x = np.random.default_rng(0).standard_normal(8)
+    for n in (3, 4, 5):
+        got, expected = compiled(x, n), fn(x, n)
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == e.dtype and np.allclose(g, e), (g, e)
+    assert compiled.backend.graph_count == 1 and not compiled.breaks

@@ -38,7 +38,7 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     torch_dtype,
     wrap_array,
 )
-from ember_bytecode_tracer.variables.sym_values import has_symbolic
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
@@ -93,8 +93,9 @@ def _is_scalar_constant(value: Any) -> bool:
 
 
 def _operand(tx, value: VariableTracker) -> NumpyArrayVariable | Any:
-    """An array tracker, or a constant (Python number, NumPy scalar or constant array)."""
-    if isinstance(value, NumpyArrayVariable):
+    """An array tracker, a symbolic Python number (it stays one: a weak scalar of the graph,
+    never specialized), or a constant (Python number, NumPy scalar or constant array)."""
+    if isinstance(value, NumpyArrayVariable | SymNodeVariable):
         return value
     constant = _const(value, "a NumPy operand")
     if _is_scalar_constant(constant):
@@ -106,6 +107,8 @@ def _weak(value: Any) -> Any:
     """What NumPy's type resolution sees: a dtype, or the Python type of a weak scalar."""
     if isinstance(value, NumpyArrayVariable):
         return value.dtype
+    if isinstance(value, SymNodeVariable):
+        return _weak(value.python_type()(0))
     if isinstance(value, np.generic):
         return value.dtype
     if type(value) is bool:
@@ -122,6 +125,8 @@ def _cast(tx, value: NumpyArrayVariable | Any, dtype: np.dtype):
         return _node(tx, "call_method", "to", (value.node, target))[0]
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, SymNodeVariable):
+        value = as_node_arg(tx, value)
     return _node(tx, "call_function", torch.scalar_tensor, (value,), {"dtype": target})[0]
 
 
@@ -145,6 +150,8 @@ def _as_array(tx, value: VariableTracker) -> NumpyArrayVariable:
     found = _operand(tx, value)
     if isinstance(found, NumpyArrayVariable):
         return found
+    if isinstance(found, SymNodeVariable):  # an array of it: its value guarded
+        found = found.as_python_constant()
     return constant_array(tx, np.asarray(found))
 
 
@@ -196,6 +203,7 @@ def apply_ufunc(tx, ufunc: np.ufunc, args: list[VariableTracker], kwargs=None) -
         raise Unsupported(f"numpy.{ufunc.__name__} takes {ufunc.nin} operands")
     operands = [_operand(tx, a) for a in args]
     if not any(isinstance(o, NumpyArrayVariable) for o in operands):
+        operands = [_const(o, "a NumPy operand") for o in operands]  # symbolic: specialized
         with np.errstate(all="ignore"):  # constants: NumPy itself, at trace time
             return ConstantVariable(ufunc(*operands))
     try:
@@ -497,7 +505,15 @@ def _sequence(tx, arrays: VariableTracker) -> list[NumpyArrayVariable]:
 
 def _promote(items: list[Any]) -> np.dtype:
     # Python numbers stay values: np.result_type treats them as weak (NEP 50), their types not.
-    return np.result_type(*(i.dtype if isinstance(i, NumpyArrayVariable) else i for i in items))
+    return np.result_type(*(_promoted(i) for i in items))
+
+
+def _promoted(item: Any) -> Any:
+    if isinstance(item, NumpyArrayVariable):
+        return item.dtype
+    if isinstance(item, SymNodeVariable):  # a weak Python number of its type
+        return item.python_type()(0)
+    return item
 
 
 @rule(np.concatenate)
