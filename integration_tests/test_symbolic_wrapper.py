@@ -96,3 +96,16 @@ def test_buffers_small_at_a_calls_sizes_are_allocated_anew_and_large_ones_pooled
         # 300 rows of 64 floats are 75 KiB: the dead intermediates go back to the pool
         assert (STORAGE_POOL.held_bytes > 0) is pooled, rows
     assert not WRAPPER_STATS["per_binding_fallback"]
+
+
+def test_int_input_specialized_while_tracing_is_still_passed():
+    # n changes between calls (symbolic), then `dim=n` specializes it (Eq(s0, 1)): the
+    # graph still takes n, and the wrapper picks its tensors by position
+    def fn(x, n):
+        return x.sum(dim=n) * 2
+
+    compiled = ember.compile(fn)
+    x = torch.arange(12.0).reshape(3, 4)
+    for n in (0, 1, 0, 1):
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    assert counters["inductor"]["forward_graphs"] == 2, dict(counters["inductor"])

@@ -122,6 +122,11 @@ class CompiledFrame(fh.GuardedCode):
 # never user code. Found by name without importing them (lower stages don't import higher).
 _EMBER_PACKAGES = ("ember", "ember_aot_autograd", "ember_primops", "ember_inductor_ir",
                    "ember_codegen")  # fmt: skip
+# Libraries whose own Python code runs as it is, as under torch.compile (Dynamo's skip list):
+# NumPy's functions that a trace knows are rules (variables/numpy_rules.py); the others run
+# eagerly after a break, and their frames (np.unique's helpers, np.percentile's) are not
+# compiled one by one.
+_LIBRARIES_RUN_AS_IS = ("numpy",)
 
 
 def _package_dir(name: str) -> str | None:
@@ -144,7 +149,8 @@ def _skipped_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths["stdlib"], paths["platstdlib"], os.path.dirname(fh.__file__),
              os.path.dirname(__file__), os.path.dirname(torch.__file__)}  # fmt: skip
-    roots.update(d for d in map(_package_dir, _EMBER_PACKAGES) if d is not None)
+    packages = (*_EMBER_PACKAGES, *_LIBRARIES_RUN_AS_IS)
+    roots.update(d for d in map(_package_dir, packages) if d is not None)
     return tuple(sorted({_as_dir(r) for r in roots}))
 
 

@@ -475,9 +475,12 @@ def _array(builder: RecipeBuilder, value: NumpyArrayVariable) -> Recipe:
         load = source_loader(value.source)  # the caller's own array
         return lambda outs, L, G: load(L, G)
     index = builder.output_index(value.node)
+    # detach(): an array has no autograd, and a backend may hand back an output aliasing a
+    # grad-requiring input as requiring grad (`x.numpy(force=True)` under inductor), where
+    # .numpy() raises; the trace refused the eager error (numpy() on such a tensor) already
     if value.scalar:
-        return lambda outs, L, G: outs[index].numpy()[()]
-    return lambda outs, L, G: outs[index].numpy()
+        return lambda outs, L, G: outs[index].detach().numpy()[()]
+    return lambda outs, L, G: outs[index].detach().numpy()
 
 
 @recipe_for(ConstantVariable)

@@ -187,10 +187,19 @@ def is_tensor(value: VariableTracker) -> bool:
 
 def tensor_from_array(tx: Translator, fn: Any, args, kwargs) -> VariableTracker | None:
     """`torch.from_numpy(a)` / `torch.as_tensor(a)` (the same memory: the same node) and
-    `torch.tensor(a)` (a copy) on an array of the trace; None for other arguments."""
-    if len(args) != 1 or kwargs or not isinstance(args[0], NumpyArrayVariable):
+    `torch.tensor(a)` (a copy) on an array of the trace, `dtype=` (a converted copy where it
+    differs) for the last two; None for other arguments."""
+    if len(args) != 1 or not isinstance(args[0], NumpyArrayVariable):
         return None
-    array = args[0]
+    dtype = kwargs.get("dtype", ConstantVariable(None))
+    if set(kwargs) - {"dtype"} or (kwargs and fn is torch.from_numpy):
+        return None
+    if not dtype.is_python_constant() or not isinstance(dtype.as_python_constant(), _DTYPE_ARG):
+        return None
+    array, dtype = args[0], dtype.as_python_constant()
+    if dtype is not None and dtype != array.example.dtype:  # a new tensor of that dtype
+        node, example = tx.output.create_node("call_method", "to", (array.node, dtype), {})
+        return TensorVariable(node, example)
     if fn is torch.tensor:
         node, example = tx.output.create_node("call_function", torch.clone, (array.node,), {})
         return TensorVariable(node, example)
@@ -198,6 +207,9 @@ def tensor_from_array(tx: Translator, fn: Any, args, kwargs) -> VariableTracker 
     # that `is` and identity-keyed containers tell the two calls' tensors apart).
     node, example = tx.output.create_node("call_method", "view_as", (array.node, array.node), {})
     return TensorVariable(node, example)
+
+
+_DTYPE_ARG = (torch.dtype, type(None))
 
 
 def _tensor_numpy(tx: Translator, tensor: TensorVariable, args, kwargs) -> VariableTracker | None:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ember_bytecode_tracer.exc import Unsupported
-from ember_bytecode_tracer.guards import Guard, GuardKind
+from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, MethodCallSource
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
@@ -38,6 +38,7 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     torch_dtype,
     wrap_array,
 )
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
@@ -72,8 +73,11 @@ def _array(tx, target: Any, args: tuple, kwargs: dict | None = None, *, scalar: 
 
 
 def _const(value: Any, what: str) -> Any:
+    """A NumPy argument the trace needs as a value (an axis, a shape, a dtype). A symbolic
+    int there is specialized (its value guarded), as under torch.compile: a recompile for
+    another value rather than a break."""
     if isinstance(value, VariableTracker):
-        if not value.is_python_constant():
+        if not value.is_python_constant() and not has_symbolic(value):
             raise Unsupported(f"NumPy: {what} must be known at trace time")
         return value.as_python_constant()
     return value
@@ -89,8 +93,9 @@ def _is_scalar_constant(value: Any) -> bool:
 
 
 def _operand(tx, value: VariableTracker) -> NumpyArrayVariable | Any:
-    """An array tracker, or a constant (Python number, NumPy scalar or constant array)."""
-    if isinstance(value, NumpyArrayVariable):
+    """An array tracker, a symbolic Python number (it stays one: a weak scalar of the graph,
+    never specialized), or a constant (Python number, NumPy scalar or constant array)."""
+    if isinstance(value, NumpyArrayVariable | SymNodeVariable):
         return value
     constant = _const(value, "a NumPy operand")
     if _is_scalar_constant(constant):
@@ -102,6 +107,8 @@ def _weak(value: Any) -> Any:
     """What NumPy's type resolution sees: a dtype, or the Python type of a weak scalar."""
     if isinstance(value, NumpyArrayVariable):
         return value.dtype
+    if isinstance(value, SymNodeVariable):
+        return _weak(value.python_type()(0))
     if isinstance(value, np.generic):
         return value.dtype
     if type(value) is bool:
@@ -118,6 +125,8 @@ def _cast(tx, value: NumpyArrayVariable | Any, dtype: np.dtype):
         return _node(tx, "call_method", "to", (value.node, target))[0]
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, SymNodeVariable):
+        value = as_node_arg(tx, value)
     return _node(tx, "call_function", torch.scalar_tensor, (value,), {"dtype": target})[0]
 
 
@@ -141,6 +150,8 @@ def _as_array(tx, value: VariableTracker) -> NumpyArrayVariable:
     found = _operand(tx, value)
     if isinstance(found, NumpyArrayVariable):
         return found
+    if isinstance(found, SymNodeVariable):  # an array of it: its value guarded
+        found = found.as_python_constant()
     return constant_array(tx, np.asarray(found))
 
 
@@ -192,6 +203,7 @@ def apply_ufunc(tx, ufunc: np.ufunc, args: list[VariableTracker], kwargs=None) -
         raise Unsupported(f"numpy.{ufunc.__name__} takes {ufunc.nin} operands")
     operands = [_operand(tx, a) for a in args]
     if not any(isinstance(o, NumpyArrayVariable) for o in operands):
+        operands = [_const(o, "a NumPy operand") for o in operands]  # symbolic: specialized
         with np.errstate(all="ignore"):  # constants: NumPy itself, at trace time
             return ConstantVariable(ufunc(*operands))
     try:
@@ -434,7 +446,7 @@ def _nan_to_num(tx, x, copy=True, nan=0.0, posinf=None, neginf=None):
         raise Unsupported("numpy.nan_to_num(copy=False) writes into its argument")
     if a.dtype.kind in "biu":  # nothing to replace: NumPy gives a copy
         return _array(tx, torch.clone, (a.node,))
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":  # complex: each part on its own, in NumPy as in torch
         raise Unsupported(f"numpy.nan_to_num of a {a.dtype} array")
     # None: the dtype's largest / smallest finite value, in NumPy as in torch
     limits = {"nan": _const(nan, "nan"), "posinf": _const(posinf, "posinf")}
@@ -446,6 +458,8 @@ def _nan_to_num(tx, x, copy=True, nan=0.0, posinf=None, neginf=None):
 def _take_along_axis(tx, arr, indices, axis=-1):
     a, index = _as_array(tx, arr), _as_array(tx, indices)
     axis = _const(axis, "axis")
+    if axis is None and len(index.shape) == 1:  # NumPy: along the flattened array
+        a, axis = _ravel(tx, a), 0
     if type(axis) is not int or index.dtype.kind not in "iu" or len(a.shape) != len(index.shape):
         raise Unsupported("numpy.take_along_axis other than along one axis of integer indices")
     dim = _axes(axis, len(a.shape))[0]
@@ -491,7 +505,15 @@ def _sequence(tx, arrays: VariableTracker) -> list[NumpyArrayVariable]:
 
 def _promote(items: list[Any]) -> np.dtype:
     # Python numbers stay values: np.result_type treats them as weak (NEP 50), their types not.
-    return np.result_type(*(i.dtype if isinstance(i, NumpyArrayVariable) else i for i in items))
+    return np.result_type(*(_promoted(i) for i in items))
+
+
+def _promoted(item: Any) -> Any:
+    if isinstance(item, NumpyArrayVariable):
+        return item.dtype
+    if isinstance(item, SymNodeVariable):  # a weak Python number of its type
+        return item.python_type()(0)
+    return item
 
 
 @rule(np.concatenate)
@@ -687,6 +709,19 @@ DTYPE_TYPES = (
 )  # fmt: skip
 for _type in DTYPE_TYPES:
     RULES[_type] = _dtype_call(np.dtype(_type))
+
+
+# NumPy's questions about types and dtypes: NumPy answers them at trace time on constants
+# (call_rule); on anything else, a break.
+def _types_only(fn: Any) -> Rule:
+    def run(tx, *args, **kwargs):
+        raise Unsupported(f"numpy.{_name(fn)} of values not known at trace time")
+
+    return run
+
+
+for _fn in (np.issubdtype, np.dtype, np.result_type, np.promote_types, np.can_cast):
+    RULES[_fn] = _types_only(_fn)
 
 
 # ---- array attributes, indexing ---------------------------------------------------------------
@@ -938,10 +973,11 @@ def apply_array_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     return apply_ufunc(tx, ufunc, args)
 
 
-# `t op a` that eager answers through NumPy (comparisons raise TypeError there).
+# `t op a` that eager answers through NumPy (comparisons raise TypeError there); `t @ a`
+# too (torch.matmul refuses the array: TypeError, so Tensor.__matmul__ answers NotImplemented).
 _TENSOR_ARRAY_ARITHMETIC = {
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-    operator.mod, operator.pow, operator.and_, operator.or_, operator.xor,
+    operator.mod, operator.pow, operator.and_, operator.or_, operator.xor, operator.matmul,
 }  # fmt: skip
 
 
@@ -949,19 +985,29 @@ def _tensor_operator(tx: Translator, fn: Any, args: list[VariableTracker]):
     """`t op a`, a torch tensor and an array: Tensor's operators answer NotImplemented for an
     array (in place ones too), so the array's reflected operator runs NumPy's ufunc on the
     tensor's memory and hands the result back as a new tensor (Tensor.__array_wrap__):
-    NumPy's dtype rules, never in place. An array on the left, `@`, comparisons and 0-d
-    operands are NumPy's and torch's quirks (errors, scalar results): refused."""
+    NumPy's dtype rules, never in place. `a / t` the other way round: ndarray defers to
+    Tensor.__rtruediv__, `t.reciprocal() * a`. Other operators with the array on the left,
+    comparisons and 0-d operands are NumPy's and torch's quirks (errors): refused."""
     plain = INPLACE_OPERATORS.get(fn, fn)
     left, right = args if len(args) == 2 else (None, None)
+    if plain is operator.truediv and isinstance(left, NumpyArrayVariable) and is_tensor(right):
+        # `a /= t` too: it rebinds a to the tensor, as eager
+        node, example = tx.output.create_node("call_function", torch.reciprocal, (right.node,), {})
+        return _tensor_operator(tx, operator.mul, [TensorVariable(node, example), left])
     if (
         not is_tensor(left)
         or not isinstance(right, NumpyArrayVariable)
         or plain not in _TENSOR_ARRAY_ARITHMETIC
+        or (fn is not plain and plain is operator.matmul)
         or left.example.dim() == 0
         or right.example.dim() == 0
     ):
         raise Unsupported("an operator mixing a NumPy array and a torch tensor")
-    result = apply_ufunc(tx, OPERATOR_UFUNCS[plain], [array_of_tensor(tx, left), right])
+    operands = [array_of_tensor(tx, left), right]
+    if plain is operator.matmul:
+        result = matmul(tx, *operands)
+    else:
+        result = apply_ufunc(tx, OPERATOR_UFUNCS[plain], operands)
     tensor = tensor_from_array(tx, torch.as_tensor, [result], {})
     if result.example.dtype is torch.bool:  # Tensor.__array_wrap__ hands bools back as uint8
         node, example = tx.output.create_node("call_method", "to", (tensor.node, torch.uint8), {})
@@ -977,12 +1023,39 @@ def numpy_tracker(tx: Translator, value: Any, source: Source | None):
         if source is None:
             raise Unsupported("a NumPy array made outside the trace without a source")
         return wrap_array(tx, value, source)
+    if isinstance(value, np.generic) and type(value.item()) in (bool, int, float, complex):
+        return _numpy_scalar(tx, value, source)
+    if isinstance(value, np.dtype) and value.isbuiltin == 1 and value.kind in "biufc":
+        return _numpy_dtype(tx, value, source)
     known = in_rule_table(value, RULES)
     if not known and not isinstance(value, np.ufunc | _DISPATCHER):
         return None
     if source is not None:
         tx.output.add_guard(Guard(source, GuardKind.ID_MATCH, value, user_location=tx.location()))
     return NumpyFunctionVariable(value, source=source)
+
+
+def _numpy_scalar(tx: Translator, value: np.generic, source: Source | None):
+    """A NumPy scalar read from the frame (np.int64(8)): a constant, guarded by its exact
+    type and by its value as a Python number (`.item()`: NaN and -0.0 compared as floats)."""
+    if source is not None:
+        where = tx.location()
+        tx.output.add_guard(Guard(source, GuardKind.TYPE_MATCH, type(value), user_location=where))
+        item = MethodCallSource(source, "item")
+        tx.output.add_guard(Guard(item, GuardKind.EQUALS_MATCH, value.item(), user_location=where))
+    return ConstantVariable(value, source=source)
+
+
+def _numpy_dtype(tx: Translator, value: np.dtype, source: Source | None):
+    """A NumPy dtype read from the frame (np.dtype(int), a.dtype): a constant, guarded by
+    its exact class and its type string ('<i8': kind, size and byte order; the dtype is a
+    builtin one, nothing else to it). Equal dtypes made apart share one trace."""
+    if source is not None:
+        where = tx.location()
+        tx.output.add_guard(Guard(source, GuardKind.TYPE_MATCH, type(value), user_location=where))
+        text = AttrSource(source, "str")
+        tx.output.add_guard(Guard(text, GuardKind.EQUALS_MATCH, value.str, user_location=where))
+    return ConstantVariable(value, source=source)
 
 
 __all__ = ["METHODS", "RULES", "NumpyFunctionVariable", "numpy_dtype", "numpy_tracker"]

@@ -43,7 +43,8 @@ def tensor_of_tensors(tx: Translator, args, kwargs) -> VariableTracker | None:
         return None
     if torch.get_default_device().type != "cpu":
         return None
-    leaves = _leaves(args[0])
+    given = dtype_arg.as_python_constant() if dtype_arg is not None else None
+    leaves = _leaves(args[0], given)
     if leaves is None or not any(isinstance(v, _GRAPH_VALUES) for v in leaves):
         return None
     dtype = dtype_arg.as_python_constant() if dtype_arg is not None else None
@@ -72,8 +73,10 @@ def _is_constant(value: VariableTracker, kind: Any) -> bool:
     return isinstance(value, ConstantVariable) and isinstance(value.as_python_constant(), kind)
 
 
-def _leaves(items: BaseListVariable) -> list[VariableTracker] | None:
-    """The items of a regular nesting (every list of one level the same length), or None."""
+def _leaves(items: BaseListVariable, dtype: torch.dtype | None) -> list[VariableTracker] | None:
+    """The items of a regular nesting (every list of one level the same length), or None.
+    NumPy scalars of the trace (`a[0]`) with Python numbers where the dtype is given (eager
+    infers another dtype from NumPy scalars than from the 0-d arrays they are here)."""
     out: list[VariableTracker] = []
     level = [items]
     while level and isinstance(level[0], BaseListVariable):
@@ -84,6 +87,8 @@ def _leaves(items: BaseListVariable) -> list[VariableTracker] | None:
         if not level:
             return None
     if any(isinstance(leaf, NumpyArrayVariable) for leaf in level):
+        if dtype is not None and all(_numpy_scalar_or_number(leaf, dtype) for leaf in level):
+            return level
         return level if _same_arrays(level) else None
     for leaf in level:
         if isinstance(leaf, TensorVariable):
@@ -93,6 +98,22 @@ def _leaves(items: BaseListVariable) -> list[VariableTracker] | None:
             return None
         out.append(leaf)
     return out
+
+
+def _numpy_scalar_or_number(leaf: VariableTracker, dtype: torch.dtype) -> bool:
+    """A Python number, or a NumPy scalar that eager converts to `dtype` as `.to(dtype)`
+    does: any real one into a float dtype; into int64 a signed or narrow unsigned integer
+    (eager raises TypeError for np.float32 or np.bool_ there, and checks ranges into
+    narrower integer dtypes: not known at trace time)."""
+    if not isinstance(leaf, NumpyArrayVariable):
+        return _is_constant(leaf, bool | int | float)
+    if not leaf.scalar or leaf.example.device.type != "cpu":
+        return False
+    source = leaf.example.dtype
+    if dtype.is_floating_point:
+        return not source.is_complex
+    integer = not source.is_floating_point and not source.is_complex and source != torch.bool
+    return dtype == torch.int64 and integer and source != torch.uint64
 
 
 def _same_arrays(leaves: list[VariableTracker]) -> bool:

@@ -23,7 +23,7 @@ from ember_bytecode_tracer.variables.functions import (
 )
 from ember_bytecode_tracer.variables.lists import BaseListVariable
 from ember_bytecode_tracer.variables.nn_module import NNModuleVariable
-from ember_bytecode_tracer.variables.numpy_arrays import tensor_from_array
+from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable, tensor_from_array
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import as_node_arg, wrap_graph_value
@@ -294,18 +294,25 @@ def _overload_names(packet: torch._ops.OpOverloadPacket) -> list[str]:
 # ---- calling a legacy tensor type --------------------------------------------------------
 @constructor("legacy_tensor_type")
 def _construct_legacy_tensor(tx, kind: TypeVariable, args, kwargs) -> VariableTracker | None:
-    """`torch.LongTensor([1, 2])`: a CPU dense legacy type given its data as constants is
-    `torch.tensor(data, dtype=<the type's dtype>)` (the same values, rounding and errors).
-    Other forms (sizes: uninitialized memory, a storage, another tensor) are not modeled."""
+    """`torch.LongTensor([1, 2])`: a CPU dense legacy type given its data as constants or
+    NumPy scalars of the trace (`[a[0], a[2]]`) is `torch.tensor(data, dtype=<the type's
+    dtype>)` (the same values, rounding and errors). Other forms (sizes: uninitialized
+    memory, a storage, another tensor) are not modeled."""
     cls = kind.cls
     if type(cls).__name__ != "tensortype" or cls.is_cuda or cls.is_sparse:
         return None
     if kwargs or len(args) != 1 or not isinstance(args[0], BaseListVariable):
         return None
-    if not args[0].is_python_constant():
+    if not all(_legacy_item(item) for item in args[0].items):
         return None
     dtype = {"dtype": ConstantVariable(cls.dtype)}
     return TorchFunctionVariable(torch.tensor).call_function(tx, [args[0]], dtype)
+
+
+def _legacy_item(item: VariableTracker) -> bool:
+    if isinstance(item, BaseListVariable):
+        return all(_legacy_item(i) for i in item.items)
+    return item.is_python_constant() or (isinstance(item, NumpyArrayVariable) and item.scalar)
 
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------

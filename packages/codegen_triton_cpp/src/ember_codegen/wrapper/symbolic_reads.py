@@ -40,10 +40,9 @@ class SymbolicReads:
         positions = self.binder.tensor_positions
         if not inputs:
             return
-        scalars = any(r.index is None for r in self.sched.scalar_reads.values())
-        if positions == list(range(len(positions))) and not (self.sched.size_inputs or scalars):
-            super()._unpack_inputs()  # type: ignore[misc]
-            return
+        # Always by position: the call passes every graph input, also an int input whose
+        # symbol was specialized while tracing (`x.sum(dim=n)`: Eq(s0, 1)), which is then
+        # neither a tensor nor a size input (`arg0, = args` would raise on the extra one).
         picked = ", ".join(f"args[{p}]" for p in positions)
         # one input: `a = args[1]` (`a, = args[1]` would iterate the tensor itself)
         self.w.line(f"{', '.join(inputs)} = {picked}")

@@ -134,6 +134,10 @@ def sinc(a):
 def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
     if is_integral(a.dtype):
         return prims.clone(a)
+    if a.is_complex():  # eager replaces in each part on its own (limits of the part's dtype)
+        parts = (nan_to_num(prims.real(a), nan, posinf, neginf),
+                 nan_to_num(prims.imag(a), nan, posinf, neginf))  # fmt: skip
+        return prims.complex(*parts)
     info = torch.finfo(a.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
