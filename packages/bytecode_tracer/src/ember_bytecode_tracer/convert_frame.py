@@ -597,9 +597,11 @@ def _run_until(tx: InstructionTranslator, index: int) -> None:
 
 def _input_names(frame: Any, output: OutputGraph) -> list[str]:
     """The runner's arguments: the frame's locals, then the cells of its free variables
-    the trace wrote (their writes are replayed through them)."""
-    cells = [s.name for s, _ in output.side_effects.attributes if is_frame_cell(s)]
-    return [*frame.f_locals.keys(), *cells]
+    the trace wrote (their writes are replayed through them) or that a function made in the
+    trace closes over (its rebuilt copy shares them)."""
+    written = [s.name for s, _ in output.side_effects.attributes if is_frame_cell(s)]
+    shared = [s.name for _, s in output.objects_by_id.values() if is_frame_cell(s)]
+    return [*frame.f_locals.keys(), *dict.fromkeys(written + shared)]
 
 
 def _runner(

@@ -273,7 +273,7 @@ class InstructionTranslator:
                 # defined the method, fixed with the function found on a guarded type.
                 return TypeVariable(value)
             raise Unsupported(f"closure variable {name!r} of a function without a source")
-        cell_source = self._cell_source(name)
+        cell_source = self.cell_source(name)
         written = self.output.side_effects.attributes.get((cell_source, "cell_contents"))
         if written is not None:
             return written
@@ -287,10 +287,10 @@ class InstructionTranslator:
             self.symbolic_locals[name] = value
         elif self.fn_source is None:
             raise Unsupported(f"assigning the closure variable {name!r} of a sourceless function")
-        key = (self._cell_source(name), "cell_contents")
+        key = (self.cell_source(name), "cell_contents")
         self.output.side_effects.attributes[key] = value
 
-    def _cell_source(self, name: str) -> Source:
+    def cell_source(self, name: str) -> Source:
         """The source of the real cell `name`: the first one it was reached through (a cell
         shared by two functions is one object; reaching it another way guards the alias).
         The compiled frame's own cell (reached here only to write it: its reads are symbolic
