@@ -122,3 +122,76 @@ def test_two_calls_make_functions_over_separate_cells():
     torch.testing.assert_close(get2(), x.sin() + x)
     torch.testing.assert_close(get1(), x.sin() + x + 1)
     assert add1.__closure__[0] is get1.__closure__[0]
+
+
+def _counter_maker():
+    """A compiled function over a free variable of its own (`hits`), returning a function
+    made in the trace over that same cell, and a reader of the cell from outside."""
+    hits = 0
+
+    def step(x):
+        y = x * 2
+
+        def bump():
+            nonlocal hits
+            hits += 1
+            return y + hits
+
+        return bump
+
+    return step, lambda: hits
+
+
+def _library(offset):
+    """An inlined function (`wrap`) whose free variable `offset` is a real cell: a function
+    it makes in the trace closes over that cell too."""
+    scale = [offset]
+
+    def wrap(x):
+        def shifted():
+            return x + scale[0]
+
+        return shifted
+
+    return wrap
+
+
+@pytest.mark.parametrize("backend", ["recording", "inductor"])
+def test_function_made_over_a_cell_from_outside_the_trace_shares_it(backend):
+    ember.reset()
+    eager_step, eager_hits = _counter_maker()
+    step, hits = _counter_maker()
+    compiled = ember.compile(step, backend=Recording() if backend == "recording" else backend)
+    x = torch.randn(3)
+    for _ in range(2):
+        got, expected = compiled(x), eager_step(x)
+        torch.testing.assert_close(got(), expected())
+        torch.testing.assert_close(got(), expected())
+        assert hits() == eager_hits()  # the rebuilt function wrote the maker's own cell
+    assert len(fh.cache_entries(step.__code__)) == 1  # compiled, not skipped
+    # Another closure of the same code: its own cell, not the first one's.
+    other_step, other_hits = _counter_maker()
+    compiled_other = ember.compile(other_step, backend="eager")
+    compiled_other(x)()
+    assert other_hits() == 1 and hits() == 4
+
+
+@pytest.mark.parametrize("backend", ["recording", "inductor"])
+def test_function_made_by_a_callee_over_its_real_cell(backend):
+    ember.reset()
+    wrap = _library(5.0)
+
+    def fn(x):
+        return wrap(x.cos())
+
+    recording = Recording()
+    compiled = ember.compile(fn, backend=recording if backend == "recording" else backend)
+    x = torch.randn(3)
+    made = compiled(x)
+    torch.testing.assert_close(made(), fn(x)())
+    cells = dict(zip(made.__code__.co_freevars, made.__closure__, strict=True))
+    assert cells["scale"] is wrap.__closure__[0]  # the cell itself, not a copy
+    wrap.__closure__[0].cell_contents[0] = 7.0  # written later: seen, as in eager
+    torch.testing.assert_close(made(), x.cos() + 7.0)
+    explained = ember.explain(fn)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0

@@ -62,11 +62,26 @@ def _located(instructions: list[Instruction], lineno: int, positions=None) -> li
     return instructions
 
 
-def _load_local(name: str, code: types.CodeType) -> Instruction:
-    if name.startswith(FREE_CELL):  # the cell itself, for the runner to write
+def _load_local(name: str, code: types.CodeType, keeps_cells: bool = True) -> Instruction:
+    """Loads the runner's argument `name` in the rewritten `code` (which keeps the frame's
+    cell variables as cells at a break, and turns them into plain locals otherwise)."""
+    if name.startswith(FREE_CELL):  # the cell itself, for the runner to write or share
         return create_instruction("LOAD_CLOSURE", argval=name[len(FREE_CELL) :])
-    op = "LOAD_DEREF" if name in code.co_freevars else "LOAD_FAST"
-    return create_instruction(op, argval=name)
+    cell = name in code.co_freevars or (keeps_cells and name in code.co_cellvars)
+    return create_instruction("LOAD_DEREF" if cell else "LOAD_FAST", argval=name)
+
+
+def _store_local(name: str, code: types.CodeType) -> Instruction:
+    return create_instruction(
+        "STORE_DEREF" if name in code.co_cellvars else "STORE_FAST", argval=name
+    )
+
+
+def _closure_names(code: types.CodeType) -> tuple[str, ...]:
+    """The cells a resume function of `code` closes over: the frame's own cells (kept by
+    the rewritten frame, shared with the functions made before the break), then its free
+    variables' cells."""
+    return code.co_cellvars + code.co_freevars
 
 
 def _call_global(global_name: str, args: list[Instruction], nargs: int) -> list[Instruction]:
@@ -94,7 +109,8 @@ def whole_frame_code(
     code: types.CodeType, runner_name: str, input_names: list[str]
 ) -> types.CodeType:
     """`return runner(*inputs)`: the frame ran to its return inside the trace."""
-    body = _call_global(runner_name, [_load_local(n, code) for n in input_names], len(input_names))
+    loads = [_load_local(n, code, keeps_cells=False) for n in input_names]
+    body = _call_global(runner_name, loads, len(input_names))
     body.append(create_instruction("RETURN_VALUE"))
     instructions = prefix_instructions((), code.co_freevars) + _located(body, code.co_firstlineno)
     return assemble(instructions, template=code, co_cellvars=())
@@ -123,7 +139,7 @@ def break_code(
             index += 1
     for name in live_locals:
         body += _item(index)
-        body.append(create_instruction("STORE_FAST", argval=name))
+        body.append(_store_local(name, code))
         index += 1
 
     successors = _successors(inst, stack_before)
@@ -145,10 +161,10 @@ def break_code(
         body.append(branch)
         body += _call_resume(code, next_index, next_stack, live_locals, resumes, f_globals, inst)
         body += taken_block
-    instructions = prefix_instructions((), code.co_freevars) + _located(
+    instructions = prefix_instructions(code.co_cellvars, code.co_freevars) + _located(
         body, code.co_firstlineno, inst.positions
     )
-    return assemble(instructions, template=code, co_cellvars=())
+    return assemble(instructions, template=code)
 
 
 def _break_in_block(code, body, inst, successors, live_locals, resumes, f_globals):
@@ -169,13 +185,13 @@ def _break_in_block(code, body, inst, successors, live_locals, resumes, f_global
     body.append(create_instruction("JUMP", target=copy[start]))
     _located(resume, code.co_firstlineno, inst.positions)
     instructions = (
-        prefix_instructions((), code.co_freevars)
+        prefix_instructions(code.co_cellvars, code.co_freevars)
         + _located(body, code.co_firstlineno, inst.positions)
         + copy[: index + 1]
         + resume
         + copy[index + 1 :]
     )
-    return assemble(instructions, template=code, co_cellvars=())
+    return assemble(instructions, template=code)
 
 
 def _body_copy(original: list[Instruction]) -> list[Instruction]:
@@ -258,11 +274,12 @@ def _call_resume(
     temps = [f"___ember_s{i}" for i in range(len(stack_after))]
     for temp in reversed(temps):
         out.append(create_instruction("STORE_FAST", argval=temp))
-    if code.co_freevars:
+    closure = _closure_names(code)
+    if closure:
         out.append(create_instruction("PUSH_NULL"))
-        for name in code.co_freevars:
+        for name in closure:
             out.append(create_instruction("LOAD_CLOSURE", argval=name))
-        out.append(create_instruction("BUILD_TUPLE", arg=len(code.co_freevars)))
+        out.append(create_instruction("BUILD_TUPLE", arg=len(closure)))
         out.append(create_instruction("LOAD_CONST", argval=resume_code))
         out.append(create_instruction("MAKE_FUNCTION", arg=0x08))
     else:
@@ -278,7 +295,7 @@ def _call_resume(
             out.append(create_instruction("BUILD_TUPLE", arg=len(values)))
         else:
             out.append(create_instruction("LOAD_FAST", argval=name))
-    out += create_call(1 + len(live_locals))
+    out += create_call(len(resume_argument_names(code, live_locals)))
     out.append(create_instruction("RETURN_VALUE"))
     return out
 
@@ -311,12 +328,13 @@ def resume_function_code(
             position += 1
     restore.append(create_instruction("JUMP", target=target))
     _located(restore, code.co_firstlineno, target.positions)
-    instructions = prefix_instructions((), code.co_freevars) + restore + body
+    closure = _closure_names(code)
+    instructions = prefix_instructions((), closure) + restore + body
     line = (target.positions.lineno if target.positions else None) or code.co_firstlineno
     function = RESUMES[code].function if code in RESUMES else code.co_name
     name = f"resume_in_{function}_at_{line}"
     arg_names = resume_argument_names(code, live_locals)
-    others = tuple(n for n in code.co_varnames if n not in arg_names)
+    others = tuple(n for n in code.co_varnames if n not in arg_names and n not in closure)
     flags = code.co_flags & ~(0x04 | 0x08)  # no *args / **kwargs
     resume = assemble(
         instructions,
@@ -328,6 +346,7 @@ def resume_function_code(
         co_kwonlyargcount=0,
         co_varnames=arg_names + others,
         co_cellvars=(),
+        co_freevars=closure,
         co_flags=flags,
     )
     RESUMES[resume] = ResumePoint(function, name, f"{code.co_filename}:{line}")
@@ -340,7 +359,9 @@ def is_resume(code: types.CodeType) -> bool:
 
 def resume_argument_names(code: types.CodeType, live_locals: list[str]) -> tuple[str, ...]:
     """The original's leading arguments keep their slots (zero-argument super() reads the
-    first one), then the saved stack, then the other live locals."""
+    first one), then the saved stack, then the other live locals; the frame's cells are
+    not arguments (the resume function closes over them)."""
+    live_locals = [n for n in live_locals if n not in code.co_cellvars]
     leading = []
     for name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
         if name not in live_locals:

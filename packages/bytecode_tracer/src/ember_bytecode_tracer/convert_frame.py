@@ -48,6 +48,7 @@ from ember_bytecode_tracer.exc import (
     Unsupported,
 )
 from ember_bytecode_tracer.guards import (
+    FREE_CELL,
     Guard,
     GuardKind,
     LocalSource,
@@ -75,7 +76,7 @@ from ember_bytecode_tracer.translator import handlers  # noqa: F401  (registers 
 from ember_bytecode_tracer.translator.core import InstructionTranslator, _builtins_of
 from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
-from ember_bytecode_tracer.variables.functions import CellReference, NestedUserFunctionVariable
+from ember_bytecode_tracer.variables.functions import CellReference
 from ember_bytecode_tracer.variables.graph_leaves import LeafEscapes, check_leaves_stay
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
@@ -621,11 +622,17 @@ def _run_until(tx: InstructionTranslator, index: int) -> None:
     tx.current = tx.instructions[index]
 
 
-def _input_names(frame: Any, output: OutputGraph) -> list[str]:
+def _input_names(
+    frame: Any, output: OutputGraph, builder: RecipeBuilder | None = None
+) -> list[str]:
     """The runner's arguments: the frame's locals, then the cells of its free variables
-    the trace wrote (their writes are replayed through them)."""
-    cells = [s.name for s, _ in output.side_effects.attributes if is_frame_cell(s)]
-    return [*frame.f_locals.keys(), *cells]
+    the trace wrote (their writes are replayed through them) or that a function made in the
+    trace closes over (its rebuilt copy shares them)."""
+    written = [s.name for s, _ in output.side_effects.attributes if is_frame_cell(s)]
+    shared = [s.name for _, s in output.objects_by_id.values() if is_frame_cell(s)]
+    if builder is not None:  # the frame's own cells, kept at a break
+        shared += [FREE_CELL + name for name in builder.cells_read]
+    return [*frame.f_locals.keys(), *dict.fromkeys(written + shared)]
 
 
 def _runner(
@@ -887,8 +894,6 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     output = tx.output
     code = frame.f_code
     inst: Instruction = tx.current
-    if code.co_cellvars:
-        raise SkipFrame("graph break in a function whose variables are captured by closures")
     stack_slots = []
     stack_values = []
     for value in tx.stack:
@@ -906,6 +911,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     record = FrameRecord(code)
     record.breaks.append(reason)
     builder = RecipeBuilder({id(t) for t in output.side_effects.containers.values()})
+    builder.frame_cells = (tx, code.co_cellvars)  # kept by the rewritten frame (codegen.py)
     recipes = [builder.recipe(v) for v in stack_values]
     for name in live:
         value = tx.symbolic_locals[name]
@@ -916,7 +922,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
             recipes.append(builder.recipe(value))
     effects = _side_effect_appliers(output, builder)
     compiled = _compile_graph(tx, builder, backend, record)
-    names = _input_names(frame, output)
+    names = _input_names(frame, output, builder)
     runner = _runner(
         output,
         compiled,
@@ -951,7 +957,7 @@ def _backend_state_guards() -> list[Guard]:
 
 
 def _check_rebuildable(value) -> None:
-    if isinstance(value, ListIteratorVariable | NestedUserFunctionVariable | CellReference):
+    if isinstance(value, ListIteratorVariable | CellReference):
         raise SkipFrame(f"graph break with a {type(value).__name__} live")
 
 

@@ -15,6 +15,7 @@ import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guards import FREE_CELL, LocalSource
 from ember_bytecode_tracer.rebuild_codegen import RebuildCode, emits, emits_write
 from ember_bytecode_tracer.reconstruct import (
     Recipe,
@@ -282,10 +283,19 @@ def make_function(
 
 def _cell(builder: RecipeBuilder, cell: CellReference) -> Recipe:
     """A cell of a frame the trace ran, holding its final value: the cells of the compiled
-    frame at its return (a break in a frame with cells is refused before this), or of a
-    function inlined and finished. Cells that exist outside the trace are not rebuilt."""
+    frame at its return, or of a function inlined and finished. At a break the compiled
+    frame keeps its own cells (RecipeBuilder.frame_cells): those are loaded, not rebuilt. A cell that exists outside the trace (a free variable of
+    the compiled frame, or of an inlined function reached through a source) is that same
+    cell, loaded: a function made over it shares it with its maker, as in eager."""
     tx, name = cell.tx, cell.name
-    if name not in tx.code.co_cellvars or name in tx.frame_cells:
+    if name in tx.frame_cells or (name in tx.closure_cells and tx.fn_source is not None):
+        return load_recipe(tx.cell_source(name))
+    kept = builder.frame_cells
+    if kept is not None and kept[0] is tx and name in kept[1]:
+        if name not in builder.cells_read:
+            builder.cells_read.append(name)
+        return load_recipe(LocalSource(FREE_CELL + name))
+    if name not in tx.code.co_cellvars:
         raise Unsupported(f"cannot rebuild the cell {name!r} of a function made in the trace")
     return builder.cell_recipe((id(tx), name), tx, cell.get)
 

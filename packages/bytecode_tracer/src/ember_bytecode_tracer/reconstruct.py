@@ -102,6 +102,12 @@ class RecipeBuilder:
         # reaches it first), then attribute and global writes (convert_frame)
         self.writes: list[Write] = []
         self._written: set[int] = set()
+        # At a graph break in a frame with cell variables, the frame keeps its cells (the
+        # resume function closes over them): (its translator, their names). A function made
+        # in the trace over one of them is rebuilt over the frame's cell itself, which the
+        # runner is handed as FREE_CELL + name (listed in `cells_read`).
+        self.frame_cells: tuple[Any, tuple[str, ...]] | None = None
+        self.cells_read: list[str] = []
 
     @property
     def builds_objects(self) -> bool:

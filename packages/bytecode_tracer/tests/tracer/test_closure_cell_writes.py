@@ -121,3 +121,29 @@ def test_cell_shared_by_the_compiled_frame_and_a_callee_is_not_split():
     for _ in range(2):
         assert same(compiled(x), eager_fn(x))
         assert level() == eager_level()
+
+
+def test_callee_over_the_compiled_frames_own_cell_is_not_read_stale():
+    """A function handed in that closes over the compiled frame's own free variable: the
+    frame reads that variable as a symbolic local, so the callee's write must not be
+    traced against a separate copy (it breaks, and the result is eager's)."""
+
+    def make():
+        count = 1
+
+        def bump():
+            nonlocal count
+            count += 1
+
+        def fn(x, step):
+            step()
+            return x * count
+
+        return fn, bump, lambda: count
+
+    (eager_fn, eager_bump, eager_count), (fn, bump, count) = make(), make()
+    compiled = Compiled(fn)
+    x = torch.randn(3)
+    for _ in range(2):
+        assert same(compiled(x, bump), eager_fn(x, eager_bump))
+        assert count() == eager_count()

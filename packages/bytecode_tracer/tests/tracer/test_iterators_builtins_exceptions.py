@@ -518,3 +518,54 @@ def test_a_count_from_outside_moves_on_each_call():
     assert same(compiled(x), x * 5) and same(compiled(x), x * 6)
     assert next(counter) == 7
     assert compiled.backend.graph_count == 2  # its position is guarded
+
+
+def cycles_over_sources(t):
+    """Rounds over a list, an iterator, a finite repeat, an endless count and an empty one."""
+    for source in ([1.0, 2.0], iter([t, t * 2]), itertools.repeat(0.5, 2), itertools.count(3), []):
+        taken = 0
+        for item in itertools.cycle(source):
+            t = t + item
+            taken += 1  # noqa: SIM113 (enumerate() over an endless iterator is not traced)
+            if taken == 5:
+                break
+    return t
+
+
+def cycle_zipped_with_tensors(a, b, c):
+    signs = itertools.cycle([1, -1])
+    return sum(s * v for s, v in zip(signs, [a, b, c], strict=False))
+
+
+def cycle_returned_unstarted(a, b, c):
+    return a + b, itertools.cycle([c, a])
+
+
+@pytest.mark.parametrize("fn", [cycles_over_sources])
+def test_itertools_cycle_in_the_trace(fn):
+    both(fn, torch.randn(3))
+
+
+def test_itertools_cycle_over_tensors():
+    args = (torch.randn(3), torch.randn(3), torch.randn(3))
+    both(cycle_zipped_with_tensors, *args)
+
+
+def test_an_unstarted_cycle_leaves_the_trace_and_one_part_way_breaks():
+    args = (torch.randn(3), torch.randn(3), torch.randn(3))
+    compiled = Compiled(cycle_returned_unstarted, fullgraph=True)
+    total, rounds = compiled(*args)
+    assert same(total, args[0] + args[1])
+    assert type(rounds) is itertools.cycle
+    assert same([next(rounds) for _ in range(3)], [args[2], args[0], args[2]])
+
+    def started(a):
+        rounds = itertools.cycle([a, a * 2])
+        next(rounds)
+        return rounds
+
+    compiled = Compiled(started)
+    rounds = compiled(torch.ones(2))
+    assert same(
+        [next(rounds) for _ in range(3)], [torch.ones(2) * 2, torch.ones(2), torch.ones(2) * 2]
+    )

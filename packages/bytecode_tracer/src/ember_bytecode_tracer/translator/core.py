@@ -287,6 +287,7 @@ class InstructionTranslator:
         """The contents of a real closure cell of the function being inlined (as the
         trace last wrote it, if it did)."""
         cell = self.closure_cells[name]
+        self._check_not_a_frame_cell(name, cell, writing=False)
         try:
             value = cell.cell_contents
         except ValueError:
@@ -299,7 +300,7 @@ class InstructionTranslator:
                 # defined the method, fixed with the function found on a guarded type.
                 return TypeVariable(value)
             raise Unsupported(f"closure variable {name!r} of a function without a source")
-        cell_source = self._cell_source(name)
+        cell_source = self.cell_source(name)
         written = self.output.side_effects.attributes.get((cell_source, "cell_contents"))
         if written is not None:
             return written
@@ -311,12 +312,28 @@ class InstructionTranslator:
         replayed after the graph."""
         if name in self.frame_cells:
             self.symbolic_locals[name] = value
-        elif self.fn_source is None:
-            raise Unsupported(f"assigning the closure variable {name!r} of a sourceless function")
-        key = (self._cell_source(name), "cell_contents")
+        else:
+            self._check_not_a_frame_cell(name, self.closure_cells[name], writing=True)
+            if self.fn_source is None:
+                raise Unsupported(
+                    f"assigning the closure variable {name!r} of a sourceless function"
+                )
+        key = (self.cell_source(name), "cell_contents")
         self.output.side_effects.attributes[key] = value
 
-    def _cell_source(self, name: str) -> Source:
+    def _check_not_a_frame_cell(self, name: str, cell: Any, *, writing: bool) -> None:
+        """The compiled frame reads and writes its own free variables as symbolic locals. An
+        inlined function over one of those same cells (a function the frame made before a
+        graph break, called in the resume function) breaks where the two would disagree: it
+        writes the cell (the frame would read its stale local), or reads it after the frame
+        wrote it (the write is not in the cell yet)."""
+        root = self.root()
+        for own_name, own in root.frame_cells.items():
+            written = (LocalSource(FREE_CELL + own_name), "cell_contents")
+            if cell is own and (writing or written in self.output.side_effects.attributes):
+                raise Unsupported(f"closure variable {name!r} shared with the compiled frame")
+
+    def cell_source(self, name: str) -> Source:
         """The source of the real cell `name`: the first one it was reached through (a cell
         shared by two functions is one object; reaching it another way guards the alias).
         The compiled frame's own cell (reached here only to write it: its reads are symbolic

@@ -383,6 +383,39 @@ def _count(tx, args, kwargs):
     return LazyIteratorVariable(produce, infinite=True, what="count", rebuild=rebuild)
 
 
+@rule(itertools.cycle)
+def _cycle(tx, args, kwargs):
+    """`itertools.cycle(iterable)`: the iterable's items as they come, each saved; once it is
+    exhausted, the saved items again, round after round (nothing saved: exhausted, as eager).
+    It leaves the trace only before its first item (made again over the iterable as the
+    trace left it); one that is part way through a round is a graph break."""
+    if kwargs or len(args) != 1:
+        raise Unsupported("itertools.cycle() takes one iterable")
+    it = as_iterator(tx, args[0])
+    saved: list[VariableTracker] = []
+    state = {"replaying": False, "index": 0}
+
+    def produce(tx):
+        if not state["replaying"]:
+            item = it.next(tx)
+            if item is not None:
+                saved.append(item)
+                return item
+            state["replaying"] = True
+        if not saved:
+            return None
+        item = saved[state["index"] % len(saved)]
+        state["index"] += 1
+        return item
+
+    def rebuild() -> RebuildCall:
+        if saved:
+            raise Unsupported("an itertools.cycle part way through a round leaving the trace")
+        return RebuildCall(itertools.cycle, [it])
+
+    return LazyIteratorVariable(produce, infinite=True, what="cycle", rebuild=rebuild)
+
+
 @rule(itertools.starmap)
 def _starmap(tx, args, kwargs):
     fn, it = args[0], as_iterator(tx, args[1])
