@@ -11,8 +11,8 @@ import contextlib
 import pytest
 import torch
 
-import ember
 from conftest import Compiled, same
+from ember_bytecode_tracer.directives import graph_break
 
 
 def _inputs(gm: torch.fx.GraphModule) -> list[str]:
@@ -43,7 +43,7 @@ def test_inputs_are_named_after_their_source_as_dynamo_spells_them():
 
 def test_the_stack_carried_into_a_resume_function_reads_as_stack_n():
     def fn(x):
-        return x.sin() + (ember.graph_break() or x.cos()) + x.tan()
+        return x.sin() + (graph_break() or x.cos()) + x.tan()
 
     x = torch.randn(4)
     compiled = Compiled(fn)
