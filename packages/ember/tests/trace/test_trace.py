@@ -41,15 +41,14 @@ def toy_example(a, b):
     return x * b
 
 
-def captured(x):  # a break where a closure holds a local: the frame runs eagerly
+def captured(x):  # a break inside a try/finally block: the frame runs eagerly
     y = x + 1
-
-    def inner():
-        return y
-
-    if x.sum() > 0:
-        return inner() * 2
-    return inner()
+    try:
+        if x.sum() > 0:
+            return y * 2
+    finally:
+        y = y - 1
+    return y
 
 
 def records(directory) -> list[dict]:
@@ -89,7 +88,7 @@ def test_every_event_kind_of_a_program_with_a_break_and_a_recompile(recs):
     kernels = next(r for r in recs if r["event"] == "kernels")
     assert kernels["kernels"] and all(k["fused_nodes"] for k in kernels["kernels"])
     eager = {r["code"]["name"]: r["reason"] for r in recs if r.get("kind") == "eager_frame"}
-    assert "closure" in eager["captured"]
+    assert "try/with" in eager["captured"]
 
 
 def test_no_payload_is_written_twice(recs):
