@@ -645,6 +645,7 @@ def _runner(
     single: bool,
     f_locals: dict[str, Any] | None = None,
     grad_mode_after: bool | None = None,
+    hooks_after: tuple[str | None] | None = None,
     builds_objects: bool = True,
 ) -> Callable:
     f_globals = output.f_globals
@@ -695,8 +696,7 @@ def _runner(
                 raise
         else:
             outs = ()
-        if grad_mode_after is not None:  # a break inside a grad-mode block: its mode holds
-            torch._C._set_grad_enabled(grad_mode_after)
+        _state_after(grad_mode_after, hooks_after)
         if rng is not None:
             rng.leave(incoming)
         for check in checks:  # before any result or side effect reaches the caller
@@ -811,6 +811,22 @@ def _grad_mode_after(output: OutputGraph) -> bool | None:
     return now if now != output.entry_grad_mode else None
 
 
+def _state_after(grad_mode: bool | None, hooks: tuple[str | None] | None) -> None:
+    """A break inside a grad-mode or disable_saved_tensors_hooks block: its state holds."""
+    if grad_mode is not None:
+        torch._C._set_grad_enabled(grad_mode)
+    if hooks is not None:
+        restore_disabled(hooks[0])
+
+
+def _hooks_after(output: OutputGraph) -> tuple[str | None] | None:
+    """(the saved-tensor hooks state where the trace stopped,) when it differs from the
+    frame's entry (a break inside disable_saved_tensors_hooks, a resume function leaving
+    it): the runner sets it, whatever the backend did with the graph's switches."""
+    now = disabled_message()
+    return (now,) if now != output.entry_hooks_message else None
+
+
 def _install_runner(frame: Any, runner: Callable) -> str:
     name = f"__ember_runner_{next(_runner_ids)}"
     frame.f_globals[name] = runner
@@ -836,6 +852,7 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
         single=True,
         f_locals=frame.f_locals,
         grad_mode_after=_grad_mode_after(output),
+        hooks_after=_hooks_after(output),
         builds_objects=builder.builds_objects,
     )
     runner_name = _install_runner(frame, runner)
@@ -932,6 +949,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
         single=False,
         f_locals=frame.f_locals,
         grad_mode_after=_grad_mode_after(output),
+        hooks_after=_hooks_after(output),
         builds_objects=builder.builds_objects,
     )
     runner_name = _install_runner(frame, runner)
