@@ -78,6 +78,7 @@ from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference
 from ember_bytecode_tracer.variables.graph_leaves import LeafEscapes, check_leaves_stay
+from ember_bytecode_tracer.variables.hooks_context import close_at_break
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.logging_calls import DeferredCall
@@ -930,6 +931,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     builder = RecipeBuilder({id(t) for t in output.side_effects.containers.values()})
     builder.frame_cells = (tx, code.co_cellvars)  # kept by the rewritten frame (codegen.py)
     recipes = [builder.recipe(v) for v in stack_values]
+    close_at_break(output, stack_values)  # disable_saved_tensors_hooks blocks left open
     for name in live:
         value = tx.symbolic_locals[name]
         if isinstance(value, LazyLocal):

@@ -191,6 +191,10 @@ def test_break_inside_disable_saved_tensors_hooks_resumes_in_the_block():
         assert seen == ["hooks off in here"]
         assert _hooks_message() is None  # the block's exit ran after the resumed graph
     assert compiled.backend.graph_count == 2  # cos/add | mul: not the frame run as it is
+    # each graph leaves the block at its end / enters it again at its start
+    switches = ["_saved_tensors_hooks_disable", "_saved_tensors_hooks_enable"]
+    assert compiled.backend.ops(0) == [switches[0], "cos", "add", switches[1]]
+    assert compiled.backend.ops(1) == [switches[0], "mul", switches[1]]
 
 
 def test_break_inside_disable_saved_tensors_hooks_restores_an_outer_message():

@@ -48,11 +48,27 @@ class SavedHooksBlock(VariableTracker):
         self.previous = previous
 
     def exit(self, tx) -> None:
-        if self.previous is None:
-            tx.output.graph.call_function(_autograd._saved_tensors_hooks_enable, ())
-        else:
-            tx.output.graph.call_function(_autograd._saved_tensors_hooks_disable, (self.previous,))
+        _switch_node(tx.output, self.previous)
         restore_disabled(self.previous)  # as the trace's own switches do at trace time
+
+
+def close_at_break(output, stack_values) -> None:
+    """A break inside disable_saved_tensors_hooks blocks: the graph ends leaving them (the
+    innermost first), as the resume function's graph starts entering them again; the runner
+    sets the state the trace stopped in after the graph (convert_frame)."""
+    for value in reversed(stack_values):
+        context = getattr(value, "context", None)
+        if isinstance(value, ContextExitVariable) and hasattr(context, "rebuilt_exit"):
+            exit_fn = context.rebuilt_exit()  # built already for the stack's recipe
+            if isinstance(exit_fn, SavedHooksExit):
+                _switch_node(output, exit_fn.previous)
+
+
+def _switch_node(output, message: str | None) -> None:
+    if message is None:
+        output.graph.call_function(_autograd._saved_tensors_hooks_enable, ())
+    else:
+        output.graph.call_function(_autograd._saved_tensors_hooks_disable, (message,))
 
 
 def rebuilt_exit(func, args, previous: str | None) -> SavedHooksExit | None:
@@ -79,4 +95,5 @@ def _wrap_saved_hooks_exit(tx, value: SavedHooksExit, source) -> VariableTracker
     guard(tx, source, GuardKind.TYPE_MATCH, SavedHooksExit)
     tx.wrap(value.message, AttrSource(source, "message"))
     tx.wrap(value.previous, AttrSource(source, "previous"))
+    _switch_node(tx.output, value.message)  # the graph enters the block again
     return ContextExitVariable(SavedHooksBlock(value.previous))
