@@ -162,3 +162,28 @@ def test_generator_finally_with_effects_around_graph_ops(backend):
     torch.testing.assert_close(compiled(x, log), fn(x, []))
     assert log == ["exit"]
     assert _graphs(backend) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_disable_saved_tensors_hooks_in_the_graph_and_across_a_break(backend):
+    # The switches are graph nodes; the AOT stage traces without them (they would refuse
+    # its own saved-tensor hooks) and the runner keeps the state across the break.
+    from ember_bytecode_tracer.directives import graph_break
+
+    def fn(x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("off"):
+            y = x.sin() * x
+            graph_break()
+            return y.cos()
+
+    x = torch.randn(6, requires_grad=True)
+    expected = fn(x)
+    out = ember.compile(fn, backend=backend)(x)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    grad = x.grad.clone()
+    x.grad = None
+    expected.sum().backward()
+    torch.testing.assert_close(grad, x.grad)
+    assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is None
+    assert _graphs(backend) == 2

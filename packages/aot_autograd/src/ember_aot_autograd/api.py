@@ -28,6 +28,7 @@ from ember_aot_autograd.runtime import (
     training_plan,
     training_runner,
 )
+from ember_aot_autograd.saved_values import without_hook_switches
 from ember_aot_autograd.symbolic import (
     SYM_TYPES,
     DynamicSignature,
@@ -325,6 +326,7 @@ def aot_module(
     """
     if not isinstance(gm, torch.nn.Module):
         raise BadArgumentError(f"aot_module needs an nn.Module/GraphModule, got {type(gm)}")
+    gm = without_hook_switches(gm)  # the compiled program runs without them
     state = module_state(gm)
     names = [name for name, _ in state]
 

@@ -113,3 +113,30 @@ def _type_name(tensor: torch.Tensor) -> str:
         torch.bfloat16: "BFloat16Tensor",
     }
     return names.get(tensor.dtype, f"{tensor.dtype}Tensor")
+
+
+# `torch.autograd.graph.disable_saved_tensors_hooks` as a tracer leaves it in a graph: calls
+# that switch autograd's thread state and answer None. Run during the joint trace, they would
+# refuse the trace's own hooks (SavedValues.hooks); the traced program has no use for them.
+_HOOK_SWITCHES = (
+    torch._C._autograd._saved_tensors_hooks_disable,
+    torch._C._autograd._saved_tensors_hooks_enable,
+)
+
+
+def without_hook_switches(gm: torch.nn.Module) -> torch.nn.Module:
+    """`gm`, or a copy of its graph module without its unused saved-tensor-hook switches."""
+    graph = getattr(gm, "graph", None)
+    if not isinstance(graph, torch.fx.Graph) or not any(_is_switch(n) for n in graph.nodes):
+        return gm
+    copy = torch.fx.Graph()
+    copy.output(copy.graph_copy(graph, {}))
+    for node in [n for n in copy.nodes if _is_switch(n)]:
+        copy.erase_node(node)
+    stripped = torch.fx.GraphModule(gm, copy)
+    stripped.meta.update(getattr(gm, "meta", {}))
+    return stripped
+
+
+def _is_switch(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _HOOK_SWITCHES and not node.users

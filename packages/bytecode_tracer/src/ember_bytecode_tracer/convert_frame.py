@@ -78,6 +78,7 @@ from ember_bytecode_tracer.user_errors import fullgraph_message, kind_of
 from ember_bytecode_tracer.variables.autocast_context import close_trace_time_autocasts
 from ember_bytecode_tracer.variables.functions import CellReference
 from ember_bytecode_tracer.variables.graph_leaves import LeafEscapes, check_leaves_stay
+from ember_bytecode_tracer.variables.hooks_context import close_at_break
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.logging_calls import DeferredCall
@@ -645,6 +646,7 @@ def _runner(
     single: bool,
     f_locals: dict[str, Any] | None = None,
     grad_mode_after: bool | None = None,
+    hooks_after: tuple[str | None] | None = None,
     builds_objects: bool = True,
 ) -> Callable:
     f_globals = output.f_globals
@@ -695,8 +697,7 @@ def _runner(
                 raise
         else:
             outs = ()
-        if grad_mode_after is not None:  # a break inside a grad-mode block: its mode holds
-            torch._C._set_grad_enabled(grad_mode_after)
+        _state_after(grad_mode_after, hooks_after)
         if rng is not None:
             rng.leave(incoming)
         for check in checks:  # before any result or side effect reaches the caller
@@ -811,6 +812,22 @@ def _grad_mode_after(output: OutputGraph) -> bool | None:
     return now if now != output.entry_grad_mode else None
 
 
+def _state_after(grad_mode: bool | None, hooks: tuple[str | None] | None) -> None:
+    """A break inside a grad-mode or disable_saved_tensors_hooks block: its state holds."""
+    if grad_mode is not None:
+        torch._C._set_grad_enabled(grad_mode)
+    if hooks is not None:
+        restore_disabled(hooks[0])
+
+
+def _hooks_after(output: OutputGraph) -> tuple[str | None] | None:
+    """(the saved-tensor hooks state where the trace stopped,) when it differs from the
+    frame's entry (a break inside disable_saved_tensors_hooks, a resume function leaving
+    it): the runner sets it, whatever the backend did with the graph's switches."""
+    now = disabled_message()
+    return (now,) if now != output.entry_hooks_message else None
+
+
 def _install_runner(frame: Any, runner: Callable) -> str:
     name = f"__ember_runner_{next(_runner_ids)}"
     frame.f_globals[name] = runner
@@ -836,6 +853,7 @@ def _finish_return(tx: InstructionTranslator, frame: Any, value, backend):
         single=True,
         f_locals=frame.f_locals,
         grad_mode_after=_grad_mode_after(output),
+        hooks_after=_hooks_after(output),
         builds_objects=builder.builds_objects,
     )
     runner_name = _install_runner(frame, runner)
@@ -913,6 +931,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
     builder = RecipeBuilder({id(t) for t in output.side_effects.containers.values()})
     builder.frame_cells = (tx, code.co_cellvars)  # kept by the rewritten frame (codegen.py)
     recipes = [builder.recipe(v) for v in stack_values]
+    close_at_break(output, stack_values)  # disable_saved_tensors_hooks blocks left open
     for name in live:
         value = tx.symbolic_locals[name]
         if isinstance(value, LazyLocal):
@@ -932,6 +951,7 @@ def _finish_break(tx: InstructionTranslator, frame: Any, backend, reason: GraphB
         single=False,
         f_locals=frame.f_locals,
         grad_mode_after=_grad_mode_after(output),
+        hooks_after=_hooks_after(output),
         builds_objects=builder.builds_objects,
     )
     runner_name = _install_runner(frame, runner)

@@ -42,6 +42,7 @@ from ember_bytecode_tracer.keyword_args import (
 )
 from ember_bytecode_tracer.leaf_creation import leaf_creation_reason, new_leaf_reason
 from ember_bytecode_tracer.rng_effects import RandomOpDetector, RngPlan
+from ember_bytecode_tracer.saved_hooks import DISABLE_SWITCHES, disabled_message
 from ember_bytecode_tracer.state_switches import (
     SWITCHES,
     TracedContextVars,
@@ -133,6 +134,7 @@ class OutputGraph:
         self.real_values: dict[int, tuple[Any, Any]] = {}  # by id(tracker): (tracker, value)
         # Grad mode when the frame started (made before the trace switches it): guarded.
         self.entry_grad_mode = torch.is_grad_enabled()
+        self.entry_hooks_message = disabled_message()  # disable_saved_tensors_hooks'
         self.state_queries: set[Source] = set()  # global-state queries guarded so far
         self.entry_autocast = AutocastState.now()  # likewise for the ambient autocast state
         self.entry_switched_state = snapshot()  # SDPA flags, default dtype (state_switches.py)
@@ -439,6 +441,7 @@ _MUTATING_FUNCTIONS = {
     torch._C._set_grad_enabled,
     torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast,
     *SWITCHES,
+    *DISABLE_SWITCHES,  # disable_saved_tensors_hooks' switches: None, and they matter
 }  # fmt: skip
 
 

@@ -166,3 +166,51 @@ def test_functions_decorated_outside_the_trace_with_grad_mode_objects():
     got, expected = compiled(x), fn(x)
     assert same(got[0], expected[0]) and got[1:] == expected[1:] == (False, True)
     assert compiled.backend.graph_count == 1
+
+
+def _hooks_message():
+    return torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+
+
+def test_break_inside_disable_saved_tensors_hooks_resumes_in_the_block():
+    seen = []
+
+    def fn(x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("hooks off in here"):
+            y = x.cos() + 1
+            graph_break()
+            seen.append(_hooks_message())  # Python after the break: still inside the block
+            return y * 2
+
+    x = torch.randn(5)
+    expected = fn(x)
+    compiled = Compiled(fn)
+    for _ in range(2):
+        seen.clear()
+        assert same(compiled(x), expected)
+        assert seen == ["hooks off in here"]
+        assert _hooks_message() is None  # the block's exit ran after the resumed graph
+    assert compiled.backend.graph_count == 2  # cos/add | mul: not the frame run as it is
+    # each graph leaves the block at its end / enters it again at its start
+    switches = ["_saved_tensors_hooks_disable", "_saved_tensors_hooks_enable"]
+    assert compiled.backend.ops(0) == [switches[0], "cos", "add", switches[1]]
+    assert compiled.backend.ops(1) == [switches[0], "mul", switches[1]]
+
+
+def test_break_inside_disable_saved_tensors_hooks_restores_an_outer_message():
+    def fn(x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("inner"):
+            y = x.sin()
+            graph_break()
+            return y - 1
+
+    x = torch.randn(5)
+    torch._C._autograd._saved_tensors_hooks_disable("outer")
+    try:
+        expected = fn(x)
+        compiled = Compiled(fn)
+        assert same(compiled(x), expected)
+        assert _hooks_message() == "outer"
+    finally:
+        torch._C._autograd._saved_tensors_hooks_enable()
+    assert compiled.backend.graph_count == 2

@@ -157,8 +157,13 @@ def test_disable_saved_tensors_hooks_as_decorator():
     assert same(compiled(x), fn(x))
     assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is None
     assert compiled.backend.graph_count == 1
-    # the switches have no effect on a graph that registers no hooks: not kept in it
-    assert compiled.backend.ops() == ["add", "mul"]
+    # the switches stay in the graph, where the block is entered and left
+    assert compiled.backend.ops() == [
+        "add",
+        "_saved_tensors_hooks_disable",
+        "mul",
+        "_saved_tensors_hooks_enable",
+    ]
 
 
 @pytest.mark.parametrize("outer", [True, False], ids=["grad", "no_grad"])

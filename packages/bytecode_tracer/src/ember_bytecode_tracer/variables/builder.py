@@ -64,6 +64,7 @@ WRAP_ORDER = (
     "python_random_draw",  # random.random(), random.uniform(a, b): drawn per call (python_random.py)
     "autograd_function_apply",  # MyFunction.apply (autograd_function.py)
     "context_exit",  # a with-block's __exit__ rebuilt at a graph break (contexts.py)
+    "saved_hooks_exit",  # disable_saved_tensors_hooks' __exit__ at a break (hooks_context.py)
     "grad_mode_context",  # a no_grad/enable_grad/set_grad_enabled object (contexts.py)
     # graph_break(), registered breaks (by identity, even a torch function), functions
     # compiler.disable'd: a break (compiler_directives.py)

@@ -26,6 +26,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     functions,
     generator_context,
     graph_leaves,
+    hooks_context,
     input_iterators,
     iterator_tools,
     iterators,

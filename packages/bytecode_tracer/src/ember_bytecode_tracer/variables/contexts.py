@@ -180,6 +180,8 @@ class ContextExitVariable(VariableTracker):
             return RealContextExit(self.context.previous)
         if isinstance(self.context, NullContextVariable):
             return RealContextExit(None)
+        if hasattr(self.context, "rebuilt_exit"):  # e.g. disable_saved_tensors_hooks'
+            return self.context.rebuilt_exit()
         raise Unsupported(f"the __exit__ of {type(self.context).__name__} after a graph break")
 
     def call_function(self, tx, args, kwargs):

@@ -23,6 +23,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.saved_hooks import disabled_message
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.contexts import (
@@ -36,6 +37,7 @@ from ember_bytecode_tracer.variables.functions import (
     UserFunctionVariable,
     bind_code_arguments,
 )
+from ember_bytecode_tracer.variables.hooks_context import rebuilt_exit
 from ember_bytecode_tracer.variables.objects import TypeVariable, constructor
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class GeneratorContextVariable(VariableTracker):
         self.kwargs = kwargs
         self.generator: Any = None  # the translator's TracedGenerator, once entered
         self.body_start: tuple[int, ...] | None = None
+        self.hooks_before: str | None = None  # saved-tensor hooks' state where entered
 
     @classmethod
     def from_constructor_args(
@@ -88,6 +91,7 @@ class GeneratorContextVariable(VariableTracker):
     def enter(self, tx: Translator) -> VariableTracker:
         if self.generator is not None:
             raise Unsupported("entering a @contextmanager object twice")
+        self.hooks_before = disabled_message()
         self.generator = self._start(tx)
         yielded, value = self.generator.send(tx, ConstantVariable(None))
         if not yielded:
@@ -97,6 +101,13 @@ class GeneratorContextVariable(VariableTracker):
 
     def exit_handler(self) -> VariableTracker:
         return ContextExitVariable(self)
+
+    def rebuilt_exit(self) -> Any:
+        """The block's __exit__ at a graph break inside it, where it can be rebuilt."""
+        exit_fn = rebuilt_exit(self.func, self.args, self.hooks_before)
+        if self.kwargs or exit_fn is None:
+            raise Unsupported(f"the __exit__ of {self!r} after a graph break")
+        return exit_fn
 
     def exit(self, tx: Translator) -> None:
         generator = self.generator
