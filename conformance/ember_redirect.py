@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -167,8 +168,12 @@ class _on_guard_failure:
                 f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) needs a recompile "
                 f"while torch._dynamo.config.error_on_recompile is set: {failure.reason}"
             )
-        if self.user_fn is not None:
+        if self.user_fn is None:
+            return
+        try:  # Dynamo logs what its guard_fail_fn raises and compiles on
             self.user_fn(_DynamoGuardFail(failure.reason, failure.code))
+        except Exception:
+            logging.getLogger(__name__).exception("guard_fail_fn raised (ignored, as by Dynamo)")
 
 
 class _Optimize:
