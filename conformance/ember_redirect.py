@@ -33,8 +33,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch._dynamo
@@ -132,6 +133,7 @@ def compile(model: Callable | None = None, **kwargs: Any) -> Any:
         "mode": kwargs.get("mode"),
         "options": kwargs.get("options"),
         "disable": kwargs.get("disable", False),
+        "guard_fail_fn": _on_guard_failure(None),
     }
     if model is None:
         return functools.partial(_ember_compile, **options)
@@ -144,15 +146,53 @@ def _ember_compile(model: Callable, **options: Any) -> Any:
     return ember.compile(model, **options)
 
 
+class _DynamoGuardFail(NamedTuple):
+    """Dynamo's GuardFail record (`reason`, `orig_code`), from Ember's GuardFailure."""
+
+    reason: str
+    orig_code: Any
+
+
+class _on_guard_failure:
+    """Ember's guard_fail_fn for a redirected compile: Dynamo's error_on_recompile (read at
+    the recompile, as Dynamo does) is Ember's refusal to recompile; a user's guard_fail_fn
+    (optimize's argument) gets Dynamo's record."""
+
+    def __init__(self, user_fn: Callable | None) -> None:
+        self.user_fn = user_fn
+
+    def __call__(self, failure: ember.GuardFailure) -> None:
+        if torch._dynamo.config.error_on_recompile:
+            code = failure.code
+            raise ember.exc.RecompileRefused(
+                f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) needs a recompile "
+                f"while torch._dynamo.config.error_on_recompile is set: {failure.reason}"
+            )
+        if self.user_fn is None:
+            return
+        try:  # Dynamo logs what its guard_fail_fn raises and compiles on
+            self.user_fn(_DynamoGuardFail(failure.reason, failure.code))
+        except Exception:
+            logging.getLogger(__name__).exception("guard_fail_fn raised (ignored, as by Dynamo)")
+
+
 class _Optimize:
     """What torch._dynamo.optimize(...) returns: a decorator that compiles with Ember."""
 
-    def __init__(self, backend: Any, fullgraph: bool, dynamic: bool | None, disable: bool):
+    def __init__(
+        self,
+        backend: Any,
+        fullgraph: bool,
+        dynamic: bool | None,
+        disable: bool,
+        guard_fail_fn: Callable | None = None,
+    ):
         self.options = {
             "backend": ember_backend(backend),
             "fullgraph": fullgraph,
             "dynamic": dynamic_setting(dynamic),
             "disable": disable,
+            "guard_fail_fn": _on_guard_failure(guard_fail_fn),
         }
 
     def __call__(self, fn: Callable) -> Any:
@@ -161,7 +201,10 @@ class _Optimize:
 
 def optimize(backend: Any = "inductor", *, nopython: bool = False, **kwargs: Any) -> _Optimize:
     fullgraph = bool(nopython or kwargs.get("error_on_graph_break"))
-    return _Optimize(backend, fullgraph, kwargs.get("dynamic"), kwargs.get("disable", False))
+    return _Optimize(
+        backend, fullgraph, kwargs.get("dynamic"), kwargs.get("disable", False),
+        kwargs.get("guard_fail_fn"),
+    )  # fmt: skip
 
 
 def optimize_assert(backend: Any = "inductor", **kwargs: Any) -> _Optimize:
@@ -258,6 +301,8 @@ def install_exception_counterparts() -> None:
     # a refusal under fullgraph=True: Ember's Unsupported is its counterpart of Dynamo's (a
     # test that also matches Dynamo's wording still needs the same words)
     _accept_ember_counterpart(dynamo_exc, "Unsupported", EmberUnsupported)
+    # a recompile refused (error_on_recompile, or the stance "fail_on_recompile")
+    _accept_ember_counterpart(dynamo_exc, "RecompileError", ember.exc.RecompileRefused)
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:

@@ -47,6 +47,7 @@ from ember_bytecode_tracer.exc import (
     TracedException,
     Unsupported,
 )
+from ember_bytecode_tracer.guard_failures import GuardFailFn, GuardFailure, check_guard_fail_fn
 from ember_bytecode_tracer.guards import (
     FREE_CELL,
     Guard,
@@ -312,8 +313,10 @@ class FrameCompiler:
         capture_scalar_outputs: bool = False,
         guard_filter: GuardFilter | None = None,
         static_parameter_shapes: bool = False,
+        guard_fail_fn: GuardFailFn | None = None,
     ) -> None:
         self.backend = backend
+        self.guard_fail_fn = check_guard_fail_fn(guard_fail_fn)  # told of each recompile
         self.guard_filter = guard_filter  # options={"guard_filter_fn": ...} (guards/filter.py)
         # dynamic=None|True|False and, per code object, the sizes/ints seen (dynamic.py)
         self.dynamic = DynamicPolicy(
@@ -377,6 +380,8 @@ class FrameCompiler:
             fh.skip_code(code)
             return None
         reason = recompile_reason(cache.entries, frame.f_locals) if cache.entries else None
+        if reason is not None and self.guard_fail_fn is not None:
+            self.guard_fail_fn(GuardFailure(reason, code))
         emit("frame_start", code=code)
         try:
             record, new_code, guard = self._trace(frame)
@@ -445,6 +450,8 @@ class FrameCompiler:
             return None
         code = frame.f_code
         reason = recompile_reason(cache.entries, frame.f_locals) or "unknown"
+        if self.guard_fail_fn is not None:
+            self.guard_fail_fn(GuardFailure(reason, code))
         raise RecompileRefused(
             f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) needs a recompile while "
             f"the compile stance is 'fail_on_recompile'; the guard that failed: {reason}. "

@@ -72,11 +72,16 @@ def test_failure_reason_names_the_failing_guard() -> None:
     assert reason.startswith("L['y'] is a tensor float32[3]")
     assert "(read at model.py:4)" in reason
     assert "size: expected (3,), got (5,)" in reason
+    assert reason.endswith("(size mismatch at index 0. expected 3, actual 5)")
 
     reason = compiled.failure_reason({**good, "x": x.t()})
     assert (
         reason is not None and "L['x']" in reason and "size: expected (2, 3), got (3, 2)" in reason
     )
+    reason = compiled.failure_reason({**good, "x": torch.randn(2, 4)})
+    assert reason is not None and reason.endswith("at index 1. expected 3, actual 4)")
+    reason = compiled.failure_reason({**good, "x": torch.randn(2, 3, 1)})
+    assert reason is not None and reason.endswith("got (2, 3, 1)")  # a new rank: no index
 
     reason = compiled.failure_reason({**good, "x": torch.randn(3, 2).t()})
     assert reason is not None and "stride: expected (3, 1), got (1, 2)" in reason
@@ -132,3 +137,18 @@ def test_failure_reason_other_kinds() -> None:
     )
     absent = compile_guards([Guard(AttrSource(X, "real"), GuardKind.ABSENT)], {})
     assert absent.failure_reason({"x": 1}) == "L['x'].real does not exist; got it exists: 1 (int)"
+
+
+def test_a_size_mismatch_names_the_first_differing_dim():
+    from ember_bytecode_tracer.guards.tensor_spec import TensorSpec
+
+    spec = TensorSpec.of(torch.randn(4, 128, 8), dynamic_dims=[0])
+    assert spec.mismatch(torch.randn(9, 128, 8)) is None  # dim 0 is dynamic
+    assert spec.mismatch(torch.randn(4, 127, 8)) == (
+        "size: expected (?, 128, 8), got (4, 127, 8) "
+        "(size mismatch at index 1. expected 128, actual 127)"
+    )
+    # a dynamic dim of size 1 is specialized away from the dynamic entry
+    assert spec.mismatch(torch.randn(1, 128, 8)).endswith(
+        "(size mismatch at index 0. expected a size >= 2, actual 1)"
+    )

@@ -18,12 +18,14 @@ from ember.stance import set_stance
 from ember.stats import counters
 from ember_bytecode_tracer.directives import graph_break, register_graph_break
 from ember_bytecode_tracer.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
+from ember_bytecode_tracer.guard_failures import GuardFailure
 
 __version__ = "0.1.0"
 __all__ = [
     "ExplainOutput",
     "ExportGuardError",
     "Exported",
+    "GuardFailure",
     "OptimizedModule",
     "compile",
     "config",

@@ -26,6 +26,7 @@ from ember.trace import on_frame, traced_backend
 from ember_bytecode_tracer.convert_frame import FrameCompiler, is_skipped, trace_entry_code
 from ember_bytecode_tracer.directives import register_compiled
 from ember_bytecode_tracer.exc import Unsupported
+from ember_bytecode_tracer.guard_failures import GuardFailure
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -39,14 +40,22 @@ def compile(
     mode: str | None = None,
     options: dict[str, Any] | None = None,
     disable: bool = False,
+    guard_fail_fn: Callable[[GuardFailure], object] | None = None,
 ) -> Any:
-    """Compile a function or nn.Module; usable as `@ember.compile` or `@ember.compile(...)`."""
+    """Compile a function or nn.Module; usable as `@ember.compile` or `@ember.compile(...)`.
+    `guard_fail_fn`, if given, is called with a GuardFailure (`.reason`, `.code`) each time a
+    compiled frame's cached code no longer fits a call and it compiles again."""
     if model is None:
         return functools.partial(
             compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-            options=options, disable=disable,
+            options=options, disable=disable, guard_fail_fn=guard_fail_fn,
         )  # fmt: skip
     _check_arguments(model, fullgraph, dynamic, mode, options)
+    if guard_fail_fn is not None and not callable(guard_fail_fn):
+        raise EmberError(
+            "guard_fail_fn must be a function taking one ember.GuardFailure (or None), got "
+            f"{type(guard_fail_fn).__name__}"
+        )
     if disable:
         return model
     while not isinstance(model, torch.nn.Module) and hasattr(model, "_ember_compiler"):
@@ -75,10 +84,11 @@ def compile(
         capture_scalar_outputs=config.capture_scalar_outputs,
         guard_filter=guard_filter,
         static_parameter_shapes=config.static_parameter_shapes,
+        guard_fail_fn=guard_fail_fn,
     )
     if isinstance(model, torch.nn.Module):
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
-                  "options": options}  # fmt: skip
+                  "options": options, "guard_fail_fn": guard_fail_fn}  # fmt: skip
         return OptimizedModule(model, compiler, recipe)
     return _wrap_function(model if _has_python_frame(model) else _entry_frame(model), compiler)
 

@@ -87,7 +87,9 @@ class TensorSpec:
         if t.requires_grad != self.requires_grad:
             return f"requires_grad: expected {self.requires_grad}, got {t.requires_grad}"
         if not _dims_match(self.sizes, tuple(t.shape), dynamic_min=DYNAMIC_MIN_SIZE):
-            return f"size: expected {_dims(self.sizes)}, got {_dims(tuple(t.shape))}"
+            shape = tuple(t.shape)
+            where = _first_size_mismatch(self.sizes, shape, DYNAMIC_MIN_SIZE)
+            return f"size: expected {_dims(self.sizes)}, got {_dims(shape)}{where}"
         if self.strides is not None and not _dims_match(self.strides, tuple(t.stride())):
             return f"stride: expected {_dims(self.strides)}, got {_dims(tuple(t.stride()))}"
         return None
@@ -124,6 +126,23 @@ def _dims_match(
         elif e != a:
             return False
     return True
+
+
+def _first_size_mismatch(
+    expected: tuple[int | None, ...], actual: tuple[int, ...], dynamic_min: int
+) -> str:
+    """' (size mismatch at index 1. expected 128, actual 127)': the first dim that differs,
+    found at a glance in a long shape; nothing when the ranks differ."""
+    if len(expected) != len(actual):
+        return ""
+    for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
+        if e is None and a < dynamic_min:
+            return (
+                f" (size mismatch at index {index}. expected a size >= {dynamic_min}, actual {a})"
+            )
+        if e is not None and e != a:
+            return f" (size mismatch at index {index}. expected {e}, actual {a})"
+    return ""
 
 
 def _dim_names(dims: tuple[int | None, ...]) -> tuple[str, ...]:
