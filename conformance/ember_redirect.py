@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -113,14 +114,27 @@ def _sync_settings() -> None:
     runs eagerly; read by ember.compile), capture_dynamic_output_shape_ops is Ember's own
     (nonzero and friends with an unbacked size instead of a break), as is
     capture_scalar_outputs (item()/tolist() as unbacked scalars in the graph),
-    force_parameter_static_shapes is Ember's static_parameter_shapes, and suppress_errors
-    (a failing backend runs the frame eagerly) is Ember's own."""
+    force_parameter_static_shapes is Ember's static_parameter_shapes, suppress_errors
+    (a failing backend runs the frame eagerly) is Ember's own, and torch.compiler.config's
+    dynamic_sources (inputs symbolic from the first compile, by name) is Ember's too."""
     settings = torch._dynamo.config
     ember.config.cache_size_limit = settings.recompile_limit
     ember.config.capture_dynamic_output_shape_ops = settings.capture_dynamic_output_shape_ops
     ember.config.capture_scalar_outputs = settings.capture_scalar_outputs
     ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
     ember.config.suppress_errors = settings.suppress_errors
+    ember.config.dynamic_sources = ember_source_names(torch.compiler.config.dynamic_sources)
+
+
+# Dynamo names a submodule, parameter or buffer through the module's own dicts
+# (`L['self']._modules['lin']._parameters['weight']`); Ember's sources show the attribute
+# path a user writes (`L['self'].lin.weight`).
+_MODULE_DICT_STEP = re.compile(r"\._(?:modules|parameters|buffers)\[['\"]([A-Za-z_]\w*)['\"]\]")
+
+
+def ember_source_names(names: str) -> str:
+    """A Dynamo `dynamic_sources` list in Ember's source names."""
+    return _MODULE_DICT_STEP.sub(r".\1", names)
 
 
 def compile(model: Callable | None = None, **kwargs: Any) -> Any:

@@ -311,6 +311,7 @@ class FrameCompiler:
         capture_scalar_outputs: bool = False,
         guard_filter: GuardFilter | None = None,
         static_parameter_shapes: bool = False,
+        dynamic_sources: str = "",
     ) -> None:
         self.backend = backend
         self.guard_filter = guard_filter  # options={"guard_filter_fn": ...} (guards/filter.py)
@@ -320,6 +321,7 @@ class FrameCompiler:
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
             capture_scalar_outputs=capture_scalar_outputs,
             static_parameter_shapes=static_parameter_shapes,
+            dynamic_sources=dynamic_sources,
         )
         self.fullgraph = fullgraph
         self.on_record = on_record
@@ -337,6 +339,7 @@ class FrameCompiler:
             capture_scalar_outputs=capture_scalar_outputs,
             guard_filter=guard_filter,
             static_parameter_shapes=static_parameter_shapes,
+            dynamic_sources=dynamic_sources,
         )  # fmt: skip
         self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 

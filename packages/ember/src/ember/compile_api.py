@@ -75,6 +75,7 @@ def compile(
         capture_scalar_outputs=config.capture_scalar_outputs,
         guard_filter=guard_filter,
         static_parameter_shapes=config.static_parameter_shapes,
+        dynamic_sources=config.dynamic_sources,
     )
     if isinstance(model, torch.nn.Module):
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,
