@@ -61,3 +61,16 @@ def test_setting_is_a_string_of_names():
     assert ember.config.dynamic_sources == ""
     with pytest.raises(AttributeError, match="no setting"):
         ember.config.dynamic_source = "L['x']"
+
+
+@pytest.mark.parametrize("backend", ["inductor", "recording"])
+def test_a_marked_dim_the_program_fixes_fails_as_a_runtime_error(backend):
+    recorder = RecordingBackend()
+    compiled = ember.compile(torch.mul, backend=recorder if backend == "recording" else backend)
+    x, y = torch.ones(5, 5), torch.randn(5, 5)
+    ember.mark_dynamic(x, 1)
+    with pytest.raises(RuntimeError, match="specialized"):
+        compiled(x, y)  # broadcasting against y pins x's dim 1 to 5
+    assert recorder.graphs == []
+    other = torch.randn(5, 5)
+    torch.testing.assert_close(compiled(other, y), torch.mul(other, y))  # unmarked: compiles
