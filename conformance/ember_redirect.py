@@ -126,8 +126,14 @@ def _sync_settings() -> None:
     ember.config.capture_scalar_outputs = settings.capture_scalar_outputs
     ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
     ember.config.suppress_errors = settings.suppress_errors
-    named = (torch.compiler.config.dynamic_sources, torch.compiler.config.unbacked_sources)
-    ember.config.dynamic_sources = ember_source_names(",".join(n for n in named if n))
+    # (plain reads when both are empty: this runs inside traced code too, a torch.compile
+    # called from a function Ember traces)
+    dynamic, unbacked = (
+        torch.compiler.config.dynamic_sources,
+        torch.compiler.config.unbacked_sources,
+    )
+    names = f"{dynamic},{unbacked}" if dynamic or unbacked else ""
+    ember.config.dynamic_sources = ember_source_names(names) if names else ""
 
 
 # Dynamo names a submodule, parameter or buffer through the module's own dicts
