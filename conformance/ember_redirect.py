@@ -34,6 +34,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -114,14 +115,37 @@ def _sync_settings() -> None:
     runs eagerly; read by ember.compile), capture_dynamic_output_shape_ops is Ember's own
     (nonzero and friends with an unbacked size instead of a break), as is
     capture_scalar_outputs (item()/tolist() as unbacked scalars in the graph),
-    force_parameter_static_shapes is Ember's static_parameter_shapes, and suppress_errors
-    (a failing backend runs the frame eagerly) is Ember's own."""
+    force_parameter_static_shapes is Ember's static_parameter_shapes, suppress_errors
+    (a failing backend runs the frame eagerly) is Ember's own, and torch.compiler.config's
+    dynamic_sources (inputs symbolic from the first compile, by name) is Ember's too.
+    Ember has no unbacked inputs: an input in torch.compiler.config.unbacked_sources is
+    one of Ember's dynamic_sources (symbolic from the first compile; an int at 0 and 1
+    too; what the trace needs of its value is guarded, where torch would refuse it)."""
     settings = torch._dynamo.config
     ember.config.cache_size_limit = settings.recompile_limit
     ember.config.capture_dynamic_output_shape_ops = settings.capture_dynamic_output_shape_ops
     ember.config.capture_scalar_outputs = settings.capture_scalar_outputs
     ember.config.static_parameter_shapes = settings.force_parameter_static_shapes
     ember.config.suppress_errors = settings.suppress_errors
+    # (plain reads when both are empty: this runs inside traced code too, a torch.compile
+    # called from a function Ember traces)
+    dynamic, unbacked = (
+        torch.compiler.config.dynamic_sources,
+        torch.compiler.config.unbacked_sources,
+    )
+    names = f"{dynamic},{unbacked}" if dynamic or unbacked else ""
+    ember.config.dynamic_sources = ember_source_names(names) if names else ""
+
+
+# Dynamo names a submodule, parameter or buffer through the module's own dicts
+# (`L['self']._modules['lin']._parameters['weight']`); Ember's sources show the attribute
+# path a user writes (`L['self'].lin.weight`).
+_MODULE_DICT_STEP = re.compile(r"\._(?:modules|parameters|buffers)\[['\"]([A-Za-z_]\w*)['\"]\]")
+
+
+def ember_source_names(names: str) -> str:
+    """A Dynamo `dynamic_sources` list in Ember's source names."""
+    return _MODULE_DICT_STEP.sub(r".\1", names)
 
 
 def compile(model: Callable | None = None, **kwargs: Any) -> Any:
@@ -260,6 +284,19 @@ def mark_dynamic(t: Any, index: Any, **kwargs: Any) -> None:
             ember.mark_dynamic(t, dim, min=kwargs.get("min"), max=kwargs.get("max"))
 
 
+def mark_unbacked(t: Any, index: Any, *args: Any, **kwargs: Any) -> None:
+    """torch._dynamo.mark_unbacked. Ember has no unbacked inputs; a strict mark (the trace
+    must not specialize the dim) is what Ember's mark_dynamic promises, so a strict mark is
+    one for Ember too (a dim of size 0 or 1, which Ember's mark refuses, is left to
+    PyTorch's mark alone). A non-strict mark stays PyTorch's only."""
+    ORIGINAL["mark_unbacked"](t, index, *args, **kwargs)
+    if not kwargs.get("strict", False):
+        return
+    for dim in index if isinstance(index, list | tuple) else [index]:
+        with contextlib.suppress(TypeError, ValueError):  # DynamicMarkError: a ValueError
+            ember.mark_dynamic(t, dim, min=kwargs.get("min"), max=kwargs.get("max"))
+
+
 def _either(ember_cls: type) -> type:
     """A metaclass whose classes accept `ember_cls` in isinstance/issubclass as well as
     their PyTorch original (the class's first base)."""
@@ -352,10 +389,12 @@ def install() -> None:
         set_stance=torch.compiler.set_stance,
         run=torch._dynamo.run,
         mark_dynamic=torch._dynamo.mark_dynamic,
+        mark_unbacked=torch._dynamo.decorators.mark_unbacked,
         allow_in_graph=torch._dynamo.allow_in_graph,
     )
     torch._dynamo.allow_in_graph = allow_in_graph
     torch._dynamo.mark_dynamic = mark_dynamic
+    torch._dynamo.decorators.mark_unbacked = mark_unbacked
     install_exception_counterparts()
     torch.compile = compile
     # the type torch.compile returns for a module: the redirected call returns Ember's, and

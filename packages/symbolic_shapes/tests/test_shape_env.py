@@ -117,6 +117,14 @@ def test_bounds_that_leave_a_marked_dim_one_value_are_a_constraint_violation():
         bool(s < 3)  # false: s >= 3 with s <= 3 pins it
 
 
+def test_a_specialized_marked_dim_is_a_runtime_error_that_says_so():
+    env = make_env()
+    s = env.create_symint(4, "L['x'].size()[1]", dynamic=DimDynamic.DYNAMIC)
+    with pytest.raises(RuntimeError, match="specialized it to a constant") as info:
+        bool(s == 4)
+    assert isinstance(info.value, ConstraintViolationError)
+
+
 def test_bounds_that_leave_an_unmarked_dim_one_value_just_guard():
     env = make_env()
     s = env.create_symint(3, "L['x'].size()[0]")

@@ -314,6 +314,7 @@ class FrameCompiler:
         guard_filter: GuardFilter | None = None,
         static_parameter_shapes: bool = False,
         guard_fail_fn: GuardFailFn | None = None,
+        dynamic_sources: str = "",
     ) -> None:
         self.backend = backend
         self.guard_fail_fn = check_guard_fail_fn(guard_fail_fn)  # told of each recompile
@@ -324,6 +325,7 @@ class FrameCompiler:
             capture_dynamic_output_shape_ops=capture_dynamic_output_shape_ops,
             capture_scalar_outputs=capture_scalar_outputs,
             static_parameter_shapes=static_parameter_shapes,
+            dynamic_sources=dynamic_sources,
         )
         self.fullgraph = fullgraph
         self.on_record = on_record
@@ -341,6 +343,7 @@ class FrameCompiler:
             capture_scalar_outputs=capture_scalar_outputs,
             guard_filter=guard_filter,
             static_parameter_shapes=static_parameter_shapes,
+            dynamic_sources=dynamic_sources,
         )  # fmt: skip
         self.reused: list[FrameRecord] = []  # records of other compilers' code taken over
 

@@ -15,6 +15,8 @@ read through a source, whether it becomes symbolic:
 
 `mark_dynamic` / `mark_static` / `maybe_mark_dynamic` store marks on the tensor object;
 marked dims follow the mark from the first call (except under `dynamic=False`).
+Sources named in `dynamic_sources` (named_sources.py) are symbolic from the first call under
+every setting, parameters included.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ember_bytecode_tracer.guards import (
     LocalSource,
     TensorSpec,
 )
+from ember_bytecode_tracer.named_sources import NamedSources
 
 if TYPE_CHECKING:
     import types
@@ -132,6 +135,7 @@ class DynamicPolicy:
         capture_dynamic_output_shape_ops: bool = False,
         capture_scalar_outputs: bool = False,
         static_parameter_shapes: bool = False,
+        dynamic_sources: str | NamedSources = "",
     ):
         if mode not in (None, True, False):
             raise ValueError(f"dynamic must be None, True or False, got {mode!r}")
@@ -142,6 +146,8 @@ class DynamicPolicy:
         # nn.Parameter inputs keep static sizes under automatic dynamic shapes too (under
         # dynamic=True they always do): a parameter of a new size recompiles
         self.static_parameter_shapes = static_parameter_shapes
+        # inputs the user named as dynamic (ember.config.dynamic_sources): from the first call
+        self.dynamic_sources = NamedSources.parse(dynamic_sources)
         self._states: weakref.WeakKeyDictionary[types.CodeType, CodeState] = (
             weakref.WeakKeyDictionary()
         )
@@ -204,9 +210,26 @@ class DynamicTrace:
         """Per-dim treatment of a tensor input, or None when it is entirely static."""
         sizes = tuple(value.shape)
         self.seen_sizes[source] = sizes
-        if self.mode is False or value.layout != torch.strided:
+        if value.layout != torch.strided:
             return None
+        named = self._named_dims(source, len(sizes))
+        if self.mode is False and not named:
+            return None
+        dims: dict[int, es.Dim] = self._policy_dims(source, value, sizes)
+        dims.update((d, es.Dim(es.DimDynamic.DUCK)) for d in named)
+        if self.mode is not False:
+            self._apply_marks(value, sizes, dims)
+        if all(m.dynamic is es.DimDynamic.STATIC for m in dims.values()):
+            return None
+        return dims
+
+    def _policy_dims(
+        self, source: Source, value: torch.Tensor, sizes: tuple[int, ...]
+    ) -> dict[int, es.Dim]:
+        """The dims `dynamic=True` or the automatic policy makes symbolic."""
         dims: dict[int, es.Dim] = {}
+        if self.mode is False:
+            return dims
         if self.mode is True and not isinstance(value, torch.nn.Parameter):
             dims = {d: es.Dim(es.DimDynamic.DUCK) for d in range(len(sizes))}
         elif self.mode is None and not self._static_parameter(value):
@@ -220,6 +243,10 @@ class DynamicTrace:
             for d in self.state.dynamic_dims.get(source, ()):
                 if d < len(sizes):
                     dims[d] = es.Dim(es.DimDynamic.DUCK)
+        return dims
+
+    @staticmethod
+    def _apply_marks(value: torch.Tensor, sizes: tuple[int, ...], dims: dict[int, es.Dim]) -> None:
         for d, mark in marks_of(value).items():
             # A size outside the declared [min, max] is compiled for as a constant: that call
             # retraces (the marked graph's range guard rejects it) rather than failing.
@@ -227,9 +254,14 @@ class DynamicTrace:
                 mark.max is None or sizes[d] <= mark.max
             )
             dims[d] = mark if inside else es.Dim(es.DimDynamic.STATIC)
-        if all(m.dynamic is es.DimDynamic.STATIC for m in dims.values()):
-            return None
-        return dims
+
+    def _named(self, source: Source) -> bool:
+        named = self.policy.dynamic_sources
+        return bool(named) and named.names(source.shown())
+
+    def _named_dims(self, source: Source, ndim: int) -> set[int]:
+        named = self.policy.dynamic_sources
+        return named.dims(source.shown(), ndim) if named else set()
 
     def _static_parameter(self, value: torch.Tensor) -> bool:
         return self.policy.static_parameter_shapes and isinstance(value, torch.nn.Parameter)
@@ -259,7 +291,12 @@ class DynamicTrace:
     # ---- ints --------------------------------------------------------------------
     def int_is_dynamic(self, source: Source, value: int) -> bool:
         """Whether the int read at `source` becomes a SymInt graph input."""
-        if type(value) is not int or not _int_source(source):
+        if type(value) is not int:
+            return False
+        if self._named(source):
+            self.state.dynamic_ints.add(source)  # symbolic at 0 and 1 too (see symint)
+            return True
+        if not _int_source(source):
             return False
         self.seen_ints[source] = value
         if self.mode is False:
@@ -276,7 +313,7 @@ class DynamicTrace:
         return source in self.state.dynamic_ints
 
     def symint(self, source: Source, value: int) -> int | torch.SymInt:
-        varying = self.mode is None and source in self.state.dynamic_ints
+        varying = source in self.state.dynamic_ints and (self.mode is None or self._named(source))
         result = self.env.create_int_symint(value, source, specialize_zero_one=not varying)
         self.log_new_symbols()
         return result

@@ -85,6 +85,7 @@ def compile(
         guard_filter=guard_filter,
         static_parameter_shapes=config.static_parameter_shapes,
         guard_fail_fn=guard_fail_fn,
+        dynamic_sources=config.dynamic_sources,
     )
     if isinstance(model, torch.nn.Module):
         recipe = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic, "mode": mode,

@@ -24,6 +24,11 @@ class Config:
     # (dynamic=None): a parameter of another size recompiles instead of becoming symbolic.
     # Under dynamic=True parameters are always static; False: they follow the other inputs.
     static_parameter_shapes: bool = False
+    # inputs whose ints and tensor dims are symbolic from the first compile, named as guard
+    # reports show them: comma-separated exact names or regexes matched at the start
+    # ("L['x'], L\\['y.*'\\]"); "L['x']:0" names dim 0 only. A name wins over dynamic=False
+    # and static_parameter_shapes (ember_bytecode_tracer/named_sources.py)
+    dynamic_sources: str = ""
     # a compile running longer than 2 s draws one status line on stderr when it is a
     # terminal (stage, kernels built, elapsed; ember/progress.py); False: never
     progress: bool = True

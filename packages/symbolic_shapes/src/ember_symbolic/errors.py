@@ -7,8 +7,11 @@ class SymbolicShapeError(Exception):
     """Base of every error this package raises."""
 
 
-class ConstraintViolationError(SymbolicShapeError):
+class ConstraintViolationError(SymbolicShapeError, RuntimeError):
     """The program contradicts a dimension the user asked to keep dynamic.
+
+    A RuntimeError too, as torch.compile's counterpart is: code that catches the failure
+    of a compiled call as a RuntimeError catches this one.
 
     Raised when a guard would force a symbol created with `DimDynamic.DYNAMIC` (what
     `mark_dynamic` asks for) to a constant. `where` names the line that forced it.

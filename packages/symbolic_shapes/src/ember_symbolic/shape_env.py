@@ -388,7 +388,8 @@ class ShapeEnv(TorchShapeEnvProtocol):
         if self.var_to_dynamic.get(symbol) is DimDynamic.DYNAMIC:
             sources = ", ".join(map(str, self.var_to_sources.get(symbol, [])))
             raise ConstraintViolationError(
-                f"{sources} was marked dynamic, but the program requires it to be {value}",
+                f"{sources} was marked dynamic, but the program requires it to be {value} "
+                "(the trace specialized it to a constant)",
                 source=self.var_to_sources[symbol][0],
                 where=where,
             )
