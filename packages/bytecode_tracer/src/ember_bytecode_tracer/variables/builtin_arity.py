@@ -45,6 +45,8 @@ def check_builtin_arguments(fn: Any, nargs: int, keywords: tuple[str, ...]) -> N
         return
     name = getattr(fn, "__name__", repr(fn))
     signature = _signature(fn)
+    if signature is None and fn not in _KEYWORDS_WITHOUT_SIGNATURE | _POSITIONAL_WITHOUT_SIGNATURE:
+        return  # a signature inspect cannot read (warnings.warn on 3.12): the call decides
     if signature is None:
         allowed = _KEYWORDS_WITHOUT_SIGNATURE.get(fn, frozenset())
         unexpected = [k for k in keywords if k not in allowed]
