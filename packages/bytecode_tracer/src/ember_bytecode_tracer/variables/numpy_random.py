@@ -26,6 +26,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.generator_draws import GeneratorDrawVariable
 from ember_bytecode_tracer.variables.numpy_arrays import NumpyArrayVariable
 
 if TYPE_CHECKING:
@@ -46,22 +47,13 @@ def _global_state() -> Any:
     return np.random.mtrand._rand
 
 
-class NumpyDrawVariable(VariableTracker):
+class NumpyDrawVariable(GeneratorDrawVariable):
     """A bound draw method of NumPy's global RandomState (`np.random.uniform`)."""
 
-    def __init__(self, name: str, *, source: Source | None = None) -> None:
-        super().__init__(source=source)
-        self.name = name
-
-    def python_type(self) -> type:
-        return types.MethodType
+    label = "np.random"
 
     def call_function(self, tx, args, kwargs):
-        try:
-            values = [a.as_python_constant() for a in args]
-            kw_values = {k: v.as_python_constant() for k, v in kwargs.items()}
-        except Unsupported as exc:
-            raise Unsupported(f"np.random.{self.name}() with non-constant arguments") from exc
+        values, kw_values = self.constant_arguments(args, kwargs)
         if kw_values.get("size") is None:
             raise Unsupported(f"np.random.{self.name}() without size= draws a Python scalar")
         copy = np.random.RandomState()

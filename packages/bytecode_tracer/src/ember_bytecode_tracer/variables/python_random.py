@@ -29,6 +29,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, wrap_rule
+from ember_bytecode_tracer.variables.generator_draws import GeneratorDrawVariable
 from ember_bytecode_tracer.variables.sym_values import wrap_scalar
 
 if TYPE_CHECKING:
@@ -39,22 +40,13 @@ if TYPE_CHECKING:
 FLOAT_DRAWS = frozenset({"random", "uniform"})
 
 
-class PythonRandomDrawVariable(VariableTracker):
+class PythonRandomDrawVariable(GeneratorDrawVariable):
     """A bound float-drawing method of the `random` module's global generator."""
 
-    def __init__(self, name: str, *, source: Source | None = None) -> None:
-        super().__init__(source=source)
-        self.name = name
-
-    def python_type(self) -> type:
-        return types.MethodType
+    label = "random"
 
     def call_function(self, tx, args, kwargs):
-        try:
-            values = [a.as_python_constant() for a in args]
-            kw_values = {k: v.as_python_constant() for k, v in kwargs.items()}
-        except Unsupported as exc:
-            raise Unsupported(f"random.{self.name}() with non-constant arguments") from exc
+        values, kw_values = self.constant_arguments(args, kwargs)
         copy = random.Random()
         copy.setstate(random._inst.getstate())
         try:
