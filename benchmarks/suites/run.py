@@ -238,6 +238,11 @@ def run_one(suite: str, name: str, args: argparse.Namespace) -> dict:
         if compiler == "eager" and step is None:
             return record
     interleave(steps, results, args)
+    if args.profile and args.device == "cuda":
+        from kernel_profile import kernel_profile
+
+        for name, step in steps.items():
+            results[name]["profile"] = kernel_profile(step)
     return record
 
 
@@ -346,6 +351,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per model")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--out", default="suites.jsonl", help="JSON lines appended here")
+    p.add_argument("--profile", action="store_true",
+                   help="CUDA: each compiler's GPU time per step by kernel kind (torch.profiler)")  # fmt: skip
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child's model
     args = p.parse_args(argv)
     names = [c for c in args.compilers.split(",") if c]

@@ -4,7 +4,8 @@
 # SUITE: timm | huggingface | torchvision; MODE: infer-fp32 | infer-bf16 | train-bf16;
 # SHARD: k/n (default 0/1: the whole suite); MODELS: a comma list instead of the suite's;
 # COMPILERS (default eager,torch.compile,ember); ROUNDS (5); MODEL_TIMEOUT (s per model, 300);
-# TOTAL_TIMEOUT (s for the shard, 560: one device command runs at most 600 s).
+# TOTAL_TIMEOUT (s for the shard, 560: one device command runs at most 600 s); PROFILE=1 adds
+# each compiler's GPU time per step by kernel kind to the records (run.py --profile).
 # The host has its own torch, triton, transformers and torchvision and reaches no registry:
 # carry .whl with hatchling and its deps (for frame_hook's build) and timm's wheel, made here
 # with `pip download --no-deps -d .whl hatchling pathspec pluggy trove-classifiers timm==1.0.31`
@@ -22,9 +23,11 @@ python3 -c "import sys; sys.path.insert(0, 'benchmarks/suites'); from vision_imp
     || echo "timm or torchvision missing: their models are recorded as skipped"
 name="suites-$SUITE-$MODE-${SHARD/\//_}"
 models=()
+extra=()
+[ -n "${PROFILE:-}" ] && extra=(--profile)
 [ -n "${MODELS:-}" ] && models=(--models "$MODELS")
 timeout "${TOTAL_TIMEOUT:-560}" python3 benchmarks/suites/run.py --suite "$SUITE" --mode "$MODE" \
-    --device cuda --size gpu --shard "$SHARD" "${models[@]}" \
+    --device cuda --size gpu --shard "$SHARD" "${models[@]}" "${extra[@]}" \
     --compilers "${COMPILERS:-eager,torch.compile,ember}" --rounds "${ROUNDS:-5}" \
     --timeout "${MODEL_TIMEOUT:-300}" --out "$OUT/$name.jsonl" 2>&1 \
     | grep -v -e '^\[transformers\]' -e Warning | tee "$OUT/$name.log"

@@ -1,0 +1,57 @@
+"""Where a compiled step spends its GPU time: kernels per step by kind, and the top kernels
+(torch.profiler over a few steady steps). `run.py --profile` adds this to each record, so
+that a slow row comes with its cause from the same compiled code that was timed."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+KERNEL_KINDS = (  # the first match names the kind of a GPU kernel
+    ("triton", re.compile(r"^triton|^ember|^k\d|^kernel\d|_kernel$")),
+    ("gemm", re.compile(r"gemm|sm90|sm80|cutlass|cublas|nvjet|xmma", re.I)),
+    ("conv", re.compile(r"conv|cudnn|implicit|winograd|dgrad|wgrad", re.I)),
+    ("attention", re.compile(r"fmha|flash|attention|efficient", re.I)),
+    ("foreach", re.compile(r"foreach|multi_tensor", re.I)),
+    ("copy", re.compile(r"copy|Memcpy|memcpy|cat", re.I)),
+    ("fill", re.compile(r"fill|Memset|zero", re.I)),
+    ("reduce", re.compile(r"reduce|norm|softmax", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized", re.I)),
+)
+
+
+def kernel_kind(name: str) -> str:
+    for kind, pattern in KERNEL_KINDS:
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
+def kernel_profile(step: Callable[[], Any], steps: int = 3, top: int = 10) -> dict[str, Any]:
+    """GPU time (ms) and kernel launches per step, by kind, and the `top` kernels."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for event in events:
+        entry = by_kind[kernel_kind(event.key)]
+        entry[0] += event.self_device_time_total / steps / 1e3
+        entry[1] += event.count / steps
+    events.sort(key=lambda e: -e.self_device_time_total)
+    return {
+        "gpu_ms": round(sum(ms for ms, _ in by_kind.values()), 3),
+        "kernels": round(sum(n for _, n in by_kind.values())),
+        "by_kind": {k: [round(ms, 3), round(n)] for k, (ms, n) in sorted(by_kind.items())},
+        "top": [
+            [e.key[:90], round(e.self_device_time_total / steps / 1e3, 3), e.count // steps]
+            for e in events[:top]
+        ],
+    }
