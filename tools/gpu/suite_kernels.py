@@ -30,7 +30,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     tc_cache = tempfile.mkdtemp(prefix="tc_cache_")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tc_cache
-    os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember_cache_")
+    ember_cache = os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember_cache_")
     handler = logging.FileHandler(args.out / f"ember_code_{args.model}.txt", mode="w")
     code_log = logging.getLogger("ember.output_code")
     code_log.addHandler(handler)
@@ -52,9 +52,10 @@ def main() -> None:
         print("   by kind (ms, launches):", prof["by_kind"])
         for name, ms, count in prof["top"]:
             print(f"   {ms:8.3f} ms  x{count:<3} {name}")
-    with open(args.out / f"tc_code_{args.model}.txt", "w") as f:
-        for path in sorted(Path(tc_cache).rglob("*.py")):
-            f.write(f"#### {path.relative_to(tc_cache)}\n{path.read_text()}\n")
+    for name, root in (("tc", tc_cache), ("ember", ember_cache)):
+        with open(args.out / f"{name}_code_{args.model}.txt", "a") as f:
+            for path in sorted(Path(root).rglob("*.py")):
+                f.write(f"#### {path.relative_to(root)}\n{path.read_text()}\n")
 
 
 if __name__ == "__main__":
