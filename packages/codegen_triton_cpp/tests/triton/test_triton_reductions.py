@@ -212,6 +212,36 @@ def test_channels_last_statistics_split_into_row_tiles(check, channels):
     assert partial.xnumel == channels * partial.config.NSPLIT
 
 
+def test_column_reduction_with_per_row_operands_splits(check):
+    """A layer norm's weight gradient over channels-last rows: the kept dimension is
+    contiguous, and the per-row mean and rstd move with the row alone (broadcast over the
+    kept dimension). They must not hide the column shape: one program per channel walking
+    every row at stride C was 10x slower than a split on the GPU."""
+    rows, channels = 4096, 96
+    grad, x = torch.randn(rows, channels), torch.randn(rows, channels)
+    mean, rstd = torch.randn(rows), torch.rand(rows) + 0.5
+
+    def f(g, a, m, r):
+        normed = prims.mul(prims.sub(a, prims.broadcast_in_dim(m, [rows, channels], [0])),
+                           prims.broadcast_in_dim(r, [rows, channels], [0]))  # fmt: skip
+        return prims.sum(prims.mul(g, normed), [0]), prims.sum(g, [0])
+
+    compiled = check(f, grad, x, mean, rstd, atol=1e-3, rtol=1e-4)
+    assert _kinds(compiled) == ["partial", "finish"]
+    assert compiled.kernels[0].config.XBLOCK > 1
+
+
+def test_few_long_rows_split_to_fill_the_gpu(check):
+    """Sixteen rows of 32768 (NCHW per-channel statistics): one program per row would
+    leave most of the GPU idle; each row is split into parts, about 1024 programs in all."""
+    x = torch.randn(2, 16, 128, 128)
+    x[1, 3, 5, 7] = 40.0
+    compiled = check(lambda a: (prims.sum(a, [0, 2, 3]), prims.amax(a, [0, 2, 3])), x,
+                     atol=1e-3, rtol=1e-4)  # fmt: skip
+    assert _kinds(compiled) == ["partial", "finish"]
+    assert compiled.kernels[0].config.NSPLIT > 1
+
+
 def test_contiguous_statistics_are_not_column_splits(check):
     from ember_codegen.triton.heuristics import default_config, split_candidates
 

@@ -99,11 +99,15 @@ def test_autotune_entry_of_another_key_or_corrupt_is_retuned(compile_prims, tmp_
 def test_heuristics_pick_the_kernel_kind():
     assert choose_kind(1000, None, True) == "pointwise"
     assert choose_kind(64, 512, True) == "persistent"
-    assert choose_kind(64, 100000, True) == "looped"
+    assert choose_kind(64, 100000, True) == "split"  # 64 programs would idle the GPU
+    assert choose_kind(64, 100000, False) == "looped"
+    assert choose_kind(1024, 100000, True) == "looped"
     assert choose_kind(1, 16 * 2**20, True) == "split"
     assert choose_kind(1, 16 * 2**20, False) == "looped"
     split = default_config("split", 1, 16 * 2**20)
     assert split.NSPLIT * split.CHUNK >= 16 * 2**20 and split.CHUNK % split.RBLOCK == 0
+    rows = default_config("split", 64, 100000)  # about SPLIT_MAX_PARTS programs in all
+    assert rows.NSPLIT * rows.CHUNK >= 100000 and 64 * rows.NSPLIT <= 1024
     assert default_config("persistent", 4096, 700).RBLOCK == 1024
 
 

@@ -17,21 +17,24 @@ from ember_inductor_ir.indexing import simplify_index
 
 
 def is_column_reduction(group: KernelGroup) -> bool:
-    """Every load that moves with the innermost reduction variable steps 1 in the innermost
-    outer variable and not 1 in that reduction variable (and there is such a load)."""
+    """Whether most loads that move with the innermost reduction variable step 1 in the
+    innermost outer variable (and not 1 in that reduction variable). Loads that move with the
+    row alone (a per-pixel mean or rstd of a layer norm's backward, broadcast over the kept
+    dimension) load one run per tile whatever the tiling: they count for neither side."""
     outer, red = group.index_vars()
     if not outer or not red:
         return False
     ranges = group.var_ranges()
-    moving = 0
+    columns = rows = 0
     for node in group.nodes:
         rw = ReadWriteHandler()
         node.run(rw)
         for _, raw in rw.reads:
             index = sympy.expand(simplify_index(raw, ranges))
-            if not index.has(red[-1]):
+            if not index.has(red[-1]) or not index.has(*outer):
                 continue
-            moving += 1
-            if index.coeff(outer[-1]) != 1 or index.coeff(red[-1]) == 1:
-                return False
-    return moving > 0
+            if index.coeff(outer[-1]) == 1 and index.coeff(red[-1]) != 1:
+                columns += 1
+            else:
+                rows += 1
+    return columns > 0 and columns >= rows

@@ -6,8 +6,10 @@
   group runs straight-line;
 * ``looped``: longer rows: each segment loops over the row ``RBLOCK`` at a time with
   lane-wise accumulators, reduced across lanes after the loop;
-* ``split``: very long rows and few of them (a sum of a 16M tensor): ``NSPLIT`` programs
-  per row each reduce a chunk into a partial, a second kernel combines the partials. A column
+* ``split``: long rows and too few of them to fill the GPU (a sum of a 16M tensor, the
+  per-channel statistics of a batch norm over N, H, W): ``NSPLIT`` programs per row each
+  reduce a chunk into a partial, a second kernel combines the partials; about
+  SPLIT_MAX_PARTS programs in all. A column
   reduction (columns.py: the kept dimension contiguous, channels-last batch-norm statistics)
   splits whenever its rows are long: each program takes ``XBLOCK`` neighbouring rows over its
   chunk, so its loads are contiguous runs of the kept dimension.
@@ -21,8 +23,9 @@ from dataclasses import dataclass, replace
 PERSISTENT_MAX = 4096
 #: elements of one [XBLOCK, RBLOCK] tile
 TILE_MAX = 4096
-#: split a reduction when there are at most this many rows ...
-SPLIT_MAX_ROWS = 8
+#: split a reduction when there are at most this many rows (fewer than two programs per SM
+#: of an H200 when each row is one program) ...
+SPLIT_MAX_ROWS = 256
 #: ... and each is at least this long
 SPLIT_MIN_ROW = 32768
 #: programs per split row: enough (about 8 per SM of an H200) to keep memory busy; a sum
@@ -102,7 +105,7 @@ def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) ->
                             CHUNK=chunk)  # fmt: skip
     if kind == "split":
         rblock = SPLIT_RBLOCK
-        parts = min(SPLIT_MAX_PARTS, cdiv(rnumel, rblock))
+        parts = min(max(2, SPLIT_MAX_PARTS // xnumel), cdiv(rnumel, rblock))
         chunk = cdiv(cdiv(rnumel, parts), rblock) * rblock
         parts = cdiv(rnumel, chunk)
         return LaunchConfig(1, rblock, num_warps=8, NSPLIT=parts, CHUNK=chunk)
