@@ -20,6 +20,15 @@ CASES = {
     "gelu_tanh": (lambda x, w: F.gelu(x * w, approximate="tanh"), [(3, 6), (6,)]),
     "silu_relu": (lambda x, w: F.silu(x) + F.relu(x * w), [(3, 6), (6,)]),
     "conv2d": (lambda x, w: F.conv2d(x, w, padding=1), [(2, 3, 6, 6), (4, 3, 3, 3)]),
+    # the bias gradient is a sum in the graph, not the library's third output
+    "conv2d_bias": (
+        lambda x, w, b: F.conv2d(x, w, b, padding=1),
+        [(2, 3, 6, 6), (4, 3, 3, 3), (4,)],
+    ),
+    "conv_transpose1d_groups_bias": (
+        lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2, groups=2),
+        [(2, 4, 5), (4, 3, 3), (6,)],
+    ),
     "max_pool": (lambda x, w: F.max_pool2d(x * w, 2), [(2, 3, 6, 6), (6,)]),
     "adaptive_avg": (lambda x, w: F.adaptive_avg_pool2d(x * w, 3), [(2, 3, 7, 6), (6,)]),
     "embedding": (lambda x, w: F.embedding(torch.tensor([[0, 2], [1, 2]]), x) * w, [(4, 6), (6,)]),

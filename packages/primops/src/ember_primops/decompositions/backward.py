@@ -231,7 +231,8 @@ def convolution_backward(
     groups,
     output_mask,
 ):
-    return prims.convolution_backward(
+    mask = list(output_mask)
+    grads = prims.convolution_backward(
         grad_output,
         a,
         weight,
@@ -242,8 +243,14 @@ def convolution_backward(
         transposed,
         list(output_padding),
         groups,
-        list(output_mask),
+        [mask[0], mask[1], False],
     )
+    if not mask[2]:
+        return grads
+    # The bias gradient is a sum of grad_output over all but the channel dimension, kept in
+    # the graph: it fuses with grad_output's producer (a split column reduction for
+    # channels-last data) where the library computed it in a separate pass of its own.
+    return grads[0], grads[1], prims.sum(grad_output, [0, *range(2, grad_output.ndim)])
 
 
 def _pool_backward_scatter(grad_output, a, indices, spatial_dims):
