@@ -358,8 +358,9 @@ def _number_overflows(value: Any, dtype: torch.dtype) -> bool:
     """Whether eager's checked conversion of the number `value` to `dtype` refuses it (a fill
     value of 300 for int8): out of the dtype's finite range; an infinity or NaN fits a
     floating dtype only; a negative int fits an unsigned dtype as a two's complement wrap
-    down to -max. A symbolic number is decided on its example value, with its guard; one
-    only the graph's run knows (data-dependent) is not checked."""
+    down to -max. A symbolic int is decided on its example value, with its guard, where the
+    dtype cannot hold every int64; one only the graph's run knows (data-dependent) and a
+    symbolic float are not checked."""
     if dtype is torch.bool or dtype.is_complex or isinstance(value, bool | torch.SymBool):
         return False
     if not isinstance(value, int | float | torch.SymInt | torch.SymFloat):
@@ -376,6 +377,10 @@ def _number_overflows(value: Any, dtype: torch.dtype) -> bool:
         lo, hi = (-info.max if unsigned_wrap else info.min), info.max
         if floating:  # compared as doubles: 2.0**63 fits int64 there
             lo, hi = float(lo), float(hi)
+    if isinstance(value, torch.SymFloat):
+        return False
+    if isinstance(value, torch.SymInt) and lo <= -(2**63) and hi >= 2**63 - 1:
+        return False  # every int64 fits: no guard needed
     try:
         return not (bool(value >= lo) and bool(value <= hi))
     except DataDependentError:
