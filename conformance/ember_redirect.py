@@ -402,6 +402,8 @@ def install() -> None:
     # code, e.g. export, still builds Dynamo's from eval_frame's)
     ORIGINAL["OptimizedModule"] = torch._dynamo.OptimizedModule
     torch._dynamo.OptimizedModule = ember.OptimizedModule
+    # a compiled module's compile, applied to other functions: Dynamo's `dynamo_ctx`
+    ember.OptimizedModule.dynamo_ctx = property(lambda module: module.compile_also)
     torch._dynamo.optimize = optimize
     torch._dynamo.optimize_assert = optimize_assert
     torch._dynamo.reset = reset

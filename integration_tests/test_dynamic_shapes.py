@@ -332,3 +332,22 @@ def test_pad_of_a_symbolic_length_compiles_once(backend, mode, pad):
     records = compiled._ember_compiler.records
     assert len(records) == 1 and not records[0].breaks
     assert "== 5" not in records[0].guards.source_code  # the length stayed symbolic
+
+
+def test_branch_splitting_a_marked_range_raises_under_inductor():
+    def halves(x):
+        if x.shape[0] > 4:
+            return x[: x.shape[0] // 2] * 2
+        return x + 1
+
+    x = torch.randn(6, 3)
+    ember.mark_dynamic(x, 0, min=2, max=8)
+    with pytest.raises(es.ConstraintViolationError, match="of that range"):
+        ember.compile(halves, backend="inductor")(x)
+    ember.reset()
+    compiled = ember.compile(halves, backend="inductor")
+    for b in (6, 8):  # a range the branch does not split: one graph
+        x = torch.randn(b, 3)
+        ember.mark_dynamic(x, 0, min=5, max=8)
+        torch.testing.assert_close(compiled(x), halves(x))
+    assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])

@@ -159,3 +159,20 @@ def test_symbolic_int_operand_under_inductor():
         got, expected = compiled(x, n), fn(x, n)
         assert got.dtype == expected.dtype and np.allclose(got, expected)
     assert ember.counters["inductor"]["forward_graphs"] == 1, dict(ember.counters["inductor"])
+
+
+def test_python_int_out_of_int8_bounds_under_inductor():
+    # the twin of packages/bytecode_tracer/tests/tracer/test_numpy_python_int_bounds.py:
+    # inductor's cast of 300 to int8 wraps (to 44); NumPy raises or compares exactly
+    a = np.array([-44, 0, 3, 44, 127], dtype=np.int8)
+    add = ember.compile(lambda a, n: a + n, backend="inductor", dynamic=True)
+    for n in (3, -7):
+        assert np.array_equal(add(a, n), a + n)
+    with pytest.raises(OverflowError):
+        add(a, 300)
+    with pytest.raises(OverflowError):
+        ember.compile(lambda a: a * 300, backend="inductor")(a)
+    compare = ember.compile(lambda a: (a < 300, a == -300, np.clip(a, 0, 300)), backend="inductor")
+    for got, expected in zip(compare(a), (a < 300, a == -300, np.clip(a, 0, 300)), strict=True):
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), (got, expected)
+    assert ember.counters["inductor"]["forward_graphs"] >= 1, dict(ember.counters["inductor"])

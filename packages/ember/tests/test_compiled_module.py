@@ -237,3 +237,34 @@ def test_dropped_compiled_module_is_freed(backend):
     run()
     gc.collect()
     assert freed == ["layer"]
+
+
+class Stepper(nn.Module):
+    """A training framework's module: `training_step` is an entry point that calls self()."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, a):
+        return self.lin(a).relu()
+
+    def training_step(self, a):
+        return (self(a) - a).square().mean()
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=["recording", "inductor"])
+def test_compile_also_puts_the_modules_compile_on_its_other_entry_points(backend):
+    # as a trainer does: the compiled module's compile applied to the plain module's forward
+    # and training_step (a compiled function calling a compiled function), one compiler
+    model = Stepper()
+    compiled = ember.compile(model, backend=backend)
+    model.forward = compiled.compile_also(model.forward)
+    model.training_step = compiled.compile_also(model.training_step)
+    for _ in range(2):
+        got, expected = model.training_step(x), Stepper.training_step(model, x)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(model(x), Stepper.forward(model, x))
+    assert _graphs(backend) == 2  # training_step's (forward inlined) and forward's own
+    assert model.training_step._ember_compiler is compiled._ember_compiler
+    assert isinstance(compiled.compile_also(nn.ReLU()), ember.OptimizedModule)

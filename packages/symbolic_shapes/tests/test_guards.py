@@ -20,14 +20,15 @@ class LocalSource:
 
 
 def traced_env():
-    """x: (6, 4) and y: (6,) share s0 by duck sizing; n is a dynamic int; the program
-    branched on n > 2 and on x.size(1) being even."""
+    """x: (6, 4) and y: (6,) share s0 by duck sizing; n is a size with a declared max
+    (not marked DYNAMIC: a strict mark with a range refuses the guard n > 2, which size 2 of
+    its range fails); the program branched on n > 2 and on x.size(1) being even."""
     env = ShapeEnv(where=lambda: "model.py:12")
     x, y = LocalSource("x"), LocalSource("y")
     s0 = env.create_symint(6, size_source(x, 0))
     s1 = env.create_symint(4, size_source(x, 1))
     assert env.create_symint(6, size_source(y, 0)) is not None
-    n = env.create_symint(3, LocalSource("n"), dynamic=DimDynamic.DYNAMIC, max=100)
+    n = env.create_symint(3, LocalSource("n"), max=100)
     assert bool(n > 2)
     assert bool(s1 % 2 == 0)
     assert bool(s0 * s1 >= 20)

@@ -230,3 +230,41 @@ def test_a_deferred_assert_narrows_the_range_of_an_unbacked_int():
     torch._check(f > 2)  # a float bound is a fact, not an integer range
     assert env.statically_known_true((f > 2).node.expr)
     assert env.static_value((f >= 3).node.expr) is None
+
+
+def test_a_guard_that_part_of_a_declared_range_fails_is_a_constraint_violation():
+    # min/max on a dim marked dynamic: one graph must serve each size in [2, 6]; the guard
+    # s != 3 (the program asked `size == 3` and got False) sends size 3 elsewhere
+    env = make_env()
+    s = env.create_symint(4, "L['x'].size()[0]", dynamic=DimDynamic.DYNAMIC, min=2, max=6)
+    with pytest.raises(ConstraintViolationError, match="size 3 of that range") as info:
+        bool(s == 3)
+    assert info.value.where == "user.py:7"
+
+
+@pytest.mark.parametrize(
+    "size, min, max, decide, failing",
+    [
+        (5, 2, 6, lambda s: s > 3, 2),  # a bound inside the range
+        (8, 4, None, lambda s: s < 100, 100),  # an open range: the boundary is checked
+        (8, 2, 1000, lambda s: 2 * s <= 997, 499),  # a large range: around 997/2
+        (8, 2, 1000, lambda s: s % 2 == 0, 3),  # a parity guard
+    ],
+)
+def test_declared_range_violations_name_a_failing_size(size, min, max, decide, failing):
+    env = make_env()
+    s = env.create_symint(size, "n", dynamic=DimDynamic.DYNAMIC, min=min, max=max)
+    with pytest.raises(ConstraintViolationError, match=f"size {failing} of that range"):
+        bool(decide(s))
+
+
+def test_guards_every_size_of_the_declared_range_passes_are_accepted():
+    env = make_env()
+    s = env.create_symint(4, "n", dynamic=DimDynamic.DYNAMIC, min=3, max=6)
+    assert bool(s != 2) and bool(s * 2 > 5) and bool(s < 7)  # the range decides these
+    assert bool(s * s % 7 != 0)  # a guard, and every size 3..6 passes it
+    t = env.create_symint(5, "m", dynamic=DimDynamic.DYNAMIC, min=3, max=6)
+    assert bool(s + t >= 9)  # over two symbols: not checked against the ranges
+    relaxed = env.create_symint(5, "k", dynamic=DimDynamic.DYNAMIC)
+    assert bool(relaxed > 3)  # marked without a range: only a constant is refused
+    assert len(env.guards()) == 3

@@ -78,7 +78,8 @@ def _set_mark(t: torch.Tensor, dim: int, mark: es.Dim) -> None:
 def mark_dynamic(t: torch.Tensor, dim: int, min: int | None = None, max: int | None = None) -> None:
     """Make dim `dim` of `t` symbolic from the first compile, within [min, max] if given.
     A trace that forces it to a constant raises ConstraintViolationError naming the line;
-    a later call with a size outside [min, max] recompiles."""
+    with min/max, so does a guard that some size of [min, max] fails (one graph serves the
+    whole range); a later call with a size outside [min, max] recompiles."""
     dim = _check_mark(t, dim, "mark_dynamic")
     for name, bound in (("min", min), ("max", max)):
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):

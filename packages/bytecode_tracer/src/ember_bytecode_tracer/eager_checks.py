@@ -11,18 +11,23 @@ own error. Checks are keyed by the aten op (all its overloads), one function per
 may have several). Most refusals are CPU kernels compiled for fewer dtypes than the meta
 kernel accepts ("floor_vml_cpu" not implemented for 'Bool'): a table of the dtype kinds each
 op's CPU kernel lacks (`_CPU_KIND_GAPS`, found by running ~300 op/dtype calls on 'cpu' and
-'meta'); they are checked on CPU tensors only, where they were measured.
+'meta'); they are checked on CPU tensors only, where they were measured. A number a kernel stores
+into a tensor's dtype (a fill, pad or clamp value) is converted with eager's overflow check
+(`_STORED_NUMBERS`): a graph would wrap it.
 (`refuse_as_eager` runs in the RandomOpDetector mode the tracer already has around an example
 value's computation: one more mode would cost a Python hop per op.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ember_symbolic import DataDependentError
 
 aten = torch.ops.aten
 Check = Callable[[tuple, dict], str | None]
@@ -344,3 +349,100 @@ def _inplace_result_fits(floor: str) -> Check:
 
 check(aten.add_, aten.sub_, aten.mul_)(_inplace_result_fits(BOOL))
 check(aten.div_)(_inplace_result_fits(FLOATING))
+
+
+# ---- a Python number stored into a tensor's dtype ----------------------------------------------
+
+
+def _number_overflows(value: Any, dtype: torch.dtype) -> bool:
+    """Whether eager's checked conversion of the number `value` to `dtype` refuses it (a fill
+    value of 300 for int8): out of the dtype's finite range; an infinity or NaN fits a
+    floating dtype only; a negative int fits an unsigned dtype as a two's complement wrap
+    down to -max. A symbolic int is decided on its example value, with its guard, where the
+    dtype cannot hold every int64; one only the graph's run knows (data-dependent) and a
+    symbolic float are not checked."""
+    if dtype is torch.bool or dtype.is_complex or isinstance(value, bool | torch.SymBool):
+        return False
+    if not isinstance(value, int | float | torch.SymInt | torch.SymFloat):
+        return False
+    floating = isinstance(value, float | torch.SymFloat)
+    if floating and isinstance(value, float) and not math.isfinite(value):
+        return not dtype.is_floating_point  # an infinity or NaN: floating dtypes only
+    if dtype.is_floating_point:
+        info = torch.finfo(dtype)
+        lo, hi = info.min, info.max
+    else:
+        info = torch.iinfo(dtype)
+        unsigned_wrap = info.min == 0 and not floating
+        lo, hi = (-info.max if unsigned_wrap else info.min), info.max
+        if floating:  # compared as doubles: 2.0**63 fits int64 there
+            lo, hi = float(lo), float(hi)
+    if isinstance(value, torch.SymFloat):
+        return False
+    if isinstance(value, torch.SymInt) and lo <= -(2**63) and hi >= 2**63 - 1:
+        return False  # every int64 fits: no guard needed
+    try:
+        return not (bool(value >= lo) and bool(value <= hi))
+    except DataDependentError:
+        return False
+
+
+def _stored_number(position: int, dtype_of: Callable[[tuple, dict], torch.dtype | None]) -> Check:
+    def rule(args: tuple, kwargs: dict) -> str | None:
+        value = args[position] if len(args) > position else None
+        dtype = dtype_of(args, kwargs)
+        if dtype is not None and _number_overflows(value, dtype):
+            return f"value {value!r} cannot be converted to {dtype} without overflow"
+        return None
+
+    return rule
+
+
+def _given_dtype(args: tuple, kwargs: dict) -> torch.dtype | None:
+    return kwargs.get("dtype")
+
+
+def _given_dtype_not_half(args: tuple, kwargs: dict) -> torch.dtype | None:
+    # scalar_tensor rounds to an infinity in float16 and bfloat16 (eager checks the others)
+    dtype = kwargs.get("dtype")
+    return None if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _dtype_or_self(args: tuple, kwargs: dict) -> torch.dtype | None:
+    return kwargs.get("dtype") or _dtype(args[0])
+
+
+def _bound_dtype(position: int) -> Callable[[tuple, dict], torch.dtype | None]:
+    """clamp's bound converts to the result's dtype: the tensor's, or the promoted one
+    (clamp(int_tensor, max=2.5) is a float tensor)."""
+
+    def dtype_of(args: tuple, kwargs: dict) -> torch.dtype | None:
+        value = args[position] if len(args) > position else None
+        if not isinstance(args[0], torch.Tensor) or isinstance(value, bool | torch.SymBool):
+            return None
+        if not isinstance(value, int | float | torch.SymInt | torch.SymFloat):
+            return None
+        kind = 0.0 if isinstance(value, float | torch.SymFloat) else 0  # what promotes
+        return torch.result_type(args[0], kind)
+
+    return dtype_of
+
+
+# (ops, the position of the number, where the dtype it is converted to comes from): eager's
+# kernels convert these numbers with a check; binary ops (t + 300) wrap without one
+_STORED_NUMBERS: list[tuple[tuple[Any, ...], int, Callable]] = [
+    ((aten.full,), 1, _given_dtype),
+    ((aten.scalar_tensor,), 0, _given_dtype_not_half),
+    ((aten.full_like,), 1, _dtype_or_self),
+    ((aten.new_full,), 2, _dtype_or_self),
+    ((aten.fill, aten.fill_), 1, _dtype_or_self),
+    ((aten.masked_fill, aten.masked_fill_), 2, _dtype_or_self),
+    ((aten.index_fill, aten.index_fill_), 3, _dtype_or_self),
+    ((aten.constant_pad_nd,), 2, _dtype_or_self),
+    ((aten.clamp, aten.clamp_), 1, _bound_dtype(1)),
+    ((aten.clamp, aten.clamp_), 2, _bound_dtype(2)),
+    ((aten.clamp_min, aten.clamp_min_, aten.clamp_max, aten.clamp_max_), 1, _bound_dtype(1)),
+]  # fmt: skip
+
+for _ops, _position, _dtype_of in _STORED_NUMBERS:
+    check(*_ops)(_stored_number(_position, _dtype_of))

@@ -171,6 +171,28 @@ def test_constraint_violation_names_the_line():
     assert f"test_dynamic.py:{line}" in str(info.value)
 
 
+def test_a_branch_that_splits_a_marked_range_is_a_constraint_violation():
+    # mark_dynamic(min=2, max=6): one graph for every size in the range; `size == 3` being
+    # false leaves size 3 to another graph: the error names the line, as for a constant
+    def fn(x):
+        if x.shape[0] == 3:
+            return x.sin()
+        return x.cos()
+
+    x = torch.randn(5, 2)
+    mark_dynamic(x, 0, min=2, max=6)
+    with pytest.raises(es.ConstraintViolationError, match="size 3 of that range") as info:
+        Compiled(fn)(x)
+    assert f"test_dynamic.py:{fn.__code__.co_firstlineno + 1}" in str(info.value)
+    # without a range, a mark only refuses a constant: the branch is a guard, one graph
+    compiled = Compiled(fn)
+    for b in (5, 6):
+        x = torch.randn(b, 2)
+        mark_dynamic(x, 0)
+        assert same(compiled(x), fn(x))
+    assert compiled.backend.graph_count == 1
+
+
 def test_mark_static_and_maybe_mark_dynamic():
     def fn(x):
         return x + x.shape[0]

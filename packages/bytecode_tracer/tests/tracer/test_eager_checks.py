@@ -229,3 +229,64 @@ def test_dead_call_eager_refuses_raises_as_in_eager(name):
         compiled(*bad)
     assert type(got.value) is type(eager.value)
     assert any(reason in b.reason for b in compiled.breaks), [b.reason for b in compiled.breaks]
+
+
+# ---- numbers stored into a tensor's dtype: eager converts them with an overflow check --------
+# (a fill value of 300 for int8 raises in eager; a graph would wrap it to 44 without a word)
+STORED = {
+    "full": lambda t, v: torch.full((2,), v, dtype=t.dtype),
+    "scalar_tensor": lambda t, v: torch.scalar_tensor(v, dtype=t.dtype),
+    "full_like": lambda t, v: torch.full_like(t, v),
+    "new_full": lambda t, v: t.new_full((2,), v),
+    "fill_": lambda t, v: t.clone().fill_(v),
+    "masked_fill": lambda t, v: t.masked_fill(t == 0, v),
+    "index_fill": lambda t, v: t.index_fill(0, torch.tensor([1]), v),
+    "pad": lambda t, v: torch.nn.functional.pad(t, (1, 0), value=v),
+    "where": lambda t, v: torch.where(t == 0, t, v),
+    "clamp_max": lambda t, v: t.clamp(max=v),
+    "clamp_min_": lambda t, v: t.clone().clamp_min_(v),
+}
+STORED_DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16,
+                 torch.bfloat16, torch.float32, torch.bool]  # fmt: skip
+NUMBERS = [300, -1, -256, 127, 2**31, 2**63 - 1, 1e6, 70000, 127.5, 1e39, float("inf"),
+           float("nan"), True]  # fmt: skip
+
+
+def _overflow_raised(fn) -> bool:
+    try:
+        fn()
+    except RuntimeError as exc:
+        return "overflow" in str(exc)
+    return False
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_checked_fake_run_refuses_stored_numbers_exactly_as_eager(name):
+    op, mode = STORED[name], FakeTensorMode()
+    for dtype, value in itertools.product(STORED_DTYPES, NUMBERS):
+        t = torch.zeros(3, dtype=dtype)
+
+        def checked(t=t, value=value):
+            with mode, EagerKernelChecks():
+                op(mode.from_tensor(t), value)
+
+        eager = _raises(lambda t=t, value=value: op(t, value))
+        assert _raises(checked) == eager or not _overflow_raised(
+            lambda t=t, value=value: op(t, value)
+        ), (name, dtype, value)
+        if not eager:
+            assert not _raises(checked), (name, dtype, value)
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_number_that_overflows_the_dtype_raises_as_in_eager(name):
+    op = STORED[name]
+    compiled = Compiled(lambda t, v: op(t, v) + 1)
+    t = torch.arange(3, dtype=torch.int8)
+    assert same(compiled(t, 100), op(t, 100) + 1)  # in range: compiled
+    assert not compiled.breaks
+    with pytest.raises(RuntimeError, match="overflow"):
+        op(t, 300)
+    with pytest.raises(RuntimeError, match="overflow"):
+        compiled(t, 300)
+    assert any("without overflow" in b.reason for b in compiled.breaks)

@@ -250,6 +250,18 @@ class OptimizedModule(torch.nn.Module):
             raise TypeError("this compiled module was not made by ember.compile: not picklable")
         return (_compile_again, (self._orig_mod, self._ember_recipe))
 
+    def compile_also(self, fn: Callable) -> Callable:
+        """`fn` compiled as this module is: the same compiler (backend, settings, caches and
+        recompile limit). For a module's other entry points, e.g. a `training_step` that
+        calls `self(...)`: training frameworks put `compile_also(model.forward)` and
+        `compile_also(model.training_step)` on the uncompiled model (torch.compile's module
+        offers the same as `dynamo_ctx`)."""
+        if isinstance(fn, torch.nn.Module):
+            return OptimizedModule(fn, self._ember_compiler, self._ember_recipe)
+        return _wrap_function(
+            fn if _has_python_frame(fn) else _entry_frame(fn), self._ember_compiler
+        )
+
     def forward(self, *args, **kwargs):
         module = self._orig_mod
         if hasattr(module, "_initialize_hook"):

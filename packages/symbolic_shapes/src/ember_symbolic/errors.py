@@ -14,7 +14,8 @@ class ConstraintViolationError(SymbolicShapeError, RuntimeError):
     of a compiled call as a RuntimeError catches this one.
 
     Raised when a guard would force a symbol created with `DimDynamic.DYNAMIC` (what
-    `mark_dynamic` asks for) to a constant. `where` names the line that forced it.
+    `mark_dynamic` asks for) to a constant, or, for one marked with a min/max, when a guard
+    fails some size of that range. `where` names the line that forced it.
     """
 
     def __init__(self, message: str, *, source: object = None, where: str = "") -> None:

@@ -29,6 +29,7 @@ from ember_symbolic.guards import (
     render_guard,
     with_properties,
 )
+from ember_symbolic.range_check import counterexample
 from ember_symbolic.sym_node import SymNode
 from ember_symbolic.torch_protocol import TorchShapeEnvProtocol
 from ember_symbolic.value_ranges import ValueRange, bound, oo
@@ -97,6 +98,8 @@ class ShapeEnv(TorchShapeEnvProtocol):
         self._guards: list[ShapeGuard] = []
         # Ranges at creation (>= 2, and the user's min/max); guards narrow `ranges` later.
         self._declared: dict[sympy.Symbol, ValueRange] = {}
+        # Symbols marked dynamic with an explicit min/max: one graph serves their whole range
+        self._strict: dict[sympy.Symbol, ValueRange] = {}
         self._facts: dict[sympy.Basic, sympy.Basic] = {}  # decided expr -> its value
         self._val_to_symbol: dict[int, sympy.Symbol] = {}
         # (numerator, divisor) pairs a guard proved divisible: floor(n/d) is then n/d
@@ -146,6 +149,8 @@ class ShapeEnv(TorchShapeEnvProtocol):
         self.var_to_val[symbol] = sympy.Integer(value)
         self.ranges[symbol] = ValueRange.of(2, None).intersect(declared)
         self._declared[symbol] = self.ranges[symbol]
+        if dynamic is DimDynamic.DYNAMIC and (min is not None or max is not None):
+            self._strict[symbol] = self.ranges[symbol]
         self.var_to_sources[symbol] = [source]
         self.var_to_dynamic[symbol] = dynamic
         if dynamic is DimDynamic.DUCK:
@@ -358,6 +363,27 @@ class ShapeEnv(TorchShapeEnvProtocol):
         elif isinstance(cond, sympy.Rel):
             self._learn_range(cond)
             self._check_pinned(cond, guard.where)
+        self._check_strict_range(cond, guard.where)
+
+    def _check_strict_range(self, cond: sympy.Basic, where: str) -> None:
+        """A dim marked dynamic with a min/max promised one graph for its whole range: a
+        guard on it alone that a size of that range fails breaks the promise."""
+        if len(cond.free_symbols) != 1:
+            return
+        (symbol,) = cond.free_symbols
+        span = self._strict.get(symbol)
+        if span is None:
+            return
+        size = counterexample(cond, symbol, span)
+        if size is not None:
+            sources = ", ".join(map(str, self.var_to_sources[symbol]))
+            raise ConstraintViolationError(
+                f"{sources} was marked dynamic in the range {span}, but the program adds the "
+                f"guard {cond}, which size {size} of that range fails (one graph cannot "
+                "serve the whole range)",
+                source=self.var_to_sources[symbol][0],
+                where=where,
+            )
 
     def _check_pinned(self, cond: sympy.Rel, where: str) -> None:
         """Bounds that leave a symbol one value (`s0 <= 3` after `s0 >= 3`) force it to a

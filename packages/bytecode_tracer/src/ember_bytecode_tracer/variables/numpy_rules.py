@@ -38,7 +38,7 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     torch_dtype,
     wrap_array,
 )
-from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, has_symbolic
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, decide_bool, has_symbolic
 from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
 
 if TYPE_CHECKING:
@@ -116,8 +116,23 @@ def _weak(value: Any) -> Any:
     return type(value)
 
 
+def _check_int_fits(value: Any, dtype: np.dtype) -> None:
+    """A Python int (weak, NEP 50) taken as an integer dtype must fit it: NumPy raises
+    OverflowError (`int8_array + 300`), or compares or clips exactly (`int8_array < 300`),
+    where a torch cast would wrap in the graph. Out of range, a break: NumPy decides in
+    eager. A symbolic int is guarded in range (another value retraces and breaks)."""
+    symbolic = isinstance(value, SymNodeVariable) and value.python_type() is int
+    if dtype.kind not in "iu" or not (symbolic or type(value) is int):
+        return
+    info = np.iinfo(dtype)
+    number = value.value if symbolic else value
+    if not (decide_bool(info.min <= number) and decide_bool(number <= info.max)):
+        raise Unsupported(f"NumPy: Python integer {number} out of bounds for {dtype}")
+
+
 def _cast(tx, value: NumpyArrayVariable | Any, dtype: np.dtype):
     """The FX argument for an operand, as a tensor of `dtype`."""
+    _check_int_fits(value, dtype)
     target = torch_dtype(dtype)
     if isinstance(value, NumpyArrayVariable):
         if value.example.dtype == target:
@@ -634,6 +649,7 @@ def _full(tx, shape, fill_value, dtype=None, order="C", *, like=None, device=Non
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     fill = _const(fill_value, "fill_value")
     dtype = _dtype_arg(dtype) or np.asarray(fill).dtype
+    _check_int_fits(fill, dtype)
     return _array(tx, torch.full, (shape, fill), {"dtype": torch_dtype(dtype)}, scalar=False)
 
 

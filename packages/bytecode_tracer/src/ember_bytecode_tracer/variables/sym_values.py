@@ -103,6 +103,12 @@ def _decide(pytype: type, value: Any) -> Any:
         raise Unsupported(f"a decision on a data-dependent size: {exc}") from exc
 
 
+def decide_bool(value: Any) -> bool:
+    """A condition the trace depends on, decided now: on a symbolic value the env records
+    its guard; a data-dependent one is a break."""
+    return _decide(bool, value)
+
+
 def wrap_scalar(value: Any, node: torch.fx.Node | None = None) -> VariableTracker:
     """A tracker for a scalar result: symbolic values stay symbolic, others are constants."""
     if isinstance(value, SYM_TYPES):
