@@ -23,11 +23,13 @@ MAP_IMPL = torch.ops.higher_order.map_impl
 
 
 class Counting:
-    """The named backend, counting the graphs it is given."""
+    """The named backend, counting the graphs it is given (each of these handles symbolic
+    sizes: one compile serves every size)."""
 
     def __init__(self, name):
         self.inner = ember.lookup_backend(name)
         self.graphs = 0
+        ember.backends.symbolic_sizes(self)
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
@@ -261,3 +263,16 @@ def test_map_body_with_a_side_effect_is_refused():
 
     with pytest.raises(ember.exc.Unsupported, match="changes state outside itself"):
         ember.compile(Counter(), backend="eager", fullgraph=True)(torch.randn(3, 2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_symbolic_size_predicate_is_decided_under_a_guard(backend):
+    def by_length(t):
+        return torch.cond(t.shape[0] > 4, lambda u: u.sin(), lambda u: u.cos(), (t,))
+
+    counting = Counting(backend)
+    compiled = ember.compile(by_length, backend=counting, dynamic=True)
+    for n in (6, 8, 3, 9, 2):
+        t = torch.randn(n)
+        torch.testing.assert_close(compiled(t), by_length(t))
+    assert counting.graphs == 2  # one per side of the predicate, each for every size there

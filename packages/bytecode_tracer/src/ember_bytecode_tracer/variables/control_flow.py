@@ -11,7 +11,8 @@ GraphModule attributes of the graph, as torch.compile captures them:
 
 - A predicate known at trace time (a Python bool, a shape comparison under static shapes)
   picks its branch: the branch is traced inline, no operator (eager's `cond` does the same
-  with a Python bool).
+  with a Python bool). A comparison of symbolic sizes is decided on the call's sizes under
+  a guard (a size on the other side recompiles), where torch.compile keeps both branches.
 - A tensor predicate with one element: both branches traced; their outputs must agree in
   nesting, shape, dtype and device, else a graph break (the call runs as it is, and eager
   raises its own error).
@@ -42,6 +43,7 @@ from ember_bytecode_tracer.variables.subgraph_capture import (
     union,
     with_lifted,
 )
+from ember_bytecode_tracer.variables.sym_values import SymNodeVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable, wrap_graph_value
 
 COND = torch.ops.higher_order.cond
@@ -95,10 +97,12 @@ def _check_agree(true_body: Body, false_body: Body) -> None:
             )
 
 
-def _predicate(pred: VariableTracker) -> bool | None:
+def _predicate(tx, pred: VariableTracker) -> bool | None:
     """The branch a predicate known at trace time picks; None for a tensor predicate."""
     if pred.is_python_constant():
         return bool(pred.as_python_constant())
+    if isinstance(pred, SymNodeVariable) and pred.python_type() is bool:
+        return pred.truthiness(tx)  # decided on this call's sizes, under a guard
     if not isinstance(pred, TensorVariable):
         raise Unsupported(f"a cond predicate of type {pred.python_type().__name__}")
     numel = pred.example.numel()
@@ -112,7 +116,7 @@ def _cond(tx, args, kwargs) -> VariableTracker:
         "cond", args, kwargs, ("pred", "true_fn", "false_fn", "operands")
     )
     ops = _items(tx, operands, "cond's operands")
-    picked = _predicate(pred)
+    picked = _predicate(tx, pred)
     if picked is not None:  # known now: that branch, inline
         return (true_fn if picked else false_fn).call_function(tx, ops, {})
     true_body = trace_body(tx, true_fn, ops)
