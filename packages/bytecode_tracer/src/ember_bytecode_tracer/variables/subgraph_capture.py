@@ -148,6 +148,7 @@ def _state(tx, roots: list[Any]) -> tuple[tuple, dict[int, tuple]]:
         len(output.draws),
         len(output.warnings_blocks),
         len(output.graph_free_contexts),
+        len(output.dynamic.unbacked_nodes),  # a size only the run knows, read from a node
     )
     return counts, _fingerprint([*roots, *frames, *effects.values()])
 
