@@ -276,3 +276,23 @@ def test_a_symbolic_size_predicate_is_decided_under_a_guard(backend):
         t = torch.randn(n)
         torch.testing.assert_close(compiled(t), by_length(t))
     assert counting.graphs == 2  # one per side of the predicate, each for every size there
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_operands_nested_in_a_dict_and_a_list(backend):
+    def mix(flag, t, s):
+        def weigh(parts, extra):
+            return parts["a"] * extra[0] + parts["b"]
+
+        def blend(parts, extra):
+            return parts["a"] - parts["b"] * extra[0]
+
+        return torch.cond(flag, weigh, blend, ({"a": t, "b": s}, [s]))
+
+    counting = Counting(backend)
+    compiled = ember.compile(mix, backend=counting, fullgraph=True)
+    t, s = torch.randn(3), torch.randn(3)
+    for flag in (True, False):
+        pred = torch.tensor(flag)
+        torch.testing.assert_close(compiled(pred, t, s), mix(pred, t, s))
+    assert counting.graphs == 1

@@ -37,6 +37,7 @@ from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
 from ember_bytecode_tracer.variables.subgraph_capture import (
     Body,
+    operand_leaves,
     same_layout,
     trace_body,
     unflatten_result,
@@ -123,9 +124,10 @@ def _cond(tx, args, kwargs) -> VariableTracker:
     false_body = trace_body(tx, false_fn, ops)
     _check_agree(true_body, false_body)
     lifted = union(true_body.lifted, false_body.lifted)
-    true_graph = _subgraph(tx, "cond_true", true_body, lifted, len(ops))
-    false_graph = _subgraph(tx, "cond_false", false_body, lifted, len(ops))
-    operand_nodes = tuple([o.node for o in ops] + lifted)
+    leaves = [leaf.node for op in ops for leaf in operand_leaves(op)]  # passed flat
+    true_graph = _subgraph(tx, "cond_true", true_body, lifted, len(leaves))
+    false_graph = _subgraph(tx, "cond_false", false_body, lifted, len(leaves))
+    operand_nodes = tuple(leaves + lifted)
     examples = [
         _fresh(tx, a, b) for a, b in zip(true_body.outputs, false_body.outputs, strict=True)
     ]

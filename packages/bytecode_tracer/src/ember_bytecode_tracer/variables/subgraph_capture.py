@@ -31,6 +31,7 @@ from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import LocalSource
 from ember_bytecode_tracer.output_graph import is_mutating
 from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.dicts import ConstDictVariable
 from ember_bytecode_tracer.variables.lazy import LazyLocal
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
@@ -227,14 +228,24 @@ def _extract(
     return graph, params, lifted
 
 
+def operand_leaves(value: VariableTracker) -> list[TensorVariable]:
+    """The tensors of an operand: a tensor, or tuples, lists and dicts nesting tensors."""
+    if isinstance(value, TensorVariable):
+        return [value]
+    if type(value) in (TupleVariable, ListVariable):
+        return [leaf for item in value.items for leaf in operand_leaves(item)]
+    if type(value) is ConstDictVariable and value.python_type() is dict:
+        return [leaf for item in value.items.values() for leaf in operand_leaves(item)]
+    raise Unsupported(
+        f"a control-flow operand of type {value.python_type().__name__}: only tensors "
+        "(nested in tuples, lists, dicts) are captured"
+    )
+
+
 def trace_body(tx, fn: VariableTracker, args: list[VariableTracker]) -> Body:
-    """`fn(*args)` traced into a graph of its own (see the module's docstring)."""
-    for arg in args:
-        if not isinstance(arg, TensorVariable):
-            raise Unsupported(
-                f"a control-flow operand of type {arg.python_type().__name__}: only tensors "
-                "are captured"
-            )
+    """`fn(*args)` traced into a graph of its own (see the module's docstring); the graph's
+    parameters are the tensors of `args` (operand_leaves), then the lifted ones."""
+    leaves = [leaf for arg in args for leaf in operand_leaves(arg)]
     outer = tx.output.graph
     before_nodes = set(outer.nodes)
     before = _state(tx, [fn, *args])
@@ -248,7 +259,7 @@ def trace_body(tx, fn: VariableTracker, args: list[VariableTracker]) -> Body:
     new = [n for n in outer.nodes if n not in before_nodes]
     region = [n for n in new if n.op != "placeholder"]  # new graph inputs stay outside
     _check_region(region, set(region))
-    graph, params, lifted = _extract(region, [a.node for a in args], [t.node for t in flat])
+    graph, params, lifted = _extract(region, [a.node for a in leaves], [t.node for t in flat])
     for node in reversed(region):
         if any(user not in region for user in node.users):
             raise Unsupported("a control-flow body's value is used outside it")
