@@ -296,3 +296,17 @@ def test_operands_nested_in_a_dict_and_a_list(backend):
         pred = torch.tensor(flag)
         torch.testing.assert_close(compiled(pred, t, s), mix(pred, t, s))
     assert counting.graphs == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_over_a_symbolic_length(backend):
+    def rows(xs, scale):
+        return control_map(lambda row, s: row.cos() * s, xs, scale)
+
+    counting = Counting(backend)
+    compiled = ember.compile(rows, backend=counting, dynamic=True)
+    scale = torch.randn(2)
+    for n in (3, 5, 7):
+        xs = torch.randn(n, 2)
+        torch.testing.assert_close(compiled(xs, scale), rows(xs, scale))
+    assert counting.graphs == 1

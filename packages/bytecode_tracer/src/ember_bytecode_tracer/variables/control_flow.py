@@ -32,6 +32,7 @@ from typing import Any
 import torch
 import torch.fx
 
+import ember_symbolic as es
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import guard_identity, wrap_rule
@@ -135,14 +136,19 @@ def _cond(tx, args, kwargs) -> VariableTracker:
     return _call(tx, COND, call_args, examples, true_body.spec)
 
 
-def _leading_length(xs: list[VariableTracker]) -> int:
-    for x in xs:
-        if not isinstance(x, TensorVariable):
-            raise Unsupported("map over a value that is not a tensor")
-    lengths = {x.example.shape[0] if x.example.dim() else None for x in xs}
-    if len(lengths) != 1 or not all(isinstance(n, int) and n > 0 for n in lengths):
-        raise Unsupported("map over tensors without one static, nonzero leading length")
-    return lengths.pop()
+def _leading_length(xs: list[VariableTracker]) -> Any:
+    """The mapped length all `xs` share (an int, or a symbolic size decided equal and
+    nonzero under guards, as eager's map checks them)."""
+    if not xs or not all(isinstance(x, TensorVariable) and x.example.dim() for x in xs):
+        raise Unsupported("map over a value that is not a tensor of at least one dimension")
+    length = xs[0].example.shape[0]
+    try:
+        agree = all(bool(x.example.shape[0] == length) for x in xs) and bool(length > 0)
+    except es.DataDependentError as exc:
+        raise Unsupported(f"map over a length only the run knows: {exc}") from exc
+    if not agree:
+        raise Unsupported("map over tensors of different or zero leading lengths")
+    return length
 
 
 def _map_impl(tx, args, kwargs) -> VariableTracker:
