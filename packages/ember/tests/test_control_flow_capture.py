@@ -310,3 +310,33 @@ def test_map_over_a_symbolic_length(backend):
         xs = torch.randn(n, 2)
         torch.testing.assert_close(compiled(xs, scale), rows(xs, scale))
     assert counting.graphs == 1
+
+
+def test_a_branch_writing_an_operand_through_a_view_is_refused():
+    def through_view(flag, t):
+        def bump(u):
+            u[0].add_(1)  # writes the operand itself
+            return u * 2
+
+        return torch.cond(flag, bump, lambda u: u * 3, (t,))
+
+    with pytest.raises(ember.exc.Unsupported, match="in-place write"):
+        ember.compile(through_view, backend="eager", fullgraph=True)(
+            torch.tensor(True), torch.ones(2)
+        )
+
+
+def test_a_branch_writing_its_own_intermediate_in_place_is_captured():
+    def local_write(flag, t):
+        def bump(u):
+            v = u * 2
+            v[0].add_(1)  # a view of the branch's own tensor
+            return v
+
+        return torch.cond(flag, bump, lambda u: u * 3, (t,))
+
+    compiled = ember.compile(local_write, backend="eager", fullgraph=True)
+    t = torch.randn(2)
+    for flag in (True, False):
+        pred = torch.tensor(flag)
+        torch.testing.assert_close(compiled(pred, t), local_write(pred, t))

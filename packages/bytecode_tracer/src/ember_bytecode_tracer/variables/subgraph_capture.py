@@ -172,17 +172,25 @@ def _storage(value: Any) -> Any:
         return None
 
 
-def _check_region(region: list[torch.fx.Node], inside: set[torch.fx.Node]) -> None:
+def _check_region(region: list[torch.fx.Node]) -> None:
+    inside = set(region)
+    outer_storages = {
+        _storage(read.meta.get("example_value"))
+        for node in region
+        for read in node.all_input_nodes
+        if read not in inside
+    } - {None}
     for node in region:
         if node.meta.get("draws_random"):
             raise Unsupported("a random op inside a control-flow body")
         target = node.args[0] if node.args else None
-        if is_mutating(node) and isinstance(target, torch.fx.Node) and target not in inside:
+        if not (is_mutating(node) and isinstance(target, torch.fx.Node)):
+            continue
+        # a write to an outer tensor, directly or through a view of it made in the body
+        if target not in inside or _storage(target.meta.get("example_value")) in outer_storages:
             raise Unsupported(
                 "an in-place write inside a control-flow body to a tensor from outside it"
             )
-        if node.op == "placeholder":
-            raise Unsupported("a graph input inside a control-flow body")
 
 
 def _extract(
@@ -258,7 +266,7 @@ def trace_body(tx, fn: VariableTracker, args: list[VariableTracker]) -> Body:
     flat, spec = flatten_result(result)
     new = [n for n in outer.nodes if n not in before_nodes]
     region = [n for n in new if n.op != "placeholder"]  # new graph inputs stay outside
-    _check_region(region, set(region))
+    _check_region(region)
     graph, params, lifted = _extract(region, [a.node for a in leaves], [t.node for t in flat])
     for node in reversed(region):
         if any(user not in region for user in node.users):
