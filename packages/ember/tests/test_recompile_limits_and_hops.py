@@ -4,8 +4,9 @@
 - `ember.config.cache_size_limit = sys.maxsize` is how a torch.compile user says "no limit"
   (torch's `disable_cache_limit` does exactly that): it is clamped to the most the frame hook
   keeps, never a ValueError at compile time.
-- A higher-order operator is not captured (no subgraph capture in Ember): its call is a graph
-  break, the code around it still compiles, and the operator runs as it does eagerly.
+- A higher-order operator Ember does not capture (while_loop: torch.cond and map are captured,
+  see test_control_flow_capture.py) is a graph break: the code around it still compiles, and
+  the operator runs as it does eagerly.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 import pytest
 import torch
-from torch._higher_order_ops.cond import cond
+from torch._higher_order_ops.while_loop import while_loop
 
 import ember
 import ember_frame_hook as fh
@@ -50,40 +51,30 @@ def test_a_limit_below_one_or_not_an_int_is_refused(bad):
         frame_cache_limit(bad)
 
 
-def _halves(t):
-    return t * 0.5
-
-
-def _negated(t):
-    return -t
-
-
-def around_cond(flag, t):
+def around_loop(t):
     before = t.sin()
-    picked = cond(flag, _halves, _negated, [before])
-    return picked.cos() + 1
+    _, looped = while_loop(
+        lambda i, u: i < 3, lambda i, u: (i + 1, u * 2), (torch.tensor(0), before)
+    )
+    return looped.cos() + 1
 
 
-@pytest.mark.parametrize("flag", [True, False])
-def test_cond_is_a_break_with_graphs_either_side(flag):
+def test_while_loop_is_a_break_with_graphs_either_side():
     backend = RecordingBackend()
-    compiled = ember.compile(around_cond, backend=backend)
+    compiled = ember.compile(around_loop, backend=backend)
     t = torch.randn(5)
-    pred = torch.tensor(flag)
-    assert torch.equal(compiled(pred, t), around_cond(pred, t))
-    assert len(backend.graphs) == 2  # before the cond, after it
+    assert torch.equal(compiled(t), around_loop(t))
+    assert len(backend.graphs) == 2  # before the loop, after it
 
 
-def test_cond_is_a_break_under_inductor():
-    compiled = ember.compile(around_cond)  # the default backend: inductor
+def test_while_loop_is_a_break_under_inductor():
+    compiled = ember.compile(around_loop)  # the default backend: inductor
     t = torch.randn(5)
-    for flag in (True, False):
-        pred = torch.tensor(flag)
-        torch.testing.assert_close(compiled(pred, t), around_cond(pred, t))
+    torch.testing.assert_close(compiled(t), around_loop(t))
     assert ember.counters["inductor"]["forward_graphs"] == 2
 
 
-def test_cond_refused_under_fullgraph_with_its_name():
-    compiled = ember.compile(around_cond, backend=RecordingBackend(), fullgraph=True)
-    with pytest.raises(ember.exc.Unsupported, match="higher-order operator cond"):
-        compiled(torch.tensor(True), torch.randn(5))
+def test_while_loop_refused_under_fullgraph_with_its_name():
+    compiled = ember.compile(around_loop, backend=RecordingBackend(), fullgraph=True)
+    with pytest.raises(ember.exc.Unsupported, match="higher-order operator while_loop"):
+        compiled(torch.randn(5))

@@ -165,6 +165,9 @@ class OutputGraph:
         self.made_parameters: dict[int, tuple[torch.Tensor, int, str]] = {}
         # storages that a `t.data` read of the trace aliases (variables/tensor.py)
         self.data_aliases: set[StorageWeakRef] = set()
+        # subgraphs of control-flow operators (variables/control_flow.py), by attribute name:
+        # the graph reads them with get_attr nodes
+        self.subgraphs: dict[str, torch.fx.GraphModule] = {}
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -341,6 +344,20 @@ class OutputGraph:
                 if expr in self.dynamic.env.unbacked:
                     self.dynamic.unbacked_nodes.setdefault(expr, (node, d))
 
+    def add_subgraph(self, prefix: str, graph: torch.fx.Graph) -> str:
+        """Holds `graph` as a GraphModule attribute of the graph; returns its name."""
+        name = next(
+            f"{prefix}_{i}" for i in itertools.count() if f"{prefix}_{i}" not in self.subgraphs
+        )
+        self.subgraphs[name] = torch.fx.GraphModule(self._attribute_root(), graph)
+        return name
+
+    def _attribute_root(self) -> torch.nn.Module:
+        root = torch.nn.Module()
+        for name, module in self.subgraphs.items():
+            setattr(root, name, module)
+        return root
+
     # ---- compiling -----------------------------------------------------------------
     def compile_subgraph(
         self, outputs: list[torch.fx.Node], backend: Callable, *, location: str
@@ -354,7 +371,7 @@ class OutputGraph:
         self.entry_autocast.wrap_graph(self.graph)
         self.graph.output(tuple(outputs))
         remove_unused_pure_nodes(self.graph)
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        gm = torch.fx.GraphModule(self._attribute_root(), self.graph)
         gm.graph.lint()
         example_inputs = [graph_input.value for graph_input in self.inputs]
         name = getattr(backend, "__name__", type(backend).__name__)

@@ -419,7 +419,9 @@ class InstructionTranslator:
         bound: dict[str, VariableTracker],
         closure_vars: dict[str, VariableTracker],
     ) -> TracedGenerator:
-        inner = InliningTranslator._make(self, code, f_globals, bound, self.globals_source)
+        inner = InliningTranslator._make(
+            self, code, f_globals, bound, _made_globals(self, f_globals)
+        )
         inner.closure_vars = closure_vars
         inner.fn_source = None
         return TracedGenerator(inner)
@@ -437,7 +439,7 @@ class InstructionTranslator:
     def run_class_body(
         self, code: CodeType, f_globals: dict[str, Any], closure_vars: dict[str, VariableTracker]
     ) -> tuple[VariableTracker, dict[str, VariableTracker]]:
-        inner = InliningTranslator._make(self, code, f_globals, {}, self.globals_source)
+        inner = InliningTranslator._make(self, code, f_globals, {}, _made_globals(self, f_globals))
         inner.closure_vars = closure_vars
         inner.fn_source = None
         inner.is_class_body = True
@@ -485,7 +487,7 @@ class InliningTranslator(InstructionTranslator):
         globals_source = parent.globals_source
         if fn.__globals__ is not parent.f_globals:
             if fn_source is None and fn.__globals__ is not parent.root().f_globals:
-                globals_source = _module_globals_source(fn)
+                globals_source = _module_globals_source(fn.__globals__, fn.__qualname__)
             elif fn_source is not None:
                 globals_source = AttrSource(fn_source, "__globals__")
             else:
@@ -509,7 +511,7 @@ class InliningTranslator(InstructionTranslator):
         """Inlines a function made during the trace (its closure cells are trackers)."""
         if parent.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached")
-        tx = cls._make(parent, code, f_globals, bound, parent.globals_source)
+        tx = cls._make(parent, code, f_globals, bound, _made_globals(parent, f_globals))
         tx.closure_vars = closure_vars
         tx.fn_source = None
         if code.co_flags & inspect_flags.CO_GENERATOR:
@@ -571,24 +573,35 @@ class TracedGenerator:
         return False, returned
 
 
-def _module_globals_source(fn: Any) -> Source:
+def _made_globals(parent: InstructionTranslator, f_globals: dict[str, Any]) -> Source | None:
+    """The globals source of a function made during the trace, run from `parent`: the
+    module it was made in, which need not be the caller's (a nested function of one module
+    handed to a function of another and called there)."""
+    if f_globals is parent.f_globals:
+        return parent.globals_source
+    if f_globals is parent.root().f_globals:
+        return None
+    return _module_globals_source(f_globals, "a function made in the trace")
+
+
+def _module_globals_source(f_globals: dict[str, Any], qualname: str) -> Source:
     """G of another module, reached through sys.modules (guarded by identity)."""
 
-    module_name = fn.__globals__.get("__name__")
+    module_name = f_globals.get("__name__")
     module = sys.modules.get(module_name)
-    if module is None or module.__dict__ is not fn.__globals__:
+    if module is None or module.__dict__ is not f_globals:
         # Some modules are registered under another name (e.g. _collections_abc calls
         # itself collections.abc): look the globals up by identity.
         module_name = next(
             (
                 name
                 for name, mod in list(sys.modules.items())
-                if getattr(mod, "__dict__", None) is fn.__globals__
+                if getattr(mod, "__dict__", None) is f_globals
             ),
             None,
         )
         if module_name is None:
-            raise Unsupported(f"globals of {fn.__qualname__} are not a module's")
+            raise Unsupported(f"globals of {qualname} are not a module's")
     return AttrSource(
         ItemSource(AttrSource(GlobalSource("__ember_sys__"), "modules"), module_name), "__dict__"
     )

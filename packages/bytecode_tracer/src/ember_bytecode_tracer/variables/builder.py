@@ -16,7 +16,8 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     tensor, torch_size, symbolic_int, constant, code, enum, identity_constant, typing, nn_module,
     namedtuple, list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy,
     input_iterator, container_subclass, numpy, numpy_random_draw, python_random_draw,
-    autograd_function_apply, context_exit, grad_mode_context, compiler_directive, python_module,
+    autograd_function_apply, context_exit, grad_mode_context, control_flow_operator,
+    compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, namedtuple_make, trace_time_rule_function, user_function,
     method, partial, traced_through, builtin_with_rule, builtin_function, c_descriptor_get,
@@ -66,6 +67,7 @@ WRAP_ORDER = (
     "context_exit",  # a with-block's __exit__ rebuilt at a graph break (contexts.py)
     "saved_hooks_exit",  # disable_saved_tensors_hooks' __exit__ at a break (hooks_context.py)
     "grad_mode_context",  # a no_grad/enable_grad/set_grad_enabled object (contexts.py)
+    "control_flow_operator",  # torch.cond's and map's operators: captured (control_flow.py)
     # graph_break(), registered breaks (by identity, even a torch function), functions
     # compiler.disable'd: a break (compiler_directives.py)
     "compiler_directive",

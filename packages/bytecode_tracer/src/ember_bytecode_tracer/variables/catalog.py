@@ -20,6 +20,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     container_subclasses,
     context_vars,
     contexts,
+    control_flow,
     dicts,
     environ,
     exceptions,

@@ -84,7 +84,7 @@ class NNModuleVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         module = self.module
         call = inspect.getattr_static(type(module), "__call__")
-        if call is not _MODULE_CALL:
+        if call is not _MODULE_CALL and not _plain_graph_module_call(module, call):
             # The class replaces nn.Module.__call__ (hooks, forward): Python runs its own.
             if not inspect.isfunction(call):
                 raise Unsupported(f"{type(module).__name__}.__call__ is not a plain method")
@@ -277,6 +277,12 @@ _LISTED_TABLES = {
 
 _CONTAINERS = (nn.ModuleList, nn.Sequential, nn.ModuleDict)
 _MODULE_CALL = inspect.getattr_static(nn.Module, "__call__")
+# the `__call__` every fx GraphModule class gets (`call_wrapped`, one function per class, one
+# code object): nn.Module.__call__ inside a try/except that only adds the generated code's
+# line to an error's printout before raising it again
+_GRAPH_MODULE_CALL = inspect.getattr_static(
+    type(torch.fx.GraphModule(nn.Module(), torch.fx.Graph())), "__call__"
+).__code__
 _MISSING = object()
 
 
@@ -291,6 +297,19 @@ def _class_attribute(cls: type, name: str) -> Any:
 def _is_data_descriptor(attribute: Any) -> bool:
     kind = type(attribute)
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _plain_graph_module_call(module: nn.Module, call: Any) -> bool:
+    """A GraphModule called through fx's wrapper around nn.Module.__call__ (its class sets no
+    `__call__` of its own): traced as nn.Module.__call__ (hooks, forward), as torch.compile
+    does. The wrapper's except clause only prints where in the generated code an error was
+    raised (to stderr) before raising it again; a graph that raises skips that printout."""
+    if not isinstance(module, torch.fx.GraphModule) or getattr(call, "__code__", None) is not (
+        _GRAPH_MODULE_CALL
+    ):
+        return False
+    wrapped = inspect.getattr_static(type(module), "_wrapped_call", None)
+    return getattr(wrapped, "cls_call", _MISSING) is None
 
 
 def _class_attr_source(source: Source, name: str) -> Source:

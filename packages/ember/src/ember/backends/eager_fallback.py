@@ -10,6 +10,10 @@ Two kinds of limitation are declared, never discovered by catching whatever a st
   ember-primops' ``DataDependentIndex`` (a boolean-mask index: no prim has its shape);
 - ember-symbolic-shapes' ``DataDependentError``: a stage must decide a condition on a value
   only the run knows (a decomposition branching on `t.item()`'s value);
+- control-flow operators (``torch.ops.higher_order.cond``, ``map_impl``: a graph node
+  calling a ``HigherOrderOperator`` with subgraphs): the aot stage does not trace into their
+  bodies, so the graph holding one runs as it is (eager runs the operator, autograd
+  included), counted by the operator (``"higher_order.cond"``);
 - ember-inductor-ir's ``ScalarReadUnsupported``: a `t.item()` read the loop IR does not bind
   on the host (a read of a computed value, a bool; see its lowering/scalar_reads.py);
 
@@ -68,6 +72,15 @@ def untraced_tensor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str 
     return None
 
 
+def untraced_operator(gm: torch.fx.GraphModule) -> str | None:
+    """The first higher-order operator (a control-flow op over subgraphs) the graph calls,
+    named as `higher_order.<name>`; else None."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
+            return f"higher_order.{node.target.name()}"
+    return None
+
+
 def _fall_back(backend: str, key: str, reason: str) -> None:
     counters["graph_fallbacks"][key] += 1
     emit("fallback", kind="graph", backend=backend, op=key, reason=reason)
@@ -107,6 +120,10 @@ def eager_on_limitation(backend: str, compile_fn: Callable) -> Callable:
         untraced = untraced_tensor(gm, example_inputs)
         if untraced is not None:
             _fall_back(backend, untraced.split(" tensor")[0], f"{untraced}: not traced")
+            return gm.forward
+        operator = untraced_operator(gm)
+        if operator is not None:
+            _fall_back(backend, operator, f"{operator}: its subgraphs are not traced")
             return gm.forward
         try:
             compiled = compile_fn(gm, example_inputs)
