@@ -5,6 +5,7 @@ Once `torch.compile` has run, `torch.nn.Module.__init__` is its `patched_init`: 
 that only its own module tracking reads. A module built in an Ember trace runs the original
 `__init__` (as torch.compile does when it traces one): the tag is that compiler's
 bookkeeping, not the program's, and the object it would key by id does not exist yet.
+`Module.__setstate__` gets the same wrapper and the same treatment.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.variables.base import Translator
 
 # (module, name, the closure variable holding the wrapped function) of each known wrapper
-_WRAPPERS = {("torch._dynamo.mutation_guard", "patched_init"): "init"}
+_WRAPPERS = {
+    ("torch._dynamo.mutation_guard", "patched_init"): "init",
+    ("torch._dynamo.mutation_guard", "patched_setstate"): "setstate",  # (its __setstate__)
+}
 
 
 def _wrapped_cell(value: Any) -> int | None:
