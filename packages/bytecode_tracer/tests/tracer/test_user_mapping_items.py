@@ -96,6 +96,20 @@ def test_a_mapping_built_in_the_trace_is_returned_with_its_entries():
     assert same(got.store["b"], expected.store["b"])
 
 
+def test_mutable_mapping_mixins_write_through_the_python_methods():
+    # update/setdefault/pop are collections.abc's Python code over __setitem__/__delitem__
+    def mixins(reg, x):
+        reg.update(Alpha=x + 1, beta=2.0)
+        seeded = reg.setdefault("GAMMA", x * 2)
+        dropped = reg.pop("keep")
+        return seeded + reg["alpha"], dropped, len(reg)
+
+    x = torch.randn(3)
+    (eager_reg, _), (traced_reg, _) = _one_graph(mixins, lambda: (_fresh_registry(), x))
+    assert list(traced_reg.store) == list(eager_reg.store)
+    assert same(traced_reg.store["gamma"], eager_reg.store["gamma"])
+
+
 def test_a_python_setitem_that_counts_its_writes():
     def record(t, x):
         t["first"] = x + 1
