@@ -262,6 +262,33 @@ def test_no_tensor_aliasing_many() -> None:
     assert "t8" in (compiled.failure_reason({**tensors, "t8": tensors["t3"]}) or "")
 
 
+def _iteration_order(objects: list) -> tuple[int, ...]:
+    first = {id(o): i for i, o in reversed(list(enumerate(objects)))}
+    return tuple(first[id(o)] for o in set(objects))
+
+
+def test_set_order() -> None:
+    """Objects hashed by address iterate in a set as their addresses say: the guard holds
+    while the same sources, added in the same order, give the same order."""
+    names = ("a", "b", "c")
+    sources = tuple(LocalSource(n) for n in names)
+    objects = [torch.randn(1) for _ in names]
+    order = _iteration_order(objects)
+    guard = Guard(sources[0], GuardKind.SET_ORDER, (sources, order))
+    compiled = compile_guards([guard], {})
+    scope = dict(zip(names, objects, strict=True))
+    assert compiled(scope) and compiled.failure_reason(scope) is None
+    flipped = dict(zip(names, [objects[i] for i in (2, 1, 0)], strict=True))
+    assert compiled(flipped) == (_iteration_order(list(flipped.values())) == order)
+    # the same object twice makes a smaller set: never the order of three
+    twice = {**scope, "c": objects[0]}
+    assert not compiled(twice)
+    reason = compiled.failure_reason(twice) or ""
+    assert reason.startswith("a set of L['a'], L['b'], L['c'] iterates as") and "now" in reason
+    with pytest.raises(TypeError, match="SET_ORDER"):
+        Guard(sources[1], GuardKind.SET_ORDER, (sources, order))  # not its first source
+
+
 def test_absent() -> None:
     class Obj:
         pass

@@ -201,3 +201,37 @@ def test_eq_falls_back_to_identity_when_both_sides_answer_not_implemented():
 
     one_graph_like_eager(fn, torch.randn(2))
     inductor_like_eager(fn, torch.randn(2))
+
+
+# ---- f-strings of a user's object: its Python __str__ / __repr__ / __format__ run ---------
+class Labelled:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"label:{self.name}"
+
+    def __repr__(self):
+        return f"Labelled({self.name!r})"
+
+
+class Padded:
+    def __format__(self, spec):
+        return "<" + spec + ">"
+
+
+LABEL = Labelled("w")
+
+
+def _formatted_texts(x):
+    made = Labelled("m")
+    text = f"{LABEL} {LABEL!r} {made} {made!s} {Padded():>4} {LABEL!s:>12}"
+    return x * len(text), text
+
+
+def test_fstrings_run_the_objects_python_text_methods():
+    one_graph_like_eager(_formatted_texts, torch.randn(3))
+
+
+def test_fstrings_of_user_objects_under_inductor():
+    inductor_like_eager(_formatted_texts, torch.randn(3))

@@ -86,6 +86,8 @@ def cost(guard: Guard) -> int:
         return MEDIUM if type(guard.expected) is tuple else CHEAP
     if kind in (GuardKind.LEN_MATCH, GuardKind.NO_TENSOR_ALIASING):
         return MEDIUM
+    if kind is GuardKind.SET_ORDER:
+        return COSTLY
     return CHEAP
 
 
@@ -279,6 +281,15 @@ def _no_tensor_aliasing(guard: Guard, ctx: EmitContext) -> str:
         return f"len({{{', '.join(f'id({v})' for v in values)}}}) == {len(values)}"
     pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1 :]]
     return " and ".join(f"{a} is not {b}" for a, b in pairs)
+
+
+@emitter(GuardKind.SET_ORDER)
+def _set_order(guard: Guard, ctx: EmitContext) -> str:
+    added, order = guard.expected
+    values = [ctx.value(s) for s in added]
+    built = "{" + ", ".join(values) + ("," if len(values) == 1 else "") + "}"
+    expected = ", ".join(f"id({values[i]})" for i in order)
+    return f"tuple(map(id, {built})) == ({expected}{',' if len(order) == 1 else ''})"
 
 
 @emitter(GuardKind.ABSENT)

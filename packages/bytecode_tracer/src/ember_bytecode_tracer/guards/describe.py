@@ -72,6 +72,10 @@ _DESCRIBE: dict[GuardKind, Callable[[Guard], str]] = {
         f"{', '.join(map(str, g.sources()))} are distinct objects"
     ),
     GuardKind.ABSENT: lambda g: f"{g.source} does not exist",
+    GuardKind.SET_ORDER: lambda g: (
+        f"a set of {', '.join(map(str, g.expected[0]))} iterates as "
+        f"{', '.join(str(g.expected[0][i]) for i in g.expected[1])}"
+    ),
 }
 
 
@@ -127,6 +131,11 @@ def _actual(guard: Guard, scope: Scope) -> str:
             if va is vb
         ]
         return ", ".join(same) or "they are distinct now"
+    if kind is GuardKind.SET_ORDER:
+        added = guard.expected[0]
+        found = {id(_read(s, scope)): s for s in added}
+        order = [str(found.get(id(v), "?")) for v in {_read(s, scope) for s in added}]
+        return f"it iterates as {', '.join(order)} now"
     if kind is GuardKind.ID_MATCH:
         return f"the object {_describe_object(value)}"
     if kind is GuardKind.EQUALS_MATCH and strict_equal(value, guard.expected):

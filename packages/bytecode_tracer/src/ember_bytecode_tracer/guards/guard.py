@@ -31,6 +31,9 @@ class GuardKind(enum.Enum):
     TENSOR_ALIASING = "tensor_aliasing"  # v is the value of expected (a Source)
     NO_TENSOR_ALIASING = "no_tensor_aliasing"  # v and expected (Sources) are distinct objects
     ABSENT = "absent"  # the source's last attribute/key is missing (expected: None)
+    # expected: (sources, order): a set built by adding the values at `sources` in turn
+    # (v is the first) iterates as `sources[i] for i in order` (objects hashed by address)
+    SET_ORDER = "set_order"
 
 
 def _expect_type(guard: Guard) -> None:
@@ -95,6 +98,18 @@ def _expect_sources(guard: Guard) -> None:
         raise TypeError(f"NO_TENSOR_ALIASING expects a tuple of Sources, got {others!r}")
 
 
+def _expect_set_order(guard: Guard) -> None:
+    expected = guard.expected
+    if not (
+        _is_pair(expected, tuple, tuple)
+        and expected[0]
+        and all(isinstance(s, Source) for s in expected[0])
+        and expected[0][0] == guard.source
+        and all(type(i) is int for i in expected[1])
+    ):
+        raise TypeError(f"SET_ORDER expects (sources, iteration order), got {expected!r}")
+
+
 def _expect_absent(guard: Guard) -> None:
     _expect_none(guard)
     if type(guard.source).absent is Source.absent:
@@ -120,6 +135,7 @@ _VALIDATE: dict[GuardKind, Callable[[Guard], None]] = {
     GuardKind.TENSOR_ALIASING: _expect_source,
     GuardKind.NO_TENSOR_ALIASING: _expect_sources,
     GuardKind.ABSENT: _expect_absent,
+    GuardKind.SET_ORDER: _expect_set_order,
 }
 
 # The expected value a kind takes, derived from the live value the trace saw.
@@ -203,6 +219,8 @@ class Guard:
             return (self.source, self.expected)
         if self.kind is GuardKind.NO_TENSOR_ALIASING:
             return (self.source, *self.expected)
+        if self.kind is GuardKind.SET_ORDER:
+            return tuple(dict.fromkeys(self.expected[0]))
         return (self.source,)
 
     def describe(self) -> str:

@@ -39,6 +39,7 @@ from ember_bytecode_tracer.variables.builder import wrap_value
 from ember_bytecode_tracer.variables.builtins import wrap_builtin
 from ember_bytecode_tracer.variables.constant import ConstantVariable, is_constant_value
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
+from ember_bytecode_tracer.variables.foreign_patches import unwrap_foreign
 from ember_bytecode_tracer.variables.functions import bind_arguments
 from ember_bytecode_tracer.variables.iterator_tools import GeneratorVariable
 from ember_bytecode_tracer.variables.iterators import ListIteratorVariable
@@ -382,6 +383,8 @@ class InstructionTranslator:
         """Traces a call of the user function `fn` inside this trace."""
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining depth limit ({MAX_INLINE_DEPTH}) reached at {fn!r}")
+        if closure_vars is None:  # torch.compile's Module.__init__: the original it wraps
+            fn, fn_source = unwrap_foreign(self, fn, fn_source)
         return InliningTranslator.inline(self, fn, fn_source, args, kwargs, closure_vars)
 
     def start_generator(

@@ -6,9 +6,12 @@ is applied in the same order and with the same kind of operands as eager code ap
 so that the mirror's table, and with it its iteration order, is the one CPython makes.
 Constants are in the mirror as themselves. Tensors and objects that CPython hashes by
 identity are in it as `_Identity` keys (the fake tensor, or the object) beside their
-trackers; their order would be by memory address, so iterating or popping such a set is a
-graph break. Nothing outside the trace can see the set: no guard, and the runner rebuilds
-it once per call after the graph.
+trackers; their order is by memory address. A set made of such objects passed in (each
+read through a source), added one by one and then popped or iterated, follows the order
+the real objects give this call, guarded (SET_ORDER: the same set built from the same
+sources iterates the same way); any other such set is a graph break when iterated or
+popped. Nothing outside the trace can see the set: the runner rebuilds it once per call
+after the graph.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
-from ember_bytecode_tracer.guards import GuardKind
+from ember_bytecode_tracer.guards import Guard, GuardKind
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.builtins import RULES
@@ -123,6 +126,8 @@ class SetVariable(VariableTracker):
         # the changes, run on it after the graph.
         self.seen = seen
         self.writes: list[tuple] = []
+        # The iteration order of its objects, from their addresses this call (guarded)
+        self.by_address: list[_Identity] | None = None
 
     @classmethod
     def made(cls, keys: Any, objects: dict, history: list | None) -> VariableTracker:
@@ -140,6 +145,7 @@ class SetVariable(VariableTracker):
             return
         if self.history is not None:
             self.history = None if step is None else [*self.history, step]
+        self.by_address = None  # (a pop keeps what remains in order: _pop_by_address)
 
     def replay_operand(self) -> _Replay | None:
         return _Replay(tuple(self.history)) if self.history is not None else None
@@ -165,8 +171,38 @@ class SetVariable(VariableTracker):
         if self.seen is not None:
             return [ConstantVariable(k) for k in self.seen]
         if not self.ordered():
-            raise Unsupported("iterating over a set of tensors or objects (ordered by address)")
+            order = self.address_order(tx)
+            if order is None:
+                raise Unsupported("iterating over a set of tensors or objects (ordered by address)")
+            return [self.objects[k] for k in order]
         return [ConstantVariable(k) for k in self.keys]
+
+    def address_order(self, tx) -> list[_Identity] | None:
+        """The iteration order of a set made in the trace by adding objects passed in (each
+        read through a source, hashed by address) one by one, as this call's objects give
+        it, guarded to be the same on a later call; None for any other set."""
+        if self.by_address is not None:
+            return self.by_address
+        steps = self.history
+        if self.source is not None or not steps or steps[0] != ("new", set, ()):
+            return None
+        if any(kind != "call" or fn != "add" for kind, fn, _ in steps[1:]):
+            return None
+        keys = [operands[0] for _, _, operands in steps[1:]]
+        trackers = [self.objects.get(k) if isinstance(k, _Identity) else None for k in keys]
+        reals = [_real_object(tx, t) for t in trackers]
+        if not keys or any(r is None for r in reals):
+            return None
+        first = {}
+        for index, real in enumerate(reals):
+            first.setdefault(id(real), index)
+        built = set(reals)  # the same adds, in the same order, on the real objects
+        order = tuple(first[id(r)] for r in built)
+        sources = tuple(t.source for t in trackers)
+        where = tx.location()
+        tx.output.add_guard(Guard(sources[0], GuardKind.SET_ORDER, (sources, order), where))
+        self.by_address = [keys[i] for i in order]
+        return self.by_address
 
     def var_getattr(self, tx, name):
         if not hasattr(self.keys, name):
@@ -258,7 +294,7 @@ def _no_arguments(tx, target: SetVariable, name: str, args) -> VariableTracker:
         raise Unsupported(f"set.{name} takes no arguments")
     if name == "pop":  # replayed too: the rebuilt set's cursor is where eager's is
         if not target.ordered():
-            raise Unsupported("set.pop() of a set of tensors or objects (ordered by address)")
+            return _pop_by_address(tx, target)
         if not target.keys:
             raise TracedException(KeyError, "pop from an empty set")
         target.record(("call", "pop", ()))
@@ -346,6 +382,33 @@ def _wrap_set(tx: Translator, value: set, source: Source | None) -> VariableTrac
 def _build_set(tx: Translator, value: set, source: Source) -> VariableTracker:
     guard(tx, source, GuardKind.DICT_KEYS, (set, tuple(value)))  # its elements, in order
     return SetVariable(set(value), {}, None, source=source, seen=tuple(value))
+
+
+def _pop_by_address(tx, target: SetVariable) -> VariableTracker:
+    """set.pop() of objects in address order: the first left (a fresh set's pops walk its
+    table from the start, so with no add in between they follow its iteration order)."""
+    order = target.address_order(tx)
+    if order is None:
+        raise Unsupported("set.pop() of a set of tensors or objects (ordered by address)")
+    if not order:
+        raise TracedException(KeyError, "pop from an empty set")
+    key, rest = order[0], order[1:]
+    popped = target.objects[key]
+    target.keys.remove(key)
+    target.record(("call", "pop", ()))
+    target.by_address = rest
+    return popped
+
+
+def _real_object(tx, tracker: VariableTracker | None) -> Any:
+    """The object this call passed in that `tracker` stands for (read through a source)."""
+    if tracker is None or tracker.source is None:
+        return None
+    if isinstance(tracker, TensorVariable):
+        return tx.output.real_value(tracker.source)
+    if isinstance(tracker, UserDefinedObjectVariable):
+        return tracker.value
+    return None
 
 
 def new_set(kind: type = set) -> SetVariable:

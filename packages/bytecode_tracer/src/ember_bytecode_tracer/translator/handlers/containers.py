@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
+
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.variables.builtins import wrap_builtin
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key, mapping_items
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
+from ember_bytecode_tracer.variables.objects import UserDefinedObjectVariable
 from ember_bytecode_tracer.variables.sets import SetVariable, new_set
+from ember_bytecode_tracer.variables.traced_objects import TracedObjectVariable
 
 INTRINSIC_LIST_TO_TUPLE = 6
 INTRINSIC_UNARY_POSITIVE = 5
@@ -137,15 +142,35 @@ def build_string(tx, inst):
 def format_value(tx, inst):
     flags = inst.arg
     spec = tx.pop().as_python_constant() if flags & 0x04 else ""
-    value = tx.pop().as_python_constant()
-    conversion = flags & 0x03
-    if conversion == 1:
-        value = str(value)
-    elif conversion == 2:
-        value = repr(value)
-    elif conversion == 3:
-        value = ascii(value)
-    tx.push(ConstantVariable(format(value, spec)))
+    value = tx.pop()
+    conversion = _CONVERSIONS.get(flags & 0x03)
+    user_object = isinstance(value, UserDefinedObjectVariable | TracedObjectVariable)
+    if conversion is not None and user_object:  # !s / !r: the builtin's rule runs __str__
+        value = wrap_builtin(tx, conversion, conversion.__name__).call_function(tx, [value], {})
+    elif conversion is not None:
+        value = ConstantVariable(conversion(value.as_python_constant()))
+    if isinstance(value, UserDefinedObjectVariable | TracedObjectVariable):
+        tx.push(_format_object(tx, value, spec))
+        return
+    tx.push(ConstantVariable(format(value.as_python_constant(), spec)))
+
+
+_CONVERSIONS = {1: str, 2: repr, 3: ascii}
+
+
+def _format_object(tx, value, spec: str):
+    """format(obj, spec) of a user's object: its class's Python __format__, run; object's
+    own (an empty spec: str(obj)) goes through str()'s rule (a Python __str__ runs)."""
+    method = inspect.getattr_static(value.python_type(), "__format__", None)
+    if inspect.isfunction(method):
+        text = value.call_method(tx, "__format__", [ConstantVariable(spec)], {})
+    elif method is object.__format__ and not spec:
+        text = wrap_builtin(tx, str, "str").call_function(tx, [value], {})
+    else:
+        raise Unsupported(f"format() of {value} with spec {spec!r}")
+    if not (text.is_python_constant() and type(text.as_python_constant()) is str):
+        raise Unsupported(f"format() of {value} gave a value not known at trace time")
+    return text
 
 
 @handler("BUILD_SET")

@@ -456,7 +456,19 @@ def store_subscript(tx, container, key, value):
     if store_item is not None:
         store_item(tx, key, value)
         return
+    if _python_item_method(container, "__setitem__"):  # a user mapping: its Python method runs
+        container.call_method(tx, "__setitem__", [key, value], {})
+        return
     raise Unsupported(f"item assignment on {container}")
+
+
+def _python_item_method(container, name: str) -> bool:
+    """Whether `obj[k] = v` / `del obj[k]` on a user object dispatches to a Python method of
+    its type (a MutableMapping written in Python): then the method is traced, its writes
+    replayed like any other. A C slot (a dict subclass's) is not this path."""
+    if not isinstance(container, UserDefinedObjectVariable | TracedObjectVariable):
+        return False
+    return inspect.isfunction(inspect.getattr_static(container.python_type(), name, None))
 
 
 @handler("STORE_SUBSCR")
@@ -480,7 +492,8 @@ def store_slice(tx, inst):
 def delete_subscr(tx, inst):
     key = tx.pop()
     container = tx.pop()
-    if isinstance(container, BaseListVariable | ConstDictVariable):
+    listlike = isinstance(container, BaseListVariable | ConstDictVariable)
+    if listlike or _python_item_method(container, "__delitem__"):
         container.call_method(tx, "__delitem__", [key], {})
     else:
         raise Unsupported(f"del on {container}")
