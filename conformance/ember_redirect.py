@@ -8,6 +8,10 @@ returns for a module, names Ember's compiled-module type; `torch.compiler.set_st
 Ember's stance (`ember.set_stance`). Tooling only: the conformance harness loads it; product
 code never does.
 
+Graph breaks: each break Ember's tracer decides on (its `graph_break` event) is counted in
+`torch._dynamo.utils.counters["graph_break"]` too, keyed by Ember's reason, as it happens
+(so a test's `counters.clear()` clears what it reads next).
+
 Backends: the strings Ember knows under the same name go by that name; any other string is
 resolved through PyTorch's backend registry to its callable (Dynamo's convention,
 `backend(gm, example_inputs)`, which Ember's tracer follows); callables pass through. PyTorch's
@@ -41,6 +45,7 @@ from typing import Any, NamedTuple
 import torch
 import torch._dynamo
 import torch._dynamo.test_case
+import torch._dynamo.utils
 
 import ember
 import ember_frame_hook as fh
@@ -50,6 +55,7 @@ from ember_bytecode_tracer.directives import (
 )
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
 from ember_bytecode_tracer.exc import Unsupported as EmberUnsupported
+from ember_events import subscribe
 
 # Dynamo backend name -> Ember backend name
 BACKEND_NAMES = {"eager": "eager", "aot_eager": "aot_eager", "inductor": "inductor"}
@@ -378,9 +384,17 @@ def install_inductor() -> None:
     inductor_compile_fx.compile_fx = compile_fx
 
 
+def _mirror_graph_break(reason: str, **_: Any) -> None:
+    """Ember's graph break, counted where PyTorch's tests read torch.compile's: in
+    torch._dynamo.utils.counters["graph_break"], keyed by Ember's reason. Counted as it
+    happens, so a test's counters.clear() clears what it reads next."""
+    torch._dynamo.utils.counters["graph_break"][reason] += 1
+
+
 def install() -> None:
     if ORIGINAL:
         return
+    subscribe("graph_break", _mirror_graph_break)
     ORIGINAL.update(
         compile=torch.compile,
         optimize=torch._dynamo.optimize,

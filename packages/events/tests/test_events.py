@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from ember_events import emit, on, stage
+from ember_events import emit, on, stage, subscribe, unsubscribe
 
 
 class Recorder(logging.Handler):
@@ -56,3 +56,24 @@ def test_a_stage_ends_when_its_block_raises(recorder):
     with pytest.raises(ValueError), stage("codegen"):
         raise ValueError("boom")
     assert [name for name, _ in handler.events] == ["stage_begin", "stage_end"]
+
+
+def test_a_subscriber_is_called_with_or_without_a_sink(recorder):
+    sink, handler = recorder
+    calls: list[dict] = []
+
+    def note(**payload):
+        calls.append(payload)
+
+    subscribe("graph_break", note)
+    try:
+        emit("graph_break", reason="r1")  # no sink: the subscriber still hears it
+        emit("graph", nodes=2)  # another event: not the subscriber's
+        sink.setLevel(logging.DEBUG)
+        emit("graph_break", reason="r2")
+    finally:
+        unsubscribe("graph_break", note)
+    emit("graph_break", reason="r3")  # unsubscribed
+    unsubscribe("graph_break", note)  # twice: ignored
+    assert calls == [{"reason": "r1"}, {"reason": "r2"}]
+    assert [name for name, _ in handler.events] == ["graph_break", "graph_break"]

@@ -142,7 +142,10 @@ def break_code(
         body.append(_store_local(name, code))
         index += 1
 
-    successors = _successors(inst, stack_before)
+    try:
+        successors = _successors(inst, stack_before)
+    except Unsupported:  # an instruction no resume function follows (_stack_effect's table)
+        return _rest_as_is(code, body, inst)
     if inst.exn_tab_entry is not None:
         return _break_in_block(code, body, inst, successors, live_locals, resumes, f_globals)
     if len(successors) == 1:
@@ -190,6 +193,23 @@ def _break_in_block(code, body, inst, successors, live_locals, resumes, f_global
         + copy[: index + 1]
         + resume
         + copy[index + 1 :]
+    )
+    return assemble(instructions, template=code)
+
+
+def _rest_as_is(code: types.CodeType, body: list[Instruction], inst: Instruction):
+    """A break at an instruction whose effect a resume function cannot take over (the
+    BEFORE_WITH of a context manager the trace refused, a FOR_ITER, ...): after restoring
+    the state, jump to `inst` in a copy of the original code, and the rest of the frame
+    runs there as it is, under the original exception table; the graph before the break
+    is kept (torch.compile does the same: its resume function there is skipped)."""
+    copy = _body_copy(decode(code))
+    start = next(i for i, other in enumerate(copy) if other.offset == inst.offset)
+    body.append(create_instruction("JUMP", target=copy[start]))
+    instructions = (
+        prefix_instructions(code.co_cellvars, code.co_freevars)
+        + _located(body, code.co_firstlineno, inst.positions)
+        + copy
     )
     return assemble(instructions, template=code)
 

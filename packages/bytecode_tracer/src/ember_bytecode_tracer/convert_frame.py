@@ -563,18 +563,30 @@ def _trace_frame(
                 raise _fullgraph_error(exc, location) from None
             if isinstance(exc, LeafEscapes) and break_at is None:  # graph_leaves.py
                 break_at = exc.break_index
-                reason = GraphBreak(exc.reason, location, [])
+                reason = _break_decided(GraphBreak(exc.reason, location, []))
                 continue
             if break_at is not None or tx.current is None:
                 raise SkipFrame(str(exc)) from exc
             # Trace again from the start and stop just before the instruction that failed,
             # so that nothing it did half-way leaks into the graph or the side effects.
             break_at = tx.index_of[id(tx.current)]
-            reason = GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
+            reason = _break_decided(
+                GraphBreak(exc.reason, location, getattr(exc, "user_stack", []))
+            )
         finally:
             restore_switched_state(tx.output.entry_switched_state)  # a trace may switch them
             _release(tx)
     raise SkipFrame(f"could not trace {code.co_name}")
+
+
+def _break_decided(brk: GraphBreak) -> GraphBreak:
+    """The trace breaks the graph at `brk`: one `graph_break` event (the umbrella counts it
+    by reason in ember.counters["graph_break"]; a trace sink records it with the frame being
+    traced). Emitted when the break is decided, as torch.compile counts it: a frame that
+    then cannot be rebuilt at the break, and runs as it is, still shows why."""
+    emit("graph_break", reason=brk.reason, location=brk.location,
+         user_stack=list(brk.user_stack))  # fmt: skip
+    return brk
 
 
 def _release(tx: InstructionTranslator) -> None:

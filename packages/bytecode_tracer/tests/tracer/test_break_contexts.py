@@ -214,3 +214,50 @@ def test_break_inside_disable_saved_tensors_hooks_restores_an_outer_message():
     finally:
         torch._C._autograd._saved_tensors_hooks_enable()
     assert compiled.backend.graph_count == 2
+
+
+class Announcing:
+    """A user context manager whose __enter__ prints: the trace breaks at the with."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        print("entering")  # output: a graph break inside __enter__
+        self.log.append("in")
+        return len(self.log)
+
+    def __exit__(self, *exc):
+        self.log.append("out")
+        return False
+
+
+def test_a_break_at_a_refused_with_statement_keeps_the_graph_before_it(capsys):
+    def fn(x, log):
+        scale = 2.0
+        y = x.exp() * scale
+
+        def bump(t):
+            return t + scale  # a cell of the frame, read after the break
+
+        with Announcing(log) as depth:
+            y = bump(y) * depth
+        for i in range(2):  # after the break: runs as the original code
+            with Announcing(log) as depth:
+                y = bump(y) * depth - i
+        return y, scale
+
+    x = torch.randn(4)
+    compiled = Compiled(fn)
+    log, eager_log = [], []
+    got = compiled(x, log)
+    want = fn(x, eager_log)
+    assert same(got, want) and log == eager_log == ["in", "out"] * 3
+    assert capsys.readouterr().out == "entering\n" * 6
+    # the graph before the first with-statement (exp, mul) is compiled; the rest of the
+    # frame runs as the original code from the with-statement on (bump's frame compiled)
+    assert compiled.backend.ops(0) == ["exp", "mul"]
+    assert compiled.breaks[0].reason.startswith(
+        f"{Announcing!r} not supported as a traced context manager"
+    )
+    assert not any(code is fn.__code__ for code, _ in compiled.compiler.skipped)

@@ -569,3 +569,36 @@ def test_an_unstarted_cycle_leaves_the_trace_and_one_part_way_breaks():
     assert same(
         [next(rounds) for _ in range(3)], [torch.ones(2) * 2, torch.ones(2), torch.ones(2) * 2]
     )
+
+
+def kind_scaled(t):
+    if isinstance(t, torch.DoubleTensor):
+        return t * 2
+    if isinstance(t, (torch.LongTensor, torch.IntTensor)):
+        return t + 1
+    return t - 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
+def test_isinstance_of_a_legacy_tensor_type_follows_dtype(dtype):
+    # torch.DoubleTensor and friends are instances by dtype and device (their metaclass's
+    # check), which the tensor's guard pins
+    t = torch.arange(4).to(dtype)
+    one_graph_like_eager(kind_scaled, t)
+    inductor_like_eager(kind_scaled, t)
+
+
+def asserts_float(t):
+    y = t.abs()
+    assert isinstance(y, torch.FloatTensor)
+    return y + 1
+
+
+def test_an_assert_on_a_legacy_tensor_type_holds_or_fails_as_in_eager():
+    compiled = Compiled(asserts_float)
+    t = torch.randn(3)
+    assert same(compiled(t), asserts_float(t))
+    with pytest.raises(AssertionError):
+        compiled(t.double())
+    with pytest.raises(AssertionError):
+        asserts_float(t.double())

@@ -8,18 +8,24 @@ can time it. A sink turns events on by setting that logger's level to DEBUG; at 
 (NOTSET) both cost one attribute test. Every stage that reports events depends on this one
 small, torch-free distribution (lower stages import nothing above them); the contract with a
 sink is the logger name, its level and the two record attributes.
+`subscribe(event, fn)` calls `fn(**payload)` for each event of that name whether a sink
+listens or not (the umbrella's counters; a test harness): an event nobody subscribed to costs
+one more dict test.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["emit", "on", "stage"]
+__all__ = ["emit", "on", "stage", "subscribe", "unsubscribe"]
 
 _sink = logging.getLogger("ember.events")
 _OFF = contextlib.nullcontext()
+#: event name -> the functions subscribed to it, called in the order they subscribed
+_subscribers: dict[str, list[Callable[..., None]]] = {}
 
 
 def on() -> bool:
@@ -27,8 +33,26 @@ def on() -> bool:
 
 
 def emit(event: str, /, **payload: Any) -> None:
+    if _subscribers and event in _subscribers:
+        for fn in tuple(_subscribers[event]):
+            fn(**payload)
     if 0 < _sink.level <= logging.DEBUG:
         _sink.debug(event, extra={"ember_event": event, "ember_payload": payload})
+
+
+def subscribe(event: str, fn: Callable[..., None]) -> None:
+    """`fn(**payload)` is called for each `event` emitted from now on (once per
+    subscription; what it raises reaches the code that emitted)."""
+    _subscribers.setdefault(event, []).append(fn)
+
+
+def unsubscribe(event: str, fn: Callable[..., None]) -> None:
+    """Undoes one `subscribe(event, fn)`; a function not subscribed is ignored."""
+    fns = _subscribers.get(event, [])
+    if fn in fns:
+        fns.remove(fn)
+    if not fns:
+        _subscribers.pop(event, None)
 
 
 class _Stage:

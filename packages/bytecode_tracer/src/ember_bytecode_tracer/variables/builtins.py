@@ -248,15 +248,25 @@ def _own_instancecheck(cls: Any) -> Callable | None:
     return None
 
 
+#: the metaclass of torch's legacy tensor types (torch.FloatTensor, torch.cuda.LongTensor...)
+_LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
+
+
 @rule(isinstance)
 def _isinstance(tx, args, kwargs):
     """By the value's type; a class whose metaclass has its own `__instancecheck__` asks it
-    (inlined), as isinstance() does unless the type is the class itself."""
+    (inlined), as isinstance() does unless the type is the class itself. A tensor is an
+    instance of a legacy tensor type (torch.FloatTensor) by its dtype and device, which its
+    guard pins: the example value answers."""
     value, classes = args
     cls = classes.as_python_constant()
     kind = value.python_type()
     options = cls if type(cls) is tuple else (cls,)
     for i, option in enumerate(options):
+        if isinstance(option, _LEGACY_TENSOR_TYPE) and isinstance(value, TensorVariable):
+            if isinstance(value.example, option):
+                return ConstantVariable(True)
+            continue
         check = None if kind is option else _own_instancecheck(option)
         if check is None:
             if issubclass(kind, option):

@@ -35,7 +35,17 @@ class UserContextVariable(VariableTracker):
         self.obj = obj
 
     def enter(self, tx) -> VariableTracker:
-        return self.obj.var_getattr(tx, "__enter__").call_function(tx, [], {})
+        try:
+            return self.obj.var_getattr(tx, "__enter__").call_function(tx, [], {})
+        except Unsupported as exc:
+            # the break's reason names the context manager (a subclass's reason is left as
+            # it is: its words carry its meaning)
+            if type(exc) is Unsupported:
+                exc.reason = (
+                    f"{self.obj.python_type()} not supported as a traced context manager: "
+                    f"its __enter__ breaks the graph ({exc.reason})"
+                )
+            raise
 
     def exit_handler(self) -> VariableTracker:
         return ContextExitVariable(self)

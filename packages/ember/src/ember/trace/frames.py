@@ -23,8 +23,9 @@ def _guards(guards: Any) -> tuple[list[dict], list[dict]]:
 
 
 def write_frame(writer: TraceWriter, record: Any) -> None:
-    """The frame, its bytecode, guards, graph breaks and recompile reason; its graphs were
-    written when the backend received them (linked here by id)."""
+    """The frame, its bytecode, guards and recompile reason; its graphs were written when
+    the backend received them (linked here by id), its graph break when the tracer emitted
+    it (`graph_break`, with this frame's id)."""
     graphs = [gid for gid in map(writer.graph_id, record.graphs) if gid is not None]
     writer.write(
         "frame",
@@ -45,9 +46,6 @@ def write_frame(writer: TraceWriter, record: Any) -> None:
         writer.write("guards", guards=plain, shape_guards=shapes,
                      symbols=list(getattr(record.guards, "symbols", ())),
                      source=writer.blob(record.guards.source_code, "python"))  # fmt: skip
-    for brk in record.breaks:
-        writer.write("graph_break", reason=brk.reason, location=brk.location,
-                     user_stack=list(brk.user_stack))  # fmt: skip
     if record.recompile_reason:
         writer.write("recompile", reason=record.recompile_reason)
     writer.frame_end()
