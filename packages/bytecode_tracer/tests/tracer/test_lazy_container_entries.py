@@ -2,7 +2,7 @@
 plain-constant entry by value only once the trace reads it (variables/lazy.py): an entry
 the function never looks at may change without a retrace, one it read may not, and any
 whole read (iteration, equality, a mutation) guards every entry. Backend eager here;
-integration_tests/test_lazy_entries_inductor.py runs the same under inductor."""
+integration_tests/test_guard_precision_inductor.py runs the same under inductor."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Container entries guarded when read, and the reason a tensor check gives, under the
-default backend (issue 26): the inductor twin of
-packages/bytecode_tracer/tests/tracer/test_lazy_container_entries.py and
+"""Guards that pin what the trace used and no more, and the reason a tensor check gives,
+under the default backend (issue 26): the inductor twin of
+packages/bytecode_tracer/tests/tracer/test_lazy_container_entries.py,
+test_compiler_directives.py (a disabled function made per call) and
 tests/guards/test_guard_failure.py."""
 
 from __future__ import annotations
@@ -50,3 +51,19 @@ def test_a_size_change_names_the_tensor_under_inductor():
         torch.testing.assert_close(compiled(x, y), fn(x, y))
     assert _graphs() == 2
     assert reasons[0].startswith("tensor 'x' size mismatch at index 0. expected 3, actual 4")
+
+
+def test_a_disabled_function_made_per_call_reuses_the_trace_under_inductor():
+    def fn(x, k):
+        @torch.compiler.disable
+        def offset(t):
+            return t + k
+
+        return offset(x.sin()).cos()
+
+    compiled = ember.compile(fn, backend="inductor")
+    x = torch.randn(6)
+    for k in (1.0, 2.0, 3.0):
+        torch.testing.assert_close(compiled(x, k), fn(x, k))
+    # a graph before the break and one after it; the closure's value is read eagerly
+    assert _graphs() == 2
