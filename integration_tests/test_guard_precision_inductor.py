@@ -67,3 +67,21 @@ def test_a_disabled_function_made_per_call_reuses_the_trace_under_inductor():
         torch.testing.assert_close(compiled(x, k), fn(x, k))
     # a graph before the break and one after it; the closure's value is read eagerly
     assert _graphs() == 2
+
+
+def test_a_dropped_fstring_leaves_a_size_dynamic_under_inductor():
+    def fn(x):
+        y = x.tanh() * 2
+        f"{x.shape[0]}"  # made and dropped
+        shown = f"{x.shape[1]}"  # used: that size is pinned
+        return y, shown
+
+    compiled = ember.compile(fn, backend="inductor", dynamic=True)
+    for rows in (5, 6, 9):
+        x = torch.randn(rows, 4)
+        got, want = compiled(x), fn(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert _graphs() == 1
+    x = torch.randn(5, 7)
+    assert compiled(x)[1] == "7" and _graphs() == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
-from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables import lazy_format
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key, mapping_items
 from ember_bytecode_tracer.variables.exceptions import ExceptionVariable
 from ember_bytecode_tracer.variables.lists import ListVariable, TupleVariable
@@ -129,23 +129,14 @@ def unpack_ex(tx, inst):
 
 @handler("BUILD_STRING")
 def build_string(tx, inst):
-    parts = tx.popn(inst.arg)
-    tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+    tx.push(lazy_format.build_string(tx.popn(inst.arg)))
 
 
 @handler("FORMAT_VALUE")
 def format_value(tx, inst):
     flags = inst.arg
     spec = tx.pop().as_python_constant() if flags & 0x04 else ""
-    value = tx.pop().as_python_constant()
-    conversion = flags & 0x03
-    if conversion == 1:
-        value = str(value)
-    elif conversion == 2:
-        value = repr(value)
-    elif conversion == 3:
-        value = ascii(value)
-    tx.push(ConstantVariable(format(value, spec)))
+    tx.push(lazy_format.format_value(tx.pop(), flags & 0x03, spec))
 
 
 @handler("BUILD_SET")
