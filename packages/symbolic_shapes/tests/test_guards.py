@@ -106,3 +106,18 @@ def test_specialized_and_static_sizes_are_guarded_on_their_source():
 def test_guards_are_sympy_booleans():
     for guard in traced_env().guards():
         assert isinstance(guard.expr, sympy.Basic)
+
+
+def test_a_guard_pinning_a_size_to_an_int_names_the_source():
+    env = ShapeEnv(where=lambda: "model.py:40")
+    x = LocalSource("x")
+    rows = env.create_symint(12, size_source(x, 0))
+    cols = env.create_symint(5, size_source(x, 1))
+    assert bool(rows == 12)  # Eq(s0, 12): the size is pinned, whatever its symbol
+    assert bool(cols > 3)  # a bound, not a pin
+    env.create_symint(1, size_source(x, 2))  # size 1 specializes: pinned by source
+    pinned = {g.code: g.pinned for g in env.render_guards()}
+    assert pinned["L['x'].size()[0] == 12"] == (size_source(x, 0), 12)
+    assert pinned["L['x'].size()[2] == 1"] == (size_source(x, 2), 1)
+    assert pinned["L['x'].size()[1] > 3"] is None
+    assert pinned["L['x'].size()[1] >= 2"] is None

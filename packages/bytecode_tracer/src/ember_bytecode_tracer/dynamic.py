@@ -37,6 +37,7 @@ from ember_bytecode_tracer.guards import (
     ItemSource,
     LocalSource,
     TensorSpec,
+    tensor_mismatch,
 )
 from ember_bytecode_tracer.named_sources import NamedSources
 
@@ -403,17 +404,31 @@ class ShapeGuardedCheck:
         reason = self.base.failure_reason(f_locals)
         if reason is not None:
             return reason
-        if "G[" not in " ".join(g.code for g in self.rendered):
-            return es.failure_reason(self.rendered, f_locals)
-        for g in self.rendered:  # global ints: evaluate with the frame's globals bound
+        for g in self.rendered:  # evaluated with the frame's globals bound (global ints)
             try:
                 ok = eval(f"lambda L: {g.code}", self._scope)(f_locals)
             except Exception as exc:
                 return f"{g.code} raised {type(exc).__name__}: {exc} (guard {g.expr})"
             if not ok:
                 where = f", added at {g.where}" if g.where else ""
-                return f"shape guard failed: {g.code}  (that is, {g.expr}{where})"
+                lead = _pinned_tensor_lead(g, f_locals, self._scope["G"])
+                return f"{lead}shape guard failed: {g.code}  (that is, {g.expr}{where})"
         return None
+
+
+def _pinned_tensor_lead(g: es.RenderedGuard, f_locals: dict, f_globals: dict) -> str:
+    """ "tensor 'x' size mismatch at index 0. expected 10, actual 9; " when the failed guard
+    pins a tensor's size (or stride) to an int, as a static tensor check would say it."""
+    pinned = g.pinned
+    if pinned is None or not isinstance(pinned[0], es.TensorPropertySource):
+        return ""
+    prop, (expected, base) = pinned[0], (pinned[1], pinned[0].base)
+    try:
+        actual = getattr(base.get(f_locals, f_globals), prop.prop)()[prop.dim]
+    except Exception:  # the tensor's base check owns unreadable sources
+        return ""
+    what = f"{prop.prop} mismatch at index {prop.dim}. expected {expected}, actual {actual}"
+    return f"{tensor_mismatch(base, what)}; "
 
 
 def _int_source(source: Source) -> bool:

@@ -69,32 +69,42 @@ def test_failure_reason_names_the_failing_guard() -> None:
 
     reason = compiled.failure_reason({**good, "y": torch.randn(5)})
     assert reason is not None
-    assert reason.startswith("L['y'] is a tensor float32[3]")
+    # the first difference leads, named as the user wrote the local; the full facts follow
+    assert reason.startswith("tensor 'y' size mismatch at index 0. expected 3, actual 5; ")
+    assert "L['y'] is a tensor float32[3]" in reason
     assert "(read at model.py:4)" in reason
-    assert "size: expected (3,), got (5,)" in reason
-    assert reason.endswith("(size mismatch at index 0. expected 3, actual 5)")
+    assert reason.endswith("got size: expected (3,), got (5,)")
 
     reason = compiled.failure_reason({**good, "x": x.t()})
-    assert (
-        reason is not None and "L['x']" in reason and "size: expected (2, 3), got (3, 2)" in reason
-    )
+    assert reason is not None and "size: expected (2, 3), got (3, 2)" in reason
+    assert reason.startswith("tensor 'x' size mismatch at index 0. expected 2, actual 3")
     reason = compiled.failure_reason({**good, "x": torch.randn(2, 4)})
-    assert reason is not None and reason.endswith("at index 1. expected 3, actual 4)")
+    assert reason is not None
+    assert reason.startswith("tensor 'x' size mismatch at index 1. expected 3, actual 4")
     reason = compiled.failure_reason({**good, "x": torch.randn(2, 3, 1)})
-    assert reason is not None and reason.endswith("got (2, 3, 1)")  # a new rank: no index
+    assert reason is not None and reason.endswith("got (2, 3, 1)")
+    assert reason.startswith("tensor 'x' rank mismatch. expected 2, actual 3; ")
 
     reason = compiled.failure_reason({**good, "x": torch.randn(3, 2).t()})
     assert reason is not None and "stride: expected (3, 1), got (1, 2)" in reason
+    assert reason.startswith("tensor 'x' stride mismatch at index 0. expected 3, actual 1")
 
     reason = compiled.failure_reason({**good, "x": x.to(torch.float16)})
     assert reason is not None and "dtype: expected float32, got float16" in reason
+    assert reason.startswith("tensor 'x' dtype mismatch. expected float32, actual float16")
 
     reason = compiled.failure_reason({**good, "x": x.to("meta")})
     assert reason is not None and "device: expected cpu, got meta" in reason
+    assert reason.startswith("tensor 'x' device mismatch. expected cpu, actual meta")
 
     reason = compiled.failure_reason({**good, "x": x.requires_grad_(True)})
     assert reason is not None and "requires_grad: expected False, got True" in reason
+    assert reason.startswith("tensor 'x' requires_grad mismatch. expected False, actual True")
     x.requires_grad_(False)
+
+    reason = compiled.failure_reason({**good, "x": torch.nn.Parameter(x.clone())})
+    assert reason is not None
+    assert reason.startswith("tensor 'x' type mismatch. expected Tensor, actual Parameter")
 
     reason = compiled.failure_reason({**good, "n": True})
     assert reason == "L['n'] == 2 (int); got True (bool)"
@@ -144,11 +154,33 @@ def test_a_size_mismatch_names_the_first_differing_dim():
 
     spec = TensorSpec.of(torch.randn(4, 128, 8), dynamic_dims=[0])
     assert spec.mismatch(torch.randn(9, 128, 8)) is None  # dim 0 is dynamic
-    assert spec.mismatch(torch.randn(4, 127, 8)) == (
-        "size: expected (?, 128, 8), got (4, 127, 8) "
-        "(size mismatch at index 1. expected 128, actual 127)"
+    assert spec.first_mismatch(torch.randn(9, 128, 8)) is None
+    assert spec.mismatch(torch.randn(4, 127, 8)) == "size: expected (?, 128, 8), got (4, 127, 8)"
+    assert spec.first_mismatch(torch.randn(4, 127, 8)) == (
+        "size mismatch at index 1. expected 128, actual 127"
     )
     # a dynamic dim of size 1 is specialized away from the dynamic entry
-    assert spec.mismatch(torch.randn(1, 128, 8)).endswith(
-        "(size mismatch at index 0. expected a size >= 2, actual 1)"
+    assert spec.first_mismatch(torch.randn(1, 128, 8)) == (
+        "size mismatch at index 0. expected a size >= 2, actual 1"
     )
+    # a dynamic dim's stride is not checked; a static one's is
+    assert spec.first_mismatch(torch.randn(4, 8, 128).transpose(1, 2)) == (
+        "stride mismatch at index 1. expected 8, actual 1"
+    )
+
+
+def test_a_tensor_reason_names_the_tensor_as_the_user_wrote_it() -> None:
+    seen, changed = torch.randn(2), torch.randn(3)
+    module = torch.nn.Module()
+    module.w = changed
+    cases = [  # (source, the frame's locals, its globals, the name the reason gives)
+        (ItemSource(X, "a"), {"x": {"a": changed}}, {}, "x['a']"),
+        (AttrSource(SELF, "w"), {"self": module}, {}, "self.w"),
+        (GlobalSource("w"), {}, {"w": changed}, "G['w']"),
+        (LocalSource("___stack0", shown_as="<stack 0>"), {"___stack0": changed}, {}, "<stack 0>"),
+    ]
+    for source, f_locals, f_globals, name in cases:
+        guard = Guard.from_value(source, GuardKind.TENSOR_MATCH, seen)
+        reason = compile_guards([guard], f_globals).failure_reason(f_locals)
+        assert reason is not None
+        assert reason.startswith(f"tensor '{name}' size mismatch at index 0. expected 2, actual 3")

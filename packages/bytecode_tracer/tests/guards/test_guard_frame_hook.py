@@ -55,6 +55,7 @@ def test_compiled_guard_drives_the_cache() -> None:
         fh.set_eval_frame(previous)
         fh.reset()
     assert reasons == [
+        "tensor 'x' dtype mismatch. expected float32, actual float64; "
         "L['x'] is a tensor float32[2, 3] stride (3, 1) cpu requires_grad=False; "
         "got dtype: expected float32, got float64"
     ]

@@ -112,3 +112,41 @@ def test_a_registered_torch_function_is_a_break_not_a_graph_op():
     assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 2
     assert all("unsupported" not in op for i in range(2) for op in compiled.backend.ops(i))
+
+
+def _shift_by(amount):
+    """A new disabled function per call, over the same code (a closure over `amount`)."""
+
+    @torch.compiler.disable
+    def shifted(x):
+        return x + amount
+
+    return shifted
+
+
+def test_a_disabled_function_made_per_call_is_guarded_by_its_code_not_its_identity():
+    def fn(x, shift):
+        y = x.sin()
+        y = shift(y)  # a break; after it, the rest resumes with `shift` on the stack
+        return y.cos()
+
+    compiled = Compiled(fn)
+    x = torch.randn(4)
+    for amount in (1.0, 2.0, 3.0):  # the closure's value is the call's own business
+        shift = _shift_by(amount)
+        assert same(compiled(x, shift), fn(x, shift))
+    assert len(compiled.compiler.records) == 2  # fn up to the break, and its resume
+    graphs = compiled.backend.graph_count
+
+    # another code behind the wrapper, or no wrapper at all: the trace no longer holds
+    other = torch.compiler.disable(lambda t: t * 10)
+    assert same(compiled(x, other), fn(x, other))
+    assert len(compiled.compiler.records) == 4  # fn and its resume, traced again
+
+    def plain(t):  # not disabled: the trace goes through it (one graph for the whole)
+        return t - 4
+
+    before = compiled.backend.graph_count
+    assert same(compiled(x, plain), fn(x, plain))
+    assert compiled.backend.graph_count == before + 1
+    assert graphs == 2

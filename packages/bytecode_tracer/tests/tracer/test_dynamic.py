@@ -406,3 +406,30 @@ def test_constant_pad_nd_of_a_symbolic_length_compiles_once():
         x = torch.randn(3, n)
         assert same(compiled(x), fn(x))
     assert compiled.backend.graph_count == 1
+
+
+def test_a_size_pinned_by_a_shape_guard_fails_like_a_static_tensor_check():
+    def fn(x, bias):
+        if x.shape[0] == 6:  # a dynamic size compared with an int: Eq(s0, 6)
+            return x.cos() + bias
+        return x.sin() + bias
+
+    compiled = Compiled(fn, dynamic=True)
+    bias = torch.randn(3)
+    for rows in (6, 5):
+        x = torch.randn(rows, 3)
+        assert same(compiled(x, bias), fn(x, bias))
+    assert compiled.backend.graph_count == 2
+    reason = compiled.compiler.records[1].recompile_reason
+    assert reason.startswith("tensor 'x' size mismatch at index 0. expected 6, actual 5; ")
+    assert "shape guard failed: L['x'].size()[0] == 6" in reason
+
+    def bounded(x):
+        return x * 2 if x.shape[0] > 4 else x - 1  # a bound, not a pin: no tensor lead
+
+    compiled = Compiled(bounded, dynamic=True)
+    for rows in (6, 3):
+        x = torch.randn(rows)
+        assert same(compiled(x), bounded(x))
+    reason = compiled.compiler.records[1].recompile_reason
+    assert reason.startswith("shape guard failed: L['x'].size()[0] > 4"), reason

@@ -47,6 +47,9 @@ class RenderedGuard:
     code: str
     expr: str
     where: str = ""
+    # (source, n) when the guard says "the value read at `source` is the int n" (a size
+    # specialized to a constant): failure reasons then name the source and both values.
+    pinned: tuple[Hashable, int] | None = None
 
 
 def default_name(source: Hashable) -> str:
@@ -75,15 +78,34 @@ def with_properties(name_of: NameOf) -> NameOf:
 
 
 def render_guard(
-    guard: ShapeGuard, names: dict[sympy.Symbol, str], name_of: NameOf
+    guard: ShapeGuard,
+    names: dict[sympy.Symbol, str],
+    name_of: NameOf,
+    sources: dict[sympy.Symbol, Hashable] | None = None,
 ) -> RenderedGuard:
+    """`guard` as Python; `sources` (each symbol's first source) lets a guard that pins a
+    symbol to an int (`Eq(s0, 10)`) say which source it pins."""
     if guard.source is None:
         code = to_python(guard.expr, names)
         text = str(guard.expr)
     else:
         code = f"{name_of(guard.source)} == {to_python(guard.expr, names)}"
         text = f"{name_of(guard.source)} == {guard.expr}"
-    return RenderedGuard(code, text, guard.where)
+    return RenderedGuard(code, text, guard.where, _pinned(guard, sources or {}))
+
+
+def _pinned(
+    guard: ShapeGuard, sources: dict[sympy.Symbol, Hashable]
+) -> tuple[Hashable, int] | None:
+    expr = guard.expr
+    if guard.source is not None:
+        return (guard.source, int(expr)) if expr.is_Integer else None
+    if not isinstance(expr, sympy.Eq):
+        return None
+    for symbol, value in (expr.args, expr.args[::-1]):
+        if symbol in sources and value.is_Integer:
+            return sources[symbol], int(value)
+    return None
 
 
 def compile_guards(rendered: Sequence[RenderedGuard], arg: str = "L") -> Callable[[Any], bool]:

@@ -470,7 +470,10 @@ class ShapeEnv(TorchShapeEnvProtocol):
         as Python expressions over the sources; `name_of(source)` gives a source's text."""
         name_of = with_properties(name_of)
         names = self.symbol_names(name_of)
-        return [render_guard(g, names, name_of) for g in self.range_guards() + self._guards]
+        sources = {s: srcs[0] for s, srcs in self.var_to_sources.items() if srcs}
+        return [
+            render_guard(g, names, name_of, sources) for g in self.range_guards() + self._guards
+        ]
 
     def describe(self) -> str:
         """Symbols (source, value, range) and guards with their lines, for logs."""

@@ -15,7 +15,12 @@ from ember_bytecode_tracer.guards.compile import (
     compile_guards,
     compile_source_loader,
 )
-from ember_bytecode_tracer.guards.describe import describe_guard, explain_failure, summarize
+from ember_bytecode_tracer.guards.describe import (
+    describe_guard,
+    explain_failure,
+    summarize,
+    tensor_mismatch,
+)
 from ember_bytecode_tracer.guards.guard import Guard, GuardKind
 from ember_bytecode_tracer.guards.sources import (
     FREE_CELL,
@@ -63,4 +68,5 @@ __all__ = [
     "explain_failure",
     "is_frame_cell",
     "summarize",
+    "tensor_mismatch",
 ]

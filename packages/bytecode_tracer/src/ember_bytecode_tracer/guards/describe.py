@@ -11,7 +11,7 @@ import torch
 
 from ember_bytecode_tracer.guards.constants import strict_equal
 from ember_bytecode_tracer.guards.guard import DESCRIBERS, Guard, GuardKind
-from ember_bytecode_tracer.guards.sources import Scope, Source
+from ember_bytecode_tracer.guards.sources import LocalSource, Scope, Source
 from ember_bytecode_tracer.guards.tensor_spec import describe_tensor, type_name
 
 _repr = reprlib.Repr()
@@ -143,11 +143,40 @@ def _actual(guard: Guard, scope: Scope) -> str:
     return summarize(value)
 
 
+def user_name(source: Source) -> str:
+    """The source as the user wrote it: a local by its bare name (`x`, `d['a']`, `m.w`);
+    other roots as `shown()` prints them (`G['w']`, a resume function's own names)."""
+    base = source.base
+    if base is None:
+        if isinstance(source, LocalSource) and source.shown_as is None:
+            return source.name
+        return source.shown()
+    return source.access(user_name(base))
+
+
+def tensor_mismatch(source: Source, what: str) -> str:
+    """ "tensor 'x' size mismatch at index 0. expected 2, actual 3": the lead of a failed
+    tensor check's reason, in the words of PyTorch's own recompile reasons."""
+    return f"tensor '{user_name(source)}' {what}"
+
+
+def _lead(guard: Guard, scope: Scope) -> str:
+    """A precise first difference that leads the reason ('' if there is none to give)."""
+    if guard.kind is not GuardKind.TENSOR_MATCH:
+        return ""
+    try:
+        what = guard.expected.first_mismatch(_read(guard.source, scope))
+    except _Unreadable:
+        return ""
+    return f"{tensor_mismatch(guard.source, what)}; " if what else ""
+
+
 def explain_failure(guard: Guard, scope: Scope) -> str:
-    """One line: the failed fact, what was found instead, and where the trace read it."""
+    """One line: the failed fact, what was found instead, and where the trace read it; a
+    tensor's first differing property leads (`tensor 'x' size mismatch at index 0...`)."""
     try:
         actual = _actual(guard, scope)
     except _Unreadable as e:
         actual = str(e)
     where = f" (read at {guard.user_location})" if guard.user_location else ""
-    return f"{guard.describe()}{where}; got {actual}"
+    return f"{_lead(guard, scope)}{guard.describe()}{where}; got {actual}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -78,20 +79,37 @@ class TensorSpec:
         if type(t) is not self.tensor_type:
             return f"type: expected {type_name(self.tensor_type)}, got {type_name(type(t))}"
         assert isinstance(t, torch.Tensor)
-        if t.dtype != self.dtype:
-            return f"dtype: expected {_dtype(self.dtype)}, got {_dtype(t.dtype)}"
-        if t.device != self.device:
-            return f"device: expected {self.device}, got {t.device}"
-        if t.layout != self.layout:
-            return f"layout: expected {self.layout}, got {t.layout}"
-        if t.requires_grad != self.requires_grad:
-            return f"requires_grad: expected {self.requires_grad}, got {t.requires_grad}"
+        for name, (expected, actual) in _properties(self, t).items():
+            if expected != actual:
+                return f"{name}: expected {expected}, got {actual}"
         if not _dims_match(self.sizes, tuple(t.shape), dynamic_min=DYNAMIC_MIN_SIZE):
-            shape = tuple(t.shape)
-            where = _first_size_mismatch(self.sizes, shape, DYNAMIC_MIN_SIZE)
-            return f"size: expected {_dims(self.sizes)}, got {_dims(shape)}{where}"
+            return f"size: expected {_dims(self.sizes)}, got {_dims(tuple(t.shape))}"
         if self.strides is not None and not _dims_match(self.strides, tuple(t.stride())):
             return f"stride: expected {_dims(self.strides)}, got {_dims(tuple(t.stride()))}"
+        return None
+
+    def first_mismatch(self, t: object) -> str | None:
+        """The first difference, pinned down: 'size mismatch at index 1. expected 128,
+        actual 127', 'dtype mismatch. expected float32, actual float64', 'rank mismatch.
+        expected 2, actual 3' (the phrasing of PyTorch's own recompile reasons); or None."""
+        if type(t) is not self.tensor_type:
+            return (
+                f"type mismatch. expected {type_name(self.tensor_type)}, "
+                f"actual {type_name(type(t))}"
+            )
+        assert isinstance(t, torch.Tensor)
+        for name, (expected, actual) in _properties(self, t).items():
+            if expected != actual:
+                return f"{name} mismatch. expected {expected}, actual {actual}"
+        if len(self.sizes) != t.dim():
+            return f"rank mismatch. expected {len(self.sizes)}, actual {t.dim()}"
+        size = _first_dim_mismatch(self.sizes, tuple(t.shape), DYNAMIC_MIN_SIZE)
+        if size is not None:
+            return f"size mismatch at {size}"
+        if self.strides is not None:
+            stride = _first_dim_mismatch(self.strides, tuple(t.stride()), None)
+            if stride is not None:
+                return f"stride mismatch at {stride}"
         return None
 
     def describe(self) -> str:
@@ -128,21 +146,27 @@ def _dims_match(
     return True
 
 
-def _first_size_mismatch(
-    expected: tuple[int | None, ...], actual: tuple[int, ...], dynamic_min: int
-) -> str:
-    """' (size mismatch at index 1. expected 128, actual 127)': the first dim that differs,
-    found at a glance in a long shape; nothing when the ranks differ."""
-    if len(expected) != len(actual):
-        return ""
+def _properties(spec: TensorSpec, t: torch.Tensor) -> dict[str, tuple[Any, Any]]:
+    """Each scalar property a tensor guard checks: (expected, actual), in checking order."""
+    return {
+        "dtype": (_dtype(spec.dtype), _dtype(t.dtype)),
+        "device": (spec.device, t.device),
+        "layout": (spec.layout, t.layout),
+        "requires_grad": (spec.requires_grad, t.requires_grad),
+    }
+
+
+def _first_dim_mismatch(
+    expected: tuple[int | None, ...], actual: tuple[int, ...], dynamic_min: int | None
+) -> str | None:
+    """'index 1. expected 128, actual 127': the first dim that differs (ranks are equal);
+    a dynamic dim (None) differs only when below `dynamic_min`."""
     for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
-        if e is None and a < dynamic_min:
-            return (
-                f" (size mismatch at index {index}. expected a size >= {dynamic_min}, actual {a})"
-            )
+        if e is None and dynamic_min is not None and a < dynamic_min:
+            return f"index {index}. expected a size >= {dynamic_min}, actual {a}"
         if e is not None and e != a:
-            return f" (size mismatch at index {index}. expected {e}, actual {a})"
-    return ""
+            return f"index {index}. expected {e}, actual {a}"
+    return None
 
 
 def _dim_names(dims: tuple[int | None, ...]) -> tuple[str, ...]:

@@ -171,14 +171,14 @@ def _wrap_ordered_dict(tx: Translator, value: Any, source: Source | None) -> Var
 
 def _build_ordered_dict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     # Its items, keys guarded in order; attributes on the instance are not read through it.
-    return OrderedDictVariable(build_dict(tx, value, source).items, source=source)
+    return OrderedDictVariable(build_dict(tx, value, source)._items, source=source)
 
 
 def _build_defaultdict(tx: Translator, value: Any, source: Source | None) -> VariableTracker:
     plain = build_dict(tx, value, source)  # keys guarded, values wrapped
     factory_source = AttrSource(source, "default_factory") if source is not None else None
     factory = tx.wrap(value.default_factory, factory_source)
-    return DefaultDictVariable(factory, plain.items, source=source)
+    return DefaultDictVariable(factory, plain._items, source=source)
 
 
 class DequeVariable(ListVariable):

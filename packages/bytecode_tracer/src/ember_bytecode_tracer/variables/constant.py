@@ -166,7 +166,9 @@ class ConstantMethodVariable(VariableTracker):
 
 # ---- wrapping real values (variables/builder.py) ----------------------------------------
 def _is_constant(tx: Translator, value: Any, source: Source | None) -> bool:
-    return is_constant_value(value)
+    # a tuple read from the frame is a TupleVariable (lists.py): its length is guarded and
+    # each entry by value when the trace reads it, not the whole tuple at once
+    return is_constant_value(value) and not (type(value) is tuple and source is not None)
 
 
 @wrap_rule("constant", when=_is_constant)

@@ -28,6 +28,7 @@ from ember_bytecode_tracer.variables.constant import (
     is_enum_member,
 )
 from ember_bytecode_tracer.variables.iterators import DictViewIterator
+from ember_bytecode_tracer.variables.lazy import LazyEntries, entry
 from ember_bytecode_tracer.variables.lists import BoundMethodOfTracker, ListVariable, TupleVariable
 from ember_bytecode_tracer.variables.tensor import TensorVariable
 
@@ -194,7 +195,7 @@ _VIEW_ITEMS = {
 }
 
 
-class ConstDictVariable(VariableTracker):
+class ConstDictVariable(LazyEntries, VariableTracker):
     def __init__(
         self, items: dict[Any, VariableTracker], *, source: Source | None = None, dict_type=dict
     ) -> None:
@@ -210,10 +211,10 @@ class ConstDictVariable(VariableTracker):
         return self.dict_type({k: v.as_python_constant() for k, v in self.items.items()})
 
     def truthiness(self, tx) -> bool:
-        return bool(self.items)
+        return bool(self._items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [key_tracker(k) for k in self.items]
+        return [key_tracker(k) for k in self._items]
 
     def var_getattr(self, tx, name):
         return BoundMethodOfTracker(self, name)
@@ -230,17 +231,19 @@ class ConstDictVariable(VariableTracker):
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = dict_key(key, tx)
-        if k not in self.items:
+        if k not in self._items:
             raise missing_key(k)  # the keys are guarded (or built here)
-        return self.items[k]
+        return self.entry_at(tx, k)
 
     def call_method(self, tx, name, args, kwargs):
-        items = self.items
+        items = self._items  # keys and length; values through entry_at (or self.items)
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
             k = dict_key(args[0], tx)
-            return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+            if k in items:
+                return self.entry_at(tx, k)
+            return args[1] if len(args) > 1 else ConstantVariable(None)
         if name in _VIEW_ITEMS:
             return DictViewVariable(self, name)
         if name in ("__contains__",):
@@ -281,7 +284,7 @@ class ConstDictVariable(VariableTracker):
         return ConstantVariable(None)
 
     def __repr__(self) -> str:
-        return f"ConstDictVariable({self.items!r})"
+        return f"ConstDictVariable({self._items!r})"
 
 
 _FRESH = {collections.OrderedDict: collections.OrderedDict()}
@@ -366,7 +369,9 @@ def build_dict(tx: Translator, value: dict, source: Source | None) -> VariableTr
     # keys without a literal (dtypes, devices, tensors) reach their values by position: the
     # guards above pin every key's position
     items = {
-        key: tx.wrap(v, dict_item_source(source, k, i) if source is not None else None)
+        key: entry(tx, v, dict_item_source(source, k, i))
+        if source is not None
+        else tx.wrap(v, None)
         for i, (key, (k, v)) in enumerate(zip(keys, value.items(), strict=True))
     }
     return ConstDictVariable(items, source=source)

@@ -11,6 +11,7 @@ from ember_bytecode_tracer.guards import GuardKind, ItemSource
 from ember_bytecode_tracer.variables.base import VariableTracker, attribute_of_c_instance
 from ember_bytecode_tracer.variables.builder import aliased_container, guard, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
+from ember_bytecode_tracer.variables.lazy import LazyEntries, entry
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -33,7 +34,7 @@ def index_key(index: VariableTracker) -> Any:
     return index.as_python_constant()
 
 
-class BaseListVariable(VariableTracker):
+class BaseListVariable(LazyEntries, VariableTracker):
     container_type: type = tuple
 
     def __init__(self, items: list[VariableTracker], *, source: Source | None = None) -> None:
@@ -47,7 +48,7 @@ class BaseListVariable(VariableTracker):
         return self.container_type([v.as_python_constant() for v in self.items])
 
     def truthiness(self, tx: Translator) -> bool:
-        return bool(self.items)
+        return bool(self._items)
 
     def unpack(self, tx: Translator) -> list[VariableTracker]:
         return list(self.items)
@@ -61,7 +62,7 @@ class BaseListVariable(VariableTracker):
                 else SizeVariable(self.items[key])
             )
         try:
-            return self.items[key]
+            return self.entry_at(tx, key)
         except IndexError:
             raise TracedException(
                 IndexError, f"{self.container_type.__name__} index out of range"
@@ -73,7 +74,7 @@ class BaseListVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__len__":
-            return ConstantVariable(len(self.items))
+            return ConstantVariable(len(self._items))
         if name == "index" and not kwargs:
             target = args[0].as_python_constant()
             return ConstantVariable([v.as_python_constant() for v in self.items].index(target))
@@ -92,7 +93,7 @@ class BaseListVariable(VariableTracker):
         return attribute_of_c_instance(self.python_type(), name)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.items!r})"
+        return f"{type(self).__name__}({self._items!r})"
 
 
 class TupleVariable(BaseListVariable):
@@ -267,7 +268,7 @@ def _build_sequence(tx: Translator, value: list | tuple, source: Source | None) 
     if source is not None:
         guard(tx, source, GuardKind.LEN_MATCH, (type(value), len(value)))
     items = [
-        tx.wrap(item, ItemSource(source, i) if source is not None else None)
+        entry(tx, item, ItemSource(source, i)) if source is not None else tx.wrap(item, None)
         for i, item in enumerate(value)
     ]
     cls = ListVariable if type(value) is list else TupleVariable

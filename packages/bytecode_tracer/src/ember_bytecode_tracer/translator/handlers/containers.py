@@ -7,6 +7,7 @@ import inspect
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator
 from ember_bytecode_tracer.translator.registry import handler
+from ember_bytecode_tracer.variables import lazy_format
 from ember_bytecode_tracer.variables.builtins import wrap_builtin
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.dicts import ConstDictVariable, dict_key, mapping_items
@@ -134,8 +135,7 @@ def unpack_ex(tx, inst):
 
 @handler("BUILD_STRING")
 def build_string(tx, inst):
-    parts = tx.popn(inst.arg)
-    tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+    tx.push(lazy_format.build_string(tx.popn(inst.arg)))
 
 
 @handler("FORMAT_VALUE")
@@ -143,12 +143,12 @@ def format_value(tx, inst):
     flags = inst.arg
     spec = tx.pop().as_python_constant() if flags & 0x04 else ""
     value = tx.pop()
+    if not isinstance(value, UserDefinedObjectVariable | TracedObjectVariable):
+        tx.push(lazy_format.format_value(value, flags & 0x03, spec))  # lazy over a symbol
+        return
     conversion = _CONVERSIONS.get(flags & 0x03)
-    user_object = isinstance(value, UserDefinedObjectVariable | TracedObjectVariable)
-    if conversion is not None and user_object:  # !s / !r: the builtin's rule runs __str__
+    if conversion is not None:  # !s / !r: the builtin's rule runs __str__
         value = wrap_builtin(tx, conversion, conversion.__name__).call_function(tx, [value], {})
-    elif conversion is not None:
-        value = ConstantVariable(conversion(value.as_python_constant()))
     if isinstance(value, UserDefinedObjectVariable | TracedObjectVariable):
         tx.push(_format_object(tx, value, spec))
         return
