@@ -83,33 +83,49 @@ def test_without_the_capability_nothing_is_narrowed():
     assert lowering.narrowed == [] and BF16 not in _computed_dtypes(lowering)
 
 
+def _narrowed_names(lowering) -> list[str]:
+    return [n.name for n in lowering.narrowed]
+
+
 def test_a_graph_output_keeps_float32():
+    """y is returned: float32 as eager's; the same value of w and x, read twice but not
+    returned, is narrowed beside it."""
+
     def fn(x, w):
-        y = _rounded(x, w)
-        return y, prims.amax(y, [1])
+        y, other = _rounded(x, w), _rounded(w, x)
+        return y, prims.amax(y, [1]), prims.mul(other, other), prims.amax(other, [0])
 
     lowering = _run_exact(fn, _inputs())
-    assert lowering.narrowed == []
     out = lowering.buffers[lowering.graph_outputs[0].name]
     assert out.layout.dtype == F32 and out.widen_to is None
+    assert len(lowering.narrowed) == 1 and out.name not in _narrowed_names(lowering)
 
 
 def test_a_value_a_matmul_reads_keeps_float32():
+    """The library product gets y's float32 storage as it is; the value it does not read is
+    narrowed."""
+
     def fn(x, w):
-        y = _rounded(x, w)
-        return prims.mm(y, prims.permute(w, [1, 0])), prims.amax(y, [1])
+        y, other = _rounded(x, w), _rounded(w, x)
+        product = prims.mm(y, prims.permute(w, [1, 0]))
+        return product, prims.amax(y, [1]), prims.mul(other, other), prims.amax(other, [0])
 
     lowering = _run_exact(fn, _inputs())
-    assert lowering.narrowed == []
+    (mm,) = [op for op in lowering.operations if getattr(op, "kernel_name", "") == "mm"]
+    read = mm.tensor_args()[0].name
+    assert lowering.buffers[read].layout.dtype == F32
+    assert len(lowering.narrowed) == 1 and read not in _narrowed_names(lowering)
 
 
 def test_arithmetic_after_the_rounding_is_not_narrowed():
     def fn(x, w):
         y = prims.mul(_rounded(x, w), prims.exp(w))  # a product of bf16 values: not exact
-        return prims.mul(y, y), prims.amax(y, [1])
+        other = _rounded(w, x)
+        return prims.mul(y, y), prims.amax(y, [1]), prims.mul(other, other), prims.amax(other, [0])
 
     lowering = _run_exact(fn, _inputs())
-    assert lowering.narrowed == []
+    assert len(lowering.narrowed) == 1
+    assert all(lowering.buffers[n].layout.dtype == BF16 for n in _narrowed_names(lowering))
 
 
 def test_a_selection_of_a_narrowed_value_is_narrowed_too():
@@ -132,7 +148,7 @@ def test_the_pass_runs_once_per_buffer():
 
 
 def test_exactness_of_leaves_and_selections():
-    ops = ExactnessHandler({"half": frozenset({F16})})
+    ops = ExactnessHandler({"half": F16, "wide": F32, "mask": F32}, {"mask": frozenset({BF16})})
     both = frozenset({BF16, F16})
     assert constant_exactness(0.0, F32) == both
     assert constant_exactness(2.0**17, F32) == {BF16}  # past float16's range
@@ -140,12 +156,17 @@ def test_exactness_of_leaves_and_selections():
     assert constant_exactness(3, torch.int64) == frozenset()
     assert tensor_exactness(torch.tensor([0.0, 0.5, float("nan")])) == both
     assert tensor_exactness(torch.tensor([0.0, 0.1])) == frozenset()
-    assert ops.load("half", 0) == {F16} and ops.load("wide", 0) == frozenset()
-    assert ops.to_dtype(ops.load("wide", 0), BF16) == {BF16}
-    assert ops.to_dtype(ops.load("half", 0), F32) == {F16}
-    assert ops.to_dtype(ops.load("half", 0), torch.int32) == frozenset()
-    cond = ops.gt(ops.load("wide", 0), ops.constant(0.0, F32))
-    assert ops.where(cond, ops.load("half", 0), ops.constant(0.0, F32)) == {F16}
-    assert ops.where(cond, ops.load("half", 0), ops.constant(0.1, F32)) == frozenset()
-    assert ops.add(ops.load("half", 0), ops.load("half", 0)) == frozenset()
-    assert ops.neg(ops.load("half", 0)) == {F16}
+    half, wide, mask = ops.load("half", 0), ops.load("wide", 0), ops.load("mask", 0)
+    assert half == (F16, {F16}) and wide == (F32, frozenset()) and mask == (F32, {BF16})
+    assert ops.to_dtype(wide, BF16) == (BF16, {BF16})
+    assert ops.to_dtype(half, F32) == (F32, {F16})
+    assert ops.to_dtype(ops.to_dtype(half, F32), torch.int32)[1] == frozenset()
+    # arithmetic in a narrow dtype gives one of its values; in float32 it does not
+    assert ops.to_dtype(ops.add(half, half), F32) == (F32, {F16})
+    assert ops.add(ops.to_dtype(half, F32), ops.to_dtype(half, F32))[1] == frozenset()
+    cond = ops.gt(wide, ops.constant(0.0, F32))
+    assert cond[0] == torch.bool
+    assert ops.where(cond, mask, ops.constant(0.0, F32)) == (F32, {BF16})
+    assert ops.where(cond, mask, ops.constant(0.1, F32))[1] == frozenset()
+    assert ops.neg(ops.to_dtype(half, F32)) == (F32, {F16})
+    assert ops.maximum(mask, ops.to_dtype(half, F32))[1] == frozenset()

@@ -55,22 +55,22 @@ def pinned_buffers(lowering: GraphLowering) -> set[str]:
 
 
 def known_exactness(buffers: dict[str, Buffer]) -> dict[str, Exact]:
-    """What a load of each buffer is exact in: a narrow storage's dtype, or the narrow
-    dtypes that hold every element of a constant (a mask's zeros)."""
-    known: dict[str, Exact] = {}
-    for name, buf in buffers.items():
-        if buf.layout.dtype in NARROW_FLOATS:
-            known[name] = frozenset({buf.layout.dtype})
-        elif isinstance(buf, ConstantBuffer) and buf.value is not None:
-            known[name] = tensor_exactness(buf.value)
-    return known
+    """The narrow dtypes that hold every element of a float constant (a mask's zeros)."""
+    return {
+        name: tensor_exactness(buf.value)
+        for name, buf in buffers.items()
+        if isinstance(buf, ConstantBuffer) and buf.value is not None
+    }
 
 
-def exact_dtype(buf: ComputedBuffer, known: dict[str, Exact]) -> torch.dtype | None:
-    """The narrow dtype every value ``buf`` stores is exactly a value of (None if unproven)."""
-    handler = ExactnessHandler(known)
+def exact_dtype(
+    buf: ComputedBuffer, storage: dict[str, torch.dtype], known: dict[str, Exact]
+) -> torch.dtype | None:
+    """The narrow dtype every value ``buf`` stores is exactly a value of (None if unproven):
+    ``storage`` gives each buffer's storage dtype, ``known`` what constants are exact in."""
+    handler = ExactnessHandler(storage, known)
     buf.store_body(handler, index_vars("i", len(buf.ranges)))
-    exact = handler.stored.get(buf.name, frozenset())
+    exact = handler.stored[buf.name][1] if buf.name in handler.stored else frozenset()
     return next((d for d in NARROW_FLOATS if d in exact), None)
 
 
@@ -79,17 +79,18 @@ def narrow_stores(lowering: GraphLowering) -> list[Narrowed]:
     sees its narrow storage); returns what was narrowed."""
     pinned = pinned_buffers(lowering)
     known = known_exactness(lowering.buffers)
+    storage = {name: b.layout.dtype for name, b in lowering.buffers.items()}
     done: list[Narrowed] = []
     for op in lowering.operations:
         if not _candidate(op, pinned):
             continue
-        dtype = exact_dtype(op, known)
+        dtype = exact_dtype(op, storage, known)
         if dtype is None:
             continue
         numel = op.layout.storage_numel()
         wide = op.layout.dtype
         op.widen_to, op.layout = wide, replace(op.layout, dtype=dtype)
-        known[op.name] = frozenset({dtype})
+        storage[op.name] = dtype
         saved = numel * (wide.itemsize - dtype.itemsize) if isinstance(numel, int) else 0
         done.append(Narrowed(op.name, dtype, saved))
     if done:

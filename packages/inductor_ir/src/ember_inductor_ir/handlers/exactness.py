@@ -1,9 +1,13 @@
 """A handler that tracks which narrow float dtypes a body's values are exactly values of.
 
-Values are frozensets of dtypes from NARROW_FLOATS: ``{bfloat16}`` for ``x.to(bf16)`` and
-for that value widened again (float32 and float64 hold every bfloat16 value), the empty set
-for anything the handler cannot prove exact (arithmetic, reductions, integers). The narrow
-stores pass (narrow_stores.py) reads the set of a buffer's stored value.
+Values are pairs (dtype, exact): the value's dtype (handlers/dtypes.py rules) and the set of
+dtypes from NARROW_FLOATS that hold it exactly. A value of a narrow dtype is exactly one of
+its values (the loop IR's meaning; code generators that compute bfloat16 ops in float32
+round when such a value is converted, as eager rounds every op), and stays exact when
+widened to float32 or float64; a selection of exact values (where, neg, abs, max, min) is
+exact; a constant is when it round-trips. Anything else (arithmetic on float32 values,
+reductions) is not proven exact. The narrow stores pass (narrow_stores.py) reads the set of
+a buffer's stored value.
 """
 
 from __future__ import annotations
@@ -15,15 +19,20 @@ from typing import Any
 import sympy
 import torch
 
-from ..ops import OP_NAMES
+from .dtypes import DtypeHandler
 
 NARROW_FLOATS = (torch.bfloat16, torch.float16)
 Exact = frozenset[torch.dtype]
+Value = tuple[torch.dtype, Exact]
 NONE: Exact = frozenset()
 
 #: ops whose result is exact wherever their operands are: they only pick or flip a value
-_SELECTING_UNARY = frozenset({"neg", "abs"})
-_SELECTING_BINARY = frozenset({"maximum", "minimum"})
+_SELECTING: dict[str, Callable[..., Exact]] = {
+    "neg": lambda x: x,
+    "abs": lambda x: x,
+    "maximum": lambda a, b: a & b,
+    "minimum": lambda a, b: a & b,
+}
 
 
 def constant_exactness(value: object, dtype: torch.dtype) -> Exact:
@@ -51,50 +60,66 @@ def tensor_exactness(value: torch.Tensor) -> Exact:
     )
 
 
+def _value(dtype: torch.dtype, exact: Exact = NONE) -> Value:
+    return dtype, exact | {dtype} if dtype in NARROW_FLOATS else exact
+
+
 class ExactnessHandler:
-    """``buffers``: for each buffer, the narrow dtypes its stored values are exact in (a
-    load of a bfloat16 buffer is exactly bfloat16; so is one of a constant of such values)."""
+    """``buffer_dtypes``: each buffer's storage dtype; ``known``: the narrow dtypes a load of
+    a buffer is exact in beyond its own dtype (a constant of bfloat16 values)."""
 
-    def __init__(self, buffers: Mapping[str, Exact]) -> None:
-        self.buffers = buffers
-        self.stored: dict[str, Exact] = {}
+    def __init__(
+        self, buffer_dtypes: Mapping[str, torch.dtype], known: Mapping[str, Exact] | None = None
+    ) -> None:
+        self.types = DtypeHandler(buffer_dtypes)
+        self.known = known or {}
+        self.stored: dict[str, Value] = {}
 
-    def __getattr__(self, name: str) -> Callable[..., Exact]:
-        if name not in OP_NAMES:
-            raise AttributeError(f"ops has no op named {name!r}")
-        if name in _SELECTING_UNARY:
-            return lambda x: x
-        if name in _SELECTING_BINARY:
-            return lambda a, b: a & b
-        return lambda *args, **kwargs: NONE
+    def __getattr__(self, name: str) -> Callable[..., Value]:
+        typed = getattr(self.types, name)  # AttributeError for what is not an op
+        rule = _SELECTING.get(name)
 
-    def load(self, name: str, index: sympy.Expr) -> Exact:
-        return self.buffers.get(name, NONE)
+        def op(*args: Value) -> Value:
+            dtype = typed(*(a[0] for a in args))
+            return _value(dtype, rule(*(a[1] for a in args)) if rule else NONE)
 
-    def store(self, name: str, index: sympy.Expr, value: Exact) -> None:
+        return op
+
+    def load(self, name: str, index: sympy.Expr) -> Value:
+        return _value(self.types.load(name, index), self.known.get(name, NONE))
+
+    def store(self, name: str, index: sympy.Expr, value: Value) -> None:
         self.stored[name] = value
 
-    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
-        self.stored[name] = NONE
+    store_reduction = store
 
-    def constant(self, value: object, dtype: torch.dtype) -> Exact:
-        return constant_exactness(value, dtype)
+    def constant(self, value: object, dtype: torch.dtype) -> Value:
+        return _value(dtype, constant_exactness(value, dtype))
 
-    def to_dtype(self, x: Exact, dtype: torch.dtype) -> Exact:
-        if dtype in NARROW_FLOATS:
-            return frozenset({dtype})  # rounded to it: exactly one of its values
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> Value:
+        return _value(self.types.index_expr(expr, dtype))
+
+    def to_dtype(self, x: Value, dtype: torch.dtype) -> Value:
         if dtype in (torch.float32, torch.float64):
-            return x  # widening: every narrow value survives
-        return NONE
+            return _value(dtype, x[1])  # widening: every narrow value survives
+        return _value(dtype)  # to a narrow dtype: exactly one of its values (by _value)
 
-    def where(self, cond: Exact, a: Exact, b: Exact) -> Exact:
-        return a & b
+    def to_dtype_bitcast(self, x: Value, dtype: torch.dtype) -> Value:
+        return _value(self.types.to_dtype_bitcast(x[0], dtype))
 
-    def masked(self, mask: Exact, body: Callable[[], Exact], other: object) -> Exact:
-        return body() & constant_exactness(other, torch.float64)
+    def indirect_indexing(self, x: Value, size: sympy.Expr) -> sympy.Symbol:
+        return self.types.indirect_indexing(x[0], size)
 
-    def indirect_indexing(self, x: Exact, size: sympy.Expr) -> sympy.Symbol:
-        return sympy.Symbol("indirect", integer=True)
+    def where(self, cond: Value, a: Value, b: Value) -> Value:
+        return _value(self.types.where(cond[0], a[0], b[0]), a[1] & b[1])
+
+    def masked(self, mask: Value, body: Callable[[], Value], other: object) -> Value:
+        dtype, exact = body()
+        return _value(dtype, exact & constant_exactness(other, torch.float64))
 
     def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str, value: Any) -> Any:
-        return (NONE, NONE, NONE) if rtype == "welford" else NONE
+        result = self.types.reduction(dtype, src_dtype, rtype, value[0])
+        return tuple(_value(d) for d in result) if isinstance(result, tuple) else _value(result)
+
+    def random_bits(self, seed: Value, counter: Value, stream: int) -> Value:
+        return _value(self.types.random_bits(seed[0], counter[0], stream))
