@@ -5,11 +5,16 @@ narrow_stores). A model of conv-bn-relu blocks with residual adds takes two comp
 training steps on the C++ target with the GPU's channels-last training decision
 (`EMBER_CHANNELS_LAST=1`, where the GPU's graphs keep such buffers): its gradients equal
 eager's within bf16 tolerance and equal, bit for bit, those of the same step compiled with
-the pass switched off, while the backward graph allocates fewer float32 bytes."""
+the pass switched off, while the backward graph allocates fewer float32 bytes. The same
+test runs again on the Triton target through its CPU interpreter, in a child process
+(TRITON_INTERPRET must be set before triton is imported)."""
 
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -19,6 +24,9 @@ import ember
 import ember_inductor_ir
 import ember_inductor_ir.stage
 from ember.stats import counters
+
+CHILD_FLAG = "EMBER_NARROW_STORES_TRITON_CHILD"
+TRITON_ENV = {"TRITON_INTERPRET": "1", "EMBER_INDUCTOR_TARGET": "triton", CHILD_FLAG: "1"}
 
 
 class ResidualNet(nn.Module):
@@ -107,6 +115,8 @@ def test_autocast_training_stores_rounded_gradients_as_bf16(monkeypatch, tmp_pat
         assert torch.equal(got, same)  # narrowing changes no bit
 
     backward, plain_backward = lowerings[-1], plain_lowerings[-1]
+    want = "triton" if os.environ.get(CHILD_FLAG) == "1" else "cpp"
+    assert backward.target.name == want
     narrowed = backward.narrowed
     assert narrowed and all(n.dtype == torch.bfloat16 for n in narrowed), narrowed
     for n in narrowed:
@@ -115,6 +125,17 @@ def test_autocast_training_stores_rounded_gradients_as_bf16(monkeypatch, tmp_pat
     saved = sum(n.saved_bytes for n in narrowed)
     f32, plain_f32 = (_computed_bytes(lo, torch.float32) for lo in (backward, plain_backward))
     assert f32 == plain_f32 - 2 * saved and saved > 0, (f32, plain_f32, saved)
+
+
+@pytest.mark.skipif(os.environ.get(CHILD_FLAG) == "1", reason="this is the child")
+def test_on_the_triton_interpreter(tmp_path):
+    pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
+    env = {**os.environ, **TRITON_ENV, "EMBER_CACHE_DIR": str(tmp_path / "cache")}
+    case = f"{__file__}::test_autocast_training_stores_rounded_gradients_as_bf16"
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", case]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "1 passed" in out.stdout
 
 
 @pytest.fixture(autouse=True)
