@@ -30,6 +30,8 @@ log = logging.getLogger("ember.ir")
 
 #: the buffer dtypes whose stores may narrow
 WIDE_FLOATS = frozenset({torch.float32})
+#: constants up to this many elements are checked for narrow values
+SCANNED_CONSTANT_NUMEL = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,14 @@ def pinned_buffers(lowering: GraphLowering) -> set[str]:
 
 
 def known_exactness(buffers: dict[str, Buffer]) -> dict[str, Exact]:
-    """The narrow dtypes that hold every element of a float constant (a mask's zeros)."""
+    """The narrow dtypes that hold every element of a small float constant (a mask's zeros;
+    a large one, a weight baked into the graph, is not scanned)."""
     return {
         name: tensor_exactness(buf.value)
         for name, buf in buffers.items()
-        if isinstance(buf, ConstantBuffer) and buf.value is not None
+        if isinstance(buf, ConstantBuffer)
+        and buf.value is not None
+        and buf.value.numel() <= SCANNED_CONSTANT_NUMEL
     }
 
 
