@@ -117,6 +117,9 @@ class GraphLowering:
         #: output buffer -> the graph input its value is written back to, where the memory
         #: plan may write it in place (scheduler/reuse.py); see donate()
         self.donations: dict[str, str] = {}
+        #: float32 buffers stored as bfloat16/float16 (narrow_stores.py), when the target
+        #: asks for it
+        self.narrowed: list[Any] = []
 
     def donate(self, input_writes: Sequence[tuple[int, int]]) -> None:
         """Offer the memory plan to write outputs into the inputs their values go back to:

@@ -111,10 +111,15 @@ Loops = Pointwise | Reduction
 
 @dataclass(eq=False)
 class Buffer(IRNode):
-    """Named storage with a layout. Readers load through the layout as it is at read time."""
+    """Named storage with a layout. Readers load through the layout as it is at read time.
+
+    ``widen_to``: set on a buffer whose storage holds a narrower dtype than the values it
+    stands for (narrow_stores.py: float32 values that are all bfloat16 values, stored as
+    bfloat16): every read widens back to it."""
 
     name: str
     layout: Layout
+    widen_to: torch.dtype | None = field(default=None, kw_only=True)
 
     def get_size(self) -> list[Expr]:
         return self.layout.size
@@ -127,9 +132,16 @@ class Buffer(IRNode):
 
     def make_loader(self) -> Loader:
         def load(ops: Any, index: Sequence[Expr]) -> Any:
-            return ops.load(self.name, self.layout.index(index))
+            return self.load(ops, self.layout.index(index))
 
         return load
+
+    def load(self, ops: Any, storage_index: Expr) -> Any:
+        """The element at ``storage_index`` of the storage, as the value it stands for: every
+        read of a buffer goes through here (loaders and views), so a narrowed buffer's
+        readers all widen, whenever their bodies run."""
+        value = ops.load(self.name, storage_index)
+        return value if self.widen_to is None else ops.to_dtype(value, self.widen_to)
 
 
 @dataclass(eq=False)
@@ -176,7 +188,10 @@ class ComputedBuffer(Buffer):
             ops.store_reduction(self.name, out_index, self.data.reduce(ops, index, rindex))
         else:
             assert self.data is not None
-            ops.store(self.name, out_index, self.data.inner_fn(ops, index))
+            value = self.data.inner_fn(ops, index)
+            if self.widen_to is not None:  # narrowed: the value is exactly a storage value
+                value = ops.to_dtype(value, self.layout.dtype)
+            ops.store(self.name, out_index, value)
 
 
 @dataclass(eq=False)

@@ -15,6 +15,7 @@ from .dump import log_lowering
 from .errors import DynamicShapeUnsupported
 from .graph import GraphLowering, has_symbolic_layout
 from .matmul_batching import batch_step_matmuls
+from .narrow_stores import narrow_stores
 from .target import Target, resolve_target, target_for_device
 from .verifier import verify
 
@@ -71,8 +72,10 @@ def lower(
         gm = batch_step_matmuls(gm)
     try:
         lowering = GraphLowering(gm, example_inputs, target=record).run()
-        verify(lowering)
         lowering.donate(input_writes)
+        if record.narrow_stores:  # after donate: a donated output is never narrowed
+            narrow_stores(lowering)
+        verify(lowering)
     except (TypeError, NotImplementedError) as exc:
         # a lowering that needs a static size met a symbol (int() of a sympy expression):
         # declared as such, so that the caller may compile static specializations

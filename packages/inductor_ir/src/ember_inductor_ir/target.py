@@ -50,6 +50,10 @@ class Target:
     cat_extern_inputs: int | None = None
     #: which graphs run their 2-d convolutions channels-last (channels_last.py)
     channels_last: ChannelsLastPolicy = OFF
+    #: float32 buffers holding only bfloat16/float16 values, read by its loop kernels
+    #: only, stored narrow and widened on load (narrow_stores.py); its stores cast to the
+    #: buffer's dtype and its loads of a narrow buffer give the narrow dtype
+    narrow_stores: bool = False
 
     def writes_out(self, prim: str) -> bool:
         """Whether the library call of ``prim`` writes into planned storage (``out=``)."""

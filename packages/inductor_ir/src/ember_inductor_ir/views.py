@@ -219,7 +219,7 @@ def as_strided(
     view = View(base, sizes, lambda index: list(index), None, "as_strided")
 
     def load(ops: Any, index: Sequence[Expr]) -> Any:
-        return ops.load(buffer.name, reindex_storage(index))
+        return buffer.load(ops, reindex_storage(index))
 
     view.make_loader = lambda: load  # type: ignore[method-assign]
     view.layout_map = lambda lay: _relayout(lay, sizes, strides, off)

@@ -25,6 +25,7 @@ TRITON_TARGET = register_target(
         fold_matmul_epilogues=False,
         batch_step_matmuls=False,
         cat_extern_inputs=None,
+        narrow_stores=True,  # bf16-exact float32 buffers stored as bf16
         channels_last=GPU_CHANNELS_LAST,
     )
 )

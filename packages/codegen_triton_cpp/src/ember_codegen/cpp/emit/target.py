@@ -41,6 +41,7 @@ CPP_TARGET = register_target(
         fold_matmul_epilogues=True,
         batch_step_matmuls=True,
         cat_extern_inputs=CAT_EXTERN_INPUTS,
+        narrow_stores=True,  # bf16-exact float32 buffers stored as bf16
         channels_last=CPU_CHANNELS_LAST,
     )
 )
