@@ -29,27 +29,12 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "suites"))
+from kernel_profile import kernel_kind  # one table of kernel kinds for every GPU tool
 from profile_model import step, sync
 
 import ember
 from ember_zoo import build
-
-KERNEL_KINDS = (  # first match names the kind of a GPU kernel
-    ("triton", re.compile(r"^triton|^ember|^k\d|^kernel\d|_kernel$")),
-    ("gemm", re.compile(r"gemm|sm90|sm80|cutlass|cublas|nvjet|xmma", re.I)),
-    ("attention", re.compile(r"fmha|flash|attention|efficient", re.I)),
-    ("copy", re.compile(r"copy|Memcpy|memcpy", re.I)),
-    ("fill", re.compile(r"fill|Memset|zero", re.I)),
-    ("reduce", re.compile(r"reduce", re.I)),
-    ("elementwise", re.compile(r"elementwise|vectorized", re.I)),
-)
-
-
-def kernel_kind(name: str) -> str:
-    for kind, pattern in KERNEL_KINDS:
-        if pattern.search(name):
-            return kind
-    return "other"
 
 
 def timed(case, fn, mode, steps: int, sync_each: bool) -> float:
