@@ -16,8 +16,9 @@
 set -uo pipefail
 source tools/gpu/host_env.sh
 SUITE=${SUITE:-timm} MODE=${MODE:-infer-bf16} SHARD=${SHARD:-0/1}
-# the commit of the tree this runs (a git archive has no .git): pass it as SUITES_COMMIT
-export SUITES_COMMIT=${SUITES_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# the commit of the tree this runs: pass it as SUITES_COMMIT=$(git rev-parse --short HEAD)
+# (the device's copy of the tree may carry stale git metadata: its HEAD is not this tree's)
+export SUITES_COMMIT=${SUITES_COMMIT:-unknown}
 python3 -c "import sys, torch, triton, transformers; print(sys.version.split()[0], torch.__version__, triton.__version__, transformers.__version__, torch.cuda.get_device_name())"
 python3 -c "import sys; sys.path.insert(0, 'benchmarks/suites'); from vision_import import import_timm; t = import_timm(); import torchvision; print('timm', t.__version__, 'torchvision', torchvision.__version__)" \
     || echo "timm or torchvision missing: their models are recorded as skipped"
