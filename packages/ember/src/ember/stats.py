@@ -2,7 +2,7 @@
 
 `ember.counters["aot_eager"]["forward_graphs"]` and friends; `ember.reset()` clears them.
 `counters["graph_break"]` counts the graph breaks compiled code takes, by reason (the
-tracer's `graph_break` event), as `torch._dynamo.utils.counters["graph_break"]` does.
+tracer's `graph_break` event), as torch.compile's own graph-break counter does.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Control-flow operators captured into the graph: `torch.cond` and `map`.
 
 `torch.cond(pred, true_fn, false_fn, operands)` (traced through, it calls the operator
-`torch.ops.higher_order.cond`) and `functorch.experimental.control_flow.map(f, xs, *args)`
+`torch.ops.higher_order.cond`) and the experimental control-flow `map(f, xs, *args)`
 (which calls `torch.ops.higher_order.map_impl`) become one call of their operator in the
 frame's graph, its bodies traced into subgraphs (variables/subgraph_capture.py) held as
 GraphModule attributes of the graph, as torch.compile captures them:
