@@ -20,6 +20,7 @@ value's computation: one more mode would cost a Python hop per op.)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,10 @@ def refuse_as_eager(func: Any, args: tuple, kwargs: dict) -> None:
     """Raises EagerKernelCheckFailed where eager's kernel refuses `func(*args, **kwargs)`."""
     for rule in CHECKS.get(func.overloadpacket, ()):
         reason = rule(args, kwargs)
+        if reason is not None:
+            raise EagerKernelCheckFailed(f"{func}: {reason}")
+    for position, dtype_of in STORED_NUMBER_CHECKS.get(func.overloadpacket, ()):
+        reason = _stored_number(func, position, dtype_of, args, kwargs)
         if reason is not None:
             raise EagerKernelCheckFailed(f"{func}: {reason}")
 
@@ -387,15 +392,65 @@ def _number_overflows(value: Any, dtype: torch.dtype) -> bool:
         return False
 
 
-def _stored_number(position: int, dtype_of: Callable[[tuple, dict], torch.dtype | None]) -> Check:
-    def rule(args: tuple, kwargs: dict) -> str | None:
-        value = args[position] if len(args) > position else None
-        dtype = dtype_of(args, kwargs)
-        if dtype is not None and _number_overflows(value, dtype):
-            return f"value {value!r} cannot be converted to {dtype} without overflow"
+def _stored_number(
+    func: Any, position: int, dtype_of: Callable[[tuple, dict], torch.dtype | None],
+    args: tuple, kwargs: dict,
+) -> str | None:  # fmt: skip
+    """Why eager's `func` would not store the number at `position` as a graph would: eager
+    refuses it (asked of eager itself on a one-element tensor: the rules changed across
+    releases, e.g. torch 2.15 converts a pad value through a double), or it lies outside the
+    dtype, where eager converts it its own way (2.15 saturates a clamp bound, truncates a
+    fill of 127.5) and a graph would wrap it: either way the op runs eagerly at a break."""
+    value = args[position] if len(args) > position else None
+    dtype = dtype_of(args, kwargs)
+    if dtype is None:
         return None
+    probe = _PROBES.get(func.overloadpacket)
+    if probe is not None and type(value) in (int, float):
+        refused = _eager_refuses(func, probe, value, dtype)
+        if refused is not None:
+            return refused
+    if _number_overflows(value, dtype):
+        return f"value {value!r} cannot be converted to {dtype} without overflow"
+    return None
 
-    return rule
+
+@functools.lru_cache(maxsize=4096)
+def _eager_refuses_cached(
+    func: Any, probe: Callable, kind: type, value: Any, dtype: Any
+) -> str | None:
+    try:
+        with torch.utils._python_dispatch._disable_current_modes():  # a real run, not fake
+            probe(func, value, dtype)
+    except (RuntimeError, OverflowError) as exc:
+        lines = str(exc).strip().splitlines()
+        return lines[0] if lines else type(exc).__name__
+    return None
+
+
+def _eager_refuses(func: Any, probe: Callable, value: Any, dtype: torch.dtype) -> str | None:
+    return _eager_refuses_cached(func, probe, type(value), value, dtype)
+
+
+def _one(dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(1, dtype=dtype)
+
+
+# how to ask eager about a number on a one-element CPU tensor, per op (clamp is not asked:
+# a bound inside the dtype is stored as is, one outside it always runs eagerly)
+_PROBES: dict[Any, Callable[[Any, Any, torch.dtype], Any]] = {
+    aten.full: lambda f, v, d: f([1], v, dtype=d),
+    aten.scalar_tensor: lambda f, v, d: f(v, dtype=d),
+    aten.full_like: lambda f, v, d: f(_one(d), v),
+    aten.new_full: lambda f, v, d: f(_one(d), [1], v),
+    aten.fill: lambda f, v, d: f(_one(d), v),
+    aten.fill_: lambda f, v, d: f(_one(d), v),
+    aten.masked_fill: lambda f, v, d: f(_one(d), torch.ones(1, dtype=torch.bool), v),
+    aten.masked_fill_: lambda f, v, d: f(_one(d), torch.ones(1, dtype=torch.bool), v),
+    aten.index_fill: lambda f, v, d: f(_one(d), 0, torch.zeros(1, dtype=torch.long), v),
+    aten.index_fill_: lambda f, v, d: f(_one(d), 0, torch.zeros(1, dtype=torch.long), v),
+    aten.constant_pad_nd: lambda f, v, d: f(_one(d), [1, 0], v),  # a padded element: converted,
+}
 
 
 def _given_dtype(args: tuple, kwargs: dict) -> torch.dtype | None:
@@ -444,5 +499,9 @@ _STORED_NUMBERS: list[tuple[tuple[Any, ...], int, Callable]] = [
     ((aten.clamp_min, aten.clamp_min_, aten.clamp_max, aten.clamp_max_), 1, _bound_dtype(1)),
 ]  # fmt: skip
 
+# aten op -> (position, dtype_of) of each number it stores (refuse_as_eager asks these with
+# the op itself: the probe calls the same overload)
+STORED_NUMBER_CHECKS: dict[Any, list[tuple[int, Callable]]] = {}
 for _ops, _position, _dtype_of in _STORED_NUMBERS:
-    check(*_ops)(_stored_number(_position, _dtype_of))
+    for _op in _ops:
+        STORED_NUMBER_CHECKS.setdefault(_op, []).append((_position, _dtype_of))
