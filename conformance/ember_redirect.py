@@ -55,6 +55,7 @@ from ember_bytecode_tracer.directives import (
 )
 from ember_bytecode_tracer.directives import register_compiled, register_graph_break
 from ember_bytecode_tracer.exc import Unsupported as EmberUnsupported
+from ember_bytecode_tracer.variables.foreign_patches import register_foreign_wrapper
 from ember_events import subscribe
 
 # Dynamo backend name -> Ember backend name
@@ -395,6 +396,10 @@ def install() -> None:
     if ORIGINAL:
         return
     subscribe("graph_break", _mirror_graph_break)
+    # torch.compile wraps nn.Module.__init__/__setstate__ once it has run: a module built in
+    # an Ember trace calls the functions those wrappers hold
+    register_foreign_wrapper("torch._dynamo.mutation_guard", "patched_init", "init")
+    register_foreign_wrapper("torch._dynamo.mutation_guard", "patched_setstate", "setstate")
     ORIGINAL.update(
         compile=torch.compile,
         optimize=torch._dynamo.optimize,

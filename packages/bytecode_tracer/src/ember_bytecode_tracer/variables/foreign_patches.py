@@ -5,7 +5,8 @@ Once `torch.compile` has run, `torch.nn.Module.__init__` is its `patched_init`: 
 that only its own module tracking reads. A module built in an Ember trace runs the original
 `__init__` (as torch.compile does when it traces one): the tag is that compiler's
 bookkeeping, not the program's, and the object it would key by id does not exist yet.
-`Module.__setstate__` gets the same wrapper and the same treatment.
+`Module.__setstate__` gets the same wrapper and the same treatment. Which functions are such
+wrappers is declared by whoever runs both compilers in one process (`register_foreign_wrapper`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,17 @@ if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
     from ember_bytecode_tracer.variables.base import Translator
 
-# (module, name, the closure variable holding the wrapped function) of each known wrapper
-_WRAPPERS = {
-    ("torch._dynamo.mutation_guard", "patched_init"): "init",
-    ("torch._dynamo.mutation_guard", "patched_setstate"): "setstate",  # (its __setstate__)
-}
+# (module, code name) of each known wrapper -> the closure variable holding the function it
+# wraps. Ember names no part of another compiler's stack: whoever runs both in one process
+# (the conformance harness, tests) declares that compiler's wrappers here.
+_WRAPPERS: dict[tuple[str, str], str] = {}
+
+
+def register_foreign_wrapper(module: str, code_name: str, wrapped_cell: str) -> None:
+    """Declares the functions named `code_name` defined in `module` wrappers another compiler
+    installs on torch's own functions: a trace calls the function their closure variable
+    `wrapped_cell` holds instead (guarded through the closure cell)."""
+    _WRAPPERS[(module, code_name)] = wrapped_cell
 
 
 def _wrapped_cell(value: Any) -> int | None:
