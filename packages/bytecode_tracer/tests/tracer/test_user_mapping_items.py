@@ -162,8 +162,9 @@ def torch_compile_has_run():
     yield
     for name, value in saved.items():
         setattr(module, name, value)
-    if flag is None:
-        delattr(module, "___needs_generation_tag_patch")
+    if flag is None:  # set by the torch.compile run on some releases (2.13), not on 2.15
+        if "___needs_generation_tag_patch" in module.__dict__:
+            delattr(module, "___needs_generation_tag_patch")
     else:
         module.___needs_generation_tag_patch = flag
 
