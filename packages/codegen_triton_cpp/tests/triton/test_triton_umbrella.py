@@ -63,3 +63,56 @@ def test_triton_graphs_come_back_from_the_artifact_cache(monkeypatch, tmp_path):
     for a, b in zip(cold_grads, warm_grads, strict=True):
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(warm, model(x), atol=1e-5, rtol=1e-5)
+
+
+class _PoolMixer(torch.nn.Module):
+    """PoolFormer's token mixer: a one-group GroupNorm, then a 3x3 average over it."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = torch.nn.GroupNorm(1, channels)
+        self.pool = torch.nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        self.fc = torch.nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        y = self.norm(x)
+        return self.fc(x + (self.pool(y) - y))
+
+
+def test_windows_over_a_group_norm_index_plainly(monkeypatch):
+    """The group norm's statistics split only the channels into groups (no flattening of
+    C, H, W and back), so each 3x3 window of the average reads its input at a plain offset;
+    through a flattened view every window element divided and wrapped its index (4x the
+    time of torch.compile's kernel on the GPU). The window loops over neighbouring points
+    (RBLOCK 1); the 1x1 convolution's bias is added by a loop kernel, not the library."""
+    import logging
+
+    monkeypatch.setenv("EMBER_INDUCTOR_TARGET", "triton")
+    monkeypatch.setenv("EMBER_ARTIFACT_CACHE", "0")
+    monkeypatch.setenv("EMBER_LOGS", "output_code")  # ember.compile sets the log's level
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    log = logging.getLogger("ember.output_code")
+    handler, level = Keep(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        torch.manual_seed(0)
+        model = _PoolMixer(8)
+        x = torch.randn(2, 8, 7, 7).to(memory_format=torch.channels_last)
+        with torch.no_grad():
+            got = ember.compile(model, backend="inductor")(x)
+            torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    source = "\n".join(records)
+    window = source[source.index("x reduce [3, 3]") :]
+    window = window[: window.index("\n\n")]
+    assert "% 392" not in window and "// 49" not in window, window
+    assert "RBLOCK=1," in source
+    assert "convolution(" in source and ", None, [1, 1], [0, 0]" in source  # bias in a kernel

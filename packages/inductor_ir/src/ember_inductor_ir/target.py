@@ -54,6 +54,9 @@ class Target:
     #: only, stored narrow and widened on load (narrow_stores.py); its stores cast to the
     #: buffer's dtype and its loads of a narrow buffer give the narrow dtype
     narrow_stores: bool = False
+    #: a convolution's bias added by a loop body (fused into the kernel reading the result)
+    #: instead of by the library, which on CUDA adds it in a pass of its own
+    conv_bias_in_kernels: bool = False
 
     def writes_out(self, prim: str) -> bool:
         """Whether the library call of ``prim`` writes into planned storage (``out=``)."""

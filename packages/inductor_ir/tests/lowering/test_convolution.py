@@ -338,3 +338,55 @@ def test_an_nhwc_permute_of_a_channels_last_map_is_stored_as_read(target, monkey
     torch.testing.assert_close(
         got[0], _depthwise_then_nhwc_norm_and_linear(*inputs)[0], atol=1e-4, rtol=1e-4
     )
+
+
+def test_bias_is_added_in_the_kernel_that_reads_the_result():
+    """A target whose library adds a convolution's bias in a pass of its own (cuDNN through
+    aten) gets the convolution without it and the bias as a loop body, fused with the relu
+    that reads the result: one kernel after the library call, not two passes."""
+    from dataclasses import replace
+
+    target = replace(FUSING_GPU, name="test-bias-in-kernels", conv_bias_in_kernels=True)
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    b = torch.randn(4)
+
+    def f(a, weight, bias):
+        y = prims.convolution(a, weight, bias, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        return (prims.abs(y),)
+
+    expected = f(x, w, b)
+    loop_kernels = []
+    for tgt, library_bias in ((target, False), (FUSING_GPU, True)):
+        sched = schedule(lower(prim_graph(f, x, w, b), [x, w, b], target=tgt))
+        got = run_scheduled(sched, [x, w, b])
+        torch.testing.assert_close(got[0], expected[0], atol=1e-4, rtol=1e-4)
+        (conv,) = _extern_args(sched, "convolution")
+        assert (conv.args[2] is not None) == library_bias
+        loop_kernels.append(len([g for g in sched if not g.is_extern]))
+    assert loop_kernels[0] == loop_kernels[1]  # the add rode along with the relu
+
+
+def test_a_cat_of_channels_last_maps_is_stored_channels_last(check):
+    """A cat reads each part with that part's strides, not the whole result's: judged by
+    the order it walks them (channels innermost), the cat of two convolutions' NHWC maps
+    is stored NHWC, so the squeeze-excite reduction and the scaling reading it need no
+    transposing copy (ghostnet's ghost modules)."""
+    x, w1 = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    w2, w3 = torch.randn(4, 3, 3, 3), torch.randn(5, 8, 3, 3)
+
+    def busy(t):  # enough work that the cat is stored once for its two readers
+        for _ in range(4):
+            t = prims.sin(prims.exp(t))
+        return t
+
+    def f(a, b, c, d):
+        maps = prims.cat([busy(_conv(a, b)), busy(_conv(a, c))], 1)
+        gate = prims.sum(maps, [2, 3])
+        scaled = prims.mul(maps, prims.broadcast_in_dim(gate, [2, 8, 8, 8], [0, 1]))
+        return (prims.sum(_conv(scaled, d), [1, 2, 3]),)
+
+    lowering, _ = check(f, x, w1, w2, w3, atol=1e-3, rtol=1e-4)
+    maps = [b for b in lowering.buffers.values() if [int(s) for s in b.layout.size] == [2, 8, 8, 8]]
+    assert maps and all(is_channels_last(b.layout) for b in maps), [
+        b.layout.describe() for b in maps
+    ]

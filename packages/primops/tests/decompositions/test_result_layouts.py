@@ -40,6 +40,20 @@ CASES = {
         _max_pool,
     ),
     "avg_pool2d of channels_last": (lambda: (_nchw(2, 3, 8, 8),), lambda t: F.avg_pool2d(t, 2)),
+    # a write through a view that is all of the base (x += y on x[:, :C]) is the source with
+    # the base's strides; a partial view scatters
+    "as_strided_scatter of a whole channels_last tensor": (
+        lambda: (_nchw(2, 4, 3, 3), torch.randn(2, 4, 3, 3)),
+        lambda a, b: torch.as_strided_scatter(a, b, a.shape, a.stride(), 0),
+    ),
+    "as_strided_scatter of a whole contiguous tensor": (
+        lambda: (torch.randn(3, 5), _nchw(3, 5, fmt=torch.contiguous_format).t().contiguous().t()),
+        lambda a, b: torch.as_strided_scatter(a, b, a.shape, a.stride(), 0),
+    ),
+    "as_strided_scatter of half a tensor": (
+        lambda: (torch.randn(4, 6), torch.randn(4, 3)),
+        lambda a, b: torch.as_strided_scatter(a, b, (4, 3), (6, 1), 3),
+    ),
     "avg_pool3d of channels_last_3d": (
         lambda: (_nchw(2, 3, 4, 6, 6, fmt=torch.channels_last_3d),),
         lambda t: F.avg_pool3d(t, 2),

@@ -112,7 +112,8 @@ def autotune_kernel(
     if kernel.kind == "finish":
         return kernel.config  # tiny: reduces NSPLIT partials per row
     xnumel = kernel.xnumel
-    candidates = candidate_configs(kernel.kind, xnumel, rnumel)
+    window = kernel.kind == "looped" and kernel.config.RBLOCK == 1  # a column window
+    candidates = candidate_configs(kernel.kind, xnumel, rnumel, column=window)
     if kernel.kind == "partial":  # the workspace and the finish kernel fix its tiling
         candidates = split_candidates(kernel.config)
     path = _cache_path(kernel, candidates, device)

@@ -5,7 +5,11 @@
   two of the row, up to PERSISTENT_MAX): the row stays in registers, every segment of the
   group runs straight-line;
 * ``looped``: longer rows: each segment loops over the row ``RBLOCK`` at a time with
-  lane-wise accumulators, reduced across lanes after the loop;
+  lane-wise accumulators, reduced across lanes after the loop. Short column rows (a pooling
+  window over channels-last data, a squeeze-excite mean over H x W) loop one element at a
+  time (``RBLOCK`` = 1) over ``XBLOCK`` neighbouring output points: every load of a window
+  offset is one contiguous run across the lanes, where a persistent [XBLOCK, 16] tile of a
+  3x3 window left 7 of 16 lanes idle and loaded across the grain;
 * ``split``: long rows and too few of them to fill the GPU (a sum of a 16M tensor, the
   per-channel statistics of a batch norm over N, H, W): ``NSPLIT`` programs per row each
   reduce a chunk into a partial, a second kernel combines the partials; about
@@ -39,6 +43,9 @@ LOOPED_RBLOCK = 1024
 COLUMN_SPLIT_MIN_ROW = 1024
 COLUMN_XBLOCK = 64
 COLUMN_RBLOCK = 32
+#: column rows up to this long loop element by element over WINDOW_XBLOCK output points
+WINDOW_MAX_ROW = 256
+WINDOW_XBLOCK = 512
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool, column: bool = 
         return "split"
     if split_ok and column and rnumel >= COLUMN_SPLIT_MIN_ROW:
         return "split"
+    if column and rnumel <= WINDOW_MAX_ROW:
+        return "looped"
     return "persistent" if rnumel <= PERSISTENT_MAX else "looped"
 
 
@@ -92,6 +101,9 @@ def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) ->
         rblock = next_power_of_2(rnumel)
         xblock = max(1, min(next_power_of_2(xnumel), TILE_MAX // rblock, 64))
         return LaunchConfig(xblock, rblock, num_warps=_warps(xblock * rblock))
+    if kind == "looped" and column and rnumel <= WINDOW_MAX_ROW:
+        xblock = min(WINDOW_XBLOCK, next_power_of_2(xnumel))
+        return LaunchConfig(xblock, 1, num_warps=_warps(xblock))
     if kind == "looped":
         return LaunchConfig(1, LOOPED_RBLOCK, num_warps=4)
     if kind == "split" and column:
@@ -133,6 +145,9 @@ def candidate_configs(
             if xblock * base.RBLOCK <= 2 * TILE_MAX and xblock <= next_power_of_2(xnumel):
                 for warps in (2, 4, 8):
                     out.append(replace(base, XBLOCK=xblock, num_warps=warps))
+    elif kind == "looped" and base.RBLOCK == 1:  # a column window
+        for xblock, warps in ((256, 2), (1024, 8)):
+            out.append(LaunchConfig(min(xblock, next_power_of_2(xnumel)), 1, warps))
     elif kind == "looped":
         for xblock, rblock, warps in ((1, 2048, 8), (1, 512, 4), (2, 1024, 8), (4, 512, 8)):
             out.append(LaunchConfig(min(xblock, next_power_of_2(xnumel)), rblock, warps))

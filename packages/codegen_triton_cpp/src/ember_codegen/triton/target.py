@@ -26,6 +26,7 @@ TRITON_TARGET = register_target(
         batch_step_matmuls=False,
         cat_extern_inputs=None,
         narrow_stores=True,  # bf16-exact float32 buffers stored as bf16
+        conv_bias_in_kernels=True,  # cuDNN's bias is an extra pass over the output
         channels_last=GPU_CHANNELS_LAST,
     )
 )

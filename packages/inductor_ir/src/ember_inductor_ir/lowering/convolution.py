@@ -17,8 +17,10 @@ from torch.utils._pytree import tree_flatten
 
 from ..channels_last import channels_last_policy
 from ..layout import FixedLayout, Layout, channels_last_strides
-from ..nodes import IRNode
+from ..nodes import IRNode, TensorBox
 from ..target import Target
+from ..views import broadcast_in_dim
+from ._helpers import pointwise
 from .registry import register_lowering
 
 
@@ -97,11 +99,25 @@ def lower_convolution(
     output_padding: Sequence[int],
     groups: int,
 ) -> Any:
-    args = [x, weight, bias, stride, padding, dilation, transposed, output_padding, groups]
+    add_bias = bias is not None and ctx.target.conv_bias_in_kernels
+    library_bias = None if add_bias else bias
+    args = [x, weight, library_bias, stride, padding, dilation, transposed, output_padding, groups]
     if not wants_channels_last(ctx, x, weight, transposed):
-        return ctx.extern(ctx.current_node.target, args)
-    args[0] = ctx.require_strides(x, channels_last_strides(x.get_size()))
-    return ctx.extern(ctx.current_node.target, args, output_layouts=_channels_last)
+        out = ctx.extern(ctx.current_node.target, args)
+    else:
+        args[0] = ctx.require_strides(x, channels_last_strides(x.get_size()))
+        out = ctx.extern(ctx.current_node.target, args, output_layouts=_channels_last)
+    return _plus_bias(out, bias) if add_bias else out
+
+
+def _plus_bias(out: TensorBox, bias: IRNode) -> TensorBox:
+    """``out + bias`` per output channel as a loop body, which the scheduler fuses into the
+    kernel that reads the convolution's result. The library would add it in a pass of its
+    own over the whole output (aten on CUDA: cuDNN's result, then ``add_``), in the output's
+    dtype, as this does."""
+    size = out.get_size()
+    per_channel = TensorBox(broadcast_in_dim(bias, size, [1]))
+    return pointwise([out, per_channel], lambda ops, y, b: ops.add(y, b), out.get_dtype())
 
 
 @register_lowering("convolution_backward")

@@ -169,34 +169,38 @@ def cudnn_batch_norm_backward(
 @register_decomposition(aten.native_group_norm_backward.default)
 def native_group_norm_backward(grad_out, a, mean, rstd, weight, N, C, HxW, group, output_mask):
     compute = computation_dtype(a.dtype)
-    g = prims.reshape(convert(grad_out, compute), [N, group, C // group, HxW])
-    x = prims.reshape(convert(a, compute), [N, group, C // group, HxW])
-    m = prims.broadcast_in_dim(convert(mean, compute), [N, group, 1, 1], [0, 1])
-    r = prims.broadcast_in_dim(convert(rstd, compute), [N, group, 1, 1], [0, 1])
+    # [N, group, C // group, *spatial]: only the channels split (see native_group_norm)
+    grouped = [N, group, C // group, *a.shape[2:]]
+    spatial = list(range(3, len(grouped)))
+    ones = [1] * len(spatial)
+    g = prims.reshape(convert(grad_out, compute), grouped)
+    x = prims.reshape(convert(a, compute), grouped)
+    m = prims.broadcast_in_dim(convert(mean, compute), [N, group, 1, *ones], [0, 1])
+    r = prims.broadcast_in_dim(convert(rstd, compute), [N, group, 1, *ones], [0, 1])
     x_hat = prims.mul(prims.sub(x, m), r)
     w = (
         prims.broadcast_in_dim(
-            prims.reshape(convert(weight, compute), [group, C // group]),
-            [N, group, C // group, HxW],
-            [1, 2],
+            prims.reshape(convert(weight, compute), [group, C // group]), grouped, [1, 2]
         )
         if weight is not None
         else None
     )
     g_w = prims.mul(g, w) if w is not None else g
     n = (C // group) * HxW
+    row = [2, *spatial]
     dx = dw = db = None
     if output_mask[0]:
-        a1 = prims.expand_dims(prims.sum(g_w, [2, 3]), [2, 3])
-        b1 = prims.expand_dims(prims.sum(prims.mul(g_w, x_hat), [2, 3]), [2, 3])
+        a1 = prims.expand_dims(prims.sum(g_w, row), row)
+        b1 = prims.expand_dims(prims.sum(prims.mul(g_w, x_hat), row), row)
         inner = prims.sub(prims.sub(prims.mul(g_w, scalar(n, g_w)), a1), prims.mul(x_hat, b1))
         dx = convert(
             prims.reshape(prims.mul(prims.div(r, scalar(n, r)), inner), list(a.shape)), a.dtype
         )
     if output_mask[1] and weight is not None:
-        dw = convert(prims.reshape(prims.sum(prims.mul(g, x_hat), [0, 3]), [C]), weight.dtype)
+        dw = convert(prims.reshape(prims.sum(prims.mul(g, x_hat), [0, *spatial]), [C]),
+                     weight.dtype)  # fmt: skip
     if output_mask[2]:
-        db = convert(prims.reshape(prims.sum(g, [0, 3]), [C]), a.dtype)
+        db = convert(prims.reshape(prims.sum(g, [0, *spatial]), [C]), a.dtype)
     return dx, dw, db
 
 

@@ -296,22 +296,34 @@ def batch_norm_no_update(a, weight, bias, running_mean, running_var, momentum, e
 def native_group_norm(a, weight, bias, N, C, HxW, group, eps):
     compute = computation_dtype(a.dtype)
     x = convert(a, compute)
-    grouped = prims.reshape(x, [N, group, (C // group) * HxW])
+    # The statistics come from a view that only splits the channels into groups: merging the
+    # spatial dims into one (and splitting them back for the result) would make every index
+    # of a later window (a pooling over the normalized value) divide and wrap per element.
+    grouped = prims.reshape(x, [N, group, C // group, *a.shape[2:]])
+    dims = list(range(2, grouped.dim()))
     if grouped.numel() == 0:
-        mean = prims.sum(grouped, [2])
+        mean = prims.sum(grouped, dims)
         rstd = mean
     else:
-        var, mean = prims.var_mean(grouped, [2], 0.0)
+        var, mean = prims.var_mean(grouped, dims, 0.0)
         rstd = prims.rsqrt(prims.add(var, scalar(eps, var)))
-    normed = prims.mul(
-        prims.sub(grouped, prims.expand_dims(mean, [2])), prims.expand_dims(rstd, [2])
-    )
-    out = prims.reshape(normed, list(a.shape))
+    normed = prims.mul(prims.sub(x, _per_group(mean, a, group)), _per_group(rstd, a, group))
+    out = normed
     if weight is not None:
         out = prims.mul(out, _per_channel(convert(weight, compute), a))
     if bias is not None:
         out = prims.add(out, _per_channel(convert(bias, compute), a))
     return convert(out, a.dtype), convert(mean, a.dtype), convert(rstd, a.dtype)
+
+
+def _per_group(stat, a, group):
+    """A [N, group] statistic broadcast over ``a`` ([N, C, *spatial]): channel c reads its
+    group's value."""
+    n, channels = a.shape[0], a.shape[1]
+    per_channel = prims.reshape(
+        prims.broadcast_in_dim(stat, [n, group, channels // group], [0, 1]), [n, channels]
+    )
+    return prims.broadcast_in_dim(per_channel, list(a.shape), [0, 1])
 
 
 @register_decomposition(aten.embedding.default)

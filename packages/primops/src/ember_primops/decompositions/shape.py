@@ -182,10 +182,38 @@ def select_scatter(a, src, dim, index):
     )
 
 
+def _dense_format(a):
+    """The memory format ``a`` is dense in (contiguous or channels-last), else None."""
+    if a.is_contiguous():
+        return torch.contiguous_format
+    if a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    return None
+
+
+def _views_all_of(a, size, stride, offset) -> bool:
+    """Whether ``as_strided(a, size, stride, offset)`` is ``a`` itself (static sizes: the
+    same sizes, the same strides where a size exceeds 1, a's offset)."""
+    values = [*size, *stride, offset, *a.shape, *a.stride(), a.storage_offset()]
+    if not all(isinstance(v, int) for v in values):
+        return False  # symbolic: comparing would specialize the sizes
+    if list(size) != list(a.shape) or offset != a.storage_offset():
+        return False
+    return all(
+        n <= 1 or st == a.stride(d) for d, (n, st) in enumerate(zip(size, stride, strict=True))
+    )
+
+
 @register_decomposition(aten.as_strided_scatter.default)
 def as_strided_scatter(a, src, size, stride, storage_offset=None):
     offset = a.storage_offset() if storage_offset is None else storage_offset
     src = convert(src, a.dtype)
+    layout = _dense_format(a)
+    if layout is not None and _views_all_of(a, size, stride, offset):
+        # a write through a view that is all of ``a`` in its own order (``x += y`` on a
+        # whole-tensor slice): the result is ``src`` elementwise with a's strides, a loop
+        # body that fuses with its readers, not a library scatter pinning a's layout
+        return prims.clone(src, memory_format=layout)
     # aten addresses a's memory (its clone keeps a's strides), the prim a's row-major order:
     # for a dense permuted a (index_add's result, written in place by a backward formula)
     # scatter into a in memory order, then permute back
