@@ -70,6 +70,23 @@ def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(value)[0])
 
 
+def _numbers_as_tensors(func: OpOverload, args: tuple) -> tuple:
+    """`args` with a Python number passed where the schema takes a Tensor made the 0-dim
+    tensor it stood for: functorch's batching rules (an op under `torch.vmap`) hand a
+    mode the wrapped-number tensor of `x + 1` as the number itself."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or not any(type(a) in (int, float, bool, complex) for a in args):
+        return args
+    fixed = list(args)
+    for i, (value, argument) in enumerate(zip(args, schema.arguments, strict=False)):
+        if type(value) in (int, float, bool, complex) and isinstance(
+            argument.type, torch.TensorType
+        ):
+            with _disable_current_modes():
+                fixed[i] = torch.tensor(value)
+    return tuple(fixed)
+
+
 class FunctionalTracer(TorchDispatchMode):
     """Records each aten op reaching it (over a FakeTensorMode) into `self.graph`."""
 
@@ -210,6 +227,7 @@ class FunctionalTracer(TorchDispatchMode):
     # -- dispatch ----------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        args = _numbers_as_tensors(func, args)
         args, kwargs = tree_map(self._lift_constant, (args, kwargs))
         if self.decompositions is not None and func in self.decompositions:
             self.report.decomposed[str(func)] += 1
