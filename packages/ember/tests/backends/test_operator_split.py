@@ -154,3 +154,22 @@ def test_a_write_across_the_cut_keeps_the_graph_whole(backend):
         torch.testing.assert_close(compiled(pred, x), f(pred, x))
     assert ember.counters["graph_fallbacks"]["higher_order.cond"] == 1
     assert not ember.counters["compiled_operators"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cond_inside_a_no_grad_block_keeps_the_graph_whole(backend):
+    w = torch.randn(3, requires_grad=True)
+
+    def f(flag, x):
+        with torch.no_grad():  # the branch runs without grad: only the last product differentiates
+            y = torch.cond(flag, lambda u: u * w, lambda u: u + w, (x,))
+        return y * w
+
+    compiled = ember.compile(f, backend=backend)
+    x = torch.randn(3)
+    for flag in (True, False):
+        pred = torch.tensor(flag)
+        got, expected = compiled(pred, x), f(pred, x)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(_grads(got, [w])[0], _grads(expected, [w])[0])
+    assert ember.counters["graph_fallbacks"]["higher_order.cond"] == 1

@@ -29,7 +29,7 @@ Each operator compiled this way is counted in `ember.counters["compiled_operator
 name (`"higher_order.cond"`). Operators without a runner here leave the whole graph to the
 eager fallback (eager_fallback.py), as do graphs whose pieces would write in place into a
 value computed by another piece (cutting would make that write one piece's input write;
-kept whole to stay exact).
+kept whole to stay exact), or that switch grad mode or autocast inside themselves.
 """
 
 from __future__ import annotations
@@ -130,6 +130,18 @@ def _is_operator(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator)
 
 
+#: calls switching global state for the nodes after them (a `with torch.no_grad()` or
+#: autocast block in the traced code): a compiled piece would hold only one end of the
+#: block and the runners between would run outside it
+STATE_SWITCHES = frozenset(
+    {
+        torch._C._set_grad_enabled,
+        torch.amp.autocast_mode._enter_autocast,
+        torch.amp.autocast_mode._exit_autocast,
+    }
+)
+
+
 def _writes(node: torch.fx.Node) -> torch.fx.Node | None:
     """The node an in-place call writes (its first argument), else None."""
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
@@ -148,6 +160,8 @@ def _pieces(gm: torch.fx.GraphModule) -> list[Any] | None:
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
+        if node.op == "call_function" and node.target in STATE_SWITCHES:
+            return None
         if _is_operator(node):
             if node.target not in RUNNERS:
                 return None
