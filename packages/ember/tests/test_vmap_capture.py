@@ -147,3 +147,14 @@ def test_an_output_viewing_its_argument_is_a_break_not_a_copy():
     torch.testing.assert_close(out, flat(t))
     out.add_(1)  # eager's result views `t`: the write shows there
     torch.testing.assert_close(t.reshape(3, 4), out)
+
+
+def test_what_eager_vmap_refuses_raises_eagers_error():
+    def nonzero_rows(t):
+        return torch.vmap(lambda r: r.nonzero())(t)  # no batching rule: a data-dependent size
+
+    t = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    with pytest.raises(RuntimeError) as expected:
+        nonzero_rows(t)
+    with pytest.raises(type(expected.value)):
+        ember.compile(nonzero_rows, backend="eager")(t)

@@ -127,9 +127,12 @@ class VmappedVariable(VariableTracker):
         all_in_dims = in_dims + (None,) * len(body.lifted)
         node_args = (output.graph.get_attr(name), all_in_dims, out_dims)
         node_args += tuple(a.node for a in args) + tuple(body.lifted)
-        with output.fake_mode:
-            fakes = [n.meta["example_value"] for n in node_args[3:]]
-            examples = vmap_call(output.subgraphs[name], all_in_dims, out_dims, *fakes)
+        fakes = [n.meta["example_value"] for n in node_args[3:]]
+        try:  # the batching rules on the example values: eager's layouts, or its refusal
+            with output.fake_mode:
+                examples = vmap_call(output.subgraphs[name], all_in_dims, out_dims, *fakes)
+        except Exception as exc:  # a break: eager's vmap runs and raises its own error
+            raise Unsupported(f"torch.vmap on the example values: {exc}") from exc
         node = output.graph.create_node("call_function", vmap_call, node_args, {})
         node.meta["example_value"] = tuple(examples)
         output.op_count += 1
