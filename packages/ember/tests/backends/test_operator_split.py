@@ -173,3 +173,20 @@ def test_a_cond_inside_a_no_grad_block_keeps_the_graph_whole(backend):
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(_grads(got, [w])[0], _grads(expected, [w])[0])
     assert ember.counters["graph_fallbacks"]["higher_order.cond"] == 1
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_dynamos_cond_graph_compiled_by_our_inductor(dynamic):
+    # torch.compile as the tracer (the backend convention): with dynamic sizes its bodies
+    # carry sizes of its own shape env, compiled per concrete size as its whole graph is
+    def f(x, y):
+        return torch.cond(x.sum() > 0, lambda a, b: a.sin() * b, lambda a, b: a - b, (x, y)) * 2
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend=ember.lookup_backend("inductor"), dynamic=dynamic)
+    for n in (3, 5):
+        for sign in (1.0, -1.0):
+            x, y = torch.rand(n) * sign, torch.randn(n)
+            torch.testing.assert_close(compiled(x, y), f(x, y))
+    assert not ember.counters["graph_fallbacks"]
+    assert ember.counters["compiled_operators"]["higher_order.cond"] >= 1

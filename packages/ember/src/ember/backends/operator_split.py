@@ -19,7 +19,8 @@ operator call (`split_at_operators`):
 
 Pieces and bodies are compiled on their first call, with that call's tensors as example
 inputs: their placeholders keep the tracer's example values (symbolic sizes included), so a
-symbolic graph stays symbolic. Gradients flow through whichever compiled body ran (each is
+symbolic graph stays symbolic. A body handed by Dynamo with sizes of its own shape env is
+compiled per concrete size signature (size_specialization.py), as its whole graph is. Gradients flow through whichever compiled body ran (each is
 differentiable on its own, as aot compiles it). One difference from eager's autograd-aware
 `cond` is bridged: when grad mode is on and an operand requires grad, every floating-point
 output requires grad (eager's operator is one autograd node over all operands), so the
@@ -41,6 +42,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from ember.backends.foreign_sizes import has_foreign_sizes
+from ember.backends.size_specialization import SizeSpecializer
 from ember.stats import counters
 
 COND = torch.ops.higher_order.cond
@@ -61,7 +64,15 @@ class CompiledOnCall(torch.nn.Module):
 
     def forward(self, *args: Any) -> Any:
         if self._compiled is None:
-            self._compiled = self._compile_fn(self.gm, list(args))
+            examples = [
+                n.meta.get("example_value", n.meta.get("val"))
+                for n in self.gm.graph.find_nodes(op="placeholder")
+            ]
+            if has_foreign_sizes(examples):  # a body of Dynamo's: its sizes are not ours
+                reason = "a body with sizes of another shape env"
+                self._compiled = SizeSpecializer(self.gm, "body", self._compile_fn, 8, reason)
+            else:
+                self._compiled = self._compile_fn(self.gm, list(args))
         return self._compiled(*args)
 
 
@@ -221,7 +232,8 @@ def _add_runner(gm, node, env, glue, compile_fn, index: int) -> None:
     modules = [getattr(gm, body.target) for body in bodies]
     name = f"{node.target.name()}_{index}"
     glue.owning_module.add_module(name, runner_type(modules, compile_fn, **options))
-    env[node] = glue.graph.call_module(name, tuple(env[o] for o in operands))
+    args = tuple(env[o] if isinstance(o, torch.fx.Node) else o for o in operands)
+    env[node] = glue.graph.call_module(name, args)
     env[node].meta.update(node.meta)
     counters["compiled_operators"][f"higher_order.{node.target.name()}"] += 1
 
