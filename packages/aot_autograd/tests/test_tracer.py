@@ -159,3 +159,14 @@ def test_vmap_with_python_numbers_traces_into_batched_ops(decompose):
     assert_functional(gm)
     (out,) = run_graph(gm, [x, w])
     torch.testing.assert_close(out, f(x, w))
+
+
+def test_vmap_keeps_a_python_float_in_double_precision():
+    def f(x):
+        return torch.vmap(lambda r: r * 0.1 + 1e-9)(x)
+
+    x = torch.randn(3, 2, dtype=torch.float64)
+    gm = trace_to_aten(f, [x])
+    (out,) = run_graph(gm, [x])
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, f(x), rtol=0, atol=0)

@@ -70,20 +70,26 @@ def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(value)[0])
 
 
+_NUMBER_DTYPES = {
+    int: torch.int64,
+    float: torch.float64,
+    bool: torch.bool,
+    complex: torch.complex128,
+}
+
+
 def _numbers_as_tensors(func: OpOverload, args: tuple) -> tuple:
     """`args` with a Python number passed where the schema takes a Tensor made the 0-dim
     tensor it stood for: functorch's batching rules (an op under `torch.vmap`) hand a
     mode the wrapped-number tensor of `x + 1` as the number itself."""
     schema = getattr(func, "_schema", None)
-    if schema is None or not any(type(a) in (int, float, bool, complex) for a in args):
+    if schema is None or not any(type(a) in _NUMBER_DTYPES for a in args):
         return args
     fixed = list(args)
     for i, (value, argument) in enumerate(zip(args, schema.arguments, strict=False)):
-        if type(value) in (int, float, bool, complex) and isinstance(
-            argument.type, torch.TensorType
-        ):
-            with _disable_current_modes():
-                fixed[i] = torch.tensor(value)
+        if type(value) in _NUMBER_DTYPES and isinstance(argument.type, torch.TensorType):
+            with _disable_current_modes():  # scalar_to_tensor's dtypes: double for a float
+                fixed[i] = torch.tensor(value, dtype=_NUMBER_DTYPES[type(value)])
     return tuple(fixed)
 
 
