@@ -79,18 +79,21 @@ _NUMBER_DTYPES = {
 
 
 def _numbers_as_tensors(func: OpOverload, args: tuple) -> tuple:
-    """`args` with a Python number passed where the schema takes a Tensor made the 0-dim
-    tensor it stood for: functorch's batching rules (an op under `torch.vmap`) hand a
-    mode the wrapped-number tensor of `x + 1` as the number itself."""
-    schema = getattr(func, "_schema", None)
-    if schema is None or not any(type(a) in _NUMBER_DTYPES for a in args):
+    """`args` with a Python number passed as `self`, where the schema takes a Tensor, made
+    the 0-dim tensor it stood for (`scalar_to_tensor`'s dtypes): functorch's batching rules
+    (an op under `torch.vmap`) hand a mode `x + 1`'s wrapped number as the number itself,
+    and decompositions read `self`'s dtype. A number in a later Tensor slot stays a number
+    (`mul(x, 2)` records as such, as eager hands it)."""
+    if not args or type(args[0]) not in _NUMBER_DTYPES:
         return args
-    fixed = list(args)
-    for i, (value, argument) in enumerate(zip(args, schema.arguments, strict=False)):
-        if type(value) in _NUMBER_DTYPES and isinstance(argument.type, torch.TensorType):
-            with _disable_current_modes():  # scalar_to_tensor's dtypes: double for a float
-                fixed[i] = torch.tensor(value, dtype=_NUMBER_DTYPES[type(value)])
-    return tuple(fixed)
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.arguments:
+        return args
+    if not isinstance(schema.arguments[0].type, torch.TensorType):
+        return args
+    with _disable_current_modes():
+        self_tensor = torch.tensor(args[0], dtype=_NUMBER_DTYPES[type(args[0])])
+    return (self_tensor, *args[1:])
 
 
 class FunctionalTracer(TorchDispatchMode):
