@@ -157,7 +157,7 @@ def test_a_write_across_the_cut_keeps_the_graph_whole(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_cond_inside_a_no_grad_block_keeps_the_graph_whole(backend):
+def test_a_cond_inside_a_no_grad_block_runs_without_grad(backend):
     w = torch.randn(3, requires_grad=True)
 
     def f(flag, x):
@@ -172,7 +172,7 @@ def test_a_cond_inside_a_no_grad_block_keeps_the_graph_whole(backend):
         got, expected = compiled(pred, x), f(pred, x)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(_grads(got, [w])[0], _grads(expected, [w])[0])
-    assert ember.counters["graph_fallbacks"]["higher_order.cond"] == 1
+    _assert_compiled(cond_calls=1)
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
@@ -190,3 +190,20 @@ def test_dynamos_cond_graph_compiled_by_our_inductor(dynamic):
             torch.testing.assert_close(compiled(x, y), f(x, y))
     assert not ember.counters["graph_fallbacks"]
     assert ember.counters["compiled_operators"]["higher_order.cond"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cond_inside_an_autocast_block_keeps_the_graph_whole(backend):
+    def f(flag, x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.cond(flag, lambda u: u @ w, lambda u: (u * 2) @ w, (x,))
+        return y.float() + 1
+
+    compiled = ember.compile(f, backend=backend)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    for flag in (True, False):
+        pred = torch.tensor(flag)
+        got, expected = compiled(pred, x, w), f(pred, x, w)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)
+    assert not ember.counters["compiled_operators"]

@@ -30,7 +30,8 @@ Each operator compiled this way is counted in `ember.counters["compiled_operator
 name (`"higher_order.cond"`). Operators without a runner here leave the whole graph to the
 eager fallback (eager_fallback.py), as do graphs whose pieces would write in place into a
 value computed by another piece (cutting would make that write one piece's input write;
-kept whole to stay exact), or that switch grad mode or autocast inside themselves.
+kept whole to stay exact), or that enter autocast inside themselves. A grad-mode switch
+inside the graph (`with torch.no_grad():` around a cond) runs in the glue, between pieces.
 """
 
 from __future__ import annotations
@@ -141,15 +142,12 @@ def _is_operator(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator)
 
 
-#: calls switching global state for the nodes after them (a `with torch.no_grad()` or
-#: autocast block in the traced code): a compiled piece would hold only one end of the
-#: block and the runners between would run outside it
-STATE_SWITCHES = frozenset(
-    {
-        torch._C._set_grad_enabled,
-        torch.amp.autocast_mode._enter_autocast,
-        torch.amp.autocast_mode._exit_autocast,
-    }
+#: grad-mode switches (a `with torch.no_grad()` block in the traced code): run in the glue,
+#: in order, so that the pieces and runners between them run in the block's mode, as eager
+GLUE_SWITCHES = frozenset({torch._C._set_grad_enabled})
+#: autocast blocks: a graph holding one is kept whole (pieces would be traced without it)
+WHOLE_SWITCHES = frozenset(
+    {torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast}
 )
 
 
@@ -171,9 +169,12 @@ def _pieces(gm: torch.fx.GraphModule) -> list[Any] | None:
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
-        if node.op == "call_function" and node.target in STATE_SWITCHES:
+        if node.op == "call_function" and node.target in WHOLE_SWITCHES:
             return None
-        if _is_operator(node):
+        if node.op == "call_function" and node.target in GLUE_SWITCHES and not node.users:
+            piece = []
+            out.extend([node, piece])
+        elif _is_operator(node):
             if node.target not in RUNNERS:
                 return None
             piece = []
@@ -259,7 +260,7 @@ def split_at_operators(gm: torch.fx.GraphModule, compile_fn: Compile) -> Callabl
             _add_piece(gm, part, env, glue, compile_fn, index)
         elif _is_operator(part):
             _add_runner(gm, part, env, glue, compile_fn, index)
-        else:  # an operator's output
+        else:  # an operator's output, a grad-mode switch
             env[part] = glue.graph.node_copy(part, lambda n: env[n])
     output = next(iter(gm.graph.find_nodes(op="output")))
     glue.graph.node_copy(output, lambda n: env[n])
