@@ -21,10 +21,10 @@ Pieces and bodies are compiled on their first call, with that call's tensors as 
 inputs: their placeholders keep the tracer's example values (symbolic sizes included), so a
 symbolic graph stays symbolic. A body handed by Dynamo with sizes of its own shape env is
 compiled per concrete size signature (size_specialization.py), as its whole graph is. Gradients flow through whichever compiled body ran (each is
-differentiable on its own, as aot compiles it). One difference from eager's autograd-aware
-`cond` is bridged: when grad mode is on and an operand requires grad, every floating-point
-output requires grad (eager's operator is one autograd node over all operands), so the
-pieces after a runner always see inputs of the kinds they were compiled for.
+differentiable on its own, as aot compiles it). Where one branch differentiates and the
+other does not, an output requires grad whichever ran, as the trace's example output does
+(eager's operator is one autograd node over both), so the pieces after a runner always see
+inputs of the kinds they were compiled for.
 
 Each operator compiled this way is counted in `ember.counters["compiled_operators"]` by
 name (`"higher_order.cond"`). Operators without a runner here leave the whole graph to the
@@ -77,19 +77,16 @@ class CompiledOnCall(torch.nn.Module):
         return self._compiled(*args)
 
 
-def _grad_like_eager(outputs: Any, operands: tuple) -> tuple:
-    """`outputs` with every floating-point tensor requiring grad where eager's operator's
-    would (grad mode on, an operand requiring grad); a body that did not differentiate
-    gives a fresh leaf (its gradient is zero, as eager's)."""
-    if not torch.is_grad_enabled() or not any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in operands
-    ):
+def _grad_as_traced(outputs: Any, expects: tuple[bool, ...]) -> tuple:
+    """`outputs` requiring grad where the trace's example outputs did (grad mode on): a body
+    that did not differentiate, where the other branch does, gives a fresh leaf (its
+    gradient is zero, as through eager's operator), so the pieces after the runner always
+    get inputs of the kinds they were compiled for."""
+    if not torch.is_grad_enabled() or not any(expects):
         return tuple(outputs)
     return tuple(
-        t.detach().requires_grad_()
-        if isinstance(t, torch.Tensor) and not t.requires_grad and t.is_floating_point()
-        else t
-        for t in outputs
+        t.detach().requires_grad_() if wants and not t.requires_grad else t
+        for t, wants in zip(outputs, expects, strict=False)
     )
 
 
@@ -98,12 +95,13 @@ class CondRunner(torch.nn.Module):
 
     def __init__(self, branches: list[torch.fx.GraphModule], compile_fn: Compile) -> None:
         super().__init__()
+        self.expects: tuple[bool, ...] = ()  # per output: whether its example requires grad
         self.true_branch = CompiledOnCall(branches[0], compile_fn)
         self.false_branch = CompiledOnCall(branches[1], compile_fn)
 
     def forward(self, pred: Any, *operands: Any) -> tuple:
         branch = self.true_branch if bool(pred) else self.false_branch
-        return _grad_like_eager(branch(*operands), operands)
+        return _grad_as_traced(branch(*operands), self.expects)
 
 
 class MapRunner(torch.nn.Module):
@@ -111,6 +109,7 @@ class MapRunner(torch.nn.Module):
 
     def __init__(self, bodies: list[torch.fx.GraphModule], compile_fn: Compile, n_xs: int):
         super().__init__()
+        self.expects: tuple[bool, ...] = ()  # per output: whether its example requires grad
         self.body = CompiledOnCall(bodies[0], compile_fn)
         self.n_xs = n_xs
 
@@ -118,7 +117,7 @@ class MapRunner(torch.nn.Module):
         xs, rest = operands[: self.n_xs], operands[self.n_xs :]
         steps = [self.body(*(x[i] for x in xs), *rest) for i in range(xs[0].shape[0])]
         outputs = tuple(torch.stack(list(column)) for column in zip(*steps, strict=True))
-        return _grad_like_eager(outputs, operands)
+        return _grad_as_traced(outputs, self.expects)
 
 
 def _cond_call(node: torch.fx.Node) -> tuple[list[Any], list[Any], dict]:
@@ -232,7 +231,14 @@ def _add_runner(gm, node, env, glue, compile_fn, index: int) -> None:
     bodies, operands, options = reads(node)
     modules = [getattr(gm, body.target) for body in bodies]
     name = f"{node.target.name()}_{index}"
-    glue.owning_module.add_module(name, runner_type(modules, compile_fn, **options))
+    runner = runner_type(modules, compile_fn, **options)
+    examples = node.meta.get("example_value")
+    if isinstance(examples, tuple | list):
+        runner.expects = tuple(
+            isinstance(e, torch.Tensor) and e.requires_grad and e.is_floating_point()
+            for e in examples
+        )
+    glue.owning_module.add_module(name, runner)
     args = tuple(env[o] if isinstance(o, torch.fx.Node) else o for o in operands)
     env[node] = glue.graph.call_module(name, args)
     env[node].meta.update(node.meta)
