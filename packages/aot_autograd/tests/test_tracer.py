@@ -142,3 +142,31 @@ def test_data_dependent_python_value_raises_a_clear_error():
 
     with pytest.raises(UnsupportedOpError, match=r"_local_scalar_dense.*data-dependent"):
         trace_to_aten(f, [torch.randn(3)])
+
+
+@pytest.mark.parametrize("decompose", [False, True])
+def test_vmap_with_python_numbers_traces_into_batched_ops(decompose):
+    # under torch.vmap the batching rules hand the mode `x + 1`'s wrapped number as the
+    # number itself; the trace takes it as the 0-dim tensor it stood for
+    from ember_primops import decomposition_table
+
+    def f(x, w):
+        return torch.vmap(lambda r: (r * w).sum() * 0.5 + 1, in_dims=1)(x) - 2
+
+    x, w = torch.randn(4, 6), torch.randn(4)
+    table = decomposition_table() if decompose else None
+    gm = trace_to_aten(f, [x, w], decompositions=table)
+    assert_functional(gm)
+    (out,) = run_graph(gm, [x, w])
+    torch.testing.assert_close(out, f(x, w))
+
+
+def test_vmap_keeps_a_python_float_in_double_precision():
+    def f(x):
+        return torch.vmap(lambda r: r * 0.1 + 1e-9)(x)
+
+    x = torch.randn(3, 2, dtype=torch.float64)
+    gm = trace_to_aten(f, [x])
+    (out,) = run_graph(gm, [x])
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, f(x), rtol=0, atol=0)

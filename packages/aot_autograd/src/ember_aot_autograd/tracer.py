@@ -70,6 +70,32 @@ def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(value)[0])
 
 
+_NUMBER_DTYPES = {
+    int: torch.int64,
+    float: torch.float64,
+    bool: torch.bool,
+    complex: torch.complex128,
+}
+
+
+def _numbers_as_tensors(func: OpOverload, args: tuple) -> tuple:
+    """`args` with a Python number passed as `self`, where the schema takes a Tensor, made
+    the 0-dim tensor it stood for (`scalar_to_tensor`'s dtypes): functorch's batching rules
+    (an op under `torch.vmap`) hand a mode `x + 1`'s wrapped number as the number itself,
+    and decompositions read `self`'s dtype. A number in a later Tensor slot stays a number
+    (`mul(x, 2)` records as such, as eager hands it)."""
+    if not args or type(args[0]) not in _NUMBER_DTYPES:
+        return args
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.arguments:
+        return args
+    if not isinstance(schema.arguments[0].type, torch.TensorType):
+        return args
+    with _disable_current_modes():
+        self_tensor = torch.tensor(args[0], dtype=_NUMBER_DTYPES[type(args[0])])
+    return (self_tensor, *args[1:])
+
+
 class FunctionalTracer(TorchDispatchMode):
     """Records each aten op reaching it (over a FakeTensorMode) into `self.graph`."""
 
@@ -210,6 +236,7 @@ class FunctionalTracer(TorchDispatchMode):
     # -- dispatch ----------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        args = _numbers_as_tensors(func, args)
         args, kwargs = tree_map(self._lift_constant, (args, kwargs))
         if self.decompositions is not None and func in self.decompositions:
             self.report.decomposed[str(func)] += 1

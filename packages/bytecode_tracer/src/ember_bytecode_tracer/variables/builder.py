@@ -17,6 +17,7 @@ plain tuple, a torch function reached through a torch module is not guarded by i
     namedtuple, list_or_tuple, dict, defaultdict, ordered_dict, deque, set, mapping_proxy,
     input_iterator, container_subclass, numpy, numpy_random_draw, python_random_draw,
     autograd_function_apply, context_exit, grad_mode_context, control_flow_operator,
+    vmap_function,
     compiler_directive, python_module,
     tensor_method_descriptor, rng_function, torch_function, autograd_call, collective,
     optimizer, namedtuple_make, trace_time_rule_function, user_function,
@@ -68,6 +69,7 @@ WRAP_ORDER = (
     "saved_hooks_exit",  # disable_saved_tensors_hooks' __exit__ at a break (hooks_context.py)
     "grad_mode_context",  # a no_grad/enable_grad/set_grad_enabled object (contexts.py)
     "control_flow_operator",  # torch.cond's and map's operators: captured (control_flow.py)
+    "vmap_function",  # torch.vmap (torch.func.vmap): captured over a traced body (vmap_capture.py)
     # graph_break(), registered breaks (by identity, even a torch function), functions
     # compiler.disable'd: a break (compiler_directives.py)
     "compiler_directive",

@@ -60,6 +60,7 @@ from ember_bytecode_tracer.variables import (  # noqa: F401
     typing_values,
     validation_checks,
     value_ranges,
+    vmap_capture,
     warning_calls,
     weak_refs,
 )

@@ -15,7 +15,7 @@
 A body whose trace changes anything outside itself is refused (a graph break, the operator
 then runs as it is): Python state (containers, attributes, closure cells, globals: compared
 before and after through the trackers that reach them), an in-place write to a tensor from
-outside, a random op (the generator's state would advance whichever branch runs). A body
+outside (but to the arguments a caller names `writable`: vmap's batched ones), a random op (the generator's state would advance whichever branch runs). A body
 that cannot be traced at all raises its own `Unsupported` the same way.
 """
 
@@ -163,7 +163,8 @@ def _unchanged(before: tuple, after: tuple) -> bool:
 # ---- moving the call's nodes into a graph of their own -----------------------------------
 
 
-def _storage(value: Any) -> Any:
+def storage_of(value: Any) -> Any:
+    """An id of a strided tensor's storage (fake ones included); None for others."""
     if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
         return None
     try:
@@ -172,14 +173,15 @@ def _storage(value: Any) -> Any:
         return None
 
 
-def _check_region(region: list[torch.fx.Node]) -> None:
-    inside = set(region)
+def _check_region(region: list[torch.fx.Node], writable: list[torch.fx.Node]) -> None:
+    inside = set(region) | set(writable)  # a write to a `writable` node is the body's own
     outer_storages = {
-        _storage(read.meta.get("example_value"))
+        storage_of(read.meta.get("example_value"))
         for node in region
         for read in node.all_input_nodes
         if read not in inside
     } - {None}
+    outer_storages -= {storage_of(n.meta.get("example_value")) for n in writable}
     for node in region:
         if node.meta.get("draws_random"):
             raise Unsupported("a random op inside a control-flow body")
@@ -187,7 +189,7 @@ def _check_region(region: list[torch.fx.Node]) -> None:
         if not (is_mutating(node) and isinstance(target, torch.fx.Node)):
             continue
         # a write to an outer tensor, directly or through a view of it made in the body
-        if target not in inside or _storage(target.meta.get("example_value")) in outer_storages:
+        if target not in inside or storage_of(target.meta.get("example_value")) in outer_storages:
             raise Unsupported(
                 "an in-place write inside a control-flow body to a tensor from outside it"
             )
@@ -224,11 +226,11 @@ def _extract(
     for node in region:
         env[node] = graph.node_copy(node, read)
     outputs = []
-    arg_storages = {_storage(n.meta.get("example_value")) for n in env if n not in region}
+    arg_storages = {storage_of(n.meta.get("example_value")) for n in env if n not in region}
     for node in out_nodes:
         value = read(node)
         example = node.meta.get("example_value")
-        if node not in region or _storage(example) in arg_storages - {None}:
+        if node not in region or storage_of(example) in arg_storages - {None}:
             value = graph.call_function(torch.clone, (value,))  # an input is no output
             value.meta["example_value"] = example
         outputs.append(value)
@@ -250,9 +252,12 @@ def operand_leaves(value: VariableTracker) -> list[TensorVariable]:
     )
 
 
-def trace_body(tx, fn: VariableTracker, args: list[VariableTracker]) -> Body:
+def trace_body(
+    tx, fn: VariableTracker, args: list[VariableTracker], writable: list[torch.fx.Node] = ()
+) -> Body:
     """`fn(*args)` traced into a graph of its own (see the module's docstring); the graph's
-    parameters are the tensors of `args` (operand_leaves), then the lifted ones."""
+    parameters are the tensors of `args` (operand_leaves), then the lifted ones. The body
+    may write in place the nodes of `writable` (of `args`: vmap's batched arguments)."""
     leaves = [leaf for arg in args for leaf in operand_leaves(arg)]
     outer = tx.output.graph
     before_nodes = set(outer.nodes)
@@ -266,7 +271,7 @@ def trace_body(tx, fn: VariableTracker, args: list[VariableTracker]) -> Body:
     flat, spec = flatten_result(result)
     new = [n for n in outer.nodes if n not in before_nodes]
     region = [n for n in new if n.op != "placeholder"]  # new graph inputs stay outside
-    _check_region(region)
+    _check_region(region, list(writable))
     graph, params, lifted = _extract(region, [a.node for a in leaves], [t.node for t in flat])
     for node in reversed(region):
         if any(user not in region for user in node.users):

@@ -10,10 +10,11 @@ Two kinds of limitation are declared, never discovered by catching whatever a st
   ember-primops' ``DataDependentIndex`` (a boolean-mask index: no prim has its shape);
 - ember-symbolic-shapes' ``DataDependentError``: a stage must decide a condition on a value
   only the run knows (a decomposition branching on `t.item()`'s value);
-- control-flow operators (``torch.ops.higher_order.cond``, ``map_impl``: a graph node
-  calling a ``HigherOrderOperator`` with subgraphs): the aot stage does not trace into their
+- control-flow operators (a graph node calling a ``HigherOrderOperator`` with subgraphs)
+  the graph cannot be cut around (operator_split.py: ``cond`` and ``map_impl`` are; another
+  operator, or a write across the cut, is not): the aot stage does not trace into their
   bodies, so the graph holding one runs as it is (eager runs the operator, autograd
-  included), counted by the operator (``"higher_order.cond"``);
+  included), counted by the operator (``"higher_order.while_loop"``);
 - ember-inductor-ir's ``ScalarReadUnsupported``: a `t.item()` read the loop IR does not bind
   on the host (a read of a computed value, a bool; see its lowering/scalar_reads.py);
 
@@ -35,6 +36,7 @@ from typing import Any
 import torch
 
 from ember.backends.eager_probe import eager_error
+from ember.backends.operator_split import split_at_operators
 from ember.stats import counters
 from ember.trace.hooks import emit
 from ember_aot_autograd import UnsupportedOpError
@@ -122,6 +124,9 @@ def eager_on_limitation(backend: str, compile_fn: Callable) -> Callable:
             _fall_back(backend, untraced.split(" tensor")[0], f"{untraced}: not traced")
             return gm.forward
         operator = untraced_operator(gm)
+        split = None if operator is None else split_at_operators(gm, compile_graph)
+        if split is not None:  # the rest compiled around the operators, bodies compiled
+            return split
         if operator is not None:
             _fall_back(backend, operator, f"{operator}: its subgraphs are not traced")
             return gm.forward
