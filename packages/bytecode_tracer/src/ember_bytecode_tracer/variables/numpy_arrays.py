@@ -219,7 +219,11 @@ def _tensor_numpy(tx: Translator, tensor: TensorVariable, args, kwargs) -> Varia
     if force.as_python_constant() and tensor.example.requires_grad:
         # numpy(force=True): of the tensor detached (its memory, no autograd)
         tensor = TensorVariable(*tx.output.create_node("call_method", "detach", (tensor.node,), {}))
-    return array_of_tensor(tx, tensor)  # the same node, seen as an array
+        return array_of_tensor(tx, tensor)
+    array_of_tensor(tx, tensor)  # what eager refuses is refused before a node is added
+    # a new array over the same memory, as eager's: a view (its own node)
+    view = tx.output.create_node("call_method", "view_as", (tensor.node, tensor.node), {})
+    return array_of_tensor(tx, TensorVariable(*view))
 
 
 METHOD_RULES["numpy"] = _tensor_numpy

@@ -859,9 +859,18 @@ def _strides(array: NumpyArrayVariable) -> VariableTracker:
     """Byte strides of an array over a tensor passed in (its strides are guarded); an
     array computed in the graph may be laid out otherwise than NumPy would: not known."""
     strides = array.example.stride()
-    if array.node.op != "placeholder" or not all(type(s) is int for s in strides):
+    if not _laid_out_as_input(array.node) or not all(type(s) is int for s in strides):
         raise Unsupported("ndarray.strides of an array computed in the trace")
     return ConstantVariable(tuple(s * array.dtype.itemsize for s in strides))
+
+
+def _laid_out_as_input(node: Any) -> bool:
+    """A graph input, or `view_as`/`detach` of one (`t.numpy()`): the input's own layout."""
+    while node.op == "call_method" and (
+        node.target == "detach" or (node.target == "view_as" and node.args[1] is node.args[0])
+    ):
+        node = node.args[0]
+    return node.op == "placeholder"
 
 
 @rule(np.fft.fftshift, np.fft.ifftshift)

@@ -1,0 +1,88 @@
+"""NumPy arrays crossing the compiled boundary (variables/numpy_arrays.py): `Tensor.numpy()`
+as a graph of its own, arrays whose sizes change between calls, array data read into Python
+lists. Each program is compared with eager and its graph count asserted, under a recording
+backend and under inductor, so that a silent fallback to eager fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.backends.registry import lookup_backend
+
+BACKENDS = ["eager", "inductor"]
+pytestmark = pytest.mark.usefixtures("fresh_ember")
+
+
+class Counted:
+    """ember.compile(fn) through a named backend, keeping each graph it was handed."""
+
+    def __init__(self, fn, backend: str, **options) -> None:
+        inner = lookup_backend(backend)
+        self.graphs: list[torch.fx.GraphModule] = []
+
+        def record(gm, example_inputs):
+            self.graphs.append(gm)
+            return inner(gm, example_inputs)
+
+        self.compiled = ember.compile(fn, backend=record, **options)
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled(*args, **kwargs)
+
+
+def same_arrays(got, expected) -> None:
+    assert type(got) is type(expected), (type(got), type(expected))
+    if isinstance(expected, tuple | list):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            same_arrays(g, e)
+    elif isinstance(expected, np.ndarray):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert np.allclose(got, expected, equal_nan=True), (got, expected)
+    else:
+        assert got == expected, (got, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_numpy_is_a_view_compiled_in_a_graph(backend):
+    # x.numpy() alone is a graph (a view of x, as eager's array shares x's memory): the
+    # frame is compiled, not left to eager; writes through the array reach x
+    def view_only(x):
+        return x.numpy(force=False)
+
+    def written_through(x):
+        a = x.numpy()
+        a *= 3
+        return a + 1, x.numpy().strides
+
+    counted = Counted(view_only, backend)
+    x = torch.randn(3, 4)
+    got = counted(x)
+    same_arrays(got, view_only(x))
+    assert np.shares_memory(got, x.numpy())
+    assert len(counted.graphs) == 1
+
+    counted = Counted(written_through, backend)
+    x, x_eager = torch.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
+    same_arrays(counted(x), written_through(x_eager))
+    assert torch.equal(x, x_eager)
+    assert len(counted.graphs) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_numpy_of_a_tensor_requiring_grad(backend):
+    def forced(x):
+        return x.numpy(force=True) * 2
+
+    def unforced(x):
+        return x.numpy() * 2  # eager raises: Ember breaks and lets eager raise it
+
+    x = torch.randn(4, requires_grad=True)
+    counted = Counted(forced, backend)
+    same_arrays(counted(x), forced(x))
+    assert len(counted.graphs) == 1
+    with pytest.raises(RuntimeError, match="requires grad"):
+        Counted(unforced, backend)(x)
