@@ -86,3 +86,41 @@ def test_tensor_numpy_of_a_tensor_requiring_grad(backend):
     assert len(counted.graphs) == 1
     with pytest.raises(RuntimeError, match="requires grad"):
         Counted(unforced, backend)(x)
+
+
+@pytest.fixture
+def capture_scalars():
+    ember.config.capture_scalar_outputs = True
+    yield
+    ember.config.capture_scalar_outputs = False
+
+
+def nested_types(value) -> object:
+    return [nested_types(v) for v in value] if isinstance(value, list) else type(value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_array_tolist_and_item_read_in_the_graph(backend, capture_scalars):
+    # Python ints, floats and bools, as NumPy's own tolist()/item() give them
+    def fn(a):
+        return a.tolist(), (a > 2).tolist(), a.max().item(), (a * 0.5).sum().item()
+
+    for a in (np.arange(5), np.arange(6, dtype=np.float32).reshape(2, 3)):
+        counted = Counted(fn, backend, fullgraph=True)
+        got, expected = counted(a), fn(a)
+        assert got == expected
+        assert nested_types(list(got)) == nested_types(list(expected))
+        assert len(counted.graphs) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_array_tolist_without_captured_scalars_breaks(backend):
+    def fn(a):
+        return (a + 1).tolist()
+
+    a = np.arange(4)
+    counted = Counted(fn, backend)
+    assert counted(a) == fn(a)  # the read runs eagerly
+    ember.reset()
+    with pytest.raises(ember.exc.Unsupported, match=r"tolist\(\) reads array data"):
+        Counted(fn, backend, fullgraph=True)(a)

@@ -39,7 +39,12 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     wrap_array,
 )
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, decide_bool, has_symbolic
-from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
+from ember_bytecode_tracer.variables.tensor import (
+    METHOD_RULES,
+    TensorVariable,
+    as_node_arg,
+    wrap_constant_result,
+)
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -817,7 +822,27 @@ class NumpyMethodVariable(VariableTracker):
         return call_rule(tx, None, METHODS[self.name], [self.array, *args], kwargs, name=self.name)
 
 
-_READS_DATA = {"item", "tolist", "tobytes", "__bool__", "__float__", "__int__", "__index__"}
+_READS_DATA = {"tobytes", "__bool__", "__float__", "__int__", "__index__"}
+
+
+def _read_as_tensor(name: str) -> Rule:
+    """`a.item()` / `a.tolist()`: the Python numbers are those of the same read of the array's
+    tensor (int, float, bool, as NumPy gives): graph values under capture_scalar_outputs,
+    else a break (scalar_outputs.py decides, as for a tensor)."""
+
+    def run(tx, a, *args, **kwargs):
+        read = METHOD_RULES.get(name)
+        tensor = TensorVariable(a.node, a.example)
+        result = None if read is None else read(tx, tensor, list(args), kwargs)
+        if result is None:
+            raise Unsupported(f"ndarray.{name}() reads array data into Python")
+        return result
+
+    return run
+
+
+METHODS["item"] = _read_as_tensor("item")
+METHODS["tolist"] = _read_as_tensor("tolist")
 
 
 def array_attribute(tx, array: NumpyArrayVariable, name: str) -> VariableTracker:
