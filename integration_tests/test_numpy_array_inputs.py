@@ -23,6 +23,7 @@ class Counted:
         inner = lookup_backend(backend)
         self.graphs: list[torch.fx.GraphModule] = []
 
+        @ember.backends.symbolic_sizes  # as `inner` does: one graph serves every size
         def record(gm, example_inputs):
             self.graphs.append(gm)
             return inner(gm, example_inputs)
@@ -124,3 +125,61 @@ def test_array_tolist_without_captured_scalars_breaks(backend):
     ember.reset()
     with pytest.raises(ember.exc.Unsupported, match=r"tolist\(\) reads array data"):
         Counted(fn, backend, fullgraph=True)(a)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arrays_of_changing_sizes_share_one_symbolic_graph(backend):
+    # the second size makes the array's sizes symbolic, as a tensor's: no compile after it
+    def fn(a, t):
+        return np.nan_to_num(a) * 2 + len(a) + a.size, a.shape, t * a.shape[1]
+
+    counted = Counted(fn, backend)
+    for n in (3, 4, 5, 7):
+        a = np.linspace(-1.0, 1.0, n * 3).reshape(n, 3)
+        a[0, 0] = np.nan
+        t = torch.arange(float(n))
+        got, expected = counted(a, t), fn(a, t)
+        same_arrays(got[:2], expected[:2])
+        assert torch.equal(got[2], expected[2])
+    assert len(counted.graphs) == 2
+    assert any(isinstance(s, torch.SymInt) for s in _input_sizes(counted.graphs[1]))
+
+
+def _input_sizes(gm) -> list:
+    return [
+        s
+        for n in gm.graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
+        for s in n.meta["example_value"].shape
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rule_needing_sizes_specializes_a_symbolic_array(backend):
+    # a[::-1] and take_along_axis along the flattened array read the sizes: each new size
+    # compiles (its size guarded), never a break, never a stale graph
+    def fn(a, i):
+        return a[::-1] * 2, np.take_along_axis(a, i, None)
+
+    counted = Counted(fn, backend)
+    for n in (3, 4, 5):
+        a, i = np.arange(n * 2.0).reshape(n, 2), np.arange(n)[::-1].copy()
+        same_arrays(counted(a, i), fn(a, i))
+    assert len(counted.graphs) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_array_torch_refuses_fails_the_symbolic_graphs_guard(backend):
+    # negative strides: torch.from_numpy raises in the guard, which fails; the new call runs
+    # eagerly (Ember refuses such an array), its values right
+    def fn(a):
+        return np.sin(a) + 1
+
+    counted = Counted(fn, backend)
+    for n in (3, 4):
+        a = np.arange(float(n))
+        same_arrays(counted(a), fn(a))
+    assert len(counted.graphs) == 2
+    flipped = np.arange(6.0)[::-1]
+    same_arrays(counted(flipped), fn(flipped))
+    assert len(counted.graphs) == 2

@@ -85,10 +85,13 @@ class NumpyArrayVariable(VariableTracker):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        shape = tuple(self.example.shape)
-        if not all(type(s) is int for s in shape):
-            raise Unsupported("a NumPy array with a symbolic size")
-        return shape
+        """The sizes as ints, for a rule that computes with them: a symbolic size is
+        specialized (its value guarded), a recompile for another size rather than a break."""
+        return tuple(int(s) for s in self.example.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.example.dim()
 
     def python_type(self) -> type:
         return self.dtype.type if self.scalar else np.ndarray
@@ -109,13 +112,14 @@ class NumpyArrayVariable(VariableTracker):
         return [getitem(tx, self, ConstantVariable(i)) for i in range(self.shape[0])]
 
     def python_len(self, tx: Translator) -> VariableTracker:
-        if not self.shape:
+        if not self.ndim:
             raise Unsupported("len() of a 0-d NumPy array")
-        return ConstantVariable(self.shape[0])
+        return ConstantVariable(self.example.shape[0])  # a symbolic size stays one
 
     def __repr__(self) -> str:
         kind = "scalar" if self.scalar else "ndarray"
-        return f"NumpyArrayVariable({self.node.name}: {kind} {self.shape} {self.dtype})"
+        shape = tuple(self.example.shape)
+        return f"NumpyArrayVariable({self.node.name}: {kind} {shape} {self.dtype})"
 
 
 def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTracker:
@@ -130,13 +134,7 @@ def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTra
     facts = [
         (source, GuardKind.TYPE_MATCH, np.ndarray),
         (AttrSource(AttrSource(source, "dtype"), "str"), GuardKind.EQUALS_MATCH, dtype.str),
-        (AttrSource(source, "shape"), GuardKind.EQUALS_MATCH, tuple(value.shape)),
-        (AttrSource(source, "strides"), GuardKind.EQUALS_MATCH, tuple(value.strides)),
-        (
-            AttrSource(AttrSource(source, "flags"), "writeable"),
-            GuardKind.EQUALS_MATCH,
-            True,
-        ),
+        (AttrSource(AttrSource(source, "flags"), "writeable"), GuardKind.EQUALS_MATCH, True),
     ]
     for where, kind, expected in facts:
         tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
@@ -149,12 +147,32 @@ def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTra
         others = tuple(tracker.source for _, tracker in known.values())
         tx.output.add_guard(Guard(source, GuardKind.NO_TENSOR_ALIASING, others))
     tensor = torch.from_numpy(value)
-    # A static fake (the guards above pin shape and strides): arrays never get symbolic sizes.
-    fake = tx.output.fake_mode.from_tensor(tensor, static_shapes=True)
+    # Symbolic sizes where the dynamic policy makes a tensor's (dynamic.py): an array's
+    # sizes vary between calls as a tensor's do.
+    fake = tx.output.dynamic.fake_tensor(NumpyTensorSource(source), tensor)
+    _guard_layout(tx, source, value, tensor, fake)
     node = tx.output._new_input(NumpyTensorSource(source), tensor, fake).node
     tracker = NumpyArrayVariable(node, fake, source=source)
     known[id(value)] = (value, tracker)
     return tracker
+
+
+def _guard_layout(
+    tx: Translator, source: Source, value: np.ndarray, tensor: torch.Tensor, fake: torch.Tensor
+) -> None:
+    """Static sizes: the shape and strides exactly. Symbolic ones: the tensor over the array
+    (its rank, static sizes, dtype; torch.from_numpy fails the guard for a layout it
+    refuses), the trace's shape guards checking the symbolic dims and strides."""
+    if any(isinstance(s, torch.SymInt) for s in fake.shape):
+        spec = tx.output.dynamic.tensor_spec(tensor, fake)
+        facts = [(NumpyTensorSource(source), GuardKind.TENSOR_MATCH, spec)]
+    else:
+        facts = [
+            (AttrSource(source, "shape"), GuardKind.EQUALS_MATCH, tuple(value.shape)),
+            (AttrSource(source, "strides"), GuardKind.EQUALS_MATCH, tuple(value.strides)),
+        ]
+    for where, kind, expected in facts:
+        tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
 
 
 def _arrays_seen(output: Any) -> dict[int, tuple[np.ndarray, NumpyArrayVariable]]:
