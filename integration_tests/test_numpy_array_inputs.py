@@ -5,6 +5,8 @@ backend and under inductor, so that a silent fallback to eager fails."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -183,3 +185,64 @@ def test_an_array_torch_refuses_fails_the_symbolic_graphs_guard(backend):
     flipped = np.arange(6.0)[::-1]
     same_arrays(counted(flipped), fn(flipped))
     assert len(counted.graphs) == 2
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_read_only_arrays_are_read_in_the_graph(backend):
+    # np.broadcast_to and read-only views: no torch.from_numpy warning (an error here), one
+    # graph; a writeable array of the same shape is another graph
+    def fn(a):
+        return a * 2 + a.sum(), np.sin(a[-1]), a.shape
+
+    counted = Counted(fn, backend, fullgraph=True)
+    broadcast = np.broadcast_to(np.arange(3.0), (2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        same_arrays(counted(broadcast), fn(broadcast))
+        same_arrays(counted(read_only(np.ones((2, 3)))), fn(np.ones((2, 3))))
+    assert len(counted.graphs) == 1
+    same_arrays(counted(np.ones((2, 3))), fn(np.ones((2, 3))))
+    assert len(counted.graphs) == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_into_a_read_only_array_raises_as_in_eager(backend):
+    def fn(a):
+        b = a * 2
+        a += 1
+        return b
+
+    a = read_only(np.arange(3.0))
+    with pytest.raises(ValueError, match="read-only"):
+        fn(a)
+    with pytest.raises(ValueError, match="read-only"):
+        Counted(fn, backend)(a)
+    assert np.array_equal(a, np.arange(3.0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_read_only_array_sees_writes_into_the_memory_it_shares(backend):
+    # the graph reads a copy of the read-only array: a write into an input in the same trace
+    # (before or after the read-only array is read) ends the graph, so no read is stale
+    def write_first(base, view):
+        base += 1
+        return view * 2
+
+    def read_first(base, view):
+        doubled = view * 2
+        base += 1
+        return doubled, view + 0
+
+    for fn in (write_first, read_first):
+        ember.reset()
+        counted = Counted(fn, backend)
+        base, eager_base = np.arange(3.0), np.arange(3.0)
+        same_arrays(counted(base, read_only(base)), fn(eager_base, read_only(eager_base)))
+        assert np.array_equal(base, eager_base)

@@ -2,7 +2,8 @@
 
 An `np.ndarray` read from the frame becomes a graph input loaded as `torch.from_numpy(a)`
 (`NumpyTensorSource`, memory shared as NumPy views share it), guarded by type, dtype,
-shape, strides and writeability. `tensor.numpy()` and `torch.from_numpy(a)` inside the trace
+shape, strides and writeability; its sizes are symbolic where a tensor's would be (dynamic.py).
+A read-only array is read through a copy (`NumpyCopySource`), with no write in its trace. `tensor.numpy()` and `torch.from_numpy(a)` inside the trace
 connect the two worlds on the same node. NumPy functions, methods and operators map to
 torch ops through `numpy_rules.RULES`, which compute NumPy's result dtype (NumPy's own type
 resolution, run on dtypes at trace time) and cast before the op. After the graph, an array
@@ -56,6 +57,19 @@ class NumpyTensorSource(Source):
 
     def step(self, base_value: Any, scope: Any) -> Any:
         return torch.from_numpy(base_value)
+
+
+@dataclass(frozen=True)
+class NumpyCopySource(Source):
+    """`torch.from_numpy(base.copy())`: a tensor over a copy of a read-only array."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"torch.from_numpy({base_expr}.copy())"
+
+    def step(self, base_value: Any, scope: Any) -> Any:
+        return torch.from_numpy(base_value.copy())
 
 
 # NumPy's semantics for an array's attributes ("attribute": (tx, array, name)) and items
@@ -127,14 +141,13 @@ def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTra
     dtype = value.dtype
     if dtype.kind not in "biufc" or not dtype.isnative:
         raise Unsupported(f"a NumPy array of dtype {dtype} (not a native numeric dtype)")
-    if not value.flags.writeable:
-        raise Unsupported("a read-only NumPy array (torch.from_numpy needs a writeable one)")
-    if any(s < 0 or s % dtype.itemsize for s in value.strides):
+    writeable = bool(value.flags.writeable)
+    if writeable and any(s < 0 or s % dtype.itemsize for s in value.strides):
         raise Unsupported("a NumPy array with negative or unaligned strides")
     facts = [
         (source, GuardKind.TYPE_MATCH, np.ndarray),
         (AttrSource(AttrSource(source, "dtype"), "str"), GuardKind.EQUALS_MATCH, dtype.str),
-        (AttrSource(AttrSource(source, "flags"), "writeable"), GuardKind.EQUALS_MATCH, True),
+        (AttrSource(AttrSource(source, "flags"), "writeable"), GuardKind.EQUALS_MATCH, writeable),
     ]
     for where, kind, expected in facts:
         tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
@@ -146,12 +159,15 @@ def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTra
     if known:  # distinct arrays traced as distinct: a later call aliasing them retraces
         others = tuple(tracker.source for _, tracker in known.values())
         tx.output.add_guard(Guard(source, GuardKind.NO_TENSOR_ALIASING, others))
-    tensor = torch.from_numpy(value)
-    # Symbolic sizes where the dynamic policy makes a tensor's (dynamic.py): an array's
-    # sizes vary between calls as a tensor's do.
-    fake = tx.output.dynamic.fake_tensor(NumpyTensorSource(source), tensor)
-    _guard_layout(tx, source, value, tensor, fake)
-    node = tx.output._new_input(NumpyTensorSource(source), tensor, fake).node
+    if not writeable:
+        tensor_source, tensor, fake = _read_only_input(tx, source, value)
+    else:
+        tensor_source, tensor = NumpyTensorSource(source), torch.from_numpy(value)
+        # Symbolic sizes where the dynamic policy makes a tensor's (dynamic.py): an array's
+        # sizes vary between calls as a tensor's do.
+        fake = tx.output.dynamic.fake_tensor(tensor_source, tensor)
+        _guard_layout(tx, source, value, tensor, fake)
+    node = tx.output._new_input(tensor_source, tensor, fake).node
     tracker = NumpyArrayVariable(node, fake, source=source)
     known[id(value)] = (value, tracker)
     return tracker
@@ -173,6 +189,24 @@ def _guard_layout(
         ]
     for where, kind, expected in facts:
         tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
+
+
+def _read_only_input(
+    tx: Translator, source: Source, value: np.ndarray
+) -> tuple[Source, torch.Tensor, torch.Tensor]:
+    """A read-only array (`np.broadcast_to`, a read-only buffer): the graph reads a copy
+    (torch.from_numpy of the array itself would warn, and share memory eager never lets
+    anyone write); a write into it in the trace is refused (eager raises), so the copy is
+    only ever read. Static sizes: its shape is guarded, its strides need not be."""
+    shape = AttrSource(source, "shape")
+    tx.output.add_guard(
+        Guard(shape, GuardKind.EQUALS_MATCH, tuple(value.shape), user_location=tx.location())
+    )
+    tensor_source = NumpyCopySource(source)
+    tensor = tensor_source.step(value, None)
+    fake = tx.output.fake_mode.from_tensor(tensor, static_shapes=True)
+    tx.output.add_read_only(fake)
+    return tensor_source, tensor, fake
 
 
 def _arrays_seen(output: Any) -> dict[int, tuple[np.ndarray, NumpyArrayVariable]]:
