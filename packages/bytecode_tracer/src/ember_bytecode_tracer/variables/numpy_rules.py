@@ -24,7 +24,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, MethodCallSource
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import CallableVariable, VariableTracker
 from ember_bytecode_tracer.variables.builder import in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import TupleVariable
@@ -746,18 +746,8 @@ for _fn in (np.issubdtype, np.dtype, np.result_type, np.promote_types, np.can_ca
 
 
 # ---- array attributes, indexing ---------------------------------------------------------------
-class NumpyFunctionVariable(VariableTracker):
+class NumpyFunctionVariable(CallableVariable):
     """A NumPy function, ufunc or dtype type with a rule."""
-
-    def __init__(self, fn: Any, *, source: Source | None = None) -> None:
-        super().__init__(source=source)
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self) -> Any:
-        return self.fn
 
     def call_function(self, tx, args, kwargs):
         name = _name(self.fn)
