@@ -2,13 +2,14 @@
 
 An `np.ndarray` read from the frame becomes a graph input loaded as `torch.from_numpy(a)`
 (`NumpyTensorSource`, memory shared as NumPy views share it), guarded by type, dtype,
-shape, strides and writeability; its sizes are symbolic where a tensor's would be (dynamic.py).
-A read-only array is read through a copy (`NumpyCopySource`), with no write in its trace. `tensor.numpy()` and `torch.from_numpy(a)` inside the trace
-connect the two worlds on the same node. NumPy functions, methods and operators map to
-torch ops through `numpy_rules.RULES`, which compute NumPy's result dtype (NumPy's own type
-resolution, run on dtypes at trace time) and cast before the op. After the graph, an array
-result is rebuilt with `.numpy()` of its output tensor; a NumPy scalar (`np.float32`) where
-NumPy returns one (full reductions, 0-d ufunc results, integer indexing).
+shape, strides and writeability; its sizes are symbolic where a tensor's would be
+(dynamic.py). A read-only array is read through a copy (`NumpyCopySource`), with no write in
+its trace. `tensor.numpy()` (a view) and `torch.from_numpy(a)` inside the trace connect the
+two worlds. NumPy functions, methods and operators map to torch ops through
+`numpy_rules.RULES`, which compute NumPy's result dtype (NumPy's own type resolution, run on
+dtypes at trace time) and cast before the op. After the graph, an array result is rebuilt
+with `.numpy()` of its output tensor; a NumPy scalar (`np.float32`) where NumPy returns one
+(full reductions, 0-d ufunc results, integer indexing).
 """
 
 from __future__ import annotations
