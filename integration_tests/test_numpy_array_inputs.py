@@ -246,3 +246,22 @@ def test_a_read_only_array_sees_writes_into_the_memory_it_shares(backend):
         base, eager_base = np.arange(3.0), np.arange(3.0)
         same_arrays(counted(base, read_only(base)), fn(eager_base, read_only(eager_base)))
         assert np.array_equal(base, eager_base)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_array_factories_of_a_dynamic_size_share_one_graph(backend):
+    # np.ones/np.zeros/np.full given an int that changes between calls: its size stays
+    # symbolic in the graph (one graph after the first recompile), never a compile per value
+    def fn(n, t):
+        rows = np.stack([np.ones([2, n]), np.full((2, n), 0.5)], axis=0)
+        as_tensor = torch.tensor(rows, dtype=torch.long)
+        as_tensor.unsqueeze_(0)
+        return as_tensor + t, np.zeros(n, dtype=np.int32), np.full(n, 7)
+
+    counted = Counted(fn, backend)
+    for n in range(2, 6):
+        t = torch.randn(1, 2, 2, n)
+        got, expected = counted(n, t), fn(n, t)
+        assert torch.equal(got[0], expected[0])
+        same_arrays(got[1:], expected[1:])
+    assert len(counted.graphs) == 2

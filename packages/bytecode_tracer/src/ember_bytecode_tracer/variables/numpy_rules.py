@@ -619,10 +619,20 @@ def _einsum(tx, subscripts, *operands, dtype=None, optimize=False):
 
 
 # ---- making arrays --------------------------------------------------------------------
+def _shape_arg(tx, shape: Any) -> tuple:
+    """A shape argument (an int or a sequence of them): a symbolic size stays a graph value
+    (`np.ones([2, n])` with n dynamic is one graph for every n), the rest constants."""
+    items = getattr(shape, "items", None)
+    parts = items if isinstance(items, list) else [shape]
+    if any(isinstance(p, SymNodeVariable) and p.python_type() is int for p in parts):
+        return tuple(as_node_arg(tx, p) for p in parts)
+    shape = _const(shape, "shape")
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
 def _filled(torch_fn):
     def run(tx, shape, dtype=float, order="C", *, like=None, device=None):
-        shape = _const(shape, "shape")
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        shape = _shape_arg(tx, shape)
         dtype = _dtype_arg(dtype) or np.dtype(float)
         return _array(tx, torch_fn, (shape,), {"dtype": torch_dtype(dtype)}, scalar=False)
 
@@ -650,8 +660,7 @@ RULES[np.ones_like] = _filled_like(torch.ones_like)
 
 @rule(np.full)
 def _full(tx, shape, fill_value, dtype=None, order="C", *, like=None, device=None):
-    shape = _const(shape, "shape")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = _shape_arg(tx, shape)
     fill = _const(fill_value, "fill_value")
     dtype = _dtype_arg(dtype) or np.asarray(fill).dtype
     _check_int_fits(fill, dtype)
