@@ -619,7 +619,7 @@ def _einsum(tx, subscripts, *operands, dtype=None, optimize=False):
 
 
 # ---- making arrays --------------------------------------------------------------------
-def _shape_arg(tx, shape: Any) -> tuple:
+def _new_shape(tx, shape: Any) -> tuple:
     """A shape argument (an int or a sequence of them): a symbolic size stays a graph value
     (`np.ones([2, n])` with n dynamic is one graph for every n), the rest constants."""
     items = getattr(shape, "items", None)
@@ -632,7 +632,7 @@ def _shape_arg(tx, shape: Any) -> tuple:
 
 def _filled(torch_fn):
     def run(tx, shape, dtype=float, order="C", *, like=None, device=None):
-        shape = _shape_arg(tx, shape)
+        shape = _new_shape(tx, shape)
         dtype = _dtype_arg(dtype) or np.dtype(float)
         return _array(tx, torch_fn, (shape,), {"dtype": torch_dtype(dtype)}, scalar=False)
 
@@ -660,7 +660,7 @@ RULES[np.ones_like] = _filled_like(torch.ones_like)
 
 @rule(np.full)
 def _full(tx, shape, fill_value, dtype=None, order="C", *, like=None, device=None):
-    shape = _shape_arg(tx, shape)
+    shape = _new_shape(tx, shape)
     fill = _const(fill_value, "fill_value")
     dtype = _dtype_arg(dtype) or np.asarray(fill).dtype
     _check_int_fits(fill, dtype)
