@@ -17,8 +17,9 @@ resolved through PyTorch's backend registry to its callable (Dynamo's convention
 `backend(gm, example_inputs)`, which Ember's tracer follows); callables pass through. PyTorch's
 test backends that only run the graph as it is (`CompileCounter`, `EagerAndRecordGraphs`,
 `CompileCounterWithBackend("eager")`, the `eager` functions) handle symbolic sizes and are
-declared so (`ember.backends.symbolic_sizes`): Ember calls them once per graph, as Dynamo does.
-The ones that run PyTorch's AOT or inductor on the example inputs they are handed
+declared so (`ember.backends.symbolic_sizes`): Ember calls them once per graph, as Dynamo does;
+so is `CompileCounterWithBackend("inductor")`, whose compile_fx is Ember's inductor (below).
+The ones that run PyTorch's AOT on the example inputs they are handed
 (`AotEagerAndRecordGraphs`, `CompileCounterWithBackend("aot_eager")`, ...) are not: Ember
 compiles a symbolic graph with them once per concrete size, so counts of their calls can
 differ from Dynamo's where sizes are dynamic.
@@ -91,7 +92,9 @@ def _runs_graph_as_is(backend: Callable) -> bool:
     if isinstance(backend, (testing.CompileCounter, testing.EagerAndRecordGraphs)):
         return True
     if isinstance(backend, testing.CompileCounterWithBackend):
-        return backend.backend in _EAGER_NAMES
+        # "inductor" reaches torch._inductor.compile_fx.compile_fx, which is Ember's
+        # inductor here (install_inductor), declared for symbolic sizes
+        return backend.backend in (*_EAGER_NAMES, "inductor")
     plain = [testing.dummy_fx_compile, *(getattr(debugging, n) for n in _EAGER_NAMES)]
     return any(backend is b for b in plain)
 

@@ -49,8 +49,9 @@ def test_inductor_tests_compile_fx_goes_to_embers_inductor(tmp_path: Path) -> No
     assert proc.stdout.strip().endswith("ok")
 
 
-# PyTorch's test backends under dynamic sizes: the ones that run the graph as it is are
-# called once (declared symbolic), the one running PyTorch's AOT once per size
+# PyTorch's test backends under dynamic sizes: the ones that run the graph as it is, and
+# "inductor" (Ember's, through compile_fx), are called once (declared symbolic), the one
+# running PyTorch's AOT once per size
 DECLARED = """
 import torch, ember, ember_redirect
 import torch._dynamo.testing as testing
@@ -59,6 +60,7 @@ def fn(x, a):
     return torch.add(x, x.relu(), alpha=a) * x.shape[0]
 for make, calls in ((testing.CompileCounter, 1), (testing.EagerAndRecordGraphs, 1),
                     (lambda: testing.CompileCounterWithBackend("eager"), 1),
+                    (lambda: testing.CompileCounterWithBackend("inductor"), 1),
                     (lambda: testing.CompileCounterWithBackend("aot_eager"), 3)):
     torch._dynamo.reset()
     backend = make()

@@ -379,7 +379,8 @@ class ShapeGuardedCheck:
         self.base = base
         self.rendered = rendered
         self.symbols = list(symbols or ())  # the size symbols (for reports): TraceShapes.symbols
-        self._scope = {"G": f_globals, "math": math}
+        # torch: a NumPy array's sizes are read off `torch.from_numpy(L['a'])` (its graph input)
+        self._scope = {"G": f_globals, "math": math, "torch": torch}
         shape_body = " and ".join(f"({g.code})" for g in rendered)
         base_check = base.check
         self._shapes = eval(f"lambda L: {shape_body}", self._scope)

@@ -165,6 +165,8 @@ class OutputGraph:
         self.made_parameters: dict[int, tuple[torch.Tensor, int, str]] = {}
         # storages that a `t.data` read of the trace aliases (variables/tensor.py)
         self.data_aliases: set[StorageWeakRef] = set()
+        # storages of read-only NumPy arrays read by the trace (variables/numpy_arrays.py)
+        self.read_only: set[StorageWeakRef] = set()
         # subgraphs of control-flow operators (variables/control_flow.py), by attribute name:
         # the graph reads them with get_attr nodes
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
@@ -252,6 +254,22 @@ class OutputGraph:
         self._input_by_source[source] = graph_input
         return graph_input
 
+    def add_read_only(self, example: torch.Tensor) -> None:
+        """A read-only NumPy array's copy is an input (variables/numpy_arrays.py): no write
+        may reach it (eager raises) nor any input whose memory it may share (the copy, read
+        at the graph's start, would not see it), before or after."""
+        if any(is_mutating(node) for node in self.graph.nodes):
+            raise Unsupported(_READ_ONLY_WRITE)
+        self.read_only.add(StorageWeakRef(example.untyped_storage()))
+
+    def _input_storages(self) -> set[StorageWeakRef]:
+        examples = [i.node.meta.get("example_value") for i in self.inputs]
+        return {
+            StorageWeakRef(e.untyped_storage())
+            for e in examples
+            if isinstance(e, torch.Tensor) and e.layout == torch.strided
+        }
+
     def real_value(self, source: Source) -> torch.Tensor | None:
         """The real tensor of this call read at `source`, if it is a graph input."""
         known = self._input_by_source.get(source)
@@ -290,10 +308,16 @@ class OutputGraph:
             args, kwargs = keywords_by_position(op, target, args, kwargs)
         fake_args = tree_map(_example_of, args)
         fake_kwargs = tree_map(_example_of, kwargs)
-        if self.data_aliases and _writes_storage(op, target, fake_args, fake_kwargs, self):
+        if self.data_aliases and _writes_storage(
+            op, target, fake_args, fake_kwargs, self.data_aliases
+        ):
             # eager's write through `.data` leaves the tensor's version counter alone; a
             # graph's write to an input bumps it (autograd would refuse a saved tensor)
             raise Unsupported("an in-place op on a Tensor.data alias inside a traced region")
+        if self.read_only and _writes_storage(
+            op, target, fake_args, fake_kwargs, self.read_only | self._input_storages()
+        ):
+            raise Unsupported(_READ_ONLY_WRITE)
         refusal = None if leaf else leaf_creation_reason(op, target, fake_args, fake_kwargs)
         if refusal is not None:  # a leaf lives outside the graph's autograd function
             raise Unsupported(refusal)
@@ -462,6 +486,12 @@ _MUTATING_FUNCTIONS = {
 }  # fmt: skip
 
 
+_READ_ONLY_WRITE = (
+    "an in-place write in a trace that reads a read-only NumPy array (into it, where eager "
+    "raises, or into an input, which the copy of it the trace reads would not see)"
+)
+
+
 def is_mutating(node: torch.fx.Node) -> bool:
     """In-place tensor ops must stay in the graph even when nothing reads their result."""
     if node.op == "call_method":
@@ -474,15 +504,17 @@ def is_mutating(node: torch.fx.Node) -> bool:
     return False
 
 
-def _writes_storage(op: str, target: Any, args: tuple, kwargs: dict, output: OutputGraph) -> bool:
-    """Whether the call writes in place into a storage a `.data` read aliases."""
+def _writes_storage(
+    op: str, target: Any, args: tuple, kwargs: dict, storages: set[StorageWeakRef]
+) -> bool:
+    """Whether the call writes in place into one of `storages`."""
     name = target if op == "call_method" else getattr(target, "__name__", "")
     in_place = (name.endswith("_") and not name.endswith("__")) or target in _MUTATING_FUNCTIONS
     written = [kwargs.get("out"), args[0] if args and in_place else None]
     return any(
         isinstance(t, torch.Tensor)
         and t.layout == torch.strided
-        and StorageWeakRef(t.untyped_storage()) in output.data_aliases
+        and StorageWeakRef(t.untyped_storage()) in storages
         for t in tree_leaves(written)
     )
 

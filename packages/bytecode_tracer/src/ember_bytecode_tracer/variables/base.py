@@ -201,3 +201,22 @@ class VariableTracker:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class CallableVariable(VariableTracker):
+    """One Python callable known at trace time (a builtin, a torch or NumPy function, a
+    directive): its type is the callable's, the callable itself its constant. Subclasses
+    say what calling it does (`call_function`)."""
+
+    def __init__(self, fn: Any, *, source: Source | None = None) -> None:
+        super().__init__(source=source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({getattr(self.fn, '__name__', self.fn)})"

@@ -15,7 +15,7 @@ import torch
 
 from ember_bytecode_tracer.exc import TracedException, Unsupported
 from ember_bytecode_tracer.guards import AttrSource, BuiltinSource, Guard, GuardKind, ItemSource
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import CallableVariable, VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, real_value, wrap_rule
 from ember_bytecode_tracer.variables.builtin_arity import check_builtin_arguments
 from ember_bytecode_tracer.variables.constant import (
@@ -142,17 +142,7 @@ def rule(*fns: Any):
     return register
 
 
-class BuiltinVariable(VariableTracker):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self) -> Any:
-        return self.fn
-
+class BuiltinVariable(CallableVariable):
     def call_function(self, tx, args, kwargs):
         fn = self.fn
         if fn in IMPURE:
@@ -167,9 +157,6 @@ class BuiltinVariable(VariableTracker):
         if fn in PURE_ON_CONSTANTS:
             return constant_fold(fn, args, kwargs)
         raise Unsupported(f"call to builtin {getattr(fn, '__name__', fn)}()")
-
-    def __repr__(self) -> str:
-        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
 def constant_fold(

@@ -17,25 +17,18 @@ import ember_frame_hook as fh
 from ember_bytecode_tracer.directives import compiled_original, directive_reason
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, GuardKind
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import CallableVariable, VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, guard_identity, wrap_rule
 
 
-class CompilerDirectiveVariable(VariableTracker):
+class CompilerDirectiveVariable(CallableVariable):
     """A call the trace must not go through: calling it is a graph break."""
 
     def __init__(self, fn: Any, reason: str, source=None) -> None:
         # with a source, the call after the break loads the function the frame holds (a
         # disable wrapper is guarded by its code, not its identity: see below)
-        super().__init__(source=source)
-        self.fn = fn
+        super().__init__(fn, source=source)
         self.reason = reason
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self) -> Any:
-        return self.fn
 
     def call_function(self, tx, args, kwargs):
         inner = getattr(self.fn, "_torchdynamo_orig_callable", None)

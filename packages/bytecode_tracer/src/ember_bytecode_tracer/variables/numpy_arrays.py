@@ -2,12 +2,14 @@
 
 An `np.ndarray` read from the frame becomes a graph input loaded as `torch.from_numpy(a)`
 (`NumpyTensorSource`, memory shared as NumPy views share it), guarded by type, dtype,
-shape, strides and writeability. `tensor.numpy()` and `torch.from_numpy(a)` inside the trace
-connect the two worlds on the same node. NumPy functions, methods and operators map to
-torch ops through `numpy_rules.RULES`, which compute NumPy's result dtype (NumPy's own type
-resolution, run on dtypes at trace time) and cast before the op. After the graph, an array
-result is rebuilt with `.numpy()` of its output tensor; a NumPy scalar (`np.float32`) where
-NumPy returns one (full reductions, 0-d ufunc results, integer indexing).
+shape, strides and writeability; its sizes are symbolic where a tensor's would be
+(dynamic.py). A read-only array is read through a copy (`NumpyCopySource`), with no write in
+its trace. `tensor.numpy()` (a view) and `torch.from_numpy(a)` inside the trace connect the
+two worlds. NumPy functions, methods and operators map to torch ops through
+`numpy_rules.RULES`, which compute NumPy's result dtype (NumPy's own type resolution, run on
+dtypes at trace time) and cast before the op. After the graph, an array result is rebuilt
+with `.numpy()` of its output tensor; a NumPy scalar (`np.float32`) where NumPy returns one
+(full reductions, 0-d ufunc results, integer indexing).
 """
 
 from __future__ import annotations
@@ -58,6 +60,19 @@ class NumpyTensorSource(Source):
         return torch.from_numpy(base_value)
 
 
+@dataclass(frozen=True)
+class NumpyCopySource(Source):
+    """`torch.from_numpy(base.copy())`: a tensor over a copy of a read-only array."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"torch.from_numpy({base_expr}.copy())"
+
+    def step(self, base_value: Any, scope: Any) -> Any:
+        return torch.from_numpy(base_value.copy())
+
+
 # NumPy's semantics for an array's attributes ("attribute": (tx, array, name)) and items
 # ("getitem": (tx, array, key)): registered by numpy_rules.py, which imports this module.
 ARRAY_RULES: dict[str, Callable[..., VariableTracker]] = {}
@@ -85,10 +100,13 @@ class NumpyArrayVariable(VariableTracker):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        shape = tuple(self.example.shape)
-        if not all(type(s) is int for s in shape):
-            raise Unsupported("a NumPy array with a symbolic size")
-        return shape
+        """The sizes as ints, for a rule that computes with them: a symbolic size is
+        specialized (its value guarded), a recompile for another size rather than a break."""
+        return tuple(int(s) for s in self.example.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.example.dim()
 
     def python_type(self) -> type:
         return self.dtype.type if self.scalar else np.ndarray
@@ -109,13 +127,14 @@ class NumpyArrayVariable(VariableTracker):
         return [getitem(tx, self, ConstantVariable(i)) for i in range(self.shape[0])]
 
     def python_len(self, tx: Translator) -> VariableTracker:
-        if not self.shape:
+        if not self.ndim:
             raise Unsupported("len() of a 0-d NumPy array")
-        return ConstantVariable(self.shape[0])
+        return ConstantVariable(self.example.shape[0])  # a symbolic size stays one
 
     def __repr__(self) -> str:
         kind = "scalar" if self.scalar else "ndarray"
-        return f"NumpyArrayVariable({self.node.name}: {kind} {self.shape} {self.dtype})"
+        shape = tuple(self.example.shape)
+        return f"NumpyArrayVariable({self.node.name}: {kind} {shape} {self.dtype})"
 
 
 def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTracker:
@@ -123,20 +142,13 @@ def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTra
     dtype = value.dtype
     if dtype.kind not in "biufc" or not dtype.isnative:
         raise Unsupported(f"a NumPy array of dtype {dtype} (not a native numeric dtype)")
-    if not value.flags.writeable:
-        raise Unsupported("a read-only NumPy array (torch.from_numpy needs a writeable one)")
-    if any(s < 0 or s % dtype.itemsize for s in value.strides):
+    writeable = bool(value.flags.writeable)
+    if writeable and any(s < 0 or s % dtype.itemsize for s in value.strides):
         raise Unsupported("a NumPy array with negative or unaligned strides")
     facts = [
         (source, GuardKind.TYPE_MATCH, np.ndarray),
         (AttrSource(AttrSource(source, "dtype"), "str"), GuardKind.EQUALS_MATCH, dtype.str),
-        (AttrSource(source, "shape"), GuardKind.EQUALS_MATCH, tuple(value.shape)),
-        (AttrSource(source, "strides"), GuardKind.EQUALS_MATCH, tuple(value.strides)),
-        (
-            AttrSource(AttrSource(source, "flags"), "writeable"),
-            GuardKind.EQUALS_MATCH,
-            True,
-        ),
+        (AttrSource(AttrSource(source, "flags"), "writeable"), GuardKind.EQUALS_MATCH, writeable),
     ]
     for where, kind, expected in facts:
         tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
@@ -148,13 +160,54 @@ def wrap_array(tx: Translator, value: np.ndarray, source: Source) -> VariableTra
     if known:  # distinct arrays traced as distinct: a later call aliasing them retraces
         others = tuple(tracker.source for _, tracker in known.values())
         tx.output.add_guard(Guard(source, GuardKind.NO_TENSOR_ALIASING, others))
-    tensor = torch.from_numpy(value)
-    # A static fake (the guards above pin shape and strides): arrays never get symbolic sizes.
-    fake = tx.output.fake_mode.from_tensor(tensor, static_shapes=True)
-    node = tx.output._new_input(NumpyTensorSource(source), tensor, fake).node
+    if not writeable:
+        tensor_source, tensor, fake = _read_only_input(tx, source, value)
+    else:
+        tensor_source, tensor = NumpyTensorSource(source), torch.from_numpy(value)
+        # Symbolic sizes where the dynamic policy makes a tensor's (dynamic.py): an array's
+        # sizes vary between calls as a tensor's do.
+        fake = tx.output.dynamic.fake_tensor(tensor_source, tensor)
+        _guard_layout(tx, source, value, tensor, fake)
+    node = tx.output._new_input(tensor_source, tensor, fake).node
     tracker = NumpyArrayVariable(node, fake, source=source)
     known[id(value)] = (value, tracker)
     return tracker
+
+
+def _guard_layout(
+    tx: Translator, source: Source, value: np.ndarray, tensor: torch.Tensor, fake: torch.Tensor
+) -> None:
+    """Static sizes: the shape and strides exactly. Symbolic ones: the tensor over the array
+    (its rank, static sizes, dtype; torch.from_numpy fails the guard for a layout it
+    refuses), the trace's shape guards checking the symbolic dims and strides."""
+    if any(isinstance(s, torch.SymInt) for s in fake.shape):
+        spec = tx.output.dynamic.tensor_spec(tensor, fake)
+        facts = [(NumpyTensorSource(source), GuardKind.TENSOR_MATCH, spec)]
+    else:
+        facts = [
+            (AttrSource(source, "shape"), GuardKind.EQUALS_MATCH, tuple(value.shape)),
+            (AttrSource(source, "strides"), GuardKind.EQUALS_MATCH, tuple(value.strides)),
+        ]
+    for where, kind, expected in facts:
+        tx.output.add_guard(Guard(where, kind, expected, user_location=tx.location()))
+
+
+def _read_only_input(
+    tx: Translator, source: Source, value: np.ndarray
+) -> tuple[Source, torch.Tensor, torch.Tensor]:
+    """A read-only array (`np.broadcast_to`, a read-only buffer): the graph reads a copy
+    (torch.from_numpy of the array itself would warn, and share memory eager never lets
+    anyone write); a write into it in the trace is refused (eager raises), so the copy is
+    only ever read. Static sizes: its shape is guarded, its strides need not be."""
+    shape = AttrSource(source, "shape")
+    tx.output.add_guard(
+        Guard(shape, GuardKind.EQUALS_MATCH, tuple(value.shape), user_location=tx.location())
+    )
+    tensor_source = NumpyCopySource(source)
+    tensor = tensor_source.step(value, None)
+    fake = tx.output.fake_mode.from_tensor(tensor, static_shapes=True)
+    tx.output.add_read_only(fake)
+    return tensor_source, tensor, fake
 
 
 def _arrays_seen(output: Any) -> dict[int, tuple[np.ndarray, NumpyArrayVariable]]:
@@ -219,7 +272,11 @@ def _tensor_numpy(tx: Translator, tensor: TensorVariable, args, kwargs) -> Varia
     if force.as_python_constant() and tensor.example.requires_grad:
         # numpy(force=True): of the tensor detached (its memory, no autograd)
         tensor = TensorVariable(*tx.output.create_node("call_method", "detach", (tensor.node,), {}))
-    return array_of_tensor(tx, tensor)  # the same node, seen as an array
+        return array_of_tensor(tx, tensor)
+    array_of_tensor(tx, tensor)  # what eager refuses is refused before a node is added
+    # a new array over the same memory, as eager's: a view (its own node)
+    view = tx.output.create_node("call_method", "view_as", (tensor.node, tensor.node), {})
+    return array_of_tensor(tx, TensorVariable(*view))
 
 
 METHOD_RULES["numpy"] = _tensor_numpy

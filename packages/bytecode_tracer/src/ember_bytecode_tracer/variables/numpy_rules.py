@@ -24,7 +24,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, MethodCallSource
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import CallableVariable, VariableTracker
 from ember_bytecode_tracer.variables.builder import in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.lists import TupleVariable
@@ -39,7 +39,12 @@ from ember_bytecode_tracer.variables.numpy_arrays import (
     wrap_array,
 )
 from ember_bytecode_tracer.variables.sym_values import SymNodeVariable, decide_bool, has_symbolic
-from ember_bytecode_tracer.variables.tensor import TensorVariable, as_node_arg, wrap_constant_result
+from ember_bytecode_tracer.variables.tensor import (
+    METHOD_RULES,
+    TensorVariable,
+    as_node_arg,
+    wrap_constant_result,
+)
 
 if TYPE_CHECKING:
     from ember_bytecode_tracer.guards import Source
@@ -248,7 +253,7 @@ def write_into(tx, target: NumpyArrayVariable, result: VariableTracker, *, what:
 # ---- reductions -------------------------------------------------------------------------
 def _probe(fn: Any, a: NumpyArrayVariable, **kwargs: Any) -> np.dtype:
     """The dtype NumPy's reduction gives for this dtype and these arguments."""
-    sample = np.ones((1,) * len(a.shape), dtype=a.dtype)
+    sample = np.ones((1,) * a.ndim, dtype=a.dtype)
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # ddof=1 on one element
         warnings.simplefilter("ignore")
         return np.asarray(fn(sample, **{k: v for k, v in kwargs.items() if v is not None})).dtype
@@ -266,7 +271,7 @@ def _reduce(tx, kind: str, fn: Any, a, axis=None, dtype=None, out=None, keepdims
     if dtype is not None:
         probe_kwargs["dtype"] = dtype
     result_dtype = _probe(fn, a, **probe_kwargs)
-    dims = _axes(axis_value, len(a.shape))
+    dims = _axes(axis_value, a.ndim)
     return REDUCERS[kind](tx, a, dims, axis_value, keepdims, result_dtype, extra)
 
 
@@ -292,7 +297,7 @@ def _arg_reduce(torch_fn):
         if axis is None:
             result = _array(tx, torch_fn, (a.node,))
             if keepdims:
-                shape = (1,) * len(a.shape)
+                shape = (1,) * a.ndim
                 return _array(tx, torch.reshape, (result.node, shape), scalar=False)
             return result
         return _array(tx, torch_fn, (a.node,), {"dim": dims[0], "keepdim": keepdims})
@@ -355,7 +360,7 @@ def _make_cumulative(np_fn: Any, torch_fn: Any) -> Rule:
         axis_value = _const(axis, "axis")
         dtype = _dtype_arg(dtype)
         result_dtype = np_fn(
-            np.ones((1,) * max(len(a.shape), 1), a.dtype), axis=axis_value, dtype=dtype
+            np.ones((1,) * max(a.ndim, 1), a.dtype), axis=axis_value, dtype=dtype
         ).dtype
         x = _cast(tx, a, result_dtype)
         if axis_value is None:
@@ -397,7 +402,7 @@ METHODS["reshape"] = _reshape_method
 def _transpose(tx, a, axes=None):
     a = _as_array(tx, a)
     axes = _const(axes, "axes")
-    order = tuple(reversed(range(len(a.shape)))) if axes is None else tuple(axes)
+    order = tuple(reversed(range(a.ndim))) if axes is None else tuple(axes)
     return _array(tx, torch.permute, (a.node, order), scalar=False)
 
 
@@ -413,7 +418,7 @@ def _squeeze(tx, a, axis=None):
     a = _as_array(tx, a)
     dims = tuple(d for d, s in enumerate(a.shape) if s == 1)
     if _const(axis, "axis") is not None:
-        dims = _axes(axis, len(a.shape))
+        dims = _axes(axis, a.ndim)
     return _array(tx, torch.squeeze, (a.node, dims), scalar=False)
 
 
@@ -473,11 +478,11 @@ def _nan_to_num(tx, x, copy=True, nan=0.0, posinf=None, neginf=None):
 def _take_along_axis(tx, arr, indices, axis=-1):
     a, index = _as_array(tx, arr), _as_array(tx, indices)
     axis = _const(axis, "axis")
-    if axis is None and len(index.shape) == 1:  # NumPy: along the flattened array
+    if axis is None and index.ndim == 1:  # NumPy: along the flattened array
         a, axis = _ravel(tx, a), 0
-    if type(axis) is not int or index.dtype.kind not in "iu" or len(a.shape) != len(index.shape):
+    if type(axis) is not int or index.dtype.kind not in "iu" or a.ndim != index.ndim:
         raise Unsupported("numpy.take_along_axis other than along one axis of integer indices")
-    dim = _axes(axis, len(a.shape))[0]
+    dim = _axes(axis, a.ndim)[0]
     index = _cast(tx, index, np.dtype(np.int64))
     # NumPy's fancy indexing counts negative indices from the end; gather does not
     negative = _node(tx, "call_function", operator.lt, (index, 0))[0]
@@ -493,7 +498,7 @@ def _sort_axis(tx, a, axis, kind, order, what: str) -> tuple[NumpyArrayVariable,
     if axis is None:  # the flattened array
         a = NumpyArrayVariable(*_node(tx, "call_method", "reshape", (a.node, -1)), scalar=False)
         axis = 0
-    return a, _axes(axis, len(a.shape))[0]
+    return a, _axes(axis, a.ndim)[0]
 
 
 @rule(np.sort)
@@ -584,7 +589,7 @@ def _clip(tx, a, a_min=None, a_max=None, out=None, *, min=None, max=None):
 
 def matmul(tx, a, b) -> VariableTracker:
     left, right = _as_array(tx, a), _as_array(tx, b)
-    if not left.shape or not right.shape:
+    if left.ndim == 0 or right.ndim == 0:
         raise Unsupported("numpy.matmul with a 0-d operand (NumPy raises)")
     dtype = _promote([left, right])
     return _array(tx, torch.matmul, (_cast(tx, left, dtype), _cast(tx, right, dtype)))
@@ -596,9 +601,9 @@ RULES[np.matmul] = lambda tx, a, b: matmul(tx, a, b)
 @rule(np.dot, methods=("dot",))
 def _dot(tx, a, b, out=None):
     left, right = _as_array(tx, a), _as_array(tx, b)
-    if not left.shape or not right.shape:
+    if left.ndim == 0 or right.ndim == 0:
         return apply_ufunc(tx, np.multiply, [left, right])
-    if len(left.shape) > 2 or len(right.shape) > 2:
+    if left.ndim > 2 or right.ndim > 2:
         raise Unsupported("numpy.dot of arrays with more than 2 dimensions")
     return matmul(tx, left, right)
 
@@ -614,10 +619,20 @@ def _einsum(tx, subscripts, *operands, dtype=None, optimize=False):
 
 
 # ---- making arrays --------------------------------------------------------------------
+def _new_shape(tx, shape: Any) -> tuple:
+    """A shape argument (an int or a sequence of them): a symbolic size stays a graph value
+    (`np.ones([2, n])` with n dynamic is one graph for every n), the rest constants."""
+    items = getattr(shape, "items", None)
+    parts = items if isinstance(items, list) else [shape]
+    if any(isinstance(p, SymNodeVariable) and p.python_type() is int for p in parts):
+        return tuple(as_node_arg(tx, p) for p in parts)
+    shape = _const(shape, "shape")
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
 def _filled(torch_fn):
     def run(tx, shape, dtype=float, order="C", *, like=None, device=None):
-        shape = _const(shape, "shape")
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        shape = _new_shape(tx, shape)
         dtype = _dtype_arg(dtype) or np.dtype(float)
         return _array(tx, torch_fn, (shape,), {"dtype": torch_dtype(dtype)}, scalar=False)
 
@@ -645,8 +660,7 @@ RULES[np.ones_like] = _filled_like(torch.ones_like)
 
 @rule(np.full)
 def _full(tx, shape, fill_value, dtype=None, order="C", *, like=None, device=None):
-    shape = _const(shape, "shape")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = _new_shape(tx, shape)
     fill = _const(fill_value, "fill_value")
     dtype = _dtype_arg(dtype) or np.asarray(fill).dtype
     _check_int_fits(fill, dtype)
@@ -741,18 +755,8 @@ for _fn in (np.issubdtype, np.dtype, np.result_type, np.promote_types, np.can_ca
 
 
 # ---- array attributes, indexing ---------------------------------------------------------------
-class NumpyFunctionVariable(VariableTracker):
+class NumpyFunctionVariable(CallableVariable):
     """A NumPy function, ufunc or dtype type with a rule."""
-
-    def __init__(self, fn: Any, *, source: Source | None = None) -> None:
-        super().__init__(source=source)
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self) -> Any:
-        return self.fn
 
     def call_function(self, tx, args, kwargs):
         name = _name(self.fn)
@@ -817,17 +821,36 @@ class NumpyMethodVariable(VariableTracker):
         return call_rule(tx, None, METHODS[self.name], [self.array, *args], kwargs, name=self.name)
 
 
-_READS_DATA = {"item", "tolist", "tobytes", "__bool__", "__float__", "__int__", "__index__"}
+_READS_DATA = {"tobytes", "__bool__", "__float__", "__int__", "__index__"}
+
+
+def _read_as_tensor(name: str) -> Rule:
+    """`a.item()` / `a.tolist()`: the Python numbers are those of the same read of the array's
+    tensor (int, float, bool, as NumPy gives): graph values under capture_scalar_outputs,
+    else a break (scalar_outputs.py decides, as for a tensor)."""
+
+    def run(tx, a, *args, **kwargs):
+        read = METHOD_RULES.get(name)
+        tensor = TensorVariable(a.node, a.example)
+        result = None if read is None else read(tx, tensor, list(args), kwargs)
+        if result is None:
+            raise Unsupported(f"ndarray.{name}() reads array data into Python")
+        return result
+
+    return run
+
+
+METHODS["item"] = _read_as_tensor("item")
+METHODS["tolist"] = _read_as_tensor("tolist")
 
 
 def array_attribute(tx, array: NumpyArrayVariable, name: str) -> VariableTracker:
 
-    if name == "shape":
-        return wrap_constant_result(array.shape)
+    if name == "shape":  # symbolic sizes stay symbolic
+        return wrap_constant_result(tuple(array.example.shape))
     if name in ("ndim", "size", "itemsize", "nbytes"):
-        shape = array.shape
-        size = int(np.prod(shape))
-        values = {"ndim": len(shape), "size": size, "itemsize": array.dtype.itemsize}
+        size = array.example.numel()
+        values = {"ndim": array.ndim, "size": size, "itemsize": array.dtype.itemsize}
         values["nbytes"] = size * array.dtype.itemsize
         return ConstantVariable(values[name])
     if name == "dtype":
@@ -859,16 +882,25 @@ def _strides(array: NumpyArrayVariable) -> VariableTracker:
     """Byte strides of an array over a tensor passed in (its strides are guarded); an
     array computed in the graph may be laid out otherwise than NumPy would: not known."""
     strides = array.example.stride()
-    if array.node.op != "placeholder" or not all(type(s) is int for s in strides):
+    if not _laid_out_as_input(array.node) or not all(type(s) is int for s in strides):
         raise Unsupported("ndarray.strides of an array computed in the trace")
     return ConstantVariable(tuple(s * array.dtype.itemsize for s in strides))
+
+
+def _laid_out_as_input(node: Any) -> bool:
+    """A graph input, or `view_as`/`detach` of one (`t.numpy()`): the input's own layout."""
+    while node.op == "call_method" and (
+        node.target == "detach" or (node.target == "view_as" and node.args[1] is node.args[0])
+    ):
+        node = node.args[0]
+    return node.op == "placeholder"
 
 
 @rule(np.fft.fftshift, np.fft.ifftshift)
 def _fftshift(tx, x, axes=None):
     """fftshift/ifftshift: a roll by half of each axis, the dtype kept."""
     a = _as_array(tx, x)
-    dims = _axes(axes, len(a.shape))
+    dims = _axes(axes, a.ndim)
     shifts = tuple(a.shape[d] // 2 for d in dims)
     return _array(tx, torch.roll, (a.node, shifts, dims), scalar=False)
 
@@ -880,7 +912,7 @@ def _norm(tx, x, ord=None, axis=None, keepdims=False):
     a = _as_array(tx, x)
     if _const(ord, "ord") is not None or a.dtype.kind != "f":
         raise Unsupported("numpy.linalg.norm other than the 2-norm of a float array")
-    dims = _axes(axis, len(a.shape))
+    dims = _axes(axis, a.ndim)
     args = (a.node, 2, dims, bool(_const(keepdims, "keepdims")))
     return _array(tx, torch.linalg.vector_norm, args)
 
@@ -924,7 +956,7 @@ def _flip_negative_steps(tx, array: NumpyArrayVariable, index: Any) -> tuple[Any
     parts = index if isinstance(index, tuple) else (index,)
     if not any(isinstance(p, slice) and (p.step or 1) < 0 for p in parts):
         return array.node, index
-    if not all(type(p) in (int, slice) for p in parts) or len(parts) > len(array.shape):
+    if not all(type(p) in (int, slice) for p in parts) or len(parts) > array.ndim:
         raise Unsupported("a negative-step slice mixed with None, ... or array indices")
     flipped, new_parts = [], []
     for dim, part in enumerate(parts):

@@ -14,7 +14,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.rng_effects import RngState
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import CallableVariable, VariableTracker
 from ember_bytecode_tracer.variables.builder import guard_identity, in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 
@@ -74,22 +74,9 @@ class DefaultGeneratorVariable(VariableTracker):
         return torch.Generator
 
 
-class RngFunctionVariable(VariableTracker):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self) -> Any:
-        return self.fn
-
+class RngFunctionVariable(CallableVariable):
     def call_function(self, tx, args, kwargs):
         return RNG_FUNCTIONS[self.fn](tx, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"RngFunctionVariable({self.fn.__name__})"
 
 
 @rng_function(torch.random.get_rng_state)

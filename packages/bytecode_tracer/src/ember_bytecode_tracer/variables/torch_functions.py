@@ -12,7 +12,7 @@ import torch
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import GuardKind, TorchStateSource
 from ember_bytecode_tracer.guards.sources import torch_state_query
-from ember_bytecode_tracer.variables.base import VariableTracker
+from ember_bytecode_tracer.variables.base import CallableVariable, VariableTracker
 from ember_bytecode_tracer.variables.builder import guard, guard_identity, in_rule_table, wrap_rule
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.functions import (
@@ -207,17 +207,7 @@ CallRule = Callable[[Any, list, dict], "VariableTracker | None"]
 CALL_RULES: dict[Any, CallRule] = {}
 
 
-class TorchFunctionVariable(VariableTracker):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self) -> Any:
-        return self.fn
-
+class TorchFunctionVariable(CallableVariable):
     def call_function(self, tx, args, kwargs):
         fn = self.fn
         rule = CALL_RULES.get(fn) if in_rule_table(fn, CALL_RULES) else None
@@ -265,9 +255,6 @@ class TorchFunctionVariable(VariableTracker):
         if isinstance(self.fn, torch._ops.OpOverloadPacket) and name in _overload_names(self.fn):
             return TorchFunctionVariable(getattr(self.fn, name))
         return super().var_getattr(tx, name)
-
-    def __repr__(self) -> str:
-        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
 def _symbool_tensor(fn: Any, args, kwargs) -> tuple[Any, dict]:
