@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .channels_last import OFF, ChannelsLastPolicy
 from .errors import LoweringError
 from .ops import OP_NAMES
+
+if TYPE_CHECKING:
+    from .scheduler.combine import CombinePolicy
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class Target:
     #: only, stored narrow and widened on load (narrow_stores.py); its stores cast to the
     #: buffer's dtype and its loads of a narrow buffer give the narrow dtype
     narrow_stores: bool = False
+    #: runs of small independent loops groups launched as one kernel (scheduler/combine.py);
+    #: None: every group its own launch
+    combine: CombinePolicy | None = None
 
     def writes_out(self, prim: str) -> bool:
         """Whether the library call of ``prim`` writes into planned storage (``out=``)."""

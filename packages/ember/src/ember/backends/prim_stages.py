@@ -234,7 +234,9 @@ def _is_collective(op: str) -> bool:
 def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) -> Callable:
     stats = counters["inductor"]
     stats[f"{kind}_graphs"] += 1
-    stats["kernels"] += getattr(compiled, "kernel_count", 0)
+    stats["kernels"] += getattr(compiled, "kernel_count", 0)  # launches a call makes
+    if combined := getattr(compiled, "combined_kernels", 0):  # kernels sharing launches
+        stats["kernels_combined"] += combined
     for prim, count in fallbacks.items():
         counters["inductor_fallbacks"][str(prim)] += count
     for op, count in aten.items():
