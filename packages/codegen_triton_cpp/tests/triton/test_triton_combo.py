@@ -4,8 +4,11 @@ separate launches, and the kernel counted as one launch."""
 
 from __future__ import annotations
 
+import json
+
 import torch
 
+from ember_codegen.artifact import from_payload, to_payload
 from ember_codegen.triton.combo import combined_kernel
 from ember_codegen.triton.heuristics import LaunchConfig
 from ember_codegen.triton.kernel import TritonKernel
@@ -83,3 +86,32 @@ def test_a_combined_kernel_hands_each_part_its_programs():
     assert "else:\n        kernel4_part(pid - 2, ptr_a, ptr_c, 8)" in combo.code
     assert "def kernel3_part(pid, ptr_a, ptr_b, XBLOCK" in combo.code
     assert "xoffset = pid * XBLOCK" in combo.code
+
+
+def test_a_combined_launch_round_trips_through_the_artifact(compile_prims, tmp_path):
+    inputs = _inputs()
+    _, compiled = compile_prims(_updates, *inputs)
+    kept: list = []
+
+    def encode(value: object) -> list:
+        kept.append(value)
+        return ["ref", len(kept) - 1]
+
+    payload = json.loads(json.dumps(to_payload(compiled, encode)))
+    rebuilt = from_payload(payload, lambda data: kept[data[1]], str(tmp_path / "wrapper.py"))
+    assert rebuilt.kernel_count == 1 and rebuilt.combined_kernels == len(inputs)
+    for got, want in zip(rebuilt(list(inputs)), compiled(list(inputs)), strict=True):
+        assert torch.equal(got, want)
+
+
+def test_a_combined_kernel_takes_the_direct_launch_path(compile_prims):
+    from test_triton_launch import _wrapped  # the recording binaries of launch.py's tests
+
+    inputs = _inputs()
+    sched, compiled = compile_prims(_updates, *inputs)
+    call, source, binaries = _wrapped(compiled, sched, raw=True)
+    assert source.count("_launch_combo_") == 1 and "_k_kernel" not in source
+    for got, want in zip(call(list(inputs)), _updates(*inputs), strict=True):
+        torch.testing.assert_close(got, want)
+    (binary,) = binaries.values()
+    assert binary.raw_calls == 1  # one launch for the seven kernels

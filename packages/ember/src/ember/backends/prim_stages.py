@@ -244,9 +244,12 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
     emit_fallbacks(fallbacks, {op: n for op, n in aten.items() if not _is_collective(op)})
 
     runs = f"{kind}_runs"
+    launches = getattr(compiled, "kernel_count", 0)
 
     def run(*args):
         stats[runs] += 1
+        if launches:  # kernels a call launches: a step's count is the difference over it
+            stats["kernel_launches"] += launches
         return compiled(args)  # a compiled graph takes any sequence: no copy to a list
 
     return without_frame_hook(run) if kind == "backward" else run
