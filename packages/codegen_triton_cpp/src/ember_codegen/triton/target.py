@@ -12,10 +12,12 @@ from .ops_handler import TritonOpsHandler
 GPU_CHANNELS_LAST = ChannelsLastPolicy(inference=True, training=True, weight_gradients=True)
 
 #: small independent pointwise kernels launched together (an optimizer step: one kernel per
-#: parameter): a launch costs a few microseconds of GPU and host time, about what an H200
-#: takes to move 1<<20 float32 points three times over, so larger kernels launch alone;
-#: 32 parts of at most 4 arguments each fit in 128 (a CUDA launch takes 4 KB of arguments)
-GPU_COMBINE = CombinePolicy(max_kernels=32, max_args=128, max_numel=1 << 20)
+#: parameter): a launch costs a few microseconds of GPU time and more of the host's, what an
+#: H200 takes to read and write 1-4 M float32 points, so only larger kernels launch alone
+#: (ResNet-50's largest parameter, 2.4 M points, joins its neighbours); 32 parts of up to 8
+#: arguments (AdamW's: 4 read, 4 written) fit in 256 pointers, half of the 4 KB a CUDA launch
+#: takes, and a 32-part kernel compiles in about the time its parts take one after another
+GPU_COMBINE = CombinePolicy(max_kernels=32, max_args=256, max_numel=1 << 22)
 
 TRITON_TARGET = register_target(
     Target(
