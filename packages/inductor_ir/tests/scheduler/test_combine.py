@@ -30,9 +30,10 @@ class Group:
 
 
 class Sched(list):
-    def __init__(self, groups, allocations=()):
+    def __init__(self, groups, allocations=(), frees=None):
         super().__init__(groups)
         self.allocations = {a.buffer: a for a in allocations}
+        self.frees = frees or {}
 
 
 def _g(k: int, reads=None, **kw) -> Group:
@@ -93,3 +94,11 @@ def test_the_generator_may_refuse_a_group_and_arguments_are_bounded():
     assert _names(runs) == [["kernel2", "kernel3"]]
     wide = CombinePolicy(max_kernels=8, max_args=5, max_numel=1000)  # 2 arguments a group
     assert _names(combine_runs(sched, wide)) == [["kernel0", "kernel1"], ["kernel2", "kernel3"]]
+
+
+def test_a_group_after_which_storage_is_freed_ends_its_run():
+    sched = Sched([_g(k) for k in range(5)], frees={"kernel1": ["buf9"]})
+    assert _names(combine_runs(sched, POLICY)) == [
+        ["kernel0", "kernel1"],
+        ["kernel2", "kernel3", "kernel4"],
+    ]

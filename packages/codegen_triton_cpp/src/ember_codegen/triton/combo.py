@@ -14,8 +14,9 @@ each its range of program ids::
 
 and launched once with the sum of their grids. Each part keeps its point count, block size
 and index math, so its values are the ones its own launch would write. The run's last group
-holds the combined kernel; the others hold none and name it (``GroupKernels.combined_into``),
-and the wrapper frees their dead buffers after the one launch (wrapper.py).
+holds the combined kernel; the others hold none and name it (``GroupKernels.combined_into``).
+A run ends at a group after which the plan frees storage, so the others free nothing (the
+wrapper would hold such frees until the one launch: wrapper.py).
 """
 
 from __future__ import annotations

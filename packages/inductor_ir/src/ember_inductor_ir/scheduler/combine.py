@@ -10,6 +10,9 @@ target's :class:`CombinePolicy`, a field of its capability record), and independ
 group of a run reads or writes storage another writes: the programs of one launch run in
 no order). Deciding a run changes no group: the generator still emits each one's body.
 
+A group after which the memory plan frees storage ends its run (it is launched last): a
+combined launch frees nothing earlier than the plan does, nor later.
+
 Storage, not names, decides independence: the memory plan gives a buffer the storage of a
 dead one (or writes it in place over a buffer its own kernel reads), so a group's output may
 be the very storage another group of the run reads. Such a pair ends the run.
@@ -125,17 +128,20 @@ def combine_runs(
         reads, writes = _touches(group)
         r, w = storages.of(reads), storages.of(writes)
         args = reads | writes
-        if current is not None:
-            refusal = _joins(current, r, w, args, policy)
-            if refusal is None:
-                current.groups.append(group)
-                current.reads |= r
-                current.writes |= w
-                current.args |= args
-                continue
-            log.info("combined launch ends before %s: %s", group.name, refusal)
+        refusal = None if current is None else _joins(current, r, w, args, policy)
+        if current is not None and refusal is None:
+            current.groups.append(group)
+            current.reads |= r
+            current.writes |= w
+            current.args |= args
+        else:
+            if current is not None:
+                log.info("combined launch ends before %s: %s", group.name, refusal)
+                close()
+            current = _Run([group], set(r), set(w), set(args))
+        if sched.frees.get(group.name):  # storage dead after it: freed where the plan says
             close()
-        current = _Run([group], set(r), set(w), set(args))
+            current = None
     close()
     for run in runs:
         log.info("one launch for %s", ", ".join(g.name for g in run))
