@@ -10,7 +10,8 @@ crash or hang that costs that model only). Per compiler: passes (outputs, or los
 gradients after one training step, against eager's at the suite's tolerances), speedup over
 eager (median over interleaved rounds of the per-round ratio), peak memory of one steady call
 above what was allocated before it (CUDA only), cold compile time (first call minus a steady
-call), Ember's compiled graph count, and the error text of a compiler that fails.
+call), Ember's compiled graph count and the kernels its graphs launch in one steady step
+(`launches`), and the error text of a compiler that fails.
 Modes: infer-fp32, infer-bf16 (torch.autocast around the call), train-bf16 (zero_grad,
 forward and loss under autocast, backward, optimizer step: all inside the compiled function).
 """
@@ -148,6 +149,16 @@ def _graph_count() -> int | None:
     return int(ember.counters["inductor"]["forward_graphs"])
 
 
+def _launches(step: Callable[[], Any]) -> int:
+    """Kernels Ember's compiled graphs launch in one step (a combined launch counts once)."""
+    import ember
+
+    stats = ember.counters["inductor"]
+    before = stats["kernel_launches"]
+    step()
+    return int(stats["kernel_launches"] - before)
+
+
 def _peak_mb(step: Callable[[], Any], device: str) -> float | None:
     """Peak allocated during one steady call, above what was allocated before it (CUDA)."""
     if device != "cuda":
@@ -177,6 +188,7 @@ def warm_up(case: Case, name: str, args: argparse.Namespace, result: dict, ref: 
             step()
         if name == "ember":
             result["graphs"] = _graph_count()
+            result["launches"] = _launches(step)
         return step
     except Exception as exc:  # a failing compiler is a result, not the end of the run
         result.update(passes=False, error=_reason(exc))

@@ -56,6 +56,7 @@ CHECKS: dict[str, Callable[[str, str], None]] = {
     "EMBER_CHANNELS_LAST": _choice("auto", "1", "on", "true", "inference", "0", "off", "false"),
     # EMBER_INDUCTOR_TARGET and EMBER_LOGS are checked where they are read, naming themselves
     "EMBER_TRITON_MATMUL": _choice("auto", "template", "aten"),
+    "EMBER_TRITON_COMBINE": _choice("0", "1"),
 }
 
 

@@ -36,7 +36,14 @@ from .lowering import LOWERINGS, register_lowering
 from .lowering.scalar_reads import ScalarAssert, ScalarRead
 from .ops import OP_NAMES, OpsHandler
 from .run import run_scheduled
-from .scheduler import KernelGroup, Schedule, ScheduledNode, schedule
+from .scheduler import (
+    CombinePolicy,
+    KernelGroup,
+    Schedule,
+    ScheduledNode,
+    combine_runs,
+    schedule,
+)
 from .stage import lower
 from .target import (
     REFERENCE,
@@ -54,6 +61,7 @@ __all__ = [
     "OUT_VARIANT_PRIMS",
     "REFERENCE",
     "ChannelsLastPolicy",
+    "CombinePolicy",
     "DtypeHandler",
     "DynamicShapeUnsupported",
     "GraphLowering",
@@ -74,6 +82,7 @@ __all__ = [
     "SchedulingError",
     "Target",
     "VerificationError",
+    "combine_runs",
     "dump_lowering",
     "lower",
     "register_lowering",

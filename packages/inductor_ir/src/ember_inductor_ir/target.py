@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .channels_last import OFF, ChannelsLastPolicy
 from .errors import LoweringError
 from .ops import OP_NAMES
+
+if TYPE_CHECKING:
+    from .scheduler.combine import CombinePolicy
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class Target:
     #: a convolution's bias added by a loop body (fused into the kernel reading the result)
     #: instead of by the library, which on CUDA adds it in a pass of its own
     conv_bias_in_kernels: bool = False
+    #: runs of small independent loops groups launched as one kernel (scheduler/combine.py);
+    #: None: every group its own launch
+    combine: CombinePolicy | None = None
 
     def writes_out(self, prim: str) -> bool:
         """Whether the library call of ``prim`` writes into planned storage (``out=``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,9 +29,11 @@ from .autotune import (
     scratch_args_from,
 )
 from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
+from .combo import combine_groups
 from .kernel import GroupKernels, TritonKernel, build_group
 from .launch import direct_launch, direct_launches_enabled
 from .symbolic_wrapper import symbolic_triton_call
+from .target import TRITON_TARGET
 from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
 from .wrapper import TritonWrapperBuilder, build_wrapper, graph_device, runtime_namespace
 
@@ -84,8 +87,14 @@ class CompiledGraph:
     @property
     def kernel_count(self) -> int:
         """Triton kernels launched per call (a split reduction counts two, a matmul
-        template with its fused epilogue one)."""
+        template with its fused epilogue one, a combined launch one: combo.py)."""
         return len(self.kernels) + len(self.templates)
+
+    @property
+    def combined_kernels(self) -> int:
+        """Groups' kernels that run inside a combined launch (combo.py) rather than alone."""
+        combos = sum(k.kind == "combo" for k in self.kernels)
+        return combos + sum(not g.kernels for g in self.groups) if combos else 0
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return call_without_autocast(self._call, inputs)
@@ -130,6 +139,8 @@ def compile_triton(
             raise DynamicShapeUnsupported(f"Triton emission needs static sizes: {exc}") from exc
     groups = [build_group(g, sched) for g in sched if g.extern is None]
     templates = plan_templates(sched, policy, autotune)
+    epilogues = {t.epilogue_group for t in templates}
+    groups = combine_groups(sched, groups, combine_policy(), epilogues)
     source = module_source(
         [k.code for g in groups for k in g.kernels] + [t.code for t in templates]
     )
@@ -170,6 +181,14 @@ def compile_triton(
     )  # fmt: skip
     compiled.launch_layouts = layouts
     return compiled
+
+
+def combine_policy() -> Any:
+    """The target's rule for combined launches (combo.py), or None (every kernel launched
+    alone) under EMBER_TRITON_COMBINE=0."""
+    if os.environ.get("EMBER_TRITON_COMBINE", "1") == "0":
+        return None
+    return TRITON_TARGET.combine
 
 
 def _exec_wrapper(source: str, wrapper_source: str, namespace: dict) -> Path:
@@ -240,6 +259,8 @@ def _autotune(groups: list[GroupKernels], module: Any, sched: Schedule, device: 
     for group in groups:
         rnumel = _rnumel(sched, group.name)
         for kernel in group.kernels:
+            if kernel.kind == "combo":  # its parts keep their heuristic blocks (combo.py)
+                continue
             args = scratch_args(kernel, group, sched, device)
             fn = getattr(module, kernel.name)
             kernel.config = autotune_kernel(fn, kernel, args, rnumel, device)

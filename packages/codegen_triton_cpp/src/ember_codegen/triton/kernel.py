@@ -105,6 +105,9 @@ class GroupKernels:
     kernels: list[TritonKernel]
     register_only: set[str]
     workspaces: list[Workspace] = field(default_factory=list)
+    #: the group whose launch runs this group's kernel (combo.py: a combined launch); its
+    #: own ``kernels`` are then empty
+    combined_into: str | None = None
 
 
 def _digits(flat: sympy.Symbol, variables: list[sympy.Symbol], sizes: list[Any]) -> dict:

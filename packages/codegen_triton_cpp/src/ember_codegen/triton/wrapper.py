@@ -54,6 +54,9 @@ class TritonWrapperBuilder(WrapperBuilder):
         trusted_inputs: bool = False,
     ) -> None:
         super().__init__(sched, groups, trusted_inputs=trusted_inputs)  # type: ignore[arg-type]
+        #: group launching a combined kernel -> the run's other groups, whose dead buffers
+        #: are freed after that launch (combo.py)
+        self.deferred_frees: dict[str, list[str]] = {}
         self.scratch_key = False  # `_scratch_key` is bound (split reductions' scratch)
         self.scratch_sites = 0
         self.templates = TemplateSites(templates)  # matmul templates (template_launch.py)
@@ -180,7 +183,13 @@ class TritonWrapperBuilder(WrapperBuilder):
             super()._extern(extern, dead=dead)
 
     def _free(self, group_name: str) -> None:
+        into = getattr(self.kernels.get(group_name), "combined_into", None)
+        if into is not None:  # its kernel runs in a later group's launch (combo.py)
+            self.deferred_frees.setdefault(into, []).append(group_name)
+            return
         self.templates.free(self, group_name, super()._free)
+        for earlier in self.deferred_frees.pop(group_name, ()):
+            self.templates.free(self, earlier, super()._free)
 
     def _allocate(self, name: str) -> None:
         self.templates.allocate(self, name, super()._allocate)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from typing import Any
 
 import torch
@@ -45,6 +46,8 @@ def target_key(target: str, settings: InductorSettings, kind: str, writes: tuple
     differently for a caller that copies an output into an input (the code writes it there)
     and one that returns it as a new tensor."""
     words = "+".join([target, *sorted(codegen_options(target, settings, kind))])
+    if target == "triton" and os.environ.get("EMBER_TRITON_COMBINE", "1") == "0":
+        words += "+uncombined"  # every kernel its own launch (ember_codegen triton/combo.py)
     if not writes:
         return words
     return words + "+writes:" + hashlib.sha256(repr(writes).encode()).hexdigest()[:16]

@@ -234,7 +234,9 @@ def _is_collective(op: str) -> bool:
 def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) -> Callable:
     stats = counters["inductor"]
     stats[f"{kind}_graphs"] += 1
-    stats["kernels"] += getattr(compiled, "kernel_count", 0)
+    stats["kernels"] += getattr(compiled, "kernel_count", 0)  # launches a call makes
+    if combined := getattr(compiled, "combined_kernels", 0):  # kernels sharing launches
+        stats["kernels_combined"] += combined
     for prim, count in fallbacks.items():
         counters["inductor_fallbacks"][str(prim)] += count
     for op, count in aten.items():
@@ -242,9 +244,12 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
     emit_fallbacks(fallbacks, {op: n for op, n in aten.items() if not _is_collective(op)})
 
     runs = f"{kind}_runs"
+    launches = getattr(compiled, "kernel_count", 0)
 
     def run(*args):
         stats[runs] += 1
+        if launches:  # kernels a call launches: a step's count is the difference over it
+            stats["kernel_launches"] += launches
         return compiled(args)  # a compiled graph takes any sequence: no copy to a list
 
     return without_frame_hook(run) if kind == "backward" else run
