@@ -111,8 +111,10 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
     if missing:
         raise AotAutogradError(f"partition {name}: backward needs unsaved inputs {missing}")
     bw_inputs = [(n, n.name) for n in saved] + [(t, t.name) for t in tangents]
+    tangent_names = {t.name for t in tangents}
     real_grads = [g for g in grad_outputs if g is not None]
     bw_gm = _subgraph(joint, bw_inputs, real_grads, bw_keep | available)
+    recompute_late(bw_gm.graph, [n for n in bw_gm.graph.nodes if n.name in tangent_names])
     primal_set = set(primals)
     report = PartitionReport(
         partitioner=name,
@@ -131,6 +133,38 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         report=report,
         symbolic_saved=tuple(k for k, n in enumerate(saved) if is_size_node(n)),
     )
+
+
+def recompute_late(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> None:
+    """Moves each value the backward recomputes from saved ones (it reads no tangent) to just
+    before its first use: recomputed values are then not all alive from the start of the
+    backward, and unrelated recomputations are not side by side for fusion to merge."""
+    late = descendants(tangents)
+    order: list[torch.fx.Node] = []
+    placed: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" or node.op == "output" or node in late:
+            _place(node, order, placed)
+    anchor = order[0]
+    for node in order[1:]:
+        if anchor.next is not node:
+            anchor.append(node)
+        anchor = node
+
+
+def _place(root: torch.fx.Node, order: list, placed: set) -> None:
+    """Appends `root` to `order` after whichever of its inputs are not placed yet."""
+    work = [(root, False)]
+    while work:
+        node, ready = work.pop()
+        if node in placed:
+            continue
+        if ready:
+            placed.add(node)
+            order.append(node)
+            continue
+        work.append((node, True))
+        work.extend((i, False) for i in reversed(node.all_input_nodes) if i not in placed)
 
 
 def is_size_node(node: torch.fx.Node) -> bool:
