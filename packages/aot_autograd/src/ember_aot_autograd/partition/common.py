@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +13,22 @@ import torch.fx
 from ember_aot_autograd.errors import AotAutogradError
 from ember_aot_autograd.graph_checks import clean
 from ember_aot_autograd.joint import JointGraph
+
+log = logging.getLogger("ember.aot")
+
+#: callbacks told of every partition built (tools/saved_activations.py reads what is saved)
+_OBSERVERS: list[Callable[[Partition], None]] = []
+
+
+@contextlib.contextmanager
+def observe_partitions() -> Iterator[list[Partition]]:
+    """Collects every partition built inside the block (a debugging and measuring hook)."""
+    seen: list[Partition] = []
+    _OBSERVERS.append(seen.append)
+    try:
+        yield seen
+    finally:
+        _OBSERVERS.remove(seen.append)
 
 
 def value_bytes(node: torch.fx.Node) -> int:
@@ -124,7 +142,7 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         forward_ops=_count_ops(fw_gm),
         backward_ops=_count_ops(bw_gm),
     )
-    return Partition(
+    partition = Partition(
         fw_gm=fw_gm,
         bw_gm=bw_gm,
         num_fw_outputs=len(fw_outputs),
@@ -133,6 +151,16 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         report=report,
         symbolic_saved=tuple(k for k, n in enumerate(saved) if is_size_node(n)),
     )
+    log.debug(
+        "partition %s saves %d values, %d bytes (%d of activations)",
+        name,
+        len(saved),
+        report.saved_bytes,
+        report.saved_activation_bytes,
+    )
+    for observer in list(_OBSERVERS):
+        observer(partition)
+    return partition
 
 
 def recompute_late(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> None:
