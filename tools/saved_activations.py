@@ -13,7 +13,8 @@ Per compiler it prints the saved activations (graph inputs such as parameters ex
 they are alive anyway): count and bytes, by dtype and by the op that made each value, and
 the largest values, and the backward graph's live peak (the most bytes alive at once
 running its nodes in order: saved values, tangents and the values it makes). Hugging Face models are built as the suite runner builds them at
-cpu-small (benchmarks/suites: library defaults, 2 layers, width 64; `--layers` overrides).
+cpu-small (benchmarks/suites: library defaults, 2 layers, width 64; `--layers`, `--seq` and
+`--set hidden_size=256` override).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ BLOCKS = {
 }  # fmt: skip
 
 
-def build(name: str, layers: int | None):
+def build(name: str, layers: int | None, overrides: dict | None = None, seq: int | None = None):
     """(model, inputs, loss of the output)"""
     torch.manual_seed(0)
     if name in BLOCKS:
@@ -155,9 +156,12 @@ def build(name: str, layers: int | None):
         return model, {"input": x}, lambda out: out.float().square().mean()
     sys.path.insert(0, str(ROOT / "benchmarks" / "suites"))
     from cases import build_huggingface
-    from models import Entry
+    from models import HF_SEQ, Entry
 
+    if seq:
+        HF_SEQ["cpu-small"] = seq
     small = {"num_hidden_layers": layers, "n_layer": layers} if layers else {}
+    small.update(overrides or {})
     case = build_huggingface(Entry(name, 8, small=small), "cpu-small")
     return case.model, case.train_kwargs, lambda out: out.loss
 
@@ -243,11 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="vit-probe, or a transformers class (GPT2LMHeadModel)")
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--no-autocast", action="store_true")
+    parser.add_argument("--seq", type=int, default=None, help="Hugging Face sequence length")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=INT",
+                        help="a Hugging Face config override (hidden_size=256)")  # fmt: skip
     parser.add_argument("--top", type=int, default=8, help="largest values listed")
     parser.add_argument("--compilers", default="ember,torch.compile")
     args = parser.parse_args(argv)
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="saved-acts-"))
-    model, inputs, loss_of = build(args.model, args.layers)
+    overrides = {k: int(v) for k, v in (item.split("=", 1) for item in args.set)}
+    model, inputs, loss_of = build(args.model, args.layers, overrides, args.seq)
     runs = {"ember": ember_saved, "torch.compile": torch_compile_saved}
     for name in args.compilers.split(","):
         model.zero_grad(set_to_none=True)

@@ -75,6 +75,10 @@ _RECOMPUTABLE: set[str] = {
         "as_strided_scatter",
         "cat",
         "constant_pad_nd",
+        # one pass over a row each: recomputed from a bf16 input, a float32 (log-)softmax
+        # over logits or attention scores is not saved at twice the bytes
+        "_log_softmax",
+        "_softmax",
     )
 } | {
     f"ember_prims::{name}"
@@ -138,8 +142,8 @@ def register_recomputable(qualified_name: str) -> None:
 
 
 def is_recomputable(node: torch.fx.Node) -> bool:
-    """Cheap, deterministic ops: pointwise, views, broadcasts, creations. Never random ones,
-    matmuls, convolutions or reductions."""
+    """Cheap, deterministic ops: pointwise, views, broadcasts, creations, row-wise softmax.
+    Never random ones, matmuls, convolutions or other reductions."""
     target = node.target
     if target is operator.getitem:
         source = node.args[0]
