@@ -96,3 +96,18 @@ def test_bounded_chains_compute_the_eager_gradients_bit_for_bit():
     assert fw.calls == 1 and bw.calls == 1
     for want, got in zip(eager_in, compiled_in, strict=True):
         torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=0)
+
+
+def test_a_chain_past_a_taken_value_does_not_take_it_again():
+    # a shared value (two users) then a long unshared chain after it: once the shared value
+    # is taken, the next long chain must be cut further on, not at the taken value again
+    def shared_then_long(x):
+        s = x * 2
+        y = s
+        for _ in range(2 * MAX_RECOMPUTE_CHAIN):
+            y = y * 1.5 + 1
+        return y.sin().sum() + s.sin().sum()  # both sines' backwards read their inputs
+
+    x = torch.randn(8, requires_grad=True)
+    part = min_cut_rematerialization_partition(trace_joint(shared_then_long, [x]))
+    assert longest_chain(recomputed(part.bw_gm)) <= MAX_RECOMPUTE_CHAIN

@@ -255,15 +255,18 @@ def _long_chains(recomputed: list[torch.fx.Node], unsaveable: set) -> set[torch.
     value where the chain went past the bound."""
     members = set(recomputed)
     too_far: set[torch.fx.Node] = set()
-    while (found := _first_long_chain(recomputed, too_far)) is not None:
+    for _ in recomputed:  # each round takes one more value
+        found = _first_long_chain(recomputed, too_far)
+        if found is None:
+            break
         node, via = found
         cut = node
-        while cut is not None:
+        while cut is not None and cut not in too_far:  # a taken value ends the chain
             shared = sum(1 for u in cut.users if u in members) > 1
             if shared and _can_save(cut, unsaveable):
                 break
             cut = via.get(cut)
-        if cut is None:
+        if cut is None or cut in too_far:
             if not _can_save(node, unsaveable):
                 break
             cut = node
