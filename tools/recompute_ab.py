@@ -36,7 +36,8 @@ from ember_aot_autograd import observe_partitions
 from ember_aot_autograd.partition import common, mincut
 from saved_activations import build
 
-HEADER = re.compile(r"(?://|#) (kernel\d+): loops (.*)")
+# a kernel's header in its source (unindented; its wrapper's indented comment repeats it)
+HEADER = re.compile(r"^(?://|#) (kernel\d+): loops (.*)", re.MULTILINE)
 
 
 class Records(logging.Handler):
