@@ -1,0 +1,94 @@
+"""One suite model through Ember on the GPU under variants that switch one code-generation
+choice back each (a fresh process per variant), to find which choice a failure (a CUDA
+error, a mismatch) comes from:
+
+    CUDA_LAUNCH_BLOCKING=1 python tools/gpu/bisect_variants.py --model inception_v3 \
+        --mode infer-fp32 --variants base,no_window,old_votes
+
+A variant is a name in VARIANTS: a function run before the model compiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+SUITES = Path(__file__).resolve().parents[2] / "benchmarks" / "suites"
+sys.path.insert(0, str(SUITES))
+
+
+def _no_window() -> None:
+    from ember_codegen.triton import heuristics
+
+    heuristics.WINDOW_MAX_ROW = 0
+
+
+def _old_votes() -> None:
+    from ember_inductor_ir import graph
+    from ember_inductor_ir.layout import is_channels_last
+
+    graph._order_vote = lambda layout: (
+        1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
+    )
+
+
+def _no_combine() -> None:
+    import os
+
+    os.environ["EMBER_TRITON_COMBINE"] = "0"
+
+
+VARIANTS = {"base": lambda: None, "no_window": _no_window, "old_votes": _old_votes,
+            "no_combine": _no_combine}  # fmt: skip
+
+
+def run_variant(args: argparse.Namespace) -> None:
+    import torch
+
+    VARIANTS[args.variant]()
+    from cases import BUILDERS, to_device
+    from models import entries
+    from run import TOLERANCE, compare, make_step
+
+    case = to_device(BUILDERS[args.suite](entries(args.suite, [args.model])[0], "gpu"), "cuda")
+    case.model.train(args.mode.startswith("train"))
+    ref = make_step(case, "eager", args.mode, "cuda")()
+    try:
+        step = make_step(case, "ember", args.mode, "cuda")
+        for _ in range(2):
+            got = step()
+        torch.cuda.synchronize()
+        worst, ok = compare(got, ref, *TOLERANCE[args.mode])
+        print(f"{args.variant}: {'ok' if ok else 'MISMATCH'} worst {worst:.3g}", flush=True)
+    except Exception as exc:  # the failure is what is being looked for
+        tail = traceback.format_exc().splitlines()[-12:]
+        print(f"{args.variant}: FAILED {type(exc).__name__}: {exc}".splitlines()[0])
+        print("\n".join("   " + line for line in tail), flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--suite", default="timm")
+    p.add_argument("--model", required=True)
+    p.add_argument("--mode", default="infer-fp32")
+    p.add_argument("--variants", default="base")
+    p.add_argument("--variant")
+    p.add_argument("--timeout", type=float, default=240)
+    args = p.parse_args()
+    if args.variant:
+        return run_variant(args)
+    for name in args.variants.split(","):
+        cmd = [sys.executable, __file__, "--suite", args.suite, "--model", args.model,
+               "--mode", args.mode, "--variant", name]  # fmt: skip
+        try:
+            subprocess.run(cmd, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"{name}: timed out after {args.timeout:.0f} s", flush=True)
+    return None
+
+
+if __name__ == "__main__":
+    main()
