@@ -40,7 +40,6 @@ from .layout import (
     order_free,
     read_strides,
     size_expr,
-    stride_order,
 )
 from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
@@ -206,7 +205,7 @@ class GraphLowering:
             walked = read_strides(expr, index)
             if walked is not None:
                 layout = FixedLayout(layout.device, layout.dtype, node.get_size(), walked)
-            votes += _order_vote(layout)
+            votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
         return votes
 
     def require_strides(self, value: IRNode, stride: Sequence[object]) -> IRNode:
@@ -594,22 +593,3 @@ def has_symbolic_layout(t: torch.Tensor) -> bool:
 
 __all__ = ["GraphLowering", "OutputSpec", "View", "has_symbolic_layout", "recompute_cost"]
 
-
-def _order_vote(layout: Layout) -> int:
-    """+1 for a read that walks channels innermost, -1 for one in plain order, else 0. By
-    the order of the strides, not their values: a cat's or a pad's read of a part walks its
-    buffer with that buffer's strides, which are not the whole result's."""
-    if is_channels_last(layout):
-        return 1
-    if layout.is_contiguous():
-        return -1
-    rank = len(layout.size)
-    if any(n != 1 and st == 0 for n, st in zip(layout.size, layout.stride, strict=True)):
-        return 0  # a broadcast read: no say in the order
-    real = [d for d in range(rank) if layout.size[d] != 1]
-    order = [d for d in stride_order(layout) if d in real]
-    channels_inner = [d for d in [0, *range(2, rank), 1] if d in real]
-    plain = [d for d in range(rank) if d in real]
-    if channels_inner == plain:
-        return 0
-    return 1 if order == channels_inner else -1 if order == plain else 0

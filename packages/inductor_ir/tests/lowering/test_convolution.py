@@ -365,28 +365,3 @@ def test_bias_is_added_in_the_kernel_that_reads_the_result():
         loop_kernels.append(len([g for g in sched if not g.is_extern]))
     assert loop_kernels[0] == loop_kernels[1]  # the add rode along with the relu
 
-
-def test_a_cat_of_channels_last_maps_is_stored_channels_last(check):
-    """A cat reads each part with that part's strides, not the whole result's: judged by
-    the order it walks them (channels innermost), the cat of two convolutions' NHWC maps
-    is stored NHWC, so the squeeze-excite reduction and the scaling reading it need no
-    transposing copy (ghostnet's ghost modules)."""
-    x, w1 = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
-    w2, w3 = torch.randn(4, 3, 3, 3), torch.randn(5, 8, 3, 3)
-
-    def busy(t):  # enough work that the cat is stored once for its two readers
-        for _ in range(4):
-            t = prims.sin(prims.exp(t))
-        return t
-
-    def f(a, b, c, d):
-        maps = prims.cat([busy(_conv(a, b)), busy(_conv(a, c))], 1)
-        gate = prims.sum(maps, [2, 3])
-        scaled = prims.mul(maps, prims.broadcast_in_dim(gate, [2, 8, 8, 8], [0, 1]))
-        return (prims.sum(_conv(scaled, d), [1, 2, 3]),)
-
-    lowering, _ = check(f, x, w1, w2, w3, atol=1e-3, rtol=1e-4)
-    maps = [b for b in lowering.buffers.values() if [int(s) for s in b.layout.size] == [2, 8, 8, 8]]
-    assert maps and all(is_channels_last(b.layout) for b in maps), [
-        b.layout.describe() for b in maps
-    ]
