@@ -34,7 +34,6 @@ from ember_aot_autograd.partition import (
     default_partition,
     is_recomputable,
     min_cut_rematerialization_partition,
-    observe_partitions,
     register_recomputable,
 )
 from ember_aot_autograd.plan import NotSerializable, RunnerPlan, plan_from_data, plan_to_data
@@ -75,7 +74,6 @@ __all__ = [
     "input_writes",
     "is_recomputable",
     "min_cut_rematerialization_partition",
-    "observe_partitions",
     "partition_report",
     "plan_from_data",
     "plan_runner",

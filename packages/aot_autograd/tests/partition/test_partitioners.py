@@ -123,16 +123,3 @@ def test_min_cut_handles_a_backward_that_reads_only_factory_values():
     bw_in = [*fw_out[1:], torch.ones(())]  # saved values, then the tangent
     (bw_grad,) = [g for g in part.bw_gm(*bw_in) if g is not None]
     torch.testing.assert_close(bw_grad, grad)
-
-
-def test_observe_partitions_sees_what_the_backward_receives():
-    from ember_aot_autograd import observe_partitions
-
-    joint = trace_joint(pointwise_heavy, inputs())
-    with observe_partitions() as seen:
-        part = min_cut_rematerialization_partition(joint)
-    assert seen == [part]
-    received = [n.name for n in part.bw_gm.graph.nodes if n.op == "placeholder"]
-    assert tuple(received[: part.num_saved]) == part.report.saved
-    default_partition(joint)  # outside the block: not collected
-    assert seen == [part]

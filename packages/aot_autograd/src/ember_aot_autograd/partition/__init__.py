@@ -1,11 +1,6 @@
 """Partitioners: split a joint graph into a forward and a backward graph."""
 
-from ember_aot_autograd.partition.common import (
-    Partition,
-    PartitionReport,
-    build_partition,
-    observe_partitions,
-)
+from ember_aot_autograd.partition.common import Partition, PartitionReport, build_partition
 from ember_aot_autograd.partition.default import default_partition
 from ember_aot_autograd.partition.mincut import (
     is_recomputable,
@@ -20,6 +15,5 @@ __all__ = [
     "default_partition",
     "is_recomputable",
     "min_cut_rematerialization_partition",
-    "observe_partitions",
     "register_recomputable",
 ]

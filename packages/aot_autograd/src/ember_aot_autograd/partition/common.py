@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -13,22 +11,6 @@ import torch.fx
 from ember_aot_autograd.errors import AotAutogradError
 from ember_aot_autograd.graph_checks import clean
 from ember_aot_autograd.joint import JointGraph
-
-log = logging.getLogger("ember.aot")
-
-#: callbacks told of every partition built (tools/saved_activations.py reads what is saved)
-_OBSERVERS: list[Callable[[Partition], None]] = []
-
-
-@contextlib.contextmanager
-def observe_partitions() -> Iterator[list[Partition]]:
-    """Collects every partition built inside the block (a debugging and measuring hook)."""
-    seen: list[Partition] = []
-    _OBSERVERS.append(seen.append)
-    try:
-        yield seen
-    finally:
-        _OBSERVERS.remove(seen.append)
 
 
 def value_bytes(node: torch.fx.Node) -> int:
@@ -129,10 +111,8 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
     if missing:
         raise AotAutogradError(f"partition {name}: backward needs unsaved inputs {missing}")
     bw_inputs = [(n, n.name) for n in saved] + [(t, t.name) for t in tangents]
-    tangent_names = {t.name for t in tangents}
     real_grads = [g for g in grad_outputs if g is not None]
     bw_gm = _subgraph(joint, bw_inputs, real_grads, bw_keep | available)
-    recompute_late(bw_gm.graph, [n for n in bw_gm.graph.nodes if n.name in tangent_names])
     primal_set = set(primals)
     report = PartitionReport(
         partitioner=name,
@@ -142,7 +122,7 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         forward_ops=_count_ops(fw_gm),
         backward_ops=_count_ops(bw_gm),
     )
-    partition = Partition(
+    return Partition(
         fw_gm=fw_gm,
         bw_gm=bw_gm,
         num_fw_outputs=len(fw_outputs),
@@ -151,48 +131,6 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         report=report,
         symbolic_saved=tuple(k for k, n in enumerate(saved) if is_size_node(n)),
     )
-    log.debug(
-        "partition %s saves %d values, %d bytes (%d of activations)",
-        name,
-        len(saved),
-        report.saved_bytes,
-        report.saved_activation_bytes,
-    )
-    for observer in list(_OBSERVERS):
-        observer(partition)
-    return partition
-
-
-def recompute_late(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> None:
-    """Moves each value the backward recomputes from saved ones (it reads no tangent) to just
-    before its first use: recomputed values are then not all alive from the start of the
-    backward, and unrelated recomputations are not side by side for fusion to merge."""
-    late = descendants(tangents)
-    order: list[torch.fx.Node] = []
-    placed: set[torch.fx.Node] = set()
-    for node in graph.nodes:
-        if node.op == "placeholder" or node.op == "output" or node in late:
-            _place(node, order, placed)
-    anchor = order[0]
-    for node in order[1:]:
-        if anchor.next is not node:
-            anchor.append(node)
-        anchor = node
-
-
-def _place(root: torch.fx.Node, order: list, placed: set) -> None:
-    """Appends `root` to `order` after whichever of its inputs are not placed yet."""
-    work = [(root, False)]
-    while work:
-        node, ready = work.pop()
-        if node in placed:
-            continue
-        if ready:
-            placed.add(node)
-            order.append(node)
-            continue
-        work.append((node, True))
-        work.extend((i, False) for i in reversed(node.all_input_nodes) if i not in placed)
 
 
 def is_size_node(node: torch.fx.Node) -> bool:
