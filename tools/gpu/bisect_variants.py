@@ -4,6 +4,8 @@ error, a mismatch) comes from:
 
     CUDA_LAUNCH_BLOCKING=1 python tools/gpu/bisect_variants.py --model inception_v3 \
         --mode infer-fp32 --variants base,no_window,old_votes
+    python tools/gpu/bisect_variants.py --model resnet50 --mode train-bf16 \
+        --variants base,no_window,no_narrow,no_combine   # ms a step of each (--steps)
 
 A variant is a name in VARIANTS: a function run before the model compiles.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -41,8 +44,24 @@ def _no_combine() -> None:
     os.environ["EMBER_TRITON_COMBINE"] = "0"
 
 
-VARIANTS = {"base": lambda: None, "no_window": _no_window, "old_votes": _old_votes,
-            "no_combine": _no_combine}  # fmt: skip
+def _target_without(**fields: object) -> None:
+    """The Triton target re-registered with some capability switched off."""
+    from dataclasses import replace
+
+    from ember_codegen.triton.target import TRITON_TARGET
+    from ember_inductor_ir.target import register_target
+
+    register_target(replace(TRITON_TARGET, **fields))
+
+
+VARIANTS = {
+    "base": lambda: None,
+    "no_window": _no_window,
+    "old_votes": _old_votes,
+    "no_combine": _no_combine,
+    "no_narrow": lambda: _target_without(narrow_stores=False),
+    "no_conv_bias": lambda: _target_without(conv_bias_in_kernels=False),
+}
 
 
 def run_variant(args: argparse.Namespace) -> None:
@@ -62,7 +81,13 @@ def run_variant(args: argparse.Namespace) -> None:
             got = step()
         torch.cuda.synchronize()
         worst, ok = compare(got, ref, *TOLERANCE[args.mode])
-        print(f"{args.variant}: {'ok' if ok else 'MISMATCH'} worst {worst:.3g}", flush=True)
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+        ms = (time.perf_counter() - start) * 1000 / max(args.steps, 1)
+        print(f"{args.variant}: {'ok' if ok else 'MISMATCH'} worst {worst:.3g}, {ms:.2f} ms a step",
+              flush=True)  # fmt: skip
     except Exception as exc:  # the failure is what is being looked for
         tail = traceback.format_exc().splitlines()[-12:]
         print(f"{args.variant}: FAILED {type(exc).__name__}: {exc}".splitlines()[0])
@@ -77,12 +102,13 @@ def main() -> None:
     p.add_argument("--variants", default="base")
     p.add_argument("--variant")
     p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--steps", type=int, default=10, help="timed steps after the check")
     args = p.parse_args()
     if args.variant:
         return run_variant(args)
     for name in args.variants.split(","):
         cmd = [sys.executable, __file__, "--suite", args.suite, "--model", args.model,
-               "--mode", args.mode, "--variant", name]  # fmt: skip
+               "--mode", args.mode, "--variant", name, "--steps", str(args.steps)]  # fmt: skip
         try:
             subprocess.run(cmd, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
