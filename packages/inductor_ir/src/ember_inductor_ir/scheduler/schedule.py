@@ -21,6 +21,7 @@ from .dce import eliminate_dead_code
 from .dependencies import Operation, reads_of, writes_of
 from .fusion import Refused, form_group
 from .kernel_group import KernelGroup, Schedule
+from .naming import extern_kernel_name, loops_kernel_name
 from .reuse import plan_memory
 
 if TYPE_CHECKING:
@@ -154,12 +155,13 @@ def schedule(lowering: GraphLowering) -> Schedule:
         first = draft.ops[0]
         if isinstance(first, ExternKernel):
             device = first.outputs[0].get_device() if first.outputs else None
-            groups.append(KernelGroup(f"kernel{k}", device, extern=first, reads=set(draft.reads)))
+            name = extern_kernel_name(k, first.kernel_name)
+            groups.append(KernelGroup(name, device, extern=first, reads=set(draft.reads)))
             continue
         formed = form_group(draft.ops)  # type: ignore[arg-type]
         groups.append(
             KernelGroup(
-                f"kernel{k}",
+                loops_kernel_name(k, formed.nodes, bool(formed.reduction_sizes)),
                 first.get_device(),
                 formed.sizes,
                 formed.reduction_sizes,
