@@ -13,7 +13,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 KERNEL_KINDS = (  # the first match names the kind of a GPU kernel
-    ("triton", re.compile(r"^triton|^ember|^k\d|^kernel\d|_kernel$")),
+    ("triton", re.compile(r"^triton|^ember|^k\d|^kernel\d|^combo_|_kernel$")),
     ("gemm", re.compile(r"gemm|sm90|sm80|cutlass|cublas|nvjet|xmma", re.I)),
     ("conv", re.compile(r"conv|cudnn|implicit|winograd|dgrad|wgrad", re.I)),
     ("attention", re.compile(r"fmha|flash|attention|efficient", re.I)),
