@@ -1,6 +1,8 @@
 """Adjacent reduction dimensions merged into one loop (emit/merged_dims.py): an NCHW plane
-reduced as one run takes the lane loop; a transposed plane or a pooling window keeps its
-loops; pointwise ``full`` nodes indexed by the reduction variables are rewritten too."""
+reduced as one run takes the lane loop; a transposed plane is walked in its storage order
+(the scheduler's reduction order) and merges too; rows of a wider buffer or a pooling window
+keep their loops; pointwise ``full`` nodes indexed by the reduction variables are rewritten
+too."""
 
 import torch
 
@@ -26,10 +28,10 @@ def test_nchw_planes_merge_into_one_lane_loop(check):
     assert LANE_LOOP in source  # 16-element rows alone stay scalar (MIN_EXTENT)
 
 
-def test_transposed_planes_keep_their_loops(check):
+def test_transposed_planes_are_walked_in_storage_order(check):
     x = torch.randn(4, 8, 16, 16).permute(0, 1, 3, 2)
     _, compiled = check(lambda a: (prims.sum(a, [0, 2, 3]),), x)
-    assert "reduce [4, 16, 16]" in compiled.cpp_source
+    assert "reduce [4, 256]" in compiled.cpp_source
 
 
 def test_rows_of_a_wider_buffer_keep_their_loops(check):

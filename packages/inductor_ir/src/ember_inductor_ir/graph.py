@@ -592,4 +592,3 @@ def has_symbolic_layout(t: torch.Tensor) -> bool:
 
 
 __all__ = ["GraphLowering", "OutputSpec", "View", "has_symbolic_layout", "recompute_cost"]
-

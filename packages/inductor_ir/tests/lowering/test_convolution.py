@@ -364,4 +364,3 @@ def test_bias_is_added_in_the_kernel_that_reads_the_result():
         assert (conv.args[2] is not None) == library_bias
         loop_kernels.append(len([g for g in sched if not g.is_extern]))
     assert loop_kernels[0] == loop_kernels[1]  # the add rode along with the relu
-

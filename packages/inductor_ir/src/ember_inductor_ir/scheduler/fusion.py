@@ -15,7 +15,7 @@ import sympy
 
 from ..handlers.readwrite import ReadWriteHandler
 from ..indexing import Expr, flat_to_multi, index_vars, multi_to_flat, product, simplify_index
-from ..layout import stride_order
+from ..layout import read_strides, stride_order
 from ..nodes import ComputedBuffer
 from .kernel_group import Placement, ScheduledNode
 
@@ -46,13 +46,16 @@ def _place(
     sizes: list[Expr],
     rsizes: list[Expr],
     logical: tuple[list[Expr], list[Expr]] | None = None,
+    rlogical: tuple[list[Expr], list[Expr]] | None = None,
 ) -> ScheduledNode:
     """Place ``buf`` in the kernel's space. ``logical`` is (index, sizes): the loop variables
     arranged as an index into the anchor buffer's logical shape (the loops may run in its
-    storage order, not its logical order); by default the loops are that shape."""
+    storage order, not its logical order); by default the loops are that shape. ``rlogical``
+    is the same for the reduction loops."""
     outer, red = index_vars("i", len(sizes)), index_vars("r", len(rsizes))
     ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
     lvars, lsizes = logical if logical is not None else (list(outer), list(sizes))
+    rvars, rlsizes = rlogical if rlogical is not None else (list(red), list(rsizes))
     numel, rnumel = product(sizes), product(rsizes)
     if buf.is_reduction():
         if product(buf.ranges) != numel or product(buf.reduction_ranges) != rnumel:
@@ -61,14 +64,15 @@ def _place(
                 f"the kernel iterates [{_fmt(sizes)}] x [{_fmt(rsizes)}]"
             )
         index = remap(lvars, lsizes, buf.ranges, ranges)
-        rindex = remap(red, rsizes, buf.reduction_ranges, ranges)
+        rindex = remap(rvars, rlsizes, buf.reduction_ranges, ranges)
         return ScheduledNode(buf, "reduction", index, rindex)
     own = product(buf.ranges)
     placement: Placement
     if own == numel:
         placement, index = "outer", remap(lvars, lsizes, buf.ranges, ranges)
     elif own == numel * rnumel and _splits(buf.ranges, numel):
-        placement, index = "full", remap([*lvars, *red], [*lsizes, *rsizes], buf.ranges, ranges)
+        placement = "full"
+        index = remap([*lvars, *rvars], [*lsizes, *rlsizes], buf.ranges, ranges)
     else:
         raise Refused(
             f"{buf.name} iterates [{_fmt(buf.ranges)}], which fits neither [{_fmt(sizes)}] "
@@ -87,6 +91,43 @@ def loop_order(anchor: ComputedBuffer) -> list[int]:
     if len(layout.size) != len(anchor.ranges) or len(layout.size) < 2:
         return list(range(len(anchor.ranges)))
     return stride_order(layout)
+
+
+#: reductions whose result does not depend on the order the row is walked in (up to float
+#: rounding); an arg reduction's index would follow the walk
+_ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all", "xor_sum", "welford"})
+
+
+def reduction_order(anchor: ComputedBuffer, reductions: Sequence[ComputedBuffer]) -> list[int]:
+    """The order of the kernel's reduction loops over ``anchor``'s reduction dims: the
+    storage order its loads walk, where they all agree (a group norm's statistics over
+    channels-last C, H, W walk H, W, then C: contiguous), else the logical order."""
+    rsizes = list(anchor.reduction_ranges)
+    logical = list(range(len(rsizes)))
+    if len(rsizes) < 2 or not all(
+        str(getattr(b.data, "reduction_type", "")) in _ORDER_FREE for b in reductions
+    ):
+        return logical
+    index, rindex = index_vars("i", len(anchor.ranges)), index_vars("r", len(rsizes))
+    rw = ReadWriteHandler()
+    anchor.data.inner_fn(rw, index, rindex)
+    ranges = dict(zip([*index, *rindex], [*anchor.ranges, *rsizes], strict=True))
+    orders = set()
+    for _, expr in rw.reads:
+        strides = read_strides(simplify_index(expr, ranges), rindex)
+        if strides is None:
+            return logical  # an indirect or reshaped read: no order to follow
+        live = [d for d in logical if rsizes[d] != 1 and strides[d] != 0]
+        if len(live) < 2:
+            continue
+        if not all(isinstance(strides[d], sympy.Integer) for d in live):
+            return logical
+        orders.add(tuple(sorted(live, key=lambda d: (-int(abs(strides[d])), d))))
+    if len(orders) != 1:
+        return logical
+    (walk,) = orders
+    rest = iter(walk)  # size-1 and unread dims keep their places
+    return [next(rest) if d in walk else d for d in logical]
 
 
 def _splits(ranges: Sequence[Expr], numel: Expr) -> bool:
@@ -114,7 +155,12 @@ def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
     """Place ``buffers`` (in program order) in one kernel or raise Refused."""
     reductions = [b for b in buffers if b.is_reduction()]
     anchor = reductions[0] if reductions else buffers[0]
-    rsizes = list(anchor.reduction_ranges)
+    rlogical_sizes = list(anchor.reduction_ranges)
+    rorder = reduction_order(anchor, reductions) if reductions else []
+    rsizes = [rlogical_sizes[d] for d in rorder]
+    rlogical_index: list[Expr] = [sympy.Integer(0)] * len(rorder)
+    for k, d in enumerate(rorder):
+        rlogical_index[d] = index_vars("r", len(rorder))[k]
     order = loop_order(anchor)
     logical_sizes = list(anchor.ranges)
     sizes = [logical_sizes[d] for d in order]
@@ -125,7 +171,8 @@ def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
     devices = {b.get_device() for b in buffers}
     if len(devices) > 1:
         raise Refused(f"buffers on different devices {sorted(map(str, devices))}")
-    nodes = [_place(b, sizes, rsizes, (logical_index, logical_sizes)) for b in buffers]
+    rlogical = (rlogical_index, rlogical_sizes)
+    nodes = [_place(b, sizes, rsizes, (logical_index, logical_sizes), rlogical) for b in buffers]
     red = index_vars("r", len(rsizes))
     ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
     written: dict[str, Expr] = {}
