@@ -80,7 +80,7 @@ _NUMBER_DTYPES = {
 
 def _numbers_as_tensors(func: OpOverload, args: tuple) -> tuple:
     """`args` with a Python number passed as `self`, where the schema takes a Tensor, made
-    the 0-dim tensor it stood for (`scalar_to_tensor`'s dtypes): functorch's batching rules
+    the 0-dim tensor it stood for (`scalar_to_tensor`'s dtypes): vmap's batching rules
     (an op under `torch.vmap`) hand a mode `x + 1`'s wrapped number as the number itself,
     and decompositions read `self`'s dtype. A number in a later Tensor slot stays a number
     (`mul(x, 2)` records as such, as eager hands it)."""

@@ -1,14 +1,14 @@
 """`torch.vmap(fn, in_dims, out_dims)(*args)` captured as one call over a traced body.
 
 `torch.vmap` (the same function as `torch.func.vmap`) is recognized by identity; its
-implementation switches functorch's global nesting level, which the trace cannot follow, so
+implementation switches a global vmap nesting level, which the trace cannot follow, so
 the call is captured whole instead:
 
 - the body `fn` is traced (variables/subgraph_capture.py) on one example of each batched
   argument (`x.select(in_dim, 0)`), unbatched arguments as they are;
 - the frame's graph calls `vmap_call(body_graph, in_dims, out_dims, *tensors)`, which runs
   `torch.vmap` over the body graph: eager runs the batching rules, and the aot stage traces
-  them into batched aten ops (its dispatch mode sits below functorch's batching);
+  them into batched aten ops (its dispatch mode sits below vmap's batching layer);
 - the call's example outputs come from running that on the fake example values (eager's
   layouts); an output that is a batched argument itself (an in-place method returning its
   tensor, `lambda a: a`) with the same out_dim as in_dim is that argument, as eager returns
