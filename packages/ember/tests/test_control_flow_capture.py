@@ -15,25 +15,11 @@ import torch
 from functorch.experimental.control_flow import map as control_map
 
 import ember
-from conftest import RecordingBackend
+from conftest import CountingBackend, RecordingBackend
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 COND = torch.ops.higher_order.cond
 MAP_IMPL = torch.ops.higher_order.map_impl
-
-
-class Counting:
-    """The named backend, counting the graphs it is given (each of these handles symbolic
-    sizes: one compile serves every size)."""
-
-    def __init__(self, name):
-        self.inner = ember.lookup_backend(name)
-        self.graphs = 0
-        ember.backends.symbolic_sizes(self)
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return self.inner(gm, example_inputs)
 
 
 def _calls(gm, op):
@@ -52,7 +38,7 @@ def scaled_or_shifted(flag, t, bias):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tensor_predicate_keeps_both_branches_in_one_graph(backend):
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(scaled_or_shifted, backend=counting, fullgraph=True)
     t, bias = torch.randn(6), torch.randn(6)
     for flag in (True, False, True):
@@ -123,7 +109,7 @@ def nested(p, q, t):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_nested_cond(backend):
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(nested, backend=counting, fullgraph=True)
     t = torch.tensor([0.5, -2.0])
     for p in (True, False):
@@ -174,7 +160,7 @@ def test_gradients_flow_through_the_taken_branch(backend):
     def loss(flag, t):
         return torch.cond(flag, lambda u: (u * w).sin(), lambda u: u * w * w, (t,)).sum()
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(loss, backend=counting)
     t = torch.randn(4)
     for flag in (True, False):
@@ -227,7 +213,7 @@ def test_map_over_the_leading_dimension(backend):
     def rows(xs, offset):
         return control_map(lambda row, off: row.sin() * scale + off, xs, offset)
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(rows, backend=counting, fullgraph=True)
     xs, offset = torch.randn(5, 3), torch.randn(3)
     torch.testing.assert_close(compiled(xs, offset), rows(xs, offset))
@@ -271,7 +257,7 @@ def test_a_symbolic_size_predicate_is_decided_under_a_guard(backend):
     def by_length(t):
         return torch.cond(t.shape[0] > 4, lambda u: u.sin(), lambda u: u.cos(), (t,))
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(by_length, backend=counting, dynamic=True)
     for n in (6, 8, 3, 9, 2):
         t = torch.randn(n)
@@ -290,7 +276,7 @@ def test_operands_nested_in_a_dict_and_a_list(backend):
 
         return torch.cond(flag, weigh, blend, ({"a": t, "b": s}, [s]))
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(mix, backend=counting, fullgraph=True)
     t, s = torch.randn(3), torch.randn(3)
     for flag in (True, False):
@@ -304,7 +290,7 @@ def test_map_over_a_symbolic_length(backend):
     def rows(xs, scale):
         return control_map(lambda row, s: row.cos() * s, xs, scale)
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(rows, backend=counting, dynamic=True)
     scale = torch.randn(2)
     for n in (3, 5, 7):

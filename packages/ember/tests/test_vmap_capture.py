@@ -13,19 +13,9 @@ import pytest
 import torch
 
 import ember
+from conftest import CountingBackend
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
-
-
-class Counting:
-    def __init__(self, name):
-        self.inner = ember.lookup_backend(name)
-        self.graphs = 0
-        ember.backends.symbolic_sizes(self)
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return self.inner(gm, example_inputs)
 
 
 def _one_graph(counting):
@@ -44,7 +34,7 @@ def scores(rows, shift):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batched_body_with_a_shared_argument_and_a_global(backend):
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(scores, backend=counting, fullgraph=True)
     rows, shift = torch.randn(4, 6), torch.randn(())
     torch.testing.assert_close(compiled(rows, shift), scores(rows, shift))
@@ -58,7 +48,7 @@ def test_gradients_through_the_vmapped_body(backend):
     def loss(xs):
         return torch.func.vmap(lambda x: (x @ w).tanh(), out_dims=1)(xs).square().sum()
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(loss, backend=counting, fullgraph=True)
     xs = torch.randn(5, 3)
     expected, got = loss(xs), compiled(xs)
@@ -73,7 +63,7 @@ def test_a_body_mixing_python_numbers(backend):
     def affine(t):
         return torch.vmap(lambda r: r.sum() * 0.5 + 2)(t) - 1
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(affine, backend=counting, fullgraph=True)
     t = torch.randn(5, 3)
     torch.testing.assert_close(compiled(t), affine(t))
@@ -85,7 +75,7 @@ def test_nested_vmap_is_an_outer_product(backend):
     def outer(a, b):
         return torch.vmap(lambda x: torch.vmap(lambda y: x * y + 1)(b))(a)
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(outer, backend=counting, fullgraph=True)
     a, b = torch.randn(3), torch.randn(5)
     torch.testing.assert_close(compiled(a, b), outer(a, b))
@@ -99,7 +89,7 @@ def test_an_in_place_body_writes_the_argument_and_returns_it(backend):
         v = torch.vmap(torch.Tensor.sin_)(u)
         return v is u, v + 1, u
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(inplace, backend=counting, fullgraph=True, dynamic=True)
     for n in (4, 6):
         t = torch.randn(n, 3)

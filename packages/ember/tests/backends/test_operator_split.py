@@ -13,19 +13,9 @@ import torch
 from functorch.experimental.control_flow import map as control_map
 
 import ember
+from conftest import CountingBackend
 
 BACKENDS = ["aot_eager", "inductor"]
-
-
-class Counting:
-    def __init__(self, name):
-        self.inner = ember.lookup_backend(name)
-        self.graphs = 0
-        ember.backends.symbolic_sizes(self)
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return self.inner(gm, example_inputs)
 
 
 def _assert_compiled(cond_calls=0, map_calls=0):
@@ -60,7 +50,7 @@ def gated(x, w, v):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_nested_cond_values_and_gradients_match_eager(backend):
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(gated, backend=counting, fullgraph=True)
     w = torch.randn(3, 4, requires_grad=True)
     v = torch.randn(4, requires_grad=True)
@@ -99,7 +89,7 @@ def test_map_body_compiled_with_gradients(backend):
         out = control_map(lambda row, m: (row @ m).tanh(), xs.sin(), w)
         return out.square().sum()
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(rows, backend=counting, fullgraph=True)
     w = torch.randn(3, 2, requires_grad=True)
     xs = torch.randn(6, 3)
@@ -129,7 +119,7 @@ def test_symbolic_sizes_stay_one_compile(backend):
     def f(t):
         return torch.cond(t.sum() > 0, lambda u: u.sin() * 2, lambda u: u.cos(), (t * 2,)) + t
 
-    counting = Counting(backend)
+    counting = CountingBackend(backend)
     compiled = ember.compile(f, backend=counting, dynamic=True)
     for n in (3, 5, 8):
         for sign in (1.0, -1.0):
