@@ -158,8 +158,20 @@ def integration(session: nox.Session) -> None:
     )  # fmt: skip
     zoo_tests = [local(ZOO / "tests")] if (ZOO / "tests").is_dir() else []
     session.run(
-        "pytest", *PARALLEL, "--durations=15", "integration_tests", *zoo_tests, *session.posargs
+        "pytest", *PARALLEL, "--durations=15", "-m", "not extended", "integration_tests",
+        *zoo_tests, *session.posargs,
     )  # fmt: skip
+
+
+@nox.session(python=MAIN_PYTHON)
+def extended(session: nox.Session) -> None:
+    """The integration tests left out of CI's bounded run (marked ``extended``): each
+    package's wheel installed alone, long Triton-interpreter training runs."""
+    install(
+        session, *(local(p.path) for p in PACKAGES), *zoo_paths(), "torch", "transformers",
+        "pytest", "pytest-xdist", "triton", "numpy",
+    )  # fmt: skip
+    session.run("pytest", *PARALLEL, "-m", "extended", "integration_tests", *session.posargs)
 
 
 @nox.session(python=MAIN_PYTHON)

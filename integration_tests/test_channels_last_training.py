@@ -181,8 +181,10 @@ def test_user_visible_feature_maps_and_gradients_keep_eager_strides(target, lowe
     got.square().sum().backward()
     torch.testing.assert_close(x_twin.grad, x.grad, rtol=1e-4, atol=1e-5)
     assert x_twin.grad.stride() == x.grad.stride()
+    # the conv bias's gradient is zero but for rounding (the batch norm takes the mean back
+    # out), so its sum order shows at 1e-5: the absolute floor is 1e-4 (the weights' are O(1))
     for mine, theirs in zip(twin.parameters(), block.parameters(), strict=True):
-        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-4)
     assert counters["inductor"]["backward_runs"] == 1
     (forward,) = [lw for lw in lowerings if _convolutions(lw, "convolution")]
     assert is_channels_last(_convolutions(forward, "convolution")[0].outputs[0].layout)

@@ -81,6 +81,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.extended  # 70 s of interpreted launches; the combo unit tests run in CI
 def test_optimizer_step_updates_share_launches_under_the_interpreter(tmp_path):
     env = {
         **os.environ,
