@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 SUITES = Path(__file__).resolve().parents[1] / "benchmarks" / "suites"
 sys.path.insert(0, str(SUITES))
@@ -51,7 +52,20 @@ def test_suite_model_passes_in_one_graph(suite: str, model: str, tmp_path: Path)
     assert ember["graphs"] == 1
     assert ember["launches"] > 0  # the kernels one steady call launches
     assert ember["speedup"] > 0 and ember["compile_s"] >= 0
-    assert ember["peak_mb"] is None  # CPU: no allocator statistics
+    assert ember["peak_mb"] > 0 and record["compilers"]["eager"]["peak_mb"] > 0
+
+
+def test_cpu_peak_counts_what_a_call_holds_at_once() -> None:
+    x = torch.randn(1024, 1024)  # 4 MiB
+
+    def step():
+        a = x * 2
+        b = a + 1
+        del a
+        c = b * 3  # b and c live: 8 MiB at most, a freed before c
+        return c.sum()
+
+    assert abs(suites_run._cpu_peak_bytes(step) - 8 * 2**20) < 2**12
 
 
 def test_unknown_model_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ Each model runs in a child process (a fresh torch._dynamo / Ember state, a --tim
 crash or hang that costs that model only). Per compiler: passes (outputs, or loss and
 gradients after one training step, against eager's at the suite's tolerances), speedup over
 eager (median over interleaved rounds of the per-round ratio), peak memory of one steady call
-above what was allocated before it (CUDA only), cold compile time (first call minus a steady
-call), Ember's compiled graph count and the kernels its graphs launch in one steady step
-(`launches`), and the error text of a compiler that fails.
+above what was allocated before it (CUDA's allocator statistics; on the CPU the profiler's
+allocation events), cold compile time (first call minus a steady call), Ember's compiled
+graph count and the kernels its graphs launch in one steady step (`launches`), and the
+error text of a compiler that fails.
 Modes: infer-fp32, infer-bf16 (torch.autocast around the call), train-bf16 (zero_grad,
 forward and loss under autocast, backward, optimizer step: all inside the compiled function).
 """
@@ -160,7 +161,10 @@ def _launches(step: Callable[[], Any]) -> int:
 
 
 def _peak_mb(step: Callable[[], Any], device: str) -> float | None:
-    """Peak allocated during one steady call, above what was allocated before it (CUDA)."""
+    """Peak allocated during one steady call, above what was allocated before it: CUDA's
+    allocator statistics, or on the CPU the allocator's events under the profiler."""
+    if device == "cpu":
+        return _cpu_peak_bytes(step) / 2**20
     if device != "cuda":
         return None
     torch.cuda.synchronize()
@@ -169,6 +173,28 @@ def _peak_mb(step: Callable[[], Any], device: str) -> float | None:
     step()
     torch.cuda.synchronize()
     return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def _cpu_peak_bytes(step: Callable[[], Any]) -> int:
+    """The CPU allocator has no peak counter: the profiler reports each allocation on the op
+    that made it (its own bytes, children excluded) and each free as a '[memory]' event;
+    their running sum in time order is what the call holds above its start."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    changes = sorted(
+        (
+            e.time_range.start,
+            e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage,
+        )
+        for e in prof.events()
+    )
+    live = peak = 0
+    for _, change in changes:
+        live += change
+        peak = max(peak, live)
+    return peak
 
 
 def warm_up(case: Case, name: str, args: argparse.Namespace, result: dict, ref: list) -> Any:
