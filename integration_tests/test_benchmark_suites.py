@@ -65,7 +65,12 @@ def test_cpu_peak_counts_what_a_call_holds_at_once() -> None:
         c = b * 3  # b and c live: 8 MiB at most, a freed before c
         return c.sum()
 
+    def scoped():  # the same inside one profiled scope (an optimizer's step is one)
+        with torch.profiler.record_function("scope"):
+            return step()
+
     assert abs(suites_run._cpu_peak_bytes(step) - 8 * 2**20) < 2**12
+    assert abs(suites_run._cpu_peak_bytes(scoped) - 8 * 2**20) < 2**12
 
 
 def test_unknown_model_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -176,20 +176,16 @@ def _peak_mb(step: Callable[[], Any], device: str) -> float | None:
 
 
 def _cpu_peak_bytes(step: Callable[[], Any]) -> int:
-    """The CPU allocator has no peak counter: the profiler reports each allocation on the op
-    that made it (its own bytes, children excluded) and each free as a '[memory]' event;
-    their running sum in time order is what the call holds above its start."""
+    """The CPU allocator has no peak counter: under the profiler each allocation and free is
+    a raw '[memory]' event with its signed size; their running sum in time order is what the
+    call holds above its start. (The summarized events attribute frees inside an op to the
+    op's start, which reorders them.)"""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    changes = sorted(
-        (
-            e.time_range.start,
-            e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage,
-        )
-        for e in prof.events()
-    )
+    events = prof.profiler.kineto_results.events()
+    changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
     live = peak = 0
     for _, change in changes:
         live += change
