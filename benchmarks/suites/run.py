@@ -179,7 +179,10 @@ def _cpu_peak_bytes(step: Callable[[], Any]) -> int:
     """The CPU allocator has no peak counter: under the profiler each allocation and free is
     a raw '[memory]' event with its signed size; their running sum in time order is what the
     call holds above its start. (The summarized events attribute frees inside an op to the
-    op's start, which reorders them.)"""
+    op's start, which reorders them.) A block allocated before the call and freed in it
+    has no size in the profiler and is not subtracted (gradients set to None by the step's
+    zero_grad): the figure is what the call allocates and holds at once, an upper bound on
+    the CUDA figure."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
