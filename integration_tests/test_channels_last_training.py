@@ -190,6 +190,9 @@ def test_user_visible_feature_maps_and_gradients_keep_eager_strides(target, lowe
     assert is_channels_last(_convolutions(forward, "convolution")[0].outputs[0].layout)
 
 
+# a minute of interpreted training kernels: the extended session's (CI keeps the target's
+# unit tests and the zoo through the interpreter)
+@pytest.mark.extended
 @pytest.mark.skipif(IN_CHILD, reason="the parent of the Triton cases")
 def test_triton_cases_on_the_interpreter(tmp_path):
     pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")

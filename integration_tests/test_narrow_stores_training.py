@@ -127,6 +127,9 @@ def test_autocast_training_stores_rounded_gradients_as_bf16(monkeypatch, tmp_pat
     assert f32 == plain_f32 - 2 * saved and saved > 0, (f32, plain_f32, saved)
 
 
+# a minute of interpreted training kernels: the extended session's (CI keeps the target's
+# unit tests and the zoo through the interpreter)
+@pytest.mark.extended
 @pytest.mark.skipif(os.environ.get(CHILD_FLAG) == "1", reason="this is the child")
 def test_on_the_triton_interpreter(tmp_path):
     pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
