@@ -73,3 +73,43 @@ def private_ember_cache(tmp_path, monkeypatch):
     ember.reset()
     yield
     ember.reset()
+
+
+class _Counted:
+    """ember.compile(fn) through a named backend, keeping each graph it was handed; the
+    recording wrapper declares symbolic sizes where the named backend does, so it is
+    handed the graphs that backend would be."""
+
+    def __init__(self, fn, backend: str, **options) -> None:
+        import ember  # here: this conftest also serves sessions without torch
+        from ember.backends import handles_symbolic_sizes, lookup_backend, symbolic_sizes
+
+        inner = lookup_backend(backend)
+        self.graphs: list = []
+
+        def record(gm, example_inputs):
+            self.graphs.append(gm)
+            return inner(gm, example_inputs)
+
+        if handles_symbolic_sizes(backend):
+            record = symbolic_sizes(record)
+        self.compiled = ember.compile(fn, backend=record, **options)
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled(*args, **kwargs)
+
+    @property
+    def ops(self) -> list[str]:
+        """The call targets of every graph handed over, by name."""
+        return [
+            getattr(n.target, "__name__", str(n.target))
+            for gm in self.graphs
+            for n in gm.graph.nodes
+            if n.op.startswith("call")
+        ]
+
+
+@pytest.fixture
+def counted_compile():
+    """The class `counted_compile(fn, backend, **options)`: a compile that keeps its graphs."""
+    return _Counted

@@ -13,35 +13,8 @@ import pytest
 import torch
 
 import ember
-from ember.backends.registry import lookup_backend
 
 BACKENDS = ["eager", "inductor"]
-
-
-class Counted:
-    """ember.compile(fn) through a named backend, keeping each graph it was handed."""
-
-    def __init__(self, fn, backend: str, **options) -> None:
-        inner = lookup_backend(backend)
-        self.graphs: list[torch.fx.GraphModule] = []
-
-        def record(gm, example_inputs):
-            self.graphs.append(gm)
-            return inner(gm, example_inputs)
-
-        self.compiled = ember.compile(fn, backend=record, **options)
-
-    def __call__(self, *args, **kwargs):
-        return self.compiled(*args, **kwargs)
-
-    @property
-    def ops(self) -> list[str]:
-        return [
-            getattr(n.target, "__name__", str(n.target))
-            for gm in self.graphs
-            for n in gm.graph.nodes
-            if n.op.startswith("call")
-        ]
 
 
 @pytest.fixture(autouse=True)
@@ -77,8 +50,8 @@ def _update_holder(h):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tensors_held_by_a_user_object_are_compiled(backend):
-    compiled = Counted(_update_holder, backend)
+def test_tensors_held_by_a_user_object_are_compiled(backend, counted_compile):
+    compiled = counted_compile(_update_holder, backend)
     x, y = torch.randn(5), torch.randn(5)
     got, want = compiled(Holder(x, y)), _update_holder(Holder(x, y))
     torch.testing.assert_close((got.a, got.b, got.c), (want.a, want.b, want.c))
@@ -94,8 +67,8 @@ def _sum_fields(obj):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tensors_in_a_dataclass_list_field_are_compiled(backend):
-    compiled = Counted(_sum_fields, backend, fullgraph=True)
+def test_tensors_in_a_dataclass_list_field_are_compiled(backend, counted_compile):
+    compiled = counted_compile(_sum_fields, backend, fullgraph=True)
     obj = Fields(torch.randn(3), [torch.randn(3), torch.randn(3)])
     torch.testing.assert_close(compiled(obj), _sum_fields(obj))
     assert len(compiled.graphs) == 1
@@ -107,8 +80,8 @@ def _bump_rows(rows):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_iterating_a_user_object_of_tensors_is_compiled(backend):
-    compiled = Counted(_bump_rows, backend, fullgraph=True)
+def test_iterating_a_user_object_of_tensors_is_compiled(backend, counted_compile):
+    compiled = counted_compile(_bump_rows, backend, fullgraph=True)
     rows = Rows([torch.randn(2), torch.randn(2)])
     torch.testing.assert_close(compiled(rows), _bump_rows(rows))
     assert len(compiled.graphs) == 1
@@ -127,8 +100,8 @@ def _queues(x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_deque_passed_in_is_traced_and_written_back(backend):
-    compiled = Counted(_shuffle_queue, backend, fullgraph=True)
+def test_a_deque_passed_in_is_traced_and_written_back(backend, counted_compile):
+    compiled = counted_compile(_shuffle_queue, backend, fullgraph=True)
     x = torch.randn(4)
     mine, theirs = _queues(x)
     torch.testing.assert_close(compiled(mine, x), _shuffle_queue(theirs, x))
@@ -203,13 +176,13 @@ def _vector_arithmetic(a, b, x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_python_operator_methods_of_user_classes_are_inlined(backend):
+def test_python_operator_methods_of_user_classes_are_inlined(backend, counted_compile):
     x = torch.randn(3)
 
     def args():
         return Vec(x), Vec(x + 1), x
 
-    compiled = Counted(_vector_arithmetic, backend, fullgraph=True)
+    compiled = counted_compile(_vector_arithmetic, backend, fullgraph=True)
     got, want = compiled(*args()), _vector_arithmetic(*args())
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(torch.as_tensor(g), torch.as_tensor(w))
@@ -267,8 +240,8 @@ def _use_defaults(cfg, x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_getattr_of_a_dict_subclass_reads_its_items(backend):
-    compiled = Counted(_use_options, backend, fullgraph=True)
+def test_getattr_of_a_dict_subclass_reads_its_items(backend, counted_compile):
+    compiled = counted_compile(_use_options, backend, fullgraph=True)
     x = torch.randn(6)
     torch.testing.assert_close(compiled(Options(scale=2, shift=1), x), x * 2 + 1)
     assert compiled.ops == ["mul", "add"]
@@ -280,8 +253,8 @@ def test_getattr_of_a_dict_subclass_reads_its_items(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_getattr_hook_answers_only_missing_attributes(backend):
-    compiled = Counted(_use_defaults, backend, fullgraph=True)
+def test_getattr_hook_answers_only_missing_attributes(backend, counted_compile):
+    compiled = counted_compile(_use_defaults, backend, fullgraph=True)
     x = torch.randn(6)
     torch.testing.assert_close(compiled(Defaults(), x), _use_defaults(Defaults(), x))
     assert compiled.ops == ["mul", "sub", "add"]
@@ -291,14 +264,14 @@ def test_getattr_hook_answers_only_missing_attributes(backend):
     assert len(compiled.graphs) == 2
 
 
-def test_a_missing_attribute_of_a_list_subclass_is_an_attribute_error():
+def test_a_missing_attribute_of_a_list_subclass_is_an_attribute_error(counted_compile):
     class Rows(list):
         pass
 
     def fn(rows, x):
         return x + 1 if hasattr(rows, "extra") else x - 1
 
-    compiled = Counted(fn, "eager", fullgraph=True)
+    compiled = counted_compile(fn, "eager", fullgraph=True)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(Rows([1]), x), x - 1)
     rows = Rows([1])
@@ -324,8 +297,8 @@ def _toggle_then_update(param, step):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_back_to_back_grad_mode_switches_cancel(backend):
-    compiled = Counted(_toggle_then_update, backend, fullgraph=True)
+def test_back_to_back_grad_mode_switches_cancel(backend, counted_compile):
+    compiled = counted_compile(_toggle_then_update, backend, fullgraph=True)
     mine, theirs = torch.nn.Parameter(torch.randn(4)), torch.nn.Parameter(torch.randn(4))
     with torch.no_grad():
         theirs.copy_(mine)
@@ -347,10 +320,10 @@ def _tensor_with_array(t, a):
 
 @pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # eager's own
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_tensor_and_an_array_combine_as_eager(backend):
+def test_a_tensor_and_an_array_combine_as_eager(backend, counted_compile):
     import numpy as np
 
-    compiled = Counted(_tensor_with_array, backend, fullgraph=True)
+    compiled = counted_compile(_tensor_with_array, backend, fullgraph=True)
     for dtype in (np.float32, np.float64, np.int64):
         t, a = torch.randn(5), (np.arange(5) + 1).astype(dtype)
         before = t.clone()
@@ -367,10 +340,10 @@ def _as_array(x, force):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tensor_numpy_with_force(backend):
+def test_tensor_numpy_with_force(backend, counted_compile):
     import numpy as np
 
-    compiled = Counted(_as_array, backend, fullgraph=True)
+    compiled = counted_compile(_as_array, backend, fullgraph=True)
     x = torch.randn(3)
     got = compiled(x, False)
     assert type(got) is np.ndarray
@@ -388,22 +361,22 @@ def _wave(x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_compiling_a_compiled_function_compiles_its_function(backend):
-    inner = Counted(_wave, backend, fullgraph=True)
-    outer = Counted(inner.compiled, backend, fullgraph=True)
+def test_compiling_a_compiled_function_compiles_its_function(backend, counted_compile):
+    inner = counted_compile(_wave, backend, fullgraph=True)
+    outer = counted_compile(inner.compiled, backend, fullgraph=True)
     x = torch.randn(4)
     torch.testing.assert_close(outer(x), _wave(x))
     assert len(outer.graphs) == 1 and inner.graphs == []  # the outer compile decides
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_compiled_function_called_in_a_trace_joins_its_graph(backend):
-    inner = Counted(_wave, backend, fullgraph=True)
+def test_a_compiled_function_called_in_a_trace_joins_its_graph(backend, counted_compile):
+    inner = counted_compile(_wave, backend, fullgraph=True)
 
     def caller(x):
         return inner.compiled(x * 2) - 1
 
-    outer = Counted(caller, backend, fullgraph=True)
+    outer = counted_compile(caller, backend, fullgraph=True)
     x = torch.randn(4)
     torch.testing.assert_close(outer(x), _wave(x * 2) - 1)
     assert outer.ops == ["mul", "cos", "sin", "add", "relu", "sub"]
@@ -438,8 +411,8 @@ def _make_counter(x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_returned_closure_keeps_its_traced_cells(backend):
-    compiled = Counted(_make_scaler, backend)
+def test_a_returned_closure_keeps_its_traced_cells(backend, counted_compile):
+    compiled = counted_compile(_make_scaler, backend)
     a, b = torch.randn(3), torch.randn(3)
     got, want = compiled(a, b), _make_scaler(a, b)
     assert len(compiled.graphs) == 1 and compiled.ops == ["add", "mul"]
@@ -450,8 +423,8 @@ def test_a_returned_closure_keeps_its_traced_cells(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_returned_closures_share_their_cells(backend):
-    compiled = Counted(_make_counter, backend)
+def test_returned_closures_share_their_cells(backend, counted_compile):
+    compiled = counted_compile(_make_counter, backend)
     x = torch.randn(4)
     bump, peek = compiled(x)
     assert len(compiled.graphs) == 1
@@ -460,21 +433,23 @@ def test_returned_closures_share_their_cells(backend):
     torch.testing.assert_close(peek(), x.sum() + 2)  # one cell, seen by both
 
 
-def test_a_closure_holding_itself_still_runs():
+def test_a_closure_holding_itself_still_runs(counted_compile):
     def make(x):
         def again(n):
             return x if n == 0 else again(n - 1) + 1
 
         return again
 
-    compiled = Counted(make, "eager")
+    compiled = counted_compile(make, "eager")
     x = torch.randn(2)
     torch.testing.assert_close(compiled(x)(2), x + 2)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_run_only_mode_compiles_nothing_new_even_through_a_compiled_function(backend):
-    compiled = Counted(_wave, backend, fullgraph=True)
+def test_run_only_mode_compiles_nothing_new_even_through_a_compiled_function(
+    backend, counted_compile
+):
+    compiled = counted_compile(_wave, backend, fullgraph=True)
     x = torch.randn(4)
     torch.testing.assert_close(compiled(x), _wave(x))
     assert len(compiled.graphs) == 1
@@ -493,12 +468,12 @@ def _mask_with_array(t, a, op):
 
 @pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # eager's own
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tensor_array_operators_through_operator_functions(backend):
+def test_tensor_array_operators_through_operator_functions(backend, counted_compile):
     import operator
 
     import numpy as np
 
-    compiled = Counted(_mask_with_array, backend)
+    compiled = counted_compile(_mask_with_array, backend)
     t, a = torch.tensor([True, False, True]), np.array([True, True, False])
     for op in (operator.and_, operator.ixor, operator.add):  # bools come back as uint8
         got, want = compiled(t.clone(), a, op), _mask_with_array(t.clone(), a, op)

@@ -12,28 +12,9 @@ import pytest
 import torch
 
 import ember
-from ember.backends.registry import lookup_backend
 
 BACKENDS = ["eager", "inductor"]
 pytestmark = pytest.mark.usefixtures("fresh_ember")
-
-
-class Counted:
-    """ember.compile(fn) through a named backend, keeping each graph it was handed."""
-
-    def __init__(self, fn, backend: str, **options) -> None:
-        inner = lookup_backend(backend)
-        self.graphs: list[torch.fx.GraphModule] = []
-
-        @ember.backends.symbolic_sizes  # as `inner` does: one graph serves every size
-        def record(gm, example_inputs):
-            self.graphs.append(gm)
-            return inner(gm, example_inputs)
-
-        self.compiled = ember.compile(fn, backend=record, **options)
-
-    def __call__(self, *args, **kwargs):
-        return self.compiled(*args, **kwargs)
 
 
 def same_arrays(got, expected) -> None:
@@ -50,7 +31,7 @@ def same_arrays(got, expected) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tensor_numpy_is_a_view_compiled_in_a_graph(backend):
+def test_tensor_numpy_is_a_view_compiled_in_a_graph(backend, counted_compile):
     # x.numpy() alone is a graph (a view of x, as eager's array shares x's memory): the
     # frame is compiled, not left to eager; writes through the array reach x
     def view_only(x):
@@ -61,14 +42,14 @@ def test_tensor_numpy_is_a_view_compiled_in_a_graph(backend):
         a *= 3
         return a + 1, x.numpy().strides
 
-    counted = Counted(view_only, backend)
+    counted = counted_compile(view_only, backend)
     x = torch.randn(3, 4)
     got = counted(x)
     same_arrays(got, view_only(x))
     assert np.shares_memory(got, x.numpy())
     assert len(counted.graphs) == 1
 
-    counted = Counted(written_through, backend)
+    counted = counted_compile(written_through, backend)
     x, x_eager = torch.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
     same_arrays(counted(x), written_through(x_eager))
     assert torch.equal(x, x_eager)
@@ -76,7 +57,7 @@ def test_tensor_numpy_is_a_view_compiled_in_a_graph(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tensor_numpy_of_a_tensor_requiring_grad(backend):
+def test_tensor_numpy_of_a_tensor_requiring_grad(backend, counted_compile):
     def forced(x):
         return x.numpy(force=True) * 2
 
@@ -84,11 +65,11 @@ def test_tensor_numpy_of_a_tensor_requiring_grad(backend):
         return x.numpy() * 2  # eager raises: Ember breaks and lets eager raise it
 
     x = torch.randn(4, requires_grad=True)
-    counted = Counted(forced, backend)
+    counted = counted_compile(forced, backend)
     same_arrays(counted(x), forced(x))
     assert len(counted.graphs) == 1
     with pytest.raises(RuntimeError, match="requires grad"):
-        Counted(unforced, backend)(x)
+        counted_compile(unforced, backend)(x)
 
 
 @pytest.fixture
@@ -103,13 +84,13 @@ def nested_types(value) -> object:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_array_tolist_and_item_read_in_the_graph(backend, capture_scalars):
+def test_array_tolist_and_item_read_in_the_graph(backend, capture_scalars, counted_compile):
     # Python ints, floats and bools, as NumPy's own tolist()/item() give them
     def fn(a):
         return a.tolist(), (a > 2).tolist(), a.max().item(), (a * 0.5).sum().item()
 
     for a in (np.arange(5), np.arange(6, dtype=np.float32).reshape(2, 3)):
-        counted = Counted(fn, backend, fullgraph=True)
+        counted = counted_compile(fn, backend, fullgraph=True)
         got, expected = counted(a), fn(a)
         assert got == expected
         assert nested_types(list(got)) == nested_types(list(expected))
@@ -117,25 +98,25 @@ def test_array_tolist_and_item_read_in_the_graph(backend, capture_scalars):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_array_tolist_without_captured_scalars_breaks(backend):
+def test_array_tolist_without_captured_scalars_breaks(backend, counted_compile):
     def fn(a):
         return (a + 1).tolist()
 
     a = np.arange(4)
-    counted = Counted(fn, backend)
+    counted = counted_compile(fn, backend)
     assert counted(a) == fn(a)  # the read runs eagerly
     ember.reset()
     with pytest.raises(ember.exc.Unsupported, match=r"tolist\(\) reads array data"):
-        Counted(fn, backend, fullgraph=True)(a)
+        counted_compile(fn, backend, fullgraph=True)(a)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_arrays_of_changing_sizes_share_one_symbolic_graph(backend):
+def test_arrays_of_changing_sizes_share_one_symbolic_graph(backend, counted_compile):
     # the second size makes the array's sizes symbolic, as a tensor's: no compile after it
     def fn(a, t):
         return np.nan_to_num(a) * 2 + len(a) + a.size, a.shape, t * a.shape[1]
 
-    counted = Counted(fn, backend)
+    counted = counted_compile(fn, backend)
     for n in (3, 4, 5, 7):
         a = np.linspace(-1.0, 1.0, n * 3).reshape(n, 3)
         a[0, 0] = np.nan
@@ -157,13 +138,13 @@ def _input_sizes(gm) -> list:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_rule_needing_sizes_specializes_a_symbolic_array(backend):
+def test_a_rule_needing_sizes_specializes_a_symbolic_array(backend, counted_compile):
     # a[::-1] and take_along_axis along the flattened array read the sizes: each new size
     # compiles (its size guarded), never a break, never a stale graph
     def fn(a, i):
         return a[::-1] * 2, np.take_along_axis(a, i, None)
 
-    counted = Counted(fn, backend)
+    counted = counted_compile(fn, backend)
     for n in (3, 4, 5):
         a, i = np.arange(n * 2.0).reshape(n, 2), np.arange(n)[::-1].copy()
         same_arrays(counted(a, i), fn(a, i))
@@ -171,13 +152,13 @@ def test_a_rule_needing_sizes_specializes_a_symbolic_array(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_array_torch_refuses_fails_the_symbolic_graphs_guard(backend):
+def test_an_array_torch_refuses_fails_the_symbolic_graphs_guard(backend, counted_compile):
     # negative strides: torch.from_numpy raises in the guard, which fails; the new call runs
     # eagerly (Ember refuses such an array), its values right
     def fn(a):
         return np.sin(a) + 1
 
-    counted = Counted(fn, backend)
+    counted = counted_compile(fn, backend)
     for n in (3, 4):
         a = np.arange(float(n))
         same_arrays(counted(a), fn(a))
@@ -194,13 +175,13 @@ def read_only(a: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_read_only_arrays_are_read_in_the_graph(backend):
+def test_read_only_arrays_are_read_in_the_graph(backend, counted_compile):
     # np.broadcast_to and read-only views: no torch.from_numpy warning (an error here), one
     # graph; a writeable array of the same shape is another graph
     def fn(a):
         return a * 2 + a.sum(), np.sin(a[-1]), a.shape
 
-    counted = Counted(fn, backend, fullgraph=True)
+    counted = counted_compile(fn, backend, fullgraph=True)
     broadcast = np.broadcast_to(np.arange(3.0), (2, 3))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -213,7 +194,7 @@ def test_read_only_arrays_are_read_in_the_graph(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_write_into_a_read_only_array_raises_as_in_eager(backend):
+def test_a_write_into_a_read_only_array_raises_as_in_eager(backend, counted_compile):
     def fn(a):
         b = a * 2
         a += 1
@@ -223,12 +204,12 @@ def test_a_write_into_a_read_only_array_raises_as_in_eager(backend):
     with pytest.raises(ValueError, match="read-only"):
         fn(a)
     with pytest.raises(ValueError, match="read-only"):
-        Counted(fn, backend)(a)
+        counted_compile(fn, backend)(a)
     assert np.array_equal(a, np.arange(3.0))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_read_only_array_sees_writes_into_the_memory_it_shares(backend):
+def test_a_read_only_array_sees_writes_into_the_memory_it_shares(backend, counted_compile):
     # the graph reads a copy of the read-only array: a write into an input in the same trace
     # (before or after the read-only array is read) ends the graph, so no read is stale
     def write_first(base, view):
@@ -242,14 +223,14 @@ def test_a_read_only_array_sees_writes_into_the_memory_it_shares(backend):
 
     for fn in (write_first, read_first):
         ember.reset()
-        counted = Counted(fn, backend)
+        counted = counted_compile(fn, backend)
         base, eager_base = np.arange(3.0), np.arange(3.0)
         same_arrays(counted(base, read_only(base)), fn(eager_base, read_only(eager_base)))
         assert np.array_equal(base, eager_base)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_array_factories_of_a_dynamic_size_share_one_graph(backend):
+def test_array_factories_of_a_dynamic_size_share_one_graph(backend, counted_compile):
     # np.ones/np.zeros/np.full given an int that changes between calls: its size stays
     # symbolic in the graph (one graph after the first recompile), never a compile per value
     def fn(n, t):
@@ -258,7 +239,7 @@ def test_array_factories_of_a_dynamic_size_share_one_graph(backend):
         as_tensor.unsqueeze_(0)
         return as_tensor + t, np.zeros(n, dtype=np.int32), np.full(n, 7)
 
-    counted = Counted(fn, backend)
+    counted = counted_compile(fn, backend)
     for n in range(2, 6):
         t = torch.randn(1, 2, 2, n)
         got, expected = counted(n, t), fn(n, t)
