@@ -29,3 +29,21 @@ def test_the_peak_is_the_largest_set_of_buffers_alive_together():
     # it and the second product together
     assert "buf1 takes the storage of buf0" in sched.describe()
     assert sched.peak_bytes() == hidden + out, sched.describe()
+
+
+def _embedding_gradient(idx, v):
+    """An embedding's gradient: rows of `v` added into a zero-filled accumulator (4 KiB),
+    which the scatter writes in place and returns."""
+    zeros = prims.full([256, 4], 0, dtype=torch.float32, device=torch.device("cpu"))
+    return (prims.index_put(zeros, [idx], v, True),)
+
+
+def test_an_in_place_library_result_is_the_storage_it_wrote():
+    idx, v = torch.tensor([1, 3, 1, 9, 0, 3]), torch.randn(6, 4)
+    sched = schedule(lower(prim_graph(_embedding_gradient, idx, v), [idx, v], target=LIBRARY_CPU))
+    want = torch.zeros(256, 4).index_put_((idx,), v, accumulate=True)
+    torch.testing.assert_close(run_scheduled(sched, [idx, v])[0], want)
+    (scatter,) = [g for g in sched if g.extern is not None and g.extern.mutates]
+    assert scatter.buffer_names() != [scatter.extern.mutates]  # a result of its own name
+    # the accumulator once, not again for the result the scatter hands back
+    assert sched.peak_bytes() == 256 * 4 * 4, sched.describe()

@@ -4,7 +4,8 @@ The wrapper allocates each group's buffers before the group runs (a computed buf
 in a dead buffer's storage, an in-place one in the storage of a buffer the group reads last, a
 library call's results fresh from the library), then drops the buffers the plan frees after
 it; a freed storage that a later buffer takes over is held until then (the wrapper keeps it
-for its taker). Counted: the storages the graph makes (outputs among them), with their sizes
+for its taker). An in-place library call's result is the buffer it wrote, no storage of its
+own. Counted: the storages the graph makes (outputs among them), with their sizes
 on the example inputs; not counted: graph inputs and constants, a library's workspaces.
 """
 
@@ -31,10 +32,15 @@ def plan_peak_bytes(
     size: dict[str, int] = {}  # storage -> bytes
     peak = 0
     for group in groups:
+        # an in-place library call (index_put_, a collective) returns the buffer it writes
+        aliased = group.extern.mutates if group.extern is not None else None
         for name in group.buffer_names():
             plan = allocations.get(name)
             donor = plan.reuses if plan is not None else None
-            if donor is not None and donor in storage_of:
+            if aliased is not None and name != aliased:
+                if aliased in storage_of:  # (a graph input's storage: uncounted)
+                    storage_of[name] = storage_of[aliased]
+            elif donor is not None and donor in storage_of:
                 storage = storage_of[donor] if plan.in_place else storage_of.pop(donor)
                 storage_of[name] = storage
             elif plan is None or not plan.in_place:  # (in place in a graph input: uncounted)
