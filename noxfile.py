@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -55,9 +56,59 @@ def checked_session(**options: object) -> Callable[[Callable], Callable]:
     return register
 
 
-# pip byte-compiles every module it installs unless told not to: for torch alone that is a
-# third of its install time, paid by each session's venv. Python compiles what a test imports.
-NO_COMPILE = ["--no-compile"]
+# Sessions' venvs are made and filled by uv where ./dev's tools venv has it (pinned in
+# constraints.txt), else by virtualenv and pip. uv links each wheel from its cache: a torch
+# install is about 3 s instead of pip's 12-25, paid by each of the dozen torch sessions.
+nox.options.default_venv_backend = "uv|virtualenv"
+
+
+def _pip_config() -> dict[str, str]:
+    """pip's settings as `pip config list` prints them (files and PIP_* variables), keyed
+    by the option name (`find-links`, `extra-index-url`, ...)."""
+    try:
+        listing = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    settings = {}
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        settings[key.rpartition(".")[2]] = value.strip().strip("'\"")
+    return settings
+
+
+def _uv_environment() -> None:
+    """uv reads no pip configuration: the indexes and wheel folders pip is told about (this
+    machine's registry mirrors, the local CPU torch wheel) are handed to uv, and uv may take
+    a pinned version from whichever index has it, as pip does. uv never downloads a Python."""
+    pip = _pip_config()
+    for pip_key, uv_key in [
+        ("index-url", "UV_DEFAULT_INDEX"),
+        ("extra-index-url", "UV_EXTRA_INDEX_URL"),
+        ("find-links", "UV_FIND_LINKS"),
+    ]:
+        if pip.get(pip_key) and uv_key not in os.environ:
+            os.environ[uv_key] = pip[pip_key]
+    os.environ.setdefault("UV_INDEX_STRATEGY", "unsafe-best-match")
+    os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    # pip in every venv: integration_tests/test_wheels.py builds and installs wheels with it
+    os.environ.setdefault("UV_VENV_SEED", "1")
+
+
+_uv_environment()
+
+
+def install_pinned(session: nox.Session, constraints: Path | str, *args: str) -> None:
+    """pip (or uv pip) install with every requirement and build requirement pinned by
+    `constraints`. pip is told not to byte-compile (for torch alone a third of its install
+    time; Python compiles what a test imports); uv does not unless asked."""
+    if session.venv_backend == "uv":
+        flags = ["-c", str(constraints), "--build-constraints", str(constraints)]
+    else:
+        flags = ["--no-compile", "-c", str(constraints), "--build-constraint", str(constraints)]
+    session.install(*flags, *args)
 
 
 def local(path: Path) -> str:
@@ -66,10 +117,8 @@ def local(path: Path) -> str:
 
 
 def install(session: nox.Session, *args: str) -> None:
-    """pip install with every requirement and build requirement pinned by constraints.txt."""
-    session.install(
-        *NO_COMPILE, "-c", str(CONSTRAINTS), "--build-constraint", str(CONSTRAINTS), *args
-    )
+    """install_pinned with constraints.txt."""
+    install_pinned(session, CONSTRAINTS, *args)
 
 
 def zoo_paths() -> list[str]:
@@ -225,10 +274,8 @@ def hf_latest(session: nox.Session) -> None:
     newest = ("transformers", "huggingface-hub", "tokenizers", "safetensors")
     pins = str(rewritten_constraints(session, dict.fromkeys(newest)))
     packages = [local(p.path) for p in PACKAGES]
-    session.install(
-        *NO_COMPILE, "-c", pins, "--build-constraint", pins, *packages, "torch", "pytest"
-    )
-    session.install(*NO_COMPILE, "-c", pins, "--upgrade", "transformers")
+    install_pinned(session, pins, *packages, "torch", "pytest")
+    install_pinned(session, pins, "--upgrade", "transformers")
     session.run(
         "python", "-c", "import transformers; print('transformers', transformers.__version__)"
     )
@@ -246,9 +293,9 @@ def torch_312(session: nox.Session) -> None:
     tracer's 3.12 bytecode path end to end), in one venv so the big wheel installs once."""
     pins = str(rewritten_constraints(session, PY312_PINS))
     packages = [local(p.path) + "[test]" for p in PACKAGES]
-    session.install(
-        *NO_COMPILE, "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
-        "transformers", "pytest", "pytest-xdist", "expecttest", "hypothesis", "numpy",
+    install_pinned(
+        session, pins, *packages, *zoo_paths(), "torch", "transformers", "pytest",
+        "pytest-xdist", "expecttest", "hypothesis", "numpy",
     )  # fmt: skip
     tests = [
         local(p.path / "tests")
@@ -336,9 +383,9 @@ def torch_release_session(name: str, pin: str | None) -> None:
         unpinned = {"torch": pin, "triton": None, "setuptools": None}
         pins = str(rewritten_constraints(session, unpinned))
         packages = [local(p.path) + "[test]" for p in PACKAGES]
-        session.install(
-            *NO_COMPILE, "-c", pins, "--build-constraint", pins, *packages, *zoo_paths(), "torch",
-            "transformers", "pytest", "pytest-xdist", "expecttest", "hypothesis", "numpy",
+        install_pinned(
+            session, pins, *packages, *zoo_paths(), "torch", "transformers", "pytest",
+            "pytest-xdist", "expecttest", "hypothesis", "numpy",
         )  # fmt: skip
         session.run("python", "-c", "import torch; print('torch', torch.__version__)")
         for path in TORCH_RELEASE_TESTS:  # separate processes: the conftest files share names
