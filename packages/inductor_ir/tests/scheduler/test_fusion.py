@@ -55,7 +55,9 @@ def test_reduction_then_pointwise_epilogue(check):
         vm = prims.var_mean(a, [1], 1.0)
         return (prims.rsqrt(prims.add(vm[0], vm[1])),)
 
-    _, sched = check(f, torch.randn(6, 10))
+    # positive rows: var + mean stays away from zero, where rsqrt would turn one rounding
+    # step of the sums into a difference beyond the tolerance (a randn row did, once in CI)
+    _, sched = check(f, torch.rand(6, 10) + 0.5)
     assert len(sched) == 1
     assert sched[0].nodes[-1].placement == "outer"
 
