@@ -36,6 +36,7 @@ from ember_codegen.exc import (
     KernelRuntimeError,
 )
 from ember_codegen.targets import CPP_TARGET, TRITON_TARGET
+from ember_codegen.triton.prebuild import start_build_workers
 
 __all__ = [
     "CPP_TARGET",
@@ -67,4 +68,5 @@ __all__ = [
     "default_cache_root",
     "discover_toolchain",
     "kernel_key",
+    "start_build_workers",
 ]

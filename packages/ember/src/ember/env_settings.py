@@ -57,6 +57,7 @@ CHECKS: dict[str, Callable[[str, str], None]] = {
     # EMBER_INDUCTOR_TARGET and EMBER_LOGS are checked where they are read, naming themselves
     "EMBER_TRITON_MATMUL": _choice("auto", "template", "aten"),
     "EMBER_TRITON_COMBINE": _choice("0", "1"),
+    "EMBER_TRITON_BUILD_PROCESSES": _choice("0", "1"),
 }
 
 

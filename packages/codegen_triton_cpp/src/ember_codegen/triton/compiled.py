@@ -14,7 +14,7 @@ import torch
 
 from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.exc import CodegenError
-from ember_codegen.workers import progress_counter, timed_job
+from ember_codegen.workers import pool_size, progress_counter, timed_job
 from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
 from ember_codegen.wrapper.runtime import call_without_autocast
 from ember_codegen.wrapper.size_bindings import bound, concrete
@@ -31,7 +31,8 @@ from .autotune import (
 from .cache import configure_triton_cache, interpreting, load_module, module_source, triton_root
 from .combo import combine_groups
 from .kernel import GroupKernels, TritonKernel, build_group
-from .launch import direct_launch, direct_launches_enabled
+from .launch import POINTER_ALIGNMENT, direct_launch, direct_launches_enabled
+from .prebuild import BuildJob, build_all, pointer_arg, prebuild_enabled, start_build_workers
 from .symbolic_wrapper import symbolic_triton_call
 from .target import TRITON_TARGET
 from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
@@ -129,6 +130,8 @@ def compile_triton(
     configure_triton_cache()
     autotune = autotune or mode in ("max-autotune", "max-autotune-no-cudagraphs")
     device = graph_device(sched)
+    if device.type == "cuda":
+        start_build_workers()  # where the umbrella did not yet: they import while we generate
     policy = matmul_policy(matmul)
     if sched.shape_env is not None:
         # symbolic sizes: kernels take them as arguments (symbolic.py); the matmul template
@@ -273,9 +276,10 @@ def compile_parallel(
     device: torch.device,
     sizes: dict[str, int] | None = None,
 ) -> None:
-    """Compile every kernel for its launch signature in a thread pool (Triton's compiler
-    releases the GIL in its native passes), so the first call only launches; each binary
-    then gets its direct launch (launch.py). `layouts`: each parameter's layout record;
+    """Compile every kernel for its launch signature, so the first call only launches:
+    worker processes build the binaries into Triton's cache (prebuild.py), then a thread pool
+    warms each kernel up here (a cache hit, or the build itself where no worker made it);
+    each binary then gets its direct launch (launch.py). `layouts`: each parameter's layout record;
     `sizes`: the size symbols' values to warm up with (their binary serves every value:
     size arguments are not specialized)."""
     sizes = sizes or {}
@@ -301,14 +305,70 @@ def compile_parallel(
         items = [(g, k, k.grid()) for g in groups for k in g.kernels if concrete(k.xnumel) > 0]
     if not items:
         return
+    if prebuild_enabled() and len(items) > 1:
+        _prebuild([(g, k) for g, k, _ in items], module, layouts, sizes)
     tick = progress_counter(len(items))  # each built binary reported (the progress line)
 
     def warm_and_report(item: tuple[GroupKernels, TritonKernel, tuple[int]]) -> None:
         timed_job(lambda: warm(item), f"build {item[1].name}")()
         tick()
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+    # a thread a core, as for C++ builds (EMBER_COMPILE_WORKERS); a build here holds the GIL
+    # for most of its time, so more threads than 8 gained nothing (compile_profile.py)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(pool_size(), len(items))) as pool:
         list(pool.map(warm_and_report, items))
+
+
+def _prebuild(
+    kernels: list[tuple[GroupKernels, TritonKernel]],
+    module: Any,
+    layouts: dict[str, list],
+    sizes: dict[str, int],
+) -> None:
+    """The kernels built in worker processes (prebuild.py) into Triton's cache, where the
+    warm-up below then finds them; what a worker could not build is built there as before."""
+    from triton.runtime import driver
+
+    target = driver.active.get_current_target()
+    jobs = [
+        BuildJob(
+            path=module.__file__,
+            module=module.__name__,
+            kernel=kernel.name,
+            args=_stand_in_args(kernel, group, layouts, sizes),
+            constexprs=kernel.config.constexprs(kernel.reduction),
+            num_warps=kernel.config.num_warps,
+            num_stages=kernel.config.num_stages,
+            target=[target.backend, target.arch, target.warp_size],
+            cache_dir=os.environ["TRITON_CACHE_DIR"],
+        )
+        for group, kernel in kernels
+    ]
+    start = time.perf_counter()
+    built, failures = build_all(jobs, pool_size())
+    perf_log.info(
+        "triton prebuild: %d of %d kernels in worker processes in %.3fs%s",
+        built, len(jobs), time.perf_counter() - start,
+        f"; not built there: {failures[:3]}" if failures else "",
+    )  # fmt: skip
+
+
+def _stand_in_args(
+    kernel: TritonKernel, group: GroupKernels, layouts: dict[str, list], sizes: dict[str, int]
+) -> list:
+    """The warm-up's arguments (scratch_args_from's tensors, then the sizes) as a worker
+    rebuilds them: each tensor's dtype and whether its address is 16-byte aligned (a fresh
+    storage is; a view is where its offset keeps it so)."""
+    workspaces = {ws.name: ws for ws in group.workspaces}
+    args: list = []
+    for name in kernel.params:
+        if name in workspaces:
+            args.append(pointer_arg(str(workspaces[name].dtype).split(".")[-1], True))
+            continue
+        _, _, offset, dtype, _ = layouts[name]
+        itemsize = getattr(torch, dtype).itemsize
+        args.append(pointer_arg(dtype, offset * itemsize % POINTER_ALIGNMENT == 0))
+    return args + [sizes[n] for n in kernel.size_params]
 
 
 __all__ = ["CompiledGraph", "compile_triton", "launcher"]

@@ -57,6 +57,7 @@ from ember_aot_autograd import (
     min_cut_rematerialization_partition,
 )
 from ember_aot_autograd.passes import PassedPartition
+from ember_codegen import start_build_workers
 from ember_inductor_ir import DynamicShapeUnsupported, ScalarReadUnsupported
 from ember_primops import decomposition_table
 
@@ -207,6 +208,8 @@ def inductor(
     example_inputs: list[torch.Tensor],
     settings: InductorSettings | None = None,
 ) -> Callable:
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs):
+        start_build_workers()  # Triton's build workers start while this graph is lowered
     compile_fn = eager_on_limitation("inductor", functools.partial(_inductor, settings=settings))
     if has_foreign_sizes(example_inputs):  # Dynamo's dynamic sizes: one compile per size
         limit = (settings or DEFAULT_SETTINGS).dynamic_specializations

@@ -1,0 +1,298 @@
+"""Triton kernels built in worker processes, into Triton's binary cache, before the compiling
+process warms them up.
+
+Building a Triton kernel is mostly Python (the front end walks the kernel's AST) under the
+GIL: threads overlap only the ptxas subprocess, so a training step's few hundred kernels
+took 22-24 s of a 46-s compile on a 16-core host whether 8 or 16 threads built them
+(tools/gpu/compile_profile.py). Worker processes build them side by side instead: each
+runs `kernel.warmup` with stand-in arguments (a pointer's dtype and whether it is 16-byte
+aligned, the size arguments' values), which writes the binary to the cache directory the
+compiling process uses. That process's own warm-up (compiled.compile_parallel) then finds
+every binary there. A kernel a worker could not build (a worker that failed to start, a
+Triton whose internals differ) is built in-process as before: the workers only save time.
+
+The workers never touch the GPU: Triton is given a driver that names the compiling process's
+target and device, so no CUDA context is made per worker. They are plain subprocesses
+(`python -m ember_codegen.triton.prebuild`, one JSON job per line on stdin, one JSON reply
+per line on stdout), not multiprocessing's: those would re-import the user's main module.
+EMBER_TRITON_BUILD_PROCESSES=0 turns them off; EMBER_COMPILE_WORKERS sets their number.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember_codegen.workers import pool_size
+
+from .cache import interpreting
+
+ENV_SWITCH = "EMBER_TRITON_BUILD_PROCESSES"
+
+
+def prebuild_enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1") != "0"
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One kernel's warm-up, in terms a worker can rebuild: its module file and name, each
+    argument (("ptr", dtype name, aligned) for a tensor, the value for a size), the
+    constexprs and launch options, the target and Triton's cache directory."""
+
+    path: str
+    module: str
+    kernel: str
+    args: list
+    constexprs: dict[str, Any]
+    num_warps: int
+    num_stages: int
+    target: list
+    cache_dir: str
+
+    def line(self) -> str:
+        return json.dumps(self.__dict__) + "\n"
+
+
+def pointer_arg(dtype: str, aligned: bool) -> list:
+    return ["ptr", dtype, aligned]
+
+
+# -- the compiling process's side --------------------------------------------------------
+
+
+@dataclass
+class _Worker:
+    process: subprocess.Popen
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def build(self, job: BuildJob) -> dict:
+        with self.lock:
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.process.stdin.write(job.line())
+            self.process.stdin.flush()
+            reply = self.process.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"build worker exited (code {self.process.poll()})")
+        return json.loads(reply)
+
+
+class BuildProcesses:
+    """A few long-lived worker processes, started once per compiling process and kept for
+    its later compiles (each pays for importing torch and Triton once)."""
+
+    def __init__(self, count: int) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        command = [sys.executable, "-m", __name__]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+        self.workers = [
+            _Worker(subprocess.Popen(command, text=True, env=env, **pipes)) for _ in range(count)
+        ]
+
+    def build_all(self, jobs: Sequence[BuildJob]) -> tuple[int, list[str]]:
+        """Builds every job over the workers; (how many were built, the failures' reasons)."""
+        pending: queue.SimpleQueue[BuildJob] = queue.SimpleQueue()
+        for job in jobs:
+            pending.put(job)
+        built = 0
+        failures: list[str] = []
+        lock = threading.Lock()
+
+        def drain(worker: _Worker) -> None:
+            nonlocal built
+            while True:
+                try:
+                    job = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    reply = worker.build(job)
+                except (OSError, RuntimeError, ValueError) as exc:
+                    with lock:
+                        failures.append(f"{job.kernel}: {exc}")
+                    return  # a dead worker takes no more jobs; the others drain the rest
+                with lock:
+                    if reply.get("ok"):
+                        built += 1
+                    else:
+                        failures.append(f"{job.kernel}: {reply.get('error')}")
+
+        threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in self.workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return built, failures
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+                worker.process.wait()
+
+
+_lock = threading.Lock()
+_processes: BuildProcesses | None = None
+_idle_timer: threading.Timer | None = None
+#: workers left idle this long are stopped (each holds torch and Triton, a few hundred MB);
+#: the next build starts new ones
+IDLE_SECONDS = 120.0
+
+
+def build_processes(count: int) -> BuildProcesses | None:
+    """The process-wide workers, started at the first call; None where none can start."""
+    global _processes
+    with _lock:
+        _cancel_idle_stop()
+        if _processes is None:
+            try:
+                _processes = BuildProcesses(count)
+            except OSError:  # no interpreter to start (an embedded Python, say)
+                return None
+        return _processes
+
+
+def build_all(jobs: Sequence[BuildJob], count: int) -> tuple[int, list[str]]:
+    """`jobs` built over the workers (started if need be), then their idle clock started."""
+    processes = build_processes(count)
+    if processes is None:
+        return 0, ["no build worker could start"]
+    try:
+        return processes.build_all(jobs)
+    finally:
+        _schedule_idle_stop()
+
+
+def start_build_workers(count: int | None = None) -> None:
+    """Starts the workers (EMBER_COMPILE_WORKERS of them, else a core each) where a CUDA
+    graph's compile begins: their start (importing torch and Triton, a few seconds) then
+    overlaps its tracing, decomposition and scheduling. Nothing under Triton's interpreter,
+    without Triton, or with EMBER_TRITON_BUILD_PROCESSES=0."""
+    if not prebuild_enabled() or importlib.util.find_spec("triton") is None or interpreting():
+        return
+    build_processes(pool_size() if count is None else count)
+    _schedule_idle_stop()
+
+
+def _cancel_idle_stop() -> None:
+    global _idle_timer
+    if _idle_timer is not None:
+        _idle_timer.cancel()
+        _idle_timer = None
+
+
+def _schedule_idle_stop() -> None:
+    global _idle_timer
+    with _lock:
+        _cancel_idle_stop()
+        _idle_timer = threading.Timer(IDLE_SECONDS, shutdown)
+        _idle_timer.daemon = True
+        _idle_timer.start()
+
+
+def shutdown() -> None:
+    """Stops the workers (at exit, after IDLE_SECONDS without a build, or when asked)."""
+    global _processes
+    with _lock:
+        processes, _processes = _processes, None
+    if processes is not None:
+        processes.close()
+
+
+atexit.register(shutdown)
+
+
+# -- the worker's side --------------------------------------------------------------------
+
+
+class CompileOnlyDriver:
+    """What Triton asks its active driver while building (not launching) a kernel: the
+    compiling process's target, a device index and a stream, none of which touches a GPU."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+
+def _stand_in(arg: Any) -> Any:
+    """A worker's argument for a job's: a pointer as an object Triton specializes like a
+    tensor of that dtype and alignment, a size as itself."""
+    import torch
+    from triton.runtime.jit import MockTensor
+
+    if not (isinstance(arg, list) and arg and arg[0] == "ptr"):
+        return arg
+    _, dtype, aligned = arg
+
+    class Pointer(MockTensor):
+        def data_ptr(self) -> int:  # Triton reads alignment off the address
+            return 0 if aligned else 8
+
+    return Pointer(getattr(torch, dtype))
+
+
+def _build_launcher(binary: Any, backend: str) -> str:
+    """The binary's launcher built too (Triton compiles one small C module per argument
+    signature, with the C compiler, into the same cache); "ok" or why not. It needs the
+    CUDA driver library to load, not a GPU context."""
+    if backend != "cuda":
+        return "not a cuda binary"
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+
+        CudaLauncher(binary.src, binary.metadata)
+    except Exception as exc:  # the compiling process builds it at the kernel's first load
+        return f"{type(exc).__name__}: {exc}"[:200]
+    return "ok"
+
+
+def _serve() -> None:
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver
+
+    modules: dict[str, Any] = {}
+    for line in sys.stdin:
+        job = BuildJob(**json.loads(line))
+        start = time.perf_counter()
+        try:
+            os.environ["TRITON_CACHE_DIR"] = job.cache_dir
+            driver.set_active(CompileOnlyDriver(GPUTarget(*job.target)))
+            module = modules.get(job.path)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(job.module, job.path)
+                assert spec is not None and spec.loader is not None
+                module = modules[job.path] = importlib.util.module_from_spec(spec)
+                sys.modules[job.module] = module
+                spec.loader.exec_module(module)
+            binary = getattr(module, job.kernel).warmup(
+                *[_stand_in(a) for a in job.args], grid=(1,), **job.constexprs,
+                num_warps=job.num_warps, num_stages=job.num_stages,
+            )  # fmt: skip
+            reply = {"ok": True, "s": round(time.perf_counter() - start, 3)}
+            reply["launcher"] = _build_launcher(binary, job.target[0])
+        except Exception as exc:  # reported; the compiling process builds it instead
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,155 @@
+"""Kernels built in worker processes (ember_codegen/triton/prebuild.py), on the CPU: Triton
+builds a CUDA binary without a GPU when it is told the target, so a worker fills the cache
+and the compiling process's own warm-up, with real tensors, must find it there."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import triton
+
+from ember_codegen.triton import prebuild
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x, y, out, n, XBLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    mask = offsets < n
+    total = tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask)
+    tl.store(out + offsets, total, mask=mask)
+"""
+TARGET = ["cuda", 90, 32]
+
+# the warm-up compiled.compile_parallel does, with real tensors (one a view one float off an
+# aligned storage), under a driver that builds for TARGET without a GPU
+WARM_UP = """
+import importlib.util, json, sys, torch
+from triton.backends.compiler import GPUTarget
+from triton.runtime import driver
+from ember_codegen.triton.prebuild import CompileOnlyDriver
+path, name, target = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+driver.set_active(CompileOnlyDriver(GPUTarget(*target)))
+spec = importlib.util.spec_from_file_location(name, path)
+module = importlib.util.module_from_spec(spec)
+sys.modules[name] = module
+spec.loader.exec_module(module)
+out = torch.zeros(1001)[1:]
+module.add_kernel.warmup(torch.zeros(1000), torch.zeros(1000), out, 1000, grid=(1,),
+                         XBLOCK=128, num_warps=4, num_stages=1)
+"""
+
+
+@pytest.fixture
+def compiled_build(tmp_path, monkeypatch):
+    """A kernel file, a Triton cache folder, and Triton building (not interpreting) for a
+    GPU that this machine need not have."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the folder's conftest sets it
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(driver, "_active", prebuild.CompileOnlyDriver(GPUTarget(*TARGET)))
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this Triton has no bundled ptxas")
+    path = tmp_path / "kernels.py"
+    path.write_text(KERNEL)
+    job = prebuild.BuildJob(
+        path=str(path), module="prebuild_test_kernels", kernel="add_kernel",
+        args=[prebuild.pointer_arg("float32", True)] * 2
+        + [prebuild.pointer_arg("float32", False), 1000],
+        constexprs={"XBLOCK": 128}, num_warps=4, num_stages=1, target=TARGET,
+        cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    return job
+
+
+def _entries(job: prebuild.BuildJob) -> set[str]:
+    return set(os.listdir(job.cache_dir)) if os.path.isdir(job.cache_dir) else set()
+
+
+def test_the_warm_up_with_real_tensors_finds_the_workers_binary(compiled_build):
+    job = compiled_build
+    workers = prebuild.BuildProcesses(2)
+    try:
+        built, failures = workers.build_all([job])
+    finally:
+        workers.close()
+    assert (built, failures) == (1, [])
+    entries = _entries(job)
+    assert any(
+        name.endswith(".cubin")
+        for entry in entries
+        for name in os.listdir(f"{job.cache_dir}/{entry}")
+    )
+    # the compiling process's warm-up, in a process of its own: this one imported Triton
+    # to interpret (the folder's conftest), and such a Triton cannot build
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    subprocess.run(
+        [sys.executable, "-c", WARM_UP, job.path, job.module, json.dumps(TARGET)],
+        env=env, check=True, timeout=120,
+    )  # fmt: skip
+    assert _entries(job) == entries  # a cache hit: nothing new was built
+
+
+def test_an_aligned_stand_in_is_another_binary_than_a_misaligned_one(compiled_build):
+    job = compiled_build
+    aligned = dataclasses.replace(job, args=[prebuild.pointer_arg("float32", True)] * 3 + [1000])
+    workers = prebuild.BuildProcesses(1)
+    try:
+        assert workers.build_all([job, aligned]) == (2, [])
+    finally:
+        workers.close()
+    assert len(_entries(job)) == 2
+
+
+def test_a_job_a_worker_cannot_build_is_reported_and_the_worker_goes_on(compiled_build):
+    job = compiled_build
+    missing = dataclasses.replace(job, kernel="no_such_kernel")
+    workers = prebuild.BuildProcesses(1)
+    try:
+        built, failures = workers.build_all([missing, job])
+    finally:
+        workers.close()
+    assert built == 1
+    assert len(failures) == 1 and "no_such_kernel" in failures[0]
+
+
+def test_workers_left_idle_are_stopped_and_the_next_build_starts_new_ones(
+    compiled_build, monkeypatch
+):
+    job = compiled_build
+    monkeypatch.setattr(prebuild, "IDLE_SECONDS", 0.2)
+    try:
+        assert prebuild.build_all([job], 1) == (1, [])
+        first = prebuild._processes
+        deadline = time.monotonic() + 10
+        while prebuild._processes is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert prebuild._processes is None
+        for worker in first.workers:  # stopped, not left behind
+            worker.process.wait(timeout=10)
+        aligned = dataclasses.replace(job, args=[prebuild.pointer_arg("float32", True)] * 3 + [8])
+        assert prebuild.build_all([aligned], 1) == (1, [])
+    finally:
+        prebuild.shutdown()
+
+
+def test_no_workers_start_under_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    prebuild.start_build_workers(1)
+    assert prebuild._processes is None
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setenv("EMBER_TRITON_BUILD_PROCESSES", "0")
+    prebuild.start_build_workers(1)
+    assert prebuild._processes is None
