@@ -74,18 +74,27 @@ def compiled_build(tmp_path, monkeypatch):
     return job
 
 
+@pytest.fixture(scope="module")
+def worker():
+    """One build worker for the module's tests (each start imports torch and Triton),
+    started without the folder's TRITON_INTERPRET."""
+    interpret = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        processes = prebuild.BuildProcesses(1)
+    finally:
+        if interpret is not None:
+            os.environ["TRITON_INTERPRET"] = interpret
+    yield processes
+    processes.close()
+
+
 def _entries(job: prebuild.BuildJob) -> set[str]:
     return set(os.listdir(job.cache_dir)) if os.path.isdir(job.cache_dir) else set()
 
 
-def test_the_warm_up_with_real_tensors_finds_the_workers_binary(compiled_build):
+def test_the_warm_up_with_real_tensors_finds_the_workers_binary(compiled_build, worker):
     job = compiled_build
-    workers = prebuild.BuildProcesses(2)
-    try:
-        built, failures = workers.build_all([job])
-    finally:
-        workers.close()
-    assert (built, failures) == (1, [])
+    assert worker.build_all([job]) == (1, [])
     entries = _entries(job)
     assert any(
         name.endswith(".cubin")
@@ -102,25 +111,17 @@ def test_the_warm_up_with_real_tensors_finds_the_workers_binary(compiled_build):
     assert _entries(job) == entries  # a cache hit: nothing new was built
 
 
-def test_an_aligned_stand_in_is_another_binary_than_a_misaligned_one(compiled_build):
+def test_an_aligned_stand_in_is_another_binary_than_a_misaligned_one(compiled_build, worker):
     job = compiled_build
     aligned = dataclasses.replace(job, args=[prebuild.pointer_arg("float32", True)] * 3 + [1000])
-    workers = prebuild.BuildProcesses(1)
-    try:
-        assert workers.build_all([job, aligned]) == (2, [])
-    finally:
-        workers.close()
+    assert worker.build_all([job, aligned]) == (2, [])
     assert len(_entries(job)) == 2
 
 
-def test_a_job_a_worker_cannot_build_is_reported_and_the_worker_goes_on(compiled_build):
+def test_a_job_a_worker_cannot_build_is_reported_and_the_worker_goes_on(compiled_build, worker):
     job = compiled_build
     missing = dataclasses.replace(job, kernel="no_such_kernel")
-    workers = prebuild.BuildProcesses(1)
-    try:
-        built, failures = workers.build_all([missing, job])
-    finally:
-        workers.close()
+    built, failures = worker.build_all([missing, job])
     assert built == 1
     assert len(failures) == 1 and "no_such_kernel" in failures[0]
 
