@@ -209,7 +209,16 @@ def shutdown() -> None:
         processes.close()
 
 
+def _forget_workers_in_child() -> None:
+    # a forked child (a data loader's worker) must neither use nor stop its parent's workers
+    global _processes, _idle_timer, _lock
+    _processes = _idle_timer = None
+    _lock = threading.Lock()
+
+
 atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
 # -- the worker's side --------------------------------------------------------------------

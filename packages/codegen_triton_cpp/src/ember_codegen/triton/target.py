@@ -14,10 +14,13 @@ GPU_CHANNELS_LAST = ChannelsLastPolicy(inference=True, training=True, weight_gra
 #: small independent pointwise kernels launched together (an optimizer step: one kernel per
 #: parameter): a launch costs a few microseconds of GPU time and more of the host's, what an
 #: H200 takes to read and write 1-4 M float32 points, so only larger kernels launch alone
-#: (ResNet-50's largest parameter, 2.4 M points, joins its neighbours); 32 parts of up to 8
-#: arguments (AdamW's: 4 read, 4 written) fit in 256 pointers, half of the 4 KB a CUDA launch
-#: takes, and a 32-part kernel compiles in about the time its parts take one after another
-GPU_COMBINE = CombinePolicy(max_kernels=32, max_args=256, max_numel=1 << 22)
+#: (ResNet-50's largest parameter, 2.4 M points, joins its neighbours). A combined kernel
+#: builds in about the time of its parts one after another (AdamW's: 7.0 s for 32 parts,
+#: 1.2-1.6 s for 8, on one core), and kernels build side by side (prebuild.py), so one of 32
+#: parts was a compile's longest single build (Llama's optimizer: 8.4 s for 5 kernels);
+#: 16 parts halve that for a few more launches. 16 parts of up to 8 arguments (AdamW's: 4
+#: read, 4 written) fit in 128 pointers, a quarter of the 4 KB a CUDA launch takes.
+GPU_COMBINE = CombinePolicy(max_kernels=16, max_args=128, max_numel=1 << 22)
 
 TRITON_TARGET = register_target(
     Target(
