@@ -73,7 +73,10 @@ CHILD = textwrap.dedent(
 )
 
 
-TARGETS = ["cpp", "triton"]
+# the Triton target's children (its interpreter, about 60 s together) run in `nox -s
+# extended`; CI keeps the C++ target's, and the Triton target's symbolic kernels themselves
+# (test_dynamic_triton.py)
+TARGETS = ["cpp", pytest.param("triton", marks=pytest.mark.extended)]
 
 
 @pytest.fixture(params=TARGETS)
