@@ -9,12 +9,15 @@ The child process sets TRITON_INTERPRET before triton is imported."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from ember_codegen import TRITON_TARGET
 
 pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
 
@@ -94,11 +97,12 @@ def test_optimizer_step_updates_share_launches_under_the_interpreter(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-4000:]
     results = json.loads(out.stdout.strip().splitlines()[-1])
+    # the optimizer graph's 50 update kernels share ceil(50 / max_kernels) launches
+    saved = 50 - math.ceil(50 / TRITON_TARGET.combine.max_kernels)
     for case, (combined, alone) in results.items():
         assert combined["forward_graphs"] == alone["forward_graphs"], case
         assert "kernels_combined" not in alone, case
-        # the optimizer graph's 50 update kernels share 2 launches (32 parts at most each)
         assert combined["kernels_combined"] >= 50, case
-        assert combined["kernels"] <= alone["kernels"] - 48, case
+        assert combined["kernels"] <= alone["kernels"] - saved, case
         # a steady step: forward, backward and the optimizer graph each run once
-        assert combined["step_launches"] <= alone["step_launches"] - 48, case
+        assert combined["step_launches"] <= alone["step_launches"] - saved, case
