@@ -154,3 +154,10 @@ def test_no_workers_start_under_the_interpreter(monkeypatch):
     monkeypatch.setenv("EMBER_TRITON_BUILD_PROCESSES", "0")
     prebuild.start_build_workers(1)
     assert prebuild._processes is None
+
+
+def test_no_workers_where_python_is_embedded_in_another_program(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")
+    assert prebuild.build_processes(1) is None
+    assert prebuild.build_all([], 1) == (0, ["no build worker could start"])

@@ -155,11 +155,20 @@ def build_processes(count: int) -> BuildProcesses | None:
     with _lock:
         _cancel_idle_stop()
         if _processes is None:
+            if not _python_interpreter(sys.executable):
+                return None  # Python embedded in another program: nothing to start
             try:
                 _processes = BuildProcesses(count)
-            except OSError:  # no interpreter to start (an embedded Python, say)
+            except OSError:
                 return None
         return _processes
+
+
+def _python_interpreter(executable: str) -> bool:
+    """Whether `executable` is a Python interpreter that `-m` runs a module with (under a
+    server or an application embedding Python it names that program instead)."""
+    name = os.path.basename(executable or "").lower()
+    return name.startswith(("python", "pypy"))
 
 
 def build_all(jobs: Sequence[BuildJob], count: int) -> tuple[int, list[str]]:
