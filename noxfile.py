@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -522,37 +521,3 @@ def build(session: nox.Session) -> None:
         session.run("python", "-m", "build", "--outdir", "dist", local(package.path), env=env)
     wheels = sorted(str(w.relative_to(ROOT)) for w in dist.glob("*.whl"))
     session.run("python", "tools/check_wheel_pins.py", *wheels)
-
-
-def _prefetch_torch_builds() -> None:
-    """Under CI, a plain `nox` run fetches the torch builds that torch-3.12, torch-oldest and
-    torch-newest install (CUDA builds from the registry, several GB each with their nvidia
-    wheels) into uv's cache in the background, while the package sessions' tests leave the
-    network idle; those sessions then install from the cache. One throwaway venv at a time
-    (uv installs through it), removed at the end."""
-    uv = Path(sys.executable).parent / "uv"
-    if not uv.exists():
-        return
-    # beside uv's cache (XDG_CACHE_HOME/uv by default), so that uv links instead of copying
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    cache_home.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="ember-prefetch-", dir=cache_home))
-    builds = [
-        ("3.12", PY312_PINS["torch"]),
-        ("3.11", TORCH_RELEASES["torch-oldest"]),
-        ("3.11", TORCH_RELEASES["torch-newest"]),
-    ]
-    steps = [
-        f"{uv} venv -q --python {python} {root}/venv{n} && "
-        f"{uv} pip install -q --python {root}/venv{n}/bin/python '{pin}'; rm -rf {root}/venv{n}"
-        for n, (python, pin) in enumerate(builds)
-    ]
-    subprocess.Popen(
-        ["bash", "-c", "; ".join([*steps, f"rm -rf {root}"])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-
-
-_NAMED = {"-s", "--session", "--sessions", "-e", "-k", "-l", "--list", "--list-sessions"}
-if os.environ.get("CI") and not _NAMED.intersection(sys.argv):
-    _prefetch_torch_builds()
