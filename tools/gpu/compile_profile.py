@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 VARIANTS: dict[str, dict[str, str]] = {
     "base": {},
-    "workers8": {"EMBER_COMPILE_WORKERS": "8"},  # the Triton builds' thread count before
+    "workers8": {"EMBER_COMPILE_WORKERS": "8"},  # 8 build worker processes
     "workers4": {"EMBER_COMPILE_WORKERS": "4"},
     "noprebuild": {"EMBER_TRITON_BUILD_PROCESSES": "0"},  # every build in-process
 }

@@ -38,6 +38,9 @@ from .target import TRITON_TARGET
 from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
 from .wrapper import TritonWrapperBuilder, build_wrapper, graph_device, runtime_namespace
 
+#: threads warming the kernels up in this process (compile_parallel)
+WARM_UP_THREADS = 8
+
 output_code_log = logging.getLogger("ember.output_code")
 perf_log = logging.getLogger("ember.perf")
 
@@ -313,9 +316,11 @@ def compile_parallel(
         timed_job(lambda: warm(item), f"build {item[1].name}")()
         tick()
 
-    # a thread a core, as for C++ builds (EMBER_COMPILE_WORKERS); a build here holds the GIL
-    # for most of its time, so more threads than 8 gained nothing (compile_profile.py)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(pool_size(), len(items))) as pool:
+    # a build here holds the GIL for most of its time: 16 threads were no faster than 8
+    # (tools/gpu/compile_profile.py), and after the workers most warm-ups are cache hits
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=min(WARM_UP_THREADS, len(items))
+    ) as pool:
         list(pool.map(warm_and_report, items))
 
 
