@@ -332,9 +332,18 @@ def _merge_digits(expr: Expr) -> Expr:
 
 
 def simplify_index(expr: Expr, var_ranges: Mapping[sympy.Symbol, Expr] | None = None) -> Expr:
-    """Fold integer-division terms using the variables' ranges until nothing changes."""
-    var_ranges = var_ranges or {}
-    expr = sympy.expand(as_expr(expr))
+    """Fold integer-division terms using the variables' ranges until nothing changes.
+
+    A pure function of the expression and the ranges (sympy values compare and hash by
+    structure): memoized, since lowering, scheduling, the dump and code generation each
+    simplify the same few thousand indices again."""
+    return _simplify_index(as_expr(expr), tuple(var_ranges.items()) if var_ranges else ())
+
+
+@functools.lru_cache(maxsize=16384)
+def _simplify_index(expr: Expr, ranges: tuple[tuple[sympy.Symbol, Expr], ...]) -> Expr:
+    var_ranges = dict(ranges)
+    expr = sympy.expand(expr)
     for _ in range(8):
         new = _fold_bounded(expr, var_ranges)
         # digits merge inside digits' bases too (a reshape of a reshape)
