@@ -66,6 +66,48 @@ def _refuse_unstrided(func: OpOverload, out: Any) -> None:
             )
 
 
+#: leaf types of op arguments that are no containers and no tensors (the tracer's fast paths
+#: pass them untouched; anything else goes through pytree)
+_PLAIN_LEAVES = frozenset(
+    {
+        int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+        torch.memory_format, torch.SymInt, torch.SymFloat, torch.SymBool,
+    }
+)  # fmt: skip
+
+
+def _may_hold_real_tensor(values: Any) -> bool:
+    """Whether a real (not fake) tensor may be among `values` (an op's args, or its kwargs'
+    values), in the lists and tuples among them too: False only where each is a fake tensor
+    or a plain leaf (then lifting constants would change nothing)."""
+    for value in values:
+        kind = type(value)
+        if kind in _PLAIN_LEAVES or kind is FakeTensor:
+            continue
+        if kind is list or kind is tuple:
+            for item in value:
+                if type(item) not in _PLAIN_LEAVES and type(item) is not FakeTensor:
+                    return True
+            continue
+        return True
+    return False
+
+
+def _map_args(fn: Callable[[Any], Any], value: Any) -> Any:
+    """`tree_map(fn, value)` with lists, tuples and dicts walked here (the shapes op
+    arguments come in); any other container goes through pytree, as before."""
+    kind = type(value)
+    if kind is list:
+        return [_map_args(fn, item) for item in value]
+    if kind is tuple:
+        return tuple(_map_args(fn, item) for item in value)
+    if kind is dict:
+        return {key: _map_args(fn, item) for key, item in value.items()}
+    if kind in _PLAIN_LEAVES or isinstance(value, torch.Tensor):
+        return fn(value)
+    return tree_map(fn, value)
+
+
 def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(value)[0])
 
@@ -237,7 +279,8 @@ class FunctionalTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         args = _numbers_as_tensors(func, args)
-        args, kwargs = tree_map(self._lift_constant, (args, kwargs))
+        if _may_hold_real_tensor(args) or _may_hold_real_tensor(kwargs.values()):
+            args, kwargs = tree_map(self._lift_constant, (args, kwargs))
         if self.decompositions is not None and func in self.decompositions:
             self.report.decomposed[str(func)] += 1
             with self, stage("decompose"):  # its time shows as the decompose stage's
@@ -276,7 +319,7 @@ class FunctionalTracer(TorchDispatchMode):
                 raise UndecomposedOpError(func)
             self.report.undecomposed[name] += 1
         self.report.recorded[name] += 1
-        node_args, node_kwargs = tree_map(self._node_of, (args, kwargs))
+        node_args, node_kwargs = _map_args(self._node_of, (args, kwargs))
         node = self.graph.call_function(func, tuple(node_args), node_kwargs)
         node.meta["val"] = tuple(out) if isinstance(out, list) else out
         mark(node)  # the checkpointed region it was recorded in (regions.py)
