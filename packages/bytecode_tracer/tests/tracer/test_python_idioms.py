@@ -406,3 +406,26 @@ def test_graph_break_in_handlers_and_finally_blocks_matches_eager(fn, capsys):
     for _ in range(2):
         assert same(compiled(x), expected)
         assert torch.is_grad_enabled()
+
+
+class _ShiftedWindows(torch.nn.Module):
+    """torchvision's Swin blocks copy a module's list attribute, then write the copy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shift = [2, 3]
+
+    def forward(self, x):
+        shift = self.shift.copy()
+        if x.shape[0] <= shift[0]:
+            shift[0] = 0
+        return torch.roll(x, shifts=(-shift[0], -shift[1]), dims=(0, 1))
+
+
+def test_list_copy_is_one_graph_and_leaves_the_original_alone():
+    module = _ShiftedWindows()
+    compiled = Compiled(module, fullgraph=True)
+    for x in (torch.randn(4, 5), torch.randn(2, 5)):
+        assert same(compiled(x), module(x))
+    assert module.shift == [2, 3]
+    assert compiled.backend.graph_count == 2  # one per value of the shape test

@@ -160,6 +160,9 @@ class ListVariable(BaseListVariable):
     container_type = list
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "copy" and not args and not kwargs:  # a new list of the same items: its
+            # writes stay in the frame (no source), the original's items keep their guards
+            return ListVariable(self.items)
         mutating = {"append", "extend", "insert", "pop", "clear", "__setitem__", "reverse",
                     "remove", "__delitem__", "sort"}  # fmt: skip
         if name not in mutating:
