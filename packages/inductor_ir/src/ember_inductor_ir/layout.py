@@ -9,6 +9,7 @@ before freezing reaches every reader.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +39,7 @@ class Layout:
         """The flat storage index of a logical index."""
         if len(index) != len(self.size):
             raise ValueError(f"index of rank {len(index)} into a layout of rank {len(self.size)}")
-        terms = [i * s for i, s, n in zip(index, self.stride, self.size, strict=True) if n != 1]
-        return self.offset + sympy.Add(*terms)
+        return _flat_index(tuple(index), tuple(self.stride), tuple(self.size), self.offset)
 
     def storage_numel(self) -> int | Expr:
         """Elements of storage this layout spans (0 for an empty tensor); an expression over
@@ -67,6 +67,15 @@ class Layout:
         stride = ", ".join(str(s) for s in self.stride)
         offset = f" offset {self.offset}" if self.offset != 0 else ""
         return f"{dtype}[{size}] stride [{stride}]{offset} {self.device.type}"
+
+
+@functools.lru_cache(maxsize=65536)
+def _flat_index(index: tuple, stride: tuple, size: tuple, offset: Expr) -> Expr:
+    """Layout.index of the layout's values as they are now (keyed by value, so that a
+    layout changed before the scheduler froze it is never answered from before): every
+    body run indexes the same few hundred layouts with the same loop variables."""
+    terms = [i * s for i, s, n in zip(index, stride, size, strict=True) if n != 1]
+    return offset + sympy.Add(*terms)
 
 
 @dataclass

@@ -8,7 +8,7 @@ base's storage, so extern kernels and graph outputs can take it without a copy.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -30,6 +30,9 @@ class View(IRNode):
     #: How the view acts on a strided base layout (None: not expressible as strides).
     layout_map: LayoutMap | None
     kind: str
+    #: reindex's answers by index (reindex is a function of the index alone; bodies run the
+    #: same view at the same loop variables many times: lowering, scheduling, codegen)
+    _reindexed: dict[tuple, tuple] = field(default_factory=dict, init=False, repr=False)
 
     def get_size(self) -> list[Expr]:
         return self.size
@@ -42,9 +45,14 @@ class View(IRNode):
 
     def make_loader(self) -> Loader:
         inner = self.base.make_loader()  # bound now, like TensorBox.make_loader
+        reindexed = self._reindexed
 
         def load(ops: Any, index: Sequence[Expr]) -> Any:
-            return inner(ops, self.reindex(index))
+            key = tuple(index)
+            mapped = reindexed.get(key)
+            if mapped is None:
+                mapped = reindexed[key] = tuple(self.reindex(index))
+            return inner(ops, list(mapped))
 
         return load
 
