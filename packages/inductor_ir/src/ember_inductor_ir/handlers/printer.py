@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +12,18 @@ import torch
 from ..ops import OP_NAMES, WELFORD
 
 
+@functools.lru_cache(maxsize=16384)
+def expr_text(expr: sympy.Basic) -> str:
+    """``str(expr)``, memoized: sympy prints the same few hundred indices afresh each time,
+    and the dump prints every body of the graph."""
+    return str(expr)
+
+
 def format_arg(arg: object) -> str:
     if isinstance(arg, torch.dtype):
         return str(arg).removeprefix("torch.")
     if isinstance(arg, sympy.Basic):
-        return str(arg)
+        return expr_text(arg)
     return repr(arg) if isinstance(arg, str) and not arg.startswith("tmp") else str(arg)
 
 
@@ -43,13 +51,14 @@ class PrinterHandler:
         return op
 
     def load(self, name: str, index: sympy.Expr) -> str:
-        return self._emit(f"load({name}, {index})")
+        return self._emit(f"load({name}, {expr_text(index)})")
 
     def store(self, name: str, index: sympy.Expr, value: str) -> None:
-        self.lines.append(f"{self._indent}store({name}, {index}, {value})")
+        self.lines.append(f"{self._indent}store({name}, {expr_text(index)}, {value})")
 
     def store_reduction(self, name: str, index: sympy.Expr, value: str) -> None:
-        self.lines.append(f"{self._indent}store_reduction({name}, {index}, {value})")
+        text = f"store_reduction({name}, {expr_text(index)}, {value})"
+        self.lines.append(f"{self._indent}{text}")
 
     def indirect_indexing(self, x: str, size: sympy.Expr) -> sympy.Symbol:
         self.lines.append(f"{self._indent}ind_{x} = indirect_indexing({x}, {size})")
