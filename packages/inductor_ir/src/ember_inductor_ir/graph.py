@@ -464,8 +464,8 @@ class GraphLowering:
     def _check_against_meta(self, node: torch.fx.Node, result: Any) -> None:
         """Every lowering must agree with the prim's meta function on shape and dtype."""
         expected = node.meta.get("val")
-        got_leaves, _ = tree_flatten(result)
-        want_leaves, _ = tree_flatten(expected)
+        got_leaves = _leaves(result)
+        want_leaves = [expected] if isinstance(expected, torch.Tensor) else _leaves(expected)
         if expected is None or len(got_leaves) != len(want_leaves):
             return
         for got, want in zip(got_leaves, want_leaves, strict=False):
@@ -481,7 +481,7 @@ class GraphLowering:
                     )
 
     def _maybe_realize(self, node: torch.fx.Node, result: Any) -> None:
-        for box in tree_flatten(result)[0]:
+        for box in _leaves(result):
             if not isinstance(box, TensorBox):
                 continue
             data = box.data
@@ -541,6 +541,12 @@ def _same_order(a: Sequence[object], b: Sequence[object]) -> bool:
         )
     except TypeError:
         return True
+
+
+def _leaves(value: Any) -> list[Any]:
+    """``tree_flatten(value)[0]``, without pytree's walk for the common single IR node (a
+    lowering's result; an IR node is a pytree leaf)."""
+    return [value] if isinstance(value, IRNode) else tree_flatten(value)[0]
 
 
 def recompute_cost(data: Pointwise) -> int:
