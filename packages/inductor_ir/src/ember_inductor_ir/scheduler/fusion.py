@@ -151,8 +151,49 @@ def _accesses(node: ScheduledNode) -> ReadWriteHandler:
     return rw
 
 
-def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
-    """Place ``buffers`` (in program order) in one kernel or raise Refused."""
+Accesses = tuple[list[tuple[str, Expr]], list[tuple[str, Expr]]]
+
+
+class Placements:
+    """form_group's placements, and what each placed body reads and writes, by buffer and
+    kernel space: fusion tries an operation against a growing group, placing every member
+    again each time. Valid while no layout or body changes: one ``schedule`` (which froze
+    the layouts first) makes one and drops it when it returns."""
+
+    def __init__(self) -> None:
+        self._placed: dict[tuple, ScheduledNode] = {}
+        self._accessed: dict[tuple, Accesses] = {}
+
+    def place(self, buf: ComputedBuffer, *space: list[Expr] | tuple) -> ScheduledNode:
+        """``_place(buf, *space)``: a fresh node, its placement computed once."""
+        node = self._placed.get(key := self._key(buf, space))
+        if node is None:
+            node = self._placed[key] = _place(buf, *space)
+        return ScheduledNode(node.buffer, node.placement, list(node.index), list(node.rindex))
+
+    def accesses(self, node: ScheduledNode) -> Accesses:
+        """The (name, index) pairs ``node``'s body reads and writes, in the group's variables."""
+        key = (node.buffer, tuple(node.index), tuple(node.rindex))
+        found = self._accessed.get(key)
+        if found is None:
+            rw = _accesses(node)
+            found = self._accessed[key] = (rw.reads, rw.writes)
+        return found
+
+    @staticmethod
+    def _key(buf: ComputedBuffer, space: tuple) -> tuple:
+        sizes, rsizes, (lindex, lsizes), (rindex, rsizes_logical) = space
+        return (
+            buf, tuple(sizes), tuple(rsizes), tuple(lindex), tuple(lsizes), tuple(rindex),
+            tuple(rsizes_logical),
+        )  # fmt: skip
+
+
+def form_group(buffers: Sequence[ComputedBuffer], placements: Placements | None = None) -> Formed:
+    """Place ``buffers`` (in program order) in one kernel or raise Refused. ``placements``:
+    the ones this schedule has made so far (found there, not made again)."""
+    if placements is None:
+        placements = Placements()
     reductions = [b for b in buffers if b.is_reduction()]
     anchor = reductions[0] if reductions else buffers[0]
     rlogical_sizes = list(anchor.reduction_ranges)
@@ -172,13 +213,14 @@ def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
     if len(devices) > 1:
         raise Refused(f"buffers on different devices {sorted(map(str, devices))}")
     rlogical = (rlogical_index, rlogical_sizes)
-    nodes = [_place(b, sizes, rsizes, (logical_index, logical_sizes), rlogical) for b in buffers]
+    logical = (logical_index, logical_sizes)
+    nodes = [placements.place(b, sizes, rsizes, logical, rlogical) for b in buffers]
     red = index_vars("r", len(rsizes))
     ranges = dict(zip([*outer, *red], [*sizes, *rsizes], strict=False))
     written: dict[str, Expr] = {}
     for node in nodes:
-        rw = _accesses(node)
-        for name, index in rw.reads:
+        reads, writes = placements.accesses(node)
+        for name, index in reads:
             if name not in written:
                 continue
             if sympy.expand(simplify_index(index, ranges) - written[name]) != 0:
@@ -186,6 +228,6 @@ def form_group(buffers: Sequence[ComputedBuffer]) -> Formed:
                     f"{node.buffer.name} reads {name} at {index}, but {name} is written at "
                     f"{written[name]} in this kernel"
                 )
-        for name, index in rw.writes:
+        for name, index in writes:
             written[name] = simplify_index(index, ranges)
     return Formed(sizes, rsizes, nodes)

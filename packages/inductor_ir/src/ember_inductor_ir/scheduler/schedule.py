@@ -10,6 +10,7 @@ a topological order of the groups; the memory plan. Every fusion decision is log
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import SchedulingError
@@ -18,8 +19,8 @@ from ..layout import FlexibleLayout
 from ..nodes import ComputedBuffer
 from .collectives import spread_collectives
 from .dce import eliminate_dead_code
-from .dependencies import Operation, reads_of, writes_of
-from .fusion import Refused, form_group
+from .dependencies import Operation, reads_memo, writes_of
+from .fusion import Placements, Refused, form_group
 from .kernel_group import KernelGroup, Schedule
 from .naming import extern_kernel_name, loops_kernel_name
 from .reuse import plan_memory
@@ -30,12 +31,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("ember.fusion")
 
 
+class _Fusion:
+    """What one fusion pass computes once and asks again: each operation's reads, and
+    each placement of an operation in a kernel space (with its accesses)."""
+
+    def __init__(self, reads: Callable[[Operation], frozenset[str]]) -> None:
+        self.reads = reads
+        self.placements = Placements()
+
+
 class _Draft:
     """A group being built: its operations and where their outputs are read."""
 
-    def __init__(self, op: Operation) -> None:
+    def __init__(self, op: Operation, reads: frozenset[str]) -> None:
         self.ops: list[Operation] = [op]
-        self.reads: set[str] = set(reads_of(op))
+        self.reads: set[str] = set(reads)
         self.writes: set[str] = set(writes_of(op))
 
     @property
@@ -64,21 +74,22 @@ def _reaches(start: _Draft, goal: _Draft, producer_of: dict[str, _Draft]) -> boo
     return False
 
 
-def _try_join(draft: _Draft, op: ComputedBuffer, producer_of: dict[str, _Draft]) -> str | None:
+def _try_join(
+    draft: _Draft, op: ComputedBuffer, producer_of: dict[str, _Draft], fusion: _Fusion
+) -> str | None:
     """None when ``op`` may join ``draft``; otherwise the reason it may not."""
-    for name in reads_of(op):
+    for name in sorted(fusion.reads(op)):
         other = producer_of.get(name)
         if other is not None and other is not draft and _reaches(draft, other, producer_of):
             return f"{op.name} also reads {name}, made by {other.label()} after {draft.label()}"
     try:
-        form_group([*draft.ops, op])  # type: ignore[list-item]
+        form_group([*draft.ops, op], fusion.placements)  # type: ignore[list-item]
     except Refused as exc:
         return str(exc)
     return None
 
 
-def _candidates(op: ComputedBuffer, drafts: list[_Draft], producer_of: dict) -> list[tuple]:
-    reads = reads_of(op)
+def _candidates(op: ComputedBuffer, drafts: list[_Draft], reads: frozenset[str]) -> list[tuple]:
     out = []
     for draft in drafts:
         if draft.is_extern:
@@ -92,24 +103,24 @@ def _candidates(op: ComputedBuffer, drafts: list[_Draft], producer_of: dict) -> 
     return out
 
 
-def _fuse(ops: list[Operation]) -> list[_Draft]:
+def _fuse(ops: list[Operation], fusion: _Fusion) -> list[_Draft]:
     drafts: list[_Draft] = []
     producer_of: dict[str, _Draft] = {}
     for op in ops:
         joined = None
         if isinstance(op, ComputedBuffer):
-            for _, kind, draft in _candidates(op, drafts, producer_of):
-                reason = _try_join(draft, op, producer_of)
+            for _, kind, draft in _candidates(op, drafts, fusion.reads(op)):
+                reason = _try_join(draft, op, producer_of, fusion)
                 if reason is None:
                     log.info("fuse %s into %s (%s)", op.name, draft.label(), kind)
                     draft.ops.append(op)
-                    draft.reads |= reads_of(op)
+                    draft.reads |= fusion.reads(op)
                     draft.writes |= set(writes_of(op))
                     joined = draft
                     break
                 log.info("no fusion of %s into %s (%s): %s", op.name, draft.label(), kind, reason)
         if joined is None:
-            joined = _Draft(op)
+            joined = _Draft(op, fusion.reads(op))
             drafts.append(joined)
         for name in writes_of(op):
             producer_of[name] = joined
@@ -148,8 +159,9 @@ def schedule(lowering: GraphLowering) -> Schedule:
         if isinstance(buf.layout, FlexibleLayout):
             buf.layout.freeze()
     outputs = {spec.name for spec in lowering.graph_outputs if spec.name is not None}
-    ops = eliminate_dead_code(lowering.operations, outputs)
-    drafts = spread_collectives(_order(_fuse(ops)))
+    fusion = _Fusion(reads_memo())  # for this call: the layouts are frozen from here on
+    ops = eliminate_dead_code(lowering.operations, outputs, fusion.reads)
+    drafts = spread_collectives(_order(_fuse(ops, fusion)))
     groups: list[KernelGroup] = []
     for k, draft in enumerate(drafts):
         first = draft.ops[0]
@@ -158,7 +170,7 @@ def schedule(lowering: GraphLowering) -> Schedule:
             name = extern_kernel_name(k, first.kernel_name)
             groups.append(KernelGroup(name, device, extern=first, reads=set(draft.reads)))
             continue
-        formed = form_group(draft.ops)  # type: ignore[arg-type]
+        formed = form_group(draft.ops, fusion.placements)  # type: ignore[arg-type]
         groups.append(
             KernelGroup(
                 loops_kernel_name(k, formed.nodes, bool(formed.reduction_sizes)),
