@@ -17,10 +17,11 @@ GPU_CHANNELS_LAST = ChannelsLastPolicy(inference=True, training=True, weight_gra
 #: (ResNet-50's largest parameter, 2.4 M points, joins its neighbours). A combined kernel
 #: builds in about the time of its parts one after another (AdamW's: 7.0 s for 32 parts,
 #: 1.2-1.6 s for 8, on one core), and kernels build side by side (prebuild.py), so one of 32
-#: parts was a compile's longest single build (Llama's optimizer: 8.4 s for 5 kernels);
-#: 16 parts halve that for a few more launches. 16 parts of up to 8 arguments (AdamW's: 4
-#: read, 4 written) fit in 128 pointers, a quarter of the 4 KB a CUDA launch takes.
-GPU_COMBINE = CombinePolicy(max_kernels=16, max_args=128, max_numel=1 << 22)
+#: parts was a compile's longest single build (Llama's optimizer: 8.4 s for 5 kernels),
+#: and one of 16 still 3.4 s with every other kernel built in 3 s (tools/gpu/compile_profile.py).
+#: 8 parts of up to 8 arguments (AdamW's: 4 read, 4 written) fit in 64 pointers; the step
+#: launches a few more kernels (Llama's AdamW 10 instead of 5), a few microseconds each.
+GPU_COMBINE = CombinePolicy(max_kernels=8, max_args=64, max_numel=1 << 22)
 
 TRITON_TARGET = register_target(
     Target(
