@@ -40,6 +40,7 @@ from .layout import (
     order_free,
     read_strides,
     size_expr,
+    walk_format,
 )
 from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
@@ -60,6 +61,8 @@ from .target import Target
 from .views import View, storage_view, unwrap
 
 log = logging.getLogger("ember.ir")
+#: a read's say in a 4-d/5-d result's layout, by how the result's loops walk it (_votes)
+_WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 
 #: A pointwise value read by several users is computed once into a buffer when its body
 #: runs more than this many ops; cheaper bodies are recomputed inside each reader.
@@ -203,8 +206,10 @@ class GraphLowering:
             if order_free(layout):  # (1, C, 1, 1) statistics: no say in the order
                 continue
             walked = read_strides(expr, index)
-            if walked is not None:
-                layout = FixedLayout(layout.device, layout.dtype, node.get_size(), walked)
+            if walked is not None:  # by the order of the walk: a concat's input has fewer
+                # channels than the loops
+                votes += _WALK_VOTES.get(walk_format(node.get_size(), walked), 0)
+                continue
             votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
         return votes
 

@@ -133,6 +133,26 @@ def read_strides(index: Expr, index_vars: Sequence[sympy.Symbol]) -> list[Expr] 
     return strides
 
 
+def walk_format(size: Sequence[Expr], walked: Sequence[Expr]) -> str | None:
+    """How a body's loops over ``size`` walk a buffer read at strides ``walked``:
+    ``"channels_last"`` or ``"contiguous"`` by the order of the strides alone (a concat's
+    input or a slice has fewer channels than the loops, so its strides are not the loops'
+    own), None for another order, a broadcast, or a rank other than 4-d/5-d."""
+    rank = len(size)
+    if rank not in (4, 5) or size[1] == 1:
+        return None
+    real = [d for d in range(rank) if size[d] != 1]
+    if any(walked[d] == 0 for d in real):
+        return None
+    order = [d for d in order_of_strides(size, walked) if d in real]
+    channels_last = [d for d in (0, *range(2, rank), 1) if d in real]
+    if order == channels_last and order != real:
+        return "channels_last"
+    if order == real and order != channels_last:
+        return "contiguous"
+    return None
+
+
 def order_free(layout: Layout) -> bool:
     """Whether the layout is at once contiguous and channels-last, size-1 dims aside: a
     per-channel value kept 4-d (a batch norm's (1, C, 1, 1) statistics), whose memory order
@@ -148,9 +168,14 @@ def stride_order(layout: Layout) -> list[int]:
     """Dimensions from outermost to innermost in storage. Size-1 dims keep their logical
     place; zero strides (broadcasts), or symbolic strides whose order is not proven for
     every size (``64*s0`` > ``64`` is), give the logical order."""
-    rank = len(layout.size)
-    real = [d for d in range(rank) if layout.size[d] != 1]
-    strides = {d: layout.stride[d] for d in real}
+    return order_of_strides(layout.size, layout.stride)
+
+
+def order_of_strides(size: Sequence[Expr], stride: Sequence[Expr]) -> list[int]:
+    """``stride_order`` of the given sizes and strides."""
+    rank = len(size)
+    real = [d for d in range(rank) if size[d] != 1]
+    strides = {d: stride[d] for d in real}
     if any(s == 0 for s in strides.values()):
         return list(range(rank))
     ordered: list[int] = []

@@ -16,6 +16,7 @@ from ember_inductor_ir.layout import (
     channels_last_strides,
     is_channels_last,
     stride_order,
+    walk_format,
 )
 from ember_inductor_ir.saved_layouts import keep_saved_channels_last, predicted_channels_last
 from ember_primops import prims
@@ -364,3 +365,33 @@ def test_bias_is_added_in_the_kernel_that_reads_the_result():
         assert (conv.args[2] is not None) == library_bias
         loop_kernels.append(len([g for g in sched if not g.is_extern]))
     assert loop_kernels[0] == loop_kernels[1]  # the add rode along with the relu
+
+
+def _dense_block_step(x, w1, w2, w3, w4, w5, w6, w7):
+    """DenseNet's step: the concat of earlier convolutions' maps (fewer channels each than
+    the concat) read twice, so that it gets a buffer of its own, then normalized (here an
+    abs) and convolved; sums returned, so that the graph keeps its feature maps to itself."""
+    joined = prims.cat([_conv(x, w) for w in (w1, w2, w3, w4, w5, w6)], 1)
+    return (prims.sum(_conv(prims.abs(joined), w7), [1, 2, 3]), prims.sum(joined, [1, 2, 3]))
+
+
+@pytest.mark.parametrize("target", [LIBRARY_CPU, FUSING_GPU], ids=["cpu", "gpu"])
+def test_a_concat_of_channels_last_maps_is_stored_channels_last(target, monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    inputs = [torch.randn(2, 3, 8, 8)]
+    inputs += [torch.randn(c, 3, 3, 3) for c in (1, 2, 1, 2, 2, 2)] + [torch.randn(5, 10, 3, 3)]
+    lowering, _, got = _lower_and_run(prim_graph(_dense_block_step, *inputs), inputs, target)
+    joined = [b.layout for b in lowering.buffers.values() if list(b.layout.size) == [2, 10, 8, 8]]
+    assert len(joined) == 2  # the concat and its abs
+    assert all(is_channels_last(layout) for layout in joined), [x.describe() for x in joined]
+    for value, want in zip(got, _dense_block_step(*inputs), strict=True):
+        torch.testing.assert_close(value, want, atol=1e-4, rtol=1e-4)
+
+
+def test_walk_format_judges_the_order_of_strides_not_their_values():
+    size = [2, 10, 8, 8]  # a concat's loops; its 4-channel input is walked at its own strides
+    assert walk_format(size, [256, 1, 32, 4]) == "channels_last"
+    assert walk_format(size, [256, 64, 8, 1]) == "contiguous"
+    assert walk_format(size, [0, 1, 32, 4]) is None  # a broadcast: no say
+    assert walk_format(size, [256, 1, 4, 32]) is None  # another order
+    assert walk_format([2, 10], [10, 1]) is None  # not a feature map
