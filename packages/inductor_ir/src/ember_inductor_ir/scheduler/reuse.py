@@ -50,9 +50,10 @@ def plan_memory(
     buffers', ``out=`` results' and fresh library results' (FRESH_LIBRARY_RESULTS), never a
     graph input's (but for donations) nor what a fallback kernel returns.
     """
-    last_use: dict[str, int] = {}
+    last_use: dict[str, int] = {}  # in order of first use: frees and the pool follow it,
+    # so the plan is the same in every process (never a set's hash order)
     for k, group in enumerate(groups):
-        for name in group.reads | set(group.buffer_names()):
+        for name in [*sorted(group.reads), *group.buffer_names()]:
             last_use[name] = k
     keep = _extend_to_extern_inputs(groups, last_use, keep)
     planner = _Planner(groups, buffers, keep, last_use, set(donations or ()))
