@@ -170,6 +170,9 @@ class OutputGraph:
         # subgraphs of control-flow operators (variables/control_flow.py), by attribute name:
         # the graph reads them with get_attr nodes
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
+        # id(code) -> the code's decoded instructions, shared by the translators of every
+        # inlined call of it in this trace (translator/core.py `decoded`)
+        self.decoded_code: dict[int, Any] = {}
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -438,6 +441,7 @@ class OutputGraph:
             self.real_values,
             self.containers_by_id,
             self._fake_cache,
+            self.decoded_code,
         ):
             table.clear()
         self.side_effects = SideEffects()

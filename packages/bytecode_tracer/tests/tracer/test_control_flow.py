@@ -150,3 +150,25 @@ def test_branch_on_tensor_both_ways_reuses_resume_functions():
 def test_fullgraph_without_breaks_compiles():
     compiled = Compiled(lambda a: a.sin() + 1, fullgraph=True)
     assert same(compiled(a0), a0.sin() + 1)
+
+
+def _sine(t):
+    return t.sin()
+
+
+def _sine_in_and_out_of_try(t):
+    u = _sine(t)  # the same code inlined outside, then inside a user's try/except
+    try:
+        u = _sine(u)
+    except RuntimeError:
+        u = u + 1
+    return _sine(u)
+
+
+def test_one_function_inlined_in_and_out_of_a_try():
+    """An inlined function's code is decoded once per trace and shared by its calls: whether
+    a caller's handler covers a call is still read from that caller, call by call."""
+    compiled = Compiled(_sine_in_and_out_of_try)
+    assert same(compiled(a0), _sine_in_and_out_of_try(a0))
+    assert compiled.backend.ops(0) == ["sin"]
+    assert any("try/except" in str(b) for b in compiled.breaks)

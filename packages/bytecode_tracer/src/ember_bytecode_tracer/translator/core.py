@@ -77,10 +77,16 @@ class InstructionTranslator:
         globals_source: Source | None = None,
         closure_cells: dict[str, Any] | None = None,
         parent: InstructionTranslator | None = None,
+        decoded: DecodedCode | None = None,
     ) -> None:
         self.code = code
         self.instructions = instructions
-        self.index_of = {id(inst): i for i, inst in enumerate(instructions)}
+        if decoded is None:
+            decoded = DecodedCode(code, instructions)
+        assert decoded.instructions is instructions
+        self.index_of = decoded.index_of
+        # id(instruction) -> handler_may_catch's answer (a property of the code alone)
+        self._may_catch = decoded.may_catch
         self.symbolic_locals = symbolic_locals
         self.f_globals = f_globals
         self.f_builtins = f_builtins
@@ -213,19 +219,29 @@ class InstructionTranslator:
         return True
 
     def _in_user_try(self, inst: Instruction) -> bool:
-        if (
-            self.parent is not None
-            and self.parent.current is not None
-            and self.parent._in_user_try(self.parent.current)
-        ):
-            return True
-        return self.handler_may_catch(inst)
+        """Whether a user's handler of this frame or of an inlining caller (at the call it
+        is running) may catch what `inst` raises."""
+        tx: InstructionTranslator | None = self
+        current: Instruction | None = inst
+        while tx is not None and current is not None:
+            # no exception-table entry: no handler at all (try_block_covers)
+            if current.exn_tab_entry is not None and tx.handler_may_catch(current):
+                return True
+            tx = tx.parent
+            current = tx.current if tx is not None else None
+        return False
 
     def handler_may_catch(self, inst: Instruction) -> bool:
         """Whether a user's handler covering `inst` may catch what it raises: a try/except
         (a plain `finally:` always re-raises, so an error from a graph propagates as in
-        eager, past effects it would have had, as every effect of a graph that raises)."""
-        return self.try_block_covers(inst) and not self._handler_only_finalizes(inst)
+        eager, past effects it would have had, as every effect of a graph that raises).
+        Asked on every step (for this frame and each inlining caller's): read from the
+        code once per instruction."""
+        known = self._may_catch.get(id(inst))
+        if known is None:
+            known = self.try_block_covers(inst) and not self._handler_only_finalizes(inst)
+            self._may_catch[id(inst)] = known
+        return known
 
     def try_block_covers(self, inst: Instruction) -> bool:
         """Whether a user's try/except or try/finally of this code covers `inst` (a `with`
@@ -530,9 +546,11 @@ class InliningTranslator(InstructionTranslator):
 
         if code.co_flags & inspect_flags.CO_COROUTINE:
             raise Unsupported(f"inlining coroutine {code.co_qualname}")
+        known = decoded(parent.output, code)
         return cls(
             code=code,
-            instructions=decode(code),
+            instructions=known.instructions,
+            decoded=known,
             symbolic_locals=bound,
             f_globals=f_globals,
             f_builtins=_builtins_of(f_globals),
@@ -540,6 +558,29 @@ class InliningTranslator(InstructionTranslator):
             globals_source=globals_source,
             parent=parent,
         )
+
+
+class DecodedCode:
+    """A code object's instructions as the translator reads them: the list, each one's
+    index (jumps) and, filled as asked, whether a user's handler may catch what it raises.
+    The trace never edits them, so the translators of every call of one function in a
+    trace (each layer's forward) share one (`decoded`)."""
+
+    __slots__ = ("code", "index_of", "instructions", "may_catch")
+
+    def __init__(self, code: CodeType, instructions: list[Instruction]) -> None:
+        self.code = code  # kept alive: the trace's table is keyed by its id
+        self.instructions = instructions
+        self.index_of = {id(inst): i for i, inst in enumerate(instructions)}
+        self.may_catch: dict[int, bool] = {}
+
+
+def decoded(output: OutputGraph, code: CodeType) -> DecodedCode:
+    """`code` decoded once per trace (the table lives on the trace's OutputGraph)."""
+    known = output.decoded_code.get(id(code))
+    if known is None or known.code is not code:
+        known = output.decoded_code[id(code)] = DecodedCode(code, decode(code))
+    return known
 
 
 class TracedGenerator:
