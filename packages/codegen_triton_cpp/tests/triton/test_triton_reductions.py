@@ -256,24 +256,40 @@ def test_contiguous_statistics_are_not_column_splits(check):
     }
 
 
-def test_short_column_rows_loop_over_neighbouring_points(check):
-    """A pooling window over channels-last data, or a squeeze-excite mean over H x W: short
-    rows whose elements lie C apart while neighbouring outputs are neighbours in memory.
-    Each program takes many output points and loops over the row one element at a time
-    (RBLOCK 1), so every load is one contiguous run across the lanes; a persistent
-    [XBLOCK, 16] tile of a 3x3 window ran 4-5x slower on the GPU."""
+def test_column_rows_loop_over_tiles_along_the_kept_dimension(check):
+    """Column rows (their elements C apart, neighbouring outputs neighbours in memory) never
+    take a persistent row-major tile, which loads them across the grain: a pooling window
+    over channels-last data, a squeeze-excite mean over H x W (short rows), or a mean over
+    28 x 28 written beside the feature map it reads (longer rows, too short to split)."""
     window = torch.randn(9, 4096)  # nine window offsets of 4096 outputs
     window[4, 17] = 30.0
     maps = torch.randn(4, 32, 7, 7).to(memory_format=torch.channels_last)
+    larger = torch.randn(2, 32, 28, 28).to(memory_format=torch.channels_last)
 
-    def f(w, a):
+    def f(w, a, b):
+        relu = prims.abs(b)
         return (prims.amax(w, [0]), prims.argmax(w, 0), prims.sum(a, [2, 3]),
-                prims.var_mean(a, [2, 3], 0.0)[0])  # fmt: skip
+                prims.var_mean(a, [2, 3], 0.0)[0], relu, prims.sum(relu, [2, 3]))  # fmt: skip
 
-    compiled = check(f, window, maps, atol=1e-4, rtol=1e-4)
+    compiled = check(f, window, maps, larger, atol=1e-4, rtol=1e-4)
     configs = [k.config for k in compiled.kernels]
     assert set(_kinds(compiled)) == {"looped"}
-    assert all(c.RBLOCK == 1 and c.XBLOCK > 1 for c in configs), configs
+    assert all(c.XBLOCK > 1 for c in configs), configs
+
+
+def test_column_windows_over_many_points_loop_element_by_element():
+    """Many output points (a 3x3 max-pool window over a [128, 64, 56, 56] map): each program
+    takes 512 neighbouring points and loops over the window one offset at a time, every load
+    one contiguous run; few output points (a squeeze-excite mean of 256 x 208 channels over
+    14 x 14) would leave most of the GPU idle that way (104 programs) and take tiles."""
+    from ember_codegen.triton.heuristics import choose_kind, default_config
+
+    pool = default_config("looped", 128 * 64 * 56 * 56, 9, column=True)
+    assert (pool.XBLOCK, pool.RBLOCK) == (512, 1)
+    excite = default_config("looped", 256 * 208, 196, column=True)
+    assert excite.RBLOCK > 1 and 256 * 208 // excite.XBLOCK >= 512
+    assert choose_kind(256 * 104, 784, split_ok=True, column=True) == "looped"
+    assert choose_kind(256 * 104, 784, split_ok=True, column=False) == "persistent"
 
 
 def test_short_contiguous_rows_stay_in_registers(check):

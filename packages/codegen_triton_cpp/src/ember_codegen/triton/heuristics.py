@@ -5,11 +5,13 @@
   two of the row, up to PERSISTENT_MAX): the row stays in registers, every segment of the
   group runs straight-line;
 * ``looped``: longer rows: each segment loops over the row ``RBLOCK`` at a time with
-  lane-wise accumulators, reduced across lanes after the loop. Short column rows (a pooling
-  window over channels-last data, a squeeze-excite mean over H x W) loop one element at a
-  time (``RBLOCK`` = 1) over ``XBLOCK`` neighbouring output points: every load of a window
-  offset is one contiguous run across the lanes, where a persistent [XBLOCK, 16] tile of a
-  3x3 window left 7 of 16 lanes idle and loaded across the grain;
+  lane-wise accumulators, reduced across lanes after the loop. Column rows (the kept
+  dimension contiguous) always loop, over tiles whose loads run along the kept dimension:
+  short rows over many output points (a pooling window over a channels-last feature map)
+  one element at a time (``RBLOCK`` = 1) over ``XBLOCK`` neighbouring points, where a
+  persistent [XBLOCK, 16] tile of a 3x3 window left 7 of 16 lanes idle and loaded across
+  the grain; other column rows that are not split (a squeeze-excite mean over H x W) over
+  [COLUMN_XBLOCK, COLUMN_RBLOCK] tiles;
 * ``split``: long rows and too few of them to fill the GPU (a sum of a 16M tensor, the
   per-channel statistics of a batch norm over N, H, W): ``NSPLIT`` programs per row each
   reduce a chunk into a partial, a second kernel combines the partials; about
@@ -43,9 +45,15 @@ LOOPED_RBLOCK = 1024
 COLUMN_SPLIT_MIN_ROW = 1024
 COLUMN_XBLOCK = 64
 COLUMN_RBLOCK = 32
-#: column rows up to this long loop element by element over WINDOW_XBLOCK output points
+#: column rows up to this long loop element by element over WINDOW_XBLOCK output points,
+#: where that leaves at least WINDOW_MIN_PROGRAMS programs (a pooling window over a large
+#: feature map); fewer output points (a squeeze-excite mean, 256 x 208 of them over 14 x 14:
+#: 104 programs at 512 points each) loop over [COLUMN_XBLOCK, COLUMN_RBLOCK] tiles instead,
+#: as do column rows too long for a window and too short to split: a persistent row-major
+#: tile would load them across the grain, C elements apart
 WINDOW_MAX_ROW = 256
 WINDOW_XBLOCK = 512
+WINDOW_MIN_PROGRAMS = 1024
 
 
 @dataclass(frozen=True)
@@ -88,9 +96,14 @@ def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool, column: bool = 
         return "split"
     if split_ok and column and rnumel >= COLUMN_SPLIT_MIN_ROW:
         return "split"
-    if column and rnumel <= WINDOW_MAX_ROW:
+    if column:
         return "looped"
     return "persistent" if rnumel <= PERSISTENT_MAX else "looped"
+
+
+def _window(xnumel: int, rnumel: int) -> bool:
+    """Whether a column reduction loops element by element over WINDOW_XBLOCK points."""
+    return rnumel <= WINDOW_MAX_ROW and cdiv(xnumel, WINDOW_XBLOCK) >= WINDOW_MIN_PROGRAMS
 
 
 def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) -> LaunchConfig:
@@ -101,9 +114,13 @@ def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) ->
         rblock = next_power_of_2(rnumel)
         xblock = max(1, min(next_power_of_2(xnumel), TILE_MAX // rblock, 64))
         return LaunchConfig(xblock, rblock, num_warps=_warps(xblock * rblock))
-    if kind == "looped" and column and rnumel <= WINDOW_MAX_ROW:
+    if kind == "looped" and column and _window(xnumel, rnumel):
         xblock = min(WINDOW_XBLOCK, next_power_of_2(xnumel))
         return LaunchConfig(xblock, 1, num_warps=_warps(xblock))
+    if kind == "looped" and column:
+        xblock = min(COLUMN_XBLOCK, next_power_of_2(xnumel))
+        rblock = min(COLUMN_RBLOCK, next_power_of_2(rnumel))
+        return LaunchConfig(xblock, rblock, num_warps=_warps(xblock * rblock))
     if kind == "looped":
         return LaunchConfig(1, LOOPED_RBLOCK, num_warps=4)
     if kind == "split" and column:
@@ -145,6 +162,10 @@ def candidate_configs(
             if xblock * base.RBLOCK <= 2 * TILE_MAX and xblock <= next_power_of_2(xnumel):
                 for warps in (2, 4, 8):
                     out.append(replace(base, XBLOCK=xblock, num_warps=warps))
+    elif kind == "looped" and column and base.RBLOCK > 1:  # column tiles
+        for xblock, rblock, warps in ((32, 32, 4), (64, 16, 4), (128, 8, 4), (64, 64, 8)):
+            xblock = min(xblock, next_power_of_2(xnumel))
+            out.append(LaunchConfig(xblock, min(rblock, next_power_of_2(rnumel)), warps))
     elif kind == "looped" and base.RBLOCK == 1:  # a column window
         for xblock, warps in ((256, 2), (1024, 8)):
             out.append(LaunchConfig(min(xblock, next_power_of_2(xnumel)), 1, warps))
