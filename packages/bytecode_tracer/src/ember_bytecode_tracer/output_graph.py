@@ -173,6 +173,8 @@ class OutputGraph:
         # id(code) -> the code's decoded instructions, shared by the translators of every
         # inlined call of it in this trace (translator/core.py `decoded`)
         self.decoded_code: dict[int, Any] = {}
+        # (file, line, function) of each frame of an inlining stack -> its text (stack_trace)
+        self.stack_texts: dict[tuple, str] = {}
 
     def user_location(self) -> str:
         if self.backend_where is not None:
@@ -442,6 +444,7 @@ class OutputGraph:
             self.containers_by_id,
             self._fake_cache,
             self.decoded_code,
+            self.stack_texts,
         ):
             table.clear()
         self.side_effects = SideEffects()

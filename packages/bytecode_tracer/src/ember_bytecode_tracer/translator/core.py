@@ -196,14 +196,19 @@ class InstructionTranslator:
             node.meta["stack_trace"] = stack
 
     def stack_text(self) -> str:
-        """This frame and every inlining caller as a traceback formats them, innermost last."""
-        frames = []
+        """This frame and every inlining caller as a traceback formats them, innermost last
+        (formatted once per stack in a trace: every layer's nodes come from the same lines)."""
+        key = []
         tx: InstructionTranslator | None = self
         while tx is not None:
-            code = tx.code
-            frames.append(traceback.FrameSummary(code.co_filename, tx.lineno(), code.co_name))
+            key.append((tx.code.co_filename, tx.lineno(), tx.code.co_name))
             tx = tx.parent
-        return "".join(traceback.format_list(frames[::-1]))
+        texts = self.output.stack_texts
+        text = texts.get(stack := tuple(key))
+        if text is None:
+            frames = [traceback.FrameSummary(*frame) for frame in reversed(key)]
+            text = texts[stack] = "".join(traceback.format_list(frames))
+        return text
 
     def _enter_handler(self, inst: Instruction, exc: TracedException) -> bool:
         """Follows the exception table as CPython would: unwind the stack to the handler's
