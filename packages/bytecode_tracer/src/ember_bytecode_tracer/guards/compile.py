@@ -214,7 +214,9 @@ def _physical_paths(
 
     def physical(source: Source) -> Source:
         if source not in cache:
-            cache[source] = module_paths.physical_source(source, pinned.get, value_of, keys.get)
+            cache[source] = module_paths.physical_source(
+                source, pinned.get, value_of, keys.get, physical
+            )
         return cache[source]
 
     def module_absent(source: Source) -> bool:
@@ -341,7 +343,9 @@ def _sources_to_bind(
             uses[node] = uses.get(node, 0) + weight
             while node.base is not None:  # make sure every ancestor is in the table
                 node = node.base
-                uses.setdefault(node, 0)
+                if node in uses:  # and so are all of its own (put in with it)
+                    break
+                uses[node] = 0
     bind: set[Source] = set()
     for node in sorted(uses, key=lambda s: -s.depth()):  # children before their bases
         if uses[node] >= 2:
@@ -423,5 +427,6 @@ def _const_text(obj: Any) -> str:
 
 def _comment(text: str, limit: int = 160) -> str:
     """One safe comment line: user text may hold newlines or other control characters."""
-    text = "".join(c if c.isprintable() else "?" for c in text)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else "?" for c in text)
     return "# " + (text if len(text) <= limit else text[: limit - 3] + "...")

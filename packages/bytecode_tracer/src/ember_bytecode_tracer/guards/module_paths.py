@@ -39,13 +39,22 @@ KeysOf = Callable[[Source], tuple | None]  # the keys a DICT_KEYS guard pins a s
 
 
 def physical_source(
-    source: Source, type_of: TypeOf, value_of: ValueOf, keys_of: KeysOf | None = None
+    source: Source,
+    type_of: TypeOf,
+    value_of: ValueOf,
+    keys_of: KeysOf | None = None,
+    physical_of: Callable[[Source], Source] | None = None,
 ) -> Source:
-    """The source the generated code should read for `source` (itself when no rewrite)."""
+    """The source the generated code should read for `source` (itself when no rewrite).
+    `physical_of`: this function over the same pins, memoized by the caller, for the base
+    (the sources of one guard set share long prefixes: `L['self']._modules['model']...`)."""
     base = source.base
     if base is None:
         return source
-    physical_base = physical_source(base, type_of, value_of, keys_of)
+    if physical_of is not None:
+        physical_base = physical_of(base)
+    else:
+        physical_base = physical_source(base, type_of, value_of, keys_of)
     if isinstance(source, AttrSource):
         found = _module_dict_holding(base, source.attr, type_of, value_of)
         if found is not None:
