@@ -151,9 +151,12 @@ class KernelBuilder(ReductionEmitter):
         if part == "partial":
             self._ranges[XINDEX] = sympy.Integer(self.xnumel * config.NSPLIT)
         # int32 only where every size in the symbols' ranges is proven to fit
+        rows = self.rnumel
+        # (sympy.Max of two numbers is their max, built the slow way: ~0.2 ms a kernel)
+        rows = sympy.Integer(max(rows, 1)) if isinstance(rows, int) else sympy.Max(rows, 1)
         self.int64 = not fits_int32_for_every_size(
             sched.shape_env,
-            sympy.sympify(self.xnumel) * max(config.NSPLIT, 1) * sympy.Max(self.rnumel, 1),
+            sympy.sympify(self.xnumel) * max(config.NSPLIT, 1) * rows,
             *self._storage_sizes(),
         )
         self.register_only = {

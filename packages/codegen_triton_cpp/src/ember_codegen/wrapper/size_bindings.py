@@ -160,6 +160,8 @@ def concrete(value: Any) -> int:
     the wrapper is written for every binding)."""
     if isinstance(value, int | PySize):
         return value
+    if isinstance(value, sympy.Integer):  # most sizes and strides: no symbols to look for
+        return int(value)
     expr = sympy.sympify(value)
     if not isinstance(expr, sympy.Basic):
         return int(expr)
