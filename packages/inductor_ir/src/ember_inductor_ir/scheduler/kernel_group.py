@@ -69,6 +69,16 @@ class KernelGroup:
             return [o.name for o in self.extern.outputs]
         return [n.buffer.name for n in self.nodes]
 
+    def register_only(self) -> set[str]:
+        """Internal buffers of one value per output point (or per row's result): every
+        generator keeps them in registers, never in storage. An internal full-row buffer may
+        still be stored (a generator decides)."""
+        return {
+            n.buffer.name
+            for n in self.nodes
+            if n.placement in ("outer", "reduction") and n.buffer.name in self.internal
+        }
+
     def describe(self) -> str:
         if self.extern is not None:
             return f"{self.name}: extern {self.extern.describe()}"

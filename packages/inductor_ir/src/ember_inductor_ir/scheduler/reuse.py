@@ -111,7 +111,10 @@ class _Planner:
         self.overwritten: set[str] = set()  # storages a buffer of their last reader took
 
     def allocate(self, k: int, group: KernelGroup) -> None:
+        in_registers = group.register_only()  # no storage to give them
         for name in group.buffer_names():
+            if name in in_registers:
+                continue
             reused, in_place = None, False
             if name in self.planned and name not in self.donated:  # (an output too)
                 reused = self._overwritable(k, group, name)
