@@ -2,6 +2,7 @@
 tensors under the interpreter, with the umbrella's EMBER_INDUCTOR_TARGET=triton override."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -84,7 +85,7 @@ def test_windows_over_a_group_norm_index_plainly(monkeypatch):
     C, H, W and back), so each 3x3 window of the average reads its input at a plain offset;
     through a flattened view every window element divided and wrapped its index (4x the
     time of torch.compile's kernel on the GPU). The window loops over neighbouring points
-    (RBLOCK 1); the 1x1 convolution's bias is added by a loop kernel, not the library."""
+    side by side (a column tile); the 1x1 convolution's bias is added by a loop kernel, not the library."""
     import logging
 
     monkeypatch.setenv("EMBER_INDUCTOR_TARGET", "triton")
@@ -114,5 +115,8 @@ def test_windows_over_a_group_norm_index_plainly(monkeypatch):
     window = source[source.index("x reduce [3, 3]") :]
     window = window[: window.index("\n\n")]
     assert "% 392" not in window and "// 49" not in window, window
-    assert "RBLOCK=1," in source
+    start = source.index("x reduce [3, 3]")
+    name = source[source.rindex("\n", 0, start) + 1 : start].split(":")[0].lstrip("# ")
+    launch = re.search(rf"_k_{name}\[.*XBLOCK=(\d+), RBLOCK=(\d+)", source)
+    assert launch and int(launch[1]) > 1, name  # neighbouring points side by side
     assert "convolution(" in source and ", None, [1, 1], [0, 0]" in source  # bias in a kernel
