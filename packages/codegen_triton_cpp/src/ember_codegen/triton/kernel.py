@@ -159,11 +159,7 @@ class KernelBuilder(ReductionEmitter):
             sympy.sympify(self.xnumel) * max(config.NSPLIT, 1) * rows,
             *self._storage_sizes(),
         )
-        self.register_only = {
-            n.buffer.name
-            for n in group.nodes
-            if n.placement in ("outer", "reduction") and n.buffer.name in group.internal
-        }
+        self.register_only = group.register_only()
         #: internal full-row buffers of a persistent reduction that every reader reads where
         #: they were written: the row is in registers, so they are never stored
         self.row_resident = self._row_resident()

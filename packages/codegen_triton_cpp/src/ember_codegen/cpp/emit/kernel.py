@@ -104,11 +104,7 @@ class KernelBuilder:
         self._index_text: dict[sympy.Expr, str] = {}
         self.params: dict[str, bool] = {}
         self.may_fail = False
-        self.register_only = {
-            n.buffer.name
-            for n in group.nodes
-            if n.placement in ("outer", "reduction") and n.buffer.name in group.internal
-        }
+        self.register_only = group.register_only()
         self._tmp = 0
         self._acc = 0
         self._locals: dict[str, CppValue] = {}
