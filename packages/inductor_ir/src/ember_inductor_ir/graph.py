@@ -490,12 +490,20 @@ class GraphLowering:
             if not isinstance(box, TensorBox):
                 continue
             data = box.data
-            if isinstance(data, Reduction) or (
-                isinstance(data, Pointwise)
-                and reader_count(node) > 1
-                and recompute_cost(data) > INLINE_OP_LIMIT
-            ):
+            if isinstance(data, Reduction):
                 self.realize(box)
+            elif isinstance(data, Pointwise) and not _reshaped_alone(node):
+                if reader_count(node) > 1 and recompute_cost(data) > INLINE_OP_LIMIT:
+                    self.realize(box)
+            elif not _reshaped_alone(node) and _reshapes_a_computation(node, data):
+                # the value its readers share, stored in their shape: a channel shuffle's
+                # [N, C/g, g, H, W] clone is stored as the [N, C, H, W] map the next
+                # convolution reads, in the layout the vote gives that map
+                shaped = Pointwise(data.get_device(), data.get_dtype(), data.make_loader(),
+                                   data.get_size())  # fmt: skip
+                if reader_count(node) > 1 and recompute_cost(shaped) > INLINE_OP_LIMIT:
+                    box.data = shaped
+                    self.realize(box)
 
     def _outputs(self, outputs: Any, env: dict[torch.fx.Node, Any]) -> None:
         for item in tree_flatten(outputs)[0]:
@@ -552,6 +560,36 @@ def _leaves(value: Any) -> list[Any]:
     """``tree_flatten(value)[0]``, without pytree's walk for the common single IR node (a
     lowering's result; an IR node is a pytree leaf)."""
     return [value] if isinstance(value, IRNode) else tree_flatten(value)[0]
+
+
+#: index maps that only reshape (merge or split dims): a value read through one of them
+#: alone is stored in the reshaped form (its readers' shape), not its own
+RESHAPING_VIEWS = frozenset({"collapse_view", "collapse", "split_dim", "reshape"})
+
+
+def _is_reshape(node: torch.fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and (
+        prim_name(node.target) in RESHAPING_VIEWS
+    )
+
+
+def _reshaped_alone(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s value is read only through one reshape (stored there if at all)."""
+    return len(node.users) == 1 and _is_reshape(next(iter(node.users)))
+
+
+def _reshapes_a_computation(node: torch.fx.Node, data: object) -> bool:
+    """Whether ``node`` (the last of a chain of reshapes) reshapes a pointwise value that
+    was left for it to store."""
+    if not (_is_reshape(node) and isinstance(data, View)):
+        return False
+    base = node.args[0] if node.args else None
+    inner = data
+    while isinstance(inner, View):
+        inner = unwrap(inner.base)
+    return (
+        isinstance(base, torch.fx.Node) and _reshaped_alone(base) and isinstance(inner, Pointwise)
+    )
 
 
 def recompute_cost(data: Pointwise) -> int:

@@ -395,3 +395,28 @@ def test_walk_format_judges_the_order_of_strides_not_their_values():
     assert walk_format(size, [0, 1, 32, 4]) is None  # a broadcast: no say
     assert walk_format(size, [256, 1, 4, 32]) is None  # another order
     assert walk_format([2, 10], [10, 1]) is None  # not a feature map
+
+
+def _shuffle_block(x, w1, w2):
+    """ShuffleNet's channel shuffle of a normalized convolution (here a costly pointwise
+    chain): split the channels into 2 groups, swap the two dims, clone contiguous, merge
+    back; the shuffled map read twice (a convolution and a sum)."""
+    h = prims.exp(prims.sin(prims.exp(prims.tanh(prims.sin(_conv(x, w1))))))
+    five = prims.split_dim(h, 1, 2)
+    shuffled = prims.clone(
+        prims.permute(five, [0, 2, 1, 3, 4]), memory_format=torch.contiguous_format
+    )
+    flat = prims.collapse_view(shuffled, 1, 3)
+    return (prims.sum(_conv(flat, w2), [1, 2, 3]), prims.sum(flat, [1, 2, 3]))
+
+
+def test_a_channel_shuffle_is_stored_as_the_map_its_readers_read(monkeypatch):
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    inputs = [torch.randn(2, 3, 8, 8), torch.randn(6, 3, 3, 3), torch.randn(4, 6, 3, 3)]
+    lowering, _, got = _lower_and_run(prim_graph(_shuffle_block, *inputs), inputs, FUSING_GPU)
+    stored = [b.layout for b in lowering.buffers.values() if not b.name.startswith("arg")]
+    assert all(len(layout.size) != 5 for layout in stored), [x.describe() for x in stored]
+    maps = [layout for layout in stored if list(layout.size) == [2, 6, 8, 8]]
+    assert maps and all(is_channels_last(layout) for layout in maps), [x.describe() for x in maps]
+    for value, want in zip(got, _shuffle_block(*inputs), strict=True):
+        torch.testing.assert_close(value, want, atol=1e-4, rtol=1e-4)
