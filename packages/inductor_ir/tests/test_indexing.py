@@ -110,3 +110,26 @@ def test_common_factor_of_a_symbolic_divisor():
     # static sizes too: (432*i1 + 16*i2 + i3) // 864 with 16*i2 + i3 < 432
     static = FloorDiv(432 * i1 + 16 * i2 + i3, 864)
     assert simplify_index(static, {i1: 4, i2: 27, i3: 16}) == FloorDiv(i1, 2)
+
+
+def test_a_digit_of_a_digit_is_one_digit_of_the_base():
+    """Loops flattened into one index (a [12608, 2304] kernel over ViT's q, k, v gradients)
+    put digits inside digits: each is one digit of the flat index, so the mixed-radix terms
+    merge back (768 * (x // 2304) + x % 768, not four divisions and three moduli)."""
+    x = sympy.Symbol("x", integer=True, nonnegative=True)
+    assert ModularIndexing(FloorDiv(x, 2304), 1, 197) == ModularIndexing(x, 2304, 197)
+    assert ModularIndexing(ModularIndexing(x, 1, 2304), 1, 768) == ModularIndexing(x, 1, 768)
+    assert FloorDiv(ModularIndexing(x, 1, 2304), 768) == ModularIndexing(x, 768, 3)
+    # not a whole digit: kept as written
+    assert isinstance(ModularIndexing(ModularIndexing(x, 1, 2304), 1, 7).args[0], ModularIndexing)
+    assert isinstance(FloorDiv(ModularIndexing(x, 1, 10), 4), FloorDiv)
+    flat = (
+        151296 * FloorDiv(FloorDiv(x, 2304), 197)
+        + 768 * ModularIndexing(FloorDiv(x, 2304), 1, 197)
+        + ModularIndexing(ModularIndexing(x, 1, 2304), 1, 768)
+    )
+    assert simplify_index(flat, {x: 12608 * 2304}) == 768 * FloorDiv(x, 2304) + ModularIndexing(
+        x, 1, 768
+    )
+    for value in (0, 767, 768, 2303, 2304, 453887, 453888, 12608 * 2304 - 1):
+        assert flat.subs(x, value) == (768 * (value // 2304) + value % 768)

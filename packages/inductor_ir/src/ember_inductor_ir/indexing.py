@@ -59,6 +59,10 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
+        if isinstance(base, ModularIndexing) and _divides(divisor, base.args[2]):
+            # ((b // d) % m) // k with k | m: the digit (b // (d*k)) % (m / k)
+            inner, div, mod = base.args
+            return ModularIndexing(inner, div * divisor, sympy.Integer(int(mod) // int(divisor)))
         if base.is_Add and (divisor.is_Integer or divisor.is_positive):
             # Terms that are whole multiples of the divisor (a size symbol's too: 64*i*s
             # over 64*s) leave the floor.
@@ -93,6 +97,14 @@ def _whole_quotient(term: Expr, divisor: Expr) -> Expr | None:
     return quotient
 
 
+def _divides(factor: Expr, multiple: Expr) -> bool:
+    """Whether the integer ``factor`` divides the integer ``multiple`` (both known)."""
+    return (
+        factor.is_Integer and multiple.is_Integer and int(factor) > 0
+        and int(multiple) % int(factor) == 0
+    )  # fmt: skip
+
+
 def _coefficients(expr: Expr) -> list[Expr]:
     return [term.as_coeff_Mul()[0] for term in sympy.Add.make_args(sympy.expand(expr))]
 
@@ -118,6 +130,12 @@ class ModularIndexing(sympy.Function):
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        # one digit of one base, whatever the loop variables were flattened into:
+        # ((b // d) // k) % m is (b // (d*k)) % m; ((b // d) % n // k) % m with k*m | n too
+        if isinstance(base, FloorDiv):
+            return ModularIndexing(base.args[0], base.args[1] * divisor, modulus)
+        if isinstance(base, ModularIndexing) and _divides(divisor * modulus, base.args[2]):
+            return ModularIndexing(base.args[0], base.args[1] * divisor, modulus)
         if base.is_Add:
             # Terms that are multiples of divisor*modulus do not change the digit (a symbolic
             # period too: 128*i*s under a digit of period 128*s).
