@@ -495,13 +495,17 @@ class GraphLowering:
             elif isinstance(data, Pointwise) and not _reshaped_alone(node):
                 if reader_count(node) > 1 and recompute_cost(data) > INLINE_OP_LIMIT:
                     self.realize(box)
-            elif not _reshaped_alone(node) and _reshapes_a_computation(node, data):
+            elif (
+                not _reshaped_alone(node)
+                and _reshapes_a_computation(node, data)
+                and reader_count(node) > 1
+            ):
                 # the value its readers share, stored in their shape: a channel shuffle's
                 # [N, C/g, g, H, W] clone is stored as the [N, C, H, W] map the next
                 # convolution reads, in the layout the vote gives that map
                 shaped = Pointwise(data.get_device(), data.get_dtype(), data.make_loader(),
                                    data.get_size())  # fmt: skip
-                if reader_count(node) > 1 and recompute_cost(shaped) > INLINE_OP_LIMIT:
+                if recompute_cost(shaped) > INLINE_OP_LIMIT:
                     box.data = shaped
                     self.realize(box)
 
