@@ -6,9 +6,12 @@
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
-    --target /tmp/fh ./packages/frame_hook || exit 1
+if [ ! -f /tmp/fh/.ember-built ]; then # once per call: a second script sourcing this reuses it
+    python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    PYTHONPATH=/tmp/site python3 -m pip install -q --no-build-isolation --no-index --no-deps \
+        --target /tmp/fh ./packages/frame_hook || exit 1
+    touch /tmp/fh/.ember-built
+fi
 _P=$PWD/packages
 export PYTHONPATH=/tmp/fh:$_P/bytecode_tracer/src:$_P/ember/src:$_P/aot_autograd/src:$_P/symbolic_shapes/src:$_P/events/src:$_P/primops/src:$_P/inductor_ir/src:$_P/codegen_triton_cpp/src:$PWD/benchmarks/zoo/src:$PWD/tools:/tmp/site
 export EMBER_CACHE_DIR=${EMBER_CACHE_DIR:-/tmp/ember-cache}
