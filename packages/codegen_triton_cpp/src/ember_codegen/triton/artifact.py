@@ -67,6 +67,7 @@ def to_payload(compiled: CompiledGraph, encode: Callable[[Any], list]) -> dict:
                     "reduction": k.reduction,
                     "config": asdict(k.config),
                     "size_params": list(k.size_params),
+                    "rnumel": k.rnumel,
                 }
                 for k in g.kernels
             ],
@@ -155,6 +156,7 @@ def _group(data: dict) -> GroupKernels:
             k["reduction"],
             LaunchConfig(**k["config"]),
             size_params=list(k.get("size_params", ())),
+            rnumel=k.get("rnumel"),
         )
         for k in data["kernels"]
     ]

@@ -269,7 +269,8 @@ def _autotune(groups: list[GroupKernels], module: Any, sched: Schedule, device: 
                 continue
             args = scratch_args(kernel, group, sched, device)
             fn = getattr(module, kernel.name)
-            kernel.config = autotune_kernel(fn, kernel, args, rnumel, device)
+            tile = kernel.rnumel if kernel.rnumel is not None else rnumel  # a tiled kernel's
+            kernel.config = autotune_kernel(fn, kernel, args, tile, device)
 
 
 def compile_parallel(

@@ -1,6 +1,9 @@
 """Kernel kind, block sizes and num_warps from the static sizes of a kernel group.
 
 * ``pointwise``: a 1-D grid over the outer points, ``XBLOCK`` points per program;
+* ``tiled``: a pointwise kernel with transposed accesses (tiles.py) over [XBLOCK, RBLOCK]
+  tiles: XBLOCK points of the flattened loops without the transposed variable by RBLOCK
+  points of it, each access loading along its own grain;
 * ``persistent``: a reduction whose whole row fits one block (``RBLOCK`` = next power of
   two of the row, up to PERSISTENT_MAX): the row stays in registers, every segment of the
   group runs straight-line;
@@ -39,6 +42,9 @@ SPLIT_MIN_ROW = 32768
 SPLIT_MAX_PARTS = 1024
 SPLIT_RBLOCK = 2048
 POINTWISE_XBLOCK = 1024
+#: a tiled pointwise kernel's tile: 64 points along each grain (128 bytes of bfloat16)
+TILED_XBLOCK = 64
+TILED_RBLOCK = 64
 LOOPED_RBLOCK = 1024
 #: column reductions split when their rows are at least this long; each program's tile is
 #: COLUMN_XBLOCK neighbouring rows (a 256-byte run of float32) by COLUMN_RBLOCK row elements
@@ -110,6 +116,10 @@ def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) ->
     if kind == "pointwise":
         xblock = min(POINTWISE_XBLOCK, next_power_of_2(xnumel))
         return LaunchConfig(xblock, num_warps=_warps(xblock))
+    if kind == "tiled":
+        xblock = min(TILED_XBLOCK, next_power_of_2(xnumel))
+        rblock = min(TILED_RBLOCK, next_power_of_2(rnumel))
+        return LaunchConfig(xblock, rblock, num_warps=min(4, _warps(xblock * rblock)))
     if kind == "persistent":
         rblock = next_power_of_2(rnumel)
         xblock = max(1, min(next_power_of_2(xnumel), TILE_MAX // rblock, 64))
@@ -157,6 +167,11 @@ def candidate_configs(
         for xblock, warps in ((256, 2), (512, 4), (1024, 8), (2048, 8)):
             xblock = min(xblock, next_power_of_2(xnumel))
             out.append(LaunchConfig(xblock, num_warps=warps))
+    elif kind == "tiled":
+        for xblock, rblock, warps in ((32, 32, 4), (64, 32, 4), (32, 64, 4), (128, 32, 4),
+                                      (64, 64, 8)):  # fmt: skip
+            xblock = min(xblock, next_power_of_2(xnumel))
+            out.append(LaunchConfig(xblock, min(rblock, next_power_of_2(rnumel)), warps))
     elif kind == "persistent":
         for xblock in (1, 2, 4, 8, 16, 32):
             if xblock * base.RBLOCK <= 2 * TILE_MAX and xblock <= next_power_of_2(xnumel):

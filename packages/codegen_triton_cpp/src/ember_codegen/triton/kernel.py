@@ -47,6 +47,7 @@ from .symbolic import (
     size_params,
     symbolic_choice,
 )
+from .tiles import transposed_var
 
 XINDEX = sympy.Symbol("xindex", integer=True, nonnegative=True)
 XROW = sympy.Symbol("xrow", integer=True, nonnegative=True)
@@ -63,6 +64,8 @@ class _Seg:
 POINTWISE = _Seg(frozenset("x"), "xmask", "[XBLOCK]")
 OUTER = _Seg(frozenset("x"), "xmask", "[XBLOCK, 1]")
 LOOP = _Seg(frozenset("xr"), "rxmask", "[XBLOCK, RBLOCK]")
+#: a tiled pointwise kernel's values (tiles.py): two axes, nothing reduced
+TILE = _Seg(frozenset("xr"), "rxmask", "[XBLOCK, RBLOCK]")
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,16 @@ class TritonKernel:
     direct: Any = field(default=None, compare=False, repr=False)
     #: size symbols the kernel takes as int arguments after the pointers (symbolic sizes)
     size_params: list[str] = field(default_factory=list)
+    #: a tiled pointwise kernel (tiles.py): the points along its tile's second axis, whose
+    #: RBLOCK-wide blocks multiply its programs
+    rnumel: int | None = None
 
     def grid(self, config: LaunchConfig | None = None) -> tuple[int]:
-        return (cdiv(concrete(self.xnumel), (config or self.config).XBLOCK),)
+        config = config or self.config
+        programs = cdiv(concrete(self.xnumel), config.XBLOCK)
+        if self.rnumel is not None:
+            programs *= cdiv(self.rnumel, config.RBLOCK)
+        return (programs,)
 
 
 @dataclass
@@ -142,6 +152,13 @@ class KernelBuilder(ReductionEmitter):
         self.xnumel = loop_sizes([product([sympy.sympify(n) for n in sizes])])[0]
         self.rnumel = loop_sizes([product([sympy.sympify(n) for n in rsizes])])[0]
         outer_vars, red_vars = group.index_vars()
+        if kind == "tiled":  # the transposed variable is the tile's second axis (tiles.py)
+            along = transposed_var(group)
+            assert along is not None, f"{group.name}: no transposed access to tile"
+            rsizes, red_vars = [sizes[along]], [outer_vars[along]]
+            sizes = [n for k, n in enumerate(sizes) if k != along]
+            outer_vars = [v for k, v in enumerate(outer_vars) if k != along]
+            self.xnumel, self.rnumel = int(product(sizes)), int(rsizes[0])
         x = XROW if part == "partial" else XINDEX
         self._subs = {**_digits(x, outer_vars, sizes), **_digits(RINDEX, red_vars, rsizes)}
         #: symbolic kernels: flat index of each axis' variables (see symbolic.collapse_contiguous)
@@ -173,7 +190,7 @@ class KernelBuilder(ReductionEmitter):
         self._reds: dict[tuple, Any] = {}
         self._locals: dict[str, TritonValue] = {}
         self._segment_locals: dict[str, TritonValue] = {}
-        self._seg = POINTWISE if kind == "pointwise" else OUTER
+        self._seg = {"pointwise": POINTWISE, "tiled": TILE}.get(kind, OUTER)
         self._discarding = False
         #: buffers this kernel stored since its last barrier: a later load of one of them may
         #: read elements other threads of the block wrote, so it waits for them first
@@ -319,9 +336,9 @@ class KernelBuilder(ReductionEmitter):
         main = CodeWriter(1)
         self.handler = TritonOpsHandler(self, main)
         self._pro = self._body = self._epi = main
-        reduction = self.kind != "pointwise"
+        reduction = self.kind != "pointwise"  # also a tiled kernel: it takes RBLOCK
         self._header(main, reduction)
-        if not reduction:
+        if self.kind in ("pointwise", "tiled"):
             for node in self.group.nodes:
                 node.run(self.handler)
         else:
@@ -350,7 +367,8 @@ class KernelBuilder(ReductionEmitter):
         xnumel = self.xnumel * (self.config.NSPLIT if self.part == "partial" else 1)
         kind = self.part or self.kind
         return TritonKernel(name, "\n".join(lines), params, kind, xnumel, reduction, self.config,
-                            size_params=sizes)  # fmt: skip
+                            size_params=sizes,
+                            rnumel=self.rnumel if kind == "tiled" else None)  # fmt: skip
 
     def _header(self, out: CodeWriter, reduction: bool) -> None:
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
@@ -358,6 +376,16 @@ class KernelBuilder(ReductionEmitter):
         nsplit = self.config.NSPLIT
         xnumel = self.xnumel * (nsplit if self.part == "partial" else 1)
         xnumel = triton_index(sympy.sympify(xnumel))
+        if self.kind == "tiled":  # neighbouring programs: one x block, successive r blocks
+            rblocks = f"tl.cdiv({self.rnumel}, RBLOCK)"
+            out.line(f"tile = {pid}")
+            out.line(f"xoffset = (tile // {rblocks}) * XBLOCK")
+            out.line(f"xindex = xoffset + {arange.format('XBLOCK')}[:, None]")
+            out.line(f"xmask = xindex < {xnumel}")
+            out.line(f"rindex = (tile % {rblocks}) * RBLOCK + {arange.format('RBLOCK')}[None, :]")
+            out.line(f"rmask = rindex < {self.rnumel}")
+            out.line("rxmask = xmask & rmask")
+            return
         out.line(f"xoffset = {pid} * XBLOCK")
         if not reduction:
             out.line(f"xindex = xoffset + {arange.format('XBLOCK')}")
@@ -438,6 +466,10 @@ def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
     reduction = bool(group.reduction_sizes)
     if builder.symbolic:
         kind, config = symbolic_choice(builder.xnumel, builder.rnumel, reduction, sched)
+    elif not reduction and transposed_var(group) is not None:
+        kind = "tiled"
+        builder = KernelBuilder(group, sched, kind, LaunchConfig(1, 1))
+        config = default_config(kind, builder.xnumel, builder.rnumel)
     else:
         xnumel, rnumel = builder.xnumel, builder.rnumel
         column = reduction and is_column_reduction(group)

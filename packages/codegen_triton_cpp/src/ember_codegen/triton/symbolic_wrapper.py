@@ -40,7 +40,7 @@ def grid_x(kernel: TritonKernel) -> str:
     xnumel = sympy.sympify(kernel.xnumel)
     block = kernel.config.XBLOCK
     if not xnumel.free_symbols:
-        return str(-(-int(xnumel) // block))
+        return str(kernel.grid()[0])
     return python_size(FloorDiv(xnumel + block - 1, block))
 
 

@@ -48,7 +48,12 @@ PASS_THROUGH_VIEWS = INJECTIVE_VIEWS | {"broadcast_in_dim", "unfold"}
 
 
 def reader_count(node: torch.fx.Node) -> int:
-    """How many nodes read ``node``'s value, looking through whole-tensor views of it."""
+    """How many nodes read ``node``'s value, looking through whole-tensor views of it. Slices
+    that do not overlap (a value split in halves) read each element once between them: they
+    count as their most-read slice."""
+    slices = _disjoint_slices(node)
+    if slices:
+        return max(max(reader_count(s), 1) for s in slices)
     count = 0
     for user in node.users:
         if isinstance(user.target, torch._ops.OpOverload) and (
@@ -58,6 +63,32 @@ def reader_count(node: torch.fx.Node) -> int:
         else:
             count += 1
     return count
+
+
+def _disjoint_slices(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """``node``'s users when they are two or more unit-step slices of it, no two of which
+    share an element (static bounds only); else []."""
+    users = list(node.users)
+    boxes = []
+    for user in users:
+        if not (
+            isinstance(user.target, torch._ops.OpOverload) and prim_name(user.target) == "slice"
+        ):
+            return []
+        start, limit = user.args[1], user.args[2]
+        steps = user.args[3] if len(user.args) > 3 else user.kwargs.get("strides")
+        if any(not isinstance(v, int) for v in (*start, *limit)):
+            return []
+        if steps is not None and any(step != 1 for step in steps):
+            return []
+        boxes.append(list(zip(start, limit, strict=True)))
+    if len(boxes) < 2:
+        return []
+    for k, a in enumerate(boxes):
+        for b in boxes[k + 1 :]:
+            if not any(la <= sb or lb <= sa for (sa, la), (sb, lb) in zip(a, b, strict=True)):
+                return []
+    return users
 
 
 @register_lowering("broadcast_in_dim")
