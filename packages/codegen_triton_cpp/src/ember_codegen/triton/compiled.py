@@ -14,7 +14,7 @@ import torch
 
 from ember_codegen.cache import atomic_write, content_key
 from ember_codegen.exc import CodegenError
-from ember_codegen.workers import pool_size, progress_counter, timed_job
+from ember_codegen.workers import progress_counter, timed_job
 from ember_codegen.wrapper.dynamic_wrapper import DynamicWrapper, SizeBinder
 from ember_codegen.wrapper.runtime import call_without_autocast
 from ember_codegen.wrapper.size_bindings import bound, concrete
@@ -32,7 +32,14 @@ from .cache import configure_triton_cache, interpreting, load_module, module_sou
 from .combo import combine_groups
 from .kernel import GroupKernels, TritonKernel, build_group
 from .launch import POINTER_ALIGNMENT, direct_launch, direct_launches_enabled
-from .prebuild import BuildJob, build_all, pointer_arg, prebuild_enabled, start_build_workers
+from .prebuild import (
+    BuildJob,
+    build_all,
+    pointer_arg,
+    prebuild_enabled,
+    start_build_workers,
+    worker_count,
+)
 from .symbolic_wrapper import symbolic_triton_call
 from .target import TRITON_TARGET
 from .template_choice import TemplateKernel, choose_templates, matmul_policy, plan_templates
@@ -351,7 +358,7 @@ def _prebuild(
         for group, kernel in kernels
     ]
     start = time.perf_counter()
-    built, failures = build_all(jobs, pool_size())
+    built, failures = build_all(jobs, worker_count())
     perf_log.info(
         "triton prebuild: %d of %d kernels in worker processes in %.3fs%s",
         built, len(jobs), time.perf_counter() - start,

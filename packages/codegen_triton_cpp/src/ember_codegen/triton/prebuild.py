@@ -15,7 +15,8 @@ The workers never touch the GPU: Triton is given a driver that names the compili
 target and device, so no CUDA context is made per worker. They are plain subprocesses
 (`python -m ember_codegen.triton.prebuild`, one JSON job per line on stdin, one JSON reply
 per line on stdout), not multiprocessing's: those would re-import the user's main module.
-EMBER_TRITON_BUILD_PROCESSES=0 turns them off; EMBER_COMPILE_WORKERS sets their number.
+EMBER_TRITON_BUILD_PROCESSES=0 turns them off; EMBER_COMPILE_WORKERS sets their number
+(default: DEFAULT_WORKERS).
 """
 
 from __future__ import annotations
@@ -33,11 +34,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember_codegen.workers import pool_size
+from ember_codegen.workers import ENV_WORKERS, pool_size
 
 from .cache import interpreting
 
 ENV_SWITCH = "EMBER_TRITON_BUILD_PROCESSES"
+#: workers started unless EMBER_COMPILE_WORKERS says otherwise: each imports torch and Triton
+#: (seconds of a core) while the graph is traced, and on the 32-core GPU host 32 of them
+#: slowed tracing and decomposition by half and built a 126-kernel graph no sooner than 8
+#: (tools/gpu/compile_profile.py, convnext_tiny: first call 21.1 s with 32, 16.4 s with 8)
+DEFAULT_WORKERS = 8
+
+
+def worker_count() -> int:
+    """EMBER_COMPILE_WORKERS if set, else DEFAULT_WORKERS (at most a core each)."""
+    if os.environ.get(ENV_WORKERS):
+        return pool_size()
+    return min(DEFAULT_WORKERS, pool_size())
 
 
 def prebuild_enabled() -> bool:
@@ -189,7 +202,7 @@ def start_build_workers(count: int | None = None) -> None:
     without Triton, or with EMBER_TRITON_BUILD_PROCESSES=0."""
     if not prebuild_enabled() or importlib.util.find_spec("triton") is None or interpreting():
         return
-    build_processes(pool_size() if count is None else count)
+    build_processes(worker_count() if count is None else count)
     _schedule_idle_stop()
 
 
