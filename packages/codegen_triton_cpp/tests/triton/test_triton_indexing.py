@@ -128,3 +128,26 @@ def test_prim_without_lowering_is_a_counted_fallback(check):
     x = torch.rand(3, 4) + 0.5
     compiled = check(lambda a: (prims.add(prims.digamma(a), a),), x)
     assert compiled.fallback_counts == {"digamma": 1}
+
+
+def test_index_values_compute_in_int32_where_every_step_fits(check):
+    # a concatenation selects its input by `channel % C`: int32 arithmetic (int64 division
+    # is tens of instructions per element), converted to int64 as the value's type
+    def f(a, b):
+        return (prims.cat([prims.exp(a), prims.neg(b)], 1),)
+
+    compiled = check(f, torch.randn(64, 40), torch.randn(64, 24))
+    code = compiled.kernels[0].code
+    assert "to(tl.int64) %" not in code and "% 64" in code
+
+
+def test_int32_exactness_bounds_every_step():
+    import sympy
+
+    from ember_codegen.triton.kernel import XINDEX, _int32_exact
+    from ember_inductor_ir.indexing import ModularIndexing
+
+    ranges = {XINDEX: sympy.Integer(45_158_400)}
+    assert _int32_exact(ModularIndexing(XINDEX, 1, 288) - 224, ranges)
+    assert not _int32_exact(XINDEX * 100, ranges)  # the value leaves int32
+    assert not _int32_exact(XINDEX + sympy.Symbol("s0"), ranges)  # an unbounded size

@@ -16,6 +16,7 @@ masked-off lanes point at element 0.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ from ember_inductor_ir.indexing import (
 from .columns import is_column_reduction
 from .dtypes import compute_type, is_reduced_float, store_cast
 from .heuristics import LaunchConfig, cdiv, choose_kind, default_config, next_power_of_2
-from .index_printer import triton_index
+from .index_printer import INT32_LIMIT, triton_index
 from .op_table import TritonValue
 from .ops_handler import CodeWriter, TritonOpsHandler
 from .reduction_emit import ReductionEmitter
@@ -134,6 +135,28 @@ def _digits(flat: sympy.Symbol, variables: list[sympy.Symbol], sizes: list[Any])
     return digits
 
 
+def _magnitude(expr: sympy.Expr, ranges: dict) -> int | None:
+    """A bound on the absolute value of ``expr`` and of every step of computing it."""
+    if expr.is_Integer:
+        return abs(int(expr))
+    if isinstance(expr, sympy.Symbol):
+        bound = ranges.get(expr)
+        return int(bound) if bound is not None and bound.is_Integer else None
+    if isinstance(expr, (FloorDiv, ModularIndexing)):
+        return _magnitude(expr.args[0], ranges)
+    if expr.is_Add or expr.is_Mul:
+        parts = [_magnitude(arg, ranges) for arg in expr.args]
+        if any(p is None for p in parts):
+            return None
+        return sum(parts) if expr.is_Add else math.prod(parts)
+    return None
+
+
+def _int32_exact(expr: sympy.Expr, ranges: dict) -> bool:
+    magnitude = _magnitude(expr, ranges)
+    return magnitude is not None and magnitude < INT32_LIMIT
+
+
 class KernelBuilder(ReductionEmitter):
     """Emits one kernel of a group. ``part``: None, or "partial" / "finish" (split)."""
 
@@ -218,8 +241,13 @@ class KernelBuilder(ReductionEmitter):
         return self.sched.buffers[name].get_dtype()
 
     def index(self, expr: sympy.Expr, wide: bool = False) -> str:
+        """``wide``: the text computes an int64 value (an ``index_expr``), in int32 only where
+        no step of it can leave int32's range (int64 division costs tens of instructions:
+        a concatenation's `channel % C` per element tripled its kernel's time)."""
         if wide and not self.int64:
-            return triton_index(self._flat(expr), wide=True)
+            flat = self._flat(expr)
+            if not _int32_exact(flat, self._ranges):
+                return triton_index(flat, wide=True)
         return self._index(expr)[0]
 
     def _flat(self, expr: sympy.Expr) -> sympy.Expr:
