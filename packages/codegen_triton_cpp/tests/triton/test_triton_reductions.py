@@ -275,6 +275,12 @@ def test_column_rows_loop_over_tiles_along_the_kept_dimension(check):
     configs = [k.config for k in compiled.kernels]
     assert set(_kinds(compiled)) == {"looped"}
     assert all(c.XBLOCK > 1 for c in configs), configs
+    # the 9-long window is unrolled (its loads issued together), the 49- and 784-long rows loop
+    unrolled = [k for k in compiled.kernels if "tl.static_range(0, 9, RBLOCK)" in k.code]
+    assert unrolled and all(
+        "range(0, 9," not in k.code for k in compiled.kernels if k not in unrolled
+    )
+    assert any("for roffset in range(0, 784, RBLOCK)" in k.code for k in compiled.kernels)
 
 
 def test_column_windows_over_many_points_loop_element_by_element():
