@@ -280,7 +280,20 @@ def run_one(suite: str, name: str, args: argparse.Namespace) -> dict:
 
         for name, step in steps.items():
             results[name]["profile"] = kernel_profile(step)
+        if "ember" in steps:
+            results["ember"]["profile"]["adopted_copies"] = _adopted_copies(steps["ember"])
     return record
+
+
+def _adopted_copies(step: Any) -> list:
+    """Ember's extern results copied into the plan's layout in one call (wrapper runtime's
+    ADOPTED_COPIES): [shape, strides they came with, strides wanted, count], largest first."""
+    from ember_codegen.wrapper.runtime import ADOPTED_COPIES
+
+    ADOPTED_COPIES.clear()
+    step()
+    return [[list(shape), list(got), list(want), n]
+            for (shape, got, _, want, _), n in ADOPTED_COPIES.most_common(12)]  # fmt: skip
 
 
 def environment(args: argparse.Namespace) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,9 +81,16 @@ def adopt_extern_output(
         and t.dtype == dtype
     ):
         return t
+    ADOPTED_COPIES[(tuple(t.shape), t.stride(), t.dtype, stride, dtype)] += 1
     numel = extent((size, stride, offset))
     out = torch.empty(numel, dtype=dtype, device=t.device).as_strided(size, stride, offset)
     return out.copy_(t)
+
+
+#: the extern results adopt_extern_output copied, by (shape, strides, dtype they came with,
+#: strides and dtype the plan wanted): a copy per call that a better plan would not make
+#: (read by the suite runner's --profile)
+ADOPTED_COPIES: collections.Counter[tuple] = collections.Counter()
 
 
 _any_autocast = torch._C._is_any_autocast_enabled
