@@ -151,3 +151,27 @@ def test_int32_exactness_bounds_every_step():
     assert _int32_exact(ModularIndexing(XINDEX, 1, 288) - 224, ranges)
     assert not _int32_exact(XINDEX * 100, ranges)  # the value leaves int32
     assert not _int32_exact(XINDEX + sympy.Symbol("s0"), ranges)  # an unbounded size
+
+
+def test_masked_loads_keep_contiguous_offsets_on_the_gpu(monkeypatch):
+    # A GPU never dereferences a masked-off lane: the concatenation's loads take their plain
+    # offsets (contiguous: 16-byte loads). The interpreter reads every lane's address, so
+    # there masked-off lanes point at element 0.
+    from prim_helpers import prim_graph
+
+    from ember_codegen.triton import index_printer
+    from ember_codegen.triton.kernel import build_group
+    from ember_inductor_ir import lower, schedule
+
+    def f(a, b):
+        return (prims.cat([prims.exp(a), prims.neg(b)], 1),)
+
+    inputs = [torch.randn(64, 40), torch.randn(64, 24)]
+    sched = schedule(lower(prim_graph(f, *inputs), inputs, target="triton"))
+    (group,) = [g for g in sched if not g.is_extern]
+    interpreted = build_group(group, sched).kernels[0].code
+    monkeypatch.setattr(index_printer, "interpreting", lambda: False)
+    gpu = build_group(group, sched).kernels[0].code
+    loads = [line for line in gpu.splitlines() if "tl.load(" in line]
+    assert len(loads) == 2 and not any("tl.where(" in line for line in loads)
+    assert sum("tl.load(ptr_arg0 + tl.where(" in line for line in interpreted.splitlines()) == 1

@@ -24,7 +24,7 @@ from ember_inductor_ir import KernelGroup, ReadWriteHandler, Schedule
 from ember_inductor_ir.indexing import simplify_index
 
 from .dtypes import is_reduced_float, round_to, store_cast
-from .index_printer import triton_index
+from .index_printer import masked_offset, triton_index
 from .matmul_template import MatmulSpec, NotATemplate
 from .op_table import TritonValue
 from .ops_handler import CodeWriter, TritonOpsHandler
@@ -187,7 +187,7 @@ class EpilogueBuilder:
         text, axes = self._offset(name, index)
         if masks or "other" in axes:
             mask = " & ".join(["tmask", *masks])
-            return f"tl.load({pointer} + tl.where({mask}, {text}, 0), {mask}, other=0)"
+            return f"tl.load({pointer} + {masked_offset(text, mask)}, {mask}, other=0)"
         mask = _MASKS.get(axes, "tmask")
         if mask is None:
             return f"tl.load({pointer} + {text})"

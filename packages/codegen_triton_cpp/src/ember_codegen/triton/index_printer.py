@@ -14,6 +14,8 @@ import sympy
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir.indexing import FloorDiv, ModularIndexing
 
+from .cache import interpreting
+
 #: int32 index arithmetic is used when every offset of a kernel stays below this
 INT32_LIMIT = 2**31 - 1
 
@@ -75,3 +77,14 @@ def _print(expr: sympy.Expr) -> str:
 def fits_int32(*bounds: int) -> bool:
     """Whether index arithmetic bounded by these element counts is safe in int32."""
     return all(b <= INT32_LIMIT for b in bounds)
+
+
+def masked_offset(offset: str, mask: str) -> str:
+    """The offset text of a masked load. A GPU never dereferences a masked-off lane, so the
+    offset is left as it is: a ``tl.where`` on it would hide its contiguity from Triton, which
+    then loads element by element instead of 16 bytes at a time (a concatenation's branches,
+    a pooling window's padded reads). Triton's CPU interpreter reads every lane's address
+    (an address out of bounds crashes it), so there masked-off lanes point at element 0."""
+    if interpreting():
+        return f"tl.where({mask}, {offset}, 0)"
+    return offset

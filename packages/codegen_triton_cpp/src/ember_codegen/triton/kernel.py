@@ -10,8 +10,10 @@ heuristics.py): straight-line over one block (persistent), a ``for`` loop with l
 accumulators (looped), or split into partials and a finishing kernel (split).
 
 Loads and stores are masked with the masks of the axes their index uses; under
-``ops.masked`` or with indirect indices the offset is broadcast to the segment's shape and
-masked-off lanes point at element 0.
+``ops.masked`` or with indirect indices the load takes the segment's mask too, its offset
+as it is on a GPU (contiguous offsets stay 16-byte loads) and, under Triton's interpreter,
+which reads every lane's address, with masked-off lanes pointed at element 0
+(index_printer.masked_offset).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ember_inductor_ir.indexing import (
 from .columns import is_column_reduction
 from .dtypes import compute_type, is_reduced_float, store_cast
 from .heuristics import LaunchConfig, cdiv, choose_kind, default_config, next_power_of_2
-from .index_printer import INT32_LIMIT, triton_index
+from .index_printer import INT32_LIMIT, masked_offset, triton_index
 from .op_table import TritonValue
 from .ops_handler import CodeWriter, TritonOpsHandler
 from .reduction_emit import ReductionEmitter
@@ -280,7 +282,7 @@ class KernelBuilder(ReductionEmitter):
         seg = self._seg
         if masks or "other" in axes:
             mask = " & ".join([seg.mask, *masks])
-            return f"tl.load({pointer} + tl.where({mask}, {text}, 0), {mask}, other=0)"
+            return f"tl.load({pointer} + {masked_offset(text, mask)}, {mask}, other=0)"
         mask = {frozenset(): None, frozenset("x"): "xmask", frozenset("r"): "rmask"}.get(
             axes, seg.mask
         )
