@@ -13,6 +13,12 @@ from the header each generated kernel carries, and its launch's grid and block s
 wrapper) and OUT/sources/ (every generated kernel and wrapper file).
 Autocast runs on the CPU's policy (convolutions and matmuls in bf16 on both devices).
 Needs the suite's libraries (timm, torchvision or transformers) on the path.
+
+The kernels are generated in the GPU's forms (EMBER_TRITON_SOURCE=gpu), never run. `--ptx`
+also builds each one for an H100/H200 (sm_90, Triton's own ptxas, no GPU needed) and writes
+OUT/ptx.txt: per kernel its global loads and stores by PTX width (`ld.global.b16` loads one
+bfloat16 per instruction, `ld.global.v4.b32` eight), its shared memory and its build time,
+the kernels with scalar loads first: what the GPU will run, read on the CPU.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ def _plan(args: argparse.Namespace) -> None:
     cache = Path(tempfile.mkdtemp(prefix="ember-plan-"))
     os.environ.update(
         TRITON_INTERPRET="1", EMBER_INDUCTOR_TARGET="triton", EMBER_CACHE_DIR=str(cache),
-        EMBER_ARTIFACT_CACHE="0", HF_HUB_OFFLINE="1",
+        EMBER_ARTIFACT_CACHE="0", HF_HUB_OFFLINE="1", EMBER_TRITON_SOURCE="gpu",
     )  # fmt: skip
     from triton.runtime import interpreter  # after TRITON_INTERPRET is set
 
@@ -54,13 +60,119 @@ def _plan(args: argparse.Namespace) -> None:
     from models import entries
     from run import make_step
 
+    import ember_codegen.api as codegen_api
+
+    graphs = []  # every compiled graph, for the PTX pass
+
+    def keep(sched, *a, **k):
+        graphs.append(compile_triton(sched, *a, **k))
+        return graphs[-1]
+
+    compile_triton, codegen_api.compile_triton = codegen_api.compile_triton, keep
     torch.manual_seed(0)
     case = BUILDERS[args.suite](entries(args.suite, [args.model])[0], args.size)
     case.model.train(args.mode.startswith("train"))
     with contextlib.suppress(_Planned):
         make_step(case, "ember", args.mode, "cpu")()
     write_plan(cache, Path(args.out))
+    if args.ptx:
+        write_ptx(graphs, Path(args.out))
     shutil.rmtree(cache, ignore_errors=True)
+
+
+def write_ptx(graphs: list, out: Path) -> None:
+    """OUT/ptx.txt: each kernel of `graphs` built for sm_90 in a process without the
+    interpreter (tools/triton_plan.py --ptx-jobs), its loads and stores by width."""
+    import json
+    import subprocess
+
+    from ember_codegen.triton.compiled import _stand_in_args
+
+    jobs = []
+    for graph in graphs:
+        source = out / "sources" / Path(graph.module_path).name
+        for group in graph.groups:
+            for kernel in group.kernels:
+                if kernel.size_params:  # symbolic sizes: no stand-in values here
+                    continue
+                jobs.append({
+                    "path": str(source), "kernel": kernel.name,
+                    "args": _stand_in_args(kernel, group, graph.launch_layouts, {}),
+                    "constexprs": kernel.config.constexprs(kernel.reduction),
+                    "num_warps": kernel.config.num_warps,
+                    "num_stages": kernel.config.num_stages,
+                })  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-plan-ptx-")
+    done = subprocess.run(
+        [sys.executable, __file__, "--ptx-jobs", "-"], input="\n".join(map(json.dumps, jobs)),
+        env=env, text=True, capture_output=True, check=False,
+    )  # fmt: skip
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rows.sort(key=lambda r: (-r.get("scalar_loads", 0), r["kernel"]))
+    lines = [_ptx_line(r) for r in rows]
+    (out / "ptx.txt").write_text("\n".join(lines) + "\n")
+    scalar = sum(1 for r in rows if r.get("scalar_loads"))
+    seconds = sum(r.get("s", 0.0) for r in rows)
+    print(f"ptx: {len(rows)} of {len(jobs)} kernels built for sm_90 in {seconds:.1f} s, "
+          f"{scalar} with element-by-element loads: {out / 'ptx.txt'}")  # fmt: skip
+    if done.returncode:
+        print(done.stderr[-2000:], file=sys.stderr)
+
+
+def _ptx_line(row: dict) -> str:
+    if "error" in row:
+        return f"{row['kernel']}: not built: {row['error']}"
+    loads = " ".join(f"{k}x{n}" for k, n in sorted(row["loads"].items()))
+    stores = " ".join(f"{k}x{n}" for k, n in sorted(row["stores"].items()))
+    return (f"{row['kernel']}: scalar loads {row['scalar_loads']} | loads {loads} | "
+            f"stores {stores} | shared {row['shared']} B | build {row['s']:.2f} s")  # fmt: skip
+
+
+#: a global load or store's width, from its PTX instruction (ld.global.v4.b32, ld.global.b16)
+PTX_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z]+)*?((?:\.v[248])?\.[bfsu]\d+)\b")
+
+
+def _ptx_jobs(stream) -> None:
+    """The --ptx-jobs worker: each JSON job built for sm_90 (Triton's compile-only driver,
+    ember_codegen.triton.prebuild), one JSON line of its PTX accesses per job."""
+    import importlib.util
+    import json
+    import time
+
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver
+
+    from ember_codegen.triton.prebuild import CompileOnlyDriver, _stand_in
+
+    driver.set_active(CompileOnlyDriver(GPUTarget("cuda", 90, 32)))
+    modules: dict = {}
+    for line in stream:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        row = {"kernel": job["kernel"]}
+        try:
+            module = modules.get(job["path"])
+            if module is None:
+                spec = importlib.util.spec_from_file_location(Path(job["path"]).stem, job["path"])
+                module = modules[job["path"]] = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            start = time.perf_counter()
+            binary = getattr(module, job["kernel"]).warmup(
+                *[_stand_in(a) for a in job["args"]], grid=(1,), **job["constexprs"],
+                num_warps=job["num_warps"], num_stages=job["num_stages"],
+            )  # fmt: skip
+            row["s"] = round(time.perf_counter() - start, 3)
+            accesses = {"ld": Counter(), "st": Counter()}
+            for op, width in PTX_ACCESS.findall(binary.asm["ptx"]):
+                accesses[op][width.lstrip(".")] += 1
+            row["loads"], row["stores"] = dict(accesses["ld"]), dict(accesses["st"])
+            row["scalar_loads"] = sum(n for w, n in accesses["ld"].items() if not w.startswith("v"))
+            row["shared"] = int(getattr(binary.metadata, "shared", 0) or 0)
+        except Exception as exc:  # reported in ptx.txt
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        print(json.dumps(row), flush=True)
 
 
 def write_plan(cache: Path, out: Path) -> None:
@@ -126,7 +238,16 @@ def main() -> int:
     p.add_argument("--size", default="gpu")
     p.add_argument("--out")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    p.add_argument("--ptx", action="store_true", help="also build every kernel for sm_90")
+    p.add_argument("--ptx-jobs", help=argparse.SUPPRESS)  # the --ptx worker ("-": stdin)
     args = p.parse_args()
+    if args.ptx_jobs == "-":
+        _ptx_jobs(sys.stdin)
+        return 0
+    if args.ptx_jobs:
+        with open(args.ptx_jobs) as jobs:
+            _ptx_jobs(jobs)
+        return 0
     if args.compare:
         return _compare(*args.compare)
     if not (args.model and args.out):

@@ -170,7 +170,7 @@ def test_masked_loads_keep_contiguous_offsets_on_the_gpu(monkeypatch):
     sched = schedule(lower(prim_graph(f, *inputs), inputs, target="triton"))
     (group,) = [g for g in sched if not g.is_extern]
     interpreted = build_group(group, sched).kernels[0].code
-    monkeypatch.setattr(index_printer, "interpreting", lambda: False)
+    monkeypatch.setattr(index_printer, "interpreter_source", lambda: False)
     gpu = build_group(group, sched).kernels[0].code
     loads = [line for line in gpu.splitlines() if "tl.load(" in line]
     assert len(loads) == 2 and not any("tl.where(" in line for line in loads)

@@ -31,6 +31,14 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def interpreter_source() -> bool:
+    """Whether generated kernels take the interpreter's forms (bfloat16 rounding by integer
+    arithmetic, masked-off lanes' addresses pointed at element 0): under the interpreter,
+    unless EMBER_TRITON_SOURCE=gpu asks for the GPU's forms there too (tools/triton_plan.py
+    generates a GPU's kernels on the CPU without running them)."""
+    return interpreting() and os.environ.get("EMBER_TRITON_SOURCE", "") != "gpu"
+
+
 def triton_root(root: Path | None = None) -> Path:
     return ensure_private_dir((root or default_cache_root()) / "triton")
 

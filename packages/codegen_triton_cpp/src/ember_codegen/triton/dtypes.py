@@ -10,7 +10,7 @@ import torch
 
 # the lookup and its error (UnsupportedDtypeError) are the same for every target
 from ember_codegen.dtype_support import is_integer, target_type
-from ember_codegen.triton.cache import interpreting
+from ember_codegen.triton.cache import interpreter_source
 
 TRITON_TYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32",
@@ -85,4 +85,4 @@ def store_cast(expr: str, dtype: torch.dtype) -> str:
 def _interpreting() -> bool:
     # the GPU's float32 -> bfloat16 conversion rounds to nearest even in one instruction; the
     # CPU interpreter's truncates, so there the rounding is done with integer arithmetic
-    return interpreting()
+    return interpreter_source()

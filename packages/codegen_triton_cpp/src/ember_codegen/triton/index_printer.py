@@ -14,7 +14,7 @@ import sympy
 from ember_codegen.exc import CodegenError
 from ember_inductor_ir.indexing import FloorDiv, ModularIndexing
 
-from .cache import interpreting
+from .cache import interpreter_source
 
 #: int32 index arithmetic is used when every offset of a kernel stays below this
 INT32_LIMIT = 2**31 - 1
@@ -85,6 +85,6 @@ def masked_offset(offset: str, mask: str) -> str:
     then loads element by element instead of 16 bytes at a time (a concatenation's branches,
     a pooling window's padded reads). Triton's CPU interpreter reads every lane's address
     (an address out of bounds crashes it), so there masked-off lanes point at element 0."""
-    if interpreting():
+    if interpreter_source():
         return f"tl.where({mask}, {offset}, 0)"
     return offset
