@@ -43,8 +43,8 @@ def test_tiles_of_every_candidate_shape_match_eager():
 def test_contiguous_pointwise_and_small_transposes_stay_one_dimensional(check):
     compiled = check(lambda a: (prims.exp(prims.add(a, a)),), torch.randn(64, 2048))
     assert compiled.kernels[0].kind == "pointwise" and compiled.kernels[0].rnumel is None
-    # a transpose of 8 points along the other grain is too short for a tile
-    compiled = check(lambda a: (prims.neg(prims.permute(a, [1, 0])),), torch.randn(8, 16384))
+    # a transpose of 4 points along the other grain is too short for a tile
+    compiled = check(lambda a: (prims.neg(prims.permute(a, [1, 0])),), torch.randn(4, 16384))
     assert compiled.kernels[0].kind == "pointwise"
 
 

@@ -20,8 +20,9 @@ from ember_inductor_ir import KernelGroup, ReadWriteHandler
 from ember_inductor_ir.indexing import simplify_index
 
 #: both the innermost variable and the transposed one must span at least this many points
-#: (a tile shorter than a 32-byte sector along either grain gains nothing)
-MIN_TILE_EXTENT = 16
+#: (8 bfloat16 are one 16-byte load; CoaT's heads of 8 channels read across the grain
+#: loaded one element per instruction)
+MIN_TILE_EXTENT = 8
 #: a kernel over fewer points is left one-dimensional (the launch dominates)
 MIN_TILED_POINTS = 1 << 16
 
