@@ -7,17 +7,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import torch
 import triton
 
 from ember_codegen.triton import prebuild
 
 KERNEL = """
+import torch
 import triton
 import triton.language as tl
 
@@ -161,3 +164,40 @@ def test_no_workers_where_python_is_embedded_in_another_program(monkeypatch):
     monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")
     assert prebuild.build_processes(1) is None
     assert prebuild.build_all([], 1) == (0, ["no build worker could start"])
+
+
+def test_a_concatenations_masked_loads_build_as_16_byte_loads(tmp_path, worker, monkeypatch):
+    """The GPU's source of a concatenation (its branches' loads masked), built for sm_90:
+    every load is a 16-byte vector. A `tl.where` on a masked load's offset (the
+    interpreter's form) hid the offset's contiguity: one element per load instruction."""
+    from prim_helpers import prim_graph
+
+    from ember_codegen.triton import cache, index_printer
+    from ember_codegen.triton.kernel import build_group
+    from ember_inductor_ir import lower, schedule
+    from ember_primops import prims
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this Triton has no bundled ptxas")
+
+    def f(a, b):
+        return (prims.cat([prims.exp(a), prims.neg(b)], 1),)
+
+    inputs = [torch.randn(64, 224), torch.randn(64, 64)]
+    sched = schedule(lower(prim_graph(f, *inputs), inputs, target="triton"))
+    (group,) = [g for g in sched if not g.is_extern]
+    monkeypatch.setattr(index_printer, "interpreter_source", lambda: False)
+    (kernel,) = build_group(group, sched).kernels
+    path = tmp_path / "cat_kernels.py"
+    path.write_text(cache.module_source([kernel.code]))
+    job = prebuild.BuildJob(
+        path=str(path), module="prebuild_cat_kernels", kernel=kernel.name,
+        args=[prebuild.pointer_arg("float32", True)] * len(kernel.params),
+        constexprs=kernel.config.constexprs(kernel.reduction),
+        num_warps=kernel.config.num_warps, num_stages=1, target=TARGET,
+        cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    assert worker.build_all([job]) == (1, [])
+    (ptx,) = [p.read_text() for p in (tmp_path / "cache").rglob("*.ptx")]
+    loads = re.findall(r"ld\.global[.\w]*", ptx)
+    assert loads and all(".v4." in load for load in loads), loads
