@@ -172,6 +172,7 @@ class KernelBuilder(ReductionEmitter):
         kind: str,
         config: LaunchConfig,
         part: str | None = None,
+        tile_var: int | None = None,
     ) -> None:
         self.group, self.sched, self.kind, self.config, self.part = group, sched, kind, config, part
         # sizes are ints, or sympy expressions over size symbols (kernel arguments)
@@ -181,8 +182,8 @@ class KernelBuilder(ReductionEmitter):
         self.rnumel = loop_sizes([product([sympy.sympify(n) for n in rsizes])])[0]
         outer_vars, red_vars = group.index_vars()
         if kind == "tiled":  # the transposed variable is the tile's second axis (tiles.py)
-            along = transposed_var(group)
-            assert along is not None, f"{group.name}: no transposed access to tile"
+            along = tile_var
+            assert along is not None, f"{group.name}: a tiled kernel needs its tile variable"
             rsizes, red_vars = [sizes[along]], [outer_vars[along]]
             sizes = [n for k, n in enumerate(sizes) if k != along]
             outer_vars = [v for k, v in enumerate(outer_vars) if k != along]
@@ -502,12 +503,13 @@ def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
         raise CodegenError(f"{group.name} runs on {group.device}; the Triton target runs CUDA")
     builder = KernelBuilder(group, sched, "pointwise", LaunchConfig(1))
     reduction = bool(group.reduction_sizes)
+    tile_var = None  # a tiled kernel's (tiles.py)
     if builder.symbolic:
         kind, config = symbolic_choice(builder.xnumel, builder.rnumel, reduction, sched)
-    elif not reduction and transposed_var(group) is not None:
+    elif not reduction and (tile_var := transposed_var(group)) is not None:
         kind = "tiled"
-        builder = KernelBuilder(group, sched, kind, LaunchConfig(1, 1))
-        config = default_config(kind, builder.xnumel, builder.rnumel)
+        rnumel = int(group.sizes[tile_var])
+        config = default_config(kind, builder.xnumel // rnumel, rnumel)
     else:
         xnumel, rnumel = builder.xnumel, builder.rnumel
         column = reduction and is_column_reduction(group)
@@ -516,7 +518,7 @@ def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
         )
         config = default_config(kind, xnumel, rnumel, column)
     if kind != "split":
-        builder = KernelBuilder(group, sched, kind, config)
+        builder = KernelBuilder(group, sched, kind, config, tile_var=tile_var)
         return GroupKernels(group.name, [builder.build(group.name)], builder.register_only)
     partial = KernelBuilder(group, sched, kind, config, "partial")
     finish_config = LaunchConfig(
