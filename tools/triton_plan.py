@@ -87,6 +87,7 @@ def write_ptx(graphs: list, out: Path) -> None:
     import subprocess
 
     from ember_codegen.triton.compiled import _stand_in_args
+    from ember_codegen.triton.prebuild import BuildJob
 
     jobs = []
     for graph in graphs:
@@ -95,17 +96,17 @@ def write_ptx(graphs: list, out: Path) -> None:
             for kernel in group.kernels:
                 if kernel.size_params:  # symbolic sizes: no stand-in values here
                     continue
-                jobs.append({
-                    "path": str(source), "kernel": kernel.name,
-                    "args": _stand_in_args(kernel, group, graph.launch_layouts, {}),
-                    "constexprs": kernel.config.constexprs(kernel.reduction),
-                    "num_warps": kernel.config.num_warps,
-                    "num_stages": kernel.config.num_stages,
-                })  # fmt: skip
+                jobs.append(BuildJob(
+                    path=str(source), module=source.stem, kernel=kernel.name,
+                    args=_stand_in_args(kernel, group, graph.launch_layouts, {}),
+                    constexprs=kernel.config.constexprs(kernel.reduction),
+                    num_warps=kernel.config.num_warps, num_stages=kernel.config.num_stages,
+                    target=["cuda", 90, 32], cache_dir="",
+                ).line())  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-plan-ptx-")
     done = subprocess.run(
-        [sys.executable, __file__, "--ptx-jobs", "-"], input="\n".join(map(json.dumps, jobs)),
+        [sys.executable, __file__, "--ptx-jobs", "-"], input="".join(jobs),
         env=env, text=True, capture_output=True, check=False,
     )  # fmt: skip
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -136,33 +137,25 @@ PTX_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z]+)*?((?:\.v[248])?\.[bfsu]\
 def _ptx_jobs(stream) -> None:
     """The --ptx-jobs worker: each JSON job built for sm_90 (Triton's compile-only driver,
     ember_codegen.triton.prebuild), one JSON line of its PTX accesses per job."""
-    import importlib.util
     import json
     import time
 
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
 
-    from ember_codegen.triton.prebuild import CompileOnlyDriver, _stand_in
+    from ember_codegen.triton.prebuild import BuildJob, CompileOnlyDriver, build_kernel
 
-    driver.set_active(CompileOnlyDriver(GPUTarget("cuda", 90, 32)))
+    target = GPUTarget("cuda", 90, 32)
+    driver.set_active(CompileOnlyDriver(target))
     modules: dict = {}
     for line in stream:
         if not line.strip():
             continue
-        job = json.loads(line)
-        row = {"kernel": job["kernel"]}
+        job = BuildJob(**json.loads(line))
+        row = {"kernel": job.kernel}
         try:
-            module = modules.get(job["path"])
-            if module is None:
-                spec = importlib.util.spec_from_file_location(Path(job["path"]).stem, job["path"])
-                module = modules[job["path"]] = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
             start = time.perf_counter()
-            binary = getattr(module, job["kernel"]).warmup(
-                *[_stand_in(a) for a in job["args"]], grid=(1,), **job["constexprs"],
-                num_warps=job["num_warps"], num_stages=job["num_stages"],
-            )  # fmt: skip
+            binary = build_kernel(job, modules)
             row["s"] = round(time.perf_counter() - start, 3)
             accesses = {"ld": Counter(), "st": Counter()}
             for op, width in PTX_ACCESS.findall(binary.asm["ptx"]):

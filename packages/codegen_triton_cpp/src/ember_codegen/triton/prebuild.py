@@ -295,6 +295,22 @@ def _build_launcher(binary: Any, backend: str) -> str:
     return "ok"
 
 
+def build_kernel(job: BuildJob, modules: dict[str, Any]) -> Any:
+    """``job``'s kernel built (not launched) under the active driver: its compiled binary.
+    ``modules``: kernel files already imported, by path (each is imported once)."""
+    module = modules.get(job.path)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(job.module, job.path)
+        assert spec is not None and spec.loader is not None
+        module = modules[job.path] = importlib.util.module_from_spec(spec)
+        sys.modules[job.module] = module
+        spec.loader.exec_module(module)
+    return getattr(module, job.kernel).warmup(
+        *[_stand_in(a) for a in job.args], grid=(1,), **job.constexprs,
+        num_warps=job.num_warps, num_stages=job.num_stages,
+    )  # fmt: skip
+
+
 def _serve() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
@@ -306,17 +322,7 @@ def _serve() -> None:
         try:
             os.environ["TRITON_CACHE_DIR"] = job.cache_dir
             driver.set_active(CompileOnlyDriver(GPUTarget(*job.target)))
-            module = modules.get(job.path)
-            if module is None:
-                spec = importlib.util.spec_from_file_location(job.module, job.path)
-                assert spec is not None and spec.loader is not None
-                module = modules[job.path] = importlib.util.module_from_spec(spec)
-                sys.modules[job.module] = module
-                spec.loader.exec_module(module)
-            binary = getattr(module, job.kernel).warmup(
-                *[_stand_in(a) for a in job.args], grid=(1,), **job.constexprs,
-                num_warps=job.num_warps, num_stages=job.num_stages,
-            )  # fmt: skip
+            binary = build_kernel(job, modules)
             reply = {"ok": True, "s": round(time.perf_counter() - start, 3)}
             reply["launcher"] = _build_launcher(binary, job.target[0])
         except Exception as exc:  # reported; the compiling process builds it instead
