@@ -63,6 +63,8 @@ class ScopedValues(Generic[Value]):
 
     def __init__(self) -> None:
         self._scopes: list[dict[tuple, Value]] = [{}]
+        #: positions in ``_scopes`` of the scopes that began a block of their own (an ``out``)
+        self._blocks: list[int] = [0]
 
     def known(self, key: tuple) -> Value | None:
         for scope in reversed(self._scopes):
@@ -74,9 +76,16 @@ class ScopedValues(Generic[Value]):
         self._scopes[-1][key] = value
         return value
 
+    def remember_in_block(self, key: tuple, value: Value) -> Value:
+        """Remember a value for the whole enclosing block, past the masked scopes it was made
+        in: one that does not depend on their masks (a load proven in bounds without them)."""
+        self._scopes[self._blocks[-1]][key] = value
+        return value
+
     def reset_scopes(self) -> None:
         """Forget every value: the next code goes into a new block."""
         self._scopes = [{}]
+        self._blocks = [0]
 
     @contextlib.contextmanager
     def scope(self, out: Any = None) -> Iterator[None]:
@@ -85,8 +94,11 @@ class ScopedValues(Generic[Value]):
         self._scopes.append({})
         if out is not None:
             self.out = out
+            self._blocks.append(len(self._scopes) - 1)
         try:
             yield
         finally:
+            if out is not None:
+                self._blocks.pop()
             self._scopes.pop()
             self.out = saved

@@ -120,3 +120,45 @@ def test_windows_over_a_group_norm_index_plainly(monkeypatch):
     launch = re.search(rf"_k_{name}\[.*XBLOCK=(\d+), RBLOCK=(\d+)", source)
     assert launch and int(launch[1]) > 1, name  # neighbouring points side by side
     assert "convolution(" in source and ", None, [1, 1], [0, 0]" in source  # bias in a kernel
+
+
+def test_window_loads_of_per_row_values_take_only_the_rows_mask(monkeypatch, capfd):
+    """Inside the 3x3 window's padding masks, the group norm's per-sample statistics (index
+    `// 784`) are in bounds wherever the kernel's rows are: they load under the row mask
+    alone, once per row, not once per window element under each element's padding mask
+    (on sm_90, 160 scalar loads a thread in PoolFormer's window kernel, 16 without). The
+    window's own data stays under its padding mask."""
+    import logging
+
+    monkeypatch.setenv("EMBER_INDUCTOR_TARGET", "triton")
+    monkeypatch.setenv("EMBER_ARTIFACT_CACHE", "0")
+    monkeypatch.setenv("EMBER_LOGS", "output_code")
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    log = logging.getLogger("ember.output_code")
+    handler, level = Keep(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        torch.manual_seed(0)
+        model = _PoolMixer(16)  # not the test above's kernels: they are cached
+        x = torch.randn(2, 16, 7, 7).to(memory_format=torch.channels_last)
+        with torch.no_grad():
+            got = ember.compile(model, backend="inductor")(x)
+            torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    source = "\n".join(records)
+    window = source[source.index("for roffset in tl.static_range(0, 9") :]
+    window = window[: window.index("\n    red")]  # the window loop's body
+    loads = [line for line in window.splitlines() if "tl.load" in line]
+    per_row = [line for line in loads if "rindex" not in line]  # statistics, affine weights
+    assert sum("// 784)" in line for line in per_row) == 2, loads
+    assert all(line.endswith(", xmask, other=0)") for line in per_row), per_row
+    padded = [line for line in loads if "rindex" in line]  # the window's own elements
+    assert padded and all("rxmask & tmp" in line for line in padded), padded

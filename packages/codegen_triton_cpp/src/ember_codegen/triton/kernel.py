@@ -33,8 +33,10 @@ from ember_inductor_ir.indexing import (
     FloorDiv,
     ModularIndexing,
     contiguous_strides,
+    known_le,
     product,
     simplify_index,
+    upper_bound,
 )
 
 from .columns import is_column_reduction
@@ -276,6 +278,16 @@ class KernelBuilder(ReductionEmitter):
 
     def _offset(self, name: str, index: sympy.Expr) -> tuple[str, frozenset[str]]:
         return self._index(index - self.sched.layout(name).offset)
+
+    def in_bounds(self, name: str, index: sympy.Expr) -> bool:
+        """Whether every address of a load of ``name`` at ``index`` lies within the buffer
+        wherever the kernel's loops run (their own masks hold), whatever other masks say."""
+        layout = self.sched.layout(name)
+        flat = self._flat(index - layout.offset)
+        if any(not s.is_nonnegative for s in flat.free_symbols) or not known_le(0, flat):
+            return False  # an indirect index, or one that may go below the start
+        bound = upper_bound(flat, self._ranges)
+        return bound is not None and known_le(bound, layout.storage_numel() - layout.offset)
 
     def load_expr(self, name: str, index: sympy.Expr, masks: list[str]) -> str:
         pointer = self.pointer(name, False)

@@ -43,6 +43,7 @@ class KernelState(Protocol):
     def buffer_dtype(self, name: str) -> torch.dtype: ...
     def index(self, expr: sympy.Expr, wide: bool = False) -> str: ...
     def load_expr(self, name: str, index: sympy.Expr, masks: list[str]) -> str: ...
+    def in_bounds(self, name: str, index: sympy.Expr) -> bool: ...
     def store_stmt(self, name: str, index: sympy.Expr, value: TritonValue) -> str: ...
     def barrier_before_load(self, name: str) -> bool: ...
     def local_value(self, name: str) -> TritonValue | None: ...
@@ -85,10 +86,22 @@ class TritonOpsHandler(ScopedValues[TritonValue]):
         dtype = self.kernel.buffer_dtype(name)
         if self.kernel.barrier_before_load(name):
             self.out.line("tl.debug_barrier()")  # stores by other threads become visible
-        expr = self.kernel.load_expr(name, index, self.mask_stack)
+        # A load whose address is in bounds wherever the kernel's own loops run needs no
+        # enclosing mask: left out, it is loaded at its own shape (a per-row value loaded
+        # once per row, not per window element) and shared by every masked body after it.
+        unmasked = bool(self.mask_stack) and self.kernel.in_bounds(name, index)
+        masks = [] if unmasked else self.mask_stack
+        expr = self.kernel.load_expr(name, index, masks)
         if is_reduced_float(dtype):
             expr = f"{expr}.to(tl.float32)"
-        return self._cse(expr, dtype)
+        if not unmasked:
+            return self._cse(expr, dtype)
+        known = self.known((expr, dtype))
+        if known is not None:
+            return known
+        line, value = self.declare(self.kernel.new_tmp(), expr, dtype)
+        self.out.line(line)
+        return self.remember_in_block((expr, dtype), value)
 
     def store(self, name: str, index: sympy.Expr, value: TritonValue) -> None:
         dtype = self.kernel.buffer_dtype(name)
