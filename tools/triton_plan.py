@@ -17,8 +17,9 @@ Needs the suite's libraries (timm, torchvision or transformers) on the path.
 The kernels are generated in the GPU's forms (EMBER_TRITON_SOURCE=gpu), never run. `--ptx`
 also builds each one for an H100/H200 (sm_90, Triton's own ptxas, no GPU needed) and writes
 OUT/ptx.txt: per kernel its global loads and stores by PTX width (`ld.global.b16` loads one
-bfloat16 per instruction, `ld.global.v4.b32` eight), its shared memory and its build time,
-the kernels with scalar loads first: what the GPU will run, read on the CPU.
+bfloat16 per instruction, `ld.global.v4.b32` eight), its shared memory, its registers and
+the bytes it spills to local memory (ptxas -v), and its build time; the kernels that spill
+first, then those with scalar loads: what the GPU will run, read on the CPU.
 """
 
 from __future__ import annotations
@@ -110,13 +111,15 @@ def write_ptx(graphs: list, out: Path) -> None:
         env=env, text=True, capture_output=True, check=False,
     )  # fmt: skip
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    rows.sort(key=lambda r: (-r.get("scalar_loads", 0), r["kernel"]))
+    rows.sort(key=lambda r: (-r.get("spill", 0), -r.get("scalar_loads", 0), r["kernel"]))
     lines = [_ptx_line(r) for r in rows]
     (out / "ptx.txt").write_text("\n".join(lines) + "\n")
     scalar = sum(1 for r in rows if r.get("scalar_loads"))
+    spilled = sum(1 for r in rows if r.get("spill"))
     seconds = sum(r.get("s", 0.0) for r in rows)
     print(f"ptx: {len(rows)} of {len(jobs)} kernels built for sm_90 in {seconds:.1f} s, "
-          f"{scalar} with element-by-element loads: {out / 'ptx.txt'}")  # fmt: skip
+          f"{scalar} with element-by-element loads, {spilled} spilling registers: "
+          f"{out / 'ptx.txt'}")  # fmt: skip
     if done.returncode:
         print(done.stderr[-2000:], file=sys.stderr)
 
@@ -127,7 +130,8 @@ def _ptx_line(row: dict) -> str:
     loads = " ".join(f"{k}x{n}" for k, n in sorted(row["loads"].items()))
     stores = " ".join(f"{k}x{n}" for k, n in sorted(row["stores"].items()))
     return (f"{row['kernel']}: scalar loads {row['scalar_loads']} | loads {loads} | "
-            f"stores {stores} | shared {row['shared']} B | build {row['s']:.2f} s")  # fmt: skip
+            f"stores {stores} | shared {row['shared']} B | regs {row.get('regs', '?')} | "
+            f"spilled {row.get('spill', '?')} B | build {row['s']:.2f} s")  # fmt: skip
 
 
 #: a global load or store's width, from its PTX instruction (ld.global.v4.b32, ld.global.b16)
@@ -163,9 +167,32 @@ def _ptx_jobs(stream) -> None:
             row["loads"], row["stores"] = dict(accesses["ld"]), dict(accesses["st"])
             row["scalar_loads"] = sum(n for w, n in accesses["ld"].items() if not w.startswith("v"))
             row["shared"] = int(getattr(binary.metadata, "shared", 0) or 0)
+            row.update(_registers(binary.asm["ptx"]))
         except Exception as exc:  # reported in ptx.txt
             row["error"] = f"{type(exc).__name__}: {exc}"[:300]
         print(json.dumps(row), flush=True)
+
+
+def _registers(ptx: str) -> dict:
+    """Registers a thread and bytes spilled to local memory, as ptxas reports them for sm_90
+    (a spilling kernel reads and writes local memory on every use of what it spilled)."""
+    import subprocess
+    import tempfile
+
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        done = subprocess.run(
+            [str(ptxas), "-arch=sm_90a", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
+            capture_output=True, text=True,
+        )  # fmt: skip
+    report = done.stdout + done.stderr
+    regs = re.search(r"Used (\d+) registers", report)
+    spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
+    return {"regs": int(regs[1]) if regs else -1, "spill": sum(int(n) for n in spills)}
 
 
 def write_plan(cache: Path, out: Path) -> None:
