@@ -65,8 +65,24 @@ def _scaled_sum(bias, product, beta, alpha):
     return prims.add(bias, product)
 
 
+#: dtypes whose addmm eager computes with the bias added in the GEMM's epilogue, rounding the
+#: sum once (a linear layer under autocast); mm then add would round the product first
+_EPILOGUE_BIAS_DTYPES = (torch.bfloat16, torch.float16)
+
+
 @register_decomposition(aten.addmm.default)
 def addmm(bias, m1, m2, *, beta=1, alpha=1):
+    if (
+        beta == 1
+        and alpha == 1
+        and m1.dtype in _EPILOGUE_BIAS_DTYPES
+        and bias.dtype == m1.dtype
+        and bias.dim() <= 2  # broadcast to the product's shape, as aten's addmm requires
+    ):
+        # one library call, as eager's: no kernel of its own for the bias where nothing else
+        # would fuse it (a projection read by attention through views), eager's rounding
+        _check_same_dtype("addmm", m1, m2)
+        return prims.addmm(bias, m1, m2)
     return _scaled_sum(bias, mm(m1, m2), beta, alpha)
 
 
