@@ -81,3 +81,24 @@ def test_computed_heads_are_stored_in_the_traced_order(check):
         stride = [int(s) for s in lowering.buffers[arg.name].layout.stride]
         assert stride == [L * H * E, E, H * E, 1] and arg.view is None
     assert [int(s) for s in extern.outputs[0].layout.stride] == [L * H * E, E, H * E, 1]
+
+
+def test_a_padded_mask_is_fed_with_eagers_row_alignment(check):
+    # aten pads an attention mask's rows to 16 bytes for the fused kernels (pad, then slice
+    # back): the slice must be computed, and is stored with the padded row stride eager feeds
+    # (8 here, not the 7 of dense rows) and its broadcast batch dim outermost
+    n = 7
+
+    def fn(q, bias):
+        mask = prims.broadcast_in_dim(prims.tanh(bias), [B, H, n, n], [1, 2, 3])
+        padded = prims.pad(mask, 0.0, [0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0])
+        sliced = prims.slice(padded, [0, 0, 0, 0], [B, H, n, n])
+        out, _ = prims.sdpa_flash_cpu(q, q, q, sliced, False, None)
+        return (out,)
+
+    q, bias = torch.randn(B, H, n, E), torch.randn(H, n, n)
+    lowering, _ = check(fn, q, bias)
+    (extern,) = _externs(lowering)
+    mask_arg = extern.args[3]
+    stride = [int(s) for s in lowering.buffers[mask_arg.name].layout.stride]
+    assert stride[3] == 1 and stride[2] == 8, stride

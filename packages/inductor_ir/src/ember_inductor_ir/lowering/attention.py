@@ -3,8 +3,9 @@
 The fused kernels take any strides, and their outputs follow the query's layout (HF's
 transposed heads give a ``(B, L, H, E)``-ordered output whose head merge is a free view). An
 argument that is a buffer or a strided view of one is passed as it is; one that must be
-computed first (a bias add under a select of a fused qkv projection) is stored dense in the
-order of the strides the trace saw, not contiguous, so the kernel sees what eager's sees.
+computed first (a bias add under a select of a fused qkv projection, an attention mask) is
+stored in the order of the strides the trace saw, with eager's 16-byte row alignment and
+broadcast dims outermost, not contiguous, so the kernel sees what eager's sees.
 The outputs' layouts are then what the kernel returns for the arguments as laid out here
 (its meta function on those strides), so the wrapper never copies a result.
 """
@@ -34,17 +35,33 @@ ATTENTION_PRIMS = (
 )
 
 
-def dense_in_order(size: Sequence[Any], stride: Sequence[int]) -> list[Any]:
-    """Dense strides for ``size`` whose dims are ordered as ``stride`` orders them (sizes
-    may be symbolic: the strides are then products of size expressions)."""
-    order = sorted(range(len(size)), key=lambda d: (stride[d], -d))  # innermost first
-    dense: list[Any] = [0] * len(size)
+#: bytes at which eager's fused attention kernels want rows aligned (aten pads a bias to it)
+ROW_ALIGNMENT = 16
+
+
+def strides_as_fed(size: Sequence[Any], stride: Sequence[int], itemsize: int) -> list[Any]:
+    """Strides for storing a computed argument the way eager laid it out (traced ``stride``
+    values): dims ordered as those strides order them, each row aligned as eager's was (an
+    attention bias whose rows aten padded to 16 bytes: the fused kernels read rows at that
+    alignment), dense otherwise; dims eager broadcast (stride 0) or of size 1 go outermost
+    (a broadcast dim innermost would give the rows a stride other than 1). Symbolic sizes
+    get dense strides in that order (products of size expressions)."""
+    exprs = [sympy.sympify(n) for n in size]
+    align = max(1, ROW_ALIGNMENT // itemsize)
+    broadcast = [d for d in range(len(size)) if stride[d] == 0 or exprs[d] == 1]
+    order = sorted(
+        (d for d in range(len(size)) if d not in broadcast), key=lambda d: (stride[d], -d)
+    )  # innermost first
+    result: list[Any] = [0] * len(size)
     step: Any = sympy.Integer(1)
-    for d in order:
-        dense[d] = step
-        n = sympy.sympify(size[d])
+    for d in [*order, *reversed(broadcast)]:
+        padded = step.is_Integer and int(step) % align and d not in broadcast
+        if padded and stride[d] % align == 0 and stride[d] >= int(step):
+            step = sympy.Integer(-(-int(step) // align) * align)  # eager's row padding
+        result[d] = step
+        n = exprs[d]
         step = step * (max(int(n), 1) if n.is_Integer else n)
-    return dense
+    return result
 
 
 def _static(values: Sequence[Any]) -> list[int] | None:
@@ -72,7 +89,12 @@ def _as_fed(ctx: Any, value: IRNode, traced: torch.Tensor) -> IRNode:
     hints = _stride_hints(ctx, traced)
     if hints is None:
         return value  # no order known: the extern argument's default copy
-    layout = FixedLayout(value.get_device(), value.get_dtype(), size, dense_in_order(size, hints))
+    layout = FixedLayout(
+        value.get_device(),
+        value.get_dtype(),
+        size,
+        strides_as_fed(size, hints, value.get_dtype().itemsize),
+    )
     return TensorBox(ctx.realize_copy(value, layout))
 
 
