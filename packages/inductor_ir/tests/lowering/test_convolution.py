@@ -67,6 +67,22 @@ def test_graph_output_of_a_convolution_keeps_eager_strides(check):
     assert out.is_contiguous()
 
 
+def test_a_cast_weight_is_stored_channels_last_beside_a_channels_last_input(check):
+    # autocast's cast of a 3x3 weight writes it NHWC: the library takes the weight in the
+    # input's memory format, and aten copied a contiguous one on every call. A parameter
+    # read as it is stays as the caller passed it.
+    def fn(x, w1, w2):
+        cast = prims.convert_element_type(w1, torch.float64)
+        h = _conv(prims.convert_element_type(x, torch.float64), cast)
+        return (prims.sum(_conv(prims.convert_element_type(h, torch.float32), w2), [1, 2, 3]),)
+
+    lowering, sched = check(fn, *_inputs(), atol=1e-4, rtol=1e-4)
+    first, second = _extern_args(sched, "convolution")
+    cast_weight = first.tensor_args()[1]
+    assert is_channels_last(lowering.buffers[cast_weight.name].layout)
+    assert second.tensor_args()[1].name in lowering.graph_inputs
+
+
 def test_channels_last_can_be_switched_off(check, monkeypatch):
     monkeypatch.setenv("EMBER_CHANNELS_LAST", "0")
     _, sched = check(_conv_relu_pool_conv, *_inputs(), atol=1e-4, rtol=1e-4)

@@ -16,10 +16,10 @@ import torch.fx
 from torch.utils._pytree import tree_flatten
 
 from ..channels_last import channels_last_policy
-from ..layout import FixedLayout, Layout, channels_last_strides
-from ..nodes import IRNode, TensorBox
+from ..layout import FixedLayout, FlexibleLayout, Layout, channels_last_strides
+from ..nodes import ComputedBuffer, IRNode, Pointwise, TensorBox
 from ..target import Target
-from ..views import broadcast_in_dim
+from ..views import broadcast_in_dim, unwrap
 from ._helpers import pointwise
 from .registry import register_lowering
 
@@ -106,8 +106,34 @@ def lower_convolution(
         out = ctx.extern(ctx.current_node.target, args)
     else:
         args[0] = ctx.require_strides(x, channels_last_strides(x.get_size()))
+        args[1] = _weight_beside_channels_last(ctx, weight)
         out = ctx.extern(ctx.current_node.target, args, output_layouts=_channels_last)
     return _plus_bias(out, bias) if add_bias else out
+
+
+def _weight_beside_channels_last(ctx: Any, weight: IRNode) -> IRNode:
+    """A computed weight (autocast's cast of a parameter) stored channels-last where the
+    convolution runs channels-last: the library takes its weight in the input's memory format
+    and aten copies any other into it on every call (54 copies a step in Inception v3, 272 in
+    HRNet on the GPU). The cast's kernel writes either layout at the same cost. A weight read
+    as it is (a parameter), or one another reader needs as traced (a graph output), is left
+    as it is."""
+    size = weight.get_size()
+    if len(size) != 4 or all(n == 1 for n in size[2:]):
+        return weight  # a 1x1 kernel's weight is both layouts at once
+    node = unwrap(weight)
+    undecided = isinstance(node, Pointwise) or (
+        isinstance(node, ComputedBuffer)
+        and isinstance(node.layout, FlexibleLayout)
+        and not node.layout.frozen
+    )
+    fx_weight = ctx.current_node.args[1]
+    only_convolutions = isinstance(fx_weight, torch.fx.Node) and all(
+        u.op == "call_function" and u.target == ctx.current_node.target for u in fx_weight.users
+    )
+    if not (undecided and only_convolutions):
+        return weight
+    return ctx.require_strides(weight, channels_last_strides(size))
 
 
 def _plus_bias(out: TensorBox, bias: IRNode) -> TensorBox:
