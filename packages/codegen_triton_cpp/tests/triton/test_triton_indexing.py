@@ -175,3 +175,30 @@ def test_masked_loads_keep_contiguous_offsets_on_the_gpu(monkeypatch):
     loads = [line for line in gpu.splitlines() if "tl.load(" in line]
     assert len(loads) == 2 and not any("tl.where(" in line for line in loads)
     assert sum("tl.load(ptr_arg0 + tl.where(" in line for line in interpreted.splitlines()) == 1
+
+
+def test_a_padded_reads_digits_of_a_negative_position_stay_masked(check, monkeypatch):
+    """A padded read through a reshape of a transposed input loads at digits of ``i - 3``
+    (``(i - 3) // 4`` and ``(i - 3) % 4``), non-negative only where the pad's mask holds:
+    Triton's truncating `//` and `%` give negative offsets elsewhere. The load must keep that
+    mask; proven in bounds by the digits' assumed sign, it read before the buffer's start on
+    the GPU (Swin's shifted windows: an illegal memory access)."""
+    from prim_helpers import prim_graph
+
+    from ember_codegen.triton import index_printer
+    from ember_codegen.triton.kernel import build_group
+    from ember_inductor_ir import lower, schedule
+
+    def f(a):
+        flat = prims.reshape(prims.permute(a, [1, 0]), [8])  # digits of the position
+        padded = prims.pad(flat, 0.0, [3], [0], [0])
+        return (prims.add(padded, padded),)
+
+    a = torch.randn(4, 2)
+    check(f, a)
+    sched = schedule(lower(prim_graph(f, a), [a], target="triton"))
+    monkeypatch.setattr(index_printer, "interpreter_source", lambda: False)  # the GPU's form
+    (group,) = [g for g in sched if not g.is_extern]
+    (kernel,) = build_group(group, sched).kernels
+    loads = [line for line in kernel.code.splitlines() if "tl.load(" in line]
+    assert loads and all("xmask & " in line for line in loads), loads

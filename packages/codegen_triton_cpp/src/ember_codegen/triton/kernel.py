@@ -286,6 +286,12 @@ class KernelBuilder(ReductionEmitter):
         flat = self._flat(index - layout.offset)
         if any(not s.is_nonnegative for s in flat.free_symbols) or not known_le(0, flat):
             return False  # an indirect index, or one that may go below the start
+        # FloorDiv and ModularIndexing are non-negative by assumption only: of a base that may
+        # be negative where a mask is off (a padded window's `h - 1`), Triton's truncating
+        # `//` and `%` give negative offsets there
+        digits = flat.atoms(FloorDiv, ModularIndexing)
+        if any(not known_le(0, digit.args[0]) for digit in digits):
+            return False
         bound = upper_bound(flat, self._ranges)
         return bound is not None and known_le(bound, layout.storage_numel() - layout.offset)
 
