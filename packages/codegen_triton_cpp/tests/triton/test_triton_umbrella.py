@@ -80,12 +80,10 @@ class _PoolMixer(torch.nn.Module):
         return self.fc(x + (self.pool(y) - y))
 
 
-def test_windows_over_a_group_norm_index_plainly(monkeypatch):
-    """The group norm's statistics split only the channels into groups (no flattening of
-    C, H, W and back), so each 3x3 window of the average reads its input at a plain offset;
-    through a flattened view every window element divided and wrapped its index (4x the
-    time of torch.compile's kernel on the GPU). The window loops over neighbouring points
-    side by side (a column tile); the 1x1 convolution's bias is added by a loop kernel, not the library."""
+def _pool_mixer_source(monkeypatch, channels: int) -> str:
+    """The Triton source Ember generates for a _PoolMixer over channels-last (2, C, 7, 7)
+    (the ``ember.output_code`` log), checked against eager. Kernels are cached in memory by
+    their source: each test takes its own channel count to see its kernels generated."""
     import logging
 
     monkeypatch.setenv("EMBER_INDUCTOR_TARGET", "triton")
@@ -103,15 +101,24 @@ def test_windows_over_a_group_norm_index_plainly(monkeypatch):
     log.setLevel(logging.INFO)
     try:
         torch.manual_seed(0)
-        model = _PoolMixer(8)
-        x = torch.randn(2, 8, 7, 7).to(memory_format=torch.channels_last)
+        model = _PoolMixer(channels)
+        x = torch.randn(2, channels, 7, 7).to(memory_format=torch.channels_last)
         with torch.no_grad():
             got = ember.compile(model, backend="inductor")(x)
             torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
-    source = "\n".join(records)
+    return "\n".join(records)
+
+
+def test_windows_over_a_group_norm_index_plainly(monkeypatch):
+    """The group norm's statistics split only the channels into groups (no flattening of
+    C, H, W and back), so each 3x3 window of the average reads its input at a plain offset;
+    through a flattened view every window element divided and wrapped its index (4x the
+    time of torch.compile's kernel on the GPU). The window loops over neighbouring points
+    side by side (a column tile); the 1x1 convolution's bias is added by a loop kernel, not the library."""
+    source = _pool_mixer_source(monkeypatch, 8)
     window = source[source.index("x reduce [3, 3]") :]
     window = window[: window.index("\n\n")]
     assert "% 392" not in window and "// 49" not in window, window
@@ -122,38 +129,13 @@ def test_windows_over_a_group_norm_index_plainly(monkeypatch):
     assert "convolution(" in source and ", None, [1, 1], [0, 0]" in source  # bias in a kernel
 
 
-def test_window_loads_of_per_row_values_take_only_the_rows_mask(monkeypatch, capfd):
+def test_window_loads_of_per_row_values_take_only_the_rows_mask(monkeypatch):
     """Inside the 3x3 window's padding masks, the group norm's per-sample statistics (index
     `// 784`) are in bounds wherever the kernel's rows are: they load under the row mask
     alone, once per row, not once per window element under each element's padding mask
     (on sm_90, 160 scalar loads a thread in PoolFormer's window kernel, 16 without). The
     window's own data stays under its padding mask."""
-    import logging
-
-    monkeypatch.setenv("EMBER_INDUCTOR_TARGET", "triton")
-    monkeypatch.setenv("EMBER_ARTIFACT_CACHE", "0")
-    monkeypatch.setenv("EMBER_LOGS", "output_code")
-    records: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record.getMessage())
-
-    log = logging.getLogger("ember.output_code")
-    handler, level = Keep(), log.level
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    try:
-        torch.manual_seed(0)
-        model = _PoolMixer(16)  # not the test above's kernels: they are cached
-        x = torch.randn(2, 16, 7, 7).to(memory_format=torch.channels_last)
-        with torch.no_grad():
-            got = ember.compile(model, backend="inductor")(x)
-            torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
-    source = "\n".join(records)
+    source = _pool_mixer_source(monkeypatch, 16)
     window = source[source.index("for roffset in tl.static_range(0, 9") :]
     window = window[: window.index("\n    red")]  # the window loop's body
     loads = [line for line in window.splitlines() if "tl.load" in line]
