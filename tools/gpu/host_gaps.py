@@ -6,7 +6,8 @@ Per model and compiler (torch.compile, Ember): the step's wall time over back-to
 the host's time to issue one step (no sync), the CUDA runtime calls per step that can stall
 the host (memcpy, synchronize, malloc/free, event syncs), and each place that synchronized
 with the GPU during a step (`torch.cuda.set_sync_debug_mode("warn")`, with the Python line
-that asked). A compiled step whose host waits for the GPU each step pays its host time on
+that asked), and the Python functions that take the host's time (cProfile, by own time).
+A compiled step whose host waits for the GPU each step pays its host time on
 top of the GPU's: the wall minus GPU gap the suite records show.
 """
 
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import time
@@ -83,6 +87,21 @@ def _runtime_calls(step, steps: int = 3) -> collections.Counter:
     return calls
 
 
+def _python_hotspots(step, steps: int = 3, top: int = 12) -> str:
+    """The Python functions that take the host's time in a step, by own time (cProfile)."""
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    lines = [ln for ln in text.getvalue().splitlines() if ln.strip()]
+    return "\n".join("   " + ln for ln in lines[-top - 1 :])
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--suite", default="timm")
@@ -116,6 +135,7 @@ def main() -> None:
                 print(f"   sync x{n}: {site}")
             if not sites:
                 print("   no synchronizing call in a step")
+            print(f"   Python by own time over 3 steps:\n{_python_hotspots(step)}")
 
 
 if __name__ == "__main__":
