@@ -35,3 +35,36 @@ def test_contiguous_rows_and_arg_reductions_keep_the_logical_order(check):
     flat = lambda a: (prims.argmax(prims.reshape(a, [2, 240]), 1),)  # noqa: E731
     _, sched = check(flat, nhwc)
     assert all(len(g.reduction_sizes) == 1 for g in _reduce_groups(sched))
+
+
+def test_rows_read_across_the_grain_run_with_the_unit_stride_kept_dim_innermost(check):
+    # a softmax over proj(x).permute(0, 3, 1, 2) (ConViT's positional scores): each row walks
+    # the last dim `heads` apart, the heads are innermost in memory. The kernel's rows run
+    # (batch, query, head), so neighbouring rows read neighbouring elements; in storage order
+    # (batch, head, query) they were a whole row apart
+    b, n, heads = 2, 6, 4
+    scores = torch.randn(b, n, n, heads)
+
+    def f(a):
+        rows = prims.permute(a, [0, 3, 1, 2])  # (b, heads, n, n), rows `heads` apart
+        peak = prims.amax(rows, [3])
+        shifted = prims.exp(
+            prims.sub(rows, prims.broadcast_in_dim(peak, [b, heads, n, n], [0, 1, 2]))
+        )
+        return (
+            prims.div(
+                shifted,
+                prims.broadcast_in_dim(prims.sum(shifted, [3]), [b, heads, n, n], [0, 1, 2]),
+            ),
+        )
+
+    _, sched = check(f, scores, atol=1e-5, rtol=1e-5)
+    groups = _reduce_groups(sched)
+    assert groups and all([int(s) for s in g.sizes] == [b, n, heads] for g in groups)
+
+
+def test_rows_read_along_their_grain_keep_the_storage_order(check):
+    x = torch.randn(2, 4, 6, 6)
+    _, sched = check(lambda a: (prims.amax(a, [3]),), x, atol=1e-5, rtol=1e-5)
+    (group,) = _reduce_groups(sched)
+    assert [int(s) for s in group.sizes] == [2, 4, 6]

@@ -90,7 +90,44 @@ def loop_order(anchor: ComputedBuffer) -> list[int]:
     layout = anchor.layout
     if len(layout.size) != len(anchor.ranges) or len(layout.size) < 2:
         return list(range(len(anchor.ranges)))
-    return stride_order(layout)
+    order = stride_order(layout)
+    if anchor.is_reduction():
+        return _kept_grain_innermost(anchor, order)
+    return order
+
+
+def _kept_grain_innermost(anchor: ComputedBuffer, order: list[int]) -> list[int]:
+    """A reduction whose rows are read across the grain (no reduction variable steps 1)
+    while one kept dim steps 1 in every such read (a softmax over
+    ``proj(x).permute(0, 3, 1, 2)``: the heads innermost in memory, each row walking
+    ``heads`` elements apart) runs with that dim innermost, so that neighbouring rows read
+    neighbouring elements; in storage order a program's rows were a whole row apart and every
+    element its own memory sector."""
+    rsizes = list(anchor.reduction_ranges)
+    index, rindex = index_vars("i", len(anchor.ranges)), index_vars("r", len(rsizes))
+    rw = ReadWriteHandler()
+    anchor.data.inner_fn(rw, index, rindex)
+    ranges = dict(zip([*index, *rindex], [*anchor.ranges, *rsizes], strict=True))
+    grains = set()
+    for _, expr in rw.reads:
+        strides = read_strides(simplify_index(expr, ranges), [*index, *rindex])
+        if strides is None:
+            return order  # an indirect or reshaped read: no grain to follow
+        kept, walked = strides[: len(index)], strides[len(index) :]
+        if all(w == 0 for n, w in zip(rsizes, walked, strict=True) if n != 1):
+            continue  # read once per row (a mean, a weight): moves with the kept dims alone
+        if any(w == 1 for w in walked):
+            return order  # a row read along its grain
+        unit = [
+            d for d, (n, k) in enumerate(zip(anchor.ranges, kept, strict=True)) if k == 1 and n != 1
+        ]
+        grains.add(tuple(unit))
+    if len(grains) != 1 or len(next(iter(grains))) != 1:
+        return order
+    ((grain,),) = grains
+    if order[-1] == grain:
+        return order
+    return [d for d in order if d != grain] + [grain]
 
 
 #: reductions whose result does not depend on the order the row is walked in (up to float
