@@ -96,6 +96,24 @@ def loop_order(anchor: ComputedBuffer) -> list[int]:
     return order
 
 
+def _read_strides(anchor: ComputedBuffer) -> list[tuple[list[Expr], list[Expr]]] | None:
+    """Each load of ``anchor``'s body as its strides along the outer variables and along the
+    reduction variables; None where a load is not affine in them (an indirect or reshaped
+    read)."""
+    rsizes = list(anchor.reduction_ranges)
+    index, rindex = index_vars("i", len(anchor.ranges)), index_vars("r", len(rsizes))
+    rw = ReadWriteHandler()
+    anchor.data.inner_fn(rw, index, rindex)
+    ranges = dict(zip([*index, *rindex], [*anchor.ranges, *rsizes], strict=True))
+    reads = []
+    for _, expr in rw.reads:
+        strides = read_strides(simplify_index(expr, ranges), [*index, *rindex])
+        if strides is None:
+            return None
+        reads.append((strides[: len(index)], strides[len(index) :]))
+    return reads
+
+
 def _kept_grain_innermost(anchor: ComputedBuffer, order: list[int]) -> list[int]:
     """A reduction whose rows are read across the grain (no reduction variable steps 1)
     while one kept dim steps 1 in every such read (a softmax over
@@ -104,16 +122,11 @@ def _kept_grain_innermost(anchor: ComputedBuffer, order: list[int]) -> list[int]
     neighbouring elements; in storage order a program's rows were a whole row apart and every
     element its own memory sector."""
     rsizes = list(anchor.reduction_ranges)
-    index, rindex = index_vars("i", len(anchor.ranges)), index_vars("r", len(rsizes))
-    rw = ReadWriteHandler()
-    anchor.data.inner_fn(rw, index, rindex)
-    ranges = dict(zip([*index, *rindex], [*anchor.ranges, *rsizes], strict=True))
+    reads = _read_strides(anchor)
+    if reads is None:
+        return order  # an indirect or reshaped read: no grain to follow
     grains = set()
-    for _, expr in rw.reads:
-        strides = read_strides(simplify_index(expr, ranges), [*index, *rindex])
-        if strides is None:
-            return order  # an indirect or reshaped read: no grain to follow
-        kept, walked = strides[: len(index)], strides[len(index) :]
+    for kept, walked in reads:
         if all(w == 0 for n, w in zip(rsizes, walked, strict=True) if n != 1):
             continue  # read once per row (a mean, a weight): moves with the kept dims alone
         if any(w == 1 for w in walked):
@@ -145,15 +158,11 @@ def reduction_order(anchor: ComputedBuffer, reductions: Sequence[ComputedBuffer]
         str(getattr(b.data, "reduction_type", "")) in _ORDER_FREE for b in reductions
     ):
         return logical
-    index, rindex = index_vars("i", len(anchor.ranges)), index_vars("r", len(rsizes))
-    rw = ReadWriteHandler()
-    anchor.data.inner_fn(rw, index, rindex)
-    ranges = dict(zip([*index, *rindex], [*anchor.ranges, *rsizes], strict=True))
+    reads = _read_strides(anchor)
+    if reads is None:
+        return logical  # an indirect or reshaped read: no order to follow
     orders = set()
-    for _, expr in rw.reads:
-        strides = read_strides(simplify_index(expr, ranges), rindex)
-        if strides is None:
-            return logical  # an indirect or reshaped read: no order to follow
+    for _, strides in reads:
         live = [d for d in logical if rsizes[d] != 1 and strides[d] != 0]
         if len(live) < 2:
             continue
