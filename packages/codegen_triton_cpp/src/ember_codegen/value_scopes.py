@@ -82,6 +82,12 @@ class ScopedValues(Generic[Value]):
         self._scopes[self._blocks[-1]][key] = value
         return value
 
+    def forget(self, stale: Callable[[tuple], bool]) -> None:
+        """Drop every remembered value whose key is ``stale`` (loads after a store)."""
+        for scope in self._scopes:
+            for key in [k for k in scope if stale(k)]:
+                del scope[key]
+
     def reset_scopes(self) -> None:
         """Forget every value: the next code goes into a new block."""
         self._scopes = [{}]

@@ -304,3 +304,84 @@ def test_short_contiguous_rows_stay_in_registers(check):
     x = torch.randn(4096, 16)
     compiled = check(lambda a: (prims.sum(a, [1]),), x, atol=1e-4, rtol=1e-4)
     assert _kinds(compiled) == ["persistent"]
+
+
+def test_a_persistent_rows_later_passes_reuse_its_loads(check):
+    """Softmax's max, sum and division are three passes over a row held in registers; the
+    later passes take the first one's loads (and what it computed from them) instead of
+    emitting them again."""
+    from canonical_graphs import GOLDEN
+
+    fn, inputs = GOLDEN["softmax"]
+    compiled = check(fn, *inputs())
+    kernel = compiled.triton_source.split("def k0_red_")[1]
+    assert kernel.count("tl.load(") == 1
+    assert kernel.count("tl.exp(") == 1
+
+
+def test_a_store_ends_the_reuse_of_earlier_loads():
+    """Past a store, a load is emitted again: the stored buffer may share storage with
+    one loaded before it."""
+    from ember_codegen.code_writer import CodeWriter
+    from ember_codegen.triton.ops_handler import TritonOpsHandler
+
+    class Kernel:
+        count = 0
+
+        def new_tmp(self):
+            self.count += 1
+            return f"tmp{self.count}"
+
+        def buffer_dtype(self, name):
+            return torch.float32
+
+        def local_value(self, name):
+            return None
+
+        def keep_local(self, name, value):
+            return False
+
+        def barrier_before_load(self, name):
+            return False
+
+        def in_bounds(self, name, index):
+            return False
+
+        def load_expr(self, name, index, masks):
+            return f"tl.load(ptr_{name} + {index}, rxmask, other=0)"
+
+        def store_stmt(self, name, index, value):
+            return f"tl.store(ptr_{name} + {index}, {value}, rxmask)"
+
+    import sympy
+
+    out = CodeWriter(1)
+    handler = TritonOpsHandler(Kernel(), out)
+    i = sympy.Symbol("x")
+    first = handler.load("buf0", i)
+    assert handler.load("buf0", i).expr == first.expr  # shared before any store
+    handler.loads_end_at_stores = True
+    handler.store("buf1", i, first)
+    assert handler.load("buf0", i).expr != first.expr
+
+
+def test_a_column_row_passed_over_twice_is_held_in_registers(check):
+    """A softmax over keys whose heads are innermost in memory (ConViT's positional scores,
+    ``proj(x).permute(0, 3, 1, 2)``) passes over each row twice (max, then exp and sum): a
+    persistent tile along the heads loads it once; a one-pass column mean still loops."""
+    from ember_codegen.triton.heuristics import choose_kind
+
+    scores = torch.randn(2, 5, 12, 16)  # [batch, queries, keys, heads]
+
+    def f(x):
+        rows = prims.permute(x, [0, 3, 1, 2])  # [batch, heads, queries, keys]
+        top = prims.broadcast_in_dim(prims.amax(rows, [3]), [2, 16, 5, 12], [0, 1, 2])
+        e = prims.exp(prims.sub(rows, top))
+        total = prims.broadcast_in_dim(prims.sum(e, [3]), [2, 16, 5, 12], [0, 1, 2])
+        return (prims.div(e, total),)
+
+    compiled = check(f, scores, atol=1e-6, rtol=1e-5)
+    reductions = [k for k in compiled.kernels if k.kind != "pointwise"]
+    assert [k.kind for k in reductions] == ["persistent"]
+    assert reductions[0].code.count("tl.load(") == 1
+    assert choose_kind(64 * 196 * 16, 196, split_ok=True, column=True, passes=1) == "looped"

@@ -51,6 +51,8 @@ LOOPED_RBLOCK = 1024
 COLUMN_SPLIT_MIN_ROW = 1024
 COLUMN_XBLOCK = 64
 COLUMN_RBLOCK = 32
+#: a persistent column tile's kept points at least (a 32-byte run of bfloat16)
+COLUMN_PERSISTENT_XBLOCK = 16
 #: column rows up to this long loop element by element over WINDOW_XBLOCK output points,
 #: where that leaves at least WINDOW_MIN_PROGRAMS programs (a pooling window over a large
 #: feature map); fewer output points (a squeeze-excite mean, 256 x 208 of them over 14 x 14:
@@ -95,7 +97,10 @@ def _warps(elements: int) -> int:
     return max(1, min(8, next_power_of_2(elements) // 256))
 
 
-def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool, column: bool = False) -> str:
+def choose_kind(
+    xnumel: int, rnumel: int | None, split_ok: bool, column: bool = False, passes: int = 1
+) -> str:
+    """``passes``: the loop segments over each row (a softmax's max, then its sum)."""
     if rnumel is None:
         return "pointwise"
     if split_ok and xnumel <= SPLIT_MAX_ROWS and rnumel >= SPLIT_MIN_ROW:
@@ -103,8 +108,19 @@ def choose_kind(xnumel: int, rnumel: int | None, split_ok: bool, column: bool = 
     if split_ok and column and rnumel >= COLUMN_SPLIT_MIN_ROW:
         return "split"
     if column:
-        return "looped"
+        return "persistent" if _column_in_registers(xnumel, rnumel, passes) else "looped"
     return "persistent" if rnumel <= PERSISTENT_MAX else "looped"
+
+
+def _column_in_registers(xnumel: int, rnumel: int, passes: int) -> bool:
+    """A short column row passed over more than once (ConViT's softmax over keys with the
+    heads innermost: a max, then exp and sum) is held in a [COLUMN_PERSISTENT_XBLOCK, row]
+    tile, loaded once along the kept dim's grain; looped, each pass loaded it again."""
+    return (
+        passes > 1
+        and not _window(xnumel, rnumel)
+        and next_power_of_2(rnumel) * COLUMN_PERSISTENT_XBLOCK <= TILE_MAX
+    )
 
 
 def _window(xnumel: int, rnumel: int) -> bool:

@@ -378,6 +378,7 @@ class KernelBuilder(ReductionEmitter):
         if name not in self.register_only:
             discarding, self._discarding = self._discarding, False
             self._epi.line(self.store_stmt(name, index, value, OUTER))
+            self.handler.stored()
             self._discarding = discarding
 
     def _make_workspace(self, name: str, numel: int, dtype: torch.dtype) -> Workspace:
@@ -387,6 +388,7 @@ class KernelBuilder(ReductionEmitter):
     def build(self, name: str) -> TritonKernel:
         main = CodeWriter(1)
         self.handler = TritonOpsHandler(self, main)
+        self.handler.loads_end_at_stores = self.kind == "persistent"
         self._pro = self._body = self._epi = main
         reduction = self.kind != "pointwise"  # also a tiled kernel: it takes RBLOCK
         self._header(main, reduction)
@@ -465,9 +467,11 @@ class KernelBuilder(ReductionEmitter):
         self._seg = LOOP
         self._segment_locals = {}
         if self.kind == "persistent":
-            with self.handler.scope(main):
-                for node in segment.nodes:
-                    node.run(self.handler)
+            # the whole row is in registers and every pass is straight-line code at one
+            # level: a later pass (the sum after the max, the normalization after both)
+            # reuses the loads and values of earlier ones instead of recomputing them
+            for node in segment.nodes:
+                node.run(self.handler)
         elif self.part == "finish":
             # the row was reduced by the partial kernel: run the nodes only for their
             # reductions (which load the partials); everything else is discarded
@@ -531,8 +535,9 @@ def build_group(group: KernelGroup, sched: Schedule) -> GroupKernels:
     else:
         xnumel, rnumel = builder.xnumel, builder.rnumel
         column = reduction and is_column_reduction(group)
+        passes = sum(1 for s in plan_segments(group.nodes) if s.kind == "loop")
         kind = choose_kind(
-            xnumel, rnumel if reduction else None, reduction and _split_ok(group), column
+            xnumel, rnumel if reduction else None, reduction and _split_ok(group), column, passes
         )
         config = default_config(kind, xnumel, rnumel, column)
     if kind != "split":

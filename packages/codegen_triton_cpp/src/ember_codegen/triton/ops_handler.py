@@ -64,6 +64,10 @@ class TritonOpsHandler(ScopedValues[TritonValue]):
         self.out = out
         #: masks of the enclosing ``ops.masked`` bodies (innermost last)
         self.mask_stack: list[str] = []
+        #: set by a kernel whose passes over a row share one scope (a persistent reduction:
+        #: a row's loads are reused by each later pass): a store then makes every earlier
+        #: load stale, since the stored buffer may share storage with one loaded before
+        self.loads_end_at_stores = False
 
     # -- emission (common subexpressions and op dispatch: value_scopes.ScopedValues) ---------
     OPS = TRITON_OPS
@@ -109,6 +113,12 @@ class TritonOpsHandler(ScopedValues[TritonValue]):
         if self.kernel.keep_local(name, value):
             return
         self.out.line(self.kernel.store_stmt(name, index, value))
+        self.stored()
+
+    def stored(self) -> None:
+        """A store was written: loads remembered before it are not reused after it."""
+        if self.loads_end_at_stores:
+            self.forget(lambda key: "tl.load(" in key[0])
 
     def store_reduction(self, name: str, index: sympy.Expr, value: TritonValue) -> None:
         self.kernel.store_reduction(name, index, value)
