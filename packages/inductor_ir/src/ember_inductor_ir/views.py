@@ -7,6 +7,7 @@ base's storage, so extern kernels and graph outputs can take it without a copy.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -316,6 +317,28 @@ def reshape(base: IRNode, shape: Sequence[object]) -> View:
     def layout_map(lay: Layout) -> Layout | None:
         if lay.is_contiguous():
             return _relayout(lay, new, contiguous_strides(new), lay.offset)
-        return None
+        if groups is None:
+            return None
+        # each run of merged or split dims must be one contiguous run in memory (a batch
+        # of column-major matrices [B, H, D, N] merged to [B*H, D, N])
+        stride: list[Expr] = [sympy.Integer(0)] * len(new)
+        for gi, gj in groups:
+            step = _run_stride(lay, gi)
+            if step is None:
+                return None
+            for j in reversed(gj):
+                stride[j] = step
+                step = step * new[j]
+        return _relayout(lay, new, stride, lay.offset)
 
     return View(base, new, reindex, layout_map, "reshape")
+
+
+def _run_stride(lay: Layout, dims: Sequence[int]) -> Expr | None:
+    """The stride of the innermost of ``dims`` where those dims (size-1 ones aside) step
+    through memory as one row-major run, else None."""
+    moving = [d for d in dims if sympy.sympify(lay.size[d]) != 1]
+    for outer, inner in itertools.pairwise(moving):
+        if sympy.expand(lay.stride[outer] - lay.stride[inner] * lay.size[inner]) != 0:
+            return None
+    return sympy.sympify(lay.stride[moving[-1]]) if moving else sympy.Integer(1)
