@@ -170,9 +170,11 @@ def test_training_steps_run_convolutions_channels_last(name, target, lowerings):
 @pytest.mark.parametrize("target", TARGETS)
 def test_user_visible_feature_maps_and_gradients_keep_eager_strides(target, lowerings):
     torch.manual_seed(0)
-    block = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    # 4 input channels: an image's 3 into a few, read by no other convolution, stays NCHW
+    # on the GPU (lowering/convolution.py's slow-NHWC rules)
+    block = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
     twin = copy.deepcopy(block)
-    x = torch.randn(2, 3, 6, 6, requires_grad=True)
+    x = torch.randn(2, 4, 6, 6, requires_grad=True)
     x_twin = x.detach().clone().requires_grad_(True)
     out, got = block(x), ember.compile(twin)(x_twin)
     torch.testing.assert_close(got, out, rtol=1e-5, atol=1e-6)

@@ -40,6 +40,9 @@ class ChannelsLastPolicy:
     #: first convolution: its input is data) in any graph, its gradient and input copied
     #: or stored channels-last for the call
     weight_gradients: bool = False
+    #: convolution shapes the target's library runs far slower NHWC whatever surrounds them,
+    #: kept in eager's layout: names of the rules in lowering/convolution.py (SLOW_NHWC)
+    slow_nhwc: frozenset[str] = frozenset()
 
     def allows(self, returns_feature_maps: bool) -> bool:
         return self.training if returns_feature_maps else self.inference

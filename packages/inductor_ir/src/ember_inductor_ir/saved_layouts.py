@@ -30,6 +30,7 @@ import torch.fx
 from ember_primops import prims
 
 from .channels_last import channels_last_policy
+from .lowering.convolution import runs_slow_nhwc
 from .lowering.registry import prim_name
 from .lowering.view_ops import INJECTIVE_VIEWS
 from .target import Target, resolve_target
@@ -74,9 +75,12 @@ def _nhwc_strides(shape: Sequence[int]) -> list[int]:
     return stride
 
 
-def predicted_channels_last(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+def predicted_channels_last(
+    gm: torch.fx.GraphModule, slow_nhwc: frozenset[str] = frozenset()
+) -> set[torch.fx.Node]:
     """The call nodes whose values the lowering will store NHWC in a graph that runs its
-    convolutions channels-last (views map to the node whose storage they read)."""
+    convolutions channels-last, but for those the policy's ``slow_nhwc`` rules keep in
+    eager's layout (views map to the node whose storage they read)."""
     stored: set[torch.fx.Node] = set()
     root: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in gm.graph.nodes:
@@ -98,6 +102,7 @@ def predicted_channels_last(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
                 and weight is not None
                 and weight.ndim == 4
                 and not node.args[6]  # transposed
+                and not runs_slow_nhwc(slow_nhwc, node, weight.shape, node.args[8])
             ):
                 stored.add(node)
             continue
@@ -127,7 +132,8 @@ def keep_saved_channels_last(
     from forward to backward without copies (see the module doc). Returns how many saved
     values now travel channels-last (0: both graphs are left as they were). ``target``: the
     code generator's record (target.py), or the name it is registered under."""
-    if not channels_last_policy(resolve_target(target)).training:
+    policy = channels_last_policy(resolve_target(target))
+    if not policy.training:
         return 0
     if not any(
         n.op == "call_function"
@@ -136,7 +142,7 @@ def keep_saved_channels_last(
         for n in fw_gm.graph.nodes
     ):
         return 0
-    stored = predicted_channels_last(fw_gm)
+    stored = predicted_channels_last(fw_gm, policy.slow_nhwc)
     fw_out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output")
     outputs = list(fw_out.args[0])
     bw_inputs = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]

@@ -436,3 +436,50 @@ def test_a_channel_shuffle_is_stored_as_the_map_its_readers_read(monkeypatch):
     assert maps and all(is_channels_last(layout) for layout in maps), [x.describe() for x in maps]
     for value, want in zip(got, _shuffle_block(*inputs), strict=True):
         torch.testing.assert_close(value, want, atol=1e-4, rtol=1e-4)
+
+
+def _slow_nhwc_target():
+    """FUSING_GPU with the Triton target's slow-NHWC rules (lowering/convolution.py)."""
+    import dataclasses
+
+    policy = dataclasses.replace(
+        FUSING_GPU.channels_last, slow_nhwc=frozenset({"channel_multiplier", "image_input"})
+    )
+    return dataclasses.replace(FUSING_GPU, channels_last=policy)
+
+
+def _grouped(x, w, groups):
+    return prims.convolution(x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], groups)
+
+
+def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
+    """A depthwise convolution with a channel multiplier (PiT's pooling) and an image's few
+    channels into a few that no convolution reads (TNT's pixel embedding) stay NCHW; the
+    same image convolution read by a next convolution (a CNN's stem) and a plain depthwise
+    one run channels-last."""
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    target = _slow_nhwc_target()
+    x, image = torch.randn(2, 4, 8, 8), torch.randn(2, 3, 8, 8)
+    multiplier, depthwise = torch.randn(8, 1, 3, 3), torch.randn(4, 1, 3, 3)
+    stem, after = torch.randn(6, 3, 3, 3), torch.randn(5, 6, 3, 3)
+
+    def fn(a, img, m, d, s, n):
+        pooled = _grouped(a, m, 4)
+        spread = _grouped(a, d, 4)
+        embedded = _conv(img, s)  # read by no convolution
+        features = _conv(prims.abs(_conv(img, s)), n)  # a stem and the next convolution
+        return tuple(prims.sum(v, [1, 2, 3]) for v in (pooled, spread, embedded, features))
+
+    inputs = [x, image, multiplier, depthwise, stem, after]
+    _, sched, got = _lower_and_run(prim_graph(fn, *inputs), inputs, target)
+    layouts = [is_channels_last(c.outputs[0].layout) for c in _extern_args(sched, "convolution")]
+    assert layouts == [False, True, False, True, True]
+    for g, want in zip(got, fn(*inputs), strict=True):
+        torch.testing.assert_close(g, want, atol=1e-4, rtol=1e-4)
+    # the training forward's prediction of what is stored NHWC follows the same rules
+    gm = prim_graph(fn, *inputs)
+    convs = [
+        n for n in gm.graph.nodes if n.op == "call_function" and "convolution" in str(n.target)
+    ]
+    predicted = predicted_channels_last(gm, target.channels_last.slow_nhwc)
+    assert [c in predicted for c in convs] == [False, True, False, True, True]

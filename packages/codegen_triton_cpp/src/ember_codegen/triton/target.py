@@ -8,8 +8,16 @@ from ember_inductor_ir import OP_NAMES, ChannelsLastPolicy, CombinePolicy, Targe
 
 from .ops_handler import TritonOpsHandler
 
-#: cuDNN's NHWC kernels: every graph's convolutions, training too
-GPU_CHANNELS_LAST = ChannelsLastPolicy(inference=True, training=True, weight_gradients=True)
+#: cuDNN's NHWC kernels: every graph's convolutions, training too, but for the shapes its
+#: NHWC kernels run far slower (H200, bf16, tools/gpu/conv_layouts.py): PiT's pooling
+#: convolutions (one input channel and two outputs per group) 23-47x, TNT's 3-channel 7x7
+#: pixel embedding 2.5x
+GPU_CHANNELS_LAST = ChannelsLastPolicy(
+    inference=True,
+    training=True,
+    weight_gradients=True,
+    slow_nhwc=frozenset({"channel_multiplier", "image_input"}),
+)
 
 #: small independent pointwise kernels launched together (an optimizer step: one kernel per
 #: parameter): a launch costs a few microseconds of GPU time and more of the host's, what an

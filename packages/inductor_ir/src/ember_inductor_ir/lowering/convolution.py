@@ -8,9 +8,11 @@ channels-last for a training forward's saved activations, see saved_layouts.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten
@@ -21,7 +23,7 @@ from ..nodes import ComputedBuffer, IRNode, Pointwise, TensorBox
 from ..target import Target
 from ..views import broadcast_in_dim, unwrap
 from ._helpers import pointwise
-from .registry import register_lowering
+from .registry import prim_name, register_lowering
 
 
 def emits_feature_maps(gm: torch.fx.GraphModule) -> bool:
@@ -79,6 +81,83 @@ def weight_gradient_wants_channels_last(
     )
 
 
+@dataclass(frozen=True)
+class ConvShape:
+    out_channels: int
+    in_per_group: int
+    groups: int
+
+
+def _channel_multiplier(node: torch.fx.Node | None, shape: ConvShape) -> bool:
+    """A grouped convolution with one input channel and several output channels per group
+    (a depthwise convolution with a channel multiplier: PiT's pooling, 23-47x slower NHWC)."""
+    return shape.groups > 1 and shape.in_per_group == 1 and shape.out_channels > shape.groups
+
+
+def _image_input(node: torch.fx.Node | None, shape: ConvShape) -> bool:
+    """A convolution of an image's few channels into a few others whose result no
+    convolution reads (TNT's pixel embedding, 2.5x slower NHWC): channels-last would buy no
+    layout flowing on to another convolution, and its NHWC kernel is the slow one. A stem
+    read by the network's next convolution stays channels-last (ResNet's: faster so)."""
+    return (
+        shape.in_per_group * shape.groups <= 3
+        and shape.out_channels <= 32
+        and node is not None
+        and not _read_by_a_convolution(node)
+    )
+
+
+def _read_by_a_convolution(node: torch.fx.Node) -> bool:
+    seen, todo = {node}, list(node.users)
+    while todo:
+        user = todo.pop()
+        if user in seen:
+            continue
+        seen.add(user)
+        if user.op == "call_function" and _is_convolution(user.target):
+            return True
+        todo.extend(user.users)
+    return False
+
+
+def _is_convolution(target: object) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and prim_name(target) == "convolution"
+
+
+#: rule name (ChannelsLastPolicy.slow_nhwc) -> whether a convolution of this shape, at this
+#: graph node, keeps eager's layout
+SLOW_NHWC: dict[str, Callable[[torch.fx.Node | None, ConvShape], bool]] = {
+    "channel_multiplier": _channel_multiplier,
+    "image_input": _image_input,
+}
+#: the rules that need only the weight's shape (a backward convolution's too)
+SHAPE_ONLY = frozenset({"channel_multiplier"})
+
+
+def runs_slow_nhwc(
+    rules: frozenset[str], node: torch.fx.Node | None, weight_size: Sequence[Any], groups: int
+) -> bool:
+    """Whether one of ``rules`` (a policy's ``slow_nhwc``) keeps the convolution at ``node``,
+    of a weight of ``weight_size``, in eager's layout."""
+    if len(weight_size) != 4 or not all(
+        isinstance(n, (int, sympy.Integer)) for n in weight_size[:2]
+    ):
+        return False
+    shape = ConvShape(int(weight_size[0]), int(weight_size[1]), int(groups))
+    return any(SLOW_NHWC[name](node, shape) for name in sorted(rules))
+
+
+def keeps_eager_layout(
+    ctx: Any, weight: IRNode, groups: int, rules: frozenset[str] | None = None
+) -> bool:
+    """Whether the target's library runs this convolution far slower NHWC (its policy's
+    ``slow_nhwc`` rules, or those of them in ``rules``)."""
+    names = channels_last_policy(ctx.target).slow_nhwc
+    if rules is not None:
+        names = names & rules
+    return runs_slow_nhwc(names, ctx.current_node, weight.get_size(), groups)
+
+
 def _channels_last(index: int, layout: Layout) -> Layout:
     """aten returns channels-last results for channels-last inputs (4-d ones)."""
     if len(layout.size) != 4:
@@ -102,7 +181,9 @@ def lower_convolution(
     add_bias = bias is not None and ctx.target.conv_bias_in_kernels
     library_bias = None if add_bias else bias
     args = [x, weight, library_bias, stride, padding, dilation, transposed, output_padding, groups]
-    if not wants_channels_last(ctx, x, weight, transposed):
+    if not wants_channels_last(ctx, x, weight, transposed) or keeps_eager_layout(
+        ctx, weight, groups
+    ):
         out = ctx.extern(ctx.current_node.target, args)
     else:
         args[0] = ctx.require_strides(x, channels_last_strides(x.get_size()))
@@ -153,8 +234,10 @@ def lower_convolution_backward(
     args = [grad_output, x, weight, *rest]
     transposed = bool(rest[4])
     weight_only = not rest[-1][0] and rest[-1][1]  # output_mask: no input gradient
-    if not wants_channels_last(ctx, x, weight, transposed) and not (
-        weight_only and weight_gradient_wants_channels_last(ctx, x, weight, transposed)
+    slow = keeps_eager_layout(ctx, weight, rest[6], SHAPE_ONLY)
+    if slow or (
+        not wants_channels_last(ctx, x, weight, transposed)
+        and not (weight_only and weight_gradient_wants_channels_last(ctx, x, weight, transposed))
     ):
         return ctx.extern(ctx.current_node.target, args)
     args[0] = ctx.require_strides(grad_output, channels_last_strides(grad_output.get_size()))
