@@ -442,3 +442,39 @@ def im2col(a, kernel_size, dilation, padding, stride):
     n, c = x.shape[0], x.shape[1]
     out = prims.reshape(moved, [n, c * kernel[0] * kernel[1], outs[0] * outs[1]])
     return out if batched else prims.squeeze(out, [0])
+
+
+@register_decomposition(aten.col2im.default)
+def col2im(a, output_size, kernel_size, dilation, padding, stride):
+    """``F.fold``: each output pixel sums the window elements that land on it. One plane of
+    window elements per kernel offset, spread by the stride and shifted by the offset onto
+    the output grid (a pad with interior spacing), the planes summed in the order eager's
+    kernels sum them, in float32 and rounded once as its GPU kernel does (its CPU kernel
+    adds into a half-precision image: within a rounding of this). A gather of the planes,
+    so the readers and the sum fuse into one pointwise kernel (VOLO's outlook attention;
+    eager's own kernel took 1.8 ms a step on the H200)."""
+    size, kernel = _expand_param(output_size, 2), _expand_param(kernel_size, 2)
+    dilation, padding = _expand_param(dilation, 2), _expand_param(padding, 2)
+    stride = _expand_param(stride, 2)
+    batched = a.dim() == 3
+    x = a if batched else prims.expand_dims(a, [0])
+    n, c = x.shape[0], x.shape[1] // (kernel[0] * kernel[1])
+    blocks = [
+        (size[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1
+        for d in (0, 1)
+    ]
+    compute = computation_dtype(a.dtype)
+    planes = prims.reshape(convert(x, compute), [n, c, *kernel, *blocks])
+    total = None
+    for kh in range(kernel[0]):
+        for kw in range(kernel[1]):
+            start, limit = [0, 0, kh, kw, 0, 0], [n, c, kh + 1, kw + 1, *blocks]
+            plane = prims.squeeze(prims.slice(planes, start, limit), [2, 3])
+            low = [kh * dilation[0] - padding[0], kw * dilation[1] - padding[1]]
+            spread = [(blocks[d] - 1) * stride[d] + 1 for d in (0, 1)]
+            high = [size[d] - low[d] - spread[d] for d in (0, 1)]
+            placed = prims.pad(plane, 0.0, [0, 0, *low], [0, 0, *high],
+                               [0, 0, stride[0] - 1, stride[1] - 1])  # fmt: skip
+            total = placed if total is None else prims.add(total, placed)
+    out = convert(total, a.dtype)
+    return out if batched else prims.squeeze(out, [0])
