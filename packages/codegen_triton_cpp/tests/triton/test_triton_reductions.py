@@ -296,6 +296,11 @@ def test_column_windows_over_many_points_loop_element_by_element():
     assert excite.RBLOCK > 1 and 256 * 208 // excite.XBLOCK >= 512
     assert choose_kind(256 * 104, 784, split_ok=True, column=True) == "looped"
     assert choose_kind(256 * 104, 784, split_ok=True, column=False) == "persistent"
+    # few columns over long rows (XCiT's query norms over 784 tokens, 16 x 768 columns):
+    # narrower tiles, so that the GPU gets enough programs; longer rows per step instead
+    norms = default_config("looped", 16 * 768, 784, column=True)
+    assert norms.XBLOCK == 16 and 16 * 768 // norms.XBLOCK >= 512
+    assert norms.XBLOCK * norms.RBLOCK == excite.XBLOCK * excite.RBLOCK
 
 
 def test_short_contiguous_rows_stay_in_registers(check):
