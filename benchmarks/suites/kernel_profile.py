@@ -32,8 +32,11 @@ def kernel_kind(name: str) -> str:
     return "other"
 
 
-def kernel_profile(step: Callable[[], Any], steps: int = 3, top: int = 10) -> dict[str, Any]:
-    """GPU time (ms) and kernel launches per step, by kind, and the `top` kernels."""
+def kernel_profile(
+    step: Callable[[], Any], steps: int = 3, top: int = 10, families: bool = True
+) -> dict[str, Any]:
+    """GPU time (ms) and kernel launches per step, by kind, and the `top` kernels (Ember's
+    numbered kernels ranked by family, or each on its own with ``families=False``)."""
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
@@ -45,12 +48,12 @@ def kernel_profile(step: Callable[[], Any], steps: int = 3, top: int = 10) -> di
         entry = by_kind[kernel_kind(event.key)]
         entry[0] += event.self_device_time_total / steps / 1e3
         entry[1] += event.count / steps
-    families: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    ranked_by: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for event in events:
-        entry = families[kernel_family(event.key)[:90]]
+        entry = ranked_by[(kernel_family(event.key) if families else event.key)[:90]]
         entry[0] += event.self_device_time_total / steps / 1e3
         entry[1] += event.count / steps
-    ranked = sorted(families.items(), key=lambda item: -item[1][0])
+    ranked = sorted(ranked_by.items(), key=lambda item: -item[1][0])
     return {
         "gpu_ms": round(sum(ms for ms, _ in by_kind.values()), 3),
         "kernels": round(sum(n for _, n in by_kind.values())),

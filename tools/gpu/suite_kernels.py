@@ -26,6 +26,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--compilers", default="torch.compile,ember")
+    p.add_argument("--each", action="store_true", help="Ember's kernels one by one, not by family")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tc_cache = tempfile.mkdtemp(prefix="tc_cache_")
@@ -47,7 +48,7 @@ def main() -> None:
         step = make_step(case, compiler, args.mode, "cuda")
         for _ in range(3):
             step()
-        prof = kernel_profile(step, steps=3, top=args.top)
+        prof = kernel_profile(step, steps=3, top=args.top, families=not args.each)
         print(f"== {compiler}: GPU {prof['gpu_ms']} ms/step, {prof['kernels']} kernels/step")
         print("   by kind (ms, launches):", prof["by_kind"])
         for name, ms, count in prof["top"]:
