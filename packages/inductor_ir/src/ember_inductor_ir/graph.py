@@ -46,7 +46,6 @@ from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
 from .lowering.scalar_reads import scalar_input
 from .lowering.view_ops import reader_count
-from .matrix_operands import copy_layout_for
 from .nodes import (
     Buffer,
     ComputedBuffer,
@@ -241,26 +240,22 @@ class GraphLowering:
         self.operations.append(buffer)
         return buffer
 
-    def tensor_arg(self, value: IRNode, kernel_name: str = "") -> TensorArg:
-        """An extern-kernel argument for ``value``: its buffer or a strided view of one, else
-        a copy (a matmul's in the layout matrix_operands.py picks)."""
+    def tensor_arg(self, value: IRNode) -> TensorArg:
+        """An extern-kernel argument for ``value``: its buffer or a strided view of one."""
         self.realize(value)
-        self._realize_view_base(value, kernel_name)
+        self._realize_view_base(value)
         found = storage_view(value)
         if found is None:
-            layout = copy_layout_for(kernel_name, value)
-            found = (buf := self.realize_copy(value, layout)), buf.layout
+            found = (buf := self.realize_copy(value)), buf.layout
         buffer, layout = found
         if isinstance(buffer.layout, FlexibleLayout):
             buffer.layout.freeze()  # the extern kernel sees these exact strides
         return TensorArg(buffer.name, None if layout is buffer.layout else layout)
 
-    def _realize_view_base(self, value: IRNode, kernel_name: str = "") -> None:
+    def _realize_view_base(self, value: IRNode) -> None:
         """Realize the computation under a chain of strided views (a transpose, a reshape)
         so the extern kernel reads the view of its buffer instead of a copy that recomputes
-        it in the view's order. Views that read fewer elements (slices) keep the copy. A
-        matmul's operand is stored as a copy of it would be (matrix_operands.py), where the
-        view still addresses it then (a ``k.transpose(-2, -1)`` cloned for bmm)."""
+        it in the view's order. Views that read fewer elements (slices) keep the copy."""
         node = value
         while isinstance(inner := unwrap(node), View) and inner.layout_map is not None:
             node = inner.base
@@ -268,13 +263,7 @@ class GraphLowering:
             return
         base_numel, view_numel = product(node.get_size()), product(value.get_size())
         if known_le(base_numel, view_numel):  # proven for every size when symbolic
-            layout = copy_layout_for(kernel_name, node)
-            buffer = self.realize(node)
-            if layout is not None and isinstance(buffer.layout, FlexibleLayout):
-                default = list(buffer.layout.stride)
-                buffer.layout.set_stride(layout.stride)
-                if not _matrix_view(storage_view(value)):
-                    buffer.layout.set_stride(default)
+            self.realize(node)
 
     def extern(
         self,
@@ -294,16 +283,15 @@ class GraphLowering:
         that does not have them. ``mutates``, ``writes_out``: see ExternKernel."""
         assert self.current_node is not None
 
+        def to_arg(x):
+            return self.tensor_arg(x) if isinstance(x, IRNode) else x
+
+        call_args, call_kwargs = tree_map(to_arg, (tuple(args), dict(kwargs or {})))
         kernel_name = (
             prim_name(kernel)
             if isinstance(kernel, torch._ops.OpOverload)
             else str(getattr(kernel, "__name__", kernel))
         )
-
-        def to_arg(x):
-            return self.tensor_arg(x, kernel_name) if isinstance(x, IRNode) else x
-
-        call_args, call_kwargs = tree_map(to_arg, (tuple(args), dict(kwargs or {})))
         extern = ExternKernel(
             self.new_name("extern"),
             kernel,
@@ -560,14 +548,6 @@ class GraphLowering:
         )
         buffer = self.realize_copy(value, layout)
         return OutputSpec(buffer.name, buffer.layout)
-
-
-def _matrix_view(found: tuple[Buffer, Layout] | None) -> bool:
-    """Whether a storage view steps 1 along one of its last two dims (a library matmul
-    takes it as is, transposed or not)."""
-    if found is None or len(found[1].stride) < 2:
-        return False
-    return 1 in [sympy.sympify(s) for s in found[1].stride[-2:]]
 
 
 def _same_order(a: Sequence[object], b: Sequence[object]) -> bool:
