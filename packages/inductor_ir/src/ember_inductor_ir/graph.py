@@ -185,9 +185,11 @@ class GraphLowering:
         return self._votes(node) > 0
 
     def _votes(self, node: Pointwise | Reduction) -> int:
-        """Same-rank buffers the body reads: +1 per channels-last one, -1 per contiguous,
-        judged by the order in which the body's own loops walk them: a channels-last feature
-        map read through a permute to NHWC (ConvNeXt's LayerNorm) is read contiguously."""
+        """Buffers the body reads: +1 per channels-last one, -1 per contiguous, judged by
+        the order in which the body's own loops walk them: a channels-last feature map read
+        through a permute to NHWC (ConvNeXt's LayerNorm) is read contiguously. A buffer of
+        another rank votes by that walk alone (ResNeSt's [B, 2, C, H, W] radix split of an
+        NHWC map, summed over the radix: its channels step 1)."""
         rank = len(node.get_size())
         rw = ReadWriteHandler()
         index = index_vars("i", rank)
@@ -201,16 +203,17 @@ class GraphLowering:
         votes = 0
         for name, expr in first_reads.items():
             layout = self.buffers[name].layout if name in self.buffers else None
-            if layout is None or len(layout.size) != rank or layout.size[1] == 1:
+            if layout is None:
                 continue
-            if order_free(layout):  # (1, C, 1, 1) statistics: no say in the order
-                continue
+            same_rank = len(layout.size) == rank
+            if same_rank and (layout.size[1] == 1 or order_free(layout)):
+                continue  # (1, C, 1, 1) statistics: no say in the order
             walked = read_strides(expr, index)
             if walked is not None:  # by the order of the walk: a concat's input has fewer
                 # channels than the loops
                 votes += _WALK_VOTES.get(walk_format(node.get_size(), walked), 0)
-                continue
-            votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
+            elif same_rank:
+                votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0
         return votes
 
     def require_strides(self, value: IRNode, stride: Sequence[object]) -> IRNode:
@@ -507,7 +510,33 @@ class GraphLowering:
                                    data.get_size())  # fmt: skip
                 if recompute_cost(shaped) > INLINE_OP_LIMIT:
                     box.data = shaped
-                    self.realize(box)
+                    self._in_base_order(self.realize(box), data)
+
+    def _in_base_order(self, buffer: Buffer | IRNode, view: View) -> None:
+        """A reshaped computation stored in the memory order its unreshaped value would
+        have had, where a view expresses it: ResNeSt's radix split of a convolution's
+        output, [B, 2C, H, W] channels-last read as [B, 2, C, H, W], stored NHWC-split
+        rather than contiguous (its readers then read along the channels, not 4096 apart)."""
+        chain: list[View] = []
+        inner: IRNode = view
+        while isinstance(inner, View) and inner.layout_map is not None:
+            chain.append(inner)
+            inner = unwrap(inner.base)
+        if not (
+            isinstance(buffer, ComputedBuffer)
+            and isinstance(buffer.layout, FlexibleLayout)
+            and isinstance(inner, Pointwise)
+            and self._follows_channels_last(inner)
+        ):
+            return
+        size = inner.get_size()
+        layout: Layout | None = FixedLayout(
+            inner.get_device(), inner.get_dtype(), size, channels_last_strides(size)
+        )
+        for step in reversed(chain):
+            layout = step.layout_map(layout) if layout is not None else None
+        if layout is not None:
+            buffer.layout.set_stride(layout.stride)
 
     def _outputs(self, outputs: Any, env: dict[torch.fx.Node, Any]) -> None:
         for item in tree_flatten(outputs)[0]:

@@ -483,3 +483,29 @@ def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
     ]
     predicted = predicted_channels_last(gm, target.channels_last.slow_nhwc)
     assert [c in predicted for c in convs] == [False, True, False, True, True]
+
+
+def test_a_split_of_channels_last_channels_keeps_their_memory_order(monkeypatch):
+    """ResNeSt's split attention: a convolution's NHWC output, activated, read as [B, radix,
+    C, H, W] by a sum over the radix and a weighted sum. The split is stored in the map's
+    NHWC order (channels step 1, the radix C apart), and the sum over the radix, which walks
+    it along the channels, is stored channels-last too: stored contiguous, every reader read
+    its channels H * W apart."""
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w = torch.randn(2, 3, 6, 6), torch.randn(8, 3, 3, 3)
+
+    def fn(a, b):
+        split = prims.reshape(prims.exp(_conv(a, b)), [2, 2, 4, 6, 6])
+        total = prims.sum(split, [1])
+        gate = prims.broadcast_in_dim(prims.amax(total, [2, 3]), [2, 2, 4, 6, 6], [0, 2])
+        return (prims.sum(prims.sum(prims.mul(split, gate), [1]), [1, 2, 3]),)
+
+    lowering, _, got = _lower_and_run(prim_graph(fn, x, w), [x, w], FUSING_GPU)
+    torch.testing.assert_close(got[0], fn(x, w)[0], atol=1e-3, rtol=1e-4)
+    split = [b for b in lowering.buffers.values() if len(b.get_size()) == 5]
+    assert [[int(s) for s in b.layout.stride] for b in split] == [[288, 4, 1, 48, 8]]
+    totals = [
+        b for b in lowering.buffers.values()
+        if [int(n) for n in b.get_size()] == [2, 4, 6, 6] and hasattr(b, "data")
+    ]  # fmt: skip
+    assert totals and all(is_channels_last(b.layout) for b in totals)
