@@ -37,6 +37,7 @@ OUT_VARIANTS: dict[str, str] = {
 BINDING_CALLS: dict[str, str] = {
     "mm": "_mm_out",
     "bmm": "_bmm_out",
+    "addmm": "_addmm_out",  # a half-precision linear layer (primops keeps eager's addmm)
     "convolution": "_convolution",
 }
 #: what those names are in every wrapper's namespace (the C++ and the Triton target's)
@@ -51,7 +52,7 @@ OUT_FUNCTIONS: dict[str, Any] = {
 
 #: Of those, the ops whose results are fresh tensors (storage offset 0) whose sizes and dtype
 #: the (guarded) inputs fix: only the strides of their results are checked.
-FRESH_RESULTS = frozenset(DIRECT_ATEN_CALLS)
+FRESH_RESULTS = frozenset({*DIRECT_ATEN_CALLS, "addmm"})
 
 
 class _PrimImplementations(dict):
