@@ -60,6 +60,9 @@ class Target:
     #: a convolution's bias added by a loop body (fused into the kernel reading the result)
     #: instead of by the library, which on CUDA adds it in a pass of its own
     conv_bias_in_kernels: bool = False
+    #: bytes a library matmul's operand rows are padded to, where the IR still decides
+    #: that operand's strides (matrix_operands.py); None: eager's contiguous strides
+    matmul_row_alignment: int | None = None
     #: runs of small independent loops groups launched as one kernel (scheduler/combine.py);
     #: None: every group its own launch
     combine: CombinePolicy | None = None

@@ -49,6 +49,7 @@ TRITON_TARGET = register_target(
         conv_bias_in_kernels=True,  # cuDNN's bias is an extra pass over the output
         channels_last=GPU_CHANNELS_LAST,
         combine=GPU_COMBINE,
+        matmul_row_alignment=16,  # cuBLAS's vectorized (and TMA) kernels
     )
 )
 
