@@ -9,11 +9,13 @@ from ember_primops import prims
 
 
 def _rounded_for_two(x, w):
-    """exp(x) * w rounded to bfloat16 and widened, read by a reduction and by a pointwise
-    at the transposed element (so that the value goes through memory)."""
-    y = prims.convert_element_type(
-        prims.convert_element_type(prims.mul(prims.exp(x), w), torch.bfloat16), torch.float32
-    )
+    """A body too long to recompute (exp(x) * w, then eight multiply-adds) rounded to
+    bfloat16 and widened, read by a reduction and by a pointwise at the transposed element
+    (so that the value goes through memory)."""
+    h = prims.mul(prims.exp(x), w)
+    for _ in range(8):
+        h = prims.add(prims.mul(h, w), x)
+    y = prims.convert_element_type(prims.convert_element_type(h, torch.bfloat16), torch.float32)
     return prims.add(y, prims.permute(y, [1, 0])), prims.amax(y, [1])
 
 

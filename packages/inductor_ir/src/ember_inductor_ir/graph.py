@@ -68,10 +68,6 @@ _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 #: A pointwise value read by several users is computed once into a buffer when its body
 #: runs more than this many ops; cheaper bodies are recomputed inside each reader.
 INLINE_OP_LIMIT = 16
-#: What one transcendental op (exp, erf, ...) counts for against INLINE_OP_LIMIT: softmax's
-#: exp(x - max), read by the sum and by the division, is then computed once (and the C++
-#: kernel keeps it in a per-row scratch instead of memory).
-TRANSCENDENTAL_OP_COST = 16
 
 
 @dataclass(frozen=True)
@@ -503,7 +499,8 @@ class GraphLowering:
             if isinstance(data, Reduction):
                 self.realize(box)
             elif isinstance(data, Pointwise) and not _reshaped_alone(node):
-                if reader_count(node) > 1 and recompute_cost(data) > INLINE_OP_LIMIT:
+                cost = recompute_cost(data, self.target.transcendental_op_cost)
+                if reader_count(node) > 1 and cost > INLINE_OP_LIMIT:
                     self.realize(box)
             elif (
                 not _reshaped_alone(node)
@@ -515,7 +512,7 @@ class GraphLowering:
                 # convolution reads, in the layout the vote gives that map
                 shaped = Pointwise(data.get_device(), data.get_dtype(), data.make_loader(),
                                    data.get_size())  # fmt: skip
-                if recompute_cost(shaped) > INLINE_OP_LIMIT:
+                if recompute_cost(shaped, self.target.transcendental_op_cost) > INLINE_OP_LIMIT:
                     box.data = shaped
                     self._in_base_order(self.realize(box), data)
 
@@ -632,15 +629,15 @@ def _reshapes_a_computation(node: torch.fx.Node, data: object) -> bool:
     )
 
 
-def recompute_cost(data: Pointwise) -> int:
+def recompute_cost(data: Pointwise, transcendental_cost: int = 1) -> int:
     """What a reader pays per element to recompute ``data``: the ops that run for each step
     of the innermost loop (handlers/inner_cost.py; loop-invariant ops are hoisted), a
-    transcendental op counting TRANSCENDENTAL_OP_COST."""
+    transcendental op counting ``transcendental_cost`` (Target.transcendental_op_cost)."""
     index = index_vars("i", len(data.ranges))
     moving = [v for v, n in zip(index, data.ranges, strict=True) if n != 1]
     counter = InnerLoopCostHandler(moving[-1]) if moving else ReadWriteHandler()
     data.inner_fn(counter, index)
-    return counter.op_count + (TRANSCENDENTAL_OP_COST - 1) * counter.transcendental_count
+    return counter.op_count + (transcendental_cost - 1) * counter.transcendental_count
 
 
 def _is_library_prim(op: object) -> bool:

@@ -60,6 +60,11 @@ class Target:
     #: a convolution's bias added by a loop body (fused into the kernel reading the result)
     #: instead of by the library, which on CUDA adds it in a pass of its own
     conv_bias_in_kernels: bool = False
+    #: what one transcendental op (exp, erf, ...) counts for when a pointwise value read by
+    #: several users is either computed once into a buffer or recomputed by each
+    #: (graph.py: INLINE_OP_LIMIT). At 16, softmax's exp(x - max), read by the sum and the
+    #: division, is computed once: the C++ kernel keeps it in a per-row scratch.
+    transcendental_op_cost: int = 16
     #: bytes a library matmul's operand rows are padded to, where the IR still decides
     #: that operand's strides (matrix_operands.py); None: eager's contiguous strides
     matmul_row_alignment: int | None = None

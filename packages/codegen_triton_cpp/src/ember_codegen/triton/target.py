@@ -49,6 +49,11 @@ TRITON_TARGET = register_target(
         conv_bias_in_kernels=True,  # cuDNN's bias is an extra pass over the output
         channels_last=GPU_CHANNELS_LAST,
         combine=GPU_COMBINE,
+        # a GPU recomputes an exp faster than it stores and reloads its float32 value: a
+        # persistent row reuses it between passes (TritonOpsHandler.loads_end_at_stores),
+        # and a reader in another loop order reads the narrow input instead (ConViT's
+        # positional softmax: 157 MB of float32 exponentials a block at batch 64)
+        transcendental_op_cost=1,
         matmul_row_alignment=16,  # cuBLAS's vectorized (and TMA) kernels
     )
 )
