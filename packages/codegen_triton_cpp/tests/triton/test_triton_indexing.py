@@ -71,6 +71,20 @@ def test_cat_pad_slice_scatter(check):
     check(f, a, b, c)
 
 
+def test_a_cat_read_at_a_one_step_loop_compares_a_constant_position(check):
+    # CrossViT's class token: a norm of cat([cls, patches], 1)[:, 0:1]; the kernel's loops
+    # are [B, 1] and the cat's position along dim 1 is a loop variable of one step, printed
+    # as the literal 0 (which has no .to() in Triton)
+    def fn(cls, patches, pos):
+        x = prims.add(prims.cat([cls, patches], 1), pos)
+        first = prims.slice(x, [0, 0, 0], [8, 1, 16])
+        mean = prims.broadcast_in_dim(prims.sum(first, [2]), [8, 1, 16], [0, 1])
+        return (prims.mul(prims.sub(first, mean), prims.erf(first)),)
+
+    compiled = check(fn, torch.randn(8, 1, 16), torch.randn(8, 5, 16), torch.randn(8, 6, 16))
+    assert "(0).to(" not in compiled.triton_source
+
+
 def test_gather_index_select_index(check):
     a = torch.randn(5, 6)
     idx = torch.randint(0, 5, (3, 6))

@@ -140,6 +140,9 @@ class TritonOpsHandler(ScopedValues[TritonValue]):
         if expr.is_Integer:
             return self.constant(int(expr), dtype)
         text = self.kernel.index(expr, wide=dtype == torch.int64)
+        literal = text.strip("() ")
+        if literal.lstrip("-").isdigit():  # a loop variable of one step: the kernel's 0
+            return self.constant(int(literal), dtype)
         return self._cse(f"({text}).to({compute_type(dtype)})", dtype)
 
     def to_dtype(self, x: TritonValue, dtype: torch.dtype) -> TritonValue:
