@@ -124,17 +124,3 @@ def test_importing_ember_codegen_does_not_import_triton():
     env = {**os.environ}
     env.pop("TRITON_INTERPRET", None)
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
-
-
-def test_matmul_operand_rows_are_padded_for_the_library(check):
-    # attention over 34 tokens (ConViT's 196 in small): the bf16 scores and the copied k^T
-    # are stored with rows of 40, 16-byte aligned, and bmm reads them as strided views
-    def attention(q, proj, v):
-        k = prims.permute(prims.reshape(prims.sin(proj), [2, 34, 2, 8]), [0, 2, 3, 1])
-        scores = prims.bmm(q, prims.reshape(k, [4, 8, 34]))
-        return (prims.bmm(prims.exp(scores), v),)
-
-    q, proj = torch.randn(4, 34, 8).bfloat16(), torch.randn(2, 34, 16).bfloat16()
-    compiled = check(attention, q, proj, torch.randn(4, 34, 8).bfloat16(), atol=0.1, rtol=0.05)
-    assert "(320, 40, 1)" in compiled.wrapper_source  # k^T: [4, 8, 34] stored [4, 8, 40]
-    assert "(1360, 40, 1)" in compiled.wrapper_source  # exp(scores): [4, 34, 40]

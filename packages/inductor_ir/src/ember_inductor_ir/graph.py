@@ -46,7 +46,6 @@ from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
 from .lowering.scalar_reads import scalar_input
 from .lowering.view_ops import reader_count
-from .matrix_operands import MATRIX_PRIMS, align_matrix_operand
 from .nodes import (
     Buffer,
     ComputedBuffer,
@@ -240,18 +239,13 @@ class GraphLowering:
         self.operations.append(buffer)
         return buffer
 
-    def tensor_arg(self, value: IRNode, kernel_name: str = "") -> TensorArg:
-        """An extern-kernel argument for ``value``: its buffer or a strided view of one (a
-        library matmul's with its rows aligned where the target asks: matrix_operands.py)."""
+    def tensor_arg(self, value: IRNode) -> TensorArg:
+        """An extern-kernel argument for ``value``: its buffer or a strided view of one."""
         self.realize(value)
         self._realize_view_base(value)
         found = storage_view(value)
         if found is None:
-            value = self.realize_copy(value)
-            found = value, value.layout
-        alignment = self.target.matmul_row_alignment
-        if alignment and kernel_name in MATRIX_PRIMS:
-            found = align_matrix_operand(value, found, alignment)
+            found = (buf := self.realize_copy(value)), buf.layout
         buffer, layout = found
         if isinstance(buffer.layout, FlexibleLayout):
             buffer.layout.freeze()  # the extern kernel sees these exact strides
@@ -288,16 +282,15 @@ class GraphLowering:
         that does not have them. ``mutates``, ``writes_out``: see ExternKernel."""
         assert self.current_node is not None
 
+        def to_arg(x):
+            return self.tensor_arg(x) if isinstance(x, IRNode) else x
+
+        call_args, call_kwargs = tree_map(to_arg, (tuple(args), dict(kwargs or {})))
         kernel_name = (
             prim_name(kernel)
             if isinstance(kernel, torch._ops.OpOverload)
             else str(getattr(kernel, "__name__", kernel))
         )
-
-        def to_arg(x):
-            return self.tensor_arg(x, kernel_name) if isinstance(x, IRNode) else x
-
-        call_args, call_kwargs = tree_map(to_arg, (tuple(args), dict(kwargs or {})))
         extern = ExternKernel(
             self.new_name("extern"),
             kernel,

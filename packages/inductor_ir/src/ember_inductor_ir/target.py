@@ -65,9 +65,6 @@ class Target:
     #: (graph.py: INLINE_OP_LIMIT). At 16, softmax's exp(x - max), read by the sum and the
     #: division, is computed once: the C++ kernel keeps it in a per-row scratch.
     transcendental_op_cost: int = 16
-    #: bytes a library matmul's operand rows are padded to, where the IR still decides
-    #: that operand's strides (matrix_operands.py); None: eager's contiguous strides
-    matmul_row_alignment: int | None = None
     #: runs of small independent loops groups launched as one kernel (scheduler/combine.py);
     #: None: every group its own launch
     combine: CombinePolicy | None = None

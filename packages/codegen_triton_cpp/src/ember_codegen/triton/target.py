@@ -54,7 +54,6 @@ TRITON_TARGET = register_target(
         # and a reader in another loop order reads the narrow input instead (ConViT's
         # positional softmax: 157 MB of float32 exponentials a block at batch 64)
         transcendental_op_cost=1,
-        matmul_row_alignment=16,  # cuBLAS's vectorized (and TMA) kernels
     )
 )
 
