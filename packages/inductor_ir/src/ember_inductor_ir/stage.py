@@ -11,6 +11,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten
 
+from .broadcast_matmuls import matmuls_over_broadcast_rows
 from .dump import log_lowering
 from .errors import DynamicShapeUnsupported
 from .graph import GraphLowering, has_symbolic_layout
@@ -68,6 +69,7 @@ def lower(
             f"the {record.name} code generator takes static sizes only; this graph has "
             "symbolic ones"
         )
+    gm = matmuls_over_broadcast_rows(gm)
     if record.batch_step_matmuls:  # a Triton template could not fuse a sliced product's readers
         gm = batch_step_matmuls(gm)
     try:
