@@ -136,3 +136,17 @@ def test_no_reuse_of_a_storage_a_fallback_view_still_reads(check):
     lowering, sched = check(f, torch.randn(3, 3), torch.randn(3, 3))
     assert lowering.fallback_counts["diagonal"] == 2
     assert not [a for a in sched.allocations.values() if a.reuses is not None], sched.describe()
+
+
+def test_a_norm_written_as_a_channels_last_map_fuses_with_its_statistics(check):
+    # XCiT's tokens [B, H*W, C] normalized and handed on as the [B, C, H, W] map its
+    # convolution reads, channels-last: the rows the kernel reduces are runs of channels in
+    # the map's memory, so the map is written by the kernel that computes the statistics
+    def f(x):
+        mean = prims.broadcast_in_dim(prims.sum(x, [2]), [2, 6, 8], [0, 1])
+        centered = prims.sub(x, mean)
+        return (prims.permute(prims.reshape(centered, [2, 2, 3, 8]), [0, 3, 1, 2]),)
+
+    _, sched = check(f, torch.randn(2, 6, 8))
+    assert len(sched) == 1
+    assert [n.placement for n in sched[0].nodes] == ["reduction", "full"]

@@ -70,15 +70,37 @@ def _place(
     placement: Placement
     if own == numel:
         placement, index = "outer", remap(lvars, lsizes, buf.ranges, ranges)
-    elif own == numel * rnumel and _splits(buf.ranges, numel):
-        placement = "full"
-        index = remap([*lvars, *rvars], [*lsizes, *rlsizes], buf.ranges, ranges)
+    elif own == numel * rnumel and (
+        full := _full_index(buf, [*lvars, *rvars], [*lsizes, *rlsizes], numel, ranges)
+    ):
+        placement, index = "full", full
     else:
         raise Refused(
             f"{buf.name} iterates [{_fmt(buf.ranges)}], which fits neither [{_fmt(sizes)}] "
             f"nor [{_fmt(sizes)}] x [{_fmt(rsizes)}]"
         )
     return ScheduledNode(buf, placement, index, [])
+
+
+def _full_index(
+    buf: ComputedBuffer, kvars: list[Expr], ksizes: list[Expr], numel: Expr, ranges: dict
+) -> list[Expr] | None:
+    """``buf``'s index at each point of a reduction kernel's whole space (outer loops, then
+    the reduced ones), where a row of the kernel is a run of ``buf``'s elements: in ``buf``'s
+    logical order, else in its storage order (XCiT's norm over [B, N, C] tokens written as
+    the [B, C, H, W] channels-last map its convolution reads: the kernel's rows are runs of
+    channels in memory, not in the map's logical order); None where neither splits so."""
+    if _splits(buf.ranges, numel):
+        return remap(kvars, ksizes, buf.ranges, ranges)
+    order = loop_order(buf)
+    stored = [buf.ranges[d] for d in order]
+    if order == sorted(order) or not _splits(stored, numel):
+        return None
+    placed = remap(kvars, ksizes, stored, ranges)
+    index: list[Expr] = [sympy.Integer(0)] * len(order)
+    for k, d in enumerate(order):
+        index[d] = placed[k]
+    return index
 
 
 def loop_order(anchor: ComputedBuffer) -> list[int]:
