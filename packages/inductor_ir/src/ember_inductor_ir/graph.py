@@ -27,7 +27,7 @@ from .errors import LoweringError, ScalarReadUnsupported
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.inner_cost import InnerLoopCostHandler
 from .handlers.readwrite import ReadWriteHandler
-from .indexing import index_vars, known_le, product
+from .indexing import index_vars, known_le, product, simplify_index
 from .layout import (
     FixedLayout,
     FlexibleLayout,
@@ -193,9 +193,12 @@ class GraphLowering:
             node.inner_fn(rw, index, index_vars("r", len(node.reduction_ranges)))
         else:
             node.inner_fn(rw, index)
+        # a reshape's digits of an index that stays in range (ModularIndexing(56*i1 + i2, 56,
+        # 56) is i1): simplified, Swin's [B, H, W, C] tokens read an NHWC map as they walk it
+        ranges = dict(zip(index, node.get_size(), strict=True))
         first_reads: dict[str, sympy.Expr] = {}
         for name, expr in rw.reads:
-            first_reads.setdefault(name, expr)
+            first_reads.setdefault(name, simplify_index(expr, ranges))
         votes = 0
         for name, expr in first_reads.items():
             layout = self.buffers[name].layout if name in self.buffers else None

@@ -509,3 +509,20 @@ def test_a_split_of_channels_last_channels_keeps_their_memory_order(monkeypatch)
         if [int(n) for n in b.get_size()] == [2, 4, 6, 6] and hasattr(b, "data")
     ]  # fmt: skip
     assert totals and all(is_channels_last(b.layout) for b in totals)
+
+
+def test_tokens_computed_from_a_channels_last_map_are_stored_as_tokens(check):
+    # Swin's [B, H, W, C] tokens: an NHWC map read through permute and reshapes, whose
+    # indices are the loops' own once simplified: they vote contiguous, not channels-last
+    # (which for [B, H, W, C] would store H innermost)
+    def f(x, y):
+        tokens = prims.reshape(prims.permute(x, [0, 2, 3, 1]), [2, 16, 8])
+        grid = prims.reshape(prims.exp(prims.add(tokens, y)), [2, 4, 4, 8])
+        return prims.sum(grid, [3]), prims.mul(grid, grid)
+
+    x = torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
+    lowering, _ = check(f, x, torch.randn(2, 16, 8))
+    grids = [
+        b for b in lowering.buffers.values() if [int(n) for n in b.layout.size] == [2, 4, 4, 8]
+    ]
+    assert grids and all([int(s) for s in b.layout.stride] == [128, 32, 8, 1] for b in grids)
