@@ -337,13 +337,16 @@ class KernelBuilder(ReductionEmitter):
         writes: dict[str, set[sympy.Expr]] = {}
         reads: dict[str, set[sympy.Expr]] = {}
         full = {n.buffer.name for n in self.group.nodes if n.placement == "full"}
+        # compared simplified: a reshaped reader's digits (JX-Nest's norm read back as the
+        # [B*N, C] rows of its qkv matmul) name the element its writer wrote
+        ranges = self.group.var_ranges()
         for node in self.group.nodes:
             recorder = ReadWriteHandler()
             node.run(recorder)
             for name, index in recorder.writes:
-                writes.setdefault(name, set()).add(index)
+                writes.setdefault(name, set()).add(simplify_index(index, ranges))
             for name, index in recorder.reads:
-                reads.setdefault(name, set()).add(index)
+                reads.setdefault(name, set()).add(simplify_index(index, ranges))
         return {
             name
             for name in self.group.internal & full
