@@ -17,7 +17,6 @@ from .errors import DynamicShapeUnsupported
 from .graph import GraphLowering, has_symbolic_layout
 from .matmul_batching import batch_step_matmuls
 from .narrow_stores import narrow_stores
-from .small_matmuls import small_matmuls_as_loops
 from .target import Target, resolve_target, target_for_device
 from .verifier import verify
 
@@ -71,8 +70,6 @@ def lower(
             "symbolic ones"
         )
     gm = matmuls_over_broadcast_rows(gm)
-    if record.loop_matmul_max_k:
-        gm = small_matmuls_as_loops(gm, record.loop_matmul_max_k)
     if record.batch_step_matmuls:  # a Triton template could not fuse a sliced product's readers
         gm = batch_step_matmuls(gm)
     try:

@@ -65,9 +65,6 @@ class Target:
     #: (graph.py: INLINE_OP_LIMIT). At 16, softmax's exp(x - max), read by the sum and the
     #: division, is computed once: the C++ kernel keeps it in a per-row scratch.
     transcendental_op_cost: int = 16
-    #: a ``bmm`` whose operands meet over at most this many products per element is loop IR
-    #: (a multiply and a sum: small_matmuls.py) rather than a library call; None: never
-    loop_matmul_max_k: int | None = None
     #: runs of small independent loops groups launched as one kernel (scheduler/combine.py);
     #: None: every group its own launch
     combine: CombinePolicy | None = None

@@ -54,8 +54,6 @@ TRITON_TARGET = register_target(
         # and a reader in another loop order reads the narrow input instead (ConViT's
         # positional softmax: 157 MB of float32 exponentials a block at batch 64)
         transcendental_op_cost=1,
-        # TNT's 6-value pixel heads: cuBLAS's unaligned GEMM took 2.6 ms a step on the H200
-        loop_matmul_max_k=8,
     )
 )
 
