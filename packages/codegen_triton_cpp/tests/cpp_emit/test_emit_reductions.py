@@ -59,7 +59,9 @@ def test_reduction_epilogue_is_one_kernel(check):
         vm = prims.var_mean(a, [1], 1.0)
         return (prims.rsqrt(prims.add(vm[0], vm[1])),)
 
-    _sched, compiled = check(f, torch.randn(6, 10))
+    # positive rows: var + mean stays away from zero, where rsqrt turns one rounding step of
+    # the sums into a difference beyond the tolerance (a randn row did in a clean CI run)
+    _sched, compiled = check(f, torch.rand(6, 10) + 0.5)
     assert compiled.kernel_count == 1
 
 
