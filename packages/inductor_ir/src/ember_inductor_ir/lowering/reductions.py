@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,10 @@ def make_reduction(
         element = loader(ops, full_index(index, rindex))
         return convert(ops, element) if convert is not None else element
 
+    reduced_sizes = [size[d] for d in reduced]
+    unrolled = _unrolled(value, reduction_type, dtype, convert, reduced_sizes, inner_fn)
+    if unrolled is not None:
+        return TensorBox(unrolled([size[d] for d in kept]))
     src_dtype = torch.bool if reduction_type in ("any", "all") else value.get_dtype()
     if reduction_type == WELFORD:
         src_dtype = value.get_dtype()
@@ -65,6 +70,52 @@ def make_reduction(
             welford_part,
         )
     )
+
+
+#: a reduction over at most this many elements (static sizes) is a pointwise body that
+#: combines them one after another: a reader then computes it inline (ResNeSt's sum over
+#: its two radix halves, read by the mean over H x W, no longer writes and rereads a
+#: feature map), where a kernel of its own had loops of two steps
+UNROLL_MAX = 8
+#: the combining op of each reduction an unrolled body can compute, and whether it
+#: accumulates in float32 for a narrower float (as the reduction kernels do)
+_UNROLLED_COMBINE = {"sum": ("add", True), "prod": ("mul", True), "max": ("maximum", False),
+                     "min": ("minimum", False)}  # fmt: skip
+
+
+def _unrolled(
+    value: TensorBox,
+    reduction_type: str,
+    dtype: torch.dtype,
+    convert: Any,
+    reduced_sizes: Sequence[Expr],
+    inner_fn: Any,
+) -> Any:
+    """A builder of the Pointwise that computes a small reduction element by element, or
+    None when the reduction is not one (symbolic or long rows, another kind)."""
+    if reduction_type not in _UNROLLED_COMBINE or convert is not None or dtype == torch.bool:
+        return None
+    if not all(isinstance(s, (int, sympy.Integer)) for s in reduced_sizes):
+        return None
+    count = int(product(reduced_sizes))
+    if count < 1 or count > UNROLL_MAX:
+        return None
+    combine, widens = _UNROLLED_COMBINE[reduction_type]
+    acc_dtype = (
+        torch.float32 if widens and dtype.is_floating_point and dtype.itemsize < 4 else dtype
+    )
+    points = list(itertools.product(*[range(int(s)) for s in reduced_sizes]))
+
+    def body(ops: Any, index: Sequence[Expr]) -> Any:
+        acc = None
+        for point in points:
+            element = inner_fn(ops, index, [sympy.Integer(r) for r in point])
+            if acc_dtype != dtype:
+                element = ops.to_dtype(element, acc_dtype)
+            acc = element if acc is None else getattr(ops, combine)(acc, element)
+        return ops.to_dtype(acc, dtype) if acc_dtype != dtype else acc
+
+    return lambda ranges: Pointwise(value.get_device(), dtype, body, ranges)
 
 
 def _identity_if_empty(ctx: Any, value: TensorBox, dims: Sequence[int]) -> TensorBox | None:
