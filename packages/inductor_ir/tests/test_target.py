@@ -77,8 +77,8 @@ def test_missing_ops_are_those_neither_implemented_nor_decomposed():
 
 
 def _softmax_rows(x):
-    e = prims.exp(prims.sub(x, prims.broadcast_in_dim(prims.amax(x, [1]), [4, 6], [0])))
-    total = prims.broadcast_in_dim(prims.sum(e, [1]), [4, 6], [0])
+    e = prims.exp(prims.sub(x, prims.broadcast_in_dim(prims.amax(x, [1]), [4, 12], [0])))
+    total = prims.broadcast_in_dim(prims.sum(e, [1]), [4, 12], [0])
     return (prims.div(e, total),)
 
 
@@ -86,7 +86,7 @@ def _softmax_rows(x):
 def test_the_transcendental_cost_decides_whether_exp_is_stored_once(cost, buffers):
     # read by the sum and by the division: computed once into a buffer where an exp counts
     # for 16 ops (the C++ kernel's per-row scratch), recomputed by each where it counts for 1
-    x = torch.randn(4, 6)
+    x = torch.randn(4, 12)
     target = dataclasses.replace(FUSING_GPU, transcendental_op_cost=cost)
     lowering = lower(prim_graph(_softmax_rows, x), [x], target=target)
     assert len(lowering.buffers) - 1 == buffers  # the input aside: max, sum, [exp], result

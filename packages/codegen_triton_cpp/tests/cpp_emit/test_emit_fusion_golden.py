@@ -57,7 +57,7 @@ def test_output_code_log_shows_kernels_and_wrapper(compile_prims, caplog):
     import torch
 
     with caplog.at_level(logging.INFO, logger="ember.output_code"):
-        compile_prims(softmax(4, 8), torch.randn(4, 8))
+        compile_prims(softmax(4, 12), torch.randn(4, 12))
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "ember.output_code")
     assert "EMBER_KERNEL void k0_red_max_sum_" in text  # named by kind and ops
     assert "def call(args):" in text

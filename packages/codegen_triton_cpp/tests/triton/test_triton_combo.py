@@ -66,7 +66,7 @@ def test_large_kernels_and_reductions_launch_alone(check):
 
     limit = TRITON_TARGET.combine.max_numel
     big = torch.randn(limit + 1)  # more points than the policy combines
-    compiled = check(fn, torch.randn(7), big, torch.randn(4, 6), torch.randn(9))
+    compiled = check(fn, torch.randn(7), big, torch.randn(4, 12), torch.randn(9))
     assert compiled.kernel_count == 4 and compiled.combined_kernels == 0
 
 

@@ -18,6 +18,7 @@ from ember_inductor_ir.layout import (
     stride_order,
     walk_format,
 )
+from ember_inductor_ir.lowering.reductions import UNROLL_MAX
 from ember_inductor_ir.saved_layouts import keep_saved_channels_last, predicted_channels_last
 from ember_primops import prims
 
@@ -28,7 +29,8 @@ def _conv(x, w):
 
 def _conv_relu_pool_conv(x, w1, w2):
     h = prims.abs(_conv(x, w1))
-    windows = prims.unfold(prims.unfold(h, 2, 2, 2), 3, 2, 2)  # 2x2 max-pool windows
+    # 3x3 max-pool windows, stride 2 (a 2x2 window is a pointwise max of four loads)
+    windows = prims.unfold(prims.unfold(h, 2, 3, 2), 3, 3, 2)
     pooled = prims.amax(windows, [4, 5])
     return (prims.sum(_conv(pooled, w2), [1, 2, 3]),)
 
@@ -51,9 +53,9 @@ def test_convolution_chain_runs_channels_last(check):
         assert is_channels_last(layout), layout.describe()
         assert is_channels_last(conv.outputs[0].layout)
     # the pooling kernel between the convolutions writes NHWC with channels innermost
-    pool = [g for g in sched if not g.is_extern and [int(s) for s in g.reduction_sizes] == [2, 2]]
+    pool = [g for g in sched if not g.is_extern and [int(s) for s in g.reduction_sizes] == [3, 3]]
     assert len(pool) == 1
-    assert [int(s) for s in pool[0].sizes] == [2, 4, 4, 4]  # N, H, W, C
+    assert [int(s) for s in pool[0].sizes] == [2, 3, 3, 4]  # N, H, W, C
     assert lowering.fallback_counts.get("unfold", 0) == 0  # windows are index maps
 
 
@@ -485,30 +487,36 @@ def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
     assert [c in predicted for c in convs] == [False, True, False, True, True]
 
 
-def test_a_split_of_channels_last_channels_keeps_their_memory_order(monkeypatch):
+@pytest.mark.parametrize("radix", [2, 16])
+def test_a_split_of_channels_last_channels_keeps_their_memory_order(monkeypatch, radix):
     """ResNeSt's split attention: a convolution's NHWC output, activated, read as [B, radix,
     C, H, W] by a sum over the radix and a weighted sum. The split is stored in the map's
-    NHWC order (channels step 1, the radix C apart), and the sum over the radix, which walks
+    NHWC order (channels step 1, the radix C apart). A sum over a long radix, which walks
     it along the channels, is stored channels-last too: stored contiguous, every reader read
-    its channels H * W apart."""
+    its channels H * W apart. ResNeSt's radix of 2 is summed inline by its readers."""
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
-    x, w = torch.randn(2, 3, 6, 6), torch.randn(8, 3, 3, 3)
+    x, w = torch.randn(2, 3, 6, 6), torch.randn(4 * radix, 3, 3, 3)
 
     def fn(a, b):
-        split = prims.reshape(prims.exp(_conv(a, b)), [2, 2, 4, 6, 6])
+        split = prims.reshape(prims.exp(_conv(a, b)), [2, radix, 4, 6, 6])
         total = prims.sum(split, [1])
-        gate = prims.broadcast_in_dim(prims.amax(total, [2, 3]), [2, 2, 4, 6, 6], [0, 2])
+        gate = prims.broadcast_in_dim(prims.amax(total, [2, 3]), [2, radix, 4, 6, 6], [0, 2])
         return (prims.sum(prims.sum(prims.mul(split, gate), [1]), [1, 2, 3]),)
 
     lowering, _, got = _lower_and_run(prim_graph(fn, x, w), [x, w], FUSING_GPU)
     torch.testing.assert_close(got[0], fn(x, w)[0], atol=1e-3, rtol=1e-4)
     split = [b for b in lowering.buffers.values() if len(b.get_size()) == 5]
-    assert [[int(s) for s in b.layout.stride] for b in split] == [[288, 4, 1, 48, 8]]
+    assert [[int(s) for s in b.layout.stride] for b in split] == [
+        [144 * radix, 4, 1, 24 * radix, 4 * radix]
+    ]
     totals = [
         b for b in lowering.buffers.values()
         if [int(n) for n in b.get_size()] == [2, 4, 6, 6] and hasattr(b, "data")
     ]  # fmt: skip
-    assert totals and all(is_channels_last(b.layout) for b in totals)
+    if radix <= UNROLL_MAX:
+        assert not totals  # computed where it is read
+    else:
+        assert totals and all(is_channels_last(b.layout) for b in totals)
 
 
 def test_tokens_computed_from_a_channels_last_map_are_stored_as_tokens(check):

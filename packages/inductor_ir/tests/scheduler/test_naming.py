@@ -14,7 +14,7 @@ def test_kernels_are_named_by_ordinal_kind_and_main_ops(check):
         s = prims.sum(prims.mul(a, a), [1])
         return (prims.exp(prims.add(a, b)), s)
 
-    _, sched = check(f, torch.randn(4, 6), torch.randn(4, 6))
+    _, sched = check(f, torch.randn(4, 12), torch.randn(4, 12))
     names = [g.name for g in sched]
     assert all(IDENTIFIER.match(n) for n in names), names
     assert len(set(names)) == len(names)
