@@ -105,3 +105,9 @@ def test_a_sum_over_two_halves_is_computed_inline_by_the_mean_reading_it(check):
     lowering, _ = check(f, x, atol=1e-5)
     assert [[int(s) for s in b.get_size()] for b in _reductions(lowering)] == [[2, 4]]
     assert not [b for b in lowering.buffers.values() if len(b.get_size()) == 4]
+
+
+def test_a_small_reduction_to_one_element_stays_a_reduction(check):
+    # a loss's sum over a batch of six: the kernel that reduces each row can reduce them too
+    lowering, _ = check(lambda a: (prims.sum(prims.amax(a, [1]), [0]),), torch.randn(6, 12))
+    assert len(_reductions(lowering)) == 2

@@ -53,7 +53,9 @@ def make_reduction(
 
     reduced_sizes = [size[d] for d in reduced]
     unrolled = _unrolled(value, reduction_type, dtype, convert, reduced_sizes, inner_fn)
-    if unrolled is not None:
+    # a reduction to one element stays one: its kernel can be the one that reduces its
+    # rows' values (a loss's sum over a batch of six, over the per-row losses)
+    if unrolled is not None and product([size[d] for d in kept]) != 1:
         return TensorBox(unrolled([size[d] for d in kept]))
     src_dtype = torch.bool if reduction_type in ("any", "all") else value.get_dtype()
     if reduction_type == WELFORD:
