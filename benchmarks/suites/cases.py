@@ -140,7 +140,8 @@ def build_huggingface(entry: Entry, size: str) -> Case:
     model = _no_dropout(model_cls(config))
     batch = entry.gpu_batch if size == "gpu" else CPU_BATCH
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, min(config.vocab_size, 30000), (batch, HF_SEQ[size]), generator=gen)
+    seq = entry.seq if size == "gpu" and entry.seq else HF_SEQ[size]
+    ids = torch.randint(0, min(config.vocab_size, 30000), (batch, seq), generator=gen)
     kwargs: dict[str, Any] = {"input_ids": ids}
     if getattr(config, "is_encoder_decoder", False):
         kwargs["decoder_input_ids"] = ids

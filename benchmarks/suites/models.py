@@ -24,6 +24,8 @@ class Entry:
     # and extra overrides at cpu-small on top of the generic small config.
     config: dict[str, Any] = field(default_factory=dict)
     small: dict[str, Any] = field(default_factory=dict)
+    # Hugging Face: the sequence length on the GPU where HF_SEQ["gpu"] does not fit the model
+    seq: int = 0
 
 
 def _entries(table: str) -> list[Entry]:
@@ -123,6 +125,9 @@ TORCHVISION = _entries(
 _DECODER_GPU = {"num_hidden_layers": 8, "hidden_size": 1024, "intermediate_size": 2816,
                 "num_attention_heads": 16, "num_key_value_heads": 8}  # fmt: skip
 
+# Roberta-style position ids count from the pad id (1) on: 512 positions hold 510 tokens
+_ROBERTA_SEQ = 510
+
 # Hugging Face: transformers classes built from their config class with library defaults and
 # random weights. Batch sizes for sequence length HF_SEQ["gpu"].
 HUGGINGFACE = [
@@ -131,8 +136,9 @@ HUGGINGFACE = [
     Entry("BertForMaskedLM", 16),
     Entry("BigBirdForCausalLM", 16, small={"attention_type": "original_full"}),
     Entry("BlenderbotSmallForCausalLM", 64),
-    Entry("BlenderbotForCausalLM", 16, config={"decoder_layers": 8}),
-    Entry("CamembertForMaskedLM", 16),
+    # its learned positions stop at 128 (max_position_embeddings)
+    Entry("BlenderbotForCausalLM", 16, config={"decoder_layers": 8}, seq=128),
+    Entry("CamembertForMaskedLM", 16, seq=_ROBERTA_SEQ),
     Entry("ConvBertForMaskedLM", 16),
     Entry("DebertaForMaskedLM", 16),
     Entry("DebertaV2ForMaskedLM", 8),
@@ -162,11 +168,11 @@ HUGGINGFACE = [
     Entry("PLBartForCausalLM", 16),
     Entry("Qwen2ForCausalLM", 8, config=dict(_DECODER_GPU)),
     Entry("GemmaForCausalLM", 8, config={**_DECODER_GPU, "head_dim": 64}),
-    Entry("RobertaForCausalLM", 16),
+    Entry("RobertaForCausalLM", 16, seq=_ROBERTA_SEQ),
     Entry("T5ForConditionalGeneration", 8),
     Entry("TrOCRForCausalLM", 32),
     Entry("XGLMForCausalLM", 16),
-    Entry("XLMRobertaForMaskedLM", 16),
+    Entry("XLMRobertaForMaskedLM", 16, seq=_ROBERTA_SEQ),
     Entry("XLNetLMHeadModel", 8, small={"d_head": 16}),
 ]
 

@@ -16,6 +16,7 @@ from .dump import log_lowering
 from .errors import DynamicShapeUnsupported
 from .graph import GraphLowering, has_symbolic_layout
 from .matmul_batching import batch_step_matmuls
+from .matmul_padding import pad_matmul_dims
 from .narrow_stores import narrow_stores
 from .target import Target, resolve_target, target_for_device
 from .verifier import verify
@@ -70,6 +71,7 @@ def lower(
             "symbolic ones"
         )
     gm = matmuls_over_broadcast_rows(gm)
+    gm = pad_matmul_dims(gm, record.matmul_alignment_bytes)
     if record.batch_step_matmuls:  # a Triton template could not fuse a sliced product's readers
         gm = batch_step_matmuls(gm)
     try:

@@ -65,6 +65,9 @@ class Target:
     #: (graph.py: INLINE_OP_LIMIT). At 16, softmax's exp(x - max), read by the sum and the
     #: division, is computed once: the C++ kernel keeps it in a per-row scratch.
     transcendental_op_cost: int = 16
+    #: large matmuls with a dim that is not a multiple of this many bytes run on zero-padded
+    #: operands (matmul_padding.py: cuBLAS's kernels for unaligned sizes); 0: never
+    matmul_alignment_bytes: int = 0
     #: runs of small independent loops groups launched as one kernel (scheduler/combine.py);
     #: None: every group its own launch
     combine: CombinePolicy | None = None
