@@ -41,7 +41,7 @@ _DEFAULT_BINARY = """
 add:add sub:sub mul:mul maximum:maximum minimum:minimum fmax:fmax fmin:fmin
 remainder:remainder fmod:fmod floor_divide:floor_divide bitwise_and:bitwise_and
 bitwise_or:bitwise_or bitwise_xor:bitwise_xor gcd:gcd lcm:lcm nextafter:nextafter
-bitwise_left_shift:shift_left bitwise_right_shift:shift_right_arithmetic pow:pow
+bitwise_left_shift:shift_left bitwise_right_shift:shift_right_arithmetic
 """
 _INT_TO_FLOAT_BINARY = """
 atan2 hypot copysign igamma igammac special_zeta:zeta
@@ -159,6 +159,31 @@ for _name, _prim in _pairs(_INT_TO_FLOAT_BINARY):
     _register_binary(_name, _prim, Kind.INT_TO_FLOAT)
 for _name in _COMPARISONS.split():
     _register_comparison(_name)
+
+
+#: the scalar exponents eager's pow kernels compute with multiplies instead of libm's pow:
+#: the same values, special ones included, and no pow call per element (GPT-2's tanh GELU
+#: cubes its input, Llama's RMSNorm squares it). (Roots are left to pow: eager's CPU kernels
+#: take sqrt for 0.5 in float32 but pow in float16, which differ at -0 and -inf.)
+_POW_OF_EXPONENT = {
+    2: lambda x: prims.mul(x, x),
+    3: lambda x: prims.mul(prims.mul(x, x), x),
+    -1: prims.reciprocal,
+    -2: lambda x: prims.reciprocal(prims.mul(x, x)),
+}
+
+
+@register_decomposition(
+    *_packet_overloads("pow", ("Tensor_Tensor", "Tensor_Scalar", "Scalar"))
+)  # fmt: skip
+def pow_(a, b):
+    x, y, result = binary_operands(a, b, Kind.DEFAULT)
+    exponent = b if isinstance(b, (int, float)) and not isinstance(b, bool) else None
+    if isinstance(a, torch.Tensor) and x.dtype.is_floating_point and exponent in _POW_OF_EXPONENT:
+        if x.dtype in (torch.bfloat16, torch.float16):  # eager's opmath: rounded once
+            x = convert(x, torch.float32)
+        return convert(_POW_OF_EXPONENT[exponent](x), result)
+    return convert(prims.pow(x, y), result)
 
 
 @register_decomposition(aten.div.Tensor, aten.div.Scalar)
