@@ -136,8 +136,9 @@ HUGGINGFACE = [
     Entry("BertForMaskedLM", 16),
     Entry("BigBirdForCausalLM", 16, small={"attention_type": "original_full"}),
     Entry("BlenderbotSmallForCausalLM", 64),
-    # its learned positions stop at 128 (max_position_embeddings)
-    Entry("BlenderbotForCausalLM", 16, config={"decoder_layers": 8}, seq=128),
+    # its learned positions stop at 128 (max_position_embeddings); its cache is sized by
+    # num_hidden_layers, which reads encoder_layers: both set alike
+    Entry("BlenderbotForCausalLM", 16, config={"decoder_layers": 8, "encoder_layers": 8}, seq=128),
     Entry("CamembertForMaskedLM", 16, seq=_ROBERTA_SEQ),
     Entry("ConvBertForMaskedLM", 16),
     Entry("DebertaForMaskedLM", 16),
