@@ -45,7 +45,7 @@ from .layout import (
 from .lowering import lowering_for, prim_name
 from .lowering.accumulate import FOLD_LOWERINGS
 from .lowering.scalar_reads import scalar_input
-from .lowering.view_ops import reader_count
+from .lowering.view_ops import broadcast_factor, reader_count
 from .nodes import (
     Buffer,
     ComputedBuffer,
@@ -67,6 +67,11 @@ _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 #: A pointwise value read by several users is computed once into a buffer when its body
 #: runs more than this many ops; cheaper bodies are recomputed inside each reader.
 INLINE_OP_LIMIT = 16
+#: a pointwise value calling a costly libm function (handlers/readwrite.py: LIBM_HEAVY_OPS)
+#: that a reader broadcasts at least this many times over is stored once: a rotary
+#: embedding's cos and sin tables, [seq, dim], were recomputed for every batch element and
+#: head of q and k (Llama at batch 8: 128 times; its costliest kernel, 0.52 ms a step)
+HEAVY_BROADCAST_MIN = 4
 
 
 @dataclass(frozen=True)
@@ -496,7 +501,10 @@ class GraphLowering:
                 self.realize(box)
             elif isinstance(data, Pointwise) and not _reshaped_alone(node):
                 cost = recompute_cost(data, self.target.transcendental_op_cost)
-                if reader_count(node) > 1 and cost > INLINE_OP_LIMIT:
+                shared = reader_count(node) > 1 and cost > INLINE_OP_LIMIT
+                if shared or (
+                    broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _calls_heavy_math(data)
+                ):
                     self.realize(box)
             elif (
                 not _reshaped_alone(node)
@@ -623,6 +631,12 @@ def _reshapes_a_computation(node: torch.fx.Node, data: object) -> bool:
     return (
         isinstance(base, torch.fx.Node) and _reshaped_alone(base) and isinstance(inner, Pointwise)
     )
+
+
+def _calls_heavy_math(data: Pointwise) -> bool:
+    counter = ReadWriteHandler()
+    data.inner_fn(counter, index_vars("i", len(data.ranges)))
+    return counter.heavy_count > 0
 
 
 def recompute_cost(data: Pointwise, transcendental_cost: int = 1) -> int:

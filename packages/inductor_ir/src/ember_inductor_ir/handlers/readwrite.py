@@ -19,11 +19,21 @@ TRANSCENDENTAL_OPS = frozenset(
         "erfc", "erfinv", "lgamma", "pow", "atan2", "hypot",
     }
 )  # fmt: skip
+#: the transcendental ops that cost tens of instructions a call on a GPU as well (argument
+#: reduction and a polynomial in libdevice), where exp, log, sigmoid and the like map to the
+#: hardware's approximations: worth computing once rather than per broadcast copy (graph.py)
+LIBM_HEAVY_OPS = frozenset(
+    {
+        "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",
+        "acosh", "atanh", "pow", "lgamma", "erfinv", "hypot",
+    }
+)  # fmt: skip
 
 
 class ReadWriteHandler:
     """Values are ``None``. After running a body: ``reads``/``writes`` list (name, index);
-    ``op_count`` ops, ``transcendental_count`` of them from TRANSCENDENTAL_OPS."""
+    ``op_count`` ops, ``transcendental_count`` of them from TRANSCENDENTAL_OPS,
+    ``heavy_count`` from LIBM_HEAVY_OPS."""
 
     def __init__(self) -> None:
         self.reads: list[tuple[str, sympy.Expr]] = []
@@ -31,6 +41,7 @@ class ReadWriteHandler:
         self.reduction_types: list[str] = []
         self.op_count = 0
         self.transcendental_count = 0
+        self.heavy_count = 0
         self.uses_random = False
         self.indirect_count = 0
 
@@ -41,6 +52,7 @@ class ReadWriteHandler:
         def op(*args: object) -> None:
             self.op_count += 1
             self.transcendental_count += name in TRANSCENDENTAL_OPS
+            self.heavy_count += name in LIBM_HEAVY_OPS
 
         return op
 

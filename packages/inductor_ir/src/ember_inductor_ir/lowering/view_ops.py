@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from ember_primops import get_prim, is_prim
+
 from ..indexing import product
 from ..nodes import TensorBox
 from ..views import (
@@ -63,6 +65,31 @@ def reader_count(node: torch.fx.Node) -> int:
         else:
             count += 1
     return count
+
+
+_ELEMENTWISE = frozenset({"unary", "binary", "comparison", "ternary", "conversion"})
+
+
+def broadcast_factor(node: torch.fx.Node) -> int:
+    """How many times the largest broadcast among ``node``'s readers (looking through views
+    that map elements one to one) repeats each of its elements; 1 when none does, or where
+    sizes are symbolic."""
+    factor = 1
+    for user in node.users:
+        if not isinstance(user.target, torch._ops.OpOverload):
+            continue
+        name = prim_name(user.target)
+        if name in INJECTIVE_VIEWS:
+            factor = max(factor, broadcast_factor(user))
+        elif name == "broadcast_in_dim" or (
+            is_prim(user.target) and get_prim(user.target).category in _ELEMENTWISE
+        ):
+            # an element-wise prim broadcasts its operands to the result's shape
+            small, wide = node.meta.get("val"), user.meta.get("val")
+            sizes = [*getattr(small, "shape", ()), *getattr(wide, "shape", ())]
+            if small is not None and wide is not None and all(isinstance(s, int) for s in sizes):
+                factor = max(factor, wide.numel() // max(small.numel(), 1))
+    return factor
 
 
 def _disjoint_slices(node: torch.fx.Node) -> list[torch.fx.Node]:
