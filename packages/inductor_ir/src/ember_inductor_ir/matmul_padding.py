@@ -55,16 +55,16 @@ class _Padder:
         # reading the tensor and its transpose (a gradient's two matmuls)
         if _prim(node) == "permute" and len(high) == 2 and list(node.args[1]) == [1, 0]:
             inner = self.pad(node.args[0], high[::-1], before)
-            return self._make(self.prims.permute.default, (inner, [1, 0]), before)
+            return self.make(self.prims.permute.default, (inner, [1, 0]), before)
         key = (node, tuple(high))
         if key not in self.made:
             zeros = [0] * len(high)
-            self.made[key] = self._make(
+            self.made[key] = self.make(
                 self.prims.pad.default, (node, 0.0, zeros, list(high), zeros), before
             )
         return self.made[key]
 
-    def _make(self, op, args: tuple, before: torch.fx.Node) -> torch.fx.Node:
+    def make(self, op, args: tuple, before: torch.fx.Node) -> torch.fx.Node:
         vals = tuple(_val(a) if isinstance(a, torch.fx.Node) else a for a in args)
         with self.graph.inserting_before(before):
             node = self.graph.call_function(op, args)
@@ -152,8 +152,8 @@ def _rewrite(padder: _Padder, mm: torch.fx.Node, alignment_bytes: int) -> bool:
     a = padder.pad(mm.args[a_at], [pm - m, pk - k], mm)
     b = padder.pad(mm.args[a_at + 1], [pk - k, pn - n], mm)
     args = (a, b) if prim == "mm" else (padder.pad(mm.args[0], bias_high, mm), a, b)
-    product = padder._make(mm.target, args, mm)
-    result = padder._make(prims.slice.default, (product, [0, 0], [m, n]), mm)
+    product = padder.make(mm.target, args, mm)
+    result = padder.make(prims.slice.default, (product, [0, 0], [m, n]), mm)
     log.debug("matmul_padding: %s [%d, %d] x [%d, %d] padded to K=%d, M=%d, N=%d",
               mm.name, m, k, k, n, pk, pm, pn)  # fmt: skip
     operands = [a for a in mm.args if isinstance(a, torch.fx.Node)]
