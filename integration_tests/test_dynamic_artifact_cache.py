@@ -130,6 +130,9 @@ def test_second_process_runs_unseen_sizes_without_building(tmp_path, target):
     assert sorted(p.name for p in cache.rglob("*.so")) == libraries
 
 
+# The next two (about 100 s of cold C++ builds in CI) run in `nox -s extended`; CI keeps the
+# same checks on static graphs (packages/ember/tests/backends/test_artifact_cache.py).
+@pytest.mark.extended
 def test_entry_of_another_symbolic_graph_is_rebuilt(tmp_path, target):
     """An entry copied over another key's file: detected by the key it records, rebuilt."""
     cache = tmp_path / "cache"
@@ -145,6 +148,7 @@ def test_entry_of_another_symbolic_graph_is_rebuilt(tmp_path, target):
     assert run_child(cache, [[3, 4]], target)["inductor"]["codegen_cache_hits"] == 3
 
 
+@pytest.mark.extended
 def test_graphs_with_lifted_constants_are_keyed_by_their_bytes(tmp_path):
     cache = tmp_path / "cache"
     cold = run_child(cache, [[2, 3]], program="constant")

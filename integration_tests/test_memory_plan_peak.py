@@ -205,6 +205,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.extended  # about 35 s of interpreted kernels; CI measures the C++ target's peaks
 def test_inference_peaks_and_a_training_step_on_the_triton_interpreter(tmp_path):
     pytest.importorskip("triton", reason="the Triton target needs the 'triton' extra")
     env = {

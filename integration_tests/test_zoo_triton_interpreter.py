@@ -44,7 +44,17 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer_block", "rnn", "gpt2"])
+# rnn and gpt2 (about 40 s under the interpreter) run in `nox -s extended`; CI keeps a
+# dense, a convolutional and an attention model
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mlp",
+        "cnn",
+        "transformer_block",
+        *(pytest.param(n, marks=pytest.mark.extended) for n in ("rnn", "gpt2")),
+    ],
+)
 def test_zoo_model_through_triton_interpreter(name, tmp_path):
     env = {
         **os.environ,

@@ -30,16 +30,16 @@ def _rnumel(sched, group_name: str) -> int:
     return n
 
 
-def _report(model: str, args: argparse.Namespace) -> None:
+def largest_kernels(model: str, args: argparse.Namespace) -> tuple[list, dict, Counter]:
+    """Compiles ``model``'s step as the suite runs it and returns its distinct Triton
+    kernels, largest first (points x row x launches), with each one's (graph, group,
+    kernel, rnumel, module) and launch count."""
     import torch
     from cases import BUILDERS, to_device
     from models import entries
     from run import make_step
 
-    import ember
     import ember_codegen.api as codegen_api
-    from ember_codegen.triton.autotune import launcher, scratch_args_from, time_ms
-    from ember_codegen.triton.heuristics import candidate_configs, split_candidates
     from ember_codegen.wrapper.size_bindings import concrete
 
     graphs = []
@@ -59,7 +59,6 @@ def _report(model: str, args: argparse.Namespace) -> None:
         make_step(case, "ember", args.mode, args.device)()
     finally:
         codegen_api.compile_triton = compile_triton
-    device = torch.device(args.device)
     seen: Counter = Counter()
     jobs = {}
     for sched, graph in graphs:
@@ -72,7 +71,21 @@ def _report(model: str, args: argparse.Namespace) -> None:
                 key = (kernel.code.split("\n", 2)[-1], kernel.kind, concrete(kernel.xnumel), rnumel)
                 seen[key] += 1
                 jobs.setdefault(key, (graph, group, kernel, rnumel, module))
-    largest = sorted(jobs, key=lambda k: -(k[2] * k[3] * seen[k]))[: args.max_kernels]
+    largest = sorted(jobs, key=lambda k: -(k[2] * k[3] * seen[k]))
+    return largest, jobs, seen
+
+
+def _report(model: str, args: argparse.Namespace) -> None:
+    import torch
+
+    import ember
+    from ember_codegen.triton.autotune import launcher, scratch_args_from, time_ms
+    from ember_codegen.triton.heuristics import candidate_configs, split_candidates
+    from ember_codegen.wrapper.size_bindings import concrete
+
+    largest, jobs, seen = largest_kernels(model, args)
+    largest = largest[: args.max_kernels]
+    device = torch.device(args.device)
     rows = []
     start = time.perf_counter()
     for key in largest:
