@@ -69,3 +69,27 @@ def test_scalar_constants_move_along():
     gm = torch.fx.GraphModule(root, graph)
     assert move_scalar_work(gm) == (1, "")
     assert gm.offset.device.type == "meta" and wide.meta["val"].device.type == "meta"
+
+
+def test_a_chain_of_scalars_from_a_constant_moves():
+    """DeBERTa-v2's attention scale, sqrt(tensor(head_dim) * factor): only 0-dim values, but
+    a GPU kernel reads them, and it cannot read a CPU buffer."""
+    mode = FakeTensorMode()
+    root = torch.nn.Module()
+    root.head_dim = torch.tensor(64.0)
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
+    head_dim = graph.get_attr("head_dim")
+    head_dim.meta["val"] = root.head_dim
+    scaled = graph.call_function(aten.mul.Tensor, (head_dim, 2.0))
+    scaled.meta["val"] = mode.from_tensor(torch.tensor(128.0))
+    scale = graph.call_function(aten.sqrt.default, (scaled,))
+    scale.meta["val"] = mode.from_tensor(torch.tensor(11.3))
+    y = graph.call_function(aten.div.Tensor, (x, scale))
+    y.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
+    graph.output((y,))
+    gm = torch.fx.GraphModule(root, graph)
+    assert move_scalar_work(gm) == (2, "")
+    assert gm.head_dim.device.type == "meta"
+    assert scaled.meta["val"].device.type == scale.meta["val"].device.type == "meta"

@@ -165,6 +165,86 @@ def _sine_in_and_out_of_try(t):
     return _sine(u)
 
 
+class _UserError(Exception):
+    pass
+
+
+def _lookup_or_reraise(idx, table):
+    try:  # LayoutLM's embeddings: an except clause that only raises a clearer error
+        rows = torch.nn.functional.embedding(idx, table)
+    except IndexError as e:
+        raise IndexError("indices must be below the table's length") from e
+    return rows.sum(-1)
+
+
+def _lookup_or_bare_reraise(idx, table):
+    try:
+        rows = torch.nn.functional.embedding(idx, table)
+    except (IndexError, RuntimeError):
+        raise
+    return rows.sum(-1)
+
+
+_handled: list = []
+
+
+def _lookup_noting_the_error(idx, table):
+    try:
+        rows = torch.nn.functional.embedding(idx, table)
+    except IndexError as e:
+        _handled.append(e)  # an effect of the handler's: the graph would skip it
+        raise
+    return rows.sum(-1)
+
+
+def _lookup_raising_a_user_class(idx, table):
+    try:
+        rows = torch.nn.functional.embedding(idx, table)
+    except IndexError as e:
+        raise _UserError("bad index") from e  # its __init__ is user code
+    return rows.sum(-1)
+
+
+def _lookup_or_default(idx, table):
+    try:
+        rows = torch.nn.functional.embedding(idx, table)
+    except IndexError:
+        rows = table[:1]  # the handler swallows the error
+    return rows.sum(-1)
+
+
+@pytest.mark.parametrize("fn", [_lookup_or_reraise, _lookup_or_bare_reraise])
+def test_ops_under_an_except_clause_that_only_raises_are_one_graph(fn):
+    table = torch.randn(5, 3)
+    compiled = Compiled(fn)
+    idx = torch.tensor([[0, 4], [2, 1]])
+    assert same(compiled(idx, table), fn(idx, table))
+    assert compiled.breaks == [] and compiled.backend.graph_count == 1
+    assert compiled.backend.ops(0) == ["embedding", "sum"]
+    with pytest.raises(IndexError):  # the graph's own error, where eager raises the handler's
+        compiled(torch.tensor([[0, 7]]), table)
+
+
+@pytest.mark.parametrize(
+    "fn", [_lookup_noting_the_error, _lookup_raising_a_user_class, _lookup_or_default]
+)
+def test_ops_under_an_except_clause_that_does_more_break_the_graph(fn):
+    table = torch.randn(5, 3)
+    compiled = Compiled(fn)
+    idx = torch.tensor([[0, 4], [2, 1]])
+    assert same(compiled(idx, table), fn(idx, table))
+    assert any("try/except" in str(b) for b in compiled.breaks)
+    bad = torch.tensor([[0, 7]])
+    _handled.clear()
+    if fn is _lookup_or_default:
+        assert same(compiled(bad, table), fn(bad, table))
+    else:
+        with pytest.raises((IndexError, _UserError)) as info:
+            compiled(bad, table)
+        assert type(info.value) is (IndexError if fn is _lookup_noting_the_error else _UserError)
+    assert len(_handled) == (fn is _lookup_noting_the_error)
+
+
 def test_one_function_inlined_in_and_out_of_a_try():
     """An inlined function's code is decoded once per trace and shared by its calls: whether
     a caller's handler covers a call is still read from that caller, call by call."""

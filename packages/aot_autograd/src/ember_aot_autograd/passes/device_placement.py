@@ -6,7 +6,9 @@ computes from them alone (`past_seen_tokens` broadcast over a batch, say) would 
 with real work, which makes the graph run as an FX graph. Computing them on the GPU instead
 gives the same values (integer work bit for bit, float work within eager's tolerances) as
 long as none of them leaves the graph: outputs keep the devices eager gives them, so a graph
-with such a CPU output is left alone.
+with such a CPU output is left alone. Chains of 0-dim values move too: a GPU kernel cannot
+read a CPU buffer, so a scalar constant (DeBERTa-v2's ``sqrt(tensor(head_dim) * factor)``)
+and any scalar a kernel stores go where the kernels run.
 """
 
 from __future__ import annotations
@@ -37,14 +39,12 @@ def _decline(reason: str) -> tuple[int, str]:
 
 
 @graph_pass("device_placement")
-def move_scalar_work(gm: torch.fx.GraphModule, *, scalars_too: bool = False) -> tuple[int, str]:
+def move_scalar_work(gm: torch.fx.GraphModule) -> tuple[int, str]:
     """CPU work computed only from CPU scalars moved onto the graph's GPU.
 
     Re-places, in place, the CPU values of a graph that also has values on one other
-    device when they derive from CPU scalars only; returns how many moved (0: unchanged)
-    and why not where none did. CPU work whose values are all 0-dim is left where it is
-    unless ``scalars_too``: a graph whose CPU outputs were split off (host_outputs.py)
-    computes its whole scalar chain on the GPU, inside the kernels that read it."""
+    device when they derive from CPU scalars only (0-dim inputs and constants); returns how
+    many moved (0: unchanged) and why not where none did."""
     others = {v.device for n in gm.graph.nodes if (v := _tensor_val(n)) is not None} - {
         torch.device("cpu")
     }
@@ -52,8 +52,6 @@ def move_scalar_work(gm: torch.fx.GraphModule, *, scalars_too: bool = False) -> 
         return 0, "no single other device"
     (target,) = others
     computed = [n for n in gm.graph.nodes if n.op == "call_function" and _on_cpu(n)]
-    if not scalars_too and not any(_tensor_val(n).dim() > 0 for n in computed):
-        return 0, "only scalars"  # the wrapper moves them like inputs
     plan: list[torch.fx.Node] = []
     moved: set[torch.fx.Node] = set()
     constants: set[torch.fx.Node] = set()

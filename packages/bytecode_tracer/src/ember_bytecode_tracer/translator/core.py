@@ -32,6 +32,7 @@ from ember_bytecode_tracer.guards import (
 )
 from ember_bytecode_tracer.internal_errors import raised_by_ember, report_once
 from ember_bytecode_tracer.translator.handlers.operators import apply_operator, subscript
+from ember_bytecode_tracer.translator.raising_handlers import handler_always_raises
 from ember_bytecode_tracer.translator.registry import lookup
 from ember_bytecode_tracer.translator.signals import GeneratorYield, ReturnValue
 from ember_bytecode_tracer.variables import catalog  # noqa: F401  (fills the rule tables)
@@ -146,9 +147,10 @@ class InstructionTranslator:
         self.current = inst
         self.ip += 1
         # Tensor ops under a user's try/except must not go into a graph: an error raised by
-        # the compiled graph at run time would skip the handler. Under a plain try/finally
-        # they may: the error still reaches the caller, and the graph's deferred side effects
-        # (the try body's and the finally body's alike) are simply not applied.
+        # the compiled graph at run time would skip the handler. Under a plain try/finally,
+        # or an except clause that only raises again, they may: the error still reaches the
+        # caller, and the graph's deferred side effects (the try body's and the finally
+        # body's alike) are simply not applied.
         self.output.in_user_try = self._in_user_try(inst)
         self.output.where_tx = self  # shape guards recorded now name this line
         fn = lookup(inst.opname)
@@ -244,7 +246,9 @@ class InstructionTranslator:
         code once per instruction."""
         known = self._may_catch.get(id(inst))
         if known is None:
-            known = self.try_block_covers(inst) and not self._handler_only_finalizes(inst)
+            known = self.try_block_covers(inst) and not (
+                self._handler_only_finalizes(inst) or self._handler_always_raises(inst)
+            )
             self._may_catch[id(inst)] = known
         return known
 
@@ -259,6 +263,14 @@ class InstructionTranslator:
             return False  # a compiler-made cleanup (comprehensions, except-clause bodies)
         following = self.instructions[handler + 1] if handler + 1 < len(self.instructions) else None
         return following is None or following.opname != "WITH_EXCEPT_START"  # with: allowed
+
+    def _handler_always_raises(self, inst: Instruction) -> bool:
+        """Whether the handler covering `inst` is an except clause that raises on every path
+        and does nothing else (raising_handlers.py): graph ops may sit in its try."""
+        start = self.index_of[id(inst.exn_tab_entry.target)]
+        return handler_always_raises(
+            self.instructions, self.index_of, start, self.f_globals, self.f_builtins
+        )
 
     def _handler_only_finalizes(self, inst: Instruction) -> bool:
         """Whether the handler covering `inst` is a plain `finally:` body, which always

@@ -95,7 +95,7 @@ def run_passes(work: PrimGraph) -> None:
         if isinstance(split, HostSplit):  # CPU outputs computed by a host graph
             counters["inductor"]["host_output_splits"] += 1
             split.carry_input_writes(gm.meta.get(INPUT_WRITES_META, ()))
-            _count_moved(move_scalar_work(split.device, scalars_too=True))
+            _count_moved(move_scalar_work(split.device))
             host = work.compile_part(
                 split.host, [work.example_inputs[i] for i in split.host_inputs]
             )
