@@ -65,12 +65,14 @@ def _em_int_pow(a, b):
 
 @triton.jit
 def _em_maximum(a, b):
-    return tl.where((a > b) | (a != a), a, b)
+    # NaN-propagating, as eager's: one max.NaN instruction on floats where two compares and
+    # a select were 10% of a softmax's time (XGLM's rows of 512 on an H200)
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
 def _em_minimum(a, b):
-    return tl.where((a < b) | (a != a), a, b)
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
