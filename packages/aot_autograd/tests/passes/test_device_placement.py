@@ -52,44 +52,44 @@ def test_cpu_output_or_cpu_data_keeps_the_graph_as_it_is():
         assert _devices(gm) == before
 
 
-def test_scalar_constants_move_along():
+def _from_constant(name: str, value: torch.Tensor, chain: list, combine) -> tuple:
+    """A graph of a GPU ("meta") input `x` and a 0-dim CPU constant `name` passed through
+    `chain` ([(op, more args, example value)]), then `combine(x, last)`; with the chain's
+    nodes."""
     mode = FakeTensorMode()
     root = torch.nn.Module()
-    root.offset = torch.tensor(3)
+    setattr(root, name, value)
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     x.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
-    offset = graph.get_attr("offset")
-    offset.meta["val"] = root.offset
-    wide = graph.call_function(aten.expand.default, (offset, [3]))
-    wide.meta["val"] = mode.from_tensor(torch.empty(3, dtype=torch.int64))
-    y = graph.call_function(aten.mul.Tensor, (x, wide))
+    node = graph.get_attr(name)
+    node.meta["val"] = value
+    nodes = []
+    for op, more, example in chain:
+        node = graph.call_function(op, (node, *more))
+        node.meta["val"] = mode.from_tensor(example)
+        nodes.append(node)
+    y = graph.call_function(combine, (x, node))
     y.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
     graph.output((y,))
-    gm = torch.fx.GraphModule(root, graph)
+    return torch.fx.GraphModule(root, graph), nodes
+
+
+def test_scalar_constants_move_along():
+    wide = (aten.expand.default, ([3],), torch.empty(3, dtype=torch.int64))
+    gm, nodes = _from_constant("offset", torch.tensor(3), [wide], aten.mul.Tensor)
     assert move_scalar_work(gm) == (1, "")
-    assert gm.offset.device.type == "meta" and wide.meta["val"].device.type == "meta"
+    assert gm.offset.device.type == "meta" and nodes[0].meta["val"].device.type == "meta"
 
 
 def test_a_chain_of_scalars_from_a_constant_moves():
     """DeBERTa-v2's attention scale, sqrt(tensor(head_dim) * factor): only 0-dim values, but
     a GPU kernel reads them, and it cannot read a CPU buffer."""
-    mode = FakeTensorMode()
-    root = torch.nn.Module()
-    root.head_dim = torch.tensor(64.0)
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    x.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
-    head_dim = graph.get_attr("head_dim")
-    head_dim.meta["val"] = root.head_dim
-    scaled = graph.call_function(aten.mul.Tensor, (head_dim, 2.0))
-    scaled.meta["val"] = mode.from_tensor(torch.tensor(128.0))
-    scale = graph.call_function(aten.sqrt.default, (scaled,))
-    scale.meta["val"] = mode.from_tensor(torch.tensor(11.3))
-    y = graph.call_function(aten.div.Tensor, (x, scale))
-    y.meta["val"] = mode.from_tensor(torch.empty(3, device="meta"))
-    graph.output((y,))
-    gm = torch.fx.GraphModule(root, graph)
+    chain = [
+        (aten.mul.Tensor, (2.0,), torch.tensor(128.0)),
+        (aten.sqrt.default, (), torch.tensor(11.3)),
+    ]
+    gm, nodes = _from_constant("head_dim", torch.tensor(64.0), chain, aten.div.Tensor)
     assert move_scalar_work(gm) == (2, "")
     assert gm.head_dim.device.type == "meta"
-    assert scaled.meta["val"].device.type == scale.meta["val"].device.type == "meta"
+    assert [n.meta["val"].device.type for n in nodes] == ["meta", "meta"]
