@@ -36,7 +36,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = re.compile(r"_k_(\w+)\[(\([^\]]*\))\]\((.*)\)$", re.M)
-KERNEL = re.compile(r"^# \S+: (loops [^\n]*)\n@triton\.jit[^\n]*\ndef (\w+)\(", re.M)
+# a kernel's header, then its definition or its alias of an earlier kernel of the same code
+KERNEL = re.compile(
+    r"^# \S+: (loops [^\n]*)\n(?:@triton\.jit[^\n]*\ndef (\w+)\(|(\w+) = \w+  # the same code)",
+    re.M,
+)
 
 
 class _Planned(Exception):
@@ -210,12 +214,11 @@ def write_plan(cache: Path, out: Path) -> None:
     wrappers = [_launches(f.read_text()) for f in files if f.name.endswith(".wrapper.py")]
     lines = []
     for f in files:
-        kernels = list(KERNEL.finditer(f.read_text()))
-        names = {m.group(2) for m in kernels}
+        kernels = [(m.group(2) or m.group(3), m.group(1)) for m in KERNEL.finditer(f.read_text())]
+        names = {name for name, _ in kernels}
         launches = max(wrappers, key=lambda w: len(names & w.keys()), default={})
         lines += [
-            f"{m.group(2)}: {m.group(1)} | {launches.get(m.group(2), 'not launched')}"
-            for m in kernels
+            f"{name}: {loops} | {launches.get(name, 'not launched')}" for name, loops in kernels
         ]
     (out / "kernels.txt").write_text("\n".join(lines) + "\n")
     reductions = sum(" x reduce " in line for line in lines)

@@ -19,6 +19,7 @@ from types import ModuleType
 from ember_codegen.cache import atomic_write, content_key, default_cache_root, ensure_private_dir
 
 from .helpers import HELPERS
+from .shared_kernels import share_identical
 
 MODULE_HEADER = """import triton
 import triton.language as tl
@@ -50,7 +51,10 @@ def configure_triton_cache(root: Path | None = None) -> None:
 
 
 def module_source(kernel_sources: list[str]) -> str:
-    return "\n".join([MODULE_HEADER, HELPERS, *[k + "\n\n" for k in kernel_sources]])
+    """The kernels' module: each kernel that repeats an earlier one is an alias of it
+    (shared_kernels.py), so that Triton builds it once."""
+    shared, _ = share_identical(kernel_sources)
+    return "\n".join([MODULE_HEADER, HELPERS, *[k + "\n\n" for k in shared]])
 
 
 def load_module(source: str, root: Path | None = None) -> tuple[ModuleType, Path]:

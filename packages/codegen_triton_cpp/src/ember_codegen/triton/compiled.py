@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import os
 import time
@@ -316,8 +317,14 @@ def compile_parallel(
         items = [(g, k, k.grid()) for g in groups for k in g.kernels if concrete(k.xnumel) > 0]
     if not items:
         return
-    if prebuild_enabled() and len(items) > 1:
-        _prebuild([(g, k) for g, k, _ in items], module, layouts, sizes)
+    # one build per function and launch signature: a kernel the module aliases to an
+    # earlier one (shared_kernels.py) with the same signature warms up after it, a hit
+    firsts: dict[tuple, tuple[GroupKernels, TritonKernel, tuple[int]]] = {}
+    for item in items:
+        firsts.setdefault(_build_key(module, item[0], item[1], layouts, sizes), item)
+    builds = list(firsts.values())
+    if prebuild_enabled() and len(builds) > 1:
+        _prebuild([(g, k) for g, k, _ in builds], module, layouts, sizes)
     tick = progress_counter(len(items))  # each built binary reported (the progress line)
 
     def warm_and_report(item: tuple[GroupKernels, TritonKernel, tuple[int]]) -> None:
@@ -327,9 +334,28 @@ def compile_parallel(
     # a build here holds the GIL for most of its time: 16 threads were no faster than 8
     # (tools/gpu/compile_profile.py), and after the workers most warm-ups are cache hits
     with concurrent.futures.ThreadPoolExecutor(
-        max_workers=min(WARM_UP_THREADS, len(items))
+        max_workers=min(WARM_UP_THREADS, len(builds))
     ) as pool:
-        list(pool.map(warm_and_report, items))
+        list(pool.map(warm_and_report, builds))
+    chosen = {id(item) for item in builds}
+    for item in items:  # the shared ones: their binary is in the function's own cache now
+        if id(item) not in chosen:
+            warm_and_report(item)
+
+
+def _build_key(
+    module: Any,
+    group: GroupKernels,
+    kernel: TritonKernel,
+    layouts: dict[str, list],
+    sizes: dict[str, int],
+) -> tuple:
+    """What decides a kernel's binary: its function object (shared by aliases), the dtypes
+    and alignment of its pointers, its size arguments and its launch config."""
+    args = json.dumps(_stand_in_args(kernel, group, layouts, sizes))
+    config = kernel.config
+    constexprs = tuple(sorted(config.constexprs(kernel.reduction).items()))
+    return (id(getattr(module, kernel.name)), args, constexprs, config.num_warps, config.num_stages)
 
 
 def _prebuild(
