@@ -20,17 +20,26 @@ OUT/ptx.txt: per kernel its global loads and stores by PTX width (`ld.global.b16
 bfloat16 per instruction, `ld.global.v4.b32` eight), its shared memory, its registers and
 the bytes it spills to local memory (ptxas -v), and its build time; the kernels that spill
 first, then those with scalar loads: what the GPU will run, read on the CPU.
+
+`--stages` prints the compile's Python stages (trace, decompose, aot, lower, schedule,
+codegen: seconds summed over its graphs, from the compile trace) and writes OUT/profile.txt,
+the compile's heaviest functions (OUT/profile.prof, the whole profile, for pstats): the part of a cold compile that is not Triton's build,
+measured on the CPU (the builds are `--ptx`'s).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import io
 import os
+import pstats
 import re
 import shutil
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -43,12 +52,20 @@ KERNEL = re.compile(
 )
 
 
-class _Planned(Exception):
-    """Raised at the first kernel launch: everything before it has been generated."""
+#: `kX = kY  # the same code`: a kernel emitted as an alias of an earlier one
+ALIAS = re.compile(r"^(\w+) = (\w+)  # the same code$", re.M)
+
+
+class _Planned(BaseException):
+    """Raised at the first kernel launch: everything before it has been generated (not an
+    Exception, so that no fallback handler takes it for the user's error and runs the graph
+    eagerly to see)."""
 
 
 def _plan(args: argparse.Namespace) -> None:
     cache = Path(tempfile.mkdtemp(prefix="ember-plan-"))
+    if args.stages:
+        os.environ["EMBER_TRACE_DIR"] = str(cache / "trace")
     os.environ.update(
         TRITON_INTERPRET="1", EMBER_INDUCTOR_TARGET="triton", EMBER_CACHE_DIR=str(cache),
         EMBER_ARTIFACT_CACHE="0", HF_HUB_OFFLINE="1", EMBER_TRITON_SOURCE="gpu",
@@ -80,12 +97,38 @@ def _plan(args: argparse.Namespace) -> None:
     # one eager step first, as the suite runner's warm-up does: a model that fills a cache on
     # its first call (ConViT's relative indices) is traced in the state the suite measures
     make_step(case, "eager", args.mode, "cpu")()
-    with contextlib.suppress(_Planned):
-        make_step(case, "ember", args.mode, "cpu")()
+    step = make_step(case, "ember", args.mode, "cpu")
+    profiler = cProfile.Profile() if args.stages else contextlib.nullcontext()
+    start = time.perf_counter()
+    with contextlib.suppress(_Planned), profiler:
+        step()
+    seconds = time.perf_counter() - start
     write_plan(cache, Path(args.out))
+    if args.stages:
+        write_stages(cache / "trace", profiler, seconds, Path(args.out))
     if args.ptx:
         write_ptx(graphs, Path(args.out))
     shutil.rmtree(cache, ignore_errors=True)
+
+
+def write_stages(trace: Path, profiler: cProfile.Profile, seconds: float, out: Path) -> None:
+    """Print the compile's stage seconds; OUT/profile.txt: its 60 heaviest functions."""
+    import json
+
+    stages: Counter = Counter()
+    for path in trace.rglob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("event") == "stage":
+                stages[record["name"]] += record["seconds"]
+    shown = " ".join(f"{name} {s:.2f}" for name, s in stages.most_common() if s >= 0.005)
+    print(f"compile {seconds:.2f} s to the first launch; stages: {shown}")
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(60)
+    stats.sort_stats("cumulative").print_stats(r"packages/", 80)
+    (out / "profile.txt").write_text(text.getvalue())
+    stats.dump_stats(out / "profile.prof")  # for pstats' callers and callees
 
 
 def write_ptx(graphs: list, out: Path) -> None:
@@ -98,19 +141,30 @@ def write_ptx(graphs: list, out: Path) -> None:
     from ember_codegen.triton.prebuild import BuildJob
 
     jobs = []
+    launched = 0
     for graph in graphs:
         source = out / "sources" / Path(graph.module_path).name
+        # a kernel the module aliases to an earlier one of the same code is built once per
+        # signature, as compile_parallel builds it
+        aliases = dict(ALIAS.findall(source.read_text()))
+        seen = set()
         for group in graph.groups:
             for kernel in group.kernels:
                 if kernel.size_params:  # symbolic sizes: no stand-in values here
                     continue
-                jobs.append(BuildJob(
+                launched += 1
+                job = BuildJob(
                     path=str(source), module=source.stem, kernel=kernel.name,
                     args=_stand_in_args(kernel, group, graph.launch_layouts, {}),
                     constexprs=kernel.config.constexprs(kernel.reduction),
                     num_warps=kernel.config.num_warps, num_stages=kernel.config.num_stages,
                     target=["cuda", 90, 32], cache_dir="",
-                ).line())  # fmt: skip
+                )  # fmt: skip
+                key = (aliases.get(kernel.name, kernel.name), json.dumps(job.args),
+                       json.dumps(job.constexprs), job.num_warps, job.num_stages)  # fmt: skip
+                if key not in seen:
+                    seen.add(key)
+                    jobs.append(job.line())
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-plan-ptx-")
     done = subprocess.run(
@@ -124,7 +178,8 @@ def write_ptx(graphs: list, out: Path) -> None:
     scalar = sum(1 for r in rows if r.get("scalar_loads"))
     spilled = sum(1 for r in rows if r.get("spill"))
     seconds = sum(r.get("s", 0.0) for r in rows)
-    print(f"ptx: {len(rows)} of {len(jobs)} kernels built for sm_90 in {seconds:.1f} s, "
+    print(f"ptx: {len(rows)} of {len(jobs)} distinct kernels ({launched} launched) built for "
+          f"sm_90 in {seconds:.1f} s, "
           f"{scalar} with element-by-element loads, {spilled} spilling registers: "
           f"{out / 'ptx.txt'}")  # fmt: skip
     if done.returncode:
@@ -265,6 +320,7 @@ def main() -> int:
     p.add_argument("--out")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
     p.add_argument("--ptx", action="store_true", help="also build every kernel for sm_90")
+    p.add_argument("--stages", action="store_true", help="the compile's stage seconds, profiled")
     p.add_argument("--ptx-jobs", help=argparse.SUPPRESS)  # the --ptx worker ("-": stdin)
     args = p.parse_args()
     if args.ptx_jobs == "-":

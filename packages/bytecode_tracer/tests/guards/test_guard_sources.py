@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import copy
+import pickle
 
 import pytest
 import torch
@@ -61,6 +63,18 @@ def test_hashable_and_equal_by_value() -> None:
     assert a == b and hash(a) == hash(b)
     assert len({a, b, AttrSource(ItemSource(LocalSource("x"), 2), "y")}) == 2
     assert LocalSource("x") != GlobalSource("x")
+
+
+def test_hash_is_kept_but_never_copied_out() -> None:
+    """A source's hash is computed once (a chain's walks the chain); a pickled or copied
+    source carries no hash, which another process would compute otherwise."""
+    source = AttrSource(ItemSource(AttrSource(LocalSource("self"), "layers"), 3), "weight")
+    first = hash(source)
+    assert source.__dict__["_hash"] == first and hash(source) == first
+    copied = pickle.loads(pickle.dumps(source))
+    assert "_hash" not in copied.__dict__ and copied == source and hash(copied) == first
+    assert "_hash" not in copy.deepcopy(source).__dict__
+    assert repr(source) == repr(copied) and "_hash" not in repr(source)
 
 
 def test_get_matches_the_expression() -> None:

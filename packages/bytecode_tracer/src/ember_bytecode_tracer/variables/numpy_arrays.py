@@ -15,7 +15,6 @@ with `.numpy()` of its output tensor; a NumPy scalar (`np.float32`) where NumPy 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ import torch
 
 from ember_bytecode_tracer.exc import Unsupported
 from ember_bytecode_tracer.guards import AttrSource, Guard, GuardKind, Source
+from ember_bytecode_tracer.guards.sources import source_class
 from ember_bytecode_tracer.variables.base import VariableTracker
 from ember_bytecode_tracer.variables.constant import ConstantVariable
 from ember_bytecode_tracer.variables.tensor import METHOD_RULES, TensorVariable
@@ -47,7 +47,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty((0,), dtype=dtype).numpy().dtype
 
 
-@dataclass(frozen=True)
+@source_class
 class NumpyTensorSource(Source):
     """`torch.from_numpy(base)`: the tensor sharing an array's memory (a graph input)."""
 
@@ -60,7 +60,7 @@ class NumpyTensorSource(Source):
         return torch.from_numpy(base_value)
 
 
-@dataclass(frozen=True)
+@source_class
 class NumpyCopySource(Source):
     """`torch.from_numpy(base.copy())`: a tensor over a copy of a read-only array."""
 
