@@ -21,6 +21,9 @@ bfloat16 per instruction, `ld.global.v4.b32` eight), its shared memory, its regi
 the bytes it spills to local memory (ptxas -v), and its build time; the kernels that spill
 first, then those with scalar loads: what the GPU will run, read on the CPU.
 
+`--variant NAME` applies one of tools/gpu/bisect_variants.py's VARIANTS first (a choice
+switched, for `--compare` against the plan without it).
+
 `--stages` prints the compile's Python stages (trace, decompose, aot, lower, schedule,
 codegen: seconds summed over its graphs, from the compile trace) and writes OUT/profile.txt,
 the compile's heaviest functions (OUT/profile.prof, the whole profile, for pstats): the part of a cold compile that is not Triton's build,
@@ -71,6 +74,12 @@ def _plan(args: argparse.Namespace) -> None:
         EMBER_ARTIFACT_CACHE="0", HF_HUB_OFFLINE="1", EMBER_TRITON_SOURCE="gpu",
     )  # fmt: skip
     from triton.runtime import interpreter  # after TRITON_INTERPRET is set
+
+    if args.variant:  # a code-generation choice switched (tools/gpu/bisect_variants.py)
+        sys.path.insert(0, str(ROOT / "tools" / "gpu"))
+        from bisect_variants import VARIANTS
+
+        VARIANTS[args.variant]()
 
     def stop(self, *args, **kwargs):
         raise _Planned
@@ -320,6 +329,7 @@ def main() -> int:
     p.add_argument("--out")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
     p.add_argument("--ptx", action="store_true", help="also build every kernel for sm_90")
+    p.add_argument("--variant", help="a name in tools/gpu/bisect_variants.py's VARIANTS")
     p.add_argument("--stages", action="store_true", help="the compile's stage seconds, profiled")
     p.add_argument("--ptx-jobs", help=argparse.SUPPRESS)  # the --ptx worker ("-": stdin)
     args = p.parse_args()

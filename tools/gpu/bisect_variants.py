@@ -44,8 +44,8 @@ def _no_combine() -> None:
     os.environ["EMBER_TRITON_COMBINE"] = "0"
 
 
-def _target_without(**fields: object) -> None:
-    """The Triton target re-registered with some capability switched off."""
+def _target_with(**fields: object) -> None:
+    """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
 
     from ember_codegen.triton.target import TRITON_TARGET
@@ -59,8 +59,13 @@ VARIANTS = {
     "no_window": _no_window,
     "old_votes": _old_votes,
     "no_combine": _no_combine,
-    "no_narrow": lambda: _target_without(narrow_stores=False),
-    "no_conv_bias": lambda: _target_without(conv_bias_in_kernels=False),
+    "no_narrow": lambda: _target_with(narrow_stores=False),
+    "no_conv_bias": lambda: _target_with(conv_bias_in_kernels=False),
+    # shared pointwise values up to 32 ops a point recomputed in each reader (16: stored):
+    # a ResNet-50 backward's masked, widened gradient (20 ops, the batch norm's forward
+    # recomputed for the ReLU mask) is then no kernel of its own before the batch-norm
+    # backward's reduction and pointwise kernel, which read the same inputs anyway
+    "inline32": lambda: _target_with(inline_op_limit=32),
 }
 
 

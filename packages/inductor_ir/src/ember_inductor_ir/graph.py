@@ -64,9 +64,6 @@ log = logging.getLogger("ember.ir")
 #: a read's say in a 4-d/5-d result's layout, by how the result's loops walk it (_votes)
 _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 
-#: A pointwise value read by several users is computed once into a buffer when its body
-#: runs more than this many ops; cheaper bodies are recomputed inside each reader.
-INLINE_OP_LIMIT = 16
 #: a pointwise value calling a costly libm function (handlers/readwrite.py: LIBM_HEAVY_OPS)
 #: that a reader broadcasts at least this many times over is stored once: a rotary
 #: embedding's cos and sin tables, [seq, dim], were recomputed for every batch element and
@@ -501,7 +498,7 @@ class GraphLowering:
                 self.realize(box)
             elif isinstance(data, Pointwise) and not _reshaped_alone(node):
                 cost = recompute_cost(data, self.target.transcendental_op_cost)
-                shared = reader_count(node) > 1 and cost > INLINE_OP_LIMIT
+                shared = reader_count(node) > 1 and cost > self.target.inline_op_limit
                 if shared or (
                     broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _calls_heavy_math(data)
                 ):
@@ -516,7 +513,8 @@ class GraphLowering:
                 # convolution reads, in the layout the vote gives that map
                 shaped = Pointwise(data.get_device(), data.get_dtype(), data.make_loader(),
                                    data.get_size())  # fmt: skip
-                if recompute_cost(shaped, self.target.transcendental_op_cost) > INLINE_OP_LIMIT:
+                cost = recompute_cost(shaped, self.target.transcendental_op_cost)
+                if cost > self.target.inline_op_limit:
                     box.data = shaped
                     self._in_base_order(self.realize(box), data)
 

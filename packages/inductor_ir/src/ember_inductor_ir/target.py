@@ -60,10 +60,13 @@ class Target:
     #: a convolution's bias added by a loop body (fused into the kernel reading the result)
     #: instead of by the library, which on CUDA adds it in a pass of its own
     conv_bias_in_kernels: bool = False
-    #: what one transcendental op (exp, erf, ...) counts for when a pointwise value read by
-    #: several users is either computed once into a buffer or recomputed by each
-    #: (graph.py: INLINE_OP_LIMIT). At 16, softmax's exp(x - max), read by the sum and the
-    #: division, is computed once: the C++ kernel keeps it in a per-row scratch.
+    #: a pointwise value read by several users is computed once into a buffer when its
+    #: body runs more than this many ops a point (graph.py: recompute_cost); cheaper bodies
+    #: are recomputed inside each reader
+    inline_op_limit: int = 16
+    #: what one transcendental op (exp, erf, ...) counts for in that cost. At 16, softmax's
+    #: exp(x - max), read by the sum and the division, is computed once: the C++ kernel
+    #: keeps it in a per-row scratch.
     transcendental_op_cost: int = 16
     #: large matmuls with a dim that is not a multiple of this many bytes run on zero-padded
     #: operands (matmul_padding.py: cuBLAS's kernels for unaligned sizes); 0: never

@@ -1,7 +1,7 @@
 """A handler that counts the ops a body runs for each step of its innermost loop.
 
 Whether a pointwise value read by several users is stored once or recomputed in each reader
-depends on what recomputing costs (graph.py: INLINE_OP_LIMIT). Ops whose inputs stay the
+depends on what recomputing costs (Target.inline_op_limit). Ops whose inputs stay the
 same along the innermost loop variable cost nothing there: the compiler hoists them out of
 the loop (a batch norm's per-channel scale and shift, ``invstd * w`` and
 ``b - mean * invstd * w`` rounded as eager rounds them, is a dozen such ops around the two
