@@ -35,8 +35,8 @@ def schedules(monkeypatch):
     made = []
     original = ember_inductor_ir.schedule
 
-    def recording(lowering):
-        sched = original(lowering)
+    def recording(lowering, **options):
+        sched = original(lowering, **options)
         made.append(sched)
         return sched
 

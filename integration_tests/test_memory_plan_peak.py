@@ -139,8 +139,8 @@ def inference_peaks(name):
     scheds = []
     schedule = ember_inductor_ir.schedule
 
-    def capture(lowering):
-        scheds.append(schedule(lowering))
+    def capture(lowering, **options):
+        scheds.append(schedule(lowering, **options))
         return scheds[-1]
 
     ember_inductor_ir.schedule = capture

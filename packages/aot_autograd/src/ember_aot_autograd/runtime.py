@@ -303,7 +303,11 @@ def _inference_run(
 
 def _backward(plan: RunnerPlan, compiled_bw: Callable) -> Callable:
     """`run_backward(ctx, *grad_outputs)`: the compiled backward on the saved values and the
-    present tangents, its gradients placed in the primals' slots."""
+    present tangents, its gradients placed in the primals' slots. A compiled backward that
+    `owns_arguments` is called with one list of them, which it empties as it uses them,
+    and the context lets go of the saved values first (unless the graph is retained): the
+    activations then die one by one while the gradients are made, not all at its end."""
+    owns_arguments = getattr(compiled_bw, "owns_arguments", False)
     grad_slots = list(plan.grad_slots)
     n_primals = len(plan.tensor_inputs)
     symbolic_saved = set(plan.symbolic_saved)  # saved values that are sizes (ints)
@@ -322,7 +326,16 @@ def _backward(plan: RunnerPlan, compiled_bw: Callable) -> Callable:
         for mask, message in stale_saved:  # eager's backward reads a written saved tensor
             if mask & present:
                 raise RuntimeError(message)
-        if any_autocast():  # a backward under autocast (see any_autocast)
+        if owns_arguments:
+            args = [*saved, *tangents]
+            del saved, tangents
+            ctx.maybe_clear_saved_tensors()  # a no-op under retain_graph=True
+            if any_autocast():  # a backward under autocast (see any_autocast)
+                with autocast_off():
+                    grads = compiled_bw(args)
+            else:
+                grads = compiled_bw(args)
+        elif any_autocast():
             with autocast_off():
                 grads = compiled_bw(*saved, *tangents)
         else:

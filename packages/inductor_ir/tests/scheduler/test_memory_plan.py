@@ -141,3 +141,35 @@ def test_a_value_kept_inside_its_kernel_does_not_take_the_storage_it_reads():
     written = {n.buffer.name for n in group.nodes} - {internal}
     in_place = _in_place(sched)
     assert internal not in in_place and written & set(in_place), sched.describe()
+
+
+def test_released_inputs_are_dropped_after_their_last_use_never_handed_on():
+    """A caller that hands the inputs over (a backward's saved activations): each input is
+    freed after the group that reads it last; its storage is not given to a later buffer
+    (the caller may hold it still), and inputs kept by the outputs stay."""
+    inputs = _mlp_inputs()
+    kept = schedule(lower(prim_graph(_mlp, *inputs), list(inputs), target=LIBRARY_CPU))
+    released = schedule(
+        lower(prim_graph(_mlp, *inputs), list(inputs), target=LIBRARY_CPU), release_inputs=True
+    )
+    assert released.releases_inputs and not kept.releases_inputs
+    x, w1, b1, w2 = released.graph_inputs
+    freed = {name: group for group, names in released.frees.items() for name in names}
+    assert not {x, w1, b1, w2} & {n for names in kept.frees.values() for n in names}
+    order = [g.name for g in released]
+    for name in (x, w1, b1, w2):
+        last = max(k for k, g in enumerate(released) if name in g.reads)
+        assert freed[name] == order[last], released.describe()
+    assert not {a.reuses for a in released.allocations.values()} & {x, w1, b1, w2}
+    got = run_scheduled(released, list(inputs))
+    torch.testing.assert_close(got[0], _mlp(*inputs)[0], atol=1e-4, rtol=1e-4)
+
+    # an input that is also an output is never dropped
+    def passthrough(a, b):
+        return (prims.exp(a), b)
+
+    sched = schedule(lower(prim_graph(passthrough, *inputs[:2]), inputs[:2], target=LIBRARY_CPU),
+                     release_inputs=True)  # fmt: skip
+    a, b = sched.graph_inputs
+    dropped = {n for names in sched.frees.values() for n in names}
+    assert a in dropped and b not in dropped

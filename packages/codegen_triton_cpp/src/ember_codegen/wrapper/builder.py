@@ -347,6 +347,8 @@ class WrapperBuilder:
             self.live.add(name)
             self.held[name] = triple(self.sched.layout(name))
         self._unpack_inputs()
+        if self.sched.releases_inputs:  # the caller's list: each input dies at its last use
+            w.line("args.clear()")
         self._guard_inputs()
         for group in self.sched:
             if group.extern is not None:

@@ -150,8 +150,9 @@ class PrimCompiler:
         self.settings = settings
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        try:
-            return self.static(gm, example_inputs)
+        try:  # aot's own call: a backward is handed its inputs (releases_inputs)
+            release = codegen_cache.releases_inputs(self.kind, self.settings)
+            return self.static(gm, example_inputs, release_inputs=release)
         except DynamicShapeUnsupported as reason:
             if _reads_scalars(gm):  # symbols bound by a read: a declared limitation
                 raise ScalarReadUnsupported(f"a graph reading scalars: {reason}") from reason
@@ -160,9 +161,13 @@ class PrimCompiler:
             limit = self.settings.dynamic_specializations
             return SizeSpecializer(gm, self.kind, self.static, limit, str(reason))
 
-    def static(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        """The stages from `passes` on, once (raises DynamicShapeUnsupported)."""
+    def static(
+        self, gm: torch.fx.GraphModule, example_inputs: list, release_inputs: bool = False
+    ) -> Callable:
+        """The stages from `passes` on, once (raises DynamicShapeUnsupported). Parts of a
+        graph and size specializations keep their inputs (their callers call them)."""
         work = PrimGraph(self.kind, gm, example_inputs, self.settings, self.static)
+        work.release_inputs = release_inputs and not has_symbolic_sizes(gm)
         return STAGES.run(work, start="passes")
 
 
@@ -182,13 +187,16 @@ def compile_graph_source(
     INPUT_WRITES_META, which the source does not carry (the aot plan tells it)."""
     target = target_of({layout[3].split(":")[0] for layout in source.inputs}, settings)
     writes = tuple(input_writes)
+    released = codegen_cache.releases_inputs(kind, settings)  # aot's call (static graphs)
     hit = codegen_cache.lookup_source(
-        source, codegen_cache.target_key(target, settings, kind, writes)
+        source, codegen_cache.target_key(target, settings, kind, writes, released)
     )
     if hit is not None:
         compiled, aten, notes = hit
         emit_kernels(traced_graph(kind, source), None, compiled, target, notes)
-        return finished_runner(kind, compiled, target, settings, writes, aten)
+        return finished_runner(
+            kind, compiled, target, settings, writes, aten, owns_arguments=released
+        )
     gm = graph_from_source(source)
     gm.meta[INPUT_WRITES_META] = writes
     example_inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]

@@ -40,12 +40,25 @@ def codegen_options(target: str, settings: InductorSettings, kind: str = "") -> 
     return options
 
 
-def target_key(target: str, settings: InductorSettings, kind: str, writes: tuple) -> str:
+def releases_inputs(kind: str, settings: InductorSettings) -> bool:
+    """Whether a graph of this kind, compiled for aot's call, is handed its inputs (aot's
+    `owns_arguments` convention): a backward's saved activations then die at their last
+    use instead of at the backward's end. Not under CUDA graphs, whose replays read their
+    static inputs again."""
+    return kind == "backward" and not settings.cudagraphs
+
+
+def target_key(
+    target: str, settings: InductorSettings, kind: str, writes: tuple, released: bool = False
+) -> str:
     """The cache's word for the target: the options change the generated code, so they are
     in it; so are the outputs a graph may write into its inputs: one prim graph compiles
     differently for a caller that copies an output into an input (the code writes it there)
-    and one that returns it as a new tensor."""
+    and one that returns it as a new tensor; and whether it releases its inputs (its
+    wrapper empties the list it is called with)."""
     words = "+".join([target, *sorted(codegen_options(target, settings, kind))])
+    if released:
+        words += "+released"
     if target == "triton" and os.environ.get("EMBER_TRITON_COMBINE", "1") == "0":
         words += "+uncombined"  # every kernel its own launch (ember_codegen triton/combo.py)
     if not writes:

@@ -73,6 +73,9 @@ class PrimGraph:
     scheduled: Any = None
     notes: dict = field(default_factory=dict)  # for the compile report, kept with the code
     runner: Callable | None = field(default=None, repr=False)  # set when the graph is done
+    #: aot hands the inputs over (inductor_cache.releases_inputs): the wrapper empties the
+    #: list it is called with and drops each input after its last use
+    release_inputs: bool = False
 
 
 def lint(work: Any) -> None:
@@ -133,7 +136,9 @@ def choose_target(work: PrimGraph) -> None:
 
 def look_up_code(work: PrimGraph) -> None:
     """The graph's code from the codegen artifact cache, where stored: finishes the graph."""
-    target_key = codegen_cache.target_key(work.target, work.settings, work.kind, work.writes)
+    target_key = codegen_cache.target_key(
+        work.target, work.settings, work.kind, work.writes, work.release_inputs
+    )
     work.key = codegen_cache.codegen_key(work.gm, target_key)
     if work.key is None:
         return
@@ -143,8 +148,9 @@ def look_up_code(work: PrimGraph) -> None:
         compiled, aten, notes = hit
         emit_kernels(work.gm, None, compiled, work.target, notes)
         work.runner = finished_runner(
-            work.kind, compiled, work.target, work.settings, work.writes, aten
-        )
+            work.kind, compiled, work.target, work.settings, work.writes, aten,
+            owns_arguments=work.release_inputs,
+        )  # fmt: skip
 
 
 # -- decompose, lower, schedule, codegen --------------------------------------------------
@@ -166,7 +172,9 @@ def lower_graph(work: PrimGraph) -> None:
 def schedule_graph(work: PrimGraph) -> None:
     """Fusion into kernels and the buffer plan (outputs written in place counted)."""
     with captured_log(FUSION_LOG, always=True) as fusion:  # the decisions, for the report
-        work.scheduled = ember_inductor_ir.schedule(work.lowering)
+        work.scheduled = ember_inductor_ir.schedule(
+            work.lowering, release_inputs=work.release_inputs
+        )
     # kept with the cached code: a warm start's report shows the loop IR and decisions too,
     # though the cold compile wrote no trace
     work.notes = kernel_notes(work.scheduled)
@@ -188,8 +196,9 @@ def generate_code(work: PrimGraph) -> None:
         codegen_cache.store(work.key, compiled, work.gm, work.env, work.notes)
     fallbacks = work.scheduled.fallback_counts
     work.runner = finished_runner(
-        work.kind, compiled, work.target, work.settings, work.writes, {}, fallbacks
-    )
+        work.kind, compiled, work.target, work.settings, work.writes, {}, fallbacks,
+        owns_arguments=work.release_inputs,
+    )  # fmt: skip
 
 
 # -- the compiled graph as it runs --------------------------------------------------------
@@ -203,13 +212,17 @@ def finished_runner(
     writes: tuple,
     aten: dict,
     fallbacks: dict | None = None,
+    *,
+    owns_arguments: bool = False,
 ) -> Callable:
     """The compiled graph as aot calls it, counted (`fallbacks`: prims run through their
-    reference implementation; None: the code's own record, as a cache hit has it)."""
+    reference implementation; None: the code's own record, as a cache hit has it).
+    `owns_arguments`: its code releases its inputs; it is called with one list of them,
+    which it empties (aot's convention for such a compiled graph)."""
     compiled = _finish(compiled, target, settings, kind, writes)
     if fallbacks is None:
         fallbacks = compiled.fallback_counts
-    return _counted_runner(kind, compiled, fallbacks, aten)
+    return _counted_runner(kind, compiled, fallbacks, aten, owns_arguments)
 
 
 def _finish(
@@ -231,7 +244,9 @@ def _is_collective(op: str) -> bool:
     return op.startswith(f"{COLLECTIVES_NAMESPACE}.")
 
 
-def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) -> Callable:
+def _counted_runner(
+    kind: str, compiled: Callable, fallbacks: dict, aten: dict, owns_arguments: bool = False
+) -> Callable:
     stats = counters["inductor"]
     stats[f"{kind}_graphs"] += 1
     stats["kernels"] += getattr(compiled, "kernel_count", 0)  # launches a call makes
@@ -252,4 +267,14 @@ def _counted_runner(kind: str, compiled: Callable, fallbacks: dict, aten: dict) 
             stats["kernel_launches"] += launches
         return compiled(args)  # a compiled graph takes any sequence: no copy to a list
 
-    return without_frame_hook(run) if kind == "backward" else run
+    def run_owning(args: list):
+        stats[runs] += 1
+        if launches:
+            stats["kernel_launches"] += launches
+        return compiled(args)  # its wrapper empties `args`, dropping each input when done
+
+    runner = run_owning if owns_arguments else run
+    if kind == "backward":
+        runner = without_frame_hook(runner)
+    runner.owns_arguments = owns_arguments
+    return runner

@@ -126,8 +126,12 @@ class Schedule(list):  # list[KernelGroup]
         size_inputs: dict | None = None,
         scalar_reads: dict | None = None,
         scalar_asserts: list | None = None,
+        releases_inputs: bool = False,
     ) -> None:
         super().__init__(groups)
+        #: the caller hands the inputs over in a list the wrapper empties; the plan drops
+        #: each after its last use (schedule's release_inputs)
+        self.releases_inputs = releases_inputs
         #: symbolic sizes: the env owning their symbols (hints for code generators'
         #: heuristics, ranges), and the size symbols passed as graph inputs -> position
         self.shape_env = shape_env

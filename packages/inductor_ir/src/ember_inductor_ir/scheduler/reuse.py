@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from ..extern import ExternKernel, ExternOutput, TensorArg
 from ..handlers.readwrite import ReadWriteHandler
@@ -36,6 +36,7 @@ def plan_memory(
     buffers: dict[str, Buffer],
     keep: set[str],
     donations: Mapping[str, str] | None = None,
+    released: Set[str] = frozenset(),
 ) -> tuple[dict[str, Allocation], dict[str, list[str]]]:
     """Allocations for every computed buffer and, per group, the storages dead after it.
 
@@ -49,6 +50,10 @@ def plan_memory(
     optimizer's parameters and moments). The storages handed on are the plan's own: computed
     buffers', ``out=`` results' and fresh library results' (FRESH_LIBRARY_RESULTS), never a
     graph input's (but for donations) nor what a fallback kernel returns.
+
+    ``released``: graph inputs the caller hands over (a backward's saved activations): each
+    is dropped after its last use, so that its storage can go back to the allocator, but
+    never handed on (the caller may hold it still: ``retain_graph``).
     """
     last_use: dict[str, int] = {}  # in order of first use: frees and the pool follow it,
     # so the plan is the same in every process (never a set's hash order)
@@ -56,7 +61,7 @@ def plan_memory(
         for name in [*sorted(group.reads), *group.buffer_names()]:
             last_use[name] = k
     keep = _extend_to_extern_inputs(groups, last_use, keep)
-    planner = _Planner(groups, buffers, keep, last_use, set(donations or ()))
+    planner = _Planner(groups, buffers, keep, last_use, set(donations or ()), set(released))
     for k, group in enumerate(groups):
         planner.allocate(k, group)
         planner.free(k, group)
@@ -86,9 +91,11 @@ class _Planner:
         keep: set[str],
         last_use: dict[str, int],
         donated: set[str],
+        released: set[str],
     ) -> None:
         self.groups, self.buffers, self.keep, self.last_use = groups, buffers, keep, last_use
         self.donated = donated  # written into graph inputs instead, where safe (donations)
+        self.released = released  # graph inputs dropped after their last use
         #: buffers made in storage the plan allocates (and may then hand on)
         self.planned = {
             name
@@ -166,9 +173,10 @@ class _Planner:
             elif name in self.planned or name in self.fresh:
                 self.frees[group.name].append(name)
                 self.pool.setdefault(_storage_key(buf), []).append(name)
-            elif isinstance(buf, ExternOutput):
-                # The library allocated it: dropped at its last use (not held to the end
-                # of the call), but its storage is not the plan's to hand on.
+            elif isinstance(buf, ExternOutput) or name in self.released:
+                # The library allocated it, or the caller handed it over: dropped at its
+                # last use (not held to the end of the call), its storage not the plan's to
+                # hand on.
                 self.frees[group.name].append(name)
 
 

@@ -153,8 +153,10 @@ def _order(drafts: list[_Draft]) -> list[_Draft]:
     return ordered
 
 
-def schedule(lowering: GraphLowering) -> Schedule:
-    """Fuse and order ``lowering``'s operations into kernel groups with a memory plan."""
+def schedule(lowering: GraphLowering, *, release_inputs: bool = False) -> Schedule:
+    """Fuse and order ``lowering``'s operations into kernel groups with a memory plan.
+    ``release_inputs``: the caller hands its inputs over (a list the wrapper empties): each
+    is dropped after its last use (a backward's saved activations, freed as it goes)."""
     for buf in lowering.buffers.values():
         if isinstance(buf.layout, FlexibleLayout):
             buf.layout.freeze()
@@ -182,7 +184,10 @@ def schedule(lowering: GraphLowering) -> Schedule:
             )
         )
     _mark_boundaries(groups, outputs)
-    allocations, frees = plan_memory(groups, lowering.buffers, outputs, lowering.donations)
+    released = set(lowering.graph_inputs) if release_inputs else set()
+    allocations, frees = plan_memory(
+        groups, lowering.buffers, outputs, lowering.donations, released
+    )
     log.info("%d operations -> %d kernels", len(ops), len(groups))
     return Schedule(
         groups,
@@ -197,6 +202,7 @@ def schedule(lowering: GraphLowering) -> Schedule:
         size_inputs=lowering.size_inputs,
         scalar_reads=lowering.scalar_reads,
         scalar_asserts=lowering.scalar_asserts,
+        releases_inputs=release_inputs,
     )
 
 
