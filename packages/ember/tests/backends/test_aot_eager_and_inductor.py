@@ -11,12 +11,7 @@ import ember
 BACKENDS = ["aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def private_kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 class Block(torch.nn.Module):

@@ -13,12 +13,7 @@ import ember
 BACKENDS = ["aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def private_kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 def _doubled_gradient(x):

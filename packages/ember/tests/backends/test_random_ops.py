@@ -9,13 +9,7 @@ import torch
 
 import ember
 
-
-@pytest.fixture(autouse=True)
-def private_kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 def _seeded(fn, *args, seed=7):

@@ -13,13 +13,7 @@ from torch.profiler import ProfilerActivity, profile
 import ember
 import ember.backends.inductor_cache as inductor_cache
 
-
-@pytest.fixture(autouse=True)
-def private_kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 def _mlp() -> torch.nn.Module:
