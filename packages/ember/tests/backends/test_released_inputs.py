@@ -71,6 +71,7 @@ def test_a_retained_graph_backpropagates_twice():
     loss.backward(retain_graph=True)
     loss.backward()
     torch.testing.assert_close(x.grad, expected, rtol=1e-4, atol=1e-5)
+    assert ember.counters["inductor"]["backward_runs"] == 2  # both through the compiled graph
 
 
 def test_peak_memory_is_lower_than_when_the_backward_holds_its_inputs(monkeypatch):
