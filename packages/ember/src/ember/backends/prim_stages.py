@@ -261,17 +261,16 @@ def _counted_runner(
     runs = f"{kind}_runs"
     launches = getattr(compiled, "kernel_count", 0)
 
-    def run(*args):
+    def run_owning(args):
         stats[runs] += 1
         if launches:  # kernels a call launches: a step's count is the difference over it
             stats["kernel_launches"] += launches
-        return compiled(args)  # a compiled graph takes any sequence: no copy to a list
+        # a compiled graph takes any sequence (no copy to a list); one that releases its
+        # inputs empties the list, dropping each input when done with it
+        return compiled(args)
 
-    def run_owning(args: list):
-        stats[runs] += 1
-        if launches:
-            stats["kernel_launches"] += launches
-        return compiled(args)  # its wrapper empties `args`, dropping each input when done
+    def run(*args):
+        return run_owning(args)
 
     runner = run_owning if owns_arguments else run
     if kind == "backward":
