@@ -44,6 +44,31 @@ def _no_combine() -> None:
     os.environ["EMBER_TRITON_COMBINE"] = "0"
 
 
+def _no_gather_store() -> None:
+    from ember_inductor_ir import graph
+
+    graph.STORE_BROADCAST_GATHERS = False
+
+
+def _short_rows() -> None:
+    """Persistent rows of at most 64 over [1024 // RBLOCK, RBLOCK] tiles of 2 warps: Swin's
+    softmax over 49 keys ran 19% faster so than as [64, 64] tiles of 8 warps on an H200
+    (tools/gpu/launch_configs.py)."""
+    from ember_codegen.triton import kernel
+    from ember_codegen.triton.heuristics import LaunchConfig, next_power_of_2
+
+    chosen = kernel.default_config
+
+    def config(kind: str, xnumel: int, rnumel: int, column: bool = False) -> LaunchConfig:
+        if kind == "persistent" and not column and rnumel <= 64:
+            rblock = next_power_of_2(rnumel)
+            xblock = max(1, min(next_power_of_2(xnumel), 1024 // rblock))
+            return LaunchConfig(xblock, rblock, num_warps=2)
+        return chosen(kind, xnumel, rnumel, column)
+
+    kernel.default_config = config
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -66,6 +91,9 @@ VARIANTS = {
     # recomputed for the ReLU mask) is then no kernel of its own before the batch-norm
     # backward's reduction and pointwise kernel, which read the same inputs anyway
     "inline32": lambda: _target_with(inline_op_limit=32),
+    # a gather a reader broadcasts recomputed in that reader (graph.py: STORE_BROADCAST_GATHERS)
+    "no_gather_store": _no_gather_store,
+    "short_rows": _short_rows,
 }
 
 

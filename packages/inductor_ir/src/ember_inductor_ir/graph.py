@@ -65,10 +65,15 @@ log = logging.getLogger("ember.ir")
 _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 
 #: a pointwise value calling a costly libm function (handlers/readwrite.py: LIBM_HEAVY_OPS)
-#: that a reader broadcasts at least this many times over is stored once: a rotary
-#: embedding's cos and sin tables, [seq, dim], were recomputed for every batch element and
-#: head of q and k (Llama at batch 8: 128 times; its costliest kernel, 0.52 ms a step)
+#: or gathering through an index (an indirect load) that a reader broadcasts at least this
+#: many times over is stored once: a rotary embedding's cos and sin tables, [seq, dim], were
+#: recomputed for every batch element and head of q and k (Llama at batch 8: 128 times; its
+#: costliest kernel, 0.52 ms a step); Swin's relative-position bias, [heads, 49, 49]
+#: gathered from its table, was gathered again (an index load, then the dependent table
+#: load) for every one of the 4096 windows inside each attention softmax
 HEAVY_BROADCAST_MIN = 4
+#: whether a broadcast gather counts as heavy (off: only libm calls do; a bisect variant)
+STORE_BROADCAST_GATHERS = True
 
 
 @dataclass(frozen=True)
@@ -500,7 +505,7 @@ class GraphLowering:
                 cost = recompute_cost(data, self.target.transcendental_op_cost)
                 shared = reader_count(node) > 1 and cost > self.target.inline_op_limit
                 if shared or (
-                    broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _calls_heavy_math(data)
+                    broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _costly_per_copy(data)
                 ):
                     self.realize(box)
             elif (
@@ -631,10 +636,12 @@ def _reshapes_a_computation(node: torch.fx.Node, data: object) -> bool:
     )
 
 
-def _calls_heavy_math(data: Pointwise) -> bool:
+def _costly_per_copy(data: Pointwise) -> bool:
+    """Whether each broadcast copy of ``data`` recomputed in its reader would pay a libm
+    call or a gather (STORE_BROADCAST_GATHERS)."""
     counter = ReadWriteHandler()
     data.inner_fn(counter, index_vars("i", len(data.ranges)))
-    return counter.heavy_count > 0
+    return counter.heavy_count > 0 or (STORE_BROADCAST_GATHERS and counter.indirect_count > 0)
 
 
 def recompute_cost(data: Pointwise, transcendental_cost: int = 1) -> int:

@@ -66,3 +66,31 @@ def test_cheap_or_unbroadcast_values_stay_inline():
     assert _buffer_sizes(lowering) == [[2, 4, 6, 6]]
     lowering = _lower_and_check(same_size, torch.randn(8, 16), torch.randn(8, 16))
     assert _buffer_sizes(lowering) == [[8, 16]]
+
+
+def _window_bias(attn, table, index):
+    # Swin's relative-position bias: [heads, 49, 49] gathered from a [169, heads] table,
+    # added to every window's attention scores [windows, heads, 49, 49]
+    bias = prims.index_select(table, 0, index)  # [2401, heads]
+    bias = prims.clone(prims.permute(prims.reshape(bias, [49, 49, 4]), [2, 0, 1]))
+    return (prims.add(attn, prims.broadcast_in_dim(bias, [8, 4, 49, 49], [1, 2, 3])),)
+
+
+def _window_bias_inputs():
+    index = torch.randint(0, 169, (49 * 49,), dtype=torch.int64)
+    return torch.randn(8, 4, 49, 49), torch.randn(169, 4), index
+
+
+def test_a_broadcast_gather_is_gathered_once():
+    lowering = _lower_and_check(_window_bias, *_window_bias_inputs())
+    sizes = _buffer_sizes(lowering)
+    assert [4, 49, 49] in sizes, sizes  # the bias, gathered once for the 8 windows
+    assert sizes.count([8, 4, 49, 49]) == 1, sizes
+
+
+def test_without_the_rule_the_gather_is_recomputed(monkeypatch):
+    from ember_inductor_ir import graph
+
+    monkeypatch.setattr(graph, "STORE_BROADCAST_GATHERS", False)
+    lowering = _lower_and_check(_window_bias, *_window_bias_inputs())
+    assert _buffer_sizes(lowering) == [[8, 4, 49, 49]]
