@@ -13,8 +13,10 @@ A variant is a name in VARIANTS: a function run before the model compiles.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -139,11 +141,15 @@ def main() -> None:
     args = p.parse_args()
     if args.variant:
         return run_variant(args)
+    cache_root = tempfile.mkdtemp(prefix="ember-bisect-")
     for name in args.variants.split(","):
         cmd = [sys.executable, __file__, "--suite", args.suite, "--model", args.model,
                "--mode", args.mode, "--variant", name, "--steps", str(args.steps)]  # fmt: skip
+        # each variant its own cache: a variant that changes the lowering or the launch
+        # configs but neither the prim graph nor the target would hit another's kernels
+        env = {**os.environ, "EMBER_CACHE_DIR": f"{cache_root}/variant-{name}"}
         try:
-            subprocess.run(cmd, timeout=args.timeout, check=False)
+            subprocess.run(cmd, timeout=args.timeout, check=False, env=env)
         except subprocess.TimeoutExpired:
             print(f"{name}: timed out after {args.timeout:.0f} s", flush=True)
     return None
