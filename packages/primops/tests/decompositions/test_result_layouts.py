@@ -50,6 +50,16 @@ CASES = {
         lambda: (torch.randn(3, 5), _nchw(3, 5, fmt=torch.contiguous_format).t().contiguous().t()),
         lambda a, b: torch.as_strided_scatter(a, b, a.shape, a.stride(), 0),
     ),
+    # through a row-major reshape of all of a contiguous base (logits += bias on a
+    # matmul's [B, L, V] view of its [B * L, V] result): the source in the base's shape
+    "as_strided_scatter through a reshape of a whole tensor": (
+        lambda: (torch.randn(6, 5), torch.randn(2, 3, 5)),
+        lambda a, b: torch.as_strided_scatter(a, b, (2, 3, 5), (15, 5, 1), 0),
+    ),
+    "as_strided_scatter through a transposed view of a whole tensor": (
+        lambda: (torch.randn(6, 5), torch.randn(5, 6)),
+        lambda a, b: torch.as_strided_scatter(a, b, (5, 6), (1, 5), 0),
+    ),
     "as_strided_scatter of half a tensor": (
         lambda: (torch.randn(4, 6), torch.randn(4, 3)),
         lambda a, b: torch.as_strided_scatter(a, b, (4, 3), (6, 1), 3),
@@ -83,3 +93,21 @@ def test_min_over_a_non_empty_dim_of_an_empty_tensor():
     assert indices.dtype == torch.int64
     with pytest.raises(PrimInputError, match="non-zero size"), DecomposeMode():
         torch.rand(4, 0).argmax(1)
+
+
+@pytest.mark.parametrize(
+    ("size", "stride", "offset", "scatters"),
+    [
+        ((2, 3, 5), (15, 5, 1), 0, False),  # a reshape of all of it: no scatter
+        ((30,), (1,), 0, False),
+        ((5, 6), (1, 5), 0, True),  # all of it, in another order
+        ((2, 3, 4), (15, 5, 1), 0, True),  # not all of it
+        ((2, 2, 5), (15, 5, 1), 5, True),
+    ],
+)
+def test_a_write_through_a_reshape_of_all_of_a_tensor_is_no_scatter(size, stride, offset, scatters):
+    base, src = torch.randn(6, 5), torch.randn(size)
+    with DecomposeMode() as mode:
+        got = torch.as_strided_scatter(base, src, size, stride, offset)
+    torch.testing.assert_close(got, torch.as_strided_scatter(base, src, size, stride, offset))
+    assert (mode.prim_counts["ember_prims.as_strided_scatter.default"] > 0) == scatters

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -191,6 +192,22 @@ def _dense_format(a):
     return None
 
 
+def _reshapes_all_of(a, size, stride, offset) -> bool:
+    """Whether ``as_strided(a, size, stride, offset)`` is a row-major reshape of all of a
+    contiguous ``a`` (static sizes)."""
+    values = [*size, *stride, offset, *a.shape, a.storage_offset()]
+    if not all(isinstance(v, int) for v in values) or not a.is_contiguous():
+        return False
+    if offset != a.storage_offset() or a.numel() != math.prod(size):
+        return False
+    expected = 1
+    for n, st in reversed(list(zip(size, stride, strict=True))):
+        if n > 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
 def _views_all_of(a, size, stride, offset) -> bool:
     """Whether ``as_strided(a, size, stride, offset)`` is ``a`` itself (static sizes: the
     same sizes, the same strides where a size exceeds 1, a's offset)."""
@@ -214,6 +231,12 @@ def as_strided_scatter(a, src, size, stride, storage_offset=None):
         # whole-tensor slice): the result is ``src`` elementwise with a's strides, a loop
         # body that fuses with its readers, not a library scatter pinning a's layout
         return prims.clone(src, memory_format=layout)
+    if _reshapes_all_of(a, size, stride, offset):
+        # a write through a reshaped view of all of a contiguous ``a`` (MobileBERT's
+        # ``logits += bias`` on a matmul's [B, L, V] view of its [B * L, V] result): src in
+        # a's shape, the same elements in the same order; as a library scatter it was a
+        # third copy of the logits beside the matmul's and the add's
+        return prims.clone(prims.reshape(src, list(a.shape)), memory_format=layout)
     # aten addresses a's memory (its clone keeps a's strides), the prim a's row-major order:
     # for a dense permuted a (index_add's result, written in place by a backward formula)
     # scatter into a in memory order, then permute back
