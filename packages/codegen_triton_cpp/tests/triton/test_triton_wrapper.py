@@ -109,6 +109,10 @@ def test_heuristics_pick_the_kernel_kind():
     rows = default_config("split", 64, 100000)  # about SPLIT_MAX_PARTS programs in all
     assert rows.NSPLIT * rows.CHUNK >= 100000 and 64 * rows.NSPLIT <= 1024
     assert default_config("persistent", 4096, 700).RBLOCK == 1024
+    # rows of at most 64 (Swin's softmax over 49 keys): [16, 64] tiles of 2 warps
+    short = default_config("persistent", 4096 * 4 * 49, 49)
+    assert (short.XBLOCK, short.RBLOCK, short.num_warps) == (16, 64, 2)
+    assert default_config("persistent", 4096, 65).num_warps == 8
 
 
 def test_index_printing_and_int32_decision():

@@ -41,6 +41,13 @@ SPLIT_MIN_ROW = 32768
 #: of 2^28 bfloat16 values reached 61% of copy bandwidth with 256 programs of 1024-wide loads
 SPLIT_MAX_PARTS = 1024
 SPLIT_RBLOCK = 2048
+#: persistent rows at most SHORT_ROW_MAX long run [SHORT_ROW_TILE // RBLOCK, RBLOCK] tiles
+#: of SHORT_ROW_WARPS warps: Swin's softmax over 49 keys ran 19% faster so than as [64, 64]
+#: tiles of 8 warps (launch_configs.py), the whole step 13.63 -> 13.29 ms on an H200
+#: (bisect_variants.py's short_rows at c2c90c6)
+SHORT_ROW_MAX = 64
+SHORT_ROW_TILE = 1024
+SHORT_ROW_WARPS = 2
 POINTWISE_XBLOCK = 1024
 #: a tiled pointwise kernel's tile: 64 points along each grain (128 bytes of bfloat16)
 TILED_XBLOCK = 64
@@ -149,6 +156,10 @@ def default_config(kind: str, xnumel: int, rnumel: int, column: bool = False) ->
         xblock = min(TILED_XBLOCK, next_power_of_2(xnumel))
         rblock = min(TILED_RBLOCK, next_power_of_2(rnumel))
         return LaunchConfig(xblock, rblock, num_warps=min(4, _warps(xblock * rblock)))
+    if kind == "persistent" and not column and rnumel <= SHORT_ROW_MAX:
+        rblock = next_power_of_2(rnumel)
+        xblock = max(1, min(next_power_of_2(xnumel), SHORT_ROW_TILE // rblock))
+        return LaunchConfig(xblock, rblock, num_warps=SHORT_ROW_WARPS)
     if kind == "persistent":
         rblock = next_power_of_2(rnumel)
         xblock = max(1, min(next_power_of_2(xnumel), TILE_MAX // rblock, 64))
