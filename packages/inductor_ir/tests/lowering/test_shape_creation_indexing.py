@@ -120,3 +120,21 @@ def test_a_cat_of_few_inputs_stays_a_loop_body(check):
         lambda x, y: (prims.cat([x, y, x], 1),), torch.randn(3, 2), torch.randn(3, 4)
     )
     assert not [op for op in lowering.operations if isinstance(op, ExternKernel)]
+
+
+def test_roll_is_one_index_map(check):
+    # Swin's shifted windows: a layer norm's output rolled over H and W. One load a point
+    # through (i - shift) mod n, where the two cats of slices it was carried the norm four
+    # times, each under a mask
+    from ember_inductor_ir.handlers.readwrite import ReadWriteHandler
+    from ember_inductor_ir.indexing import index_vars
+    from ember_inductor_ir.nodes import ComputedBuffer
+
+    def fn(a):
+        return (prims.roll(prims.sin(a), [5, 2], [1, 2]), prims.roll(a, [3], [0]))
+
+    lowering, _ = check(fn, torch.randn(3, 8, 7, 4))
+    for buffer in (b for b in lowering.buffers.values() if isinstance(b, ComputedBuffer)):
+        reads = ReadWriteHandler()
+        buffer.data.inner_fn(reads, index_vars("i", len(buffer.data.ranges)))
+        assert len(reads.reads) == 1, reads.reads

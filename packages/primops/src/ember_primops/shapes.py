@@ -83,6 +83,24 @@ define_prim(
 )
 
 
+def _roll_meta(a, shifts, dims):
+    check_tensor("roll", a)
+    canonical_dims("roll", dims, a.ndim)
+    if len(shifts) != len(dims):
+        fail("roll", f"{len(shifts)} shifts for {len(dims)} dims")
+    return empty_like_layout(a)
+
+
+define_prim(
+    "roll(Tensor a, SymInt[] shifts, int[] dims) -> Tensor",
+    "shape",
+    _roll_meta,
+    lambda a, shifts, dims: torch.roll(a, list(shifts), list(dims)) if dims else a.clone(),
+    notes="rotates each listed dim by its shift: out[i] = a[(i - shift) mod n]",
+    eager=lambda a, shifts, dims: torch.roll(a, list(shifts), list(dims)),
+)
+
+
 def _cat_meta(tensors, dim):
     p = "cat"
     if not tensors:

@@ -551,6 +551,15 @@ def _rev(name):
     ]
 
 
+@samples_for("roll")
+def _roll(name):
+    return [
+        Sample((make((3, 4), F32), [1], [0])),
+        Sample((make((2, 5, 4), torch.int32), [3, 1], [1, 2])),
+        Sample((make((3, 4), F32), [], []), oracle=lambda a, s, d: a),
+    ]
+
+
 @samples_for("cat")
 def _cat(name):
     return [

@@ -89,6 +89,7 @@ _RECOMPUTABLE: set[str] = {
         "slice_scatter",
         "pad",
         "rev",
+        "roll",
         "abs",
         "neg",
         "add",

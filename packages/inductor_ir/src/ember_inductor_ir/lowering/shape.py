@@ -37,6 +37,21 @@ def lower_rev(ctx: Any, a: TensorBox, dims: Sequence[int]) -> TensorBox:
     return TensorBox(View(a, list(size), reindex, None, "rev"))
 
 
+@register_lowering("roll")
+def lower_roll(ctx: Any, a: TensorBox, shifts: Sequence[int], dims: Sequence[int]) -> TensorBox:
+    size = a.get_size()
+    moved = {d % max(len(size), 1): s for s, d in zip(shifts, dims, strict=True)}
+    moved = {d: sympy.Mod(s, size[d]) for d, s in moved.items()}  # in [0, n): index >= 0
+
+    def reindex(index: Sequence[Expr]) -> list[Expr]:
+        return [
+            ModularIndexing(i + size[d] - moved[d], 1, size[d]) if d in moved else i
+            for d, i in enumerate(index)
+        ]
+
+    return TensorBox(View(a, list(size), reindex, None, "roll"))
+
+
 @register_lowering("clone", "copy_strided")
 def lower_clone(ctx: Any, a: TensorBox, *args: Any, **kwargs: Any) -> TensorBox:
     node = ctx.current_node

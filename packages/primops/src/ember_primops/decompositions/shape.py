@@ -97,6 +97,18 @@ def roll(a: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = ()) -> to
         raise RuntimeError(
             f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
         )
+    static = [(s % a.shape[canonical_dim(d, a.dim())], canonical_dim(d, a.dim()))
+              for s, d in zip(shifts, dims, strict=True)
+              if isinstance(s, int) and isinstance(a.shape[canonical_dim(d, a.dim())], int)
+              and a.shape[canonical_dim(d, a.dim())] > 0]  # fmt: skip
+    if len(static) == len(dims) and len({d for _, d in static}) == len(static):
+        # one index map (out[i] = a[(i - s) mod n]): Swin's shifted windows roll a
+        # layer norm's output over H and W; as two cats of slices its readers carried the
+        # norm four times over, each under a mask, in one kernel
+        moved = [(s, d) for s, d in static if s]
+        if not moved:
+            return prims.clone(a)
+        return prims.roll(a, [s for s, _ in moved], [d for _, d in moved])
     out = a
     for shift, dim in zip(shifts, dims, strict=True):
         dim = canonical_dim(dim, a.dim())
