@@ -1,6 +1,11 @@
 """Where a compiled step spends its host (CPU) time on the GPU: torch.compile against Ember.
 
     python tools/gpu/host_profile.py llama train [--size real] [--out DIR]
+    python tools/gpu/host_profile.py hrnet_w18 --suite timm --suite-mode infer-bf16
+
+A zoo model (`ember_zoo`), or with ``--suite`` a public-suite model at its GPU size, run as
+the suite runner runs it (`benchmarks/suites/run.py`'s `make_step`: autocast, the optimizer
+step inside a training step).
 
 Per compiler: the step's wall time with and without a sync after each step (equal when the
 host is the bottleneck), the host time to issue one step, the CUDA runtime calls and kernels
@@ -37,12 +42,12 @@ import ember
 from ember_zoo import build
 
 
-def timed(case, fn, mode, steps: int, sync_each: bool) -> float:
+def timed(run_step, steps: int, sync_each: bool) -> float:
     sync()
     times = []
     for _ in range(steps):
         start = time.perf_counter()
-        step(case, fn, mode)
+        run_step()
         if sync_each:
             sync()
         times.append(time.perf_counter() - start)
@@ -93,25 +98,28 @@ def phases(case, fn, mode, steps: int = 20) -> None:
               for g, (n, t) in collections_run.items()) + f"; {len(gc.get_objects())} objects")  # fmt: skip
 
 
-def profile_steps(name, case, fn, mode, steps: int, out: Path | None) -> None:
+def profile_steps(name, run_step, steps: int, out: Path | None, split=None) -> None:
+    """``run_step``: one step, no arguments; ``split``: (case, fn, mode) of a zoo model, whose
+    forward and backward host times are then shown apart."""
     for _ in range(5):
-        step(case, fn, mode)
-    async_ms = timed(case, fn, mode, 20, sync_each=False)
-    sync_ms = timed(case, fn, mode, 20, sync_each=True)
+        run_step()
+    async_ms = timed(run_step, 20, sync_each=False)
+    sync_ms = timed(run_step, 20, sync_each=True)
     print(f"== {name}: issue {async_ms:.2f} ms/step without sync, {sync_ms:.2f} ms/step with "
           "a sync after each")  # fmt: skip
-    phases(case, fn, mode)
+    if split is not None:
+        phases(*split)
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(3):
-            step(case, fn, mode)
+            run_step()
         sync()
     if out is not None:
         prof.export_chrome_trace(str(out / f"trace_{name}.json"))
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
-            step(case, fn, mode)
+            run_step()
         sync()
     kernels: collections.Counter = collections.Counter()
     kinds: collections.Counter = collections.Counter()
@@ -137,7 +145,7 @@ def profile_steps(name, case, fn, mode, steps: int, out: Path | None) -> None:
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(steps):
-        step(case, fn, mode)
+        run_step()
     sync()
     profiler.disable()
     text = io.StringIO()
@@ -150,6 +158,39 @@ def profile_steps(name, case, fn, mode, steps: int, out: Path | None) -> None:
         print("   " + re.sub(r"/\S*/(site-packages|src|lib/python3\.\d+)/", "", ln))
 
 
+def zoo_profiles(args: argparse.Namespace, compilers: list[str]) -> None:
+    case = build(args.model, args.size, device=args.device)
+    if args.mode == "infer":
+        case.model.eval()
+    if "torch.compile" in compilers:
+        fn = torch.compile(case.model)
+        profile_steps("torch.compile", lambda: step(case, fn, args.mode), args.steps, args.out,
+                      split=(case, fn, args.mode))  # fmt: skip
+    if "ember" in compilers:
+        ember.reset()
+        compiled = ember.compile(case.model)
+        profile_steps("ember", lambda: step(case, compiled, args.mode), args.steps, args.out,
+                      split=(case, compiled, args.mode))  # fmt: skip
+        print("   ember counters:", {k: dict(v) for k, v in ember.counters.items()})
+
+
+def suite_profiles(args: argparse.Namespace, compilers: list[str]) -> None:
+    from cases import BUILDERS, to_device
+    from models import entries
+    from run import make_step
+
+    size = "gpu" if args.device == "cuda" else "cpu-small"
+    case = BUILDERS[args.suite](entries(args.suite, [args.model])[0], size)
+    case = to_device(case, args.device)
+    case.model.train(args.suite_mode.startswith("train"))
+    for name in compilers:
+        ember.reset()
+        run_step = make_step(case, name, args.suite_mode, args.device)
+        profile_steps(name, run_step, args.steps, args.out)
+        if name == "ember":
+            print("   ember counters:", {k: dict(v) for k, v in ember.counters.items()})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -159,23 +200,19 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--compilers", default="torch.compile,ember")
+    parser.add_argument("--suite", default=None, help="timm, huggingface or torchvision")
+    parser.add_argument("--suite-mode", default="infer-bf16",
+                        choices=["infer-bf16", "infer-fp32", "train-bf16"])  # fmt: skip
     args = parser.parse_args()
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tc_cache_"))
         os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember_cache_"))
-    case = build(args.model, args.size, device=args.device)
-    if args.mode == "infer":
-        case.model.eval()
     compilers = args.compilers.split(",")
-    if "torch.compile" in compilers:
-        profile_steps("torch.compile", case, torch.compile(case.model), args.mode, args.steps,
-                      args.out)  # fmt: skip
-    if "ember" in compilers:
-        ember.reset()
-        compiled = ember.compile(case.model)
-        profile_steps("ember", case, compiled, args.mode, args.steps, args.out)
-        print("   ember counters:", {k: dict(v) for k, v in ember.counters.items()})
+    if args.suite:
+        suite_profiles(args, compilers)
+    else:
+        zoo_profiles(args, compilers)
     if args.out is not None:
         for name, root in (("tc", "TORCHINDUCTOR_CACHE_DIR"), ("ember", "EMBER_CACHE_DIR")):
             root = Path(os.environ[root])
