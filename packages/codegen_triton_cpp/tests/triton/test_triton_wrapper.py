@@ -64,7 +64,9 @@ def _other(a, b):
 def test_kernel_module_of_another_key_is_rewritten_not_imported(compile_prims):
     """A kernel module copied under another key's name is replaced by the right source
     before it is imported (the module cache compares the file with the source)."""
-    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    # halved: sin(exp(a + b)) of unit normals reaches exp(5), where the interpreter's sin and
+    # eager's differed by 1.1e-5 for some draws (beyond assert_close's float32 default)
+    a, b = torch.randn(8, 16) / 2, torch.randn(8, 16) / 2
     _, x = compile_prims(_other, a, b)
     sched, y = compile_prims(_chain, a, b)
     y.module_path.write_bytes(x.module_path.read_bytes())

@@ -96,9 +96,34 @@ def test_the_generator_may_refuse_a_group_and_arguments_are_bounded():
     assert _names(combine_runs(sched, wide)) == [["kernel0", "kernel1"], ["kernel2", "kernel3"]]
 
 
-def test_a_group_after_which_storage_is_freed_ends_its_run():
-    sched = Sched([_g(k) for k in range(5)], frees={"kernel1": ["buf9"]})
-    assert _names(combine_runs(sched, POLICY)) == [
-        ["kernel0", "kernel1"],
-        ["kernel2", "kernel3", "kernel4"],
-    ]
+def test_a_free_inside_a_run_does_not_end_it():
+    # the generator frees after the run's launch; a released input (a weight whose cast is
+    # its last reader) used to cut every run of a backward
+    sched = Sched([_g(k) for k in range(4)], frees={"kernel1": ["buf9"]})
+    assert _names(combine_runs(sched, POLICY)) == [["kernel0", "kernel1", "kernel2", "kernel3"]]
+
+
+def test_small_groups_reading_only_inputs_gather_before_the_library_calls_between():
+    from ember_inductor_ir.scheduler.combine import GATHER_SPAN, gather_input_reads
+
+    inputs = {f"arg{k}" for k in range(20)}
+
+    def lib(k: int, reads: set[str], writes: list[str] | None = None) -> Group:
+        return Group(f"mm{k}", writes or [f"out{k}"], reads, extern=object())
+
+    # each weight's cast before its matmul (autocast): the casts gather, then combine
+    casts = [_g(0), lib(1, {"buf0"}), _g(2), lib(3, {"buf2"}), _g(4), lib(5, {"buf4"})]
+    got = gather_input_reads(casts, inputs, POLICY)
+    assert [g.name for g in got] == ["kernel0", "kernel2", "kernel4", "mm1", "mm3", "mm5"]
+    assert _names(combine_runs(Sched(got), POLICY)) == [["kernel0", "kernel2", "kernel4"]]
+    # not over a group writing what it reads, nor over more than GATHER_SPAN groups, nor
+    # when it reads a computed buffer; and a target that combines nothing keeps the order
+    writer = [_g(0), lib(1, {"buf0"}, ["arg2"]), _g(2)]
+    assert [g.name for g in gather_input_reads(writer, inputs, POLICY)] == [
+        "kernel0", "mm1", "kernel2"
+    ]  # fmt: skip
+    far = [_g(0), *(lib(k, {"buf0"}) for k in range(1, GATHER_SPAN + 2)), _g(9)]
+    assert gather_input_reads(far, inputs, POLICY)[-1].name == "kernel9"
+    computed = [_g(0), lib(1, {"buf0"}), _g(2, reads={"out1"})]
+    assert gather_input_reads(computed, inputs, POLICY) == computed
+    assert gather_input_reads(casts, inputs, None) == casts

@@ -10,8 +10,11 @@ target's :class:`CombinePolicy`, a field of its capability record), and independ
 group of a run reads or writes storage another writes: the programs of one launch run in
 no order). Deciding a run changes no group: the generator still emits each one's body.
 
-A group after which the memory plan frees storage ends its run (it is launched last): a
-combined launch frees nothing earlier than the plan does, nor later.
+What the memory plan frees after a group of a run is freed after the run's launch (the
+generator defers it): a few small kernels later. A run used to end at such a group, which
+cut every run of a backward that releases its inputs at their last reader (each weight's
+bf16 cast is its weight's last reader). The storage a free hands on cannot be reused within
+the run: a group writing storage that another group of the run reads ends the run (below).
 
 Storage, not names, decides independence: the memory plan gives a buffer the storage of a
 dead one (or writes it in place over a buffer its own kernel reads), so a group's output may
@@ -101,6 +104,41 @@ def _touches(group: KernelGroup) -> tuple[set[str], set[str]]:
     return set(group.reads) - written, written
 
 
+#: the most groups a small kernel reading only graph inputs moves up over (gather_input_reads)
+GATHER_SPAN = 4
+
+
+def gather_input_reads(
+    groups: list[KernelGroup], inputs: set[str], policy: CombinePolicy | None
+) -> list[KernelGroup]:
+    """Small pointwise groups that read only graph inputs (autocast's weight casts, each just
+    before its matmul) moved up to the previous such group, over at most GATHER_SPAN groups
+    none of which writes what it reads, so that they run adjacent and ``combine_runs`` can
+    launch them as one kernel: Llama's q, k and v weight casts were three launches, each
+    before its own matmul. Their outputs live a few groups longer (the casts of one layer)."""
+    if policy is None or policy.max_kernels < 2:
+        return groups
+    out: list[KernelGroup] = []
+    last_gathered = -1  # the index in ``out`` of the last group that reads only inputs
+    for group in groups:
+        movable = combinable(group, policy) is None and group.reads and group.reads <= inputs
+        if not movable:
+            out.append(group)
+            continue
+        between = out[last_gathered + 1 :] if last_gathered >= 0 else None
+        if (
+            between is not None
+            and 0 < len(between) <= GATHER_SPAN
+            and not any(group.reads & set(g.buffer_names()) for g in between)
+        ):
+            out.insert(last_gathered + 1, group)
+            last_gathered += 1
+        else:
+            out.append(group)
+            last_gathered = len(out) - 1
+    return out
+
+
 def combine_runs(
     sched: Schedule,
     policy: CombinePolicy | None,
@@ -139,9 +177,6 @@ def combine_runs(
                 log.info("combined launch ends before %s: %s", group.name, refusal)
                 close()
             current = _Run([group], set(r), set(w), set(args))
-        if sched.frees.get(group.name):  # storage dead after it: freed where the plan says
-            close()
-            current = None
     close()
     for run in runs:
         log.info("one launch for %s", ", ".join(g.name for g in run))
@@ -161,4 +196,4 @@ def _joins(run: _Run, reads: set[str], writes: set[str], args: set[str], policy)
     return None
 
 
-__all__ = ["CombinePolicy", "combinable", "combine_runs"]
+__all__ = ["CombinePolicy", "combinable", "combine_runs", "gather_input_reads"]

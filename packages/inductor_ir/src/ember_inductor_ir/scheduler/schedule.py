@@ -18,6 +18,7 @@ from ..extern import ExternKernel
 from ..layout import FlexibleLayout
 from ..nodes import ComputedBuffer
 from .collectives import spread_collectives
+from .combine import gather_input_reads
 from .dce import eliminate_dead_code
 from .dependencies import Operation, reads_memo, writes_of
 from .fusion import Placements, Refused, form_group
@@ -183,6 +184,9 @@ def schedule(lowering: GraphLowering, *, release_inputs: bool = False) -> Schedu
                 reads=draft.reads - draft.writes,
             )
         )
+    groups = gather_input_reads(
+        groups, set(lowering.graph_inputs) | set(lowering.constants), lowering.target.combine
+    )
     _mark_boundaries(groups, outputs)
     released = set(lowering.graph_inputs) if release_inputs else set()
     allocations, frees = plan_memory(
