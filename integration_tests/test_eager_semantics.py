@@ -253,6 +253,25 @@ def generator_consumed(x):
     return x * sum(_numbers(4)), list(_numbers(3))
 
 
+class _ScaledByLists(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = torch.nn.ParameterList([torch.nn.Parameter(torch.rand(3) + 0.5) for _ in range(200)])  # fmt: skip
+        self.shifts = torch.nn.ParameterDict({"a": torch.nn.Parameter(torch.randn(3))})
+
+    def forward(self, x):
+        for scale in self.scales:  # 200 multiplies: one chain the loop IR stores in pieces
+            x = x * scale
+        return x + sum(self.shifts.values()) + self.scales[-1]
+
+
+_SCALED_BY_LISTS = _ScaledByLists()
+
+
+def parameter_containers_iterated(x):
+    return _SCALED_BY_LISTS(x)
+
+
 def elementwise_dtypes_kind(x):
     from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
@@ -286,6 +305,7 @@ FULLGRAPH_CASES = {
     "model_output_attribute_written": (model_output_attribute_written, _t(2, 3)),
     "generator_consumed": (generator_consumed, _t(3)),
     "elementwise_dtypes_kind": (elementwise_dtypes_kind, lambda: (torch.arange(4),)),
+    "parameter_containers_iterated": (parameter_containers_iterated, _t(3)),
 }
 # Gaps: torch.compile (torch 2.13, fullgraph=True) captures each of these in one graph.
 FULLGRAPH_XFAIL: dict[str, str] = {

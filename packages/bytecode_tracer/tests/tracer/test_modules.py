@@ -213,3 +213,40 @@ def test_method_from_a_module_registered_under_another_name():
     compiled = Compiled(lambda t, x: x * t.get("scale", 1.0))
     assert same(compiled(table, x), x * 3.0)
     assert compiled.backend.graph_count == 1
+
+
+class _Parameters(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ParameterList([nn.Parameter(torch.randn(4)) for _ in range(3)])
+        self.shifts = nn.ParameterDict({"a": nn.Parameter(torch.randn(4)), "b-c": nn.Parameter(torch.randn(4))})  # fmt: skip
+
+    def forward(self, x):
+        for scale in self.scales:
+            x = x * scale
+        x = x + self.scales[-1] * len(self.scales) + self.shifts["b-c"]
+        for _key, shift in self.shifts.items():
+            x = x + shift
+        for key in self.shifts:
+            x = x - self.shifts[key]
+        return x + sum(self.shifts.values()) + len(self.shifts)
+
+
+def test_parameter_list_and_dict_are_read_in_one_graph_and_guarded():
+    net = _Parameters()
+    x = torch.randn(2, 4)
+    compiled = Compiled(net)
+    assert same(compiled(x), net(x))
+    assert compiled.backend.graph_count == 1
+    assert compiled.backend.ops(0).count("mul") >= 4
+    # another length, another key, a replaced entry: each re-traced, each right
+    net.scales.append(nn.Parameter(torch.randn(4)))
+    assert same(compiled(x), net(x))
+    net.shifts["e"] = nn.Parameter(torch.randn(4))
+    assert same(compiled(x), net(x))
+    net.scales[0] = nn.Parameter(torch.randn(4))
+    assert same(compiled(x), net(x))
+    with torch.no_grad():  # an update in place: the same graph reads the new values
+        net.scales[1].mul_(3)
+    assert same(compiled(x), net(x))
+    assert compiled.backend.graph_count == 3

@@ -74,6 +74,10 @@ _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 HEAVY_BROADCAST_MIN = 4
 #: whether a broadcast gather counts as heavy (off: only libm calls do; a bisect variant)
 STORE_BROADCAST_GATHERS = True
+#: a pointwise value whose body would carry more graph nodes than this is stored: each
+#: inlined node nests its reader's loader calls a few Python frames deeper (600 chained
+#: multiplies, a loop over a ParameterList, overflowed the recursion limit in lowering)
+MAX_INLINED_NODES = 100
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,9 @@ class GraphLowering:
         #: float32 buffers stored as bfloat16/float16 (narrow_stores.py), when the target
         #: asks for it
         self.narrowed: list[Any] = []
+        #: each node's value still inlined into its readers: how many graph nodes its body
+        #: carries (0 once stored); see MAX_INLINED_NODES
+        self._inlined_nodes: dict[torch.fx.Node, int] = {}
 
     def donate(self, input_writes: Sequence[tuple[int, int]]) -> None:
         """Offer the memory plan to write outputs into the inputs their values go back to:
@@ -495,6 +502,20 @@ class GraphLowering:
                     )
 
     def _maybe_realize(self, node: torch.fx.Node, result: Any) -> None:
+        self._decide_storage(node, result)
+        carried = sum(self._inlined_nodes.get(a, 0) for a in node.all_input_nodes)
+        inlined = 0
+        for box in _leaves(result):
+            data = unwrap(box)
+            if isinstance(data, Pointwise) and carried + 1 > MAX_INLINED_NODES:
+                self.realize(box)  # its readers would nest its loaders this deep
+            elif isinstance(data, Pointwise):
+                inlined = max(inlined, carried + 1)
+            elif isinstance(data, View):
+                inlined = max(inlined, carried)
+        self._inlined_nodes[node] = inlined
+
+    def _decide_storage(self, node: torch.fx.Node, result: Any) -> None:
         for box in _leaves(result):
             if not isinstance(box, TensorBox):
                 continue

@@ -28,3 +28,21 @@ def test_view_reader_realized_before_its_base_is_realized(check):
         return (prims.mm(b, w), prims.mm(a, v))
 
     check(fn, torch.randn(5, 4), torch.randn(5, 3), torch.randn(4, 3))
+
+
+def test_a_chain_longer_than_python_can_nest_is_stored_in_pieces():
+    # 600 chained multiplies (a loop over a ParameterList): inlined whole, a reader's loader
+    # calls nested past the recursion limit; stored every MAX_INLINED_NODES nodes
+    from conftest import compile_and_run
+    from ember_inductor_ir.graph import MAX_INLINED_NODES
+
+    def chain(x, w):
+        for _ in range(600):
+            x = prims.mul(x, w)
+        return (x,)
+
+    x, w = torch.rand(8) + 0.5, torch.full((8,), 1.001)
+    lowering, _, got = compile_and_run(chain, x, w)
+    torch.testing.assert_close(got[0], chain(x, w)[0])
+    stored = [b for b in lowering.buffers.values() if type(b).__name__ == "ComputedBuffer"]
+    assert len(stored) >= 600 // MAX_INLINED_NODES

@@ -128,15 +128,14 @@ class NNModuleVariable(VariableTracker):
         module = self.module
         if name in _LISTINGS:
             return self._listing(tx, name, args, kwargs)
-        if name == "__len__" and isinstance(module, _CONTAINERS):
+        if name == "__len__" and isinstance(module, _CONTAINERS + _PARAMETER_CONTAINERS):
             return self.python_len(tx)
-        if name == "__getitem__" and isinstance(
-            module, nn.ModuleList | nn.Sequential | nn.ModuleDict
-        ):
+        if name == "__getitem__" and isinstance(module, _CONTAINERS + _PARAMETER_CONTAINERS):
             return self.getitem(tx, args[0])
-        if name in ("keys", "values", "items") and isinstance(module, nn.ModuleDict):
-            self._guard_children(tx)
-            keys = list(module.keys())
+        if name in ("keys", "values", "items") and isinstance(
+            module, nn.ModuleDict | nn.ParameterDict
+        ):
+            keys = self._container_keys(tx)
             children = [self.getitem(tx, ConstantVariable(k)) for k in keys]
             if name == "keys":
                 return ListVariable([ConstantVariable(k) for k in keys])
@@ -156,10 +155,26 @@ class NNModuleVariable(VariableTracker):
         own = self._own_method("__len__")
         if own is not None:
             return tx.inline_call(own, self._method_source("__len__"), [self], {})
-        if isinstance(self.module, _CONTAINERS):
-            self._guard_children(tx)
-            return ConstantVariable(len(self.module))
+        if isinstance(self.module, _CONTAINERS + _PARAMETER_CONTAINERS):
+            return ConstantVariable(len(self._container_keys(tx)))
         raise Unsupported(f"len() of {type(self.module).__name__}")
+
+    def _container_keys(self, tx) -> list:
+        """A container's keys in order (ModuleList, Sequential and ParameterList: their
+        indices), guarded: a ParameterList by its length, a ParameterDict by its `_keys`,
+        the others by their `_modules` keys."""
+        module = self.module
+        if isinstance(module, nn.ParameterList):
+            size = tx.wrap(module._size, AttrSource(self.source, "_size"))
+            return list(range(size.as_python_constant()))
+        if isinstance(module, nn.ParameterDict):
+            guard(tx, AttrSource(self.source, "_keys"), GuardKind.DICT_KEYS,
+                  (type(module._keys), tuple(module._keys)))  # fmt: skip
+            return list(module._keys)
+        self._guard_children(tx)
+        return (
+            list(module.keys()) if isinstance(module, nn.ModuleDict) else list(range(len(module)))
+        )
 
     def _own_method(self, name: str) -> Any:
         """The class's Python-level `name` where user code defines it (not torch.nn's)."""
@@ -176,6 +191,8 @@ class NNModuleVariable(VariableTracker):
         if own is not None:
             return tx.inline_call(own, self._method_source("__getitem__"), [self, index], {})
         key = index.as_python_constant()
+        if isinstance(self.module, nn.ParameterList | nn.ParameterDict):
+            return self._parameter_item(tx, key)
         if isinstance(key, slice):
             # The children the slice picks, each reachable (and guarded) by its index.
             self._guard_children(tx)
@@ -184,6 +201,21 @@ class NNModuleVariable(VariableTracker):
                 [tx.wrap(self.module[i], ItemSource(self.source, i)) for i in picked]
             )
         return tx.wrap(self.module[key], ItemSource(self.source, key))
+
+    def _parameter_item(self, tx, key: Any) -> VariableTracker:
+        """`plist[i]` / `pdict[k]`: the entry is the container's attribute `str(i)` / `k`
+        (what their `__getitem__` reads), so it is guarded and read as one."""
+        if isinstance(self.module, nn.ParameterDict):
+            if type(key) is not str:
+                raise Unsupported(f"ParameterDict[{type(key).__name__}]")
+            return tx.wrap(self.module[key], AttrSource(self.source, key))
+        if type(key) is not int:
+            raise Unsupported(f"ParameterList[{type(key).__name__}] (slices build new lists)")
+        size = len(self._container_keys(tx))
+        if not -size <= key < size:
+            raise Unsupported(f"ParameterList index {key} out of range")
+        index = key % size
+        return tx.wrap(self.module[index], AttrSource(self.source, str(index)))
 
     def _guard_children(self, tx) -> None:
         """The trace depends on which children a container module has."""
@@ -204,6 +236,10 @@ class NNModuleVariable(VariableTracker):
         if isinstance(module, nn.ModuleList | nn.Sequential):
             self._guard_children(tx)
             return [self.getitem(tx, ConstantVariable(i)) for i in range(len(module))]
+        if isinstance(module, nn.ParameterDict) and self._own_method("__iter__") is None:
+            return [ConstantVariable(k) for k in self._container_keys(tx)]
+        if isinstance(module, nn.ParameterList) and self._own_method("__iter__") is None:
+            return [self._parameter_item(tx, i) for i in self._container_keys(tx)]
         raise Unsupported(f"iterating over {type(module).__name__}")
 
     def _listing(self, tx, name, args, kwargs) -> VariableTracker:
@@ -276,6 +312,7 @@ _LISTED_TABLES = {
 
 
 _CONTAINERS = (nn.ModuleList, nn.Sequential, nn.ModuleDict)
+_PARAMETER_CONTAINERS = (nn.ParameterList, nn.ParameterDict)
 _MODULE_CALL = inspect.getattr_static(nn.Module, "__call__")
 # the `__call__` every fx GraphModule class gets (`call_wrapped`, one function per class, one
 # code object): nn.Module.__call__ inside a try/except that only adds the generated code's
