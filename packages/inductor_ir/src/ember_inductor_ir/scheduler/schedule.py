@@ -75,10 +75,24 @@ def _reaches(start: _Draft, goal: _Draft, producer_of: dict[str, _Draft]) -> boo
     return False
 
 
+#: buffers one kernel takes at most (read or written): a C++ kernel is called through
+#: ctypes, which passes at most 1024 arguments, and a Triton kernel's pointers fill its
+#: launch's parameter space (1300 parameters summed into one kernel could not be called)
+MAX_GROUP_BUFFERS = 512
+
+
+def _too_many_buffers(draft: _Draft, op: ComputedBuffer, reads: frozenset[str]) -> bool:
+    if len(draft.reads) + len(draft.writes) + len(reads) + 1 <= MAX_GROUP_BUFFERS:
+        return False  # the sum bounds the union
+    return len(draft.reads | draft.writes | reads | set(writes_of(op))) > MAX_GROUP_BUFFERS
+
+
 def _try_join(
     draft: _Draft, op: ComputedBuffer, producer_of: dict[str, _Draft], fusion: _Fusion
 ) -> str | None:
     """None when ``op`` may join ``draft``; otherwise the reason it may not."""
+    if _too_many_buffers(draft, op, fusion.reads(op)):
+        return f"more than {MAX_GROUP_BUFFERS} buffers in one kernel"
     for name in sorted(fusion.reads(op)):
         other = producer_of.get(name)
         if other is not None and other is not draft and _reaches(draft, other, producer_of):
