@@ -87,6 +87,20 @@ def flip(a: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
     return prims.rev(a, dims) if a.dim() else prims.clone(a)
 
 
+def _static_shifts(a, shifts, dims) -> dict[int, int] | None:
+    """{dim: shift in [0, n)} of the dims a roll moves (a dim listed twice moves by the sum),
+    or None where a shift or a size is symbolic."""
+    moved: dict[int, int] = {}
+    for shift, dim in zip(shifts, dims, strict=True):
+        dim = canonical_dim(dim, a.dim())
+        n = a.shape[dim]
+        if not (isinstance(shift, int) and isinstance(n, int)):
+            return None
+        if n:
+            moved[dim] = (moved.get(dim, 0) + shift) % n
+    return {d: s for d, s in moved.items() if s}
+
+
 @register_decomposition(aten.roll.default)
 def roll(a: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = ()) -> torch.Tensor:
     shifts, dims = list(shifts), list(dims)
@@ -97,18 +111,14 @@ def roll(a: torch.Tensor, shifts: Sequence[int], dims: Sequence[int] = ()) -> to
         raise RuntimeError(
             f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
         )
-    static = [(s % a.shape[canonical_dim(d, a.dim())], canonical_dim(d, a.dim()))
-              for s, d in zip(shifts, dims, strict=True)
-              if isinstance(s, int) and isinstance(a.shape[canonical_dim(d, a.dim())], int)
-              and a.shape[canonical_dim(d, a.dim())] > 0]  # fmt: skip
-    if len(static) == len(dims) and len({d for _, d in static}) == len(static):
+    moved = _static_shifts(a, shifts, dims)
+    if moved is not None:
         # one index map (out[i] = a[(i - s) mod n]): Swin's shifted windows roll a
         # layer norm's output over H and W; as two cats of slices its readers carried the
         # norm four times over, each under a mask, in one kernel
-        moved = [(s, d) for s, d in static if s]
         if not moved:
             return prims.clone(a)
-        return prims.roll(a, [s for s, _ in moved], [d for _, d in moved])
+        return prims.roll(a, list(moved.values()), list(moved))
     out = a
     for shift, dim in zip(shifts, dims, strict=True):
         dim = canonical_dim(dim, a.dim())
