@@ -1,6 +1,7 @@
 """Adds that an accumulating kernel performs: ``x + index_put(zeros, I, V, accumulate=True)``
-is ``index_put(x, I, V, accumulate=True)``, ``x + a @ b`` is ``addmm(x, a, b)``, and a
-linear layer's ``bias + a @ b`` is ``addmm(bias, a, b)`` where the sum is handed on as is.
+is ``index_put(x, I, V, accumulate=True)`` (and ``index_add`` alike), ``x + a @ b`` is
+``addmm(x, a, b)``, and a linear layer's ``bias + a @ b`` is ``addmm(bias, a, b)`` where
+the sum is handed on as is.
 
 Both shapes are common in gradients. An embedding's gradient is a scatter-add into a
 zero-filled table, and a tied embedding (a language model's input embedding that is also its
@@ -74,10 +75,17 @@ def _same_tensor_type(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 
 def _scatter_fold(addend: torch.fx.Node, term: torch.fx.Node) -> Fold | None:
-    """``term`` is an accumulating ``index_put`` into a ``full(..., 0)`` read only here."""
-    if not _is_prim(term, "index_put") or len(term.users) != 1:
+    """``term`` is an accumulating ``index_put`` or an ``index_add`` into a ``full(..., 0)``
+    read only here."""
+    if _is_prim(term, "index_put"):
+        accumulate = term.args[3] if len(term.args) > 3 else False
+    elif _is_prim(term, "index_add"):
+        accumulate = True
+    else:
         return None
-    base, accumulate = term.args[0], term.args[3] if len(term.args) > 3 else False
+    if len(term.users) != 1:
+        return None
+    base = term.args[0]
     if accumulate is True and _is_prim(base, "full") and base.args[1] == 0:
         return Fold("scatter", addend, (term,))
     return None

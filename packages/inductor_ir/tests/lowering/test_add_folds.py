@@ -48,7 +48,8 @@ def _externs(lowering) -> list[ExternKernel]:
 
 
 def _scatters(lowering) -> list[ExternKernel]:
-    return [op for op in _externs(lowering) if op.kernel is torch.ops.aten.index_put_.default]
+    scatters = (torch.ops.aten.index_put_.default, torch.ops.aten.index_add_.default)
+    return [op for op in _externs(lowering) if op.kernel in scatters]
 
 
 def _computed_groups(sched) -> int:
@@ -73,6 +74,21 @@ def test_tied_embedding_gradient_scatters_into_the_matmul_result(check):
     mm, scatter = _externs(lowering)
     assert scatter.mutates == mm.outputs[0].name  # no zero fill, no copy, no add kernel
     assert _computed_groups(sched) == 0
+
+
+def test_tied_embedding_rows_added_into_the_matmul_result(check):
+    # the embedding gradient as aten's decomposition makes it: index_add into zeros
+    def fn(x, w, idx, v):
+        rows = prims.index_add(prims.full([10, 4], 0, **F32), 0, idx, v)
+        return (prims.add(prims.mm(x, w), rows),)
+
+    lowering, sched = check_traced(
+        check, fn, torch.randn(10, 5), torch.randn(5, 4), IDX, torch.randn(6, 4)
+    )
+    mm, scatter = _externs(lowering)
+    assert scatter.kernel is torch.ops.aten.index_add_.default
+    assert scatter.mutates == mm.outputs[0].name  # no zero fill, no copy, no add kernel
+    assert _computed_groups(sched) == 0 and not lowering.fallback_counts
 
 
 def test_two_scatters_added_in_a_chain_write_one_buffer(check):

@@ -63,3 +63,33 @@ def test_graph_inputs_are_never_written(check):
     assert torch.equal(x, before)
     (scatter,) = _scatter_adds(lowering)
     assert scatter.mutates not in lowering.graph_inputs
+
+
+def _kernels(lowering) -> list:
+    return [op.kernel for op in lowering.operations if isinstance(op, ExternKernel)]
+
+
+def _rows_added_into_zeros(index, values):
+    return (prims.index_add(prims.full([4, 3], 0, **F32), 0, index, values),)
+
+
+def test_rows_added_at_repeated_row_numbers_run_as_index_add_into_the_zeros(check):
+    # an embedding's gradient into few rows (t5's relative-position buckets): index_put_'s
+    # CUDA accumulation serializes each distinct row, index_add_ adds atomically
+    idx = torch.tensor([1, 3, 1, 1, 0, 3, 1, 1])
+    lowering, _ = check_traced(check, _rows_added_into_zeros, idx, torch.randn(8, 3))
+    assert _kernels(lowering) == [torch.ops.aten.index_add_.default]
+    (scatter,) = [op for op in lowering.operations if isinstance(op, ExternKernel)]
+    (fill,) = [op for op in lowering.operations if isinstance(op, ComputedBuffer)]
+    assert scatter.mutates == fill.name and not lowering.fallback_counts
+
+
+def test_columns_added_into_an_input_go_into_a_copy(check):
+    x = torch.randn(3, 5)
+    before = x.clone()
+    lowering, _ = check(
+        lambda a, i, v: (prims.index_add(a, 1, i, v),), x, torch.tensor([4, 0, 4]),
+        torch.randn(3, 3),
+    )  # fmt: skip
+    assert torch.equal(x, before)
+    assert _kernels(lowering) == [torch.ops.aten.index_add_.default]

@@ -1,5 +1,5 @@
-"""``index_put`` and ``scatter_add``: scatters through data-dependent indices, run by aten's
-in-place kernels (``index_put_``, ``scatter_add_``).
+"""``index_put``, ``index_add`` and ``scatter_add``: scatters through data-dependent indices,
+run by aten's in-place kernels (``index_put_``, ``index_add_``, ``scatter_add_``).
 
 The prim is functional (its result is a copy of ``a`` with the values written in), but a
 copy of ``a`` is only needed when something else still reads ``a``. When the value is a
@@ -52,6 +52,33 @@ def lower_scatter_add(
     )  # fmt: skip
 
 
+@register_lowering("index_add")
+def lower_index_add(
+    ctx: Any, a: TensorBox, dim: int, index: TensorBox, source: TensorBox
+) -> TensorBox:
+    """An embedding's gradient: rows added at row numbers. aten's ``index_add_`` adds them
+    atomically on CUDA (``index_put_``'s accumulation sorts and gives each distinct row to
+    one warp; deterministic mode makes ``index_add_`` take that path itself)."""
+    node = ctx.current_node
+    return add_rows_in_place(ctx, a, node.args[0], dim, index, source, node.args[2:])
+
+
+def add_rows_in_place(
+    ctx: Any,
+    a: TensorBox,
+    a_node: Any,
+    dim: int,
+    index: TensorBox,
+    source: TensorBox,
+    read_nodes: Any,
+) -> TensorBox:
+    """``index_add(a, dim, index, source)`` as aten's ``index_add_`` on ``a``'s own buffer
+    when nothing else reads it, else on a fresh copy of ``a``."""
+    return _into_own_buffer(
+        ctx, a, a_node, read_nodes, torch.ops.aten.index_add_.default, [dim, index, source]
+    )
+
+
 def _into_own_buffer(
     ctx: Any, a: TensorBox, a_node: Any, read_nodes: Any, op: Any, rest: list
 ) -> TensorBox:
@@ -69,8 +96,14 @@ def _into_own_buffer(
 
 
 def lower_scatter_fold(ctx: Any, add: torch.fx.Node, fold: Any, env: dict) -> TensorBox:
-    """``addend + index_put(zeros, I, V, True)`` as ``index_put(addend, I, V, True)``."""
+    """``addend + index_put(zeros, I, V, True)`` as ``index_put(addend, I, V, True)``, and
+    ``addend + index_add(zeros, d, I, V)`` as ``index_add(addend, d, I, V)``."""
     (scatter,) = fold.absorbed
+    if prim_name(scatter.target) == "index_add":
+        dim, index, source = scatter.args[1:4]
+        return add_rows_in_place(
+            ctx, env[fold.addend], fold.addend, dim, env[index], env[source], (index, source)
+        )
     index_nodes, values_node = scatter.args[1], scatter.args[2]
     indices = [env[i] if isinstance(i, torch.fx.Node) else i for i in index_nodes]
     return scatter_in_place(

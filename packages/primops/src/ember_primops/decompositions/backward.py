@@ -211,14 +211,17 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     if padding_idx is not None and padding_idx >= 0:
         keep = prims.ne(idx, scalar(padding_idx, idx))
         g = prims.where(prims.expand_dims(keep, [1]), g, scalar(0, g))
+    # index_add, not an accumulating index_put: the indices are rows in range (the forward
+    # checked them), and CUDA's index_put accumulation gives each distinct row to one warp,
+    # so a table of few rows serializes (t5's 32 position buckets: 20 ms a step)
     if scale_grad_by_freq:
         ones = prims.full([indices.numel()], 1, dtype=g.dtype, device=g.device)
-        counts = prims.index_put(
-            prims.full([num_weights], 0, dtype=g.dtype, device=g.device), [idx], ones, True
+        counts = prims.index_add(
+            prims.full([num_weights], 0, dtype=g.dtype, device=g.device), 0, idx, ones
         )
         g = prims.div(g, prims.expand_dims(prims.index(counts, [idx]), [1]))
     zeros = prims.full([num_weights, grad_output.shape[-1]], 0, dtype=g.dtype, device=g.device)
-    return prims.index_put(zeros, [idx], g, True)
+    return prims.index_add(zeros, 0, idx, g)
 
 
 @register_decomposition(aten.convolution_backward.default)

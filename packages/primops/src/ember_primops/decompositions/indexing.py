@@ -159,8 +159,7 @@ def index_add(a, dim, index, source, *, alpha=1):
         src = prims.mul(src, scalar(alpha, src))
     if a.dim() == 0:
         return prims.add(a, prims.reshape(src, []))
-    src = _move_dim_first(src, dim)
-    return _move_dim_back(prims.index_put(_move_dim_first(a, dim), [_long(index)], src, True), dim)
+    return prims.index_add(a, dim, _long(index), src)
 
 
 @register_decomposition(aten.index_copy.default)
