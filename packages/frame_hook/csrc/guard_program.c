@@ -232,8 +232,13 @@ static int distinct(PyObject **regs, const Instr *in) {
     return result;
 }
 
-/* `[*value] == keys`: an exact dict is walked in place, anything else iterated. */
+/* `[*value] == keys`: an exact dict is walked in place, anything else iterated. An exact
+ * OrderedDict expected empty (a module's hook dicts, four a module) is told by its size:
+ * iterating it would build a list on every call. */
 static int keys_match(PyObject *value, PyObject *keys) {
+    if (PyODict_CheckExact(value) && PyList_GET_SIZE(keys) == 0) {
+        return PyDict_GET_SIZE(value) == 0;
+    }
     if (!PyDict_CheckExact(value)) {
         PyObject *list = PySequence_List(value);
         if (list == NULL) {

@@ -121,6 +121,18 @@ def test_dict_keys_in_order():
     assert p({"x": {"a": 1, "b": 2}})
     assert not p({"x": {"b": 2, "a": 1}}) and not p({"x": {"a": 1}})
     assert p({"x": OrderedDict(a=1, b=2)})  # not an exact dict: iterated
+    moved = OrderedDict(a=1, b=2)
+    moved.move_to_end("a")  # the dict's own order is unchanged, the iteration's is not
+    assert not p({"x": moved})
+    empty = program(local("x"), ("CHECK_KEYS", 0, 3, []))  # a module's hook dicts
+    assert empty({"x": OrderedDict()}) and empty({"x": {}})
+    assert not empty({"x": OrderedDict(h=print)}) and not empty({"x": {"h": 1}})
+
+    class Listed(OrderedDict):  # a subclass may iterate as it likes: still iterated
+        def __iter__(self):
+            return iter(["ghost"])
+
+    assert not empty({"x": Listed()})
     t = program(local("x"), ("CHECK_KEYS", 0, 3, [1]), ("CHECK_ITEM_TYPES", 0, 3, (int,)))
     assert t({"x": {1: 0}}) and not t({"x": {True: 0}})
 

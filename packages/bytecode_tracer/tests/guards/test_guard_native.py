@@ -441,3 +441,45 @@ def test_the_frame_hook_runs_the_program() -> None:
     assert len(made) == 2
     assert all(isinstance(e.guard, fh.GuardProgram) for e in entries)
     assert sorted(e.hits for e in entries) == [0, 1]
+
+
+class _Conv:
+    def forward(self) -> None:
+        pass
+
+
+class _OtherConv(_Conv):
+    pass
+
+
+def test_a_class_guard_read_through_many_instances_is_loaded_once() -> None:
+    # each instance's `type(m).forward` guards, one per module of a model (hrnet: 952):
+    # with the instance's type checked, `type(m)` is that class, loaded and checked once
+    f_locals = {f"m{i}": _Conv() for i in range(5)}
+    guards = []
+    for name in f_locals:
+        m = LocalSource(name)
+        guards.append(Guard.from_value(m, K.TYPE_MATCH, f_locals[name]))
+        forward = AttrSource(TypeSource(m), "forward")
+        guards.append(Guard(forward, K.ID_MATCH, _Conv.forward))
+    compiled = compile_guards(guards, {}, f_locals=f_locals)
+    ops = [op for op, *_ in compiled.native.instructions]
+    assert ops.count("CHECK_IS") == 1 and "LOAD_TYPE" not in ops
+    assert agree(compiled, f_locals)
+    f_locals["m3"] = _OtherConv()  # a subclass: its own TYPE_MATCH fails
+    assert not agree(compiled, f_locals)
+
+
+def test_a_class_guard_without_its_type_check_still_reads_the_type() -> None:
+    f_locals = {"m": _Conv()}
+    forward = AttrSource(TypeSource(LocalSource("m")), "forward")
+    compiled = compile_guards([Guard(forward, K.ID_MATCH, _Conv.forward)], {}, f_locals=f_locals)
+    assert "LOAD_TYPE" in [op for op, *_ in compiled.native.instructions]
+    assert agree(compiled, f_locals)
+
+    class Patched(_Conv):
+        def forward(self) -> None:
+            pass
+
+    f_locals["m"] = Patched()
+    assert not agree(compiled, f_locals)

@@ -18,6 +18,7 @@ Python function called from the program (`CHECK_CALL`), after everything else.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -75,6 +76,17 @@ def set_native_mode(mode: str) -> str:
     return old
 
 
+@dataclasses.dataclass(frozen=True)
+class KnownType:
+    """`type(x)` where a TYPE_MATCH guard of the same program says it is `cls`: the class
+    itself, so that a class-level guard read through many instances (each Conv2d's
+    `type(m).forward.__globals__['F']`) is loaded and checked once. The guard set is a
+    conjunction, so if `x`'s type is not `cls` the program fails on that guard anyway."""
+
+    cls: type
+    base = None
+
+
 class Assembler:
     """Builds one program: registers for sources, instructions for guards."""
 
@@ -84,11 +96,20 @@ class Assembler:
         self.nregs = 3
         self._regs: dict[Any, int] = {}
         self._scratch: int | None = None
+        self.known_types: dict[Source, type] = {}  # physical source -> its checked class
+        self._checked: set[tuple[str, int, int]] = set()
 
     def emit(self, op: str, dst: int, src: int, arg: Any = None) -> None:
         self.code.append((op, dst, src, arg))
 
     def check(self, op: str, src: int, arg: Any = None) -> None:
+        """A check, once: the same test of the same register (not the scratch one, which
+        holds a new value each time) with the same argument object is emitted once."""
+        if src != self._scratch:
+            key = (op, src, id(arg))
+            if key in self._checked:
+                return
+            self._checked.add(key)
         self.emit(op, 0, src, arg)
 
     def new_reg(self) -> int:
@@ -107,7 +128,17 @@ class Assembler:
 
     def value(self, source: Source) -> int:
         """The register holding the value the guard reads for `source` (physical path)."""
-        return self._reg(self.physical(source))
+        return self._reg(self._canonical(self.physical(source)))
+
+    def _canonical(self, source: Source) -> Any:
+        """`source` with each `type(x)` of a checked class replaced by the class."""
+        if isinstance(source, TypeSource) and source.base in self.known_types:
+            return KnownType(self.known_types[source.base])
+        base = source.base
+        if base is None:
+            return source
+        canonical = self._canonical(base)
+        return source if canonical is base else dataclasses.replace(source, base=canonical)
 
     def _reg(self, source: Source) -> int:
         if source in self._regs:
@@ -145,6 +176,7 @@ _LOADERS: dict[type, Callable[[Assembler, Any], int]] = {
     GenericAttrSource: lambda asm, s: asm.load("LOAD_GENERIC_ATTR", asm._reg(s.base), s.attr),
     ItemSource: lambda asm, s: asm.load("LOAD_ITEM", asm._reg(s.base), s.key),
     TypeSource: lambda asm, s: asm.load("LOAD_TYPE", asm._reg(s.base)),
+    KnownType: lambda asm, s: asm.load("LOAD_CONST", -1, s.cls),
     MethodCallSource: lambda asm, s: asm.load(
         "CALL", asm.load("LOAD_ATTR", asm._reg(s.base), s.method), ()
     ),
@@ -310,6 +342,9 @@ def assemble(
     """Instructions for `guards` (already planned), and the guards left untranslated."""
     asm = Assembler(physical)
     left: list[Guard] = []
+    for guard in guards:  # classes held strongly by their guard (a dying one is weakly held)
+        if guard.kind is GuardKind.TYPE_MATCH and guard.weak_ref() is None:
+            asm.known_types[physical(guard.source)] = guard.expected
     for guard in guards:
         if translatable(guard, physical):
             TRANSLATORS[guard.kind](guard, asm)
