@@ -5,6 +5,7 @@
  *   types.c         GuardedCode, Frame (what the callback sees), CacheView
  *   code_cache.c    the per-code cache stored in co_extra
  *   guard_program.c GuardProgram: a guard as instructions run in C
+ *   stamps.c        what a passing block of guard checks read, re-checked cheaply
  *   thread_state.c  the per-thread setting and installing the eval function
  *   eval_frame.c    the eval function itself
  *   module.c        the Python-facing functions
@@ -57,6 +58,34 @@ typedef struct {
 void ember_guard_run_init(EmberGuardRun *run);
 int ember_guard_run_next(EmberGuardRun *run, PyObject *program, PyObject *f_locals);
 void ember_guard_run_clear(EmberGuardRun *run);
+
+/* ---- stamps.c ---------------------------------------------------------- */
+
+typedef struct {
+    int kind;
+    int reg;          /* STAMP_REGISTER: the register */
+    PyObject *obj;    /* borrowed; alive whenever the stamps before it hold */
+    PyObject *expect; /* borrowed, compared by identity */
+    uint64_t version;
+} EmberStamp;
+
+typedef struct {
+    EmberStamp *items;
+    Py_ssize_t n, cap;
+    int unstable; /* something read cannot be stamped: the block runs in full */
+    uintptr_t *seen; /* (kind, object) pairs stamped: a hash set */
+    Py_ssize_t nseen, seen_cap;
+} EmberStampLog;
+
+int ember_stamps_init(void);
+int ember_stamp_immutable(PyObject *value, int depth);
+void ember_stamp_register(EmberStampLog *log, int reg, PyObject *obj);
+void ember_stamp_dict(EmberStampLog *log, PyObject *dict);
+void ember_stamp_type(EmberStampLog *log, PyObject *obj);
+void ember_stamp_attribute(EmberStampLog *log, PyObject *obj, PyObject *name,
+                           PyObject *loaded, int generic);
+int ember_stamps_hold(const EmberStamp *stamps, Py_ssize_t n, PyObject **regs);
+void ember_stamp_log_clear(EmberStampLog *log);
 
 /* ---- code_cache.c ----------------------------------------------------- */
 

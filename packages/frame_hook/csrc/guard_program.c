@@ -54,6 +54,9 @@ typedef enum {
     OP_CHECK_NATIVE,     /* arg = (capsule, data): a C check a plug-in provides */
     OP_CHECK_FLOAT,      /* type(v) is float and v is arg bit for bit: NaN matches NaN,
                             -0.0 differs from 0.0 */
+    /* control */
+    OP_BLOCK, /* the next `arg` instructions are a block: skipped, their registers set
+                 again, when what they read last time they passed is unchanged (stamps.c) */
     OP_COUNT
 } Opcode;
 
@@ -64,7 +67,7 @@ static const char *const op_names[OP_COUNT] = {
     "CHECK_IS_NOT", "CHECK_SAME",   "CHECK_DISTINCT", "CHECK_EQ",      "CHECK_TRUE",
     "CHECK_FALSE", "CHECK_LEN",     "CHECK_ITEM_TYPES", "CHECK_KEYS",  "CHECK_DIMS",
     "CHECK_NO_ATTR", "CHECK_NOT_IN", "CHECK_CALL", "CHECK_OWNER", "CHECK_NATIVE",
-    "CHECK_FLOAT",
+    "CHECK_FLOAT", "BLOCK",
 };
 
 /* CHECK_NATIVE's plug-in (a capsule holding an `ember_native_check`) is the public ABI
@@ -90,8 +93,27 @@ typedef struct {
                           CHECK_NATIVE: the data */
     ember_native_check native; /* CHECK_NATIVE: the plug-in's function */
     int has_int_key;   /* LOAD_ITEM: arg is an exact int that fits n */
+    Py_ssize_t block;  /* BLOCK: its index in the program's blocks */
     int needs_src;     /* reads reg[src] (checked to be loaded when it runs) */
 } Instr;
+
+/* A block of instructions that may be skipped (BLOCK): once it has passed with stamps
+ * taken of everything it read, a run whose stamps still hold sets the registers that later
+ * instructions read from it to the objects they held, and goes on after it. */
+enum { BLOCK_UNRECORDED, BLOCK_RECORDED, BLOCK_RUN_ALWAYS };
+#define BLOCK_MAX_MISSES 8 /* recorded, then found changed this often: stop recording */
+
+typedef struct {
+    Py_ssize_t start, end; /* its instructions: [start, end) */
+    int state;
+    int misses;
+    EmberStamp *stamps;
+    Py_ssize_t nstamps;
+    int *restore;             /* registers it loads that instructions after it read */
+    PyObject **restore_values; /* their objects when it passed (borrowed: see stamps.c) */
+    Py_ssize_t nrestore;
+    Py_ssize_t unstamped; /* run always: the instruction whose read no stamp covers */
+} Block;
 
 typedef struct {
     PyObject_HEAD
@@ -106,6 +128,8 @@ typedef struct {
     unsigned long long serial;        /* unique per program, never reused */
     unsigned long long shared_with;   /* serial of the program shared_length is for */
     Py_ssize_t shared_length;         /* instructions in common with that program */
+    Block *blocks;
+    Py_ssize_t nblocks;
 } GuardProgramObject;
 
 static unsigned long long next_serial = 1;
@@ -307,6 +331,135 @@ static int class_lacks(PyObject *value, PyObject *name) {
            _PyType_Lookup((PyTypeObject *)value, name) == NULL;
 }
 
+/* ---- blocks: recording what a block read, skipping it when unchanged ---- */
+
+typedef struct {
+    Block *block;        /* the block being recorded, or NULL */
+    Py_ssize_t unstamped; /* the first instruction no stamp covered, or -1 */
+    EmberStampLog log;
+    unsigned char *seen; /* per register: loaded in the block, or stamped as it entered */
+} Recorder;
+
+static void begin_recording(Recorder *rec, Block *block, Py_ssize_t nregs) {
+    rec->seen = PyMem_Calloc((size_t)nregs, 1);
+    rec->block = rec->seen == NULL ? NULL : block; /* no memory: just run it */
+    rec->unstamped = -1;
+    memset(&rec->log, 0, sizeof(rec->log));
+}
+
+static void stop_recording(Recorder *rec) {
+    ember_stamp_log_clear(&rec->log);
+    PyMem_Free(rec->seen);
+    rec->seen = NULL;
+    rec->block = NULL;
+}
+
+/* The block passed: keep its stamps and the objects its later-read registers hold. */
+static void finish_recording(Recorder *rec, PyObject **regs) {
+    Block *b = rec->block;
+    int stable = !rec->log.unstable;
+    for (Py_ssize_t i = 0; stable && i < b->nrestore; i++) {
+        b->restore_values[i] = regs[b->restore[i]];
+        stable = b->restore_values[i] != NULL;
+    }
+    if (stable) {
+        PyMem_Free(b->stamps);
+        b->stamps = rec->log.items;
+        b->nstamps = rec->log.n;
+        rec->log.items = NULL;
+        b->state = BLOCK_RECORDED;
+    }
+    else {
+        b->state = BLOCK_RUN_ALWAYS;
+        b->unstamped = rec->unstamped;
+    }
+    stop_recording(rec);
+}
+
+/* What instruction `in`, which just passed inside a block being recorded, read: `value`
+ * is reg[src] as it read it, the loaded object (a load) is in reg[dst]. */
+static void note(Recorder *rec, Py_ssize_t pc, const Instr *in, PyObject **regs,
+                 PyObject *value) {
+    EmberStampLog *log = &rec->log;
+    int was_stable = !log->unstable;
+    if (in->op < OP_CHECK_TYPE && in->dst == in->src) {
+        log->unstable = 1; /* `value` was replaced (and maybe freed) by the load */
+        rec->unstamped = was_stable ? pc : rec->unstamped;
+        return;
+    }
+    if (in->needs_src && !rec->seen[in->src]) {
+        ember_stamp_register(log, in->src, value); /* it came from before the block */
+        rec->seen[in->src] = 1;
+    }
+    switch (in->op) {
+    case OP_LOAD_ATTR:
+    case OP_LOAD_GENERIC_ATTR:
+        ember_stamp_attribute(log, value, in->arg, regs[in->dst], in->op == OP_LOAD_GENERIC_ATTR);
+        break;
+    case OP_LOAD_ITEM:
+        if (!PyTuple_CheckExact(value)) {
+            ember_stamp_dict(log, value);
+        }
+        break;
+    case OP_LOAD_CONST:
+    case OP_CHECK_IS:
+    case OP_CHECK_IS_NOT:
+        break;
+    case OP_LOAD_TYPE:
+    case OP_CHECK_TYPE:
+        ember_stamp_type(log, value);
+        break;
+    case OP_CHECK_EQ:
+    case OP_CHECK_FLOAT:
+    case OP_CHECK_TRUE:
+    case OP_CHECK_FALSE:
+    case OP_CHECK_ITEM_TYPES:
+        log->unstable |= !ember_stamp_immutable(value, 0);
+        break;
+    case OP_CHECK_LEN:
+    case OP_CHECK_NOT_IN:
+        if (!ember_stamp_immutable(value, 0)) {
+            ember_stamp_dict(log, value);
+        }
+        break;
+    case OP_CHECK_KEYS: /* an OrderedDict's order can change without a write */
+        if (PyODict_CheckExact(value) && PyList_GET_SIZE(in->arg) > 1) {
+            log->unstable = 1;
+            break;
+        }
+        ember_stamp_dict(log, value);
+        break;
+    default:
+        log->unstable = 1;
+    }
+    if (in->op < OP_CHECK_TYPE) {
+        rec->seen[in->dst] = 1;
+    }
+    if (was_stable && log->unstable) {
+        rec->unstamped = pc;
+    }
+}
+
+/* At a BLOCK: 1 when it was skipped (its registers set again), else 0, recording it
+ * into `rec` when it should be. */
+static int enter_block(GuardProgramObject *p, Block *b, PyObject **regs, Recorder *rec) {
+    if (b->state == BLOCK_RECORDED) {
+        if (ember_stamps_hold(b->stamps, b->nstamps, regs)) {
+            for (Py_ssize_t i = 0; i < b->nrestore; i++) {
+                SET_REG(b->restore[i], Py_NewRef(b->restore_values[i]));
+            }
+            return 1;
+        }
+        if (++b->misses >= BLOCK_MAX_MISSES) {
+            b->state = BLOCK_RUN_ALWAYS; /* what it reads changes call after call */
+        }
+    }
+    if (b->state != BLOCK_RUN_ALWAYS && rec->block == NULL) {
+        begin_recording(rec, b, p->nregs);
+    }
+    return 0;
+}
+
 /* Runs p's instructions from `start` over `regs` (p->nregs of them, 0-2 set).
  * 1: every check passed; 0: one failed (or an Exception was raised); -1: a
  * BaseException that is not an Exception, left set. `*stop` is the instruction
@@ -314,8 +467,19 @@ static int class_lacks(PyObject *value, PyObject *name) {
 static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py_ssize_t *stop) {
     int result = 1;
     Py_ssize_t pc;
+    Recorder rec = {NULL};
     for (pc = start; pc < p->ncode && result == 1; pc++) {
+        if (rec.block != NULL && pc == rec.block->end) {
+            finish_recording(&rec, regs);
+        }
         const Instr *in = &p->code[pc];
+        if (in->op == OP_BLOCK) {
+            Block *b = &p->blocks[in->block];
+            if (enter_block(p, b, regs, &rec)) {
+                pc = b->end - 1;
+            }
+            continue;
+        }
         PyObject *value = in->needs_src ? regs[in->src] : NULL;
         PyObject *loaded = NULL;
         int ok = 1; /* for checks: 1 passed, 0 failed, -1 raised */
@@ -468,6 +632,15 @@ static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py
         else if (ok == 0) {
             result = 0;
         }
+        else if (rec.block != NULL) {
+            note(&rec, pc, in, regs, value);
+        }
+    }
+    if (rec.block != NULL && result == 1 && pc == rec.block->end) {
+        finish_recording(&rec, regs);
+    }
+    if (rec.block != NULL) {
+        stop_recording(&rec); /* it failed, or the run began inside it */
     }
     *stop = pc - 1; /* the loop stepped past the deciding instruction */
     return result;
@@ -707,7 +880,7 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
     in->arg = size == 4 ? PyTuple_GET_ITEM(item, 3) : Py_None;
     int is_load = in->op < OP_CHECK_TYPE;
     int needs_src = in->op != OP_LOAD_CONST && in->op != OP_CHECK_DISTINCT &&
-                    in->op != OP_CHECK_OWNER;
+                    in->op != OP_CHECK_OWNER && in->op != OP_BLOCK;
     if (is_load && (dst < REG_FIRST_FREE || dst >= nregs)) {
         return bad(pc, "dst must be a free register (3 and up, below nregs)");
     }
@@ -740,6 +913,13 @@ static int decode(Py_ssize_t pc, PyObject *item, Instr *in, Py_ssize_t nregs) {
     case OP_CHECK_FLOAT:
         if (!PyFloat_CheckExact(arg)) {
             return bad(pc, "CHECK_FLOAT takes a float");
+        }
+        break;
+    case OP_BLOCK:
+        in->n = PyLong_Check(arg) ? PyLong_AsSsize_t(arg) : -1;
+        if (in->n < 1) {
+            PyErr_Clear();
+            return bad(pc, "BLOCK takes the number of instructions in it (1 or more)");
         }
         break;
     case OP_CHECK_TYPE:
@@ -843,6 +1023,94 @@ static void free_code(Instr *code, Py_ssize_t n) {
 static PyObject *guard_program_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                           PyObject *kwnames);
 
+static void free_blocks(Block *blocks, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; blocks != NULL && i < n; i++) {
+        PyMem_Free(blocks[i].stamps);
+        PyMem_Free(blocks[i].restore);
+        PyMem_Free(blocks[i].restore_values);
+    }
+    PyMem_Free(blocks);
+}
+
+/* Registers an instruction reads. */
+static void mark_reads(const Instr *in, unsigned char *read) {
+    if (in->needs_src) {
+        read[in->src] = 1;
+    }
+    if (in->op == OP_CHECK_SAME) {
+        read[in->n] = 1;
+    }
+    for (Py_ssize_t i = 0; in->op == OP_CHECK_DISTINCT && i < in->nints; i++) {
+        read[in->ints[i]] = 1;
+    }
+}
+
+/* The blocks of `code` (its BLOCK instructions): where each ends (no block inside
+ * another) and which of its loads' registers the instructions after it read. */
+static Block *make_blocks(Instr *code, Py_ssize_t n, Py_ssize_t nregs, Py_ssize_t *nblocks) {
+    *nblocks = 0;
+    for (Py_ssize_t pc = 0; pc < n; pc++) {
+        *nblocks += code[pc].op == OP_BLOCK;
+    }
+    if (*nblocks == 0) {
+        return NULL;
+    }
+    Block *blocks = PyMem_Calloc((size_t)*nblocks, sizeof(Block));
+    unsigned char *read = PyMem_Calloc((size_t)nregs, 1);
+    if (blocks == NULL || read == NULL) {
+        PyMem_Free(blocks);
+        PyMem_Free(read);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t index = *nblocks;
+    /* backwards, so that `read` holds what the instructions after each block read */
+    for (Py_ssize_t pc = n - 1; pc >= 0; pc--) {
+        if (code[pc].op != OP_BLOCK) {
+            mark_reads(&code[pc], read);
+            continue;
+        }
+        Block *b = &blocks[--index];
+        code[pc].block = index;
+        b->start = pc + 1;
+        b->end = pc + 1 + code[pc].n;
+        b->unstamped = -1;
+        Py_ssize_t count = 0;
+        for (Py_ssize_t i = b->start; i < b->end && i < n; i++) {
+            if (code[i].op == OP_BLOCK) {
+                b->end = -1; /* a block inside a block */
+                break;
+            }
+            count += code[i].op < OP_CHECK_TYPE && read[code[i].dst];
+        }
+        if (b->end < 0 || b->end > n) {
+            PyMem_Free(read);
+            free_blocks(blocks, *nblocks);
+            bad(pc, "BLOCK must hold instructions of the program and no other BLOCK");
+            return NULL;
+        }
+        b->restore = PyMem_Calloc((size_t)(count ? count : 1), sizeof(int));
+        b->restore_values = PyMem_Calloc((size_t)(count ? count : 1), sizeof(PyObject *));
+        if (b->restore == NULL || b->restore_values == NULL) {
+            PyMem_Free(read);
+            free_blocks(blocks, *nblocks);
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (Py_ssize_t i = b->start; i < b->end; i++) {
+            if (code[i].op < OP_CHECK_TYPE && read[code[i].dst]) {
+                b->restore[b->nrestore++] = code[i].dst;
+                read[code[i].dst] = 0; /* once, however often it is loaded */
+            }
+        }
+        for (Py_ssize_t i = b->start; i < b->end; i++) {
+            mark_reads(&code[i], read);
+        }
+    }
+    PyMem_Free(read);
+    return blocks;
+}
+
 static PyObject *guard_program_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"instructions", "nregs", "f_globals", "f_builtins", NULL};
     PyObject *instructions, *globals, *builtins;
@@ -867,11 +1135,20 @@ static PyObject *guard_program_new(PyTypeObject *type, PyObject *args, PyObject 
             return NULL;
         }
     }
-    GuardProgramObject *self = (GuardProgramObject *)type->tp_alloc(type, 0);
-    if (self == NULL) {
+    Py_ssize_t nblocks;
+    Block *blocks = make_blocks(code, n, nregs, &nblocks);
+    if (blocks == NULL && PyErr_Occurred()) {
         free_code(code, n);
         return NULL;
     }
+    GuardProgramObject *self = (GuardProgramObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        free_code(code, n);
+        free_blocks(blocks, nblocks);
+        return NULL;
+    }
+    self->blocks = blocks;
+    self->nblocks = nblocks;
     self->vectorcall = guard_program_vectorcall;
     self->serial = next_serial++;
     self->code = code;
@@ -905,6 +1182,9 @@ static int guard_program_clear(GuardProgramObject *self) {
     free_code(self->code, self->ncode);
     self->code = NULL;
     self->ncode = 0;
+    free_blocks(self->blocks, self->nblocks);
+    self->blocks = NULL;
+    self->nblocks = 0;
     Py_CLEAR(self->instructions);
     Py_CLEAR(self->globals);
     Py_CLEAR(self->builtins);
@@ -946,7 +1226,28 @@ static PyObject *get_opnames(PyObject *cls, PyObject *unused) {
     return names;
 }
 
+static PyObject *get_blocks(GuardProgramObject *self, void *closure) {
+    static const char *const names[] = {"unrecorded", "recorded", "run always"};
+    PyObject *states = PyTuple_New(self->nblocks);
+    for (Py_ssize_t i = 0; states != NULL && i < self->nblocks; i++) {
+        const Block *b = &self->blocks[i];
+        PyObject *item = Py_BuildValue("(snnnn)", names[b->state], b->start, b->end,
+                                       b->state == BLOCK_RECORDED ? b->nstamps : 0,
+                                       b->state == BLOCK_RUN_ALWAYS ? b->unstamped : -1);
+        if (item == NULL) {
+            Py_CLEAR(states);
+            break;
+        }
+        PyTuple_SET_ITEM(states, i, item);
+    }
+    return states;
+}
+
 static PyGetSetDef guard_program_getset[] = {
+    {"blocks", (getter)get_blocks, NULL,
+     "Each BLOCK's (state, start, end, stamps, unstamped): the state 'unrecorded', "
+     "'recorded' (skipped while its stamps hold) or 'run always' (the instruction at "
+     "`unstamped` read what no stamp covers, or its stamps kept failing).", NULL},
     {"instructions", (getter)get_instructions, NULL,
      "The (opname, dst, src, arg) tuples the program runs.", NULL},
     {"nregs", (getter)get_nregs, NULL, "Number of registers (0-2: L, G, B).", NULL},

@@ -149,7 +149,8 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__C(void) {
     if (PyType_Ready(&GuardedCode_Type) < 0 || PyType_Ready(&Frame_Type) < 0 ||
-        PyType_Ready(&CacheView_Type) < 0 || ember_guard_program_init() < 0) {
+        PyType_Ready(&CacheView_Type) < 0 || ember_guard_program_init() < 0 ||
+        ember_stamps_init() < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);

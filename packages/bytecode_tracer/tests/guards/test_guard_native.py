@@ -283,9 +283,13 @@ def test_the_scene_passes_natively(tensor_path: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_each_mutation(name: str) -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["first call", "blocks recorded"])
+def test_each_mutation(name: str, warm: bool) -> None:
     f_locals, f_globals = scene()
     compiled = build(f_locals, f_globals)
+    if warm:  # the program's blocks recorded, then skipped while their stamps hold
+        assert agree(compiled, f_locals) and agree(compiled, f_locals)
+        assert any(state == "recorded" for state, *_ in compiled.native.blocks)
     MUTATIONS[name](f_locals, f_globals)
     result = agree(compiled, f_locals)
     if name == "nothing" or name == "nan stays nan":

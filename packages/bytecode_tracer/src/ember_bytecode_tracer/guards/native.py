@@ -18,6 +18,7 @@ Python function called from the program (`CHECK_CALL`), after everything else.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from collections.abc import Callable
@@ -387,7 +388,112 @@ def build_program(
     head = [] if owner is None else [("CHECK_OWNER", 0, -1, owner)]
     # their exceptions propagate, as from the Python form (a generated guard catches its own)
     tail = [("CHECK_CALL", 0, _L, (check, (), True)) for check in python_checks]
-    return fh.GuardProgram(tuple(head + asm.code + tail), asm.nregs, f_globals, f_builtins)
+    body = with_blocks(asm.code, asm._scratch) if blocks_enabled() else asm.code
+    return fh.GuardProgram(tuple(head + body + tail), asm.nregs, f_globals, f_builtins)
+
+
+# ---- blocks: checks skipped while what they read is unchanged --------------------------
+
+#: loads a block may hold (what they read the frame hook stamps: the dicts and classes
+#: they read, at their versions; ember_frame_hook's stamps.c)
+_STAMPABLE_LOADS = frozenset({"LOAD_ATTR", "LOAD_GENERIC_ATTR", "LOAD_CONST", "LOAD_TYPE"})
+#: checks of identity, always stable while the value's container is
+_IDENTITY_CHECKS = frozenset({"CHECK_TYPE", "CHECK_IS", "CHECK_IS_NOT"})
+#: checks of a value's contents: stable when the value is immutable or a stamped dict
+_CONTENT_CHECKS = frozenset({"CHECK_EQ", "CHECK_FLOAT", "CHECK_TRUE", "CHECK_FALSE"})
+_CONTAINER_CHECKS = frozenset({"CHECK_LEN", "CHECK_NOT_IN", "CHECK_KEYS", "CHECK_ITEM_TYPES"})
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+_CONTAINERS = (dict, collections.OrderedDict, tuple)
+#: attributes that are dicts by construction (a module's tables, an instance's __dict__)
+_DICT_ATTRS = frozenset({"__dict__", "_modules", "_parameters", "_buffers", "__globals__"})
+#: function attributes that can be assigned without a dict write (no stamp sees it)
+_UNSTAMPABLE_ATTRS = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
+#: instructions a block holds at most: a block whose stamps fail (an attribute that
+#: changes every call) costs only its own instructions
+BLOCK_SIZE = 512
+
+
+def blocks_enabled() -> bool:
+    """EMBER_GUARD_BLOCKS=0 runs every check on every call (for comparison)."""
+    return os.environ.get("EMBER_GUARD_BLOCKS", "1") != "0"
+
+
+def with_blocks(code: list[Instruction], scratch: int | None) -> list[Instruction]:
+    """`code` reordered as [loads the blocks start from] [BLOCKs] [the rest, in order].
+
+    A block holds the loads and checks of module state (attributes, hook dicts, class
+    attributes): what stays the same from call to call. The frame hook skips a block whose
+    stamps hold and sets the registers later instructions read from it. Outside stay the
+    checks that must run on every call: tensors (their metadata changes in place), torch's
+    state, anything read from f_locals itself, values that are not plain immutable data,
+    and the Python checks. The guard is a conjunction, so the order of its checks does not
+    change its answer; each instruction still comes after the loads it reads.
+    """
+    made: dict[int, str] = {_L: "pre", _G: "pre", _B: "pre"}  # register -> where loaded
+    # register -> its class, as the guard checks it anywhere (a wrong guess costs speed:
+    # what the frame hook cannot stamp at run time makes its block run always)
+    kind: dict[int, type] = {_G: dict, _B: dict}
+    for op, dst, src, arg in code:
+        if op == "CHECK_TYPE":
+            kind[src] = arg
+        if op in ("LOAD_ATTR", "LOAD_GENERIC_ATTR") and arg in _DICT_ATTRS:
+            kind[dst] = dict
+    parts: dict[str, list[Instruction]] = {"pre": [], "block": [], "post": []}
+    for ins in code:
+        op, dst, src, arg = ins
+        is_load = op.startswith(("LOAD", "CALL"))
+        where = {made.get(r, "post") for r in _reads(ins)}
+        in_scratch = scratch is not None and scratch in (src, dst)
+        if (
+            _stampable(ins, kind)
+            and not in_scratch
+            and src != _L
+            and "post" not in where
+            and (is_load or "pre" not in where or op == "CHECK_TYPE")
+        ):
+            part = "block"  # a check of a value from f_locals (an int argument) runs always
+        elif is_load and where <= {"pre"} and not in_scratch:
+            part = "pre"  # f_locals' items and what is loaded from them alone
+        else:
+            part = "post"
+        parts[part].append(ins)
+        if is_load:
+            made[dst] = part
+    blocked = parts["block"]
+    body = parts["pre"]
+    for i in range(0, len(blocked), BLOCK_SIZE):
+        chunk = blocked[i : i + BLOCK_SIZE]
+        body += [("BLOCK", 0, -1, len(chunk)), *chunk]
+    return body + parts["post"]
+
+
+def _stampable(ins: Instruction, kind: dict[int, type]) -> bool:
+    op, _, src, arg = ins
+    value_kind = kind.get(src)
+    if op in _STAMPABLE_LOADS:
+        return arg not in _UNSTAMPABLE_ATTRS
+    if op == "LOAD_ITEM":
+        return value_kind in _CONTAINERS
+    if op in _IDENTITY_CHECKS:
+        return True
+    if op in _CONTENT_CHECKS:
+        return value_kind in _IMMUTABLE and (op != "CHECK_EQ" or type(arg) in _IMMUTABLE)
+    if op in _CONTAINER_CHECKS:
+        if op == "CHECK_ITEM_TYPES":
+            return value_kind is tuple and all(t in _IMMUTABLE for t in arg)
+        return value_kind in _CONTAINERS
+    return False
+
+
+def _reads(ins: Instruction) -> tuple[int, ...]:
+    op, _, src, arg = ins
+    if op == "CHECK_SAME":
+        return (src, arg)
+    if op == "CHECK_DISTINCT":
+        return tuple(arg)
+    if op in ("LOAD_CONST", "CHECK_OWNER"):
+        return ()
+    return (src,)
 
 
 def verifying(native: Callable[[dict], bool], python: Callable[[dict], bool]) -> Callable:
@@ -411,6 +517,9 @@ def describe_program(program: fh.GuardProgram) -> str:
     lines = []
     for i, (op, dst, src, arg) in enumerate(program.instructions):
         target = f"r{dst} = " if op.startswith(("LOAD", "CALL")) else ""
+        if op == "BLOCK":
+            lines.append(f"{i:4d}  BLOCK of {arg}")
+            continue
         text = arg.__name__ if isinstance(arg, type) else repr(arg)
         lines.append(f"{i:4d}  {target}{op} r{src} {text[:80]}")
     return "\n".join(lines)
