@@ -92,10 +92,17 @@ def test_summary_names_slow_rows(tmp_path: Path) -> None:
                               "ember": {**result, "speedup": em, "graphs": 1}}}  # fmt: skip
 
     path = tmp_path / "r.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [row("a", 2.0, 1.0), row("b", 1.0, 1.0)]))
+    timed_out = {"suite": "timm", "model": "b", "mode": "infer-fp32", "skipped": "timeout"}
+    records = [row("a", 2.0, 1.0), row("b", 1.0, 1.0), timed_out]  # b's rerun did not finish
+    path.write_text("\n".join(json.dumps(r) for r in records))
     text = "\n".join(
         summary.table("timm", "infer-fp32", summary.load([str(path)])[("timm", "infer-fp32")])
     )
     assert "Below 0.9x torch.compile's speed: a 0.500." in text
-    assert "| ember | 2/2 | 1.00x |" in text
-    assert "geomean speedup ratio 0.71x" in text
+    assert "| ember | 2/2 | 1.00x |" in text  # b's measurement stands
+    assert "geomean speedup ratio 0.71x" in text and "Not run" not in text
+    path.write_text(json.dumps(timed_out) + "\n" + json.dumps(row("a", 2.0, 1.0)))
+    text = "\n".join(
+        summary.table("timm", "infer-fp32", summary.load([str(path)])[("timm", "infer-fp32")])
+    )
+    assert "Not run: b (timeout)." in text

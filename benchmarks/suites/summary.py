@@ -7,7 +7,8 @@ output matched eager's at the suite's tolerance), geomean speedup over eager of 
 (over the models where it passed), geomean of Ember's speedup over torch.compile's (models
 where both passed), geomean peak-memory and compile-time ratios Ember / torch.compile, the
 models where Ember runs below 0.9x torch.compile's speed, and where each record came from
-(date, commit, machine, command). The last record of a (suite, model, mode) wins.
+(date, commit, machine, command). The last record of a (suite, model, mode) wins, but a
+record of a model that was not run (a timeout) does not replace a measured one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def load(paths: list[str]) -> dict[tuple[str, str], dict[str, dict]]:
         for line in Path(path).read_text().splitlines():
             if line.strip():
                 record = json.loads(line)
-                groups[(record["suite"], record["mode"])][record["model"]] = record
+                group = groups[(record["suite"], record["mode"])]
+                earlier = group.get(record["model"])
+                if "compilers" not in record and earlier and "compilers" in earlier:
+                    continue  # a later run that did not finish leaves the measurement
+                group[record["model"]] = record
     return groups
 
 
