@@ -59,6 +59,13 @@ def _long_row_tiles() -> None:
     heuristics.SHORT_ROW_MAX = 0
 
 
+def _no_full_reads_rule() -> None:
+    """Shared pointwise values stored by their op count only (graph.MAX_SHARED_FULL_READS off)."""
+    from ember_inductor_ir import graph
+
+    graph.MAX_SHARED_FULL_READS = 10**9
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -84,6 +91,8 @@ VARIANTS = {
     # a gather a reader broadcasts recomputed in that reader (graph.py: STORE_BROADCAST_GATHERS)
     "no_gather_store": _no_gather_store,
     "long_row_tiles": _long_row_tiles,
+    # a shared value reading three whole buffers recomputed in each reader, not stored
+    "no_full_reads": _no_full_reads_rule,
 }
 
 

@@ -74,6 +74,12 @@ _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 HEAVY_BROADCAST_MIN = 4
 #: whether a broadcast gather counts as heavy (off: only libm calls do; a bisect variant)
 STORE_BROADCAST_GATHERS = True
+#: a pointwise value that more than one reader reads is stored when it reads this many
+#: whole buffers (of its own size, not broadcast): recomputed in each reader, a residual
+#: stream's running sum (x + a + b + ...) kept every term alive until its last reader and
+#: had each reader read them all (MLP-Mixer at fp32: five 77-MB terms live at once, its peak
+#: 735 MB against torch.compile's 516)
+MAX_SHARED_FULL_READS = 3
 #: a pointwise value whose body would carry more graph nodes than this is stored: each
 #: inlined node nests its reader's loader calls a few Python frames deeper (600 chained
 #: multiplies, a loop over a ParameterList, overflowed the recursion limit in lowering)
@@ -524,7 +530,10 @@ class GraphLowering:
                 self.realize(box)
             elif isinstance(data, Pointwise) and not _reshaped_alone(node):
                 cost = recompute_cost(data, self.target.transcendental_op_cost)
-                shared = reader_count(node) > 1 and cost > self.target.inline_op_limit
+                shared = reader_count(node) > 1 and (
+                    cost > self.target.inline_op_limit
+                    or self._full_reads(data) >= MAX_SHARED_FULL_READS
+                )
                 if shared or (
                     broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _costly_per_copy(data)
                 ):
@@ -543,6 +552,19 @@ class GraphLowering:
                 if cost > self.target.inline_op_limit:
                     box.data = shaped
                     self._in_base_order(self.realize(box), data)
+
+    def _full_reads(self, data: Pointwise) -> int:
+        """The buffers ``data`` reads whole: as many elements as it has (not a broadcast
+        bias or scale)."""
+        counter = ReadWriteHandler()
+        data.inner_fn(counter, index_vars("i", len(data.ranges)))
+        numel = product(data.get_size())
+        full = set()
+        for name, _ in counter.reads:
+            buffer = self.buffers.get(name)
+            if buffer is not None and product(buffer.get_size()) == numel:
+                full.add(name)
+        return len(full)
 
     def _in_base_order(self, buffer: Buffer | IRNode, view: View) -> None:
         """A reshaped computation stored in the memory order its unreshaped value would

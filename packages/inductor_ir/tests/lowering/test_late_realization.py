@@ -46,3 +46,48 @@ def test_a_chain_longer_than_python_can_nest_is_stored_in_pieces():
     torch.testing.assert_close(got[0], chain(x, w)[0])
     stored = [b for b in lowering.buffers.values() if type(b).__name__ == "ComputedBuffer"]
     assert len(stored) >= 600 // MAX_INLINED_NODES
+
+
+def _stored_pointwise(lowering) -> int:
+    return sum(
+        1
+        for b in lowering.buffers.values()
+        if type(b).__name__ == "ComputedBuffer" and type(b.data).__name__ == "Pointwise"
+    )
+
+
+def _residual_stream(x, a, b, c, d):
+    # x + a + b + ..., each running sum read by the next add and by a reduction (a norm's
+    # statistics): MLP-Mixer's residual stream, with the blocks' outputs as inputs here
+    sums, total = [], x
+    for term in (a, b, c, d):
+        total = prims.add(total, term)
+        sums.append(prims.sum(total, [1]))
+    return (*sums, total)
+
+
+def test_a_shared_running_sum_is_stored_once_it_reads_three_whole_buffers(check, monkeypatch):
+    # x + a (two whole reads) is recomputed by its two readers; x + a + b (three) is
+    # stored, so x, a and b need not live on; (x + a + b) + c reads two again; the last
+    # sum is an output, stored anyway. Without the rule every term lived to the end.
+    import ember_inductor_ir.graph as graph
+
+    inputs = [torch.randn(6, 8) for _ in range(5)]
+    lowering, _ = check(_residual_stream, *inputs)
+    monkeypatch.setattr(graph, "MAX_SHARED_FULL_READS", 10**9)
+    without, _ = check(_residual_stream, *inputs)
+    assert _stored_pointwise(lowering) == _stored_pointwise(without) + 1
+
+
+def test_a_broadcast_read_is_not_a_whole_read(check, monkeypatch):
+    import ember_inductor_ir.graph as graph
+
+    def fn(x, a, bias):
+        y = prims.add(prims.add(x, a), prims.broadcast_in_dim(bias, [6, 8], [1]))
+        return prims.sum(y, [1]), prims.mul(y, y)
+
+    inputs = torch.randn(6, 8), torch.randn(6, 8), torch.randn(8)
+    lowering, _ = check(fn, *inputs)
+    monkeypatch.setattr(graph, "MAX_SHARED_FULL_READS", 2)  # the bias would count
+    stricter, _ = check(fn, *inputs)
+    assert _stored_pointwise(stricter) == _stored_pointwise(lowering) + 1
