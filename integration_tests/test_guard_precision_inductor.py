@@ -85,3 +85,23 @@ def test_a_dropped_fstring_leaves_a_size_dynamic_under_inductor():
     assert _graphs() == 1
     x = torch.randn(5, 7)
     assert compiled(x)[1] == "7" and _graphs() == 2
+
+
+def test_a_new_argument_tuple_at_a_freed_ones_address_is_guarded_again():
+    """Tuples come from a freelist: each call's argument tuple usually lands where the
+    last one was freed. A guard that took that address for the same tuple checked the
+    last call's tensors (kept alive here): a kernel for the wrong shape, or a crash."""
+
+    def fn(pair):
+        a, b = pair
+        return a * 2 + b
+
+    compiled = ember.compile(fn, backend="inductor", dynamic=False)
+    kept = []
+    for n in (3, 4, 5, 3, 4, 5):
+        for _ in range(2):  # the guard records on a call that passes
+            pair = (torch.randn(n), torch.randn(n))
+            kept.append(list(pair))  # the tensors outlive their tuple
+            torch.testing.assert_close(compiled(pair), fn(pair))
+            del pair
+    assert _graphs() == 3

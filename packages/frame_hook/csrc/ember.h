@@ -65,7 +65,8 @@ typedef struct {
     int kind;
     int reg;          /* STAMP_REGISTER: the register */
     PyObject *obj;    /* borrowed; alive whenever the stamps before it hold */
-    PyObject *expect; /* borrowed, compared by identity */
+    PyObject *expect; /* borrowed, compared by identity; STAMP_REGISTER: obj, owned, when
+                         the stamp holds it alive (ember_stamp_register) */
     uint64_t version;
 } EmberStamp;
 
@@ -79,13 +80,15 @@ typedef struct {
 
 int ember_stamps_init(void);
 int ember_stamp_immutable(PyObject *value, int depth);
-void ember_stamp_register(EmberStampLog *log, int reg, PyObject *obj);
+int ember_stamp_register(EmberStampLog *log, int reg, PyObject *obj);
 void ember_stamp_dict(EmberStampLog *log, PyObject *dict);
-void ember_stamp_type(EmberStampLog *log, PyObject *obj);
+void ember_stamp_type(EmberStampLog *log, PyObject *obj, int always);
 void ember_stamp_attribute(EmberStampLog *log, PyObject *obj, PyObject *name,
-                           PyObject *loaded, int generic);
+                           PyObject *loaded, int generic, int by_address);
 int ember_stamps_hold(const EmberStamp *stamps, Py_ssize_t n, PyObject **regs);
 void ember_stamp_log_clear(EmberStampLog *log);
+void ember_stamps_free(EmberStamp *stamps, Py_ssize_t n);
+int ember_stamps_traverse(const EmberStamp *stamps, Py_ssize_t n, visitproc visit, void *arg);
 
 /* ---- code_cache.c ----------------------------------------------------- */
 

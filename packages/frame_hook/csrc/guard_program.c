@@ -337,8 +337,13 @@ typedef struct {
     Block *block;        /* the block being recorded, or NULL */
     Py_ssize_t unstamped; /* the first instruction no stamp covered, or -1 */
     EmberStampLog log;
-    unsigned char *seen; /* per register: loaded in the block, or stamped as it entered */
+    unsigned char *seen; /* per register: SEEN_LOADED, SEEN_BY_ADDRESS or 0 */
 } Recorder;
+
+enum {
+    SEEN_LOADED = 1,     /* loaded in the block, from what its stamps vouch for */
+    SEEN_BY_ADDRESS = 2, /* from before the block: stamped by its address and class */
+};
 
 static void begin_recording(Recorder *rec, Block *block, Py_ssize_t nregs) {
     rec->seen = PyMem_Calloc((size_t)nregs, 1);
@@ -363,11 +368,14 @@ static void finish_recording(Recorder *rec, PyObject **regs) {
         stable = b->restore_values[i] != NULL;
     }
     if (stable) {
-        PyMem_Free(b->stamps);
+        EmberStamp *old = b->stamps;
+        Py_ssize_t nold = b->nstamps;
         b->stamps = rec->log.items;
         b->nstamps = rec->log.n;
         rec->log.items = NULL;
+        rec->log.n = 0;
         b->state = BLOCK_RECORDED;
+        ember_stamps_free(old, nold); /* last: a held object's release may run code */
     }
     else {
         b->state = BLOCK_RUN_ALWAYS;
@@ -388,17 +396,33 @@ static void note(Recorder *rec, Py_ssize_t pc, const Instr *in, PyObject **regs,
         return;
     }
     if (in->needs_src && !rec->seen[in->src]) {
-        ember_stamp_register(log, in->src, value); /* it came from before the block */
-        rec->seen[in->src] = 1;
+        /* It came from before the block. Its register holding the same address again
+         * does not make it the same object: the old one may have been freed and the
+         * address reused (a new argument tuple from the freelist). So its class is
+         * stamped too, which keeps the stamps after it memory-safe, and what is read
+         * through it stays stable only where a later stamp proves it is the same object
+         * (a dict's version is never reused). */
+        if (ember_stamp_register(log, in->src, value)) {
+            rec->seen[in->src] = SEEN_LOADED; /* held alive by the stamp: the same one */
+        }
+        else {
+            ember_stamp_type(log, value, 1);
+            rec->seen[in->src] = SEEN_BY_ADDRESS;
+        }
     }
+    int by_address = in->needs_src && rec->seen[in->src] == SEEN_BY_ADDRESS;
     switch (in->op) {
     case OP_LOAD_ATTR:
     case OP_LOAD_GENERIC_ATTR:
-        ember_stamp_attribute(log, value, in->arg, regs[in->dst], in->op == OP_LOAD_GENERIC_ATTR);
+        ember_stamp_attribute(log, value, in->arg, regs[in->dst], in->op == OP_LOAD_GENERIC_ATTR,
+                              by_address);
         break;
     case OP_LOAD_ITEM:
         if (!PyTuple_CheckExact(value)) {
             ember_stamp_dict(log, value);
+        }
+        else if (by_address) {
+            log->unstable = 1; /* a tuple's items are known only while it is the same one */
         }
         break;
     case OP_LOAD_CONST:
@@ -407,19 +431,23 @@ static void note(Recorder *rec, Py_ssize_t pc, const Instr *in, PyObject **regs,
         break;
     case OP_LOAD_TYPE:
     case OP_CHECK_TYPE:
-        ember_stamp_type(log, value);
+        ember_stamp_type(log, value, by_address);
         break;
     case OP_CHECK_EQ:
     case OP_CHECK_FLOAT:
     case OP_CHECK_TRUE:
     case OP_CHECK_FALSE:
     case OP_CHECK_ITEM_TYPES:
-        log->unstable |= !ember_stamp_immutable(value, 0);
+        /* an immutable value's content is known only while it is the same object */
+        log->unstable |= by_address || !ember_stamp_immutable(value, 0);
         break;
     case OP_CHECK_LEN:
     case OP_CHECK_NOT_IN:
         if (!ember_stamp_immutable(value, 0)) {
             ember_stamp_dict(log, value);
+        }
+        else if (by_address) {
+            log->unstable = 1;
         }
         break;
     case OP_CHECK_KEYS: /* an OrderedDict's order can change without a write */
@@ -433,7 +461,7 @@ static void note(Recorder *rec, Py_ssize_t pc, const Instr *in, PyObject **regs,
         log->unstable = 1;
     }
     if (in->op < OP_CHECK_TYPE) {
-        rec->seen[in->dst] = 1;
+        rec->seen[in->dst] = SEEN_LOADED;
     }
     if (was_stable && log->unstable) {
         rec->unstamped = pc;
@@ -1025,7 +1053,7 @@ static PyObject *guard_program_vectorcall(PyObject *self, PyObject *const *args,
 
 static void free_blocks(Block *blocks, Py_ssize_t n) {
     for (Py_ssize_t i = 0; blocks != NULL && i < n; i++) {
-        PyMem_Free(blocks[i].stamps);
+        ember_stamps_free(blocks[i].stamps, blocks[i].nstamps);
         PyMem_Free(blocks[i].restore);
         PyMem_Free(blocks[i].restore_values);
     }
@@ -1174,6 +1202,12 @@ static int guard_program_traverse(GuardProgramObject *self, visitproc visit, voi
     Py_VISIT(self->instructions);
     Py_VISIT(self->globals);
     Py_VISIT(self->builtins);
+    for (Py_ssize_t i = 0; i < self->nblocks; i++) {
+        int err = ember_stamps_traverse(self->blocks[i].stamps, self->blocks[i].nstamps, visit, arg);
+        if (err) {
+            return err;
+        }
+    }
     return 0;
 }
 

@@ -16,7 +16,10 @@
  * object's class is the same class (at a version tag). Stamps are checked in the order
  * they were taken, and every object a stamp dereferences is alive because an earlier
  * stamp vouched for the container holding it (or for the register holding it): pointers
- * are borrowed, never dereferenced before that.
+ * are borrowed, never dereferenced before that. A register's stamp vouches for an
+ * address, not an object: a freed argument's address is soon another's (tuples come
+ * from a freelist). Such an object is stamped with its class as well, and what is read
+ * through it is stable only where a version stamp proves it is the same object.
  *
  * What is not safe to stamp (a list, a property, a value with its own __eq__) makes the
  * log unstable, and its block is run in full from then on.
@@ -128,8 +131,19 @@ static void add(EmberStampLog *log, int kind, int reg, PyObject *obj, PyObject *
     log->items[log->n++] = (EmberStamp){kind, reg, obj, expect, version};
 }
 
-void ember_stamp_register(EmberStampLog *log, int reg, PyObject *obj) {
+/* 1 when the stamp holds `obj` alive, so that the register holding its address again
+ * proves it the same object: immutable data (a hyperparameter read in an earlier block)
+ * and functions (whose globals a later load reads); both are small, and held only until
+ * the block is recorded again. Anything else is known by its address only. */
+int ember_stamp_register(EmberStampLog *log, int reg, PyObject *obj) {
+    int hold = !log->unstable && (PyFunction_Check(obj) || ember_stamp_immutable(obj, 0));
+    Py_ssize_t n = log->n;
     add(log, STAMP_REGISTER, reg, obj, NULL, 0);
+    if (hold && log->n > n) {
+        log->items[n].expect = Py_NewRef(obj);
+        return 1;
+    }
+    return 0;
 }
 
 void ember_stamp_dict(EmberStampLog *log, PyObject *dict) {
@@ -140,9 +154,12 @@ void ember_stamp_dict(EmberStampLog *log, PyObject *dict) {
     add(log, STAMP_DICT, 0, dict, NULL, dict_version(dict));
 }
 
-void ember_stamp_type(EmberStampLog *log, PyObject *obj) {
+/* `always`: obj is known by its address only (see guard_program.c's note()), so even a
+ * static class may differ next time; otherwise only a heap type's instances can change
+ * class (`__class__` assignment). */
+void ember_stamp_type(EmberStampLog *log, PyObject *obj, int always) {
     PyTypeObject *type = Py_TYPE(obj);
-    if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) { /* only then can __class__ be assigned */
+    if (always || (type->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
         add(log, STAMP_TYPE, 0, obj, (PyObject *)type, 0);
     }
 }
@@ -151,12 +168,13 @@ void ember_stamp_type(EmberStampLog *log, PyObject *obj) {
  * when it is the value in obj's instance dict and nothing in obj's class can intercept
  * the lookup, or a class attribute found plainly in the class's MRO. */
 void ember_stamp_attribute(EmberStampLog *log, PyObject *obj, PyObject *name,
-                           PyObject *loaded, int generic) {
+                           PyObject *loaded, int generic, int by_address) {
     PyTypeObject *type = Py_TYPE(obj);
     if (log->unstable) {
         return;
     }
-    if (PyFunction_Check(obj) && (PyUnicode_CompareWithASCIIString(name, "__globals__") == 0 ||
+    /* known by address only, a function may be another one at the same address */
+    if (!by_address && PyFunction_Check(obj) && (PyUnicode_CompareWithASCIIString(name, "__globals__") == 0 ||
                                   PyUnicode_CompareWithASCIIString(name, "__closure__") == 0)) {
         return; /* read-only slots of the function object */
     }
@@ -198,8 +216,9 @@ void ember_stamp_attribute(EmberStampLog *log, PyObject *obj, PyObject *name,
         log->unstable = 1;
         return;
     }
-    if (dict != NULL) { /* an object without one can never gain the attribute */
-        add(log, STAMP_INSTANCE_DICT, 0, obj, dict, dict_version(dict));
+    if (slot != NULL) { /* without a slot, an object can never gain the attribute */
+        /* a dict not made yet is stamped as NULL: a first attribute set makes one */
+        add(log, STAMP_INSTANCE_DICT, 0, obj, dict, dict == NULL ? 0 : dict_version(dict));
     }
     add(log, STAMP_TYPE_TAG, 0, obj, (PyObject *)type, type->tp_version_tag);
 }
@@ -221,7 +240,8 @@ int ember_stamps_hold(const EmberStamp *stamps, Py_ssize_t n, PyObject **regs) {
             break;
         case STAMP_INSTANCE_DICT: {
             PyObject **slot = _PyObject_GetDictPtr(s->obj);
-            if (slot == NULL || *slot != s->expect || dict_version(*slot) != s->version) {
+            if (slot == NULL || *slot != s->expect ||
+                (*slot != NULL && dict_version(*slot) != s->version)) {
                 PyErr_Clear();
                 return 0;
             }
@@ -249,8 +269,26 @@ int ember_stamps_hold(const EmberStamp *stamps, Py_ssize_t n, PyObject **regs) {
     return 1;
 }
 
+void ember_stamps_free(EmberStamp *stamps, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (stamps[i].kind == STAMP_REGISTER) {
+            Py_CLEAR(stamps[i].expect);
+        }
+    }
+    PyMem_Free(stamps);
+}
+
+int ember_stamps_traverse(const EmberStamp *stamps, Py_ssize_t n, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (stamps[i].kind == STAMP_REGISTER) {
+            Py_VISIT(stamps[i].expect);
+        }
+    }
+    return 0;
+}
+
 void ember_stamp_log_clear(EmberStampLog *log) {
-    PyMem_Free(log->items);
+    ember_stamps_free(log->items, log->n);
     PyMem_Free(log->seen);
     memset(log, 0, sizeof(*log));
 }

@@ -8,6 +8,7 @@ would.
 
 from __future__ import annotations
 
+import types
 from collections import OrderedDict
 
 import ember_frame_hook as fh
@@ -193,3 +194,83 @@ def test_blocks_must_fit_the_program():
             assert "BLOCK" in str(e)
         else:
             raise AssertionError(code)
+
+
+def test_a_tuple_argument_known_by_address_makes_its_block_run_always():
+    """A register from before the block is the same address, not the same object: the
+    old argument may be freed and its address given to the next (tuples come from a
+    freelist). A tuple holding more than plain data is not held by the stamp, so its
+    items cannot be vouched for and its block runs always."""
+    p = program(
+        ("LOAD_ITEM", 3, L, "x"),
+        *block(("CHECK_TYPE", 0, 3, tuple), ("LOAD_ITEM", 4, 3, 0)),
+        ("CHECK_IS_NOT", 0, 4, None),
+    )
+    f_locals = {"x": (object(), 1)}
+    assert p(f_locals) and p(f_locals)
+    assert p.blocks[0][0] == "run always"
+
+
+def test_a_new_tuple_at_a_freed_tuples_address_is_read_again():
+    first, second = object(), object()
+    p = program(
+        ("LOAD_ITEM", 3, L, "x"),
+        *block(("CHECK_TYPE", 0, 3, tuple), ("LOAD_ITEM", 4, 3, 0)),
+        ("CHECK_IS", 0, 4, first),
+    )
+    f_locals = {"x": (first, 1)}
+    assert p(f_locals) and p(f_locals)
+    reused = False
+    for _ in range(50):  # the freelist usually hands the same address back at once
+        old = id(f_locals["x"])
+        f_locals["x"] = None
+        f_locals["x"] = (second, 1)
+        reused |= id(f_locals["x"]) == old
+        assert not p(f_locals)
+        f_locals["x"] = None
+        f_locals["x"] = (first, 1)
+        assert p(f_locals)
+    assert reused, "no address was reused: the test did not test"
+
+
+def test_plain_data_and_functions_are_held_by_their_stamp():
+    """Plain data (a hyperparameter an earlier block read) and functions (whose globals
+    a later load reads) are held alive by the register's stamp, so their address cannot
+    be another object's while the block is recorded: the block is recorded, and a new
+    value fails it."""
+
+    def fn():
+        return 1
+
+    other = types.FunctionType(fn.__code__, {"elsewhere": True})
+    p = program(
+        ("LOAD_ITEM", 3, L, "x"),
+        ("LOAD_ITEM", 5, L, "f"),
+        *block(("CHECK_EQ", 0, 3, (1, 2)), ("LOAD_ATTR", 4, 5, "__globals__")),
+        ("CHECK_IS", 0, 4, fn.__globals__),
+    )
+    assert p({"x": (1, 2), "f": fn}) and p({"x": (1, 2), "f": fn})
+    assert p.blocks[0][0] == "recorded"
+    for _ in range(20):
+        assert not p({"x": (1, 3), "f": fn})  # a new tuple, wherever it lands
+        assert not p({"x": (1, 2), "f": other})
+        assert p({"x": (1, 2), "f": fn})
+
+
+def test_an_instance_dict_made_after_recording_is_seen():
+    """An int subclass's instances make their dict at the first attribute set: a class
+    attribute read while there was none is shadowed once one is set."""
+
+    class Flag(int):
+        scale = 2
+
+    p = program(
+        ("LOAD_ITEM", 3, L, "x"),
+        ("LOAD_ITEM", 5, L, "y"),
+        *block(("LOAD_ATTR", 4, 5, "flag"), ("LOAD_ATTR", 6, 4, "scale"), ("CHECK_EQ", 0, 6, 2)),
+    )
+    holder = Module(flag=Flag(1))
+    assert p({"x": 0, "y": holder}) and p({"x": 0, "y": holder})
+    assert p.blocks[0][0] == "recorded"
+    holder.flag.scale = 3
+    assert not p({"x": 0, "y": holder})

@@ -487,3 +487,27 @@ def test_a_class_guard_without_its_type_check_still_reads_the_type() -> None:
 
     f_locals["m"] = Patched()
     assert not agree(compiled, f_locals)
+
+
+def test_a_tuple_arguments_items_are_read_every_call() -> None:
+    """The frame hook knows an f_locals value by its address only, and a freed argument
+    tuple's address is soon the next one's: its items are loaded outside the blocks,
+    while a module's attributes read through `self` stay in one."""
+    code = [
+        ("LOAD_ITEM", 3, 0, "pair"),
+        ("CHECK_TYPE", 0, 3, tuple),
+        ("LOAD_ITEM", 4, 3, 0),
+        ("LOAD_ITEM", 5, 0, "self"),
+        ("CHECK_TYPE", 0, 5, torch.nn.Linear),
+        ("LOAD_ATTR", 6, 5, "training"),
+        ("CHECK_IS", 0, 6, True),
+        ("LOAD_ATTR", 7, 4, "__globals__"),
+    ]
+    laid_out = native.with_blocks(code, None)
+    (start,) = [i for i, ins in enumerate(laid_out) if ins[0] == "BLOCK"]
+    in_block = laid_out[start + 1 : start + 1 + laid_out[start][3]]
+    assert ("LOAD_ITEM", 4, 3, 0) not in in_block
+    assert ("LOAD_ATTR", 7, 4, "__globals__") in in_block  # a function is held by its stamp
+    assert ("LOAD_ATTR", 6, 5, "training") in in_block and ("CHECK_TYPE", 0, 3, tuple) in in_block
+    assert ("LOAD_ITEM", 4, 3, 0) in laid_out[:start]
+    assert sorted(map(repr, laid_out[:start] + laid_out[start + 1 :])) == sorted(map(repr, code))

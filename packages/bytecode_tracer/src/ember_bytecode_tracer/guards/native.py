@@ -446,6 +446,7 @@ def with_blocks(code: list[Instruction], scratch: int | None) -> list[Instructio
         in_scratch = scratch is not None and scratch in (src, dst)
         if (
             _stampable(ins, kind)
+            and not (where == {"pre"} and _read_through(ins, kind))
             and not in_scratch
             and src != _L
             and "post" not in where
@@ -483,6 +484,16 @@ def _stampable(ins: Instruction, kind: dict[int, type]) -> bool:
             return value_kind is tuple and all(t in _IMMUTABLE for t in arg)
         return value_kind in _CONTAINERS
     return False
+
+
+def _read_through(ins: Instruction, kind: dict[int, type]) -> bool:
+    """Whether `ins` reads what only the identity of its source vouches for: a tuple's
+    item. The frame hook knows a value from f_locals by its address only (a freed
+    argument tuple's address is soon the next one's), and a tuple of tensors is not held
+    by its stamp: such a read would make its whole block run always, so it runs every
+    call outside the blocks."""
+    op, _, src, _ = ins
+    return op == "LOAD_ITEM" and kind.get(src) not in (dict, collections.OrderedDict)
 
 
 def _reads(ins: Instruction) -> tuple[int, ...]:
