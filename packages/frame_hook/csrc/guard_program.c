@@ -130,6 +130,7 @@ typedef struct {
     Py_ssize_t shared_length;         /* instructions in common with that program */
     Block *blocks;
     Py_ssize_t nblocks;
+    int running; /* runs in progress: a load can run Python code that runs this program */
 } GuardProgramObject;
 
 static unsigned long long next_serial = 1;
@@ -496,12 +497,19 @@ static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py
     int result = 1;
     Py_ssize_t pc;
     Recorder rec = {NULL};
+    /* A run inside another run of this program (a property's code calling the compiled
+     * function) runs every block in full and records none: the outer run may be reading
+     * or recording the blocks' stamps. */
+    int use_blocks = p->running++ == 0;
     for (pc = start; pc < p->ncode && result == 1; pc++) {
         if (rec.block != NULL && pc == rec.block->end) {
             finish_recording(&rec, regs);
         }
         const Instr *in = &p->code[pc];
         if (in->op == OP_BLOCK) {
+            if (!use_blocks) {
+                continue;
+            }
             Block *b = &p->blocks[in->block];
             if (enter_block(p, b, regs, &rec)) {
                 pc = b->end - 1;
@@ -670,6 +678,7 @@ static int run_code(GuardProgramObject *p, PyObject **regs, Py_ssize_t start, Py
     if (rec.block != NULL) {
         stop_recording(&rec); /* it failed, or the run began inside it */
     }
+    p->running--;
     *stop = pc - 1; /* the loop stepped past the deciding instruction */
     return result;
 }

@@ -274,3 +274,32 @@ def test_an_instance_dict_made_after_recording_is_seen():
     assert p.blocks[0][0] == "recorded"
     holder.flag.scale = 3
     assert not p({"x": 0, "y": holder})
+
+
+
+def test_a_run_inside_a_run_of_the_same_program_leaves_the_blocks_alone():
+    """A property the guard reads may call the compiled function again: the inner run
+    runs every block in full and records nothing, while the outer run may be reading or
+    recording the same blocks' stamps."""
+    seen = []
+
+    class Reentrant(Module):
+        @property
+        def value(self):
+            seen.append(p({"m": Module(stride=(2, 2), value=1)}))  # would record the block
+            seen.append(p.blocks[0][0])
+            return 1
+
+    p = program(
+        ("LOAD_ITEM", 3, L, "m"),
+        *block(
+            ("LOAD_ATTR", 4, 3, "stride"),
+            ("CHECK_EQ", 0, 4, (2, 2)),
+            ("LOAD_ATTR", 5, 3, "value"),
+            ("CHECK_EQ", 0, 5, 1),
+        ),
+    )
+    assert p({"m": Reentrant(stride=(2, 2))})
+    assert seen == [True, "unrecorded"]
+    assert p.blocks[0][0] == "run always"  # the outer run read a property
+    assert p({"m": Module(stride=(2, 2), value=1)}) and p.blocks[0][0] == "run always"
