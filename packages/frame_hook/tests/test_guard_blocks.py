@@ -276,7 +276,6 @@ def test_an_instance_dict_made_after_recording_is_seen():
     assert not p({"x": 0, "y": holder})
 
 
-
 def test_a_run_inside_a_run_of_the_same_program_leaves_the_blocks_alone():
     """A property the guard reads may call the compiled function again: the inner run
     runs every block in full and records nothing, while the outer run may be reading or

@@ -511,3 +511,49 @@ def test_a_tuple_arguments_items_are_read_every_call() -> None:
     assert ("LOAD_ATTR", 6, 5, "training") in in_block and ("CHECK_TYPE", 0, 3, tuple) in in_block
     assert ("LOAD_ITEM", 4, 3, 0) in laid_out[:start]
     assert sorted(map(repr, laid_out[:start] + laid_out[start + 1 :])) == sorted(map(repr, code))
+
+
+def test_values_rebuilt_where_the_old_ones_were_freed() -> None:
+    """Each call's arguments are new objects, often at the address the last call's were
+    freed from (tuples come from a freelist): the native guard, its blocks recorded,
+    answers as the Python guard for every rebuild."""
+    rng = random.Random(0)
+    L = LocalSource
+
+    def values(n: int, flag: bool) -> dict[str, Any]:
+        holder = Holder()
+        holder.flag, holder.cfg = flag, {"a": n, "b": (1, n)}
+        return {"pair": (torch.randn(n), torch.randn(n + 1)), "obj": holder, "t": (n, "x")}
+
+    f_locals, f_globals = values(2, True), {"__builtins__": {}}
+
+    def g(source: Source, kind: GuardKind) -> Guard:
+        return Guard.from_value(source, kind, source.get(f_locals, f_globals))
+
+    obj = L("obj")
+    guards = [
+        g(L("pair"), K.TYPE_MATCH),
+        g(L("pair"), K.LEN_MATCH),
+        g(ItemSource(L("pair"), 0), K.TENSOR_MATCH),
+        g(ItemSource(L("pair"), 1), K.TENSOR_MATCH),
+        g(obj, K.TYPE_MATCH),
+        g(AttrSource(obj, "flag"), K.EQUALS_MATCH),
+        g(AttrSource(obj, "cfg"), K.DICT_KEYS),
+        g(ItemSource(AttrSource(obj, "cfg"), "b"), K.EQUALS_MATCH),
+        g(ItemSource(L("t"), 0), K.EQUALS_MATCH),
+    ]
+    compiled = compile_guards(guards, f_globals, f_locals=f_locals)
+    assert agree(compiled, f_locals) and agree(compiled, f_locals)
+    assert any(state == "recorded" for state, *_ in compiled.native.blocks)
+    answers, kept, reused = [], [], 0
+    for _ in range(200):
+        new = values(rng.choice((2, 2, 3)), rng.random() < 0.8)
+        kept.append(list(f_locals["pair"]))  # its tensors outlive the tuple
+        a, b = new.pop("pair")
+        old, f_locals["pair"] = id(f_locals["pair"]), None  # freed: the next tuple's address
+        f_locals["pair"] = (a, b)
+        reused += id(f_locals["pair"]) == old
+        if rng.random() < 0.2:  # else the module-like object stays, and its block with it
+            f_locals.update(new)
+        answers.append(agree(compiled, f_locals))
+    assert set(answers) == {True, False} and reused > 100
