@@ -250,7 +250,17 @@ class GraphLowering:
         found = storage_view(value)
         if found is not None and _same_strides(found[1], want):
             return value
-        return TensorBox(self.realize_copy(value, want))
+        return self._shared_copy(value, want)
+
+    def _shared_copy(self, value: IRNode, layout: Layout | None = None) -> TensorBox:
+        """A buffer holding ``value``, which its other readers then read too: two
+        convolutions reading one computed view (a residual stream feeding a block's main
+        path and its shortcut) each made a copy of their own, both alive at once."""
+        copy = self.realize_copy(value, layout)
+        if isinstance(value, TensorBox):
+            value.data = copy
+            return value
+        return TensorBox(copy)
 
     def realize_copy(self, value: IRNode, layout: Layout | None = None) -> ComputedBuffer:
         """A fresh buffer holding ``value`` (e.g. a view that strides cannot express)."""
@@ -268,7 +278,7 @@ class GraphLowering:
         self._realize_view_base(value)
         found = storage_view(value)
         if found is None:
-            found = (buf := self.realize_copy(value)), buf.layout
+            found = (buf := unwrap(self._shared_copy(value))), buf.layout
         buffer, layout = found
         if isinstance(buffer.layout, FlexibleLayout):
             buffer.layout.freeze()  # the extern kernel sees these exact strides

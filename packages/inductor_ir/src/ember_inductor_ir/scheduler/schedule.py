@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import sympy
+
 from ..errors import SchedulingError
 from ..extern import ExternKernel
 from ..layout import FlexibleLayout
@@ -23,6 +25,7 @@ from .dce import eliminate_dead_code
 from .dependencies import Operation, reads_memo, writes_of
 from .fusion import Placements, Refused, form_group
 from .kernel_group import KernelGroup, Schedule
+from .memory_order import order_for_memory
 from .naming import extern_kernel_name, loops_kernel_name
 from .reuse import plan_memory
 
@@ -168,6 +171,26 @@ def _order(drafts: list[_Draft]) -> list[_Draft]:
     return ordered
 
 
+def _in_memory_order(
+    drafts: list[_Draft], lowering: GraphLowering, outputs: set[str], release_inputs: bool
+) -> list[_Draft]:
+    """``drafts`` reordered where that lowers the peak (memory_order.py); graphs with
+    sizes unknown until run time keep their order."""
+    sizes: dict[str, int] = {}
+    for name, buf in lowering.buffers.items():
+        numel = sympy.sympify(buf.layout.storage_numel())
+        if not numel.is_Integer:
+            return drafts
+        sizes[name] = int(numel) * buf.get_dtype().itemsize
+    keep = set(outputs) | set(lowering.constants)
+    if not release_inputs:
+        keep |= set(lowering.graph_inputs)
+    ordered, before, after = order_for_memory(drafts, lambda n: sizes.get(n, 0), keep)
+    if ordered is not drafts:
+        log.info("groups reordered for memory: live peak %d -> %d bytes", before, after)
+    return ordered
+
+
 def schedule(lowering: GraphLowering, *, release_inputs: bool = False) -> Schedule:
     """Fuse and order ``lowering``'s operations into kernel groups with a memory plan.
     ``release_inputs``: the caller hands its inputs over (a list the wrapper empties): each
@@ -178,7 +201,8 @@ def schedule(lowering: GraphLowering, *, release_inputs: bool = False) -> Schedu
     outputs = {spec.name for spec in lowering.graph_outputs if spec.name is not None}
     fusion = _Fusion(reads_memo())  # for this call: the layouts are frozen from here on
     ops = eliminate_dead_code(lowering.operations, outputs, fusion.reads)
-    drafts = spread_collectives(_order(_fuse(ops, fusion)))
+    drafts = _in_memory_order(_order(_fuse(ops, fusion)), lowering, outputs, release_inputs)
+    drafts = spread_collectives(drafts)
     groups: list[KernelGroup] = []
     for k, draft in enumerate(drafts):
         first = draft.ops[0]
