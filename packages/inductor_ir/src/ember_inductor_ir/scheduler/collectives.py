@@ -26,23 +26,24 @@ class Draft(Protocol):
     writes: set[str]
 
 
-def _extern(draft: Draft) -> ExternKernel | None:
+def extern_of(draft: Draft) -> ExternKernel | None:
+    """The library call a group is, or None for a loop kernel."""
     first = draft.ops[0]
     return first if isinstance(first, ExternKernel) else None
 
 
 def _is_start(draft: Draft) -> bool:
-    extern = _extern(draft)
+    extern = extern_of(draft)
     return extern is not None and is_collective(extern.kernel)
 
 
 def _is_wait(draft: Draft) -> bool:
-    extern = _extern(draft)
+    extern = extern_of(draft)
     return extern is not None and extern.kernel is wait_collective
 
 
 def _mutated(draft: Draft) -> set[str]:
-    extern = _extern(draft)
+    extern = extern_of(draft)
     return {extern.mutates} if extern is not None and extern.mutates else set()
 
 

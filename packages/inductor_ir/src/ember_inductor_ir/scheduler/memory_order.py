@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
-from ..extern import ExternKernel
 from ..lowering.collectives import is_collective
+from .collectives import Draft, extern_of
 
 #: library calls with no effect beyond their outputs, free to move
 PURE_LIBRARY_KERNELS = frozenset({"convolution", "mm", "addmm", "bmm", "baddbmm"})
@@ -33,20 +32,9 @@ MIN_GAIN = 0.97
 MAX_GROUPS = 4000
 
 
-class Draft(Protocol):
-    ops: list
-    reads: set[str]
-    writes: set[str]
-
-
-def _extern(draft: Draft) -> ExternKernel | None:
-    first = draft.ops[0]
-    return first if isinstance(first, ExternKernel) else None
-
-
 def _movable(drafts: Sequence[Draft]) -> bool:
     for draft in drafts:
-        extern = _extern(draft)
+        extern = extern_of(draft)
         if extern is not None and (extern.mutates is not None or is_collective(extern.kernel)):
             return False
     return True
@@ -58,7 +46,7 @@ def _predecessors(drafts: Sequence[Draft]) -> list[set[int]]:
     last_effect = None
     for i, draft in enumerate(drafts):
         preds[i].update(made_by[name] for name in draft.reads if name in made_by)
-        extern = _extern(draft)
+        extern = extern_of(draft)
         if extern is not None and extern.kernel_name not in PURE_LIBRARY_KERNELS:
             if last_effect is not None:
                 preds[i].add(last_effect)
