@@ -62,14 +62,16 @@ class _Bytes:
     its last reader; graph outputs and held inputs stay."""
 
     def __init__(self, drafts: Sequence[Draft], size: Callable[[str], int], keep: set[str]):
-        self.drafts, self.size, self.keep = drafts, size, keep
+        self.size = size
+        # each group's figures once: the greedy pass asks for them at every step
+        self._made = [sum(size(name) for name in d.writes) for d in drafts]
+        self._inputs = [frozenset(d.reads - d.writes - keep) for d in drafts]
 
     def made(self, i: int) -> int:
-        return sum(self.size(name) for name in self.drafts[i].writes)
+        return self._made[i]
 
-    def inputs(self, i: int) -> set[str]:
-        draft = self.drafts[i]
-        return {name for name in draft.reads - draft.writes if name not in self.keep}
+    def inputs(self, i: int) -> frozenset[str]:
+        return self._inputs[i]
 
     def peak(self, order: Sequence[int]) -> int:
         last: dict[str, int] = {}
