@@ -5,7 +5,7 @@ error, a mismatch) comes from:
     CUDA_LAUNCH_BLOCKING=1 python tools/gpu/bisect_variants.py --model inception_v3 \
         --mode infer-fp32 --variants base,no_window,old_votes
     python tools/gpu/bisect_variants.py --model resnet50 --mode train-bf16 \
-        --variants base,no_window,no_narrow,no_combine   # ms a step of each (--steps)
+        --variants base,no_window,no_narrow,no_combine   # ms a step and peak MB of each
 
 A variant is a name in VARIANTS: a function run before the model compiles.
 """
@@ -66,6 +66,14 @@ def _no_full_reads_rule() -> None:
     graph.MAX_SHARED_FULL_READS = 10**9
 
 
+def _narrow_stem_nhwc() -> None:
+    """A stem of three channels into at most 32 runs channels-last again (before 2026-12-01
+    only one no convolution reads kept eager's layout): the A/B of the stem rule."""
+    from ember_inductor_ir.lowering import convolution
+
+    convolution.SLOW_NHWC["image_input"] = lambda node, shape: False
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -93,6 +101,8 @@ VARIANTS = {
     "long_row_tiles": _long_row_tiles,
     # a shared value reading three whole buffers recomputed in each reader, not stored
     "no_full_reads": _no_full_reads_rule,
+    # a narrow stem (3 -> at most 32 channels) channels-last, its images copied NHWC first
+    "stem_nhwc": _narrow_stem_nhwc,
 }
 
 
@@ -102,7 +112,7 @@ def run_variant(args: argparse.Namespace) -> None:
     VARIANTS[args.variant]()
     from cases import BUILDERS, to_device
     from models import entries
-    from run import TOLERANCE, compare, make_step
+    from run import TOLERANCE, _peak_mb, compare, make_step
 
     case = to_device(BUILDERS[args.suite](entries(args.suite, [args.model])[0], "gpu"), "cuda")
     case.model.train(args.mode.startswith("train"))
@@ -118,8 +128,9 @@ def run_variant(args: argparse.Namespace) -> None:
             step()
         torch.cuda.synchronize()
         ms = (time.perf_counter() - start) * 1000 / max(args.steps, 1)
-        print(f"{args.variant}: {'ok' if ok else 'MISMATCH'} worst {worst:.3g}, {ms:.2f} ms a step",
-              flush=True)  # fmt: skip
+        peak = _peak_mb(step, "cuda")
+        print(f"{args.variant}: {'ok' if ok else 'MISMATCH'} worst {worst:.3g}, {ms:.2f} ms a step, "
+              f"peak {peak:.1f} MB", flush=True)  # fmt: skip
     except Exception as exc:  # the failure is what is being looked for
         tail = traceback.format_exc().splitlines()[-12:]
         print(f"{args.variant}: FAILED {type(exc).__name__}: {exc}".splitlines()[0])

@@ -461,9 +461,9 @@ def _grouped(x, w, groups):
 
 def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
     """A depthwise convolution with a channel multiplier (PiT's pooling) and an image's few
-    channels into a few that no convolution reads (TNT's pixel embedding) stay NCHW; the
-    same image convolution read by a next convolution (a CNN's stem) and a plain depthwise
-    one run channels-last."""
+    channels into a few (TNT's pixel embedding; a narrow CNN stem read by the next
+    convolution) stay NCHW; a plain depthwise one and the convolution after the stem run
+    channels-last."""
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
     target = _slow_nhwc_target()
     x, image = torch.randn(2, 4, 8, 8), torch.randn(2, 3, 8, 8)
@@ -480,7 +480,7 @@ def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
     inputs = [x, image, multiplier, depthwise, stem, after]
     _, sched, got = _lower_and_run(prim_graph(fn, *inputs), inputs, target)
     layouts = [is_channels_last(c.outputs[0].layout) for c in _extern_args(sched, "convolution")]
-    assert layouts == [False, True, False, True, True]
+    assert layouts == [False, True, False, False, True]
     for g, want in zip(got, fn(*inputs), strict=True):
         torch.testing.assert_close(g, want, atol=1e-4, rtol=1e-4)
     # the training forward's prediction of what is stored NHWC follows the same rules
@@ -489,7 +489,26 @@ def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
         n for n in gm.graph.nodes if n.op == "call_function" and "convolution" in str(n.target)
     ]
     predicted = predicted_channels_last(gm, target.channels_last.slow_nhwc)
-    assert [c in predicted for c in convs] == [False, True, False, True, True]
+    assert [c in predicted for c in convs] == [False, True, False, False, True]
+
+
+@pytest.mark.parametrize(("out_channels", "nhwc"), [(32, False), (33, True), (64, True)])
+def test_a_stem_runs_channels_last_when_it_is_wide(monkeypatch, out_channels, nhwc):
+    """An image's three channels into at most 32 run NCHW (cuDNN's NHWC path copies the
+    images and is slower there); wider stems (ResNet's 64) run NHWC. The next convolution
+    runs NHWC either way."""
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    image, stem = torch.randn(2, 3, 8, 8), torch.randn(out_channels, 3, 3, 3)
+    after = torch.randn(4, out_channels, 3, 3)
+
+    def fn(img, s, n):
+        return (prims.sum(_conv(prims.abs(_conv(img, s)), n), [1, 2, 3]),)
+
+    inputs = [image, stem, after]
+    _, sched, got = _lower_and_run(prim_graph(fn, *inputs), inputs, _slow_nhwc_target())
+    layouts = [is_channels_last(c.outputs[0].layout) for c in _extern_args(sched, "convolution")]
+    assert layouts == [nhwc, True]
+    torch.testing.assert_close(got[0], fn(*inputs)[0], atol=1e-3, rtol=1e-4)
 
 
 @pytest.mark.parametrize("radix", [2, 16])

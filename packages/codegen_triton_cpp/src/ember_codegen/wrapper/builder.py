@@ -276,6 +276,10 @@ class WrapperBuilder:
             if out.index:
                 leaf = f"_r[{out.index}]"  # only a sequence has a second result
             self._adopt(out.name, leaf, fresh)
+        # the call's result dies with its buffers: held under `_r`, it would live on through
+        # the next library call, which allocates before the name is rebound (a peak the
+        # plan does not see: poolformer's stem result beside its first MLP's hidden)
+        w.line("del _r")
 
     def _render_arg(self, value: Any) -> str:
         """Python source for an extern argument: tensors as buffers or views of them."""

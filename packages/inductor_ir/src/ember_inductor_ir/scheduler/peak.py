@@ -6,7 +6,8 @@ library call's results fresh from the library), then drops the buffers the plan 
 it; a freed storage that a later buffer takes over is held until then (the wrapper keeps it
 for its taker). An in-place library call's result is the buffer it wrote, no storage of its
 own. Counted: the storages the graph makes (outputs among them), with their sizes
-on the example inputs; not counted: graph inputs and constants, a library's workspaces.
+on the example inputs; not counted: graph inputs and constants, a library's workspaces,
+a group's values kept in registers.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def plan_peak_bytes(
     for group in groups:
         # an in-place library call (index_put_, a collective) returns the buffer it writes
         aliased = group.extern.mutates if group.extern is not None else None
+        in_registers = group.register_only() if group.extern is None else set()
         for name in group.buffer_names():
+            if name in in_registers:  # never stored (LeViT's stem counted 784 MB twice)
+                continue
             plan = allocations.get(name)
             donor = plan.reuses if plan is not None else None
             if aliased is not None and name != aliased:
