@@ -461,9 +461,9 @@ def _grouped(x, w, groups):
 
 def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
     """A depthwise convolution with a channel multiplier (PiT's pooling) and an image's few
-    channels into a few (TNT's pixel embedding; a narrow CNN stem read by the next
-    convolution) stay NCHW; a plain depthwise one and the convolution after the stem run
-    channels-last."""
+    channels into a few (TNT's pixel embedding; in this inference graph also a narrow CNN
+    stem read by the next convolution) stay NCHW; a plain depthwise one and the convolution
+    after the stem run channels-last."""
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
     target = _slow_nhwc_target()
     x, image = torch.randn(2, 4, 8, 8), torch.randn(2, 3, 8, 8)
@@ -492,23 +492,30 @@ def test_convolutions_the_library_runs_slow_nhwc_keep_eager_layout(monkeypatch):
     assert [c in predicted for c in convs] == [False, True, False, False, True]
 
 
-@pytest.mark.parametrize(("out_channels", "nhwc"), [(32, False), (33, True), (64, True)])
-def test_a_stem_runs_channels_last_when_it_is_wide(monkeypatch, out_channels, nhwc):
-    """An image's three channels into at most 32 run NCHW (cuDNN's NHWC path copies the
-    images and is slower there); wider stems (ResNet's 64) run NHWC. The next convolution
-    runs NHWC either way."""
+@pytest.mark.parametrize(
+    ("out_channels", "returns_maps", "nhwc"),
+    [(32, False, False), (33, False, True), (64, False, True), (32, True, True)],
+)
+def test_a_narrow_stem_runs_nchw_in_inference(monkeypatch, out_channels, returns_maps, nhwc):
+    """An image's three channels into at most 32 run NCHW in an inference graph (cuDNN's
+    NHWC path copies the images and is slower there); wider stems (ResNet's 64) run NHWC, and
+    so does a narrow one in a graph returning feature maps (a training forward). The next
+    convolution runs NHWC either way."""
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
     image, stem = torch.randn(2, 3, 8, 8), torch.randn(out_channels, 3, 3, 3)
     after = torch.randn(4, out_channels, 3, 3)
 
     def fn(img, s, n):
-        return (prims.sum(_conv(prims.abs(_conv(img, s)), n), [1, 2, 3]),)
+        features = prims.abs(_conv(img, s))
+        total = prims.sum(_conv(features, n), [1, 2, 3])
+        return (total, features) if returns_maps else (total,)
 
     inputs = [image, stem, after]
     _, sched, got = _lower_and_run(prim_graph(fn, *inputs), inputs, _slow_nhwc_target())
     layouts = [is_channels_last(c.outputs[0].layout) for c in _extern_args(sched, "convolution")]
     assert layouts == [nhwc, True]
-    torch.testing.assert_close(got[0], fn(*inputs)[0], atol=1e-3, rtol=1e-4)
+    for g, want in zip(got, fn(*inputs), strict=True):
+        torch.testing.assert_close(g, want, atol=1e-3, rtol=1e-4)
 
 
 @pytest.mark.parametrize("radix", [2, 16])

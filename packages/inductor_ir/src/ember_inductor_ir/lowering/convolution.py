@@ -23,7 +23,7 @@ from ..nodes import ComputedBuffer, IRNode, Pointwise, TensorBox
 from ..target import Target
 from ..views import broadcast_in_dim, unwrap
 from ._helpers import pointwise
-from .registry import register_lowering
+from .registry import prim_name, register_lowering
 
 
 def emits_feature_maps(gm: torch.fx.GraphModule) -> bool:
@@ -31,19 +31,21 @@ def emits_feature_maps(gm: torch.fx.GraphModule) -> bool:
     backward's gradients, a training forward's activations when not declared channels-last).
     Each would cost a transposing copy at the end; and a training graph reduces batch
     statistics per channel, which read channels-last data across the grain."""
+    return any(not _is_channels_last_val(val) for val in _returned_maps(gm))
+
+
+def _returned_maps(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """The 4-d values of several channels the graph computes and returns, in any layout (a
+    training forward's saved activations, a backward's gradients)."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    maps = []
     for item in tree_flatten(output.args)[0]:
         if not isinstance(item, torch.fx.Node) or item.op == "placeholder":
             continue
         val = item.meta.get("val")
-        if (
-            isinstance(val, torch.Tensor)
-            and val.ndim == 4
-            and val.shape[1] > 1
-            and not _is_channels_last_val(val)
-        ):
-            return True
-    return False
+        if isinstance(val, torch.Tensor) and val.ndim == 4 and val.shape[1] > 1:
+            maps.append(val)
+    return maps
 
 
 def _is_channels_last_val(val: torch.Tensor) -> bool:
@@ -95,14 +97,39 @@ def _channel_multiplier(node: torch.fx.Node | None, shape: ConvShape) -> bool:
 
 
 def _image_input(node: torch.fx.Node | None, shape: ConvShape) -> bool:
-    """A convolution of an image's few channels into a few others (at most 32: TNT's pixel
-    embedding, the stems of LeViT, GhostNet, MobileNet, Inception, RexNet). The images
-    arrive NCHW; stored NHWC first, cuDNN still makes its own copies for three channels: on
-    the H200 LeViT's fp32 stem peaks at 1960 MB against 784 NCHW, and NCHW is also 8-45%
-    faster for these in fp32 and bf16 (`tools/gpu/stem_layouts.py`). Its result is stored
-    channels-last by the next kernel that reads it. A wider stem (ResNet's 64, PoolFormer's
-    96 channels) runs 30-40% faster NHWC and stays so."""
-    return shape.in_per_group * shape.groups <= 3 and shape.out_channels <= 32
+    """A convolution of an image's few channels into a few others (at most 32) that no
+    convolution reads (TNT's pixel embedding, 2.5x slower NHWC), or any such stem in a graph
+    that returns no feature maps (inference: LeViT, GhostNet, MobileNet, Inception, RexNet).
+    The images arrive NCHW; stored NHWC first, cuDNN still copies them again for three
+    channels: on the H200 LeViT's fp32 stem peaks at 1960 MB against 784 NCHW, and NCHW is
+    8-45% faster for these in fp32 and bf16 (`tools/gpu/stem_layouts.py`); the next kernel
+    stores the result channels-last. A graph returning maps (a training forward's saved
+    activations: its stem's weight gradient is not measured NCHW) keeps a stem read by a
+    convolution channels-last, and a wider stem (ResNet's 64, PoolFormer's 96 channels:
+    30-40% faster NHWC) stays so everywhere."""
+    if node is None or shape.in_per_group * shape.groups > 3 or shape.out_channels > 32:
+        return False
+    if not _read_by_a_convolution(node):
+        return True
+    module = node.graph.owning_module
+    return module is not None and not _returned_maps(module)
+
+
+def _read_by_a_convolution(node: torch.fx.Node) -> bool:
+    seen, todo = {node}, list(node.users)
+    while todo:
+        user = todo.pop()
+        if user in seen:
+            continue
+        seen.add(user)
+        if user.op == "call_function" and _is_convolution(user.target):
+            return True
+        todo.extend(user.users)
+    return False
+
+
+def _is_convolution(target: object) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and prim_name(target) == "convolution"
 
 
 #: rule name (ChannelsLastPolicy.slow_nhwc) -> whether a convolution of this shape, at this
