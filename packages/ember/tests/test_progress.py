@@ -130,3 +130,46 @@ def test_a_decorated_forward_is_named_after_its_module():
     assert _describe(decorator.__code__, {"func": len}).startswith(
         "test_a_decorated_forward_is_named_after_its_module.<locals>.decorator ("
     )
+
+
+def test_a_backends_before_trace_hook_runs_before_each_frame_is_traced():
+    """A backend function's BEFORE_TRACE_ATTR hook (the inductor backend starts its Triton
+    build workers there) is found through the wrappers around it and runs before the frame
+    is traced: before the backend sees the graph, once per frame compiled."""
+    import functools
+
+    import ember
+    from ember.backends.registry import BEFORE_TRACE_ATTR
+
+    events = []
+
+    def backend(gm, example_inputs, tag):
+        events.append(("backend", tag))
+        return gm.forward
+
+    setattr(backend, BEFORE_TRACE_ATTR, lambda: events.append(("before trace", None)))
+
+    def f(x):
+        return x.sin() + 1
+
+    compiled = ember.compile(f, backend=functools.partial(backend, tag="partial"))
+    compiled(torch.randn(3))
+    compiled(torch.randn(3))  # a hit: nothing traced
+    compiled(torch.randn(3, 2))  # another size: traced again
+    assert events[:2] == [("before trace", None), ("backend", "partial")]
+    assert events.count(("before trace", None)) == 2, events
+
+
+def test_the_inductor_backend_starts_build_workers_only_where_cuda_runs(monkeypatch):
+    import ember.backends.inductor as inductor_backend
+    from ember.backends.registry import BEFORE_TRACE_ATTR
+
+    started = []
+    monkeypatch.setattr(inductor_backend, "start_build_workers", lambda: started.append(1))
+    hook = getattr(inductor_backend.inductor, BEFORE_TRACE_ATTR)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    hook()
+    assert started == []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    hook()
+    assert started == [1]

@@ -149,6 +149,46 @@ def test_workers_left_idle_are_stopped_and_the_next_build_starts_new_ones(
         prebuild.shutdown()
 
 
+def test_a_workers_warm_up_builds_in_a_folder_of_its_own(compiled_build):
+    """A worker started for a GPU target builds a kernel of its own before its first job
+    (Triton's back end and LLVM start then, not at the compiling process's first kernel),
+    into a folder it removes: the compiling process's cache is not touched."""
+    # in a process of its own: this one imported Triton to interpret (the folder's conftest)
+    probe = (
+        "import json, os, sys; from ember_codegen.triton import build_worker; "
+        "print(build_worker.warm_up(json.loads(sys.argv[1])), os.environ['TRITON_CACHE_DIR'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(TARGET)],
+        env=env, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.split() == ["True", compiled_build.cache_dir]
+    assert _entries(compiled_build) == set()
+    processes = prebuild.BuildProcesses(1, TARGET)  # warms up, then serves
+    try:
+        assert processes.build_all([compiled_build]) == (1, [])
+    finally:
+        processes.close()
+
+
+def test_a_worker_file_imports_nothing_of_ember_torch_or_triton():
+    """Workers run build_worker.py by its path: starting one imports torch and Triton (for
+    building), not the ember_codegen package and what it imports."""
+    from ember_codegen.triton import build_worker
+
+    probe = (
+        "import runpy, sys; runpy.run_path(sys.argv[1], run_name='probe'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('ember_codegen', 'ember_inductor_ir', 'torch', 'triton', 'sympy')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, build_worker.__file__],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert out.stdout.strip() == "[]"
+
+
 def test_no_workers_start_under_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     prebuild.start_build_workers(1)

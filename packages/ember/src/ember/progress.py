@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 import torch
 
+from ember.backends.registry import BEFORE_TRACE_ATTR
 from ember.config import config
 from ember_bytecode_tracer.convert_frame import FrameCompiler
 
@@ -203,13 +204,19 @@ def _describe(code: CodeType, f_locals: Any = None) -> str:
     return f"{type(owner).__name__}.{method} {where}"
 
 
-def _backend_name(backend: Any) -> str:
-    """A backend's name through the wrappers around it (partials, DDP's splitter, ...)."""
+def _innermost(backend: Any) -> Any:
+    """The backend inside the wrappers around it (partials, DDP's splitter, ...)."""
     for _ in range(8):
         inner = next((getattr(backend, a) for a in _WRAPPED if hasattr(backend, a)), None)
         if inner is None:
             break
         backend = inner
+    return backend
+
+
+def _backend_name(backend: Any) -> str:
+    """A backend's name through the wrappers around it."""
+    backend = _innermost(backend)
     return getattr(backend, "__name__", None) or type(backend).__name__
 
 
@@ -232,7 +239,10 @@ class ProgressFrameCompiler(FrameCompiler):
         staged_backend._ember_wrapped_backend = backend
         super().__init__(staged_backend, **kwargs)
         self.user_backend = backend
+        self.before_trace = getattr(_innermost(backend), BEFORE_TRACE_ATTR, None)
 
     def compile_miss(self, frame: Any, cache: Any) -> Any:
+        if self.before_trace is not None:
+            self.before_trace()
         with compile_progress(_describe(frame.f_code, frame.f_locals)):
             return super().compile_miss(frame, cache)

@@ -13,8 +13,12 @@ Triton whose internals differ) is built in-process as before: the workers only s
 
 The workers never touch the GPU: Triton is given a driver that names the compiling process's
 target and device, so no CUDA context is made per worker. They are plain subprocesses
-(`python -m ember_codegen.triton.prebuild`, one JSON job per line on stdin, one JSON reply
-per line on stdout), not multiprocessing's: those would re-import the user's main module.
+running build_worker.py by its path (one JSON job per line on stdin, one JSON reply per line
+on stdout), not multiprocessing's: those would re-import the user's main module. A worker
+imports torch and Triton only, and builds a small kernel of its own before its first job
+(build_worker.py), so that it is ready when the compiling process's kernels are: the
+workers start as a frame using CUDA begins to be traced (ember's inductor backend) or, at the
+latest, as its graph is lowered.
 EMBER_TRITON_BUILD_PROCESSES=0 turns them off; EMBER_COMPILE_WORKERS sets their number
 (default: DEFAULT_WORKERS).
 """
@@ -29,14 +33,20 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ember_codegen.workers import ENV_WORKERS, pool_size
 
+from . import build_worker
+from .build_worker import CompileOnlyDriver, build_kernel
 from .cache import interpreting
+
+#: runs build_worker.py by its path: the ember_codegen package is not imported in a worker
+_WORKER_MAIN = (
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 ENV_SWITCH = "EMBER_TRITON_BUILD_PROCESSES"
 #: workers started unless EMBER_COMPILE_WORKERS says otherwise: each imports torch and Triton
@@ -104,9 +114,11 @@ class BuildProcesses:
     """A few long-lived worker processes, started once per compiling process and kept for
     its later compiles (each pays for importing torch and Triton once)."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, target: list | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-m", __name__]
+        command = [sys.executable, "-c", _WORKER_MAIN, build_worker.__file__]
+        if target is not None:  # each worker's warm-up build is for this target
+            command.append(json.dumps(target))
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
         self.workers = [
             _Worker(subprocess.Popen(command, text=True, env=env, **pipes)) for _ in range(count)
@@ -171,10 +183,21 @@ def build_processes(count: int) -> BuildProcesses | None:
             if not _python_interpreter(sys.executable):
                 return None  # Python embedded in another program: nothing to start
             try:
-                _processes = BuildProcesses(count)
+                _processes = BuildProcesses(count, _current_gpu_target())
             except OSError:
                 return None
         return _processes
+
+
+def _current_gpu_target() -> list | None:
+    """The target a worker's warm-up builds for: the current CUDA device's, where CUDA is in
+    use already (asking does not start it); None elsewhere (ROCm included: no warm-up)."""
+    import torch
+
+    if torch.version.hip or not torch.cuda.is_initialized():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return ["cuda", major * 10 + minor, 32]
 
 
 def _python_interpreter(executable: str) -> bool:
@@ -242,94 +265,13 @@ atexit.register(shutdown)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers_in_child)
 
-
-# -- the worker's side --------------------------------------------------------------------
-
-
-class CompileOnlyDriver:
-    """What Triton asks its active driver while building (not launching) a kernel: the
-    compiling process's target, a device index and a stream, none of which touches a GPU."""
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-
-    def get_current_target(self) -> Any:
-        return self.target
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
-
-
-def _stand_in(arg: Any) -> Any:
-    """A worker's argument for a job's: a pointer as an object Triton specializes like a
-    tensor of that dtype and alignment, a size as itself."""
-    import torch
-    from triton.runtime.jit import MockTensor
-
-    if not (isinstance(arg, list) and arg and arg[0] == "ptr"):
-        return arg
-    _, dtype, aligned = arg
-
-    class Pointer(MockTensor):
-        def data_ptr(self) -> int:  # Triton reads alignment off the address
-            return 0 if aligned else 8
-
-    return Pointer(getattr(torch, dtype))
-
-
-def _build_launcher(binary: Any, backend: str) -> str:
-    """The binary's launcher built too (Triton compiles one small C module per argument
-    signature, with the C compiler, into the same cache); "ok" or why not. It needs the
-    CUDA driver library to load, not a GPU context."""
-    if backend != "cuda":
-        return "not a cuda binary"
-    try:
-        from triton.backends.nvidia.driver import CudaLauncher
-
-        CudaLauncher(binary.src, binary.metadata)
-    except Exception as exc:  # the compiling process builds it at the kernel's first load
-        return f"{type(exc).__name__}: {exc}"[:200]
-    return "ok"
-
-
-def build_kernel(job: BuildJob, modules: dict[str, Any]) -> Any:
-    """``job``'s kernel built (not launched) under the active driver: its compiled binary.
-    ``modules``: kernel files already imported, by path (each is imported once)."""
-    module = modules.get(job.path)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(job.module, job.path)
-        assert spec is not None and spec.loader is not None
-        module = modules[job.path] = importlib.util.module_from_spec(spec)
-        sys.modules[job.module] = module
-        spec.loader.exec_module(module)
-    return getattr(module, job.kernel).warmup(
-        *[_stand_in(a) for a in job.args], grid=(1,), **job.constexprs,
-        num_warps=job.num_warps, num_stages=job.num_stages,
-    )  # fmt: skip
-
-
-def _serve() -> None:
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime import driver
-
-    modules: dict[str, Any] = {}
-    for line in sys.stdin:
-        job = BuildJob(**json.loads(line))
-        start = time.perf_counter()
-        try:
-            os.environ["TRITON_CACHE_DIR"] = job.cache_dir
-            driver.set_active(CompileOnlyDriver(GPUTarget(*job.target)))
-            binary = build_kernel(job, modules)
-            reply = {"ok": True, "s": round(time.perf_counter() - start, 3)}
-            reply["launcher"] = _build_launcher(binary, job.target[0])
-        except Exception as exc:  # reported; the compiling process builds it instead
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    _serve()
+__all__ = [
+    "BuildJob",
+    "BuildProcesses",
+    "CompileOnlyDriver",
+    "build_all",
+    "build_kernel",
+    "pointer_arg",
+    "shutdown",
+    "start_build_workers",
+]

@@ -26,6 +26,10 @@ _CONFIGURABLE: dict[str, Callable[[str | None, dict | None], Backend]] = {}
 _SYMBOLIC_NAMES: set[str] = set()
 #: the attribute `symbolic_sizes` sets on a callable backend
 SYMBOLIC_SIZES_ATTR = "_ember_symbolic_sizes"
+#: a backend function's optional hook, called with no arguments before each frame it will
+#: compile is traced (progress.ProgressFrameCompiler): work to start early, such as the
+#: inductor backend's Triton build workers
+BEFORE_TRACE_ATTR = "_ember_before_trace"
 
 
 def symbolic_sizes(fn: Backend) -> Backend:
