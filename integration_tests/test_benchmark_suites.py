@@ -106,3 +106,32 @@ def test_summary_names_slow_rows(tmp_path: Path) -> None:
         summary.table("timm", "infer-fp32", summary.load([str(path)])[("timm", "infer-fp32")])
     )
     assert "Not run: b (timeout)." in text
+
+
+def test_summary_update_rewrites_the_table_of_the_records_machine(tmp_path: Path) -> None:
+    import summary
+
+    env = {"date": "2026-12-01 10:00 UTC", "commit": "abc", "machine": "m", "threads": 1,
+           "torch": "t", "transformers": "x", "command": "cmd"}  # fmt: skip
+    result = {"passes": True, "compile_s": 1.0, "first_call_s": 1.0, "peak_mb": 10.0}
+    record = {"suite": "timm", "model": "a", "mode": "infer-fp32", "batch": 2, "env": env,
+              "device": "cuda",
+              "compilers": {"eager": {**result, "speedup": 1.0},
+                            "torch.compile": {**result, "speedup": 2.0},
+                            "ember": {**result, "speedup": 3.0, "graphs": 1}}}  # fmt: skip
+    results = tmp_path / "r.jsonl"
+    results.write_text(json.dumps(record) + "\n")
+    old = "- 2026-11-01 09:00 UTC, commit old, m (1 threads), torch t, transformers x: `cmd`"
+    doc = tmp_path / "perf.md"
+    doc.write_text(
+        "## Public suites (GPU, fp32 inference)\n#### timm, infer-fp32 (one model)\n\n"
+        f"| stale |\n\n{old}\n  its old wrapped line\n\nProse kept.\n"
+        "## Public suites (CPU, small sizes)\n#### timm, infer-fp32\n\n| cpu |\n\n"
+        f"{old}\n"
+    )
+    assert summary.main(["--update", str(doc), str(results)]) == 0
+    text = doc.read_text()
+    assert "#### timm, infer-fp32 (one model)\n\n| compiler |" in text
+    assert "geomean speedup ratio 1.50x" in text and "| stale |" not in text
+    assert "commit abc" in text and "Prose kept." in text and "wrapped" not in text
+    assert text.endswith(f"#### timm, infer-fp32\n\n| cpu |\n\n{old}\n")  # the CPU table stays

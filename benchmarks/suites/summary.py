@@ -1,6 +1,7 @@
 """Merge run.py's JSON lines into markdown tables, one per suite and mode.
 
     python benchmarks/suites/summary.py results/*.jsonl > table.md
+    python benchmarks/suites/summary.py --update docs/performance.md results/h200/*.jsonl
 
 Per (suite, mode): models run, pass rate of each compiler (a compiler passes a model when its
 output matched eager's at the suite's tolerance), geomean speedup over eager of each compiler
@@ -13,9 +14,10 @@ record of a model that was not run (a timeout) does not replace a measured one.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -126,13 +128,70 @@ def _provenance(records) -> list[str]:
     return out
 
 
-def main(paths: list[str]) -> int:
-    if not paths:
-        raise SystemExit("usage: summary.py RESULTS.jsonl ...")
-    for (suite, mode), records in sorted(load(paths).items()):
+def update(doc: Path, groups: dict[tuple[str, str], dict[str, dict]]) -> list[str]:
+    """Replace each (suite, mode) table of `doc` in place; returns the tables replaced.
+
+    A table lives under a `#### SUITE, MODE ...` heading (the heading's own words after the
+    mode are kept) inside a `## ` section whose title names the records' machine kind, "(GPU"
+    or "(CPU", since both kinds have tables of the same suite and mode. It runs from the
+    heading to the end of its provenance list (the last item's indented lines included).
+    """
+    lines = doc.read_text().splitlines()
+    done = []
+    for (suite, mode), records in sorted(groups.items()):
+        devices = {r.get("device") for r in records.values() if "compilers" in r}
+        kind = "(CPU" if devices == {"cpu"} else "(GPU"
+        start = _table_heading(lines, f"#### {suite}, {mode}", kind)
+        if start is None:
+            continue
+        end = start + 1
+        while end < len(lines) and not lines[end].startswith("#"):
+            end += 1
+        last = max((i for i in range(start, end) if _PROVENANCE.match(lines[i])), default=None)
+        if last is None:
+            raise SystemExit(f"{doc}: the table under {lines[start]!r} has no provenance list")
+        while last + 1 < end and lines[last + 1].startswith("  "):
+            last += 1  # the last item's continuation lines
+        lines[start + 1 : last + 1] = table(suite, mode, records)[1:]
+        done.append(f"{suite}, {mode}")
+    doc.write_text("\n".join(lines) + "\n")
+    return done
+
+
+_PROVENANCE = re.compile(r"^- \d{4}-\d\d-\d\d \d\d:\d\d UTC, commit ")
+
+
+def _table_heading(lines: list[str], heading: str, kind: str) -> int | None:
+    section = ""
+    for i, line in enumerate(lines):
+        if line.startswith("## "):
+            section = line
+        elif kind in section and (line == heading or line.startswith(heading + " ")):
+            return i
+    return None
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", help="run.py's JSON-lines files")
+    parser.add_argument("--update", type=Path, metavar="DOC",
+                        help="rewrite the tables of DOC (docs/performance.md) in place")  # fmt: skip
+    args = parser.parse_args(argv)
+    groups = load(args.results)
+    if args.update:
+        done = update(args.update, groups)
+        missing = sorted(f"{s}, {m}" for s, m in groups if f"{s}, {m}" not in done)
+        print(
+            f"updated: {'; '.join(done) or 'none'}"
+            + (f"; no table for: {'; '.join(missing)}" if missing else "")
+        )
+        return 0
+    for (suite, mode), records in sorted(groups.items()):
         print("\n".join(table(suite, mode, records)) + "\n")
     return 0
 
 
 if __name__ == "__main__":
+    import sys
+
     raise SystemExit(main(sys.argv[1:]))
