@@ -74,6 +74,18 @@ def _narrow_stem_nhwc() -> None:
     convolution.SLOW_NHWC["image_input"] = lambda node, shape: False
 
 
+def _recomputed_values_early() -> None:
+    """A backward's recomputed values made at its start, fused into the first group that
+    makes their inputs (before 2026-12-01: ViT's training backward planned 1237 MB, 812 since)."""
+    import sys
+
+    import ember_inductor_ir.scheduler.schedule  # noqa: F401  (the module, not the function)
+    from ember_aot_autograd.partition import common
+
+    common.SINK_RECOMPUTED = False
+    sys.modules["ember_inductor_ir.scheduler.schedule"].MAX_HOISTED_EXTERNS = 10**9
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -103,6 +115,8 @@ VARIANTS = {
     "no_full_reads": _no_full_reads_rule,
     # a narrow stem (3 -> at most 32 channels) channels-last, its images copied NHWC first
     "stem_nhwc": _narrow_stem_nhwc,
+    # a backward's recomputed values at its start, in the first group making their inputs
+    "recompute_early": _recomputed_values_early,
 }
 
 

@@ -150,3 +150,24 @@ def test_a_norm_written_as_a_channels_last_map_fuses_with_its_statistics(check):
     _, sched = check(f, torch.randn(2, 6, 12))
     assert len(sched) == 1
     assert [n.placement for n in sched[0].nodes] == ["reduction", "full"]
+
+
+def test_a_large_value_is_not_moved_back_over_many_library_calls(check):
+    """A value read only after six matmuls, from a group made before them: computed there it
+    would be held across all six (a backward's recomputed norm output, read by its layer's
+    weight gradient); it stays after them, beside its reader."""
+
+    def f(a, w):
+        h = prims.sin(a)
+        x = h  # the first matmul reads it: its group runs before them all
+        for _ in range(6):
+            x = prims.mm(x, w)
+        return (h, x, prims.mul(prims.cos(h), h))  # (the product: written after the matmuls)
+
+    a, w = torch.randn(512, 512), torch.randn(512, 512) / 23  # 1 MiB each: over the floor
+    _, sched = check(f, a, w, atol=1e-3, rtol=1e-3)
+    order = [g for g in sched if g.extern is None or "mm" in g.extern.kernel_name]
+    last_mm = max(k for k, g in enumerate(order) if g.extern is not None)
+    (late,) = [k for k, g in enumerate(order) if g.extern is None
+                    and any("mul" in str(n.buffer.origins) for n in g.nodes)]  # fmt: skip
+    assert late > last_mm, [g.name for g in order]

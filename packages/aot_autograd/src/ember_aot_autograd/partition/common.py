@@ -113,6 +113,10 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
     bw_inputs = [(n, n.name) for n in saved] + [(t, t.name) for t in tangents]
     real_grads = [g for g in grad_outputs if g is not None]
     bw_gm = _subgraph(joint, bw_inputs, real_grads, bw_keep | available)
+    if SINK_RECOMPUTED:
+        placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
+        sink_recomputed(bw_gm.graph, placeholders[len(saved) :])  # (the tangents)
+        bw_gm.recompile()
     primal_set = set(primals)
     report = PartitionReport(
         partitioner=name,
@@ -131,6 +135,67 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
         report=report,
         symbolic_saved=tuple(k for k, n in enumerate(saved) if is_size_node(n)),
     )
+
+
+#: recomputed forward values placed just before their first backward reader (sink_recomputed)
+SINK_RECOMPUTED = True
+
+
+def sink_recomputed(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> None:
+    """Place each recomputed value (one that no tangent reaches) just before its first reader.
+
+    A backward graph copies the joint's order: every forward value it recomputes comes first,
+    before any gradient, so a value only the last layer's gradient reads (a norm's output a
+    weight gradient multiplies) is made at the start and held through the whole backward.
+    Ops with effects (random draws, writes) keep their place, and so do their inputs."""
+    from_tangents = descendants(tangents)
+    moved: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "call_function" and node not in from_tangents and _pure(node):
+            moved.add(node)
+    order: list[torch.fx.Node] = []
+    placed: set[torch.fx.Node] = set()
+
+    def place(node: torch.fx.Node) -> None:
+        stack = [(node, False)]
+        while stack:
+            item, expanded = stack.pop()
+            if item in placed:
+                continue
+            if expanded:
+                placed.add(item)
+                order.append(item)
+                continue
+            stack.append((item, True))
+            for dep in reversed(item.all_input_nodes):
+                if dep not in placed:
+                    stack.append((dep, False))
+
+    nodes = list(graph.nodes)
+    for node in nodes:
+        if node.op == "output":  # a value nothing reads stays before it
+            for left in nodes:
+                if left in moved:
+                    place(left)
+        if node not in moved:
+            place(node)
+    anchor = None
+    for node in order:
+        if anchor is None:
+            anchor = node
+            continue
+        if anchor.next is not node:
+            anchor.append(node)
+        anchor = node
+
+
+def _pure(node: torch.fx.Node) -> bool:
+    target = node.target
+    schema = getattr(target, "_schema", None)
+    if schema is None:  # getitem and arithmetic on sizes
+        return getattr(target, "__module__", None) == "_operator"
+    seeded = torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
+    return not (schema.is_mutable or seeded)
 
 
 def is_size_node(node: torch.fx.Node) -> bool:

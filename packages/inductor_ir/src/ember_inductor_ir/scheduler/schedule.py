@@ -121,13 +121,43 @@ def _candidates(op: ComputedBuffer, drafts: list[_Draft], reads: frozenset[str])
     return out
 
 
+#: library calls a large value may be moved back over by joining an earlier group (a
+#: norm's output beside its q, k and v projections); more, and it stays near its place
+MAX_HOISTED_EXTERNS = 4
+#: values smaller than this may go anywhere: held longer, they cost nothing that matters
+HOISTED_BYTES_MIN = 1 << 20
+
+
+def _hoists_too_far(op: ComputedBuffer, draft: _Draft, op_reads: frozenset[str],
+                    externs: list[int], producer_of: dict[str, _Draft],
+                    position: dict[int, int]) -> bool:  # fmt: skip
+    """Whether joining ``draft`` would make a large value before more than
+    MAX_HOISTED_EXTERNS library calls made after all of its inputs: a backward's recomputed
+    value that only a late layer's gradient reads, made with the first layer's values and
+    held through the whole backward (ViT's 24 norm outputs, 443 MB)."""
+    numel = op.layout.storage_numel()
+    if not isinstance(numel, int) and not getattr(numel, "is_Integer", False):
+        return False  # (a size known only at run time: no rule)
+    if int(numel) * op.get_dtype().itemsize < HOISTED_BYTES_MIN:
+        return False
+    latest = max((position[id(p)] for n in op_reads if (p := producer_of.get(n))), default=-1)
+    start = max(position[id(draft)], latest)
+    return externs[-1] - externs[start] > MAX_HOISTED_EXTERNS  # (library calls after it)
+
+
 def _fuse(ops: list[Operation], fusion: _Fusion) -> list[_Draft]:
     drafts: list[_Draft] = []
     producer_of: dict[str, _Draft] = {}
+    position: dict[int, int] = {}  # a draft's index in ``drafts``
+    externs: list[int] = []  # library-call drafts among drafts[: k + 1]
     for op in ops:
         joined = None
         if isinstance(op, ComputedBuffer):
             for _, kind, draft in _candidates(op, drafts, fusion.reads(op)):
+                if _hoists_too_far(op, draft, fusion.reads(op), externs, producer_of, position):
+                    log.info("no fusion of %s into %s (%s): too far back", op.name,
+                             draft.label(), kind)  # fmt: skip
+                    continue
                 reason = _try_join(draft, op, producer_of, fusion)
                 if reason is None:
                     log.info("fuse %s into %s (%s)", op.name, draft.label(), kind)
@@ -139,7 +169,9 @@ def _fuse(ops: list[Operation], fusion: _Fusion) -> list[_Draft]:
                 log.info("no fusion of %s into %s (%s): %s", op.name, draft.label(), kind, reason)
         if joined is None:
             joined = _Draft(op, fusion.reads(op))
+            position[id(joined)] = len(drafts)
             drafts.append(joined)
+            externs.append((externs[-1] if externs else 0) + joined.is_extern)
         for name in writes_of(op):
             producer_of[name] = joined
     return drafts
