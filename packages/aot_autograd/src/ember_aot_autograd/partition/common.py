@@ -115,8 +115,8 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
     bw_gm = _subgraph(joint, bw_inputs, real_grads, bw_keep | available)
     if SINK_RECOMPUTED:
         placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
-        sink_recomputed(bw_gm.graph, placeholders[len(saved) :])  # (the tangents)
-        bw_gm.recompile()
+        if sink_recomputed(bw_gm.graph, placeholders[len(saved) :]):  # (the tangents)
+            bw_gm.recompile()
     primal_set = set(primals)
     report = PartitionReport(
         partitioner=name,
@@ -141,8 +141,9 @@ def build_partition(joint: JointGraph, saved: Iterable[torch.fx.Node], name: str
 SINK_RECOMPUTED = True
 
 
-def sink_recomputed(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> None:
-    """Place each recomputed value (one that no tangent reaches) just before its first reader.
+def sink_recomputed(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> bool:
+    """Place each recomputed value (one that no tangent reaches) just before its first reader;
+    True when a node moved.
 
     A backward graph copies the joint's order: every forward value it recomputes comes first,
     before any gradient, so a value only the last layer's gradient reads (a norm's output a
@@ -179,14 +180,14 @@ def sink_recomputed(graph: torch.fx.Graph, tangents: list[torch.fx.Node]) -> Non
                     place(left)
         if node not in moved:
             place(node)
+    moved_any = False
     anchor = None
     for node in order:
-        if anchor is None:
-            anchor = node
-            continue
-        if anchor.next is not node:
+        if anchor is not None and anchor.next is not node:
             anchor.append(node)
+            moved_any = True
         anchor = node
+    return moved_any
 
 
 def _pure(node: torch.fx.Node) -> bool:
