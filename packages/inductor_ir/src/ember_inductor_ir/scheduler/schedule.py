@@ -128,21 +128,19 @@ MAX_HOISTED_EXTERNS = 4
 HOISTED_BYTES_MIN = 1 << 20
 
 
-def _hoists_too_far(op: ComputedBuffer, draft: _Draft, op_reads: frozenset[str],
-                    externs: list[int], producer_of: dict[str, _Draft],
-                    position: dict[int, int]) -> bool:  # fmt: skip
-    """Whether joining ``draft`` would make a large value before more than
-    MAX_HOISTED_EXTERNS library calls made after all of its inputs: a backward's recomputed
-    value that only a late layer's gradient reads, made with the first layer's values and
-    held through the whole backward (ViT's 24 norm outputs, 443 MB)."""
+def _inputs_ready_at(op: ComputedBuffer, reads: frozenset[str], producer_of: dict[str, _Draft],
+                     position: dict[int, int]) -> int | None:  # fmt: skip
+    """The index of the last draft making one of ``op``'s inputs (-1: none), where ``op`` is
+    a large value the hoisting rule applies to; None for a small one or a size known only at
+    run time. Joining a draft more than MAX_HOISTED_EXTERNS library calls before that point
+    would hold the value across them: a backward's recomputed value only a late layer's
+    gradient reads, made with the first layer's (ViT's 24 norm outputs, 443 MB)."""
     numel = op.layout.storage_numel()
     if not isinstance(numel, int) and not getattr(numel, "is_Integer", False):
-        return False  # (a size known only at run time: no rule)
+        return None
     if int(numel) * op.get_dtype().itemsize < HOISTED_BYTES_MIN:
-        return False
-    latest = max((position[id(p)] for n in op_reads if (p := producer_of.get(n))), default=-1)
-    start = max(position[id(draft)], latest)
-    return externs[-1] - externs[start] > MAX_HOISTED_EXTERNS  # (library calls after it)
+        return None
+    return max((position[id(p)] for n in reads if (p := producer_of.get(n))), default=-1)
 
 
 def _fuse(ops: list[Operation], fusion: _Fusion) -> list[_Draft]:
@@ -153,8 +151,10 @@ def _fuse(ops: list[Operation], fusion: _Fusion) -> list[_Draft]:
     for op in ops:
         joined = None
         if isinstance(op, ComputedBuffer):
+            ready = _inputs_ready_at(op, fusion.reads(op), producer_of, position)
             for _, kind, draft in _candidates(op, drafts, fusion.reads(op)):
-                if _hoists_too_far(op, draft, fusion.reads(op), externs, producer_of, position):
+                start = position[id(draft)] if ready is None else max(position[id(draft)], ready)
+                if ready is not None and externs[-1] - externs[start] > MAX_HOISTED_EXTERNS:
                     log.info("no fusion of %s into %s (%s): too far back", op.name,
                              draft.label(), kind)  # fmt: skip
                     continue
