@@ -39,7 +39,10 @@ def test_buffers_are_reused_per_the_memory_plan(check):
         z = prims.cos(prims.sum(y, [1]))
         return (prims.mm(prims.broadcast_in_dim(z, [4, 4], [0]), a),)
 
-    check(f, torch.randn(4, 4), atol=1e-4, rtol=1e-4)
+    # bounded inputs: with randn, exp of a row sum reaches e^5 and the cosine of a sum of
+    # hundreds amplifies float32 rounding past the tolerance (seen once in 3.12's CI)
+    torch.manual_seed(0)
+    check(f, torch.rand(4, 4) - 0.5, atol=1e-4, rtol=1e-4)
 
 
 def test_max_autotune_benchmarks_and_caches_the_winner(compile_prims):
