@@ -202,7 +202,9 @@ def _ptx_line(row: dict) -> str:
     stores = " ".join(f"{k}x{n}" for k, n in sorted(row["stores"].items()))
     return (f"{row['kernel']}: scalar loads {row['scalar_loads']} | loads {loads} | "
             f"stores {stores} | shared {row['shared']} B | regs {row.get('regs', '?')} | "
-            f"spilled {row.get('spill', '?')} B | build {row['s']:.2f} s")  # fmt: skip
+            f"spilled {row.get('spill', '?')} B | sass {row.get('sass', '?')} (mufu "
+            f"{row.get('mufu', '?')}, 64-bit int {row.get('int64', '?')}) | "
+            f"build {row['s']:.2f} s")  # fmt: skip
 
 
 #: a global load or store's width, from its PTX instruction (ld.global.v4.b32, ld.global.b16)
@@ -260,10 +262,29 @@ def _registers(ptx: str) -> dict:
             [str(ptxas), "-arch=sm_90a", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
             capture_output=True, text=True,
         )  # fmt: skip
+        sass = subprocess.run(
+            [str(ptxas.parent / "cuobjdump"), "-sass", str(Path(tmp) / "k.cubin")],
+            capture_output=True, text=True,
+        ).stdout  # fmt: skip
     report = done.stdout + done.stderr
     regs = re.search(r"Used (\d+) registers", report)
     spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
-    return {"regs": int(regs[1]) if regs else -1, "spill": sum(int(n) for n in spills)}
+    return {"regs": int(regs[1]) if regs else -1, "spill": sum(int(n) for n in spills),
+            **_sass_counts(sass)}  # fmt: skip
+
+
+#: a SASS instruction line of cuobjdump: /*0a30*/  @!P0 FFMA R3, R2, R5, R4 ;
+SASS_OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(\.[A-Z0-9_.]+)?")
+
+
+def _sass_counts(sass: str) -> dict:
+    """The kernel's static SASS instructions: all, the special-function unit's (MUFU: rcp,
+    rsqrt, ex2, ...; a quarter of the FMA rate) and the 64-bit integer ones (IMAD.WIDE,
+    IADD.64-like pairs show as IADD3.X). Per element of a pointwise kernel: divide by the
+    elements a thread handles (XBLOCK / (32 * num_warps)); a loop counts its body once."""
+    ops = [m[1] for m in SASS_OP.finditer(sass) if m[1] not in ("NOP", "EXIT", "BRA")]
+    wide = sum(1 for m in SASS_OP.finditer(sass) if m[2] and (".WIDE" in m[2] or ".X" in m[2]))
+    return {"sass": len(ops), "mufu": ops.count("MUFU"), "int64": wide}
 
 
 def write_plan(cache: Path, out: Path) -> None:

@@ -86,6 +86,18 @@ def _recomputed_values_early() -> None:
     sys.modules["ember_inductor_ir.scheduler.schedule"].MAX_HOISTED_EXTERNS = 10**9
 
 
+def _statistics_inline() -> None:
+    """A reduction's per-channel divisions and roots recomputed for every element of their
+    broadcast reader (graph.STATISTIC_BROADCAST_MIN off), and a split reduction's index
+    int64 when NSPLIT times its row passes int32 (kernel.SPLIT_BOUND_BY_CHUNKS off): both as
+    before 2026-12-02."""
+    from ember_codegen.triton import kernel
+    from ember_inductor_ir import graph
+
+    graph.STATISTIC_BROADCAST_MIN = 0
+    kernel.SPLIT_BOUND_BY_CHUNKS = False
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -117,6 +129,8 @@ VARIANTS = {
     "stem_nhwc": _narrow_stem_nhwc,
     # a backward's recomputed values at its start, in the first group making their inputs
     "recompute_early": _recomputed_values_early,
+    # batch-norm statistics' divisions and roots per element, split reductions int64
+    "stats_inline": _statistics_inline,
 }
 
 

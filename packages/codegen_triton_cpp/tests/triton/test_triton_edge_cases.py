@@ -64,3 +64,18 @@ def test_unknown_options_and_targets_are_rejected(compile_prims):
         compile_graph(sched, target="triton", autotuen=True)
     with pytest.raises(CodegenError, match="unknown mode"):
         compile_graph(sched, target="triton", mode="fastest")
+
+
+def test_a_split_reduction_is_int32_where_its_chunks_fit(check, monkeypatch):
+    # A split row's programs each loop over one chunk: positions reach NSPLIT * CHUNK, about
+    # the row, not NSPLIT times it. With the int32 limit lowered between the two, a column
+    # sum (channels-last batch-norm statistics) stays int32 and still matches eager.
+    from ember_codegen.triton import symbolic
+
+    rows, channels = 20000, 16
+    monkeypatch.setattr(symbolic, "INT32_LIMIT", 4 * rows * channels)
+    torch.manual_seed(0)
+    x = torch.randn(rows, channels)
+    compiled = check(lambda a: (prims.sum(a, [0]),), x, atol=1e-3, rtol=1e-4)
+    assert "_partial" in compiled.triton_source, "expected a split reduction"
+    assert "program_id(0).to(tl.int64)" not in compiled.triton_source

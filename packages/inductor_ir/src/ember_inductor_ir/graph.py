@@ -74,6 +74,12 @@ _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 HEAVY_BROADCAST_MIN = 4
 #: whether a broadcast gather counts as heavy (off: only libm calls do; a bisect variant)
 STORE_BROADCAST_GATHERS = True
+#: a function of a reduction's results with a division or root in it, read broadcast this
+#: many times over, is stored: it joins the reduction's kernel as an epilogue (computed once
+#: per statistic, no launch of its own) instead of being recomputed for every element of its
+#: reader (ResNet-50's batch-norm kernels in training: 50-106 SASS instructions an element,
+#: issue-bound below the memory's rate). 0 turns the rule off (a bisect variant)
+STATISTIC_BROADCAST_MIN = 64
 #: a pointwise value that more than one reader reads is stored when it reads this many
 #: whole buffers (of its own size, not broadcast): recomputed in each reader, a residual
 #: stream's running sum (x + a + b + ...) kept every term alive until its last reader and
@@ -544,8 +550,10 @@ class GraphLowering:
                     cost > self.target.inline_op_limit
                     or self._full_reads(data) >= MAX_SHARED_FULL_READS
                 )
-                if shared or (
-                    broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _costly_per_copy(data)
+                if (
+                    shared
+                    or (broadcast_factor(node) >= HEAVY_BROADCAST_MIN and _costly_per_copy(data))
+                    or self._statistic_epilogue(node, data)
                 ):
                     self.realize(box)
             elif (
@@ -562,6 +570,27 @@ class GraphLowering:
                 if cost > self.target.inline_op_limit:
                     box.data = shaped
                     self._in_base_order(self.realize(box), data)
+
+    def _statistic_epilogue(self, node: torch.fx.Node, data: Pointwise) -> bool:
+        """Whether ``data`` is a division or root of a reduction's results that its readers
+        broadcast STATISTIC_BROADCAST_MIN times or more (a batch norm's rstd, its backward's
+        per-channel means): stored, it is computed in the reduction's kernel once per
+        statistic. Values of other buffers alone (parameters) stay inline: stored, they
+        would cost a launch of their own."""
+        if (
+            not STATISTIC_BROADCAST_MIN
+            or broadcast_factor(node, through_broadcasts=True) < STATISTIC_BROADCAST_MIN
+        ):
+            return False
+        counter = ReadWriteHandler()
+        data.inner_fn(counter, index_vars("i", len(data.ranges)))
+        if not counter.divide_count:
+            return False
+        for name, _ in counter.reads:
+            buffer = self.buffers.get(name)
+            if isinstance(buffer, ComputedBuffer) and isinstance(buffer.data, Reduction):
+                return True
+        return False
 
     def _full_reads(self, data: Pointwise) -> int:
         """The buffers ``data`` reads whole: as many elements as it has (not a broadcast

@@ -164,6 +164,11 @@ def _int32_exact(expr: sympy.Expr, ranges: dict) -> bool:
     return magnitude is not None and magnitude < INT32_LIMIT
 
 
+#: a split reduction's index range is NSPLIT * CHUNK (False: NSPLIT times the row, the
+#: bound before 2026-12-02; a bisect variant)
+SPLIT_BOUND_BY_CHUNKS = True
+
+
 class KernelBuilder(ReductionEmitter):
     """Emits one kernel of a group. ``part``: None, or "partial" / "finish" (split)."""
 
@@ -202,9 +207,18 @@ class KernelBuilder(ReductionEmitter):
         rows = self.rnumel
         # (sympy.Max of two numbers is their max, built the slow way: ~0.2 ms a kernel)
         rows = sympy.Integer(max(rows, 1)) if isinstance(rows, int) else sympy.Max(rows, 1)
+        if config.NSPLIT > 1:
+            # a split row's NSPLIT chunks cover it once (the last one past its end, masked):
+            # positions reach NSPLIT * CHUNK, not NSPLIT times the row (which made every large
+            # batch-norm statistic's split reduction int64: ~6 more instructions an element)
+            rows = (
+                sympy.Integer(max(int(rows), config.NSPLIT * config.CHUNK))
+                if SPLIT_BOUND_BY_CHUNKS and rows.is_Integer and config.CHUNK
+                else rows * config.NSPLIT
+            )
         self.int64 = not fits_int32_for_every_size(
             sched.shape_env,
-            sympy.sympify(self.xnumel) * max(config.NSPLIT, 1) * rows,
+            sympy.sympify(self.xnumel) * rows,
             *self._storage_sizes(),
         )
         self.register_only = group.register_only()

@@ -30,10 +30,17 @@ LIBM_HEAVY_OPS = frozenset(
 )  # fmt: skip
 
 
+#: division and roots: on a GPU a correctly rounded division (what eager's `/` computes) is
+#: about twenty instructions with a range check and a slow-path call, a root one or two
+#: special-function ops beside it; a batch norm's per-channel statistics recomputed for each
+#: element of its reader ran 60-100 instructions an element (graph.py, statistic epilogues)
+DIVIDE_OR_ROOT_OPS = frozenset({"truediv", "reciprocal", "sqrt", "rsqrt"})
+
+
 class ReadWriteHandler:
     """Values are ``None``. After running a body: ``reads``/``writes`` list (name, index);
     ``op_count`` ops, ``transcendental_count`` of them from TRANSCENDENTAL_OPS,
-    ``heavy_count`` from LIBM_HEAVY_OPS."""
+    ``heavy_count`` from LIBM_HEAVY_OPS, ``divide_count`` from DIVIDE_OR_ROOT_OPS."""
 
     def __init__(self) -> None:
         self.reads: list[tuple[str, sympy.Expr]] = []
@@ -42,6 +49,7 @@ class ReadWriteHandler:
         self.op_count = 0
         self.transcendental_count = 0
         self.heavy_count = 0
+        self.divide_count = 0
         self.uses_random = False
         self.indirect_count = 0
 
@@ -53,6 +61,7 @@ class ReadWriteHandler:
             self.op_count += 1
             self.transcendental_count += name in TRANSCENDENTAL_OPS
             self.heavy_count += name in LIBM_HEAVY_OPS
+            self.divide_count += name in DIVIDE_OR_ROOT_OPS
 
         return op
 

@@ -70,17 +70,24 @@ def reader_count(node: torch.fx.Node) -> int:
 _ELEMENTWISE = frozenset({"unary", "binary", "comparison", "ternary", "conversion"})
 
 
-def broadcast_factor(node: torch.fx.Node) -> int:
+def broadcast_factor(node: torch.fx.Node, through_broadcasts: bool = False) -> int:
     """How many times the largest broadcast among ``node``'s readers (looking through views
     that map elements one to one) repeats each of its elements; 1 when none does, or where
-    sizes are symbolic."""
+    sizes are symbolic. ``through_broadcasts``: a ``broadcast_in_dim`` reader's own readers
+    count too (a statistic unsqueezed to [1, C, 1, 1], then broadcast by a multiply)."""
     factor = 1
     for user in node.users:
         if not isinstance(user.target, torch._ops.OpOverload):
             continue
         name = prim_name(user.target)
         if name in INJECTIVE_VIEWS:
-            factor = max(factor, broadcast_factor(user))
+            factor = max(factor, broadcast_factor(user, through_broadcasts))
+        elif through_broadcasts and name == "broadcast_in_dim":
+            small, wide = node.meta.get("val"), user.meta.get("val")
+            sizes = [*getattr(small, "shape", ()), *getattr(wide, "shape", ())]
+            if small is not None and wide is not None and all(isinstance(s, int) for s in sizes):
+                ratio = wide.numel() // max(small.numel(), 1)
+                factor = max(factor, ratio * broadcast_factor(user, through_broadcasts))
         elif name == "broadcast_in_dim" or (
             is_prim(user.target) and get_prim(user.target).category in _ELEMENTWISE
         ):
