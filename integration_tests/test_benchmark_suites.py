@@ -73,6 +73,19 @@ def test_cpu_peak_counts_what_a_call_holds_at_once() -> None:
     assert abs(suites_run._cpu_peak_bytes(scoped) - 8 * 2**20) < 2**12
 
 
+def test_a_bf16_miss_passes_only_as_close_to_float64_as_eager() -> None:
+    torch.manual_seed(0)
+    exact = torch.randn(1000, dtype=torch.float64)
+    eager = exact + 0.01 * torch.randn(1000, dtype=torch.float64)  # eager's own bf16 error
+    like_eager = exact + 0.02 * torch.randn(1000, dtype=torch.float64)
+    worse = exact + 0.2 * torch.randn(1000, dtype=torch.float64)
+    ok, ratio = suites_run.fp64_check([like_eager], [eager], [exact], atol=4e-2)
+    assert ok and 1.5 < ratio < 2.5, ratio
+    ok, ratio = suites_run.fp64_check([worse], [eager], [exact], atol=4e-2)
+    assert not ok and ratio > 15, ratio
+    assert suites_run.fp64_check([worse[:10]], [eager], [exact], atol=4e-2)[0] is False
+
+
 def test_unknown_model_is_reported_not_fatal(tmp_path: Path) -> None:
     args = _args("huggingface", tmp_path)
     record = suites_run.run_one("huggingface", "NoSuchModelForMaskedLM", args)

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -125,6 +126,67 @@ def compare(got: list, ref: list, rtol: float, atol: float) -> tuple[float, bool
     return worst, ok
 
 
+#: a bf16 result that misses the tolerance against eager still passes when it is as close
+#: to a float64 run of the same step as eager's own bf16 result is: its RMS error against
+#: float64 at most FP64_MULTIPLIER times eager's, plus a tenth of the mode's atol (scaled as
+#: in `compare`). Deep bf16 training (batch norm over few samples, long residual chains)
+#: differs from eager by more than 4% in some gradients under either compiler; the public
+#: PT2 accuracy runs judge against a float64 run the same way.
+FP64_MULTIPLIER = 3.0
+
+
+def _rms(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).pow(2).mean().sqrt().item() if a.numel() else 0.0
+
+
+def fp64_check(got: list, eager: list, fp64: list, atol: float) -> tuple[bool, float]:
+    """Whether ``got`` is as close to the float64 reference as eager's result is (see
+    FP64_MULTIPLIER), and the largest ratio of the two RMS errors."""
+    if len(got) != len(fp64) or len(eager) != len(fp64):
+        return False, float("inf")
+    scales = [r.detach().abs().max().item() if r.numel() else 0.0 for r in fp64]
+    floor = 1e-3 * max(scales, default=0.0)
+    ok, worst = True, 0.0
+    for g, e, r, scale in zip(got, eager, fp64, scales, strict=True):
+        if g.shape != r.shape:
+            return False, float("inf")
+        r64 = r.detach().double()
+        got_error, eager_error = _rms(g.detach().double(), r64), _rms(e.detach().double(), r64)
+        ok = ok and got_error <= FP64_MULTIPLIER * eager_error + 0.1 * atol * max(scale, floor)
+        ratio = got_error / max(eager_error, 1e-30)
+        worst = float("inf") if ratio != ratio else max(worst, ratio)  # NaN: a NaN result
+    return ok, worst
+
+
+def fp64_reference(case: Case, mode: str, device: str) -> list:
+    """One eager step of ``case`` in float64 without autocast (a copy: the case's model and
+    inputs are left as they are)."""
+
+    def widened(values: dict) -> dict:
+        return {k: v.double() if v.is_floating_point() else v for k, v in values.items()}
+
+    wide = replace(case, model=copy.deepcopy(case.model).double(), kwargs=widened(case.kwargs),
+                   train_kwargs=widened(case.train_kwargs), targets=widened(case.targets))  # fmt: skip
+    step = make_step(wide, "eager", mode.replace("bf16", "fp64"), device)
+    return [t.detach().cpu() for t in step()]  # off the GPU while the compilers are timed
+
+
+def _judge_by_fp64(
+    case: Case, args: argparse.Namespace, result: dict, out: list, ref: list, fp64: list
+) -> None:
+    """The float64 judgement of a result that missed eager's tolerance (FP64_MULTIPLIER);
+    a reference that cannot be made (float64 unsupported, out of memory) leaves the miss."""
+    try:
+        if not fp64:
+            fp64.extend(fp64_reference(case, args.mode, args.device))
+    except Exception as exc:
+        result["fp64_error"] = _reason(exc)
+        return
+    cpu = [t.detach().cpu() for t in out]
+    ok, ratio = fp64_check(cpu, [t.cpu() for t in ref], fp64, TOLERANCE[args.mode][1])
+    result.update(passes=ok, fp64_error_ratio=round(ratio, 3))
+
+
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -196,8 +258,11 @@ def _cpu_peak_bytes(step: Callable[[], Any]) -> int:
     return peak
 
 
-def warm_up(case: Case, name: str, args: argparse.Namespace, result: dict, ref: list) -> Any:
-    """First call (cold compile), check against eager, warm-up calls; the step or None."""
+def warm_up(
+    case: Case, name: str, args: argparse.Namespace, result: dict, ref: list, fp64: list
+) -> Any:
+    """First call (cold compile), check against eager (then float64: FP64_MULTIPLIER),
+    warm-up calls; the step or None. ``fp64``: the float64 reference, made on first need."""
     try:
         step = make_step(case, name, args.mode, args.device)
         _sync(args.device)
@@ -209,6 +274,8 @@ def warm_up(case: Case, name: str, args: argparse.Namespace, result: dict, ref: 
             ref.extend(out)
         diff, ok = compare(out, ref, *TOLERANCE[args.mode])
         result.update(max_diff=diff, passes=ok)
+        if not ok and args.mode.endswith("bf16"):
+            _judge_by_fp64(case, args, result, out, ref, fp64)
         for _ in range(args.warmup):
             step()
         if name == "ember":
@@ -265,11 +332,12 @@ def run_one(suite: str, name: str, args: argparse.Namespace) -> dict:
     results: dict[str, dict] = {c: {} for c in args.compilers}
     record["compilers"] = results
     ref: list = []
+    fp64: list = []
     steps: dict[str, Any] = {}
     reset_all()  # once: a reset between compilers would drop the compiled code timed below
     for compiler in args.compilers:
         log(f"  {compiler} ...")
-        step = warm_up(case, compiler, args, results[compiler], ref)
+        step = warm_up(case, compiler, args, results[compiler], ref, fp64)
         if step is not None:
             steps[compiler] = step
         if compiler == "eager" and step is None:
