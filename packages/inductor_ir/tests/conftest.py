@@ -64,19 +64,23 @@ def prim_graph(fn: Callable, *inputs: Any) -> torch.fx.GraphModule:
     return gm
 
 
-def compile_and_run(fn: Callable, *inputs: Any) -> tuple[Any, Any, list[Any]]:
+def compile_and_run(
+    fn: Callable, *inputs: Any, target: Target = LIBRARY_CPU
+) -> tuple[Any, Any, list[Any]]:
     gm = prim_graph(fn, *inputs)
-    lowering = lower(gm, list(inputs), target=LIBRARY_CPU)
+    lowering = lower(gm, list(inputs), target=target)
     sched = schedule(lowering)
     return lowering, sched, run_scheduled(sched, list(inputs))
 
 
-def check_against_eager(fn: Callable, *inputs: Any, atol: float = 1e-5, rtol: float = 1e-5):
-    """Lower, schedule and interpret ``fn``; compare every output with eager (values, dtype,
-    shape and strides). Returns (lowering, schedule)."""
+def check_against_eager(
+    fn: Callable, *inputs: Any, atol: float = 1e-5, rtol: float = 1e-5, target: Target = LIBRARY_CPU
+):
+    """Lower for ``target``, schedule and interpret ``fn``; compare every output with eager
+    (values, dtype, shape and strides). Returns (lowering, schedule)."""
     expected = fn(*inputs)
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    lowering, sched, got = compile_and_run(fn, *inputs)
+    lowering, sched, got = compile_and_run(fn, *inputs, target=target)
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=False):
         torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)

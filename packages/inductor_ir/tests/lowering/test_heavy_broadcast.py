@@ -6,8 +6,7 @@ import dataclasses
 
 import torch
 
-from conftest import FUSING_GPU, prim_graph
-from ember_inductor_ir import lower, run_scheduled, schedule
+from conftest import FUSING_GPU, check_against_eager
 from ember_inductor_ir.nodes import ComputedBuffer
 from ember_primops import prims
 
@@ -17,11 +16,7 @@ RECOMPUTING_GPU = dataclasses.replace(FUSING_GPU, name="recomputing", transcende
 
 
 def _lower_and_check(fn, *inputs):
-    lowering = lower(prim_graph(fn, *inputs), list(inputs), target=RECOMPUTING_GPU)
-    got = run_scheduled(schedule(lowering), list(inputs))
-    for g, e in zip(got, fn(*inputs), strict=True):
-        torch.testing.assert_close(g, e)
-    return lowering
+    return check_against_eager(fn, *inputs, target=RECOMPUTING_GPU)[0]
 
 
 def _buffer_sizes(lowering) -> list[list[int]]:
