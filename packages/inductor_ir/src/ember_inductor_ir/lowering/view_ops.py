@@ -70,6 +70,15 @@ def reader_count(node: torch.fx.Node) -> int:
 _ELEMENTWISE = frozenset({"unary", "binary", "comparison", "ternary", "conversion"})
 
 
+def _repeat_ratio(node: torch.fx.Node, user: torch.fx.Node) -> int:
+    """How many of ``user``'s elements each of ``node``'s stands for (1 where symbolic)."""
+    small, wide = node.meta.get("val"), user.meta.get("val")
+    sizes = [*getattr(small, "shape", ()), *getattr(wide, "shape", ())]
+    if small is None or wide is None or not all(isinstance(s, int) for s in sizes):
+        return 1
+    return wide.numel() // max(small.numel(), 1)
+
+
 def broadcast_factor(node: torch.fx.Node, through_broadcasts: bool = False) -> int:
     """How many times the largest broadcast among ``node``'s readers (looking through views
     that map elements one to one) repeats each of its elements; 1 when none does, or where
@@ -83,19 +92,13 @@ def broadcast_factor(node: torch.fx.Node, through_broadcasts: bool = False) -> i
         if name in INJECTIVE_VIEWS:
             factor = max(factor, broadcast_factor(user, through_broadcasts))
         elif through_broadcasts and name == "broadcast_in_dim":
-            small, wide = node.meta.get("val"), user.meta.get("val")
-            sizes = [*getattr(small, "shape", ()), *getattr(wide, "shape", ())]
-            if small is not None and wide is not None and all(isinstance(s, int) for s in sizes):
-                ratio = wide.numel() // max(small.numel(), 1)
-                factor = max(factor, ratio * broadcast_factor(user, through_broadcasts))
+            ratio = _repeat_ratio(node, user)
+            factor = max(factor, ratio * broadcast_factor(user, through_broadcasts))
         elif name == "broadcast_in_dim" or (
             is_prim(user.target) and get_prim(user.target).category in _ELEMENTWISE
         ):
             # an element-wise prim broadcasts its operands to the result's shape
-            small, wide = node.meta.get("val"), user.meta.get("val")
-            sizes = [*getattr(small, "shape", ()), *getattr(wide, "shape", ())]
-            if small is not None and wide is not None and all(isinstance(s, int) for s in sizes):
-                factor = max(factor, wide.numel() // max(small.numel(), 1))
+            factor = max(factor, _repeat_ratio(node, user))
     return factor
 
 
