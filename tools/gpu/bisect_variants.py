@@ -98,6 +98,20 @@ def _statistics_inline() -> None:
     kernel.SPLIT_BOUND_BY_CHUNKS = False
 
 
+def _statistics_inline_only() -> None:
+    """Only the per-channel divisions and roots recomputed per element (split bound as now)."""
+    from ember_inductor_ir import graph
+
+    graph.STATISTIC_BROADCAST_MIN = 0
+
+
+def _split_bound_by_rows() -> None:
+    """Only the split reduction's int32 bound as NSPLIT times its row (statistics stored)."""
+    from ember_codegen.triton import kernel
+
+    kernel.SPLIT_BOUND_BY_CHUNKS = False
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -131,6 +145,8 @@ VARIANTS = {
     "recompute_early": _recomputed_values_early,
     # batch-norm statistics' divisions and roots per element, split reductions int64
     "stats_inline": _statistics_inline,
+    "stats_only_inline": _statistics_inline_only,
+    "split_by_rows": _split_bound_by_rows,
 }
 
 
