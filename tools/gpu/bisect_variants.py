@@ -112,6 +112,22 @@ def _split_bound_by_rows() -> None:
     kernel.SPLIT_BOUND_BY_CHUNKS = False
 
 
+def _program_order() -> None:
+    """A group's nodes in program order (scheduler/pass_order.py off): a statistic stored
+    between two reductions over one row cuts their pass in two."""
+    import importlib
+
+    module = importlib.import_module("ember_inductor_ir.scheduler.schedule")
+    module.in_pass_order = lambda nodes, accesses: nodes
+
+
+def _welford_divide() -> None:
+    """A looped Welford update divides every element by its lane's count."""
+    from ember_codegen.triton import reduction_emit
+
+    reduction_emit.WELFORD_RECIPROCAL_A_PASS = False
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -147,6 +163,8 @@ VARIANTS = {
     "stats_inline": _statistics_inline,
     "stats_only_inline": _statistics_inline_only,
     "split_by_rows": _split_bound_by_rows,
+    "program_order": _program_order,
+    "welford_divide": _welford_divide,
 }
 
 

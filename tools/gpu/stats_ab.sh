@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# One device call (about 8 minutes) for f0cd59d, not yet timed on the GPU: a reduction's
-# per-channel divisions and roots stored in its own kernel (graph.STATISTIC_BROADCAST_MIN)
-# and split reductions int32 (kernel.SPLIT_BOUND_BY_CHUNKS), A/B against both switched back
-# (`stats_inline`), ms a step and peak MB, a fresh process per variant. Planned on the CPU
-# (tools/triton_plan.py --ptx): ResNet-50's training step 410 -> 320 G SASS thread-
-# instructions, its batch-norm pointwise kernels 50-106 -> about 16 an element.
+# One device call (about 8 minutes) A/B of the batch-norm statistics work, each variant in a
+# fresh process, ms a step and peak MB:
+#   stats_only_inline  a reduction's per-channel divisions and roots recomputed per element
+#                      (graph.STATISTIC_BROADCAST_MIN off)
+#   program_order      a group's nodes in program order (scheduler/pass_order.py off): the
+#                      stored statistic cut ResNet-50's two-statistic backward kernels into
+#                      two unsplit passes, 4 ms a step slower on the H200 (6c73983)
+#   welford_divide     a looped Welford update divides each element by its count
+#                      (reduction_emit.WELFORD_RECIPROCAL_A_PASS off)
+# Planned on the CPU (tools/triton_plan.py --ptx): ResNet-50's training step 410 -> 311 G
+# SASS thread-instructions with the statistics stored and the passes regrouped.
 #   bash tools/gpu/stats_ab.sh        (through the device tool, carrying .whl)
 set -uo pipefail
 source tools/gpu/host_env.sh
-for spec in "timm resnet50 train-bf16" "timm convnext_tiny train-bf16" \
-    "timm efficientnet_b0 train-bf16" "timm vit_base_patch16_224 train-bf16" \
-    "timm resnet50 infer-bf16"; do
-    read -r suite model mode <<<"$spec"
+for spec in "timm resnet50 train-bf16 base,program_order,welford_divide,stats_only_inline" \
+    "timm convnext_tiny train-bf16 base,stats_only_inline" \
+    "timm efficientnet_b0 train-bf16 base,welford_divide" \
+    "timm vit_base_patch16_224 train-bf16 base,stats_only_inline"; do
+    read -r suite model mode variants <<<"$spec"
     echo "== $model $mode"
-    timeout 110 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
-        --mode "$mode" --variants base,stats_inline --steps 20 2>&1 \
-        | grep -E "^(base|stats_inline):|Error"
+    timeout 200 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
+        --mode "$mode" --variants "$variants" --steps 20 2>&1 \
+        | grep -E "^[a-z_]+: (ok|MISMATCH)|Error"
 done

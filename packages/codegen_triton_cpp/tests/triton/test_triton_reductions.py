@@ -130,6 +130,23 @@ def test_very_long_rows_split_into_partials(check):
     assert "_ws0" in compiled.wrapper_source
 
 
+@pytest.mark.parametrize("shape", [(5, 5001), (3, 70001)])
+def test_welford_loops_divide_once_a_pass(check, shape):
+    # a looped row (5001) and a split one (70001), both with a masked tail: each lane's
+    # count in pass j is j+1, so the mean's update multiplies by one reciprocal a pass
+    torch.manual_seed(0)
+    x = torch.randn(*shape) * 3.0 + 100.0  # a large mean: the update's rounding shows
+
+    def f(a):
+        vm = prims.var_mean(a, [1], 1.0)
+        return vm[0], vm[1]
+
+    compiled = check(f, x, atol=1e-3, rtol=1e-5)
+    assert {"looped", "partial"} & set(_kinds(compiled)), _kinds(compiled)
+    code = "\n".join(k.code for k in compiled.kernels)
+    assert "acc0_d / " not in code and "acc0_rw = 1.0 / (roffset // RBLOCK + 1.0)" in code
+
+
 def test_split_sum_of_a_long_tensor_to_a_scalar(check):
     x = torch.rand(300000) + 1.0
     compiled = check(lambda a: (prims.sum(a, [0]),), x)

@@ -17,6 +17,10 @@ import torch
 
 from .dtypes import compute_type
 from .op_table import TritonValue
+
+#: a looped Welford update multiplies by one reciprocal of its pass's count (off: divides
+#: every element by its lane's count, as before 2026-12-02; a bisect switch)
+WELFORD_RECIPROCAL_A_PASS = True
 from .reductions import ARG_SENTINEL, extreme, reduction_kind, wide_type
 
 _TORCH_OF = {"tl.float32": torch.float32, "tl.float64": torch.float64, "tl.int64": torch.int64,
@@ -137,7 +141,15 @@ class ReductionEmitter:
                 body = self._body
                 body.line(f"acc{k}_d = {v} - {m}")
                 body.line(f"acc{k}_w1 = {w} + 1.0")
-                body.line(f"acc{k}_m1 = {m} + acc{k}_d / acc{k}_w1")
+                # every lane that updates in pass j updated in passes 0..j-1 (the row mask
+                # only ends a row), so its count is j+1: one reciprocal a pass for all of
+                # the tile's lanes, not a division an element (ResNet-50's batch-norm
+                # statistics spent about half their instructions dividing)
+                if WELFORD_RECIPROCAL_A_PASS:
+                    body.line(f"acc{k}_rw = 1.0 / (roffset // RBLOCK + 1.0)")
+                    body.line(f"acc{k}_m1 = {m} + acc{k}_d * acc{k}_rw")
+                else:
+                    body.line(f"acc{k}_m1 = {m} + acc{k}_d / acc{k}_w1")
                 body.line(f"{m2} = tl.where(rxmask, {m2} + acc{k}_d * ({v} - acc{k}_m1), {m2})")
                 body.line(f"{m} = tl.where(rxmask, acc{k}_m1, {m})")
                 body.line(f"{w} = tl.where(rxmask, acc{k}_w1, {w})")

@@ -27,6 +27,7 @@ from .fusion import Placements, Refused, form_group
 from .kernel_group import KernelGroup, Schedule
 from .memory_order import order_for_memory
 from .naming import extern_kernel_name, loops_kernel_name
+from .pass_order import in_pass_order
 from .reuse import plan_memory
 
 if TYPE_CHECKING:
@@ -244,13 +245,14 @@ def schedule(lowering: GraphLowering, *, release_inputs: bool = False) -> Schedu
             groups.append(KernelGroup(name, device, extern=first, reads=set(draft.reads)))
             continue
         formed = form_group(draft.ops, fusion.placements)  # type: ignore[arg-type]
+        nodes = in_pass_order(formed.nodes, fusion.placements.accesses)
         groups.append(
             KernelGroup(
-                loops_kernel_name(k, formed.nodes, bool(formed.reduction_sizes)),
+                loops_kernel_name(k, nodes, bool(formed.reduction_sizes)),
                 first.get_device(),
                 formed.sizes,
                 formed.reduction_sizes,
-                formed.nodes,
+                nodes,
                 reads=draft.reads - draft.writes,
             )
         )
