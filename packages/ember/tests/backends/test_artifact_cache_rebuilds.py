@@ -6,16 +6,29 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 
+import pytest
 from artifact_child import run_child
 
 
-def test_corrupt_entries_are_rebuilt(tmp_path):
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    """A cache one cold child filled (each test damages its own copy)."""
+    cache = tmp_path_factory.mktemp("filled") / "cache"
     run_child(cache)
+    return cache
+
+
+@pytest.fixture
+def cache(filled, tmp_path):
+    return shutil.copytree(filled, tmp_path / "cache", symlinks=True)
+
+
+def test_corrupt_entries_are_rebuilt(cache):
     for entry in (cache / "artifacts").rglob("*.json"):
         entry.write_text('{"format": 1, "payload": ')
     rebuilt = run_child(cache)
@@ -23,9 +36,7 @@ def test_corrupt_entries_are_rebuilt(tmp_path):
     assert run_child(cache)["cache_hits"] == 2
 
 
-def test_codegen_level_rebuilds_graphs_from_aot_entries(tmp_path):
-    cache = tmp_path / "cache"
-    run_child(cache)
+def test_codegen_level_rebuilds_graphs_from_aot_entries(cache):
     for entry in (cache / "artifacts" / "codegen").rglob("*.json"):
         entry.unlink()
     result = run_child(cache)  # prim graphs rebuilt from their source, compiled again
@@ -74,11 +85,9 @@ def test_graphs_with_lifted_constants_are_cached(tmp_path):
     assert warm.get("codegen_cache_misses", 0) == 0 and warm["backward_runs"] == 1
 
 
-def test_entries_of_another_key_are_rebuilt_not_loaded(tmp_path):
+def test_entries_of_another_key_are_rebuilt_not_loaded(cache):
     """Each entry file copied over another key's (internally consistent, wrong graph):
     detected by the key recorded inside, rebuilt, and the results still match eager."""
-    cache = tmp_path / "cache"
-    run_child(cache)
     for level in ("aot", "codegen"):
         entries = sorted((cache / "artifacts" / level).rglob("*.json"))
         assert len(entries) >= 2
