@@ -128,6 +128,14 @@ def _welford_divide() -> None:
     reduction_emit.WELFORD_RECIPROCAL_A_PASS = False
 
 
+def _pool_scatter() -> None:
+    """A max pool's backward as aten's scatter-add (zeros, then an atomic add a window),
+    not each input element gathering its windows (decompositions/pool_backward.py)."""
+    from ember_primops.decompositions import pool_backward
+
+    pool_backward.MAX_GATHERED_WINDOWS = 0
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -165,6 +173,7 @@ VARIANTS = {
     "split_by_rows": _split_bound_by_rows,
     "program_order": _program_order,
     "welford_divide": _welford_divide,
+    "pool_scatter": _pool_scatter,
 }
 
 

@@ -8,18 +8,20 @@
 #                      two unsplit passes, 4 ms a step slower on the H200 (6c73983)
 #   welford_divide     a looped Welford update divides each element by its count
 #                      (reduction_emit.WELFORD_RECIPROCAL_A_PASS off)
+#   pool_scatter       the stem max pool's backward as aten's scatter-add, not a gather
+#                      fused into the batch norm's backward (pool_backward.py)
 # Planned on the CPU (tools/triton_plan.py --ptx): ResNet-50's training step 410 -> 311 G
 # SASS thread-instructions with the statistics stored and the passes regrouped.
 #   bash tools/gpu/stats_ab.sh        (through the device tool, carrying .whl)
 set -uo pipefail
 source tools/gpu/host_env.sh
-for spec in "timm resnet50 train-bf16 base,program_order,welford_divide,stats_only_inline" \
+for spec in "timm resnet50 train-bf16 base,program_order,welford_divide,stats_only_inline,pool_scatter" \
     "timm convnext_tiny train-bf16 base,stats_only_inline" \
     "timm efficientnet_b0 train-bf16 base,welford_divide" \
     "timm vit_base_patch16_224 train-bf16 base,stats_only_inline"; do
     read -r suite model mode variants <<<"$spec"
     echo "== $model $mode"
-    timeout 200 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
+    timeout 250 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
         --mode "$mode" --variants "$variants" --steps 20 2>&1 \
         | grep -E "^[a-z_]+: (ok|MISMATCH)|Error"
 done

@@ -147,3 +147,17 @@ def test_a_recomputed_value_is_made_just_before_its_first_backward_reader():
     outputs = part.fw_gm(x, w1, w2)
     grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
     torch.testing.assert_close(list(grads), list(expected))
+
+
+def gathered(x, idx, w):
+    return (x[idx].sin() * w).sum()
+
+
+def test_min_cut_recomputes_a_gather_rather_than_save_its_larger_result():
+    # the backward reads sin(x[idx]) (4096 floats); x and idx are the inputs, free to save
+    x, idx = torch.randn(8), torch.randint(0, 8, (4096,))
+    w = torch.randn(4096, requires_grad=True)
+    report = partition_report(gathered, [x, idx, w])["min_cut"]
+    assert report.saved_activation_bytes == 0, report
+    joint = trace_joint(gathered, [x, idx, w])
+    assert any(is_recomputable(n) for n in joint.gm.graph.nodes if n.target == aten.index.Tensor)

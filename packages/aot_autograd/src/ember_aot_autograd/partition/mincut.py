@@ -65,6 +65,9 @@ _RECOMPUTABLE: set[str] = {
         "as_strided_scatter",
         "cat",
         "constant_pad_nd",
+        "gather",
+        "index",
+        "index_select",
     )
 } | {
     f"ember_prims::{name}"
@@ -119,6 +122,12 @@ _RECOMPUTABLE: set[str] = {
         "logical_and",
         "logical_or",
         "fma",
+        # reads at computed positions, as cheap as a pointwise op's: a max pool's backward
+        # then recomputes its per-input hits from the saved int8 window offsets, where it
+        # saved four bool masks over the pool's input (ResNet-50's stem: 411 MB)
+        "gather",
+        "index",
+        "index_select",
     )
 }
 

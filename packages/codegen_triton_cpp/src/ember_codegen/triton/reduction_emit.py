@@ -17,11 +17,11 @@ import torch
 
 from .dtypes import compute_type
 from .op_table import TritonValue
+from .reductions import ARG_SENTINEL, extreme, reduction_kind, wide_type
 
 #: a looped Welford update multiplies by one reciprocal of its pass's count (off: divides
 #: every element by its lane's count, as before 2026-12-02; a bisect switch)
 WELFORD_RECIPROCAL_A_PASS = True
-from .reductions import ARG_SENTINEL, extreme, reduction_kind, wide_type
 
 _TORCH_OF = {"tl.float32": torch.float32, "tl.float64": torch.float64, "tl.int64": torch.int64,
              "tl.int32": torch.int32, "tl.int1": torch.bool, "tl.int8": torch.int8,

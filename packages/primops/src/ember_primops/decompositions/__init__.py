@@ -21,6 +21,7 @@ from ember_primops.decompositions import (  # noqa: F401  (importing a family re
     nn_norms,
     nn_pooling,
     pointwise,
+    pool_backward,
     random,
     reductions,
     scans,

@@ -260,39 +260,6 @@ def convolution_backward(
     return grads[0], grads[1], prims.sum(grad_output, [0, *range(2, grad_output.ndim)])
 
 
-def _pool_backward_scatter(grad_output, a, indices, spatial_dims):
-    lead = a.dim() - spatial_dims
-    plane = math.prod(a.shape[lead:])
-    g = prims.reshape(grad_output, [*a.shape[:lead], math.prod(grad_output.shape[lead:])])
-    idx = prims.reshape(indices, list(g.shape))
-    zeros = prims.full([*a.shape[:lead], plane], 0, dtype=g.dtype, device=g.device)
-    return prims.reshape(prims.scatter_add(zeros, lead, idx, g), list(a.shape))
-
-
-@register_decomposition(aten.adaptive_max_pool2d_backward.default)
-def adaptive_max_pool2d_backward(grad_output, a, indices):
-    return _pool_backward_scatter(grad_output, a, indices, 2)
-
-
-@register_decomposition(aten.adaptive_max_pool3d_backward.default)
-def adaptive_max_pool3d_backward(grad_output, a, indices):
-    return _pool_backward_scatter(grad_output, a, indices, 3)
-
-
-@register_decomposition(aten.max_pool2d_with_indices_backward.default)
-def max_pool2d_with_indices_backward(
-    grad_output, a, kernel_size, stride, padding, dilation, ceil_mode, indices
-):
-    return _pool_backward_scatter(grad_output, a, indices, 2)
-
-
-@register_decomposition(aten.max_pool3d_with_indices_backward.default)
-def max_pool3d_with_indices_backward(
-    grad_output, a, kernel_size, stride, padding, dilation, ceil_mode, indices
-):
-    return _pool_backward_scatter(grad_output, a, indices, 3)
-
-
 @register_decomposition(aten.gelu_backward.default)
 def gelu_backward(grad_output, a, *, approximate="none"):
     g, x = _up(grad_output), _up(a)

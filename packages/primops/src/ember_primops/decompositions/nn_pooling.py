@@ -30,7 +30,7 @@ def convolution(a, weight, bias, stride, padding, dilation, transposed, output_p
     )
 
 
-def _expand_param(value, n: int, default=None) -> list[int]:
+def expand_pool_param(value, n: int, default=None) -> list[int]:
     if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
         value = default
     if isinstance(value, int):
@@ -81,20 +81,27 @@ def _flatten_last(x, n):
 
 
 def _max_pool(a, kernel_size, stride, padding, dilation, ceil_mode, n):
-    kernel = _expand_param(kernel_size, n)
-    stride = _expand_param(stride, n, kernel)
-    padding = _expand_param(padding, n, 0)
-    dilation = _expand_param(dilation, n, 1)
+    kernel = expand_pool_param(kernel_size, n)
+    stride = expand_pool_param(stride, n, kernel)
+    padding = expand_pool_param(padding, n, 0)
+    dilation = expand_pool_param(dilation, n, 1)
     spatial = a.dim() - n
     lowest = -math.inf if a.dtype.is_floating_point else torch.iinfo(a.dtype).min
     values, _ = _windows(a, spatial, kernel, stride, padding, dilation, ceil_mode, lowest)
     flat = _flatten_last(values, n)
     best = prims.argmax(flat, flat.dim() - 1)
+    if flat.shape[-1] <= torch.iinfo(torch.int8).max:
+        # the window offset through int8: a training graph saves that byte an output
+        # element for the backward, not the int64 index (8x the bytes) or the backward's
+        # per-input masks (ResNet-50's stem pool: 26 MB against 205 MB or 411 MB)
+        best = convert(convert(best, torch.int8), torch.int64)
     out = prims.amax(flat, [flat.dim() - 1])
     # Flat input index of each window element, laid out like the values.
     sizes = list(a.shape[spatial:])
+    plane = math.prod(sizes)
+    narrow = torch.int32 if plane < 2**31 else torch.int64  # cheaper arithmetic on a GPU
     position = prims.reshape(
-        prims.iota(math.prod(sizes), start=0, step=1, dtype=torch.int64, device=a.device), sizes
+        prims.iota(plane, start=0, step=1, dtype=narrow, device=a.device), sizes
     )
     pos_windows, _ = _windows(position, 0, kernel, stride, padding, dilation, ceil_mode, -1)
     pos_flat = _flatten_last(pos_windows, n)
@@ -103,10 +110,10 @@ def _max_pool(a, kernel_size, stride, padding, dilation, ceil_mode, n):
         prims.gather(pos_full, flat.dim() - 1, prims.expand_dims(best, [flat.dim() - 1])),
         [flat.dim() - 1],
     )
-    return _in_layout_of(out, a), _in_layout_of(index, a)
+    return in_layout_of(out, a), in_layout_of(convert(index, torch.int64), a)
 
 
-def _in_layout_of(out, a):
+def in_layout_of(out, a):
     """``out`` in the channels_last(_3d) layout of the input ``a`` (not also contiguous), as
     eager's pooling writes its results; else as it is."""
     fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(a.dim())
@@ -146,9 +153,9 @@ def _avg_divisor(length, out, k, s, p, count_include_pad, device, dtype):
 
 
 def _avg_pool(a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n):
-    kernel = _expand_param(kernel_size, n)
-    stride = _expand_param(stride, n, kernel)
-    padding = _expand_param(padding, n, 0)
+    kernel = expand_pool_param(kernel_size, n)
+    stride = expand_pool_param(stride, n, kernel)
+    padding = expand_pool_param(padding, n, 0)
     compute = computation_dtype(a.dtype)
     x = convert(a, compute)
     spatial = a.dim() - n
@@ -174,7 +181,7 @@ def _avg_pool(a, kernel_size, stride, padding, ceil_mode, count_include_pad, div
             divisor = part if divisor is None else prims.mul(divisor, part)
         out = prims.div(total, divisor)
     out = convert(out, a.dtype)
-    return _in_layout_of(out, a) if n == 2 else out  # eager's 3-d average is contiguous
+    return in_layout_of(out, a) if n == 2 else out  # eager's 3-d average is contiguous
 
 
 @register_decomposition(aten.avg_pool2d.default)
@@ -432,8 +439,8 @@ _register_linear("upsample_trilinear3d", 3)
 
 @register_decomposition(aten.im2col.default)
 def im2col(a, kernel_size, dilation, padding, stride):
-    kernel, dilation = _expand_param(kernel_size, 2), _expand_param(dilation, 2)
-    padding, stride = _expand_param(padding, 2), _expand_param(stride, 2)
+    kernel, dilation = expand_pool_param(kernel_size, 2), expand_pool_param(dilation, 2)
+    padding, stride = expand_pool_param(padding, 2), expand_pool_param(stride, 2)
     batched = a.dim() == 4
     x = a if batched else prims.expand_dims(a, [0])
     windows, outs = _windows(x, 2, kernel, stride, padding, dilation, False, 0)
@@ -453,9 +460,9 @@ def col2im(a, output_size, kernel_size, dilation, padding, stride):
     adds into a half-precision image: within a rounding of this). A gather of the planes,
     so the readers and the sum fuse into one pointwise kernel (VOLO's outlook attention;
     eager's own kernel took 1.8 ms a step on the H200)."""
-    size, kernel = _expand_param(output_size, 2), _expand_param(kernel_size, 2)
-    dilation, padding = _expand_param(dilation, 2), _expand_param(padding, 2)
-    stride = _expand_param(stride, 2)
+    size, kernel = expand_pool_param(output_size, 2), expand_pool_param(kernel_size, 2)
+    dilation, padding = expand_pool_param(dilation, 2), expand_pool_param(padding, 2)
+    stride = expand_pool_param(stride, 2)
     batched = a.dim() == 3
     x = a if batched else prims.expand_dims(a, [0])
     n, c = x.shape[0], x.shape[1] // (kernel[0] * kernel[1])

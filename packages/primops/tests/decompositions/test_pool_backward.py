@@ -1,0 +1,67 @@
+"""Max pooling's backward (decompositions/pool_backward.py): the gather form equals aten's
+scatter for overlapping, padded, dilated and ceil-mode windows, ties and channels-last
+inputs, in 2-d and 3-d; windows an element lies in too many of scatter-add instead."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ember_primops.decompose_mode import DecomposeMode
+from ember_primops.decompositions import pool_backward
+
+aten = torch.ops.aten
+
+# (input shape, kernel, stride, padding, dilation, ceil_mode)
+CASES_2D = [
+    ((2, 3, 9, 11), 3, 2, 1, 1, False),  # ResNet's stem pool: overlapping windows
+    ((2, 3, 9, 11), 3, 2, 1, 1, True),
+    ((2, 3, 10, 10), 2, 2, 0, 1, False),
+    ((1, 2, 12, 12), 3, 1, 1, 1, False),  # 9 windows an element
+    ((1, 2, 13, 12), 3, 2, 1, 2, False),  # dilated
+    ((2, 4, 8, 8), (3, 2), (2, 1), (1, 0), 1, True),
+]
+
+
+def _backward(shape, kernel, stride, padding, dilation, ceil_mode, channels_last=False):
+    torch.manual_seed(0)
+    x = torch.randn(shape).round()  # many ties: the saved index decides
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    pool = aten.max_pool2d_with_indices if x.dim() == 4 else aten.max_pool3d_with_indices
+    back = (
+        aten.max_pool2d_with_indices_backward
+        if x.dim() == 4
+        else aten.max_pool3d_with_indices_backward
+    )
+    out, indices = pool(x, kernel, stride, padding, dilation, ceil_mode)
+    grad = torch.randn_like(out)
+    args = (grad, x, kernel, stride, padding, dilation, ceil_mode, indices)
+    mode = DecomposeMode(strict=True)
+    with mode:
+        got = back(*args)
+    return got, back(*args), mode
+
+
+@pytest.mark.parametrize("case", CASES_2D)
+def test_gathered_gradients_equal_atens(case):
+    got, want, mode = _backward(*case)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert "ember_prims.index.default" in mode.prim_counts
+    assert "ember_prims.scatter_add.default" not in mode.prim_counts
+
+
+def test_channels_last_and_3d_inputs():
+    got, want, _ = _backward((2, 5, 9, 7), 3, 2, 1, 1, False, channels_last=True)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert got.stride() == want.stride()  # channels-last, as eager's: no transposing copy
+    got, want, mode = _backward((1, 2, 7, 6, 5), 3, 2, 1, 1, False)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert "ember_prims.scatter_add.default" not in mode.prim_counts  # 8 windows an element
+
+
+def test_elements_in_many_windows_scatter_instead():
+    assert pool_backward.MAX_GATHERED_WINDOWS < 25
+    got, want, mode = _backward((1, 2, 12, 12), 5, 1, 2, 1, False)  # 25 windows an element
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert "ember_prims.scatter_add.default" in mode.prim_counts
