@@ -94,3 +94,23 @@ def check_against_eager(
 @pytest.fixture
 def check():
     return check_against_eager
+
+
+#: a batch norm's input, [N, C, H, W], for the per-channel statistic tests
+BN_SHAPE = [4, 8, 6, 6]
+
+
+def per_channel(value: float):
+    """A [C] tensor of ``value`` (a statistic's divisor or eps), as a decomposition writes it."""
+    from ember_primops import prims
+
+    scalar = prims.scalar_tensor(value, dtype=torch.float32, device=torch.device("cpu"))
+    return prims.broadcast_in_dim(scalar, [BN_SHAPE[1]], [])
+
+
+def over_channels(values):
+    """A [C] statistic broadcast through a [1, C, 1, 1] unsqueeze to the whole input."""
+    from ember_primops import prims
+
+    unsqueezed = prims.broadcast_in_dim(values, [1, BN_SHAPE[1], 1, 1], [1])
+    return prims.broadcast_in_dim(unsqueezed, BN_SHAPE, [0, 1, 2, 3])

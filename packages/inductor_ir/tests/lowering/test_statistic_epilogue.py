@@ -5,37 +5,28 @@ statistics' kernel rather than for every element of the normalize."""
 
 import torch
 
-from conftest import FUSING_GPU, check_against_eager
+from conftest import BN_SHAPE as SHAPE
+from conftest import FUSING_GPU, check_against_eager, over_channels, per_channel
 from ember_inductor_ir import schedule
 from ember_inductor_ir.nodes import ComputedBuffer, Reduction
 from ember_primops import prims
-
-SHAPE = [4, 8, 6, 6]
-CPU = torch.device("cpu")
-
-
-def _per_channel(value: float):
-    scalar = prims.scalar_tensor(value, dtype=torch.float32, device=CPU)
-    return prims.broadcast_in_dim(scalar, [SHAPE[1]], [])
 
 
 def _normalize(x):
     # batch-norm statistics over N, H, W; rstd = 1 / sqrt(var + eps), broadcast through a
     # [1, C, 1, 1] unsqueeze, as the decomposition writes it
     n = SHAPE[0] * SHAPE[2] * SHAPE[3]
-    mean = prims.div(prims.sum(x, [0, 2, 3]), _per_channel(n))
+    mean = prims.div(prims.sum(x, [0, 2, 3]), per_channel(n))
     centered = prims.sub(x, prims.broadcast_in_dim(mean, SHAPE, [1]))
-    var = prims.div(prims.sum(prims.mul(centered, centered), [0, 2, 3]), _per_channel(n))
-    rstd = prims.rsqrt(prims.add(var, _per_channel(1e-5)))
-    unsqueezed = prims.broadcast_in_dim(rstd, [1, SHAPE[1], 1, 1], [1])
-    return (prims.mul(centered, prims.broadcast_in_dim(unsqueezed, SHAPE, [0, 1, 2, 3])),)
+    var = prims.div(prims.sum(prims.mul(centered, centered), [0, 2, 3]), per_channel(n))
+    rstd = prims.rsqrt(prims.add(var, per_channel(1e-5)))
+    return (prims.mul(centered, over_channels(rstd)),)
 
 
 def _scale_by_parameter(x, var):
     # the same root of a parameter (eval-mode batch norm): no reduction's kernel to join
-    rstd = prims.rsqrt(prims.add(var, _per_channel(1e-5)))
-    unsqueezed = prims.broadcast_in_dim(rstd, [1, SHAPE[1], 1, 1], [1])
-    return (prims.mul(x, prims.broadcast_in_dim(unsqueezed, SHAPE, [0, 1, 2, 3])),)
+    rstd = prims.rsqrt(prims.add(var, per_channel(1e-5)))
+    return (prims.mul(x, over_channels(rstd)),)
 
 
 def _lower_and_check(fn, *inputs):
@@ -53,7 +44,7 @@ def _stored_statistics(lowering) -> list[ComputedBuffer]:
     ]
 
 
-def test_a_reductions_mean_and_rstd_are_stored_once_per_channel():
+def test_a_reductions_mean_and_rstd_are_stored_onceper_channel():
     lowering = _lower_and_check(_normalize, torch.randn(SHAPE))
     origins = sorted(b.origins[0].split("_")[0] for b in _stored_statistics(lowering))
     assert origins == ["div", "rsqrt"], origins

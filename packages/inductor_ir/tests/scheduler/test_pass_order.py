@@ -6,29 +6,17 @@ import importlib
 
 import torch
 
-from conftest import FUSING_GPU, check_against_eager
+from conftest import BN_SHAPE as SHAPE
+from conftest import FUSING_GPU, check_against_eager, over_channels, per_channel
 from ember_inductor_ir import schedule
 from ember_primops import prims
-
-SHAPE = [4, 8, 6, 6]
-CPU = torch.device("cpu")
-
-
-def _per_channel(value: float):
-    scalar = prims.scalar_tensor(value, dtype=torch.float32, device=CPU)
-    return prims.broadcast_in_dim(scalar, [SHAPE[1]], [])
-
-
-def _everywhere(per_channel):
-    unsqueezed = prims.broadcast_in_dim(per_channel, [1, SHAPE[1], 1, 1], [1])
-    return prims.broadcast_in_dim(unsqueezed, SHAPE, [0, 1, 2, 3])
 
 
 def _two_statistics(grad, x1, x2):
     n = SHAPE[0] * SHAPE[2] * SHAPE[3]
-    first = prims.div(prims.sum(prims.mul(grad, x1), [0, 2, 3]), _per_channel(n))
-    second = prims.div(prims.sum(prims.mul(grad, x2), [0, 2, 3]), _per_channel(n))
-    scaled = prims.add(prims.mul(x1, _everywhere(first)), prims.mul(x2, _everywhere(second)))
+    first = prims.div(prims.sum(prims.mul(grad, x1), [0, 2, 3]), per_channel(n))
+    second = prims.div(prims.sum(prims.mul(grad, x2), [0, 2, 3]), per_channel(n))
+    scaled = prims.add(prims.mul(x1, over_channels(first)), prims.mul(x2, over_channels(second)))
     return (prims.sub(grad, scaled),)
 
 
