@@ -121,11 +121,11 @@ def _program_order() -> None:
     module.in_pass_order = lambda nodes, accesses: nodes
 
 
-def _welford_divide() -> None:
-    """A looped Welford update divides every element by its lane's count."""
+def _welford_reciprocal() -> None:
+    """A looped Welford update multiplies by one reciprocal of its pass's count."""
     from ember_codegen.triton import reduction_emit
 
-    reduction_emit.WELFORD_RECIPROCAL_A_PASS = False
+    reduction_emit.WELFORD_RECIPROCAL_A_PASS = True
 
 
 def _pool_scatter() -> None:
@@ -172,7 +172,7 @@ VARIANTS = {
     "stats_only_inline": _statistics_inline_only,
     "split_by_rows": _split_bound_by_rows,
     "program_order": _program_order,
-    "welford_divide": _welford_divide,
+    "welford_reciprocal": _welford_reciprocal,
     "pool_scatter": _pool_scatter,
 }
 

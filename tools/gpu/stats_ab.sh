@@ -6,7 +6,8 @@
 #   program_order      a group's nodes in program order (scheduler/pass_order.py off): the
 #                      stored statistic cut ResNet-50's two-statistic backward kernels into
 #                      two unsplit passes, 4 ms a step slower on the H200 (6c73983)
-#   welford_divide     a looped Welford update divides each element by its count
+#   welford_reciprocal a looped Welford update multiplies by one reciprocal a pass (slower
+#                      on both models, 2026-12-02: off by default)
 #                      (reduction_emit.WELFORD_RECIPROCAL_A_PASS off)
 #   pool_scatter       the stem max pool's backward as aten's scatter-add, not a gather
 #                      fused into the batch norm's backward (pool_backward.py)
@@ -15,9 +16,9 @@
 #   bash tools/gpu/stats_ab.sh        (through the device tool, carrying .whl)
 set -uo pipefail
 source tools/gpu/host_env.sh
-for spec in "timm resnet50 train-bf16 base,program_order,welford_divide,stats_only_inline,pool_scatter" \
+for spec in "timm resnet50 train-bf16 base,program_order,welford_reciprocal,stats_only_inline,pool_scatter" \
     "timm convnext_tiny train-bf16 base,stats_only_inline" \
-    "timm efficientnet_b0 train-bf16 base,welford_divide" \
+    "timm efficientnet_b0 train-bf16 base,welford_reciprocal" \
     "timm vit_base_patch16_224 train-bf16 base,stats_only_inline"; do
     read -r suite model mode variants <<<"$spec"
     echo "== $model $mode"

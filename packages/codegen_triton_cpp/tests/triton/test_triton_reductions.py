@@ -130,10 +130,14 @@ def test_very_long_rows_split_into_partials(check):
     assert "_ws0" in compiled.wrapper_source
 
 
+@pytest.mark.parametrize("reciprocal", [True, False])
 @pytest.mark.parametrize("shape", [(5, 5001), (3, 70001)])
-def test_welford_loops_divide_once_a_pass(check, shape):
+def test_welford_loops_divide_once_a_pass(check, shape, reciprocal, monkeypatch):
     # a looped row (5001) and a split one (70001), both with a masked tail: each lane's
-    # count in pass j is j+1, so the mean's update multiplies by one reciprocal a pass
+    # count in pass j is j+1, so the mean's update may multiply by one reciprocal a pass
+    from ember_codegen.triton import reduction_emit
+
+    monkeypatch.setattr(reduction_emit, "WELFORD_RECIPROCAL_A_PASS", reciprocal)
     torch.manual_seed(0)
     x = torch.randn(*shape) * 3.0 + 100.0  # a large mean: the update's rounding shows
 
@@ -144,7 +148,8 @@ def test_welford_loops_divide_once_a_pass(check, shape):
     compiled = check(f, x, atol=1e-3, rtol=1e-5)
     assert {"looped", "partial"} & set(_kinds(compiled)), _kinds(compiled)
     code = "\n".join(k.code for k in compiled.kernels)
-    assert "acc0_d / " not in code and "acc0_rw = 1.0 / (roffset // RBLOCK + 1.0)" in code
+    once = "acc0_rw = 1.0 / (roffset // RBLOCK + 1.0)"
+    assert ("acc0_d / " not in code and once in code) if reciprocal else once not in code
 
 
 def test_split_sum_of_a_long_tensor_to_a_scalar(check):
