@@ -92,6 +92,34 @@ def test_unknown_model_is_reported_not_fatal(tmp_path: Path) -> None:
     assert "has no NoSuchModelForMaskedLM" in record["skipped"]
 
 
+def test_compile_lanes_report_the_cold_compile_and_time_from_warm_caches(tmp_path: Path) -> None:
+    # the cold pass and the timed pass share the run's disk caches: the timed first call
+    # loads what the cold one built, and the record's compile figures are the cold pass's
+    out = tmp_path / "out.jsonl"
+    suites_run.main(
+        ["--suite", "huggingface", "--models", "BertForMaskedLM", "--compile-lanes", "2",
+         "--compilers", "eager,ember", "--rounds", "1", "--warmup", "0", "--min-sample-ms",
+         "1", "--out", str(out)]
+    )  # fmt: skip
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    ember = record["compilers"]["ember"]
+    assert record["compile_lanes"] == 2 and ember["passes"] is True, record
+    assert ember["cache"].get("cache_hits", 0) > 0 and not ember["cache"].get("cache_misses")
+    assert ember["first_call_s"] > 0 and ember["warm_first_call_s"] > 0, ember
+    assert ember["compile_s"] == pytest.approx(ember["first_call_s"] - ember["median_ms"] / 1e3)
+
+
+def test_a_compiler_without_a_cold_first_call_has_no_compile_figure() -> None:
+    record = {"compilers": {"eager": {"first_call_s": 0.1, "compile_s": 0.0, "median_ms": 10.0},
+                            "ember": {"first_call_s": 0.5, "compile_s": 0.49, "median_ms": 10.0}}}  # fmt: skip
+    cold = {"compilers": {"eager": {"first_call_s": 0.3}, "ember": {"error": "boom"}}}
+    suites_run.take_cold_compiles(record, cold, 4)
+    eager, ember = record["compilers"]["eager"], record["compilers"]["ember"]
+    assert eager["first_call_s"] == 0.3 and eager["compile_s"] == pytest.approx(0.29)
+    assert eager["warm_first_call_s"] == 0.1
+    assert "compile_s" not in ember and ember["warm_compile_s"] == 0.49
+
+
 def test_summary_names_slow_rows(tmp_path: Path) -> None:
     import summary
 

@@ -82,9 +82,13 @@ def _ember_vs_compile(ran: list[dict], compilers: list[str]) -> list[str]:
     memory = geomean([_ratio(e, t, "peak_mb") for _, e, t in pairs])
     compile_s = geomean([_ratio(e, t, "compile_s") for _, e, t in pairs])
     slow = [f"{m} {s:.3f}" for m, s in speed if s is not None and s < SLOW]
+    lanes = sorted({r["compile_lanes"] for r in ran if r.get("compile_lanes", 1) > 1})
+    shared = (f" Cold compiles of {' or '.join(map(str, lanes))} models at once on the host's "
+              "cores (run.py --compile-lanes) for the records whose command says so."
+              if lanes else "")  # fmt: skip
     return [
         f"Ember / torch.compile: geomean speedup ratio {_fmt(geomean([s for _, s in speed]))}, "
-        f"peak memory ratio {_fmt(memory)}, cold compile time ratio {_fmt(compile_s)}.",
+        f"peak memory ratio {_fmt(memory)}, cold compile time ratio {_fmt(compile_s)}.{shared}",
         f"Below {SLOW}x torch.compile's speed: {', '.join(slow) if slow else 'none'}.",
         "",
     ]

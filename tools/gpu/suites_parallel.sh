@@ -6,7 +6,9 @@
 #       SUITES_COMMIT=$(git rev-parse --short HEAD) bash tools/gpu/suites_parallel.sh
 # A job is SUITE:MODE:SHARD[:MODELS] (MODELS a comma list; SHARD k/n, 0/1 for all); `|`
 # separates lanes, lane i runs on GPU i. ROUNDS (3), MODEL_TIMEOUT (s per model, 150),
-# TOTAL_TIMEOUT (s for each lane, 540), PROFILE=1 as in suites.sh. Each model is still its
+# TOTAL_TIMEOUT (s for each lane, 540), PROFILE=1 as in suites.sh, COMPILE_LANES (4: each
+# job first compiles its models cold, that many at once on the host's cores, then times
+# each alone from the warm caches; about twice the models a call). Each model is still its
 # own process with eager, torch.compile and Ember interleaved, so lanes compare nothing
 # across GPUs; they share the host's CPU cores (32 on x2) for compiling.
 # Writes $OUT/suites-SUITE-MODE-K_N.jsonl per job, $OUT/laneI.log, and $OUT/summary.md over
@@ -35,7 +37,8 @@ run_lane() { # run_lane GPU JOB...: the jobs one after another on one GPU
         CUDA_VISIBLE_DEVICES=$gpu python3 benchmarks/suites/run.py --suite "$suite" \
             --mode "$mode" --device cuda --size gpu "${sel[@]}" "${extra[@]}" \
             --compilers "${COMPILERS:-eager,torch.compile,ember}" --rounds "${ROUNDS:-3}" \
-            --timeout "${MODEL_TIMEOUT:-150}" --out "$OUT/$name.jsonl" 2>&1 \
+            --timeout "${MODEL_TIMEOUT:-150}" --compile-lanes "${COMPILE_LANES:-4}" \
+            --out "$OUT/$name.jsonl" 2>&1 \
             | grep --line-buffered -v -e '^\[transformers\]' -e Warning
     done
 }
