@@ -149,6 +149,18 @@ def test_summary_names_slow_rows(tmp_path: Path) -> None:
     assert "Not run: b (timeout)." in text
 
 
+def test_pending_lists_the_models_not_yet_measured() -> None:
+    import summary
+    from models import SUITES
+
+    first, second = (e.name for e in SUITES["torchvision"][:2])
+    groups = {("torchvision", "train-bf16"): {first: {"compilers": {}}, second: {"error": "x"}}}
+    lines = {line.split(" (")[0]: line for line in summary.pending(groups)}
+    train = lines["torchvision train-bf16"]
+    assert f"({len(SUITES['torchvision']) - 1} of " in train and first not in train.split(": ")[1]
+    assert second in train and f"{first}," in lines["torchvision infer-fp32"]
+
+
 def test_summary_update_rewrites_the_table_of_the_records_machine(tmp_path: Path) -> None:
     import summary
 

@@ -2,6 +2,11 @@
 
     python benchmarks/suites/summary.py results/*.jsonl > table.md
     python benchmarks/suites/summary.py --update docs/performance.md results/h200/*.jsonl
+    python benchmarks/suites/summary.py --pending results/h200/*.jsonl
+
+`--pending` lists, per suite and mode, the models with no measured record yet (in the suite's
+order, a comma list for run.py's --models or suites_parallel.sh's LANES): what the next
+device sessions run.
 
 Per (suite, mode): models run, pass rate of each compiler (a compiler passes a model when its
 output matched eager's at the suite's tolerance), geomean speedup over eager of each compiler
@@ -18,6 +23,7 @@ import argparse
 import json
 import math
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -175,13 +181,36 @@ def _table_heading(lines: list[str], heading: str, kind: str) -> int | None:
     return None
 
 
+MODES = ("infer-bf16", "train-bf16", "infer-fp32")  # run.py's modes (it imports torch)
+
+
+def pending(groups: dict[tuple[str, str], dict[str, dict]]) -> list[str]:
+    """`SUITE MODE (COUNT): MODEL,MODEL,...` for each suite and mode with unmeasured models."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from models import SUITES
+
+    out = []
+    for suite, table in SUITES.items():
+        for mode in MODES:
+            done = {m for m, r in groups.get((suite, mode), {}).items() if "compilers" in r}
+            todo = [e.name for e in table if e.name not in done]
+            if todo:
+                out.append(f"{suite} {mode} ({len(todo)} of {len(table)}): {','.join(todo)}")
+    return out
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", help="run.py's JSON-lines files")
     parser.add_argument("--update", type=Path, metavar="DOC",
                         help="rewrite the tables of DOC (docs/performance.md) in place")  # fmt: skip
+    parser.add_argument("--pending", action="store_true",
+                        help="list each suite and mode's models with no measured record")  # fmt: skip
     args = parser.parse_args(argv)
     groups = load(args.results)
+    if args.pending:
+        print("\n".join(pending(groups)) or "every model of every suite and mode measured")
+        return 0
     if args.update:
         done = update(args.update, groups)
         missing = sorted(f"{s}, {m}" for s, m in groups if f"{s}, {m}" not in done)
@@ -196,6 +225,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(main(sys.argv[1:]))
