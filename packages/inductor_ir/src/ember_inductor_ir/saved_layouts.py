@@ -51,11 +51,14 @@ def _static(val: torch.Tensor) -> bool:
 
 
 def _feature_map(val: torch.Tensor | None) -> bool:
+    """A 4-d/5-d map with channels: activations, and the integer or boolean maps computed
+    from them (a max pool's window offsets, which the backward gathers beside NHWC
+    gradients; a ReLU's mask)."""
     return (
         val is not None
         and val.ndim in (4, 5)
         and val.shape[1] > 1
-        and val.dtype.is_floating_point
+        and not val.dtype.is_complex
         and _static(val)
     )
 

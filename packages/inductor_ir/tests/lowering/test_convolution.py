@@ -197,6 +197,35 @@ def test_saved_activations_cross_to_the_backward_channels_last(monkeypatch):
     _assert_eager(grads[0], backward(c, g)[0])
 
 
+def test_a_saved_integer_map_crosses_channels_last_too(monkeypatch):
+    # a max pool's window offsets (int8) or a ReLU's mask, saved beside NHWC activations:
+    # stored NCHW, the backward's gathers beside NHWC gradients read them element by element
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1, _ = _inputs()
+
+    def forward(a, b):
+        c = _conv(a, b)
+        windows = prims.unfold(prims.unfold(c, 2, 2, 2), 3, 2, 2)  # [2, 4, 4, 4, 2, 2]
+        flat = prims.reshape(windows, [2, 4, 4, 4, 4])
+        offsets = prims.convert_element_type(prims.argmax(flat, 4), torch.int8)
+        return prims.sum(prims.abs(c), [0, 1, 2, 3]), offsets
+
+    def backward(offsets, g):
+        wide = prims.convert_element_type(offsets, torch.float32)
+        return (prims.mul(wide, prims.broadcast_in_dim(g, [2, 4, 4, 4], [])),)
+
+    offsets = forward(x, w1)[1]
+    g = torch.tensor(2.0)
+    fw, bw = prim_graph(forward, x, w1), prim_graph(backward, offsets, g)
+    assert keep_saved_channels_last(fw, bw, 1, 1, FUSING_GPU) == 1
+    saved = bw.graph.find_nodes(op="placeholder")[0].meta["val"]
+    assert saved.dtype == torch.int8 and saved.is_contiguous(memory_format=torch.channels_last)
+    _, _, got = _lower_and_run(fw, [x, w1], FUSING_GPU)
+    assert torch.equal(got[1], offsets) and got[1].stride() == tuple(saved.stride())
+    _, _, grads = _lower_and_run(bw, [got[1], g], FUSING_GPU)
+    _assert_eager(grads[0], backward(offsets, g)[0])
+
+
 def test_cpu_training_graphs_stay_nchw_unless_forced(monkeypatch):
     monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
     x, w1, _ = _inputs()

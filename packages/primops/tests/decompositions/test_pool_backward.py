@@ -65,3 +65,22 @@ def test_elements_in_many_windows_scatter_instead():
     got, want, mode = _backward((1, 2, 12, 12), 5, 1, 2, 1, False)  # 25 windows an element
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     assert "ember_prims.scatter_add.default" in mode.prim_counts
+
+
+def test_the_gathers_read_the_index_narrowed_to_int32(monkeypatch):
+    # narrowed once before its four gathers: a recomputed index is then stored as int32
+    real = pool_backward.prims
+    read = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def index(self, source, where):
+            read.append(source.dtype)
+            return real.index(source, where)
+
+    monkeypatch.setattr(pool_backward, "prims", Recording())
+    got, want, _ = _backward(*CASES_2D[0])
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert read.count(torch.int32) == 4 and torch.int64 not in read, read

@@ -92,6 +92,9 @@ def _max_pool_backward(grad_output, a, kernel_size, stride, padding, dilation, i
         return prims.reshape(t, [ins[i] if d == i else 1 for d in range(n)])
 
     own = spread(_flat(positions, ins, ins))
+    # narrowed before the gathers: where the forward's index is recomputed here (min-cut),
+    # the buffer the gathers read is stored int32, half the bytes of the int64 index
+    narrow_indices = convert(indices, positions_type)
     compute = computation_dtype(grad_output.dtype)
     total = None
     for choice in itertools.product(*candidates):
@@ -99,7 +102,7 @@ def _max_pool_backward(grad_output, a, kernel_size, stride, padding, dilation, i
             axis(convert(c, torch.int64), i) for i, (c, _) in enumerate(choice)
         ]
         exists = spread(_all([e for _, e in choice], ins))
-        saved = convert(prims.index(indices, where), positions_type)
+        saved = prims.index(narrow_indices, where)
         hit = prims.logical_and(exists, prims.eq(saved, own))
         value = convert(prims.index(grad_output, where), compute)
         term = prims.where(hit, value, scalar(0, value))
