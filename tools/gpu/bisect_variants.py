@@ -136,6 +136,16 @@ def _pool_scatter() -> None:
     pool_backward.MAX_GATHERED_WINDOWS = 0
 
 
+def _saved_floats_only() -> None:
+    """Only floating-point saved maps cross to the backward channels-last (before 018413b:
+    a max pool's int8 window offsets crossed NCHW, and the backward's gather read them, and
+    the index recomputed from them, element by element)."""
+    from ember_inductor_ir import saved_layouts
+
+    floats = saved_layouts._feature_map
+    saved_layouts._feature_map = lambda val: floats(val) and val.dtype.is_floating_point
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -174,6 +184,7 @@ VARIANTS = {
     "program_order": _program_order,
     "welford_reciprocal": _welford_reciprocal,
     "pool_scatter": _pool_scatter,
+    "saved_floats_only": _saved_floats_only,
 }
 
 
