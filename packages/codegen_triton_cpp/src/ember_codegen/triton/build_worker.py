@@ -24,6 +24,9 @@ from types import SimpleNamespace
 from typing import Any
 
 #: the warm-up build's kernel (a worker's own, built into a folder of its own)
+#: what prebuild runs by its path in each worker process
+WORKER_PATH = os.path.abspath(__file__)
+
 WARM_UP_KERNEL = """
 import triton
 import triton.language as tl

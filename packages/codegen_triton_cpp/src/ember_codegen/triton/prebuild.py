@@ -39,8 +39,7 @@ from typing import Any
 
 from ember_codegen.workers import ENV_WORKERS, pool_size
 
-from . import build_worker
-from .build_worker import CompileOnlyDriver, build_kernel
+from .build_worker import WORKER_PATH, CompileOnlyDriver, build_kernel
 from .cache import interpreting
 
 #: runs build_worker.py by its path: the ember_codegen package is not imported in a worker
@@ -116,7 +115,7 @@ class BuildProcesses:
 
     def __init__(self, count: int, target: list | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-c", _WORKER_MAIN, build_worker.__file__]
+        command = [sys.executable, "-c", _WORKER_MAIN, WORKER_PATH]
         if target is not None:  # each worker's warm-up build is for this target
             command.append(json.dumps(target))
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
