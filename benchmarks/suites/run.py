@@ -438,8 +438,7 @@ def parent(args: argparse.Namespace, argv: list[str]) -> int:
     cold = compile_ahead(todo, argv, child_env, args) if args.compile_lanes > 1 else {}
     for entry in todo:
         log(f"{args.suite} {entry.name} {args.mode} ({args.size}, {args.device})")
-        command = [sys.executable, os.path.abspath(__file__), *argv, "--one", entry.name]
-        record = _spawn(command, child_env, args, entry.name)
+        record = _spawn(_child_command(argv, entry.name), child_env, args, entry.name)
         if entry.name in cold:
             take_cold_compiles(record, cold[entry.name], args.compile_lanes)
         record["env"] = env
@@ -459,8 +458,7 @@ def compile_ahead(
     from concurrent.futures import ThreadPoolExecutor
 
     def cold_run(entry: Any) -> tuple[str, dict]:
-        command = [sys.executable, os.path.abspath(__file__), *argv, "--one", entry.name,
-                   "--compile-only"]  # fmt: skip
+        command = _child_command(argv, entry.name, "--compile-only")
         return entry.name, _spawn(command, env, args, entry.name)
 
     log(f"cold compiles of {len(todo)} models, {args.compile_lanes} at a time")
@@ -482,6 +480,11 @@ def take_cold_compiles(record: dict, cold: dict, lanes: int) -> None:
         result["first_call_s"] = first
         if result.get("median_ms") is not None:
             result["compile_s"] = max(0.0, first - result["median_ms"] / 1e3)
+
+
+def _child_command(argv: list[str], model: str, *extra: str) -> list[str]:
+    """This script run again for one model (the child: run_one's record on its stdout)."""
+    return [sys.executable, os.path.abspath(__file__), *argv, "--one", model, *extra]
 
 
 def _spawn(command: list[str], env: dict, args: argparse.Namespace, name: str) -> dict:
