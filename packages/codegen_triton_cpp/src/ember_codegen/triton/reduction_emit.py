@@ -20,9 +20,9 @@ from .op_table import TritonValue
 from .reductions import ARG_SENTINEL, extreme, reduction_kind, wide_type
 
 #: a looped Welford update multiplies by one reciprocal of its pass's count instead of
-#: dividing every element by its lane's count. Off: fewer SASS instructions, but slower on the
-#: H200 (ResNet-50 training 24.2 vs 23.7 ms a step, EfficientNet-B0 41.6 vs 36.0 ms;
-#: tools/gpu/stats_ab.sh, 2026-12-02), the division being hidden behind the loads
+#: dividing every element by its lane's count. Off: the reciprocal form has fewer SASS
+#: instructions but ran slower on the H200 (ResNet-50 training 24.2 against 23.7 ms a step,
+#: EfficientNet-B0 41.6 against 36.0 ms; tools/gpu/stats_ab.sh, 2026-12-02)
 WELFORD_RECIPROCAL_A_PASS = False
 
 _TORCH_OF = {"tl.float32": torch.float32, "tl.float64": torch.float64, "tl.int64": torch.int64,
