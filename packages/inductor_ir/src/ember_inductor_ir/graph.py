@@ -64,6 +64,14 @@ log = logging.getLogger("ember.ir")
 #: a read's say in a 4-d/5-d result's layout, by how the result's loops walk it (_votes)
 _WALK_VOTES = {"channels_last": 1, "contiguous": -1}
 
+
+def _gathered(index: sympy.Expr) -> bool:
+    """Whether a read's index goes through loaded values (ops.indirect_indexing's symbols):
+    its walk over the gathered dims is unknown, so the buffer votes by its own layout (a
+    max pool's backward gathers NHWC gradients at the windows around each point)."""
+    return any(s.name.startswith("indirect") for s in index.free_symbols)
+
+
 #: a pointwise value calling a costly libm function (handlers/readwrite.py: LIBM_HEAVY_OPS)
 #: or gathering through an index (an indirect load) that a reader broadcasts at least this
 #: many times over is stored once: a rotary embedding's cos and sin tables, [seq, dim], were
@@ -234,8 +242,8 @@ class GraphLowering:
             if same_rank and (layout.size[1] == 1 or order_free(layout)):
                 continue  # (1, C, 1, 1) statistics: no say in the order
             walked = read_strides(expr, index)
-            if walked is not None:  # by the order of the walk: a concat's input has fewer
-                # channels than the loops
+            if walked is not None and not _gathered(expr):  # by the order of the walk: a
+                # concat's input has fewer channels than the loops
                 votes += _WALK_VOTES.get(walk_format(node.get_size(), walked), 0)
             elif same_rank:
                 votes += 1 if is_channels_last(layout) else -1 if layout.is_contiguous() else 0

@@ -11,6 +11,8 @@ import torch
 from conftest import FUSING_GPU, LIBRARY_CPU, prim_graph
 from ember_inductor_ir import lower, run_scheduled, schedule
 from ember_inductor_ir.channels_last import channels_last_policy
+from ember_inductor_ir.handlers.readwrite import ReadWriteHandler
+from ember_inductor_ir.indexing import index_vars
 from ember_inductor_ir.layout import (
     FixedLayout,
     channels_last_strides,
@@ -19,6 +21,7 @@ from ember_inductor_ir.layout import (
     walk_format,
 )
 from ember_inductor_ir.lowering.reductions import UNROLL_MAX
+from ember_inductor_ir.nodes import Pointwise
 from ember_inductor_ir.saved_layouts import keep_saved_channels_last, predicted_channels_last
 from ember_primops import prims
 
@@ -224,6 +227,41 @@ def test_a_saved_integer_map_crosses_channels_last_too(monkeypatch):
     assert torch.equal(got[1], offsets) and got[1].stride() == tuple(saved.stride())
     _, _, grads = _lower_and_run(bw, [got[1], g], FUSING_GPU)
     _assert_eager(grads[0], backward(offsets, g)[0])
+
+
+def _gather_then_statistic(x, w, rows, cols):
+    """A convolution's NHWC map gathered at other spatial points (as a max pool's backward
+    gathers its windows' gradients), read broadcast four times over: a broadcast gather
+    is stored once (graph.py's HEAVY_BROADCAST_MIN)."""
+    c = _conv(x, w)
+    y = prims.index(c, [None, None, rows, cols])  # [2, 4, 8, 8]
+    wide = prims.broadcast_in_dim(y, [2, 4, 8, 8, 4], [0, 1, 2, 3])
+    return (prims.sum(prims.mul(wide, wide), [4]),)
+
+
+def test_a_gathered_map_is_stored_in_the_layout_of_what_it_gathers(monkeypatch):
+    # its walk over the gathered dims is unknown (indirect), so the NHWC map it reads votes
+    # by its layout: stored NCHW, the per-channel reduction over it read one of the two
+    # maps element by element (ResNet-50's stem pool backward beside its batch norm's)
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1, _ = _inputs()
+    rows = torch.tensor([7, 0, 1, 2, 3, 4, 5, 6]).reshape(8, 1)
+    cols = torch.tensor([1, 2, 3, 4, 5, 6, 7, 0]).reshape(1, 8)
+    gm = prim_graph(_gather_then_statistic, x, w1, rows, cols)
+    lowering, _, got = _lower_and_run(gm, [x, w1, rows, cols], FUSING_GPU)
+    _assert_eager(got[0], _gather_then_statistic(x, w1, rows, cols)[0])
+    gathered = [
+        b for b in lowering.buffers.values()
+        if isinstance(getattr(b, "data", None), Pointwise)
+        and "indirect" in str(_reads(b)) and len(b.layout.size) == 4
+    ]  # fmt: skip
+    assert gathered and all(is_channels_last(b.layout) for b in gathered), gathered
+
+
+def _reads(buffer):
+    rw = ReadWriteHandler()
+    buffer.data.inner_fn(rw, index_vars("i", len(buffer.data.get_size())))
+    return rw.reads
 
 
 def test_cpu_training_graphs_stay_nchw_unless_forced(monkeypatch):
