@@ -146,6 +146,14 @@ def _saved_floats_only() -> None:
     saved_layouts._feature_map = lambda val: floats(val) and val.dtype.is_floating_point
 
 
+def _gathers_vote_by_walk() -> None:
+    """A gathered read votes by its walk, as before 0101394: the indirect dims walk nothing,
+    so it has no say, and a max pool's backward output was stored NCHW beside NHWC maps."""
+    from ember_inductor_ir import graph
+
+    graph._gathered = lambda index: False
+
+
 def _target_with(**fields: object) -> None:
     """The Triton target re-registered with some capabilities changed."""
     from dataclasses import replace
@@ -185,6 +193,7 @@ VARIANTS = {
     "welford_reciprocal": _welford_reciprocal,
     "pool_scatter": _pool_scatter,
     "saved_floats_only": _saved_floats_only,
+    "gathers_vote_by_walk": _gathers_vote_by_walk,
 }
 
 

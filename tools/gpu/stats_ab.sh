@@ -5,6 +5,9 @@
 #                      and the gather beside NHWC gradients reads them, and the int64 index
 #                      recomputed from them, element by element (before 018413b); planned:
 #                      the gather kernel 3209 -> 1948 SASS on ResNet-50
+#   gathers_vote_by_walk  the max pool's backward output stored NCHW beside NHWC maps, so
+#                      the stem batch norm's backward reduction read it element by element
+#                      (before 0101394; planned: gather 1948 -> 1014 SASS on ResNet-50)
 #   pool_scatter       the max pool's backward as aten's scatter-add, not a gather fused
 #                      into the batch norm's backward (pool_backward.py; 24.32 against 24.21
 #                      ms on ResNet-50 at 860f3f8's parent)
@@ -15,12 +18,12 @@
 #   bash tools/gpu/stats_ab.sh        (through the device tool, carrying .whl)
 set -uo pipefail
 source tools/gpu/host_env.sh
-for spec in "timm resnet50 train-bf16 base,saved_floats_only,pool_scatter,base" \
-    "timm botnet26t_256 train-bf16 base,saved_floats_only,pool_scatter" \
+for spec in "timm resnet50 train-bf16 base,gathers_vote_by_walk,saved_floats_only,pool_scatter,base" \
+    "timm botnet26t_256 train-bf16 base,gathers_vote_by_walk,saved_floats_only" \
     "timm efficientnet_b0 train-bf16 base,welford_reciprocal"; do
     read -r suite model mode variants <<<"$spec"
     echo "== $model $mode"
-    timeout 250 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
+    timeout 300 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
         --mode "$mode" --variants "$variants" --steps 20 2>&1 \
         | grep -E "^[a-z_]+: (ok|MISMATCH)|Error"
 done
