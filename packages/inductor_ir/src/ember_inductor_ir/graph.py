@@ -27,7 +27,7 @@ from .errors import LoweringError, ScalarReadUnsupported
 from .extern import ExternKernel, ExternOutput, TensorArg
 from .handlers.inner_cost import InnerLoopCostHandler
 from .handlers.readwrite import ReadWriteHandler
-from .indexing import index_vars, known_le, product, simplify_index
+from .indexing import index_vars, is_indirect, known_le, product, simplify_index
 from .layout import (
     FixedLayout,
     FlexibleLayout,
@@ -69,7 +69,7 @@ def _gathered(index: sympy.Expr) -> bool:
     """Whether a read's index goes through loaded values (ops.indirect_indexing's symbols):
     its walk over the gathered dims is unknown, so the buffer votes by its own layout (a
     max pool's backward gathers NHWC gradients at the windows around each point)."""
-    return any(s.name.startswith("indirect") for s in index.free_symbols)
+    return any(is_indirect(s) for s in index.free_symbols)
 
 
 #: a pointwise value calling a costly libm function (handlers/readwrite.py: LIBM_HEAVY_OPS)

@@ -24,6 +24,12 @@ def index_symbol(prefix: str, n: int) -> sympy.Symbol:
     return sympy.Symbol(f"{prefix}{n}", integer=True, nonnegative=True)
 
 
+def is_indirect(symbol: sympy.Symbol) -> bool:
+    """Whether an index symbol stands for a loaded value (ops.indirect_indexing's symbols,
+    named ``indirect*`` by every handler), not a loop variable or a size."""
+    return symbol.name.startswith("indirect")
+
+
 def index_vars(prefix: str, count: int) -> list[sympy.Symbol]:
     return [index_symbol(prefix, n) for n in range(count)]
 

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import sympy
-
 from .errors import VerificationError
 from .extern import ExternKernel
 from .handlers.dtypes import DtypeHandler
 from .handlers.readwrite import ReadWriteHandler
-from .indexing import index_vars
+from .indexing import index_vars, is_indirect
 from .nodes import ComputedBuffer, ConstantBuffer, InputBuffer, Reduction
 
 if TYPE_CHECKING:
@@ -85,7 +83,7 @@ def _verify_buffer(
     for name, expr in rw.reads:
         if name not in defined:
             raise VerificationError(f"{buf.name} loads {name}, which is not written before it")
-        stray = {s for s in expr.free_symbols if not _indirect(s)} - allowed - sizes
+        stray = {s for s in expr.free_symbols if not is_indirect(s)} - allowed - sizes
         if stray:
             raise VerificationError(f"{buf.name} loads {name} at {expr}: unknown vars {stray}")
     if [name for name, _ in rw.writes] != [buf.name]:
@@ -99,7 +97,3 @@ def _verify_buffer(
         raise VerificationError(
             f"{buf.name} is {buf.get_dtype()} but its body produces {dtype_pass.stored.get(buf.name)}"
         )
-
-
-def _indirect(symbol: sympy.Symbol) -> bool:
-    return symbol.name.startswith("indirect")
