@@ -1,6 +1,8 @@
-"""Max pooling's backward (decompositions/pool_backward.py): the gather form equals aten's
+"""Pooling's backward (decompositions/pool_backward.py). Max: the gather form equals aten's
 scatter for overlapping, padded, dilated and ceil-mode windows, ties and channels-last
-inputs, in 2-d and 3-d; windows an element lies in too many of scatter-add instead."""
+inputs, in 2-d and 3-d; windows an element lies in too many of scatter-add instead.
+Average: the gather form equals aten's kernel for every divisor rule (padding counted or
+not, ceil mode's partial windows, an override), in one pass or one dim a pass."""
 
 from __future__ import annotations
 
@@ -84,3 +86,68 @@ def test_the_gathers_read_the_index_narrowed_to_int32(monkeypatch):
     got, want, _ = _backward(*CASES_2D[0])
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     assert read.count(torch.int32) == 4 and torch.int64 not in read, read
+
+
+# (input shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_CASES = [
+    ((2, 3, 17, 17), 3, 1, 1, False, True, None),  # Inception's branch pools: 9 windows
+    ((2, 3, 9, 11), 3, 2, 1, True, False, None),  # ceil mode's partial last windows
+    ((2, 3, 9, 11), 3, 2, 1, True, True, None),
+    ((2, 4, 10, 10), 2, 2, 0, False, True, None),
+    ((1, 2, 12, 13), (3, 5), (1, 2), (1, 2), True, False, None),
+    ((2, 3, 9, 11), 3, 2, 1, False, True, 7),
+    ((1, 2, 12, 12), 5, 1, 2, False, False, None),  # 25 windows: one dim a pass
+    ((1, 2, 12, 12), 5, 1, 2, False, True, 3),
+    ((1, 2, 7, 6, 5), 3, 2, 1, False, True, None),
+    ((1, 2, 7, 6, 5), 3, 1, 1, True, False, None),
+]
+
+
+def _avg_backward(shape, kernel, stride, padding, ceil_mode, include_pad, override, **like):
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=like.get("dtype", torch.float32))
+    if like.get("channels_last"):
+        x = x.to(memory_format=torch.channels_last)
+    pool = aten.avg_pool2d if x.dim() == 4 else aten.avg_pool3d
+    back = aten.avg_pool2d_backward if x.dim() == 4 else aten.avg_pool3d_backward
+    args = (x, kernel, stride, padding, ceil_mode, include_pad, override)
+    grad = torch.randn_like(pool(*args))
+    mode = DecomposeMode(strict=True)  # strict: no aten fallback
+    with mode:
+        got = back(grad, *args)
+    return got, back(grad, *args), mode
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_average_pool_gradients_equal_atens(case, channels_last):
+    got, want, mode = _avg_backward(*case, channels_last=channels_last and len(case[0]) == 4)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert got.stride() == want.stride()
+    assert mode.decomposed_counts and "ember_prims.index.default" in mode.prim_counts
+
+
+def test_average_pool_gathers_all_dims_at_once_up_to_the_window_limit(monkeypatch):
+    real = pool_backward.prims
+    gathered = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def index(self, source, where):
+            gathered.append(source.shape)
+            return real.index(source, where)
+
+    monkeypatch.setattr(pool_backward, "prims", Recording())
+    _avg_backward(*AVG_CASES[0])
+    assert len(gathered) == 9 and {tuple(s) for s in gathered} == {(2, 3, 17, 17)}
+    gathered.clear()
+    _avg_backward(*AVG_CASES[6])  # 5 windows along each dim: two passes of 5 gathers
+    assert [tuple(s) for s in gathered] == [(1, 2, 12, 12)] * 10
+
+
+def test_average_pool_gradient_in_bfloat16():
+    got, want, _ = _avg_backward(*AVG_CASES[0], dtype=torch.bfloat16, channels_last=True)
+    assert got.dtype == torch.bfloat16 and got.stride() == want.stride()
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)

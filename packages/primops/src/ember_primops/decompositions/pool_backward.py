@@ -1,8 +1,13 @@
-"""Max pooling's backward: each input element gathers the gradients of the few windows that
-can hold it and keeps those whose saved index is its own position, a pointwise kernel that
-fuses with its neighbours. Windows overlapping so much that an element lies in many
+"""Pooling's backward: each input element gathers the gradients of the few windows that can
+hold it, a pointwise kernel that fuses with its neighbours (as aten's average-pool kernel
+loops, but without a launch of its own). Max pooling keeps the windows whose saved index is
+the element's own position; windows overlapping so much that an element lies in many
 (MAX_GATHERED_WINDOWS), and adaptive pools, scatter-add instead (aten's kernel: the
-gradient's zeros, then an atomic add for each window)."""
+gradient's zeros, then an atomic add for each window). Average pooling divides each window's
+gradient by its divisor; past that many windows it gathers one dim at a time (the divisor
+is a product over dims, so the sum factors).
+
+"""
 
 from __future__ import annotations
 
@@ -52,35 +57,55 @@ def _all(masks, shape):
     return out
 
 
+def _window_counts(kernel, stride, dilation):
+    """Per dim, how many windows at most hold one input element."""
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+    return [-(-span // s) for span, s in zip(spans, stride, strict=True)]
+
+
+def _positions_type(ins):
+    # int32 positions where the plane allows: int64 arithmetic costs a GPU several
+    # instructions an op, and these kernels do a few dozen an element
+    return torch.int32 if math.prod(ins) < 2**31 else torch.int64
+
+
+def _candidates(length, out, count, stride, padding, positions_type, device, reach=None):
+    """For the input positions along one dim, and each candidate window j (the last one
+    starting at or before the position, minus j): the window clamped into range, and
+    whether it exists (and, given ``reach``, spans that far, so covers the position)."""
+    pos = prims.iota(length, start=0, step=1, dtype=positions_type, device=device)
+    shifted = prims.add(pos, scalar(padding, pos))
+    last = prims.div(shifted, scalar(stride, pos))
+    options = []
+    for j in range(count):
+        window = prims.sub(last, scalar(j, pos))
+        exists = prims.logical_and(
+            prims.ge(window, scalar(0, pos)), prims.lt(window, scalar(out, pos))
+        )
+        if reach is not None:
+            offset = prims.sub(shifted, prims.mul(window, scalar(stride, pos)))
+            exists = prims.logical_and(exists, prims.lt(offset, scalar(reach, pos)))
+        clamped = prims.minimum(prims.maximum(window, scalar(0, pos)), scalar(out - 1, pos))
+        options.append((clamped, exists))
+    return pos, options
+
+
 def _max_pool_backward(grad_output, a, kernel_size, stride, padding, dilation, indices, n):
     kernel = expand_pool_param(kernel_size, n)
     stride = expand_pool_param(stride, n, kernel)
     padding = expand_pool_param(padding, n, 0)
     dilation = expand_pool_param(dilation, n, 1)
-    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
-    counts = [-(-span // s) for span, s in zip(spans, stride, strict=True)]
+    counts = _window_counts(kernel, stride, dilation)
     if math.prod(counts) > MAX_GATHERED_WINDOWS:
         return _pool_backward_scatter(grad_output, a, indices, n)
     lead = a.dim() - n
     ins, outs = list(a.shape[lead:]), list(grad_output.shape[lead:])
-    device = a.device
-    # int32 positions where the plane allows: int64 arithmetic costs a GPU several
-    # instructions an op, and this kernel does a few dozen an element
-    positions_type = torch.int32 if math.prod(ins) < 2**31 else torch.int64
-    # per dim: the input positions, and for each candidate j the window (last start at or
-    # before the position, minus j) clamped into range, with whether it exists
+    positions_type = _positions_type(ins)
     positions, candidates = [], []
     for i in range(n):
-        pos = prims.iota(ins[i], start=0, step=1, dtype=positions_type, device=device)
-        last = prims.div(prims.add(pos, scalar(padding[i], pos)), scalar(stride[i], pos))
-        options = []
-        for j in range(counts[i]):
-            window = prims.sub(last, scalar(j, pos))
-            exists = prims.logical_and(
-                prims.ge(window, scalar(0, pos)), prims.lt(window, scalar(outs[i], pos))
-            )
-            clamped = prims.minimum(prims.maximum(window, scalar(0, pos)), scalar(outs[i] - 1, pos))
-            options.append((clamped, exists))
+        pos, options = _candidates(
+            ins[i], outs[i], counts[i], stride[i], padding[i], positions_type, a.device
+        )
         positions.append(pos)
         candidates.append(options)
     shape = list(a.shape)
@@ -110,6 +135,75 @@ def _max_pool_backward(grad_output, a, kernel_size, stride, padding, dilation, i
     return in_layout_of(convert(total, grad_output.dtype), a)
 
 
+def _window_size(window, length, kernel, stride, padding, count_include_pad):
+    """Per clamped window (1-d integers), the element count eager's average divides by."""
+    start = prims.sub(prims.mul(window, scalar(stride, window)), scalar(padding, window))
+    end = prims.minimum(prims.add(start, scalar(kernel, window)), scalar(length + padding, window))
+    if not count_include_pad:
+        start = prims.maximum(start, scalar(0, window))
+        end = prims.minimum(end, scalar(length, window))
+    return prims.sub(end, start)
+
+
+def _avg_pool_backward(
+    grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor, n
+):
+    kernel = expand_pool_param(kernel_size, n)
+    stride = expand_pool_param(stride, n, kernel)
+    padding = expand_pool_param(padding, n, 0)
+    counts = _window_counts(kernel, stride, [1] * n)
+    lead = a.dim() - n
+    ins, outs = list(a.shape[lead:]), list(grad_output.shape[lead:])
+    positions_type = _positions_type(ins)
+    compute = computation_dtype(grad_output.dtype)
+    # all dims in one gather kernel, or (too many windows an element) one dim a pass
+    passes = (
+        [list(range(n))] if math.prod(counts) <= MAX_GATHERED_WINDOWS else [[i] for i in range(n)]
+    )
+    g = grad_output
+    for number, dims in enumerate(passes):
+        shape = [ins[i - lead] if i - lead in dims else size for i, size in enumerate(g.shape)]
+
+        def over(t, i, shape=shape):  # 1-d over spatial dim i -> over this pass's result
+            return prims.broadcast_in_dim(t, shape, [lead + i])
+
+        options = {}
+        for i in dims:
+            _, per_dim = _candidates(
+                ins[i], outs[i], counts[i], stride[i], padding[i], positions_type, a.device,
+                reach=kernel[i],
+            )  # fmt: skip
+            options[i] = [
+                (c, over(e, i), _window_size(c, ins[i], kernel[i], stride[i], padding[i],
+                                             count_include_pad))
+                for c, e in per_dim
+            ]  # fmt: skip
+        total = None
+        for choice in itertools.product(*(options[i] for i in dims)):
+            where = [None] * (lead + dims[0]) + [
+                prims.reshape(convert(c, torch.int64), [ins[i] if d == i else 1 for d in dims])
+                for i, (c, _, _) in zip(dims, choice, strict=True)
+            ]
+            value = convert(prims.index(g, where), compute)
+            if divisor:  # divisor_override: one constant, divided once
+                if number == 0:
+                    value = prims.div(value, scalar(divisor, value))
+            else:
+                sizes = None
+                for i, (_, _, size) in zip(dims, choice, strict=True):
+                    part = over(size, i)
+                    sizes = part if sizes is None else prims.mul(sizes, part)
+                value = prims.div(value, convert(sizes, compute))
+            exists = None
+            for _, e, _ in choice:
+                exists = e if exists is None else prims.logical_and(exists, e)
+            term = prims.where(exists, value, scalar(0, value))
+            total = term if total is None else prims.add(total, term)
+        g = total
+    out = convert(g, grad_output.dtype)
+    return in_layout_of(out, a) if n == 2 else out  # as the forward: 3-d stays contiguous
+
+
 @register_decomposition(aten.adaptive_max_pool2d_backward.default)
 def adaptive_max_pool2d_backward(grad_output, a, indices):
     return _pool_backward_scatter(grad_output, a, indices, 2)
@@ -132,3 +226,23 @@ def max_pool3d_with_indices_backward(
     grad_output, a, kernel_size, stride, padding, dilation, ceil_mode, indices
 ):
     return _max_pool_backward(grad_output, a, kernel_size, stride, padding, dilation, indices, 3)
+
+
+@register_decomposition(aten.avg_pool2d_backward.default)
+def avg_pool2d_backward(
+    grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    return _avg_pool_backward(
+        grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+        divisor_override, 2,
+    )  # fmt: skip
+
+
+@register_decomposition(aten.avg_pool3d_backward.default)
+def avg_pool3d_backward(
+    grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    return _avg_pool_backward(
+        grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+        divisor_override, 3,
+    )  # fmt: skip
