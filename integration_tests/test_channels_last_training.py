@@ -2,14 +2,14 @@
 
 Two steps of `zero_grad; loss(model(x)); backward; opt.step()` inside one compiled function,
 for the zoo's cnn, a torchvision-like residual block (conv-bn-relu, conv-bn, + identity,
-relu) and Inception's average pools between convolutions, on the C++ target with the GPU's
-training decision forced (`EMBER_CHANNELS_LAST=1`; the CPU's own policy trains NCHW) and on
-the Triton target through its CPU interpreter with the default policy (the GPU's: trains
-channels-last). Each checks losses, parameters and
+relu), Inception's average pools between convolutions and HRNet's upsampling fusion, on
+the C++ target with the GPU's training decision forced (`EMBER_CHANNELS_LAST=1`; the CPU's
+own policy trains NCHW) and on the Triton target through its CPU interpreter with the
+default policy (the GPU's: trains channels-last). Each checks losses, parameters and
 optimizer state against eager, that every convolution (forward and backward) ran on NHWC
 data with the saved activations crossing from forward to backward NHWC, that no aten
-kernel ran (pooling's backward decomposed), and that a warm start from the artifact cache
-(backward compiled from its cached source) gives the same.
+kernel ran (pooling's and upsampling's backward decomposed), and that a warm start from
+the artifact cache (backward compiled from its cached source) gives the same.
 User-visible outputs and gradients keep eager's strides.
 
 The Triton cases run in one child pytest process (TRITON_INTERPRET must be set before triton
@@ -82,6 +82,30 @@ def _inception_pools():
     return InceptionPools(), torch.randn(2, 3, 9, 9), torch.randint(0, 5, (2,))
 
 
+class HRNetFuse(nn.Module):
+    """HRNet's fusion: a stride-2 branch upsampled (nearest, x2) back onto the full one and
+    added; the upsampling's backward is a block sum, no aten kernel."""
+
+    def __init__(self, channels: int = 8, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 3, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(channels)
+        self.down = nn.Conv2d(channels, channels, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.head = nn.Linear(channels, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.bn0(self.stem(x)))
+        low = self.bn1(self.down(x))
+        x = torch.relu(x + nn.functional.interpolate(low, scale_factor=2, mode="nearest"))
+        return self.head(x.mean((2, 3)))
+
+
+def _hrnet_fuse():
+    torch.manual_seed(0)
+    return HRNetFuse(), torch.randn(2, 3, 8, 8), torch.randint(0, 5, (2,))
+
+
 def _resblock():
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8, 8)
@@ -96,7 +120,12 @@ def _zoo_cnn():
     return case.model, x, case.targets[0]
 
 
-MODELS = {"resblock": _resblock, "cnn": _zoo_cnn, "inception_pools": _inception_pools}
+MODELS = {
+    "resblock": _resblock,
+    "cnn": _zoo_cnn,
+    "inception_pools": _inception_pools,
+    "hrnet_fuse": _hrnet_fuse,
+}
 
 
 def _make_step(model, opt):
@@ -244,4 +273,4 @@ def test_triton_cases_on_the_interpreter(tmp_path):
         env=env, capture_output=True, text=True, timeout=1800, cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    assert "4 passed" in out.stdout, out.stdout[-2000:]
+    assert "5 passed" in out.stdout, out.stdout[-2000:]

@@ -24,6 +24,7 @@ from ember_primops.decompositions import (  # noqa: F401  (importing a family re
     pool_backward,
     random,
     reductions,
+    resample_backward,
     scans,
     shape,
     views,

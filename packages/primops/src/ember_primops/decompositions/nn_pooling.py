@@ -353,24 +353,24 @@ def _scale(in_size, out_size, scale, align_corners=False):
     return 1.0 / scale if scale else in_size / out_size
 
 
+def nearest_source(length, out, scale, exact, device):
+    """int64 [out]: the input element nearest upsampling reads for each output along a dim."""
+    s = _scale(length, out, scale)
+    pos = prims.iota(out, start=0, step=1, dtype=torch.float32, device=device)
+    if exact:
+        pos = prims.add(pos, prims.scalar_tensor(0.5, dtype=torch.float32, device=device))
+    src = prims.floor(prims.mul(pos, prims.scalar_tensor(s, dtype=torch.float32, device=device)))
+    src = convert(src, torch.int64)
+    return prims.minimum(src, prims.scalar_tensor(length - 1, dtype=torch.int64, device=device))
+
+
 def _nearest(a, output_size, scales, exact):
     x = a
     n = len(output_size)
     for i, out in enumerate(output_size):
         d = a.dim() - n + i
-        length = a.shape[d]
-        s = _scale(length, out, scales[i] if scales else None)
-        pos = prims.iota(out, start=0, step=1, dtype=torch.float32, device=a.device)
-        if exact:
-            pos = prims.add(pos, prims.scalar_tensor(0.5, dtype=torch.float32, device=a.device))
-        src = prims.floor(
-            prims.mul(pos, prims.scalar_tensor(s, dtype=torch.float32, device=a.device))
-        )
-        src = convert(src, torch.int64)
-        src = prims.minimum(
-            src, prims.scalar_tensor(length - 1, dtype=torch.int64, device=a.device)
-        )
-        x = prims.index_select(x, d, src)
+        source = nearest_source(a.shape[d], out, scales[i] if scales else None, exact, a.device)
+        x = prims.index_select(x, d, source)
     return x
 
 
