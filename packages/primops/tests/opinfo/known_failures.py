@@ -33,7 +33,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "nn.functional.fractional_max_pool2d": "missing: aten.fractional_max_pool2d.default",
     "nn.functional.fractional_max_pool3d": "missing: aten.fractional_max_pool3d.default",
     "nn.functional.grid_sample": "missing: aten.grid_sampler_2d.default",
-    "nn.functional.interpolate.bicubic": "missing: aten.upsample_bicubic2d.default",
     "nn.functional.linear_cross_entropy.chunked": "missing: torch_nn._linear_cross_entropy_batch_chunked.default",
     "nn.functional.linear_cross_entropy.chunked_none": "missing: torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default",
     "nn.functional.multi_head_attention_forward": "mismatch: output 0: Tensor-likes are not close! | Mismatched elements: 3 / 12 (25.0%) | Gr",

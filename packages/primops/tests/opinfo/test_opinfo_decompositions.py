@@ -130,6 +130,7 @@ REPRESENTATIVE = {
     "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d",
     "nn.functional.interpolate.bilinear",
+    "nn.functional.interpolate.bicubic",
     "nn.functional.pad.reflect",
     "nn.functional.cross_entropy",
     "nn.functional.mse_loss",

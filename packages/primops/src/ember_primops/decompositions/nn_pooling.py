@@ -113,11 +113,25 @@ def _max_pool(a, kernel_size, stride, padding, dilation, ceil_mode, n):
     return in_layout_of(out, a), in_layout_of(convert(index, torch.int64), a)
 
 
+def _strides_channels_last(a) -> bool:
+    """Whether ``a``'s strides order its dims channels-last (C, then the spatial dims from the
+    last, then N, innermost first; a size-1 dim's stride counts as its place): the rule
+    eager's suggested memory format follows, dense or not (a slice of a channels-last map),
+    so its pooling and resampling answer channels-last for these inputs."""
+    floor = 0
+    for d in [1, *range(a.dim() - 1, 1, -1), 0]:
+        stride = a.stride(d)
+        if a.shape[d] == 0 or stride < floor or (d == 0 and floor == a.stride(1)):
+            return False
+        floor = stride * (a.shape[d] if a.shape[d] > 1 else 1)
+    return a.stride(1) != 0
+
+
 def in_layout_of(out, a):
-    """``out`` in the channels_last(_3d) layout of the input ``a`` (not also contiguous), as
-    eager's pooling writes its results; else as it is."""
+    """``out`` channels_last(_3d) where the input ``a`` is laid out so, as eager's pooling
+    writes its results; else as it is."""
     fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(a.dim())
-    if fmt is None or a.is_contiguous() or not a.is_contiguous(memory_format=fmt):
+    if fmt is None or not _strides_channels_last(a):
         return out
     return prims.clone(out, memory_format=fmt)
 
@@ -371,7 +385,7 @@ def _nearest(a, output_size, scales, exact):
         d = a.dim() - n + i
         source = nearest_source(a.shape[d], out, scales[i] if scales else None, exact, a.device)
         x = prims.index_select(x, d, source)
-    return x
+    return in_layout_of(x, a) if a.dim() == 4 else x
 
 
 def _register_nearest(n, exact):
@@ -435,6 +449,76 @@ def _register_linear(name, n):
 _register_linear("upsample_linear1d", 1)
 _register_linear("upsample_bilinear2d", 2)
 _register_linear("upsample_trilinear3d", 3)
+
+
+#: the cubic convolution kernel's parameter eager's bicubic interpolation uses
+CUBIC_A = -0.75
+
+
+def _cubic_weights(t):
+    """The four taps' weights (at floor - 1 .. floor + 2) for fractions ``t``."""
+
+    def near(x):  # |x| <= 1
+        return prims.add(
+            prims.mul(
+                prims.mul(
+                    prims.sub(prims.mul(x, scalar(CUBIC_A + 2, x)), scalar(CUBIC_A + 3, x)), x
+                ),
+                x,
+            ),
+            scalar(1, x),
+        )
+
+    def far(x):  # 1 < |x| < 2
+        inner = prims.sub(prims.mul(x, scalar(CUBIC_A, x)), scalar(5 * CUBIC_A, x))
+        inner = prims.add(prims.mul(inner, x), scalar(8 * CUBIC_A, x))
+        return prims.sub(prims.mul(inner, x), scalar(4 * CUBIC_A, x))
+
+    one = scalar(1, t)
+    return [
+        far(prims.add(t, one)),
+        near(t),
+        near(prims.sub(one, t)),
+        far(prims.sub(scalar(2, t), t)),
+    ]
+
+
+def _bicubic(a, output_size, align_corners, scales):
+    compute = computation_dtype(a.dtype)
+    x = convert(a, compute)
+    n = len(output_size)
+    for i in reversed(range(n)):  # along the width first, as eager sums
+        d = a.dim() - n + i
+        length, out = a.shape[d], output_size[i]
+        s = _scale(length, out, scales[i] if scales else None, align_corners)
+        pos = prims.iota(out, start=0, step=1, dtype=compute, device=a.device)
+        if align_corners:
+            src = prims.mul(pos, scalar(s, pos))
+        else:  # no clamp at 0, unlike the linear modes: the taps are clamped instead
+            src = prims.sub(
+                prims.mul(prims.add(pos, scalar(0.5, pos)), scalar(s, pos)), scalar(0.5, pos)
+            )
+        floor = prims.floor(src)
+        start = convert(floor, torch.int64)
+        shape = [out if j == d else 1 for j in range(x.dim())]
+        total = None
+        for k, weight in enumerate(_cubic_weights(prims.sub(src, floor))):
+            tap = prims.minimum(
+                prims.maximum(prims.add(start, scalar(k - 1, start)), scalar(0, start)),
+                scalar(length - 1, start),
+            )
+            term = prims.mul(
+                prims.index_select(x, d, tap), prims.broadcast_in_dim(weight, shape, [d])
+            )
+            total = term if total is None else prims.add(total, term)
+        x = total
+    return in_layout_of(convert(x, a.dtype), a)
+
+
+@register_decomposition(aten.upsample_bicubic2d.default)
+def upsample_bicubic2d(a, output_size, align_corners, scales_h=None, scales_w=None):
+    scales = None if scales_h is None and scales_w is None else [scales_h, scales_w]
+    return _bicubic(a, list(output_size), align_corners, scales)
 
 
 @register_decomposition(aten.im2col.default)
