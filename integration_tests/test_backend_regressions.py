@@ -207,3 +207,27 @@ def test_input_viewing_a_written_input_through_aot_eager():
         torch.testing.assert_close(w2, w)
     assert not ember.counters["graph_fallbacks"]
     assert ember.counters["aot_eager"]["forward_runs"] == 5
+
+
+def test_multihead_attention_inference_takes_the_traceable_path_through_inductor(
+    tmp_path, monkeypatch
+):
+    # eval + no_grad sends nn.MultiheadAttention to aten's fused kernel, whose undefined
+    # attention weights (None in eager) crashed the fallback's wrapper; a trace now answers
+    # torch's "make_fx tracing" query as a tracer, as torch intends: the traceable path,
+    # made contiguous like the fused kernel's output, compiled (no aten fallback)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    attention = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    x = torch.randn(2, 7, 32)
+
+    def f(x):
+        return attention(x, x, x, need_weights=False)
+
+    ember.reset()
+    with torch.no_grad():
+        (got, got_weights), (want, want_weights) = ember.compile(f, backend="inductor")(x), f(x)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() and got_weights is None and want_weights is None
+    assert not ember.counters["aten_fallbacks"]
+    assert ember.counters["inductor"]["forward_runs"] >= 1

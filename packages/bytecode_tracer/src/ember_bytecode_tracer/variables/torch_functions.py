@@ -40,6 +40,11 @@ def _compiling_predicates() -> list:
     return [getattr(owner, name) for owner, name in names if hasattr(owner, name)]
 
 
+def _fx_tracing_predicates() -> list:
+    fn = getattr(torch.nn.modules.activation, "_is_make_fx_tracing", None)
+    return [fn] if fn is not None else []
+
+
 # Functions answered from trace-time state rather than put in the graph. Parameter names
 # follow torch's own, so keyword calls (`torch.is_floating_point(input=y)`) bind as in eager.
 CONSTANT_FOLDED = {
@@ -59,6 +64,10 @@ CONSTANT_FOLDED = {
     # masks skip themselves when all ones) that would break graphs. Exporting is not us.
     **{fn: (lambda: True) for fn in _compiling_predicates()},
     torch.compiler.is_exporting: lambda: False,
+    # torch's own answer for a graph tracer: nn.MultiheadAttention then takes its traceable
+    # path (made contiguous like the fused kernel's), not aten's fused inference kernel,
+    # whose undefined attention weights no graph output can hold
+    **{fn: (lambda: True) for fn in _fx_tracing_predicates()},
 }
 # Queries of state the trace itself switches as it goes (grad mode is in CONSTANT_FOLDED;
 # autocast blocks are entered at trace time too) and whose value at frame entry every
