@@ -231,3 +231,22 @@ def test_multihead_attention_inference_takes_the_traceable_path_through_inductor
     assert got.stride() == want.stride() and got_weights is None and want_weights is None
     assert not ember.counters["aten_fallbacks"]
     assert ember.counters["inductor"]["forward_runs"] >= 1
+
+
+def test_transformer_encoder_inference_compiles_through_inductor(tmp_path, monkeypatch):
+    # eval + no_grad sends each nn.TransformerEncoderLayer to aten's fused layer kernel: it
+    # ran as an opaque aten call (no Ember kernel at all); decomposed, the layers compile
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(2, 7, 32)
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[1, 4:] = True
+    ember.reset()
+    with torch.no_grad():
+        got = ember.compile(encoder, backend="inductor")(x, src_key_padding_mask=padding)
+        want = encoder(x, src_key_padding_mask=padding)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert not ember.counters["aten_fallbacks"]
+    assert ember.counters["inductor"]["kernels"] > 0

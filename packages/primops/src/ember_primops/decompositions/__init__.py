@@ -27,6 +27,7 @@ from ember_primops.decompositions import (  # noqa: F401  (importing a family re
     resample_backward,
     scans,
     shape,
+    transformer_layers,
     views,
 )
 from ember_primops.decompositions._registry import (
