@@ -100,6 +100,7 @@ AVG_CASES = [
     ((1, 2, 12, 12), 5, 1, 2, False, True, 3),
     ((1, 2, 7, 6, 5), 3, 2, 1, False, True, None),
     ((1, 2, 7, 6, 5), 3, 1, 1, True, False, None),
+    ((1, 2, 10, 10), 3, 2, 0, True, True, None),  # ceil mode: the last windows cut short
 ]
 
 
@@ -151,3 +152,11 @@ def test_average_pool_gradient_in_bfloat16():
     got, want, _ = _avg_backward(*AVG_CASES[0], dtype=torch.bfloat16, channels_last=True)
     assert got.dtype == torch.bfloat16 and got.stride() == want.stride()
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_average_pool_divides_once_where_every_window_has_the_kernels_count():
+    # padding counted and no window cut short: one constant, no per-window sizes
+    _, _, mode = _avg_backward(*AVG_CASES[0])
+    assert mode.prim_counts["ember_prims.div.default"] == 3  # each dim's last window; the 9
+    _, _, mode = _avg_backward(*AVG_CASES[-1])  # divided by each window's own count
+    assert mode.prim_counts["ember_prims.div.default"] == 2 + 4

@@ -160,6 +160,13 @@ def _avg_pool_backward(
     passes = (
         [list(range(n))] if math.prod(counts) <= MAX_GATHERED_WINDOWS else [[i] for i in range(n)]
     )
+    # one divisor for every window: an override, or padding counted and no window cut short
+    # by ceil mode (Inception's pools): divided once, no per-window sizes in the kernel
+    full = all(
+        (out - 1) * s - p + k <= length + p
+        for out, s, p, k, length in zip(outs, stride, padding, kernel, ins, strict=True)
+    )
+    constant = divisor or (math.prod(kernel) if count_include_pad and full else None)
     g = grad_output
     for number, dims in enumerate(passes):
         shape = [ins[i - lead] if i - lead in dims else size for i, size in enumerate(g.shape)]
@@ -167,17 +174,20 @@ def _avg_pool_backward(
         def over(t, i, shape=shape):  # 1-d over spatial dim i -> over this pass's result
             return prims.broadcast_in_dim(t, shape, [lead + i])
 
+        def size_of(c, i):
+            if constant is not None:
+                return None
+            return over(
+                _window_size(c, ins[i], kernel[i], stride[i], padding[i], count_include_pad), i
+            )
+
         options = {}
         for i in dims:
             _, per_dim = _candidates(
                 ins[i], outs[i], counts[i], stride[i], padding[i], positions_type, a.device,
                 reach=kernel[i],
             )  # fmt: skip
-            options[i] = [
-                (c, over(e, i), _window_size(c, ins[i], kernel[i], stride[i], padding[i],
-                                             count_include_pad))
-                for c, e in per_dim
-            ]  # fmt: skip
+            options[i] = [(c, over(e, i), size_of(c, i)) for c, e in per_dim]
         total = None
         for choice in itertools.product(*(options[i] for i in dims)):
             where = [None] * (lead + dims[0]) + [
@@ -185,13 +195,9 @@ def _avg_pool_backward(
                 for i, (c, _, _) in zip(dims, choice, strict=True)
             ]
             value = convert(prims.index(g, where), compute)
-            if divisor:  # divisor_override: one constant, divided once
-                if number == 0:
-                    value = prims.div(value, scalar(divisor, value))
-            else:
+            if constant is None:  # each window's own count
                 sizes = None
-                for i, (_, _, size) in zip(dims, choice, strict=True):
-                    part = over(size, i)
+                for _, _, part in choice:
                     sizes = part if sizes is None else prims.mul(sizes, part)
                 value = prims.div(value, convert(sizes, compute))
             exists = None
@@ -199,6 +205,8 @@ def _avg_pool_backward(
                 exists = e if exists is None else prims.logical_and(exists, e)
             term = prims.where(exists, value, scalar(0, value))
             total = term if total is None else prims.add(total, term)
+        if constant is not None and number == 0:
+            total = prims.div(total, scalar(constant, total))
         g = total
     out = convert(g, grad_output.dtype)
     return in_layout_of(out, a) if n == 2 else out  # as the forward: 3-d stays contiguous
