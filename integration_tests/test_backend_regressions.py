@@ -1,7 +1,9 @@
-"""Programs that once raised in a backend stage where eager runs (issue 14), end to end."""
+"""Programs that once raised in a backend stage where eager runs (issue 14), or ran aten
+kernels where a decomposition now compiles them, end to end."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -250,3 +252,42 @@ def test_transformer_encoder_inference_compiles_through_inductor(tmp_path, monke
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert not ember.counters["aten_fallbacks"]
     assert ember.counters["inductor"]["kernels"] > 0
+
+
+def _halo_windows(x, w):
+    # eca_halonext26ts's halo attention: overlapping blocks of a padded map (unfold twice)
+    blocks = F.pad(x * w, [1, 1, 1, 1]).unfold(2, 4, 2).unfold(3, 4, 2)
+    return blocks.square().sum()
+
+
+def _resized_features(x, w):
+    # CrossViT's input resize (bicubic), then a channels-last upsampling's gradient
+    image = F.interpolate(x, size=(11, 13), mode="bicubic", align_corners=False)
+    up = F.interpolate((image * w).to(memory_format=torch.channels_last), scale_factor=3)
+    return (up * up.tanh()).sum()
+
+
+def _average_pools(x, w):
+    y = F.avg_pool2d(x * w, 3, 1, 1)  # Inception's: one divisor for every window
+    y = F.avg_pool2d(y, 3, 2, 0, ceil_mode=True)  # windows cut short: their own counts
+    return F.avg_pool3d(y.unsqueeze(1), 2, 1, 1, count_include_pad=False).sum()
+
+
+@pytest.mark.parametrize("program", [_halo_windows, _resized_features, _average_pools])
+def test_decomposed_resampling_gradients_through_inductor(program, tmp_path, monkeypatch):
+    # unfold's, nearest upsampling's and average pooling's backward and the bicubic resize
+    # were aten kernels; decomposed, each compiles (no aten fallback) and matches eager
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 10)
+    w = torch.randn(1, 3, 1, 1, requires_grad=True)
+    w_twin = w.detach().clone().requires_grad_(True)
+    ember.reset()
+    got = ember.compile(program, backend="inductor")(x, w_twin)
+    want = program(x, w)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(w_twin.grad, w.grad, rtol=1e-4, atol=1e-5)
+    assert not ember.counters["aten_fallbacks"]
+    assert ember.counters["inductor"]["backward_runs"] == 1
