@@ -69,23 +69,30 @@ def test_elements_in_many_windows_scatter_instead():
     assert "ember_prims.scatter_add.default" in mode.prim_counts
 
 
-def test_the_gathers_read_the_index_narrowed_to_int32(monkeypatch):
-    # narrowed once before its four gathers: a recomputed index is then stored as int32
+def _record_gathers(monkeypatch) -> list[torch.Tensor]:
+    """The tensors pool_backward's gathers (prims.index) read, as they happen."""
     real = pool_backward.prims
-    read = []
+    sources = []
 
     class Recording:
         def __getattr__(self, name):
             return getattr(real, name)
 
         def index(self, source, where):
-            read.append(source.dtype)
+            sources.append(source)
             return real.index(source, where)
 
     monkeypatch.setattr(pool_backward, "prims", Recording())
+    return sources
+
+
+def test_the_gathers_read_the_index_narrowed_to_int32(monkeypatch):
+    # narrowed once before its four gathers: a recomputed index is then stored as int32
+    read = _record_gathers(monkeypatch)
     got, want, _ = _backward(*CASES_2D[0])
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    assert read.count(torch.int32) == 4 and torch.int64 not in read, read
+    dtypes = [t.dtype for t in read]
+    assert dtypes.count(torch.int32) == 4 and torch.int64 not in dtypes, dtypes
 
 
 # (input shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
@@ -129,23 +136,12 @@ def test_average_pool_gradients_equal_atens(case, channels_last):
 
 
 def test_average_pool_gathers_all_dims_at_once_up_to_the_window_limit(monkeypatch):
-    real = pool_backward.prims
-    gathered = []
-
-    class Recording:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def index(self, source, where):
-            gathered.append(source.shape)
-            return real.index(source, where)
-
-    monkeypatch.setattr(pool_backward, "prims", Recording())
+    gathered = _record_gathers(monkeypatch)
     _avg_backward(*AVG_CASES[0])
-    assert len(gathered) == 9 and {tuple(s) for s in gathered} == {(2, 3, 17, 17)}
+    assert len(gathered) == 9 and {tuple(t.shape) for t in gathered} == {(2, 3, 17, 17)}
     gathered.clear()
     _avg_backward(*AVG_CASES[6])  # 5 windows along each dim: two passes of 5 gathers
-    assert [tuple(s) for s in gathered] == [(1, 2, 12, 12)] * 10
+    assert [tuple(t.shape) for t in gathered] == [(1, 2, 12, 12)] * 10
 
 
 def test_average_pool_gradient_in_bfloat16():

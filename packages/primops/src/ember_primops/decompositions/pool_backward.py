@@ -236,21 +236,18 @@ def max_pool3d_with_indices_backward(
     return _max_pool_backward(grad_output, a, kernel_size, stride, padding, dilation, indices, 3)
 
 
-@register_decomposition(aten.avg_pool2d_backward.default)
-def avg_pool2d_backward(
-    grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-):
-    return _avg_pool_backward(
-        grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad,
-        divisor_override, 2,
-    )  # fmt: skip
+def _register_avg_pool_backward(n: int) -> None:
+    def decomposition(
+        grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor
+    ):
+        return _avg_pool_backward(
+            grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+            divisor, n,
+        )  # fmt: skip
+
+    decomposition.__qualname__ = f"decompose_avg_pool{n}d_backward"
+    register_decomposition(getattr(aten, f"avg_pool{n}d_backward").default)(decomposition)
 
 
-@register_decomposition(aten.avg_pool3d_backward.default)
-def avg_pool3d_backward(
-    grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-):
-    return _avg_pool_backward(
-        grad_output, a, kernel_size, stride, padding, ceil_mode, count_include_pad,
-        divisor_override, 3,
-    )  # fmt: skip
+for _n in (2, 3):
+    _register_avg_pool_backward(_n)
