@@ -36,7 +36,7 @@ def _layer_norm(x, weight, bias, eps):
 
 
 def _score_mask(mask, mask_type, batch, heads, length, source):
-    """The mask as a boolean "attend" or a float to add, broadcastable to [B, H, L, S]."""
+    """The mask (boolean: True is not attended; float: added) broadcastable to [B, H, L, S]."""
     if mask is None:
         return None
     if mask.dim() == 2 and mask_type == 1:  # key padding: [B, S] -> [B, 1, 1, S]
@@ -48,7 +48,7 @@ def _score_mask(mask, mask_type, batch, heads, length, source):
         mask = aten.view.default(
             mask, [1 if shared else batch, 1 if shared else heads, length, source]
         )
-    return aten.logical_not.default(mask) if mask.dtype == torch.bool else mask
+    return mask
 
 
 def _heads(x, batch, length, heads):
@@ -75,11 +75,11 @@ def native_multi_head_attention(
     scores = aten.view.default(
         aten.bmm.default(q, aten.transpose.int(k, 1, 2)), [batch, num_head, length, source]
     )
-    attend = _score_mask(mask, mask_type, batch, num_head, length, source)
-    if attend is not None and attend.dtype == torch.bool:
-        scores = aten.masked_fill.Scalar(scores, aten.logical_not.default(attend), float("-inf"))
-    elif attend is not None:
-        scores = aten.add.Tensor(scores, attend)
+    mask = _score_mask(mask, mask_type, batch, num_head, length, source)
+    if mask is not None and mask.dtype == torch.bool:
+        scores = aten.masked_fill.Scalar(scores, mask, float("-inf"))
+    elif mask is not None:
+        scores = aten.add.Tensor(scores, mask)
     probabilities = aten._softmax.default(scores, -1, False)
     context = aten.bmm.default(
         aten.view.default(probabilities, [batch * num_head, length, source]), v
