@@ -225,7 +225,11 @@ class KernelBuilder(ReductionEmitter):
         #: internal full-row buffers of a persistent reduction that every reader reads where
         #: they were written: the row is in registers, so they are never stored
         self.row_resident = self._row_resident()
-        self.register_only |= self.row_resident
+        #: internal full-row buffers of a looped reduction read only in the loop pass that
+        #: writes them, where written: that pass holds them (ESE-VoVNet's max-pool backward
+        #: stored its four window terms, 1.6 GB a step that nothing read)
+        self.pass_resident = self._pass_resident()
+        self.register_only |= self.row_resident | self.pass_resident
         self._row_locals: dict[str, TritonValue] = {}
         self.params: dict[str, bool] = {}
         self.workspaces: list[Workspace] = []
@@ -345,9 +349,8 @@ class KernelBuilder(ReductionEmitter):
     def index_type(self) -> str:
         return "tl.int64" if self.int64 else "tl.int32"
 
-    def _row_resident(self) -> set[str]:
-        if self.kind != "persistent" or self.part is not None:
-            return set()
+    def _resident_candidates(self) -> set[str]:
+        """Internal full-row buffers each written at one index and read only there."""
         writes: dict[str, set[sympy.Expr]] = {}
         reads: dict[str, set[sympy.Expr]] = {}
         full = {n.buffer.name for n in self.group.nodes if n.placement == "full"}
@@ -367,6 +370,26 @@ class KernelBuilder(ReductionEmitter):
             if len(writes.get(name, ())) == 1 and reads.get(name, set()) <= writes[name]
         }
 
+    def _row_resident(self) -> set[str]:
+        if self.kind != "persistent" or self.part is not None:
+            return set()
+        return self._resident_candidates()
+
+    def _pass_resident(self) -> set[str]:
+        if self.kind not in ("looped", "split"):
+            return set()
+        candidates = self._resident_candidates()
+        if not candidates:
+            return set()
+        resident = set(candidates)
+        for segment in plan_segments(self.group.nodes):
+            written = {n.buffer.name for n in segment.nodes}
+            for node in segment.nodes:
+                recorder = ReadWriteHandler()
+                node.run(recorder)
+                resident -= {name for name, _ in recorder.reads} - written
+        return resident
+
     def local_value(self, name: str) -> TritonValue | None:
         found = self._segment_locals.get(name) or self._locals.get(name)
         if found is None and self._seg is LOOP:
@@ -380,7 +403,7 @@ class KernelBuilder(ReductionEmitter):
             if name in self.row_resident:
                 self._row_locals[name] = value  # read again after the row's reductions
                 return True
-            return False
+            return name in self.pass_resident
         self._locals[name] = value
         return name in self.register_only
 
