@@ -171,3 +171,26 @@ def test_a_large_value_is_not_moved_back_over_many_library_calls(check):
     (late,) = [k for k, g in enumerate(order) if g.extern is None
                     and any("mul" in str(n.buffer.origins) for n in g.nodes)]  # fmt: skip
     assert late > last_mm, [g.name for g in order]
+
+
+def test_a_narrowing_copy_joins_its_source_however_far_back(check):
+    """A smaller copy of a value made before six matmuls, read after them and by nothing
+    else (a max pool's int64 offsets narrowed to the int8 saved for the backward, made at
+    the forward's end): joined to the source's group it is held across the matmuls, but
+    the wider source is not (it is not even stored)."""
+
+    def f(a, w):
+        t = prims.sum(a, [2])  # the matmuls read it
+        g = prims.amax(a, [2])  # the same group: read only by the copy
+        x = t
+        for _ in range(6):
+            x = prims.mm(x, w)
+        return (x, prims.convert_element_type(g, torch.bfloat16))
+
+    a, w = torch.randn(1024, 512, 16), torch.randn(512, 512) / 23  # the copy: 1 MiB
+    _, sched = check(f, a, w, atol=1e-2, rtol=1e-2)
+    (group,) = [g for g in sched if g.extern is None]
+    kinds = sorted(n.placement for n in group.nodes)
+    assert kinds == ["outer", "reduction", "reduction"], [g.name for g in sched]
+    (amax,) = [n.buffer.name for n in group.nodes if "amax" in str(n.buffer.origins)]
+    assert amax in group.internal and amax not in group.writes

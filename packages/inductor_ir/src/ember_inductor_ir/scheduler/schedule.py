@@ -144,18 +144,56 @@ def _inputs_ready_at(op: ComputedBuffer, reads: frozenset[str], producer_of: dic
     return max((position[id(p)] for n in reads if (p := producer_of.get(n))), default=-1)
 
 
-def _fuse(ops: list[Operation], fusion: _Fusion) -> list[_Draft]:
+def _ends_what_it_reads(
+    op: ComputedBuffer, draft: _Draft, reads: frozenset[str], readers: dict[str, int],
+    outputs: set[str], sizes: Callable[[str], int | None],
+) -> bool:  # fmt: skip
+    """Whether ``op`` is the only reader of values ``draft`` makes that hold at least its own
+    bytes: joined to ``draft``, it is held from there on, but those values no longer are
+    (they need not be stored at all). A max pool's int64 window offsets were held through
+    the rest of the forward for the int8 copy saved for the backward, made at its end."""
+    own = sizes(op.name)
+    if own is None:
+        return False
+    ended = 0
+    for name in reads & draft.writes:
+        size = sizes(name)
+        if readers.get(name, 0) == 1 and name not in outputs and size is not None:
+            ended += size
+    return ended >= own
+
+
+def _byte_sizes(ops: list[Operation]) -> Callable[[str], int | None]:
+    known: dict[str, int | None] = {}
+    for op in ops:
+        if isinstance(op, ComputedBuffer):
+            numel = sympy.sympify(op.layout.storage_numel())
+            known[op.name] = int(numel) * op.get_dtype().itemsize if numel.is_Integer else None
+    return lambda name: known.get(name)
+
+
+def _fuse(ops: list[Operation], fusion: _Fusion, outputs: set[str]) -> list[_Draft]:
     drafts: list[_Draft] = []
     producer_of: dict[str, _Draft] = {}
     position: dict[int, int] = {}  # a draft's index in ``drafts``
     externs: list[int] = []  # library-call drafts among drafts[: k + 1]
+    readers: dict[str, int] = {}
+    for op in ops:
+        for name in fusion.reads(op):
+            readers[name] = readers.get(name, 0) + 1
+    sizes = _byte_sizes(ops)
     for op in ops:
         joined = None
         if isinstance(op, ComputedBuffer):
-            ready = _inputs_ready_at(op, fusion.reads(op), producer_of, position)
-            for _, kind, draft in _candidates(op, drafts, fusion.reads(op)):
+            reads = fusion.reads(op)
+            ready = _inputs_ready_at(op, reads, producer_of, position)
+            for _, kind, draft in _candidates(op, drafts, reads):
                 start = position[id(draft)] if ready is None else max(position[id(draft)], ready)
-                if ready is not None and externs[-1] - externs[start] > MAX_HOISTED_EXTERNS:
+                if (
+                    ready is not None
+                    and externs[-1] - externs[start] > MAX_HOISTED_EXTERNS
+                    and not _ends_what_it_reads(op, draft, reads, readers, outputs, sizes)
+                ):
                     log.info("no fusion of %s into %s (%s): too far back", op.name,
                              draft.label(), kind)  # fmt: skip
                     continue
@@ -234,7 +272,9 @@ def schedule(lowering: GraphLowering, *, release_inputs: bool = False) -> Schedu
     outputs = {spec.name for spec in lowering.graph_outputs if spec.name is not None}
     fusion = _Fusion(reads_memo())  # for this call: the layouts are frozen from here on
     ops = eliminate_dead_code(lowering.operations, outputs, fusion.reads)
-    drafts = _in_memory_order(_order(_fuse(ops, fusion)), lowering, outputs, release_inputs)
+    drafts = _in_memory_order(
+        _order(_fuse(ops, fusion, outputs)), lowering, outputs, release_inputs
+    )
     drafts = spread_collectives(drafts)
     groups: list[KernelGroup] = []
     for k, draft in enumerate(drafts):
