@@ -127,7 +127,7 @@ def test_min_cut_handles_a_backward_that_reads_only_factory_values():
 
 def two_layers(x, w1, w2):
     h = (x @ w1).sin()
-    return ((h @ w2).cos() * 2).sum()
+    return (h * w2).sum()  # h's backward reader is pointwise: recomputed
 
 
 def test_a_recomputed_value_is_made_just_before_its_first_backward_reader():
@@ -161,3 +161,42 @@ def test_min_cut_recomputes_a_gather_rather_than_save_its_larger_result():
     assert report.saved_activation_bytes == 0, report
     joint = trace_joint(gathered, [x, idx, w])
     assert any(is_recomputable(n) for n in joint.gm.graph.nodes if n.target == aten.index.Tensor)
+
+
+def mlp(x, w1, w2):
+    h = (x @ w1).sin()
+    return ((h @ w2).cos() * 2).sum()
+
+
+def test_a_value_a_backward_matmul_reads_is_saved_not_recomputed():
+    """The second weight's gradient is a matmul reading h (through a transpose): recomputed,
+    h would be computed and written in full in the backward; the forward wrote it already
+    for its own matmul, so it is saved (the sine runs once)."""
+    args = [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
+            torch.randn(8, 8, requires_grad=True)]  # fmt: skip
+    part = min_cut_rematerialization_partition(trace_joint(mlp, args))
+    assert not [n for n in part.bw_gm.graph.nodes if n.target is aten.sin.default]
+    x, w1, w2 = args
+    expected = torch.autograd.grad(mlp(x, w1, w2), [w1, w2])
+    outputs = part.fw_gm(x, w1, w2)
+    grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
+    torch.testing.assert_close(list(grads), list(expected))
+
+
+def conv_relu_conv(x, w1, w2):
+    h = torch.relu(torch.nn.functional.conv2d(x, w1, padding=1))
+    return torch.nn.functional.conv2d(torch.cat([x, h], 1), w2).square().sum()
+
+
+def test_a_value_a_backward_convolution_reads_is_saved():
+    """The concatenation feeds the second convolution, whose weight gradient reads it: saved
+    (ESE-VoVNet recomputed its concatenations of batch norm + ReLU outputs in the backward)."""
+    args = [torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3, requires_grad=True),
+            torch.randn(5, 7, 1, 1, requires_grad=True)]  # fmt: skip
+    part = min_cut_rematerialization_partition(trace_joint(conv_relu_conv, args))
+    assert not [n for n in part.bw_gm.graph.nodes if n.target is aten.cat.default]
+    x, w1, w2 = args
+    expected = torch.autograd.grad(conv_relu_conv(x, w1, w2), [w1, w2])
+    outputs = part.fw_gm(x, w1, w2)
+    grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
+    torch.testing.assert_close(list(grads), list(expected))

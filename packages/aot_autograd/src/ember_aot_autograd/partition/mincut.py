@@ -132,6 +132,51 @@ _RECOMPUTABLE: set[str] = {
 }
 
 
+#: ops that read their operands from memory (library kernels: matmuls, convolutions and their
+#: gradients, attention), never fused with the loop IR's kernels: a value one of them reads in
+#: the backward is written there in full if the backward recomputes it
+_READ_FROM_MEMORY: set[str] = {
+    f"aten::{name}"
+    for name in (
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "convolution",
+        "convolution_backward",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_cudnn_attention_backward",
+    )
+} | {
+    f"ember_prims::{name}"
+    for name in (
+        "mm",
+        "bmm",
+        "addmm",
+        "convolution",
+        "convolution_backward",
+        "scaled_dot_product_attention",
+        "sdpa_efficient",
+        "sdpa_efficient_backward",
+        "sdpa_flash_cpu",
+        "sdpa_flash_cpu_backward",
+        "sdpa_flash_cuda",
+        "sdpa_flash_cuda_backward",
+    )
+}
+
+#: prims that only rearrange or broadcast their input (followed to the op that reads it)
+_REARRANGING = frozenset(
+    f"ember_prims::{name}"
+    for name in ("reshape", "permute", "broadcast_in_dim", "squeeze", "expand_dims",
+                 "collapse_view", "collapse", "split_dim", "view_of", "slice", "as_strided")
+)  # fmt: skip
+
+
 def register_recomputable(qualified_name: str) -> None:
     """Declares an op ("namespace::name") cheap enough to recompute in the backward."""
     _RECOMPUTABLE.add(qualified_name)
@@ -149,6 +194,38 @@ def is_recomputable(node: torch.fx.Node) -> bool:
     if torch.Tag.pointwise in target.tags or returns_views(target):
         return True
     return target._schema.name in _RECOMPUTABLE
+
+
+def _schema_name(node: torch.fx.Node) -> str | None:
+    target = node.target
+    return target._schema.name if isinstance(target, OpOverload) else None
+
+
+def _rearranges(node: torch.fx.Node) -> bool:
+    target = node.target
+    return isinstance(target, OpOverload) and (
+        returns_views(target) or target._schema.name in _REARRANGING
+    )
+
+
+def read_by_backward_library_op(node: torch.fx.Node, backward: set[torch.fx.Node]) -> bool:
+    """Whether a backward op that reads its operands from memory (a matmul, a convolution's
+    gradient) reads ``node``'s value, directly or through views. Recomputed, such a value
+    is computed and written in full again in the backward (a pass over its inputs and a
+    write of its own size), where saving it costs only its bytes: the forward wrote it
+    already when its own library op read it (ESE-VoVNet recomputed each concatenation and
+    each batch norm + ReLU for its convolution's weight gradient: 35 kernels, 5 ms a step)."""
+    work, seen = [node], set()
+    while work:
+        for user in work.pop().users:
+            if user in seen:
+                continue
+            seen.add(user)
+            if user in backward and _schema_name(user) in _READ_FROM_MEMORY:
+                return True
+            if _rearranges(user):
+                work.append(user)
+    return False
 
 
 def min_cut_rematerialization_partition(
@@ -184,7 +261,11 @@ def min_cut_rematerialization_partition(
         if (
             node not in free
             and node not in unsaveable
-            and (node in boundary_values or not recomputable(node))
+            and (
+                node in boundary_values
+                or not recomputable(node)
+                or (not _rearranges(node) and read_by_backward_library_op(node, from_tangents))
+            )
         ):
             network.add_edge("source", into)
         for user in node.users:
