@@ -86,6 +86,14 @@ def _recomputed_values_early() -> None:
     sys.modules["ember_inductor_ir.scheduler.schedule"].MAX_HOISTED_EXTERNS = 10**9
 
 
+def _save_library_operands() -> None:
+    """Forward values a backward matmul or convolution gradient reads saved, not recomputed
+    (aot min-cut: SAVE_LIBRARY_OPERANDS, off since 7b1883a)."""
+    from ember_aot_autograd.partition import mincut
+
+    mincut.SAVE_LIBRARY_OPERANDS = True
+
+
 def _statistics_inline() -> None:
     """A reduction's per-channel divisions and roots recomputed for every element of their
     broadcast reader (graph.STATISTIC_BROADCAST_MIN off), and a split reduction's index
@@ -194,6 +202,8 @@ VARIANTS = {
     "pool_scatter": _pool_scatter,
     "saved_floats_only": _saved_floats_only,
     "gathers_vote_by_walk": _gathers_vote_by_walk,
+    # what a backward library op reads saved, not recomputed (more memory, fewer passes)
+    "save_library_operands": _save_library_operands,
 }
 
 

@@ -2,6 +2,7 @@
 
 import operator
 
+import pytest
 import torch
 
 from ember_aot_autograd import (
@@ -130,6 +131,13 @@ def two_layers(x, w1, w2):
     return (h * w2).sum()  # h's backward reader is pointwise: recomputed
 
 
+def test_by_default_a_value_a_backward_matmul_reads_is_recomputed():
+    args = [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
+            torch.randn(8, 8, requires_grad=True)]  # fmt: skip
+    part = min_cut_rematerialization_partition(trace_joint(mlp, args))
+    assert [n for n in part.bw_gm.graph.nodes if n.target is aten.sin.default]
+
+
 def test_a_recomputed_value_is_made_just_before_its_first_backward_reader():
     args = [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
             torch.randn(8, 8, requires_grad=True)]  # fmt: skip
@@ -168,7 +176,14 @@ def mlp(x, w1, w2):
     return ((h @ w2).cos() * 2).sum()
 
 
-def test_a_value_a_backward_matmul_reads_is_saved_not_recomputed():
+@pytest.fixture
+def save_library_operands(monkeypatch):
+    from ember_aot_autograd.partition import mincut
+
+    monkeypatch.setattr(mincut, "SAVE_LIBRARY_OPERANDS", True)
+
+
+def test_a_value_a_backward_matmul_reads_is_saved_not_recomputed(save_library_operands):
     """The second weight's gradient is a matmul reading h (through a transpose): recomputed,
     h would be computed and written in full in the backward; the forward wrote it already
     for its own matmul, so it is saved (the sine runs once)."""
@@ -188,7 +203,7 @@ def conv_relu_conv(x, w1, w2):
     return torch.nn.functional.conv2d(torch.cat([x, h], 1), w2).square().sum()
 
 
-def test_a_value_a_backward_convolution_reads_is_saved():
+def test_a_value_a_backward_convolution_reads_is_saved(save_library_operands):
     """The concatenation feeds the second convolution, whose weight gradient reads it: saved
     (ESE-VoVNet recomputed its concatenations of batch norm + ReLU outputs in the backward)."""
     args = [torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3, requires_grad=True),

@@ -169,6 +169,13 @@ _READ_FROM_MEMORY: set[str] = {
     )
 }
 
+#: save what a backward library op reads (read_by_backward_library_op) rather than recompute
+#: it. Off: on ESE-VoVNet's bf16 training step (H200, 7b1883a) it held 1.5 GB more (7231
+#: against 5660 MB) for no measured gain (35.2 against 34.9 ms a step: the backward's
+#: reductions then read the saved ReLU output beside the convolution's); to be timed A/B
+#: on more models (tools/gpu/bisect_variants.py's save_library_operands)
+SAVE_LIBRARY_OPERANDS = False
+
 #: prims that only rearrange or broadcast their input (followed to the op that reads it)
 _REARRANGING = frozenset(
     f"ember_prims::{name}"
@@ -264,7 +271,11 @@ def min_cut_rematerialization_partition(
             and (
                 node in boundary_values
                 or not recomputable(node)
-                or (not _rearranges(node) and read_by_backward_library_op(node, from_tangents))
+                or (
+                    SAVE_LIBRARY_OPERANDS
+                    and not _rearranges(node)
+                    and read_by_backward_library_op(node, from_tangents)
+                )
             )
         ):
             network.add_edge("source", into)
