@@ -120,6 +120,12 @@ def test_a_compiler_without_a_cold_first_call_has_no_compile_figure() -> None:
     assert "compile_s" not in ember and ember["warm_compile_s"] == 0.49
 
 
+def test_cold_compiles_are_named_with_what_failed() -> None:
+    cold = {"compilers": {"eager": {"first_call_s": 0.3}, "ember": {"error": "CUDA error"}}}
+    assert suites_run._brief_cold(cold) == "eager 0.3 s, ember CUDA error"
+    assert suites_run._brief_cold({"error": "timeout after 9 s"}) == "timeout after 9 s"
+
+
 def test_summary_names_slow_rows(tmp_path: Path) -> None:
     import summary
 

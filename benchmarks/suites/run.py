@@ -463,7 +463,20 @@ def compile_ahead(
 
     log(f"cold compiles of {len(todo)} models, {args.compile_lanes} at a time")
     with ThreadPoolExecutor(args.compile_lanes) as pool:
-        return dict(pool.map(cold_run, todo))
+        cold = dict(pool.map(cold_run, todo))
+    for name, record in cold.items():  # a failed cold compile is timed cold later: named here
+        log(f"  cold {name}: {_brief_cold(record)}")
+    return cold
+
+
+def _brief_cold(record: dict) -> str:
+    if "skipped" in record or "error" in record:
+        return record.get("skipped") or record["error"]
+    parts = []
+    for name, r in record.get("compilers", {}).items():
+        first = r.get("first_call_s")
+        parts.append(f"{name} {first:.1f} s" if first is not None else f"{name} {r.get('error')}")
+    return ", ".join(parts)
 
 
 def take_cold_compiles(record: dict, cold: dict, lanes: int) -> None:
