@@ -3,6 +3,10 @@ Ember's generated Triton source (the `ember.output_code` log) and torch.compile'
 go to --out, the top kernels of both (torch.profiler) to stdout.
 
     python tools/gpu/suite_kernels.py --suite timm --model convnext_tiny --mode train-bf16 --out $OUT
+
+Every kernel of each compiler also goes to OUT/kernels_COMPILER[_VARIANT]_MODEL.tsv (ms a
+step, launches, name). `--variant NAME` applies a tools/gpu/bisect_variants.py variant first
+(one process per variant: a variant's switches are module state, its compiles cached apart).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ def main() -> None:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--compilers", default="torch.compile,ember")
     p.add_argument("--each", action="store_true", help="Ember's kernels one by one, not by family")
+    p.add_argument("--variant", help="a bisect_variants.py VARIANTS name, applied before compiling")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tc_cache = tempfile.mkdtemp(prefix="tc_cache_")
@@ -37,6 +42,11 @@ def main() -> None:
     code_log.addHandler(handler)
     code_log.setLevel(logging.INFO)
 
+    if args.variant:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bisect_variants import VARIANTS
+
+        VARIANTS[args.variant]()
     from cases import BUILDERS, to_device
     from kernel_profile import kernel_profile
     from models import entries
@@ -53,6 +63,11 @@ def main() -> None:
         print("   by kind (ms, launches):", prof["by_kind"])
         for name, ms, count in prof["top"]:
             print(f"   {ms:8.3f} ms  x{count:<3} {name}")
+        # every kernel, for a per-kernel comparison of two runs (variants, trees) offline
+        every = kernel_profile(step, steps=3, top=10**6, families=not args.each)
+        suffix = f"_{args.variant}" if args.variant else ""
+        with open(args.out / f"kernels_{compiler}{suffix}_{args.model}.tsv", "w") as f:
+            f.writelines(f"{ms:.4f}\t{count}\t{name}\n" for name, ms, count in every["top"])
     for name, root in (("tc", tc_cache), ("ember", ember_cache)):
         with open(args.out / f"{name}_code_{args.model}.txt", "a") as f:
             for path in sorted(Path(root).rglob("*.py")):
