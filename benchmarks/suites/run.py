@@ -348,24 +348,34 @@ def run_one(suite: str, name: str, args: argparse.Namespace) -> dict:
     ref: list = []
     fp64: list = []
     steps: dict[str, Any] = {}
+    # wall seconds of each phase: where a device call's time goes (warm-up includes the
+    # compile and the fp64 reference check)
+    phases: dict[str, float] = {}
+    record["phase_s"] = phases
     reset_all()  # once: a reset between compilers would drop the compiled code timed below
     for compiler in args.compilers:
         log(f"  {compiler} ...")
+        started = time.perf_counter()
         step = warm_up(case, compiler, args, results[compiler], ref, fp64)
+        phases[compiler] = round(time.perf_counter() - started, 1)
         if step is not None:
             steps[compiler] = step
         if compiler == "eager" and step is None:
             return record
     if args.compile_only:
         return record
+    started = time.perf_counter()
     interleave(steps, results, args)
+    phases["timed"] = round(time.perf_counter() - started, 1)
     if args.profile and args.device == "cuda":
         from kernel_profile import kernel_profile
 
+        started = time.perf_counter()
         for name, step in steps.items():
             results[name]["profile"] = kernel_profile(step)
         if "ember" in steps:
             results["ember"]["profile"]["adopted_copies"] = _adopted_copies(steps["ember"])
+        phases["profile"] = round(time.perf_counter() - started, 1)
     return record
 
 
@@ -444,7 +454,7 @@ def parent(args: argparse.Namespace, argv: list[str]) -> int:
         record["env"] = env
         with open(args.out, "a") as f:
             f.write(json.dumps(record) + "\n")
-        log("  " + _brief(record))
+        log("  " + _brief(record) + _phases(record))
     return 0
 
 
@@ -512,6 +522,11 @@ def _spawn(command: list[str], env: dict, args: argparse.Namespace, name: str) -
         if line.startswith(RESULT):
             return json.loads(line[len(RESULT) :])
     return {**base, "error": f"child exited {done.returncode} without a result"}
+
+
+def _phases(record: dict) -> str:
+    phases = record.get("phase_s")
+    return " (s: " + ", ".join(f"{k} {v}" for k, v in phases.items()) + ")" if phases else ""
 
 
 def _brief(record: dict) -> str:
