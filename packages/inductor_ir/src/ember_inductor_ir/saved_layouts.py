@@ -94,6 +94,10 @@ def predicted_channels_last(
         first = node.args[0] if node.args else None
         if name in _VIEWS and isinstance(first, torch.fx.Node):
             root[node] = root.get(first, first)
+            if name == "view_of" and first in stored:
+                # the same tensor: stored as its source is (a saved value the min-cut took
+                # as an alias of the ReLU output went to the backward through an NCHW copy)
+                stored.add(node)
             continue
         val = _val(node)
         if name == "convolution":  # the policy trains channels-last: 2-d ones run so

@@ -200,6 +200,30 @@ def test_saved_activations_cross_to_the_backward_channels_last(monkeypatch):
     _assert_eager(grads[0], backward(c, g)[0])
 
 
+def test_a_saved_alias_of_an_nhwc_value_crosses_channels_last(monkeypatch):
+    # the min-cut may take a view_of alias of the convolution's result as the saved value
+    # (equal bytes); it is the same tensor, stored NHWC: ESE-VoVNet's depthwise outputs
+    # crossed through NCHW copies (28 of the forward's 345 planned kernels at a small size)
+    monkeypatch.delenv("EMBER_CHANNELS_LAST", raising=False)
+    x, w1, _ = _inputs()
+
+    def forward(a, b):
+        c = _conv(a, b)
+        return prims.sum(prims.abs(c), [0, 1, 2, 3]), prims.view_of(c)
+
+    _, backward, _, bw, c, g = _training_pair(x, w1)
+    fw = prim_graph(forward, x, w1)
+    assert keep_saved_channels_last(fw, bw, 1, 1, FUSING_GPU) == 1
+    saved = bw.graph.find_nodes(op="placeholder")[0].meta["val"]
+    assert saved.is_contiguous(memory_format=torch.channels_last)
+    lowering, sched, got = _lower_and_run(fw, [x, w1], FUSING_GPU)
+    conv = _extern_args(sched, "convolution")[0]
+    assert lowering.graph_outputs[1].name == conv.outputs[0].name  # no copy kernel
+    assert got[1].stride() == tuple(saved.stride())
+    _, _, grads = _lower_and_run(bw, [got[1], g], FUSING_GPU)
+    _assert_eager(grads[0], backward(c, g)[0])
+
+
 def test_a_saved_integer_map_crosses_channels_last_too(monkeypatch):
     # a max pool's window offsets (int8) or a ReLU's mask, saved beside NHWC activations:
     # stored NCHW, the backward's gathers beside NHWC gradients read them element by element
