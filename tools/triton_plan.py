@@ -3,7 +3,9 @@ without a GPU: the model's step is compiled on the CPU with the Triton target fo
 Triton's interpreter selected, and stopped at its first kernel launch, so only tracing and
 code generation are paid for. The kernels' loop shapes, fusion and reduction splits are
 those the GPU would get for these sizes (what a session with no device time left can still
-compare between two trees). A step of several graphs shows its first graph's kernels only.
+compare between two trees). A training step's plan holds its forward and its backward (aot
+compiles both before the forward runs); an optimizer's graph, compiled at its first call, is
+not in it.
 
     python tools/triton_plan.py --model resnet50 --mode train-bf16 --out /tmp/plan-main
     python tools/triton_plan.py --compare /tmp/plan-old /tmp/plan-main
