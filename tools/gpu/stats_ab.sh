@@ -5,7 +5,8 @@
 # on 2026-12-02: an order-bound A/B is read from both orders):
 #   save_library_operands  forward values a backward matmul or convolution gradient reads
 #                      saved, not recomputed (aot min-cut; off): ESE-VoVNet held 7231 MB
-#                      against 5660 at 7b1883a for 35.2 against 34.9 ms a step, one run
+#                      against 5660 at 7b1883a for 35.2 against 34.9 ms a step, one run,
+#                      its saved aliases then crossing through NCHW copies (fixed: 5c054ef)
 #   welford_reciprocal a looped Welford update multiplies by one reciprocal a pass (off
 #                      since 860f3f8; order-bound twice: 40.91 / 37.62 and 41.56 / 36.01)
 # Timed and kept (0c450c5): the pool layouts (gathers_vote_by_walk 29.91, saved_floats_only
