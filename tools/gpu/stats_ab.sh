@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (about 8 minutes): A/B of the training-step choices still to time, each
+# Device calls (two groups, about 8 minutes each): A/B of the training-step choices still to time, each
 # variant in a fresh process, ms a step and peak MB (variants: bisect_variants.py), every
 # model's variants run base, variant, variant, base (the first process of a call ran slower
 # on 2026-12-02: an order-bound A/B is read from both orders):
@@ -12,13 +12,18 @@
 # Timed and kept (0c450c5): the pool layouts (gathers_vote_by_walk 29.91, saved_floats_only
 # 27.04, pool_scatter 27.88 against 24.52 / 23.37 ms on ResNet-50), the pass order
 # (program_order), the stored statistics (stats_only_inline).
-#   bash tools/gpu/stats_ab.sh        (through the device tool, carrying .whl)
+#   bash tools/gpu/stats_ab.sh 1      (through the device tool, carrying .whl; group 1 or 2,
+#                                      each about 8 minutes: four fresh compiles a model)
 set -uo pipefail
 source tools/gpu/host_env.sh
-for spec in "timm ese_vovnet19b_dw train-bf16 base,save_library_operands,save_library_operands,base" \
-    "timm resnet50 train-bf16 base,save_library_operands,save_library_operands,base" \
-    "huggingface GPT2LMHeadModel train-bf16 base,save_library_operands,save_library_operands,base" \
-    "timm efficientnet_b0 train-bf16 base,welford_reciprocal,welford_reciprocal,base"; do
+save=base,save_library_operands,save_library_operands,base
+case "${1:-1}" in
+1) specs=("timm ese_vovnet19b_dw train-bf16 $save" "timm resnet50 train-bf16 $save") ;;
+2) specs=("huggingface GPT2LMHeadModel train-bf16 $save"
+    "timm efficientnet_b0 train-bf16 base,welford_reciprocal,welford_reciprocal,base") ;;
+*) echo "group 1 or 2" >&2; exit 2 ;;
+esac
+for spec in "${specs[@]}"; do
     read -r suite model mode variants <<<"$spec"
     echo "== $model $mode"
     timeout 300 python3 tools/gpu/bisect_variants.py --suite "$suite" --model "$model" \
