@@ -132,15 +132,27 @@ def two_layers(x, w1, w2):
 
 
 def test_by_default_a_value_a_backward_matmul_reads_is_recomputed():
-    args = [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
-            torch.randn(8, 8, requires_grad=True)]  # fmt: skip
+    args = _matrices()
     part = min_cut_rematerialization_partition(trace_joint(mlp, args))
     assert [n for n in part.bw_gm.graph.nodes if n.target is aten.sin.default]
+    _assert_eager_gradients(part, mlp, args)
+
+
+def _matrices():
+    return [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
+            torch.randn(8, 8, requires_grad=True)]  # fmt: skip
+
+
+def _assert_eager_gradients(part, fn, args):
+    """The partition's forward then backward give eager autograd's weight gradients."""
+    expected = torch.autograd.grad(fn(*args), list(args[1:]))
+    outputs = part.fw_gm(*args)
+    grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
+    torch.testing.assert_close(list(grads), list(expected))
 
 
 def test_a_recomputed_value_is_made_just_before_its_first_backward_reader():
-    args = [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
-            torch.randn(8, 8, requires_grad=True)]  # fmt: skip
+    args = _matrices()
     part = min_cut_rematerialization_partition(trace_joint(two_layers, args))
     nodes = list(part.bw_gm.graph.nodes)
     at = {n: k for k, n in enumerate(nodes)}
@@ -150,11 +162,7 @@ def test_a_recomputed_value_is_made_just_before_its_first_backward_reader():
     (expand,) = [n for n in nodes if n.target is aten.expand.default]  # of the tangent
     assert at[sin] > at[expand], part.bw_gm.graph
     assert all(at[dep] < at[n] for n in nodes for dep in n.all_input_nodes)
-    x, w1, w2 = args
-    expected = torch.autograd.grad(two_layers(x, w1, w2), [w1, w2])
-    outputs = part.fw_gm(x, w1, w2)
-    grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
-    torch.testing.assert_close(list(grads), list(expected))
+    _assert_eager_gradients(part, two_layers, args)
 
 
 def gathered(x, idx, w):
@@ -187,15 +195,10 @@ def test_a_value_a_backward_matmul_reads_is_saved_not_recomputed(save_library_op
     """The second weight's gradient is a matmul reading h (through a transpose): recomputed,
     h would be computed and written in full in the backward; the forward wrote it already
     for its own matmul, so it is saved (the sine runs once)."""
-    args = [torch.randn(8, 8), torch.randn(8, 8, requires_grad=True),
-            torch.randn(8, 8, requires_grad=True)]  # fmt: skip
+    args = _matrices()
     part = min_cut_rematerialization_partition(trace_joint(mlp, args))
     assert not [n for n in part.bw_gm.graph.nodes if n.target is aten.sin.default]
-    x, w1, w2 = args
-    expected = torch.autograd.grad(mlp(x, w1, w2), [w1, w2])
-    outputs = part.fw_gm(x, w1, w2)
-    grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
-    torch.testing.assert_close(list(grads), list(expected))
+    _assert_eager_gradients(part, mlp, args)
 
 
 def conv_relu_conv(x, w1, w2):
@@ -210,8 +213,4 @@ def test_a_value_a_backward_convolution_reads_is_saved(save_library_operands):
             torch.randn(5, 7, 1, 1, requires_grad=True)]  # fmt: skip
     part = min_cut_rematerialization_partition(trace_joint(conv_relu_conv, args))
     assert not [n for n in part.bw_gm.graph.nodes if n.target is aten.cat.default]
-    x, w1, w2 = args
-    expected = torch.autograd.grad(conv_relu_conv(x, w1, w2), [w1, w2])
-    outputs = part.fw_gm(x, w1, w2)
-    grads = part.bw_gm(*outputs[part.num_fw_outputs :], torch.ones(()))
-    torch.testing.assert_close(list(grads), list(expected))
+    _assert_eager_gradients(part, conv_relu_conv, args)
