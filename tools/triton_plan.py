@@ -12,7 +12,8 @@ not in it.
 
 Writes OUT/kernels.txt (one line per kernel, in the order generated: name, its loop shape
 from the header each generated kernel carries, and its launch's grid and block sizes from the
-wrapper) and OUT/sources/ (every generated kernel and wrapper file).
+wrapper), OUT/sources/ (every generated kernel and wrapper file) and OUT/peaks.txt (each
+graph's planned storage peak: memory compared between trees without a GPU).
 Autocast runs on the CPU's policy (convolutions and matmuls in bf16 on both devices).
 Needs the suite's libraries (timm, torchvision or transformers) on the path.
 
@@ -97,7 +98,10 @@ def _plan(args: argparse.Namespace) -> None:
 
     graphs = []  # every compiled graph, for the PTX pass
 
+    peaks = []  # each graph's planned storage peak and the bound without in-place writes
+
     def keep(sched, *a, **k):
+        peaks.append((len(sched), sched.peak_bytes(), sched.live_bytes_bound()))
         graphs.append(compile_triton(sched, *a, **k))
         return graphs[-1]
 
@@ -115,6 +119,7 @@ def _plan(args: argparse.Namespace) -> None:
         step()
     seconds = time.perf_counter() - start
     write_plan(cache, Path(args.out))
+    write_peaks(peaks, Path(args.out))
     if args.stages:
         write_stages(cache / "trace", profiler, seconds, Path(args.out))
     if args.ptx:
@@ -287,6 +292,18 @@ def _sass_counts(sass: str) -> dict:
     ops = [m[1] for m in SASS_OP.finditer(sass) if m[1] not in ("NOP", "EXIT", "BRA")]
     wide = sum(1 for m in SASS_OP.finditer(sass) if m[2] and (".WIDE" in m[2] or ".X" in m[2]))
     return {"sass": len(ops), "mufu": ops.count("MUFU"), "int64": wide}
+
+
+def write_peaks(peaks: list[tuple[int, int, int]], out: Path) -> None:
+    """OUT/peaks.txt: each graph's planned peak of storages (scheduler/peak.py: graph inputs
+    and library workspaces not counted), in the order compiled; printed too."""
+    lines = [
+        f"graph {k}: {groups} groups, planned peak {peak / 2**20:.1f} MiB, "
+        f"without in-place writes {bound / 2**20:.1f} MiB"
+        for k, (groups, peak, bound) in enumerate(peaks)
+    ]
+    (out / "peaks.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def write_plan(cache: Path, out: Path) -> None:
