@@ -86,12 +86,13 @@ def _recomputed_values_early() -> None:
     sys.modules["ember_inductor_ir.scheduler.schedule"].MAX_HOISTED_EXTERNS = 10**9
 
 
-def _save_library_operands() -> None:
-    """Forward values a backward matmul or convolution gradient reads saved, not recomputed
-    (aot min-cut: SAVE_LIBRARY_OPERANDS, off since 7b1883a)."""
+def _recompute_library_operands() -> None:
+    """Forward values a backward matmul or convolution gradient reads recomputed in the
+    backward, not saved (aot min-cut: SAVE_LIBRARY_OPERANDS off; on since the A/B of
+    2026-12-02, stats_ab.sh group 1)."""
     from ember_aot_autograd.partition import mincut
 
-    mincut.SAVE_LIBRARY_OPERANDS = True
+    mincut.SAVE_LIBRARY_OPERANDS = False
 
 
 def _statistics_inline() -> None:
@@ -203,7 +204,7 @@ VARIANTS = {
     "saved_floats_only": _saved_floats_only,
     "gathers_vote_by_walk": _gathers_vote_by_walk,
     # what a backward library op reads saved, not recomputed (more memory, fewer passes)
-    "save_library_operands": _save_library_operands,
+    "recompute_library_operands": _recompute_library_operands,
 }
 
 

@@ -3,10 +3,10 @@
 # variant in a fresh process, ms a step and peak MB (variants: bisect_variants.py), every
 # model's variants run base, variant, variant, base (the first process of a call ran slower
 # on 2026-12-02: an order-bound A/B is read from both orders):
-#   save_library_operands  forward values a backward matmul or convolution gradient reads
-#                      saved, not recomputed (aot min-cut; off): ESE-VoVNet held 7231 MB
-#                      against 5660 at 7b1883a for 35.2 against 34.9 ms a step, one run,
-#                      its saved aliases then crossing through NCHW copies (fixed: 5c054ef)
+#   recompute_library_operands  forward values a backward matmul or convolution gradient
+#                      reads recomputed (aot min-cut's SAVE_LIBRARY_OPERANDS off). Saving them
+#                      won group 1 on 2026-12-02 (efb0c8a): ESE-VoVNet 27.2 / 30.2 ms a step
+#                      (7253 / 4510 MB), ResNet-50 22.3 / 22.8 ms (4971 / 3019 MB): on since then
 #   welford_reciprocal a looped Welford update multiplies by one reciprocal a pass (off
 #                      since 860f3f8; order-bound twice: 40.91 / 37.62 and 41.56 / 36.01)
 # Timed and kept (0c450c5): the pool layouts (gathers_vote_by_walk 29.91, saved_floats_only
@@ -16,7 +16,7 @@
 #                                      each about 8 minutes: four fresh compiles a model)
 set -uo pipefail
 source tools/gpu/host_env.sh
-save=base,save_library_operands,save_library_operands,base
+save=base,recompute_library_operands,recompute_library_operands,base
 case "${1:-1}" in
 1) specs=("timm ese_vovnet19b_dw train-bf16 $save" "timm resnet50 train-bf16 $save") ;;
 2) specs=("huggingface GPT2LMHeadModel train-bf16 $save"

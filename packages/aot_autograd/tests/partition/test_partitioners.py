@@ -131,7 +131,10 @@ def two_layers(x, w1, w2):
     return (h * w2).sum()  # h's backward reader is pointwise: recomputed
 
 
-def test_by_default_a_value_a_backward_matmul_reads_is_recomputed():
+def test_switched_off_a_value_a_backward_matmul_reads_is_recomputed(monkeypatch):
+    from ember_aot_autograd.partition import mincut
+
+    monkeypatch.setattr(mincut, "SAVE_LIBRARY_OPERANDS", False)
     args = _matrices()
     part = min_cut_rematerialization_partition(trace_joint(mlp, args))
     assert [n for n in part.bw_gm.graph.nodes if n.target is aten.sin.default]
@@ -184,14 +187,7 @@ def mlp(x, w1, w2):
     return ((h @ w2).cos() * 2).sum()
 
 
-@pytest.fixture
-def save_library_operands(monkeypatch):
-    from ember_aot_autograd.partition import mincut
-
-    monkeypatch.setattr(mincut, "SAVE_LIBRARY_OPERANDS", True)
-
-
-def test_a_value_a_backward_matmul_reads_is_saved_not_recomputed(save_library_operands):
+def test_a_value_a_backward_matmul_reads_is_saved_not_recomputed():
     """The second weight's gradient is a matmul reading h (through a transpose): recomputed,
     h would be computed and written in full in the backward; the forward wrote it already
     for its own matmul, so it is saved (the sine runs once)."""
@@ -206,7 +202,7 @@ def conv_relu_conv(x, w1, w2):
     return torch.nn.functional.conv2d(torch.cat([x, h], 1), w2).square().sum()
 
 
-def test_a_value_a_backward_convolution_reads_is_saved(save_library_operands):
+def test_a_value_a_backward_convolution_reads_is_saved():
     """The concatenation feeds the second convolution, whose weight gradient reads it: saved
     (ESE-VoVNet recomputed its concatenations of batch norm + ReLU outputs in the backward)."""
     args = [torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3, requires_grad=True),

@@ -170,11 +170,12 @@ _READ_FROM_MEMORY: set[str] = {
 }
 
 #: save what a backward library op reads (read_by_backward_library_op) rather than recompute
-#: it. Off: on ESE-VoVNet's bf16 training step (H200, 7b1883a) it held 1.5 GB more (7231
-#: against 5660 MB) for no measured gain (35.2 against 34.9 ms a step: the backward's
-#: reductions then read the saved ReLU output beside the convolution's); to be timed A/B
-#: on more models (tools/gpu/bisect_variants.py's save_library_operands)
-SAVE_LIBRARY_OPERANDS = False
+#: it: the forward wrote the value already for its own library op, so saving costs memory
+#: only, while recomputing it reads its inputs and writes it again in the backward. Timed
+#: A/B on the H200 (bf16 training, fresh processes base/on/on/base, 2026-12-02 at efb0c8a):
+#: ESE-VoVNet 27.2 against 30.2 ms a step (4510 -> 7253 MB, torch.compile holds 7920),
+#: ResNet-50 22.3 against 22.8 ms (3019 -> 4971 MB, torch.compile 5159)
+SAVE_LIBRARY_OPERANDS = True
 
 #: prims that only rearrange or broadcast their input (followed to the op that reads it)
 _REARRANGING = frozenset(
