@@ -2,7 +2,6 @@
 
 import operator
 
-import pytest
 import torch
 
 from ember_aot_autograd import (
