@@ -48,6 +48,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = re.compile(r"_k_(\w+)\[(\([^\]]*\))\]\((.*)\)$", re.M)
@@ -101,8 +102,15 @@ def _plan(args: argparse.Namespace) -> None:
     peaks = []  # each graph's planned storage peak and the bound without in-place writes
 
     def keep(sched, *a, **k):
-        peaks.append((len(sched), sched.peak_bytes(), sched.live_bytes_bound()))
         graphs.append(compile_triton(sched, *a, **k))
+        unstored = {name for group in graphs[-1].groups for name in group.register_only}
+        held: dict[str, int] = {}
+        peak = sched.peak_bytes(held, unstored)
+        peaks.append((len(sched), peak, sched.live_bytes_bound(), held))
+        held["groups"] = [group.name for group in sched]
+        held["shapes"] = {
+            name: _buffer_shape(sched, name) for name in held if name in sched.buffers
+        }
         return graphs[-1]
 
     compile_triton, codegen_api.compile_triton = codegen_api.compile_triton, keep
@@ -294,15 +302,28 @@ def _sass_counts(sass: str) -> dict:
     return {"sass": len(ops), "mufu": ops.count("MUFU"), "int64": wide}
 
 
-def write_peaks(peaks: list[tuple[int, int, int]], out: Path) -> None:
+def _buffer_shape(sched: Any, name: str) -> str:
+    buf = sched.buffers[name]
+    sizes = ", ".join(str(sched.size_hint(d)) for d in buf.get_size())
+    return f"{str(buf.get_dtype()).removeprefix('torch.')}[{sizes}]"
+
+
+def write_peaks(peaks: list[tuple[int, int, int, dict]], out: Path) -> None:
     """OUT/peaks.txt: each graph's planned peak of storages (scheduler/peak.py: graph inputs
-    and library workspaces not counted), in the order compiled; printed too."""
-    lines = [
-        f"graph {k}: {groups} groups, planned peak {peak / 2**20:.1f} MiB, "
-        f"without in-place writes {bound / 2**20:.1f} MiB"
-        for k, (groups, peak, bound) in enumerate(peaks)
-    ]
-    (out / "peaks.txt").write_text("\n".join(lines) + "\n")
+    and library workspaces not counted), in the order compiled, then the storages held at
+    that peak, largest first (each named by its first buffer; printed: the summary lines)."""
+    lines, details = [], []
+    for k, (groups, peak, bound, held) in enumerate(peaks):
+        lines.append(
+            f"graph {k}: {groups} groups, planned peak {peak / 2**20:.1f} MiB, "
+            f"without in-place writes {bound / 2**20:.1f} MiB"
+        )
+        names, shapes = held.pop("groups"), held.pop("shapes")
+        at = held.pop("", None)
+        details.append(f"graph {k}: held after group {at} ({names[at] if at is not None else '-'})")
+        for name, size in sorted(held.items(), key=lambda item: -item[1]):
+            details.append(f"  {size / 2**20:9.1f} MiB  {name}  {shapes.get(name, '')}")
+    (out / "peaks.txt").write_text("\n".join(lines + details) + "\n")
     print("\n".join(lines))
 
 

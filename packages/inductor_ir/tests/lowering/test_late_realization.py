@@ -91,3 +91,23 @@ def test_a_broadcast_read_is_not_a_whole_read(check, monkeypatch):
     monkeypatch.setattr(graph, "MAX_SHARED_FULL_READS", 2)  # the bias would count
     stricter, _ = check(fn, *inputs)
     assert _stored_pointwise(stricter) == _stored_pointwise(lowering) + 1
+
+
+def _two_term_stream(x, a, b):
+    # (x + a) + b read by a reduction and a product: stored, as it reads three whole buffers
+    total = prims.add(prims.add(x, a), b)
+    return prims.sum(total, [1]), prims.mul(total, total)
+
+
+def test_a_padded_buffer_read_through_a_slice_is_a_whole_read(check):
+    # MLP-Mixer's bf16 token-mixing outputs are a matmul's result padded for alignment
+    # ([N*C, 200]) read as 196 tokens: each is a whole term of the residual stream, and
+    # x + padded[:, :8] + b is stored where x + a + b is. (Counted as a broadcast, the
+    # stream kept four 37-MB terms alive at the Mixer's peak.)
+    def sliced(x, padded, b):
+        return _two_term_stream(x, prims.slice(padded, [0, 0], [6, 8]), b)
+
+    x, b = torch.randn(6, 8), torch.randn(6, 8)
+    got, _ = check(sliced, x, torch.randn(6, 12), b)
+    want, _ = check(_two_term_stream, x, torch.randn(6, 8), b)
+    assert _stored_pointwise(got) == _stored_pointwise(want) == 3  # with the product

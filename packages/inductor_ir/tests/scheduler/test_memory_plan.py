@@ -143,6 +143,29 @@ def test_a_value_kept_inside_its_kernel_does_not_take_the_storage_it_reads():
     assert internal not in in_place and written & set(in_place), sched.describe()
 
 
+def test_a_row_kept_inside_its_reduction_does_not_take_the_storage_it_reads():
+    """A softmax over attention scores plus a costly bias: the biased scores are read by the
+    row's maximum and its exponentials, a full-row buffer of the reduction's kernel, which a
+    persistent reduction keeps in registers. The softmax's result, not that row, is written
+    over the product (SE-BoTNet held two [256, 1024, 1024] score maps at once)."""
+
+    def f(x, w):
+        h = prims.mm(x, w)
+        s = prims.add(h, prims.exp(prims.tanh(prims.exp(prims.tanh(prims.sin(h))))))
+        m = prims.broadcast_in_dim(prims.amax(s, [1]), [16, 32], [0])
+        e = prims.exp(prims.sub(s, m))
+        p = prims.div(e, prims.broadcast_in_dim(prims.sum(e, [1]), [16, 32], [0]))
+        return (prims.mm(p, prims.permute(w, [1, 0])),)
+
+    torch.manual_seed(0)
+    sched = _check(f, [torch.randn(16, 8) * 0.1, torch.randn(8, 32) * 0.1], FRESH_MM_CPU)
+    group = next(g for g in sched if not g.is_extern and g.internal)
+    full = {n.buffer.name for n in group.nodes if n.placement == "full"}
+    in_place = _in_place(sched)
+    assert full & group.internal and not full & group.internal & set(in_place)
+    assert (full - group.internal) & set(in_place), sched.describe()
+
+
 def test_released_inputs_are_dropped_after_their_last_use_never_handed_on():
     """A caller that hands the inputs over (a backward's saved activations): each input is
     freed after the group that reads it last; its storage is not given to a later buffer

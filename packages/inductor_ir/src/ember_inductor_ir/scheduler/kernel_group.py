@@ -11,6 +11,7 @@ expressions, in those variables, to call its body with.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -169,9 +170,15 @@ class Schedule(list):  # list[KernelGroup]
         """The bytes of ``buf``'s storage on the example inputs."""
         return self.size_hint(buf.layout.storage_numel()) * buf.get_dtype().itemsize
 
-    def peak_bytes(self) -> int:
-        """The most bytes of storage the memory plan holds at once (scheduler/peak.py)."""
-        return plan_peak_bytes(self, self.buffers, self.allocations, self.frees, self.nbytes)
+    def peak_bytes(
+        self, at_peak: dict[str, int] | None = None, unstored: AbstractSet[str] = frozenset()
+    ) -> int:
+        """The most bytes of storage the memory plan holds at once (scheduler/peak.py:
+        ``at_peak`` receives the storages then held; ``unstored``, buffers a generator kept
+        in registers)."""
+        return plan_peak_bytes(
+            self, self.buffers, self.allocations, self.frees, self.nbytes, at_peak, unstored
+        )
 
     def live_bytes_bound(self) -> int:
         """The least a plan without in-place writes could hold (scheduler/peak.py)."""

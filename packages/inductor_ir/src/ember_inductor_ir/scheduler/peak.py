@@ -12,7 +12,7 @@ a group's values kept in registers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,16 +26,22 @@ def plan_peak_bytes(
     allocations: Mapping[str, Allocation],
     frees: Mapping[str, list[str]],
     nbytes: Callable[[Buffer], int],
+    at_peak: dict[str, int] | None = None,
+    unstored: Set[str] = frozenset(),
 ) -> int:
-    """The most bytes of storage the plan holds at once (see the module docstring)."""
+    """The most bytes of storage the plan holds at once (see the module docstring); with
+    ``at_peak``, that dict is filled with the storages then held (each buffer named by the
+    first that took it) and their bytes, and ``at_peak[""]`` is the peak group's index.
+    ``unstored``: internal full-row buffers a code generator kept in registers (its own
+    choice, unknown to the schedule), not counted either."""
     taken = {a.reuses for a in allocations.values() if a.reuses is not None and not a.in_place}
     storage_of: dict[str, str] = {}  # buffer alive (or held for its taker) -> its storage
     size: dict[str, int] = {}  # storage -> bytes
     peak = 0
-    for group in groups:
+    for index, group in enumerate(groups):
         # an in-place library call (index_put_, a collective) returns the buffer it writes
         aliased = group.extern.mutates if group.extern is not None else None
-        in_registers = group.register_only() if group.extern is None else set()
+        in_registers = group.register_only() | unstored if group.extern is None else set()
         for name in group.buffer_names():
             if name in in_registers:  # never stored (LeViT's stem counted 784 MB twice)
                 continue
@@ -50,7 +56,12 @@ def plan_peak_bytes(
             elif plan is None or not plan.in_place:  # (in place in a graph input: uncounted)
                 storage_of[name] = name
                 size[name] = nbytes(buffers[name])
-        peak = max(peak, sum(size[s] for s in set(storage_of.values())))
+        held = set(storage_of.values())
+        total = sum(size[s] for s in held)
+        if total > peak and at_peak is not None:
+            at_peak.clear()
+            at_peak.update({s: size[s] for s in held}, **{"": index})
+        peak = max(peak, total)
         for name in frees.get(group.name, ()):
             if name not in taken:
                 storage_of.pop(name, None)
@@ -74,8 +85,13 @@ def live_bytes_bound(
         for name in group.reads | set(group.buffer_names()):
             last[name] = k
     end = len(groups)
-    peak = 0
-    for k in range(len(groups)):
-        alive = [n for n, at in made.items() if at <= k <= (end if n in keep else last.get(n, at))]
-        peak = max(peak, sum(nbytes(buffers[n]) for n in alive))
+    change = [0] * (end + 2)  # bytes born at a group, and freed after the next one
+    for name, at in made.items():
+        size = nbytes(buffers[name])
+        change[at] += size
+        change[(end if name in keep else last.get(name, at)) + 1] -= size
+    peak = alive = 0
+    for k in range(end):
+        alive += change[k]
+        peak = max(peak, alive)
     return peak

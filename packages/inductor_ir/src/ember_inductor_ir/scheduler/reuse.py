@@ -124,7 +124,11 @@ class _Planner:
             if name in in_registers:
                 continue
             reused, in_place = None, False
-            if name in self.planned and name not in self.donated:  # (an output too)
+            if name in self.planned and name not in self.donated and name not in group.internal:
+                # an internal full-row buffer is not given a donor in place: its generator may
+                # keep it in registers (a persistent reduction), and the donor's storage then
+                # went unused while the group's output took fresh memory (SE-BoTNet's softmax
+                # held two [256, 1024, 1024] score maps at once)
                 reused = self._overwritable(k, group, name)
                 in_place = reused is not None
             if reused is None and name in self.planned and name not in self.keep:
