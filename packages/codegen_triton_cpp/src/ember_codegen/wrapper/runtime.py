@@ -73,14 +73,17 @@ def adopt_extern_output(
     t: torch.Tensor, size: tuple, stride: tuple, offset: int, dtype: torch.dtype
 ) -> torch.Tensor:
     """An extern kernel's result as the buffer: taken as is when it already has the
-    buffer's layout, else copied (on its device) into a fresh tensor that has it."""
-    if (
-        tuple(t.shape) == size
-        and t.stride() == stride
-        and t.storage_offset() == offset
-        and t.dtype == dtype
-    ):
+    buffer's layout, viewed with it when the two differ only in the strides of size-1
+    dimensions (which address nothing: ghostnet's squeeze-excite convolutions return
+    [512, 960, 1, 1] maps that were copied twelve times a step), else copied (on its
+    device) into a fresh tensor that has it."""
+    same_place = tuple(t.shape) == size and t.storage_offset() == offset and t.dtype == dtype
+    if same_place and t.stride() == stride:
         return t
+    if same_place and (
+        0 in size or all(a == b for n, a, b in zip(size, t.stride(), stride) if n != 1)
+    ):
+        return t.as_strided(size, stride, offset)
     ADOPTED_COPIES[(tuple(t.shape), t.stride(), t.dtype, stride, dtype)] += 1
     numel = extent((size, stride, offset))
     out = torch.empty(numel, dtype=dtype, device=t.device).as_strided(size, stride, offset)
