@@ -80,9 +80,10 @@ def adopt_extern_output(
     same_place = tuple(t.shape) == size and t.storage_offset() == offset and t.dtype == dtype
     if same_place and t.stride() == stride:
         return t
-    if same_place and (
-        0 in size or all(a == b for n, a, b in zip(size, t.stride(), stride) if n != 1)
-    ):
+    unit_strides_only = all(
+        a == b for n, a, b in zip(size, t.stride(), stride, strict=True) if n != 1
+    )
+    if same_place and (0 in size or unit_strides_only):
         return t.as_strided(size, stride, offset)
     ADOPTED_COPIES[(tuple(t.shape), t.stride(), t.dtype, stride, dtype)] += 1
     numel = extent((size, stride, offset))
