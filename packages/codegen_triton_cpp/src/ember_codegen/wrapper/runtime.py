@@ -80,10 +80,9 @@ def adopt_extern_output(
     same_place = tuple(t.shape) == size and t.storage_offset() == offset and t.dtype == dtype
     if same_place and t.stride() == stride:
         return t
-    unit_strides_only = all(
-        a == b for n, a, b in zip(size, t.stride(), stride, strict=True) if n != 1
-    )
-    if same_place and (0 in size or unit_strides_only):
+    if same_place and (
+        0 in size or all(a == b for n, a, b in zip(size, t.stride(), stride, strict=True) if n != 1)
+    ):  # (same_place: one rank)
         return t.as_strided(size, stride, offset)
     ADOPTED_COPIES[(tuple(t.shape), t.stride(), t.dtype, stride, dtype)] += 1
     numel = extent((size, stride, offset))
