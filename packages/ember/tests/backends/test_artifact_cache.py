@@ -147,3 +147,14 @@ def test_cache_hits_count_collectives_as_a_compile_does(tmp_path, monkeypatch):
     finally:
         dist.destroy_process_group()
         ember.reset()
+
+
+def test_wrapper_constants_round_trip_devices_and_dtypes():
+    """A wrapper constant that is a device (a fallback's ``device=``) is stored, not a reason
+    to bypass the cache: ghostnet's training step recompiled one graph on every warm start."""
+    import torch
+
+    from ember.backends.codegen_artifact import _decode, _encode
+
+    for value in (torch.device("cpu"), torch.device("cuda", 1), torch.bfloat16, 2.5, None):
+        assert _decode(_encode(value)) == value

@@ -62,6 +62,8 @@ def _encode(value: Any) -> list:
         return ["float", repr(value)]
     if isinstance(value, torch.dtype):
         return ["dtype", str(value).removeprefix("torch.")]
+    if isinstance(value, torch.device):  # a fallback's device= (ghostnet's training step)
+        return ["device", str(value)]
     if isinstance(value, torch.Tensor):
         try:
             return ["tensor", encode_tensor(value, "wrapper constant")]
@@ -87,6 +89,8 @@ def _decode(data: list) -> Any:
         return float(data[1])  # repr of a float, inf and nan included
     if kind == "dtype":
         return getattr(torch, data[1])
+    if kind == "device":
+        return torch.device(data[1])
     if kind == "op":
         return getattr(getattr(getattr(torch.ops, data[1]), data[2]), data[3])
     if kind == "function":
