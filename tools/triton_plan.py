@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +100,18 @@ def _plan(args: argparse.Namespace) -> None:
 
     graphs = []  # every compiled graph, for the PTX pass
 
-    peaks = []  # each graph's planned storage peak and the bound without in-place writes
+    peaks: list[PlannedPeak] = []  # each graph's planned storage peak
 
     def keep(sched, *a, **k):
         graphs.append(compile_triton(sched, *a, **k))
         unstored = {name for group in graphs[-1].groups for name in group.register_only}
         held: dict[str, int] = {}
         peak = sched.peak_bytes(held, unstored)
-        peaks.append((len(sched), peak, sched.live_bytes_bound(), held))
-        held["groups"] = [group.name for group in sched]
-        held["shapes"] = {
-            name: _buffer_shape(sched, name) for name in held if name in sched.buffers
-        }
+        at = held.pop("")
+        described = [(name, size, _buffer_shape(sched, name)) for name, size in held.items()]
+        peaks.append(
+            PlannedPeak(len(sched), peak, sched.live_bytes_bound(), sched[at].name, described)
+        )
         return graphs[-1]
 
     compile_triton, codegen_api.compile_triton = codegen_api.compile_triton, keep
@@ -308,21 +309,32 @@ def _buffer_shape(sched: Any, name: str) -> str:
     return f"{str(buf.get_dtype()).removeprefix('torch.')}[{sizes}]"
 
 
-def write_peaks(peaks: list[tuple[int, int, int, dict]], out: Path) -> None:
+@dataclass
+class PlannedPeak:
+    """One graph's planned storage peak: its groups, the peak and the bound without in-place
+    writes (bytes), the group after which it is reached, the storages then held (each named
+    by its first buffer, with its bytes and shape)."""
+
+    groups: int
+    peak: int
+    bound: int
+    at_group: str
+    held: list[tuple[str, int, str]]
+
+
+def write_peaks(peaks: list[PlannedPeak], out: Path) -> None:
     """OUT/peaks.txt: each graph's planned peak of storages (scheduler/peak.py: graph inputs
     and library workspaces not counted), in the order compiled, then the storages held at
-    that peak, largest first (each named by its first buffer; printed: the summary lines)."""
+    that peak, largest first (printed: the summary lines)."""
     lines, details = [], []
-    for k, (groups, peak, bound, held) in enumerate(peaks):
+    for k, p in enumerate(peaks):
         lines.append(
-            f"graph {k}: {groups} groups, planned peak {peak / 2**20:.1f} MiB, "
-            f"without in-place writes {bound / 2**20:.1f} MiB"
+            f"graph {k}: {p.groups} groups, planned peak {p.peak / 2**20:.1f} MiB, "
+            f"without in-place writes {p.bound / 2**20:.1f} MiB"
         )
-        names, shapes = held.pop("groups"), held.pop("shapes")
-        at = held.pop("", None)
-        details.append(f"graph {k}: held after group {at} ({names[at] if at is not None else '-'})")
-        for name, size in sorted(held.items(), key=lambda item: -item[1]):
-            details.append(f"  {size / 2**20:9.1f} MiB  {name}  {shapes.get(name, '')}")
+        details.append(f"graph {k}: held after {p.at_group}")
+        for name, size, shape in sorted(p.held, key=lambda item: -item[1]):
+            details.append(f"  {size / 2**20:9.1f} MiB  {name}  {shape}")
     (out / "peaks.txt").write_text("\n".join(lines + details) + "\n")
     print("\n".join(lines))
 
