@@ -120,6 +120,30 @@ def test_a_compiler_without_a_cold_first_call_has_no_compile_figure() -> None:
     assert "compile_s" not in ember and ember["warm_compile_s"] == 0.49
 
 
+def test_each_compilers_cold_compile_has_its_own_process_and_time(monkeypatch) -> None:
+    # a torch.compile that runs out of time leaves Ember's cold compile its own budget
+    import argparse
+
+    def spawn(command, env, args, name):
+        compiler = command[command.index("--compilers") + 1].split(",")[-1]
+        if compiler == "torch.compile":
+            return {"model": name, "error": "timeout after 9 s"}
+        return {"model": name, "compilers": {"eager": {"first_call_s": 0.2},
+                                             compiler: {"first_call_s": 3.0}}}  # fmt: skip
+
+    monkeypatch.setattr(suites_run, "_spawn", spawn)
+    args = argparse.Namespace(compilers=["eager", "torch.compile", "ember"], compile_lanes=2)
+    cold = suites_run.compile_ahead([argparse.Namespace(name="m")], [], {}, args)
+    assert cold["m"]["compilers"] == {
+        "eager": {"first_call_s": 0.2},
+        "torch.compile": {"error": "timeout after 9 s"},
+        "ember": {"first_call_s": 3.0},
+    }
+    assert suites_run._brief_cold(cold["m"]) == (
+        "eager 0.2 s, torch.compile timeout after 9 s, ember 3.0 s"
+    )
+
+
 def test_cold_compiles_are_named_with_what_failed() -> None:
     cold = {"compilers": {"eager": {"first_call_s": 0.3}, "ember": {"error": "CUDA error"}}}
     assert suites_run._brief_cold(cold) == "eager 0.3 s, ember CUDA error"

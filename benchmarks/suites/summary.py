@@ -89,8 +89,9 @@ def _ember_vs_compile(ran: list[dict], compilers: list[str]) -> list[str]:
     compile_s = geomean([_ratio(e, t, "compile_s") for _, e, t in pairs])
     slow = [f"{m} {s:.3f}" for m, s in speed if s is not None and s < SLOW]
     lanes = sorted({r["compile_lanes"] for r in ran if r.get("compile_lanes", 1) > 1})
-    shared = (f" Cold compiles of {' or '.join(map(str, lanes))} models at once on the host's "
-              "cores (run.py --compile-lanes) for the records whose command says so."
+    shared = (f" Cold compiles in {' or '.join(map(str, lanes))} processes at once on the "
+              "host's cores (run.py --compile-lanes: a process a model until f1f89a3, a model "
+              "and compiler since) for the records whose command says so."
               if lanes else "")  # fmt: skip
     return [
         f"Ember / torch.compile: geomean speedup ratio {_fmt(geomean([s for _, s in speed]))}, "

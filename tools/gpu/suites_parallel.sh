@@ -7,8 +7,9 @@
 # A job is SUITE:MODE:SHARD[:MODELS] (MODELS a comma list; SHARD k/n, 0/1 for all); `|`
 # separates lanes, lane i runs on GPU i. ROUNDS (3), MODEL_TIMEOUT (s per model, 150),
 # TOTAL_TIMEOUT (s for each lane, 540), PROFILE=1 as in suites.sh, COMPILE_LANES (4: each
-# job first compiles its models cold, that many at once on the host's cores, then times
-# each alone from the warm caches; about twice the models a call). Each model is still its
+# job first compiles its models cold, one process a model and compiler, that many at once
+# on the host's cores, then times each alone from the warm caches; about twice the models
+# a call; twice the models for all of them at once). Each model is still its
 # own process with eager, torch.compile and Ember interleaved, so lanes compare nothing
 # across GPUs; they share the host's CPU cores (32 on x2) for compiling.
 # Writes $OUT/suites-SUITE-MODE-K_N.jsonl per job, $OUT/laneI.log, and $OUT/summary.md over
